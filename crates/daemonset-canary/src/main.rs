@@ -1,0 +1,3 @@
+//! daemonset-canary: the controller binary (work in progress).
+
+fn main() {}
