@@ -1,1 +1,56 @@
-fn main() {}
+//! `cargo xtask`: the project's build, check and benchmark automation.
+//!
+//! Every check that CI runs is a step of `cargo xtask ci`, so a developer runs exactly what CI runs.
+//! Invariants: steps run from the workspace root; every external tool a step needs is installed (or
+//! reported with the exact install command) by the `tools` step before any other step runs, so a
+//! missing tool fails loudly instead of skipping tests.
+
+mod ci;
+mod tools;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Command-line interface of `cargo xtask`.
+#[derive(Parser)]
+#[command(about = "daemonset-canary automation: CI checks, code generation, benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every CI step (tools, fmt, clippy, tests, docs, benches compiled) and print a summary.
+    Ci(ci::CiArgs),
+    /// Install (or check for) the external tools the tests need: kubectl, promtool, prometheus.
+    Tools,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let root = workspace_root()?;
+    std::env::set_current_dir(&root)
+        .with_context(|| format!("cannot enter the workspace root {}", root.display()))?;
+    match cli.command {
+        Command::Ci(args) => ci::run(&args),
+        Command::Tools => tools::ensure_all(),
+    }
+}
+
+/// The workspace root: xtask lives one level below it.
+fn workspace_root() -> Result<PathBuf> {
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .context("CARGO_MANIFEST_DIR is not set: run this through `cargo xtask`")?;
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .context("xtask has no parent directory")
+}
+
+/// The cargo that invoked us, so nested calls use the same toolchain.
+pub(crate) fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}

@@ -1,0 +1,161 @@
+//! The CI pipeline: an ordered list of named steps, each a function that either passes or fails.
+//!
+//! Adding a step is one line in [`STEPS`].
+
+use crate::{cargo, tools};
+use anyhow::{Result, bail};
+use std::time::{Duration, Instant};
+use xshell::{Shell, cmd};
+
+/// Options of `cargo xtask ci`.
+#[derive(clap::Args)]
+pub struct CiArgs {
+    /// Run only the named steps (repeatable), e.g. `--step fmt --step clippy`.
+    #[arg(long = "step", value_name = "NAME")]
+    steps: Vec<String>,
+    /// Keep going after a failed step and report every result at the end.
+    #[arg(long)]
+    keep_going: bool,
+}
+
+/// One CI step.
+struct Step {
+    name: &'static str,
+    what: &'static str,
+    run: fn(&Shell) -> Result<()>,
+}
+
+/// Every CI step, in the order they run.
+const STEPS: &[Step] = &[
+    Step {
+        name: "tools",
+        what: "external tools the tests need",
+        run: tools_step,
+    },
+    Step {
+        name: "fmt",
+        what: "cargo fmt --check",
+        run: fmt,
+    },
+    Step {
+        name: "clippy",
+        what: "clippy, all targets, -D warnings",
+        run: clippy,
+    },
+    Step {
+        name: "test",
+        what: "all tests (nextest) and doc tests",
+        run: test,
+    },
+    Step {
+        name: "doc",
+        what: "rustdoc with warnings denied",
+        run: doc,
+    },
+    Step {
+        name: "bench-build",
+        what: "benches compile",
+        run: bench_build,
+    },
+];
+
+enum Outcome {
+    Passed(Duration),
+    Failed(Duration, String),
+    NotRun,
+}
+
+/// Runs the selected steps and prints a summary table; fails if any step failed.
+pub fn run(args: &CiArgs) -> Result<()> {
+    for name in &args.steps {
+        if !STEPS.iter().any(|s| s.name == name) {
+            bail!("unknown step {name:?}; steps are: {}", step_names());
+        }
+    }
+    let sh = Shell::new()?;
+    let selected = |s: &Step| args.steps.is_empty() || args.steps.iter().any(|n| n == s.name);
+    let mut outcomes = Vec::new();
+    let mut failed = false;
+    for step in STEPS {
+        if !selected(step) || (failed && !args.keep_going) {
+            outcomes.push((step, Outcome::NotRun));
+            continue;
+        }
+        eprintln!("\n==> xtask ci: {} ({})", step.name, step.what);
+        let start = Instant::now();
+        let outcome = match (step.run)(&sh) {
+            Ok(()) => Outcome::Passed(start.elapsed()),
+            Err(err) => {
+                failed = true;
+                Outcome::Failed(start.elapsed(), format!("{err:#}"))
+            }
+        };
+        outcomes.push((step, outcome));
+    }
+    print_summary(&outcomes);
+    if failed {
+        bail!("xtask ci failed");
+    }
+    Ok(())
+}
+
+fn step_names() -> String {
+    STEPS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+}
+
+fn print_summary(outcomes: &[(&Step, Outcome)]) {
+    eprintln!("\n==> xtask ci summary");
+    for (step, outcome) in outcomes {
+        let line = match outcome {
+            Outcome::Passed(t) => format!("passed  {:>7.1}s", t.as_secs_f64()),
+            Outcome::Failed(t, why) => format!("FAILED  {:>7.1}s  {why}", t.as_secs_f64()),
+            Outcome::NotRun => "not run".to_owned(),
+        };
+        eprintln!("  {:<12} {line}", step.name);
+    }
+}
+
+fn tools_step(_sh: &Shell) -> Result<()> {
+    tools::ensure_all()
+}
+
+fn fmt(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    cmd!(sh, "{cargo} fmt --all -- --check").run()?;
+    Ok(())
+}
+
+fn clippy(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    cmd!(
+        sh,
+        "{cargo} clippy --workspace --all-targets --locked -- -D warnings"
+    )
+    .run()?;
+    Ok(())
+}
+
+fn test(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    cmd!(
+        sh,
+        "{cargo} nextest run --workspace --locked --no-fail-fast"
+    )
+    .run()?;
+    // nextest does not run doc tests.
+    cmd!(sh, "{cargo} test --workspace --locked --doc").run()?;
+    Ok(())
+}
+
+fn doc(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    let _deny = sh.push_env("RUSTDOCFLAGS", "-D warnings");
+    cmd!(sh, "{cargo} doc --workspace --no-deps --locked").run()?;
+    Ok(())
+}
+
+fn bench_build(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    cmd!(sh, "{cargo} bench --workspace --locked --no-run").run()?;
+    Ok(())
+}
