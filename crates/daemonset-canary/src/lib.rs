@@ -1,0 +1,9 @@
+//! The daemonset-canary binary's building blocks: metrics, the HTTP server and logging.
+//!
+//! They live in a library so that integration tests drive them directly; `main.rs` only parses the
+//! command line and wires them together. Invariant: nothing here decides anything about a rollout;
+//! decisions belong to `canary-state-machine`, I/O with the cluster to `canary-kube-adapter`.
+
+pub mod metrics;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,372 @@
+//! Prometheus metrics of rollouts and of the controller itself.
+//!
+//! Every metric carries the `canary_` prefix, uses base units (seconds) and ends in `_total` only when
+//! it is a counter, so the exposition passes `promtool check metrics`. Label values are bounded:
+//! namespaces and names of CanaryDaemonSets, the six phase names, the failure reasons of the state
+//! machine, and a few fixed words; never pod names or UIDs.
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+/// The phase names, in rollout order, as the state machine spells them.
+pub const PHASES: [&str; 6] = [
+    "started",
+    "canary",
+    "increasing",
+    "waiting",
+    "successful",
+    "failed",
+];
+
+/// Buckets for time spent in one phase or one rollout: a canary takes seconds to minutes, a wide
+/// rollout up to hours.
+const ROLLOUT_BUCKETS: &[f64] = &[
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0,
+];
+
+/// Who moves the rollout: this controller (`driven`) or another operator we only watch (`observed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// The controller writes the DaemonSet.
+    Driven,
+    /// The controller only watches (observe mode for KubeVirt).
+    Observed,
+}
+
+impl Mode {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Driven => "driven",
+            Mode::Observed => "observed",
+        }
+    }
+}
+
+/// Identifies one rollout target in metric labels.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RolloutKey {
+    /// Namespace of the CanaryDaemonSet (or of the observed DaemonSet).
+    pub namespace: String,
+    /// Name of the CanaryDaemonSet (or of the observed DaemonSet).
+    pub name: String,
+    /// Driven or observed.
+    pub mode: Mode,
+}
+
+impl RolloutKey {
+    fn labels(&self) -> [&str; 3] {
+        [&self.namespace, &self.name, self.mode.as_str()]
+    }
+}
+
+/// Pod counts of one DaemonSet at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PodCounts {
+    /// `status.desiredNumberScheduled`.
+    pub desired: u32,
+    /// Pods on the target version.
+    pub updated: u32,
+    /// Pods on the target version and ready.
+    pub updated_ready: u32,
+}
+
+/// All metrics of the binary, registered in one registry.
+pub struct Metrics {
+    registry: Registry,
+    phase: IntGaugeVec,
+    phase_start: GaugeVec,
+    phase_duration: HistogramVec,
+    rollout_duration: HistogramVec,
+    pods: IntGaugeVec,
+    max_unavailable: IntGaugeVec,
+    failures: IntCounterVec,
+    daemonset_writes: IntCounterVec,
+    reconcile_duration: HistogramVec,
+    reconcile_errors: IntCounterVec,
+    leader: IntGauge,
+}
+
+const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
+
+impl Metrics {
+    /// Creates and registers every metric, with `build_info` set for this build.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new_custom(Some("canary".to_owned()), None)?;
+        let phase = IntGaugeVec::new(
+            Opts::new(
+                "rollout_phase",
+                "Current rollout phase, one-hot: 1 for the phase the rollout is in, 0 for the others.",
+            ),
+            &["namespace", "name", "mode", "phase"],
+        )?;
+        let phase_start = GaugeVec::new(
+            Opts::new(
+                "rollout_phase_start_timestamp_seconds",
+                "Unix time at which the rollout entered its current phase.",
+            ),
+            &ROLLOUT_LABELS,
+        )?;
+        let phase_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "rollout_phase_duration_seconds",
+                "Time spent in a phase, observed when the phase ends.",
+            )
+            .buckets(ROLLOUT_BUCKETS.to_vec()),
+            &["mode", "phase"],
+        )?;
+        let rollout_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "rollout_duration_seconds",
+                "Time from the start of a rollout to its end, by result.",
+            )
+            .buckets(ROLLOUT_BUCKETS.to_vec()),
+            &["mode", "result"],
+        )?;
+        let pods = IntGaugeVec::new(
+            Opts::new(
+                "rollout_pods",
+                "Pods of the managed DaemonSet: desired, updated (on the target), updated_ready.",
+            ),
+            &["namespace", "name", "mode", "state"],
+        )?;
+        let max_unavailable = IntGaugeVec::new(
+            Opts::new(
+                "rollout_max_unavailable_pods",
+                "The DaemonSet's current maxUnavailable, scaled to pods.",
+            ),
+            &ROLLOUT_LABELS,
+        )?;
+        let failures = IntCounterVec::new(
+            Opts::new(
+                "rollout_failures_total",
+                "Rollouts that entered the failed phase, by reason.",
+            ),
+            &["mode", "reason"],
+        )?;
+        let daemonset_writes = IntCounterVec::new(
+            Opts::new(
+                "daemonset_writes_total",
+                "DaemonSet writes made by the controller, by purpose (start, widen, revert, tls) and result.",
+            ),
+            &["purpose", "result"],
+        )?;
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "reconcile_duration_seconds",
+                "Duration of one reconcile of a CanaryDaemonSet.",
+            )
+            .buckets(prometheus::exponential_buckets(0.0005, 2.0, 14)?),
+            &["mode"],
+        )?;
+        let reconcile_errors = IntCounterVec::new(
+            Opts::new(
+                "reconcile_errors_total",
+                "Reconciles that ended in an error, by error kind.",
+            ),
+            &["mode", "kind"],
+        )?;
+        let leader = IntGauge::new(
+            "leader",
+            "1 while this replica holds the leader lease (or runs without leader election), else 0.",
+        )?;
+        let build_info = IntGaugeVec::new(
+            Opts::new("build_info", "Build information; the value is always 1."),
+            &["version"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        for collector in [
+            Box::new(phase.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(phase_start.clone()),
+            Box::new(phase_duration.clone()),
+            Box::new(rollout_duration.clone()),
+            Box::new(pods.clone()),
+            Box::new(max_unavailable.clone()),
+            Box::new(failures.clone()),
+            Box::new(daemonset_writes.clone()),
+            Box::new(reconcile_duration.clone()),
+            Box::new(reconcile_errors.clone()),
+            Box::new(leader.clone()),
+            Box::new(build_info),
+        ] {
+            registry.register(collector)?;
+        }
+        Ok(Self {
+            registry,
+            phase,
+            phase_start,
+            phase_duration,
+            rollout_duration,
+            pods,
+            max_unavailable,
+            failures,
+            daemonset_writes,
+            reconcile_duration,
+            reconcile_errors,
+            leader,
+        })
+    }
+
+    /// Records that `key` entered `phase` at `started_at` (Unix seconds). `previous` is the phase it
+    /// left and how long it spent there, when known.
+    pub fn enter_phase(
+        &self,
+        key: &RolloutKey,
+        phase: &str,
+        started_at: f64,
+        previous: Option<(&str, f64)>,
+    ) {
+        let [namespace, name, mode] = key.labels();
+        for candidate in PHASES {
+            let value = i64::from(candidate == phase);
+            self.phase
+                .with_label_values(&[namespace, name, mode, candidate])
+                .set(value);
+        }
+        self.phase_start
+            .with_label_values(&key.labels())
+            .set(started_at);
+        if let Some((left, seconds)) = previous {
+            self.phase_duration
+                .with_label_values(&[mode, left])
+                .observe(seconds.max(0.0));
+        }
+    }
+
+    /// Records the end of a rollout: `result` is `successful` or `failed`, `reason` the failure reason.
+    pub fn rollout_ended(&self, mode: Mode, result: &str, reason: Option<&str>, seconds: f64) {
+        self.rollout_duration
+            .with_label_values(&[mode.as_str(), result])
+            .observe(seconds.max(0.0));
+        if let Some(reason) = reason {
+            self.failures
+                .with_label_values(&[mode.as_str(), reason])
+                .inc();
+        }
+    }
+
+    /// Sets the pod counts and the scaled maxUnavailable of `key`.
+    pub fn set_counts(&self, key: &RolloutKey, counts: PodCounts, max_unavailable_pods: u32) {
+        let [namespace, name, mode] = key.labels();
+        for (state, value) in [
+            ("desired", counts.desired),
+            ("updated", counts.updated),
+            ("updated_ready", counts.updated_ready),
+        ] {
+            self.pods
+                .with_label_values(&[namespace, name, mode, state])
+                .set(i64::from(value));
+        }
+        self.max_unavailable
+            .with_label_values(&key.labels())
+            .set(i64::from(max_unavailable_pods));
+    }
+
+    /// Counts one DaemonSet write by purpose (`start`, `widen`, `revert`, `tls`) and result (`ok`, `conflict`, `error`).
+    pub fn daemonset_write(&self, purpose: &str, result: &str) {
+        self.daemonset_writes
+            .with_label_values(&[purpose, result])
+            .inc();
+    }
+
+    /// Observes one reconcile and, when it failed, its error kind.
+    pub fn reconcile(&self, mode: Mode, seconds: f64, error_kind: Option<&str>) {
+        self.reconcile_duration
+            .with_label_values(&[mode.as_str()])
+            .observe(seconds.max(0.0));
+        if let Some(kind) = error_kind {
+            self.reconcile_errors
+                .with_label_values(&[mode.as_str(), kind])
+                .inc();
+        }
+    }
+
+    /// Sets whether this replica leads.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// Drops every per-rollout series of `key`, when its CanaryDaemonSet is deleted.
+    pub fn forget(&self, key: &RolloutKey) {
+        let [namespace, name, mode] = key.labels();
+        for phase in PHASES {
+            let _ = self
+                .phase
+                .remove_label_values(&[namespace, name, mode, phase]);
+        }
+        for state in ["desired", "updated", "updated_ready"] {
+            let _ = self
+                .pods
+                .remove_label_values(&[namespace, name, mode, state]);
+        }
+        let _ = self.phase_start.remove_label_values(&key.labels());
+        let _ = self.max_unavailable.remove_label_values(&key.labels());
+    }
+
+    /// The text exposition (Prometheus format 0.0.4) of every metric.
+    pub fn encode(&self) -> Result<String, prometheus::Error> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        String::from_utf8(buffer).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    }
+}
+
+/// The Content-Type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> RolloutKey {
+        RolloutKey {
+            namespace: "kube-system".into(),
+            name: "node-agent".into(),
+            mode: Mode::Driven,
+        }
+    }
+
+    #[test]
+    fn phase_gauge_is_one_hot() {
+        let metrics = Metrics::new().unwrap();
+        metrics.enter_phase(&key(), "canary", 100.0, Some(("started", 2.0)));
+        let text = metrics.encode().unwrap();
+        let ones: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("canary_rollout_phase{") && l.ends_with(" 1"))
+            .collect();
+        assert_eq!(ones.len(), 1, "{text}");
+        assert!(ones[0].contains("phase=\"canary\""), "{}", ones[0]);
+        let zeros = text
+            .lines()
+            .filter(|l| l.starts_with("canary_rollout_phase{") && l.ends_with(" 0"))
+            .count();
+        assert_eq!(zeros, PHASES.len() - 1);
+        assert!(text.contains(
+            "canary_rollout_phase_duration_seconds_count{mode=\"driven\",phase=\"started\"} 1"
+        ));
+    }
+
+    #[test]
+    fn forget_removes_rollout_series() {
+        let metrics = Metrics::new().unwrap();
+        metrics.enter_phase(&key(), "canary", 1.0, None);
+        metrics.set_counts(
+            &key(),
+            PodCounts {
+                desired: 3,
+                updated: 1,
+                updated_ready: 0,
+            },
+            1,
+        );
+        metrics.forget(&key());
+        let text = metrics.encode().unwrap();
+        assert!(!text.contains("name=\"node-agent\""), "{text}");
+        assert!(text.contains("canary_build_info{version="));
+    }
+}
