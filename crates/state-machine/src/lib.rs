@@ -1,1 +1,92 @@
-//! Work in progress: see the crate README.
+//! The pure decision core of a DaemonSet canary upgrade: one [`Observation`] in, one
+//! [`Decision`] out.
+//!
+//! A DaemonSet rests at `maxUnavailable: 1`. When its desired state changes, the new template
+//! goes out with `maxUnavailable: 1` so Kubernetes replaces exactly one pod, the canary. Once an
+//! updated pod is ready the rollout widens to `10%`; once every desired pod is updated and ready
+//! it reverts to 1 and records the DaemonSet generation. Phases:
+//! `started → canary → increasing → waiting → successful`, any of them `→ failed`.
+//!
+//! This crate decides each step of that and nothing else. It does no I/O and depends on no
+//! Kubernetes crate: it speaks in counts, flags and its own small types. The caller (for
+//! example `canary-kube-adapter`) observes the cluster, calls [`decide`], applies the at most
+//! one [`DaemonSetWrite`], records the generation when told, and stores the phase.
+//!
+//! Two tables, chosen by [`Strategy::compatibility`]:
+//! - [`Strategy::kubevirt`] reproduces KubeVirt virt-operator's table (spec sections 3, 4 and 6)
+//!   row by row, quirks included: desired = 0 stays in `canary`, more updated-and-ready pods
+//!   than desired is an `UnexpectedState` error, done comes in the same pass as the revert, the
+//!   crash check runs only while no updated pod is ready, failures are re-evaluated every pass,
+//!   and TLS steps record the generation so their re-roll runs unsupervised.
+//! - [`Strategy::default`] keeps the phases and the three writes per rollout and fixes those
+//!   quirks; each fix is documented where it is made, with the KubeVirt issue it answers, and
+//!   `docs/phases.md` has the quirk-by-quirk table.
+//!
+//! # Invariants
+//!
+//! - At most one DaemonSet write per decision; a rollout costs three (start, widen, finish),
+//!   two on a single node, plus the TLS steps.
+//! - Only [`Observation::object_changed`] starts a canary: an unknown generation alone never
+//!   restarts it.
+//! - The rollout never widens while no updated pod is ready; in the default strategy never
+//!   with a crash-looping updated pod either.
+//! - No flag set (object unchanged, generation known, `maxUnavailable` at rest) means a quiet
+//!   decision: `successful`, done, no write.
+//! - [`decide`] never panics, whatever the input; an invalid strategy gives a `failed`
+//!   decision with reason `InvalidStrategy`.
+//!
+//! # Example
+//!
+//! ```
+//! use canary_state_machine::{
+//!     decide, LiveMaxUnavailable, MaxUnavailable, Observation, Phase, Strategy, WriteKind,
+//! };
+//!
+//! let strategy = Strategy::default();
+//! // The target changed: start the canary at maxUnavailable 1, without recording the generation.
+//! let start = decide(&strategy, &Observation {
+//!     name: "node-agent".into(),
+//!     object_changed: true,
+//!     desired_pods: 3,
+//!     ..Observation::default()
+//! });
+//! assert_eq!(start.phase, Phase::Started);
+//! let write = start.write.expect("row 1 writes");
+//! assert_eq!((write.kind, write.max_unavailable), (WriteKind::Start, Some(MaxUnavailable::ONE)));
+//! assert!(!start.record_generation && !start.done);
+//!
+//! // One updated pod is ready: widen to 10% and record the generation.
+//! let widen = decide(&strategy, &Observation {
+//!     name: "node-agent".into(),
+//!     generation_known: false,
+//!     desired_pods: 3,
+//!     updated_pods: 1,
+//!     updated_ready_pods: 1,
+//!     live_max_unavailable: LiveMaxUnavailable::Int(1),
+//!     ..Observation::default()
+//! });
+//! assert_eq!(widen.phase, Phase::Increasing);
+//! assert_eq!(widen.write.and_then(|w| w.max_unavailable), Some(MaxUnavailable::TEN_PERCENT));
+//! assert!(widen.record_generation);
+//!
+//! // At rest with a known generation: nothing to do.
+//! let quiet = decide(&strategy, &Observation::default());
+//! assert!(quiet.quiet && quiet.done && quiet.write.is_none());
+//! assert_eq!(quiet.phase.as_str(), "successful");
+//! ```
+
+mod decide;
+mod decision;
+mod max_unavailable;
+mod observation;
+mod phase;
+mod strategy;
+
+pub use decide::{SyncFlags, decide, decide_create};
+pub use decision::{
+    DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
+};
+pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
+pub use observation::{CrashLoopSeen, Observation, PreviousPass, TlsFacts};
+pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
+pub use strategy::{Compatibility, DEFAULT_PROGRESS_DEADLINE, Strategy, StrategyError};

@@ -1,0 +1,451 @@
+//! The decision table: the sync gate (spec section 3), then the rows of section 4 with the TLS
+//! rows of section 6, in the reference form or the fixed form.
+
+use crate::decision::{
+    DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
+};
+use crate::observation::{Observation, PreviousPass, TlsFacts};
+use crate::phase::{FailureReason, Phase};
+use crate::strategy::{Compatibility, Strategy, StrategyError};
+
+/// The three flags of the sync gate (spec section 3, step 3). No flag set: nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SyncFlags {
+    /// Desired metadata/spec differs from live: the only flag that starts a canary.
+    pub object_changed: bool,
+    /// The live generation is not the recorded one (a write of ours not yet recorded, or an
+    /// out-of-band edit). Never restarts the canary on its own.
+    pub generation_unknown: bool,
+    /// The live `maxUnavailable` is not the resting value. KubeVirt mode: Go `IntValue() != 1`
+    /// (quirk 3). Default strategy: not literally equal to the canary value.
+    pub ongoing_rollout: bool,
+}
+
+impl SyncFlags {
+    /// Computes the flags for an observation under a strategy.
+    pub fn of(strategy: &Strategy, observation: &Observation) -> Self {
+        let live = &observation.live_max_unavailable;
+        let ongoing_rollout = match strategy.compatibility {
+            Compatibility::KubeVirt => live.reference_int_value() != 1,
+            Compatibility::Fixed => !live.matches(strategy.canary_max_unavailable),
+        };
+        SyncFlags {
+            object_changed: observation.object_changed,
+            generation_unknown: !observation.generation_known,
+            ongoing_rollout,
+        }
+    }
+
+    /// True when at least one flag is set, i.e. the pass goes into the canary flow.
+    pub fn any(self) -> bool {
+        self.object_changed || self.generation_unknown || self.ongoing_rollout
+    }
+}
+
+/// Decides one pass of the canary upgrade of one DaemonSet. Pure: no I/O, no clock.
+///
+/// Order: strategy validation, the sync gate (no flag: a quiet, done, `successful` decision),
+/// row 1 (`object_changed` starts the canary), then the reference rows (KubeVirt mode) or the
+/// fixed rows (default). See the crate documentation and `docs/phases.md` for every row.
+pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
+    if let Err(error) = strategy.validate() {
+        return invalid_strategy(&error, observation);
+    }
+    if !SyncFlags::of(strategy, observation).any() {
+        return quiet(strategy, observation);
+    }
+    if observation.object_changed {
+        return start(strategy, observation);
+    }
+    match strategy.compatibility {
+        Compatibility::KubeVirt => reference_rows(strategy, observation),
+        Compatibility::Fixed => fixed_rows(strategy, observation),
+    }
+}
+
+/// Decides the create path (spec section 3, step 2): the DaemonSet does not exist yet.
+///
+/// KubeVirt mode creates the desired DaemonSet as it is, records the generation and reports
+/// done at once (quirk 10). The default strategy creates it with the canary `maxUnavailable`
+/// and does **not** record the generation, so the following passes supervise the new pods
+/// (crash check, progress deadline) and report done only once every pod is ready and the
+/// resting state is observed (kubevirt#18666).
+pub fn decide_create(strategy: &Strategy, name: &str) -> Decision {
+    if let Err(error) = strategy.validate() {
+        let observation = Observation {
+            name: name.to_owned(),
+            ..Observation::default()
+        };
+        return invalid_strategy(&error, &observation);
+    }
+    match strategy.compatibility {
+        Compatibility::KubeVirt => Decision {
+            write: Some(write(WriteKind::Create, None, None)),
+            record_generation: true,
+            done: true,
+            ..Decision::hold(Phase::Successful)
+        },
+        Compatibility::Fixed => Decision {
+            write: Some(write(
+                WriteKind::Create,
+                Some(strategy.canary_max_unavailable),
+                None,
+            )),
+            event: Some(normal(
+                event_reason::ROLLOUT_STARTED,
+                format!("daemonSet {name} created"),
+            )),
+            ..Decision::hold(Phase::Started)
+        },
+    }
+}
+
+fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decision {
+    let message = format!(
+        "daemonSet {} has an invalid strategy: {error}",
+        observation.name
+    );
+    let failure = FailureReason::InvalidStrategy;
+    let event = (!repeats(observation.previous.as_ref(), Phase::Failed, Some(failure)))
+        .then(|| warning(event_reason::INVALID_STRATEGY, message.clone()));
+    Decision {
+        failure: Some(failure),
+        event,
+        error: Some(message),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// Spec section 3 step 4: nothing to do. The default strategy reports the completion here,
+/// the first pass that observes the resting state (kubevirt#18666).
+fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
+    let finished_a_rollout = observation
+        .previous
+        .is_some_and(|previous| previous.phase.is_in_progress());
+    let event = (strategy.compatibility == Compatibility::Fixed && finished_a_rollout)
+        .then(|| completed_event(&observation.name));
+    Decision {
+        done: true,
+        quiet: true,
+        event,
+        ..Decision::hold(Phase::Successful)
+    }
+}
+
+/// Row 1. Never records the generation: the generation mismatch brings the next passes back.
+fn start(strategy: &Strategy, observation: &Observation) -> Decision {
+    Decision {
+        write: Some(write(
+            WriteKind::Start,
+            Some(strategy.canary_max_unavailable),
+            None,
+        )),
+        event: Some(normal(
+            event_reason::ROLLOUT_STARTED,
+            format!("daemonSet {} started upgrade", observation.name),
+        )),
+        ..Decision::hold(Phase::Started)
+    }
+}
+
+/// Rows 2 to 5 as the reference has them, quirks included.
+fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
+    let ready = observation.updated_ready_pods;
+    let desired = observation.desired_pods;
+    if ready == 0 {
+        // Row 2, also for desired == 0 (quirk 1); the crash check only lives here (quirk 7).
+        return match observation.crash_loop {
+            Some(_) => crash_looping(strategy, observation),
+            None => hold(strategy, observation, Phase::Canary),
+        };
+    }
+    if ready < desired {
+        return if observation.live_max_unavailable.reference_int_value() == 1 {
+            widen(strategy, observation)
+        } else {
+            hold(strategy, observation, Phase::Waiting)
+        };
+    }
+    if ready == desired {
+        return reference_finish(strategy, observation);
+    }
+    // Row 5 (quirk 2): misscheduled or terminating pods, or a stale status.
+    Decision {
+        failure: Some(FailureReason::UnexpectedState),
+        error: Some(format!(
+            "unexpected canary upgrade state: updatedAndReadyPods={ready}, desiredReadyPods={desired}"
+        )),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// Row 4, or the TLS step that replaces it. Done in the same pass as the revert (quirk 10);
+/// TLS steps record the generation at the desired `rollingUpdate`, so the re-roll they cause
+/// runs unsupervised (quirk 16).
+fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision {
+    if let Some(edit) = observation.tls.and_then(tls_step) {
+        return Decision {
+            write: Some(write(WriteKind::TlsStep, None, Some(edit))),
+            record_generation: true,
+            event: Some(tls_event(&observation.name, edit)),
+            ..Decision::hold(Phase::Waiting)
+        };
+    }
+    Decision {
+        write: Some(write(
+            WriteKind::Finish,
+            Some(strategy.canary_max_unavailable),
+            None,
+        )),
+        record_generation: true,
+        done: true,
+        event: Some(completed_event(&observation.name)),
+        ..Decision::hold(Phase::Successful)
+    }
+}
+
+/// The rows with the reference quirks fixed; each fix names the KubeVirt issue it answers.
+fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
+    if let Some(previous) = sticky_failure(observation) {
+        return stay_failed(observation, previous);
+    }
+    // Fix of quirk 7: every updated pod is watched in every phase, so the rollout never widens
+    // (and never finishes) with a crash-looping pod.
+    if observation.crash_loop.is_some() {
+        return crash_looping(strategy, observation);
+    }
+    let ready = observation.updated_ready_pods;
+    let desired = observation.desired_pods;
+    // Counts from before the DaemonSet controller saw our last write describe the old template.
+    if !observation.rollout_observed {
+        let phase = if ready == 0 {
+            Phase::Canary
+        } else {
+            Phase::Waiting
+        };
+        return hold(strategy, observation, phase);
+    }
+    // Fix of quirk 2 (kubevirt#10254): misscheduled or terminating pods, or a stale status, can
+    // put more updated pods than desired; that resolves by itself, so wait instead of failing.
+    if ready > desired {
+        return hold(strategy, observation, Phase::Waiting);
+    }
+    // Fix of quirk 1: desired == 0 means nothing to update, which is a finished rollout.
+    if ready == desired {
+        return fixed_finish(strategy, observation);
+    }
+    if ready == 0 {
+        return hold(strategy, observation, Phase::Canary);
+    }
+    if observation
+        .live_max_unavailable
+        .matches(strategy.canary_max_unavailable)
+    {
+        widen(strategy, observation)
+    } else {
+        hold(strategy, observation, Phase::Waiting)
+    }
+}
+
+/// Row 4 fixed. The revert is written and recorded, but done waits for the next pass to observe
+/// the resting state through the quiet gate (kubevirt#18666), so this pass reports `waiting`:
+/// in the default strategy `successful` always comes with done. A TLS step goes out with the
+/// canary `maxUnavailable` and is not recorded, so its re-roll is a supervised canary rollout
+/// of its own (fix of quirk 16).
+fn fixed_finish(strategy: &Strategy, observation: &Observation) -> Decision {
+    let canary = Some(strategy.canary_max_unavailable);
+    if let Some(edit) = observation.tls.and_then(tls_step) {
+        return Decision {
+            write: Some(write(WriteKind::TlsStep, canary, Some(edit))),
+            event: Some(tls_event(&observation.name, edit)),
+            ..Decision::hold(Phase::Started)
+        };
+    }
+    Decision {
+        write: Some(write(WriteKind::Finish, canary, None)),
+        record_generation: true,
+        ..Decision::hold(Phase::Waiting)
+    }
+}
+
+/// Spec section 6, reference order: the flag first, then the certificate secret.
+fn tls_step(facts: TlsFacts) -> Option<TemplateEdit> {
+    if !facts.supported {
+        None
+    } else if !facts.live_has_flag {
+        Some(TemplateEdit::InsertTlsFlag)
+    } else if facts.desired_has_cert_volume {
+        Some(TemplateEdit::DetachCertSecret)
+    } else {
+        None
+    }
+}
+
+/// Row 3a: the canary is ready, widen to the fast value and record the generation.
+fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
+    let fast = strategy.fast_max_unavailable;
+    Decision {
+        write: Some(write(WriteKind::Widen, Some(fast), None)),
+        record_generation: true,
+        event: Some(normal(
+            event_reason::ROLLOUT_WIDENED,
+            format!(
+                "daemonSet {} updated: canary ready, maxUnavailable {fast}",
+                observation.name
+            ),
+        )),
+        ..Decision::hold(Phase::Increasing)
+    }
+}
+
+/// A pass with nothing to write, unless the progress deadline has passed.
+fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decision {
+    match deadline_exceeded(strategy, observation) {
+        Some(decision) => decision,
+        None => Decision::hold(phase),
+    }
+}
+
+/// No progress: the previous pass was in progress, the ready count did not move, and the time
+/// since the phase started or the count last moved is over the deadline.
+fn deadline_exceeded(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
+    let deadline = strategy.progress_deadline?;
+    let previous = observation.previous?;
+    let stalled = previous.phase.is_in_progress()
+        && previous.updated_ready == observation.updated_ready_pods
+        && previous.since_progress > deadline;
+    if !stalled {
+        return None;
+    }
+    let message = format!(
+        "daemonSet {} made no progress in phase {} for {}s (deadline {}s): {} of {} pods updated and ready",
+        observation.name,
+        previous.phase,
+        previous.since_progress.as_secs(),
+        deadline.as_secs(),
+        observation.updated_ready_pods,
+        observation.desired_pods,
+    );
+    Some(failed(
+        observation,
+        FailureReason::ProgressDeadlineExceeded,
+        event_reason::PROGRESS_DEADLINE_EXCEEDED,
+        message,
+    ))
+}
+
+/// Row 2's failure. KubeVirt mode repeats the reference's message and event on every pass;
+/// the default strategy names the pod and emits the event once per failure.
+fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
+    let name = &observation.name;
+    let failure = FailureReason::CanaryCrashLooping;
+    match (strategy.compatibility, &observation.crash_loop) {
+        (Compatibility::Fixed, Some(seen)) => failed(
+            observation,
+            failure,
+            event_reason::FAILED_UPDATE,
+            format!(
+                "daemonSet {name} rollout failed: updated pod {} is crash-looping ({})",
+                seen.pod, seen.reason
+            ),
+        ),
+        _ => {
+            let message = format!("daemonSet {name} rollout failed");
+            Decision {
+                failure: Some(failure),
+                event: Some(warning(event_reason::FAILED_UPDATE, message.clone())),
+                error: Some(message),
+                ..Decision::hold(Phase::Failed)
+            }
+        }
+    }
+}
+
+/// A failed decision whose Warning event is emitted only on the transition into it.
+fn failed(
+    observation: &Observation,
+    failure: FailureReason,
+    reason: &'static str,
+    message: String,
+) -> Decision {
+    let event = (!repeats(observation.previous.as_ref(), Phase::Failed, Some(failure)))
+        .then(|| warning(reason, message.clone()));
+    Decision {
+        failure: Some(failure),
+        event,
+        error: Some(message),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// The default strategy keeps a rollout failure until the target changes (row 1 restarts).
+/// A rejected write or an invalid strategy is not sticky: see [`FailureReason::is_sticky`].
+fn sticky_failure(observation: &Observation) -> Option<PreviousPass> {
+    observation.previous.filter(|previous| {
+        previous.phase == Phase::Failed && previous.failure.is_none_or(FailureReason::is_sticky)
+    })
+}
+
+fn stay_failed(observation: &Observation, previous: PreviousPass) -> Decision {
+    let failure = previous
+        .failure
+        .unwrap_or(FailureReason::CanaryCrashLooping);
+    Decision {
+        failure: Some(failure),
+        error: Some(format!(
+            "daemonSet {} rollout failed ({failure}); it stays failed until the target changes",
+            observation.name
+        )),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+fn repeats(previous: Option<&PreviousPass>, phase: Phase, failure: Option<FailureReason>) -> bool {
+    previous.is_some_and(|previous| previous.phase == phase && previous.failure == failure)
+}
+
+fn write(
+    kind: WriteKind,
+    max_unavailable: Option<crate::MaxUnavailable>,
+    template_edit: Option<TemplateEdit>,
+) -> DaemonSetWrite {
+    DaemonSetWrite {
+        kind,
+        max_unavailable,
+        template_edit,
+    }
+}
+
+fn completed_event(name: &str) -> Event {
+    normal(
+        event_reason::ROLLOUT_COMPLETED,
+        format!("daemonSet {name} is ready"),
+    )
+}
+
+fn tls_event(name: &str, edit: TemplateEdit) -> Event {
+    let step = match edit {
+        TemplateEdit::InsertTlsFlag => "inserting the TLS flag",
+        TemplateEdit::DetachCertSecret => "detaching the client certificate secret",
+    };
+    normal(
+        event_reason::TLS_MIGRATION_STEP,
+        format!("daemonSet {name}: {step}"),
+    )
+}
+
+fn normal(reason: &'static str, message: String) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason,
+        message,
+    }
+}
+
+fn warning(reason: &'static str, message: String) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason,
+        message,
+    }
+}

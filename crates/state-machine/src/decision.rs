@@ -1,0 +1,200 @@
+//! What one pass decided: the output of [`decide`](crate::decide).
+
+use crate::max_unavailable::MaxUnavailable;
+use crate::phase::{FailureReason, Phase};
+use crate::strategy::{Compatibility, Strategy};
+
+/// A template change the TLS migration needs (spec section 6), applied by the caller with
+/// its TLS plan before the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TemplateEdit {
+    /// Append the TLS flag to the selected container's args.
+    InsertTlsFlag,
+    /// Remove the old client-certificate secret volume and its mount.
+    DetachCertSecret,
+}
+
+/// Why a write is made; selects the error message when the write fails and labels metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteKind {
+    /// Create the DaemonSet (see [`decide_create`](crate::decide_create)).
+    Create,
+    /// Reference row 1: the new template with the canary `maxUnavailable`.
+    Start,
+    /// Reference row 3a: widen to the fast `maxUnavailable`.
+    Widen,
+    /// Reference row 4: back to the resting (canary) `maxUnavailable`.
+    Finish,
+    /// A TLS completion step (spec section 6), in place of row 4.
+    TlsStep,
+}
+
+impl WriteKind {
+    /// Stable lower-case name for metric labels (`"create"`, `"start"`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Create => "create",
+            WriteKind::Start => "start",
+            WriteKind::Widen => "widen",
+            WriteKind::Finish => "finish",
+            WriteKind::TlsStep => "tls_step",
+        }
+    }
+}
+
+/// The one DaemonSet write of a pass: the desired DaemonSet, with these changes applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DaemonSetWrite {
+    /// Why the write is made.
+    pub kind: WriteKind,
+    /// The `maxUnavailable` to set, replacing the whole `rollingUpdate` like the reference
+    /// (quirk 12). `None` leaves `rollingUpdate` as the desired DaemonSet has it (reference
+    /// TLS steps and create).
+    pub max_unavailable: Option<MaxUnavailable>,
+    /// A TLS template change to apply to the desired DaemonSet first.
+    pub template_edit: Option<TemplateEdit>,
+}
+
+/// Kubernetes event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// `"Normal"` or `"Warning"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// The `reason` strings of the events [`Decision::event`] carries.
+pub mod event_reason {
+    /// Warning: an updated pod crash-loops (the reference's only event).
+    pub const FAILED_UPDATE: &str = "FailedUpdate";
+    /// Normal: the new template went out with the canary `maxUnavailable`.
+    pub const ROLLOUT_STARTED: &str = "RolloutStarted";
+    /// Normal: the canary is ready, the rollout was widened.
+    pub const ROLLOUT_WIDENED: &str = "RolloutWidened";
+    /// Normal: every pod is updated and ready, the DaemonSet rests again.
+    pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+    /// Normal: a TLS completion step went out.
+    pub const TLS_MIGRATION_STEP: &str = "TlsMigrationStep";
+    /// Warning: a phase made no progress within the deadline.
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    /// Warning: the API server rejected the decided write.
+    pub const PATCH_FAILED: &str = "PatchFailed";
+    /// Warning: the strategy does not validate.
+    pub const INVALID_STRATEGY: &str = "InvalidStrategy";
+}
+
+/// An event to record on the DaemonSet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Event {
+    /// `Normal` or `Warning`.
+    pub type_: EventType,
+    /// One of [`event_reason`].
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// The outcome of one pass.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The phase to report.
+    pub phase: Phase,
+    /// Why, when `phase` is `Failed`.
+    pub failure: Option<FailureReason>,
+    /// At most one DaemonSet write.
+    pub write: Option<DaemonSetWrite>,
+    /// Record the DaemonSet generation, from the write's response when there is a write.
+    pub record_generation: bool,
+    /// The upgrade of this DaemonSet is done: the caller may move on (reference `done`).
+    pub done: bool,
+    /// The event to record, if any (only on transitions, except KubeVirt's `FailedUpdate`).
+    pub event: Option<Event>,
+    /// The error to report (reference `err`; the caller sets a Degraded condition from it).
+    pub error: Option<String>,
+    /// The sync gate found nothing to do: no flag set, no API call.
+    pub quiet: bool,
+}
+
+impl Decision {
+    /// A decision in `phase` with nothing else set.
+    pub(crate) fn hold(phase: Phase) -> Self {
+        Decision {
+            phase,
+            failure: None,
+            write: None,
+            record_generation: false,
+            done: false,
+            event: None,
+            error: None,
+            quiet: false,
+        }
+    }
+
+    /// Maps a rejected write to the failed phase of the row that made it.
+    ///
+    /// The messages are the reference's in KubeVirt mode, including the literal `<nil>` of
+    /// rows 1 and 3a (spec quirk 15, a Go formatting slip). The default strategy names the
+    /// DaemonSet instead and adds a `PatchFailed` Warning event. Conflicts (a failed `test` op,
+    /// HTTP 409) are not rollout failures: the caller should requeue instead of calling this.
+    /// A decision without a write is returned unchanged.
+    #[must_use]
+    pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> Decision {
+        let Some(write) = self.write else {
+            return self;
+        };
+        let message = write_failure_message(strategy.compatibility, write.kind, name, api_error);
+        let event = (strategy.compatibility == Compatibility::Fixed).then(|| Event {
+            type_: EventType::Warning,
+            reason: event_reason::PATCH_FAILED,
+            message: message.clone(),
+        });
+        Decision {
+            failure: Some(FailureReason::PatchFailed),
+            event,
+            error: Some(message),
+            ..Decision::hold(Phase::Failed)
+        }
+    }
+}
+
+fn write_failure_message(
+    compatibility: Compatibility,
+    kind: WriteKind,
+    name: &str,
+    api_error: &str,
+) -> String {
+    let patch_error = format!("unable to update daemonset {name}: {api_error}");
+    match (compatibility, kind) {
+        (_, WriteKind::Create) => format!("unable to create daemonset {name}: {api_error}"),
+        (Compatibility::KubeVirt, WriteKind::Start) => {
+            format!("unable to start canary upgrade for daemonset <nil>: {patch_error}")
+        }
+        (Compatibility::KubeVirt, WriteKind::Widen) => {
+            format!("unable to update daemonset <nil>: {patch_error}")
+        }
+        (Compatibility::KubeVirt, WriteKind::Finish | WriteKind::TlsStep) => patch_error,
+        (Compatibility::Fixed, WriteKind::Start) => {
+            format!("unable to start canary upgrade for daemonset {name}: {api_error}")
+        }
+        (Compatibility::Fixed, WriteKind::Widen) => {
+            format!("unable to widen the rollout of daemonset {name}: {api_error}")
+        }
+        (Compatibility::Fixed, WriteKind::Finish) => {
+            format!("unable to revert daemonset {name} to its resting maxUnavailable: {api_error}")
+        }
+        (Compatibility::Fixed, WriteKind::TlsStep) => {
+            format!("unable to apply the TLS migration step to daemonset {name}: {api_error}")
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! What the caller saw in the cluster during one pass: the input of [`decide`](crate::decide).
+
+use std::time::Duration;
+
+use crate::max_unavailable::LiveMaxUnavailable;
+use crate::phase::{FailureReason, Phase};
+
+/// TLS migration facts (spec section 6), given only when TLS migration is enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TlsFacts {
+    /// The **live** DaemonSet carries the TLS-support label.
+    pub supported: bool,
+    /// The live pod template already has the TLS flag.
+    pub live_has_flag: bool,
+    /// The desired template still mounts the old client-certificate secret, after the preamble
+    /// (which drops it from desired once the live template lost it).
+    pub desired_has_cert_volume: bool,
+}
+
+/// The first crash-looping **updated** pod, per the crash-loop policy the caller applies.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct CrashLoopSeen {
+    /// Pod name, for messages.
+    pub pod: String,
+    /// Why it counts as crash-looping, e.g. `"CrashLoopBackOff"` or `"restartCount 1"`.
+    pub reason: String,
+}
+
+/// What the previous pass decided, read back from status (the controller's only memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PreviousPass {
+    /// The phase recorded by the previous pass.
+    pub phase: Phase,
+    /// The failure reason recorded with it, when `phase` is `Failed`.
+    ///
+    /// Used by the sticky-failure rule: `None` with `Failed` is treated as a sticky failure.
+    pub failure: Option<FailureReason>,
+    /// The updated-and-ready count recorded by the previous pass.
+    pub updated_ready: u32,
+    /// Time since the phase started or since `updated_ready` last changed, whichever is later.
+    pub since_progress: Duration,
+}
+
+/// One pass's view of the DaemonSet, its pods and the controller's memory.
+///
+/// `Default` is an unchanged, known, empty DaemonSet resting with `maxUnavailable` unset, so
+/// tests and callers can spell only what matters with `..Observation::default()`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Observation {
+    /// The DaemonSet name, used in messages (`"daemonSet <name> rollout failed"`).
+    pub name: String,
+    /// Desired metadata/spec differs from the live DaemonSet (the reference's `specChanged`).
+    /// The only flag that starts a canary.
+    pub object_changed: bool,
+    /// The live `metadata.generation` equals the generation the controller recorded.
+    pub generation_known: bool,
+    /// Live `status.desiredNumberScheduled`.
+    pub desired_pods: u32,
+    /// Pods of the live DaemonSet that run the target (per the caller's updated rule).
+    pub updated_pods: u32,
+    /// Updated pods that are also ready.
+    pub updated_ready_pods: u32,
+    /// The first crash-looping updated pod, if any.
+    pub crash_loop: Option<CrashLoopSeen>,
+    /// `maxUnavailable` exactly as the live DaemonSet has it.
+    pub live_max_unavailable: LiveMaxUnavailable,
+    /// Live `status.observedGeneration >= metadata.generation`: the DaemonSet controller has
+    /// caught up with the last write, so its counts describe the current template. Only the
+    /// default strategy reads it.
+    pub rollout_observed: bool,
+    /// TLS migration facts; `None` when TLS migration is off.
+    pub tls: Option<TlsFacts>,
+    /// The previous pass, from status; `None` on the first pass.
+    pub previous: Option<PreviousPass>,
+}
+
+impl Default for Observation {
+    /// Unchanged, generation known, DaemonSet controller caught up, no pods, `maxUnavailable`
+    /// unset, no TLS, no previous pass: a DaemonSet at rest.
+    fn default() -> Self {
+        Observation {
+            name: String::new(),
+            object_changed: false,
+            generation_known: true,
+            desired_pods: 0,
+            updated_pods: 0,
+            updated_ready_pods: 0,
+            crash_loop: None,
+            live_max_unavailable: LiveMaxUnavailable::Unset,
+            rollout_observed: true,
+            tls: None,
+            previous: None,
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The rollout strategy: compatibility mode, the two `maxUnavailable` values, the progress deadline.
+
+use std::time::Duration;
+
+use crate::max_unavailable::{MaxUnavailable, MaxUnavailableError};
+
+/// Which decision table [`decide`](crate::decide) follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Compatibility {
+    /// The reference (KubeVirt virt-operator) table, row by row and quirk by quirk.
+    KubeVirt,
+    /// The same phases and writes with the reference quirks fixed (see `docs/phases.md`).
+    #[default]
+    Fixed,
+}
+
+impl Compatibility {
+    /// The stable name (`"KubeVirt"`, `"Fixed"`), as the custom resource spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Compatibility::KubeVirt => "KubeVirt",
+            Compatibility::Fixed => "Fixed",
+        }
+    }
+}
+
+/// How a rollout proceeds. Build it with [`Strategy::default`] (fixed quirks) or
+/// [`Strategy::kubevirt`] (reference behaviour), adjust the fields, then [`Strategy::validate`].
+///
+/// [`decide`](crate::decide) validates the strategy itself and answers an invalid one with a
+/// [`FailureReason::InvalidStrategy`](crate::FailureReason::InvalidStrategy) decision, never a panic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Strategy {
+    /// Reference table or fixed table.
+    pub compatibility: Compatibility,
+    /// The `maxUnavailable` of the canary step, which is also the resting value (default `1`).
+    pub canary_max_unavailable: MaxUnavailable,
+    /// The `maxUnavailable` once the canary is ready (default `10%`).
+    pub fast_max_unavailable: MaxUnavailable,
+    /// A phase that makes no progress for longer than this fails with
+    /// `ProgressDeadlineExceeded`. Default 10 minutes; `None` in KubeVirt mode (the reference
+    /// has no deadline) and when switched off.
+    pub progress_deadline: Option<Duration>,
+}
+
+/// The default progress deadline: 10 minutes, like a Deployment's `progressDeadlineSeconds`.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+/// Why a strategy is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyError {
+    /// The canary `maxUnavailable` is out of bounds.
+    #[error("invalid canary maxUnavailable: {0}")]
+    InvalidCanaryMaxUnavailable(MaxUnavailableError),
+    /// The fast `maxUnavailable` is out of bounds.
+    #[error("invalid fast maxUnavailable: {0}")]
+    InvalidFastMaxUnavailable(MaxUnavailableError),
+    /// Canary and fast are the same value: the widen step could not be told from the resting
+    /// state, so the rollout would look finished as soon as it was widened.
+    #[error("the canary and fast maxUnavailable are both {0}; they must differ")]
+    CanaryEqualsFast(MaxUnavailable),
+    /// KubeVirt mode detects an ongoing rollout by "maxUnavailable is not 1" (Go `IntValue`),
+    /// so its canary value can only be the integer 1.
+    #[error("KubeVirt compatibility requires a canary maxUnavailable of 1, got {0}")]
+    KubeVirtCanaryNotOne(MaxUnavailable),
+    /// A zero deadline would fail every rollout on its first waiting pass.
+    #[error("the progress deadline must be longer than zero")]
+    ZeroProgressDeadline,
+}
+
+impl Strategy {
+    /// The reference behaviour: canary `1`, fast `10%`, no progress deadline, KubeVirt table.
+    pub fn kubevirt() -> Self {
+        Strategy {
+            compatibility: Compatibility::KubeVirt,
+            canary_max_unavailable: MaxUnavailable::ONE,
+            fast_max_unavailable: MaxUnavailable::TEN_PERCENT,
+            progress_deadline: None,
+        }
+    }
+
+    /// Checks every field; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), StrategyError> {
+        self.canary_max_unavailable
+            .validate()
+            .map_err(StrategyError::InvalidCanaryMaxUnavailable)?;
+        self.fast_max_unavailable
+            .validate()
+            .map_err(StrategyError::InvalidFastMaxUnavailable)?;
+        if self.canary_max_unavailable == self.fast_max_unavailable {
+            return Err(StrategyError::CanaryEqualsFast(self.canary_max_unavailable));
+        }
+        if self.compatibility == Compatibility::KubeVirt
+            && self.canary_max_unavailable != MaxUnavailable::ONE
+        {
+            return Err(StrategyError::KubeVirtCanaryNotOne(
+                self.canary_max_unavailable,
+            ));
+        }
+        if self.progress_deadline == Some(Duration::ZERO) {
+            return Err(StrategyError::ZeroProgressDeadline);
+        }
+        Ok(())
+    }
+}
+
+impl Default for Strategy {
+    /// The fixed table: canary `1`, fast `10%`, a 10-minute progress deadline.
+    fn default() -> Self {
+        Strategy {
+            compatibility: Compatibility::Fixed,
+            canary_max_unavailable: MaxUnavailable::ONE,
+            fast_max_unavailable: MaxUnavailable::TEN_PERCENT,
+            progress_deadline: Some(DEFAULT_PROGRESS_DEADLINE),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(Strategy::default().validate(), Ok(()));
+        assert_eq!(Strategy::kubevirt().validate(), Ok(()));
+        assert_eq!(Strategy::default().compatibility, Compatibility::Fixed);
+        assert_eq!(Strategy::kubevirt().progress_deadline, None);
+        assert_eq!(
+            Strategy::default().progress_deadline,
+            Some(Duration::from_secs(600))
+        );
+    }
+
+    #[test]
+    fn rejects_each_invalid_field() {
+        let strategy = Strategy {
+            canary_max_unavailable: MaxUnavailable::Count(0),
+            ..Strategy::default()
+        };
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::InvalidCanaryMaxUnavailable(
+                MaxUnavailableError::ZeroCount
+            ))
+        );
+
+        let strategy = Strategy {
+            fast_max_unavailable: MaxUnavailable::Percent(150),
+            ..Strategy::default()
+        };
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::InvalidFastMaxUnavailable(
+                MaxUnavailableError::PercentOutOfRange(150)
+            ))
+        );
+
+        let strategy = Strategy {
+            fast_max_unavailable: MaxUnavailable::ONE,
+            ..Strategy::default()
+        };
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::CanaryEqualsFast(MaxUnavailable::ONE))
+        );
+
+        let strategy = Strategy {
+            progress_deadline: Some(Duration::ZERO),
+            ..Strategy::default()
+        };
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::ZeroProgressDeadline)
+        );
+    }
+
+    #[test]
+    fn kubevirt_mode_needs_a_canary_of_one() {
+        let mut strategy = Strategy::kubevirt();
+        strategy.canary_max_unavailable = MaxUnavailable::Count(2);
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::KubeVirtCanaryNotOne(MaxUnavailable::Count(
+                2
+            )))
+        );
+        let mut fixed = strategy.clone();
+        fixed.compatibility = Compatibility::Fixed;
+        assert_eq!(fixed.validate(), Ok(()));
+    }
+
+    #[test]
+    fn custom_values_validate() {
+        let strategy = Strategy {
+            canary_max_unavailable: MaxUnavailable::Count(2),
+            fast_max_unavailable: MaxUnavailable::Percent(25),
+            progress_deadline: None,
+            ..Strategy::default()
+        };
+        assert_eq!(strategy.validate(), Ok(()));
+        assert!(strategy.validate().is_ok());
+        assert_eq!(Compatibility::KubeVirt.as_str(), "KubeVirt");
+        assert_eq!(Compatibility::default().as_str(), "Fixed");
+    }
+}
