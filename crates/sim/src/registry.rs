@@ -1,0 +1,132 @@
+//! Which resources the simulated API server knows: built-in kinds and registered CRDs.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use crate::store::ResourceKey;
+
+/// What the API server knows about one resource (one group/version/plural).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// Group, version and plural name.
+    pub key: ResourceKey,
+    /// `kind` of the objects (`DaemonSet`).
+    pub kind: String,
+    /// Lower-case singular name (`daemonset`).
+    pub singular: String,
+    /// Namespaced (true) or cluster-scoped (false).
+    pub namespaced: bool,
+    /// Whether a `/status` subresource exists: then writes to the main resource ignore
+    /// `status` and writes to `/status` change nothing but `status`.
+    pub status_subresource: bool,
+    /// Short names kubectl accepts (`ds`).
+    pub short_names: Vec<String>,
+    /// Whether strategic merge patch is accepted (built-in kinds only, as in Kubernetes).
+    pub strategic_merge: bool,
+}
+
+impl ResourceInfo {
+    /// A built-in resource.
+    pub fn builtin(
+        key: ResourceKey,
+        kind: &str,
+        namespaced: bool,
+        status_subresource: bool,
+        short_names: &[&str],
+    ) -> Self {
+        Self {
+            key,
+            kind: kind.to_owned(),
+            singular: kind.to_ascii_lowercase(),
+            namespaced,
+            status_subresource,
+            short_names: short_names.iter().map(|s| (*s).to_owned()).collect(),
+            strategic_merge: true,
+        }
+    }
+
+    /// `group/version`, or `version` for the core group: the `apiVersion` of the objects.
+    pub fn api_version(&self) -> String {
+        self.key.api_version()
+    }
+
+    /// One [`ResourceInfo`] per served version of a CustomResourceDefinition.
+    pub fn from_crd(crd: &CustomResourceDefinition) -> Vec<Self> {
+        let spec = &crd.spec;
+        let namespaced = spec.scope == "Namespaced";
+        spec.versions
+            .iter()
+            .filter(|version| version.served)
+            .map(|version| Self {
+                key: ResourceKey::new(&spec.group, &version.name, &spec.names.plural),
+                kind: spec.names.kind.clone(),
+                singular: spec
+                    .names
+                    .singular
+                    .clone()
+                    .unwrap_or_else(|| spec.names.kind.to_ascii_lowercase()),
+                namespaced,
+                status_subresource: version
+                    .subresources
+                    .as_ref()
+                    .is_some_and(|sub| sub.status.is_some()),
+                short_names: spec.names.short_names.clone().unwrap_or_default(),
+                strategic_merge: false,
+            })
+            .collect()
+    }
+}
+
+/// The built-in resources the simulator serves from the start.
+pub fn builtin_resources() -> Vec<ResourceInfo> {
+    let core = |plural: &str| ResourceKey::new("", "v1", plural);
+    vec![
+        ResourceInfo::builtin(core("nodes"), "Node", false, true, &["no"]),
+        ResourceInfo::builtin(core("namespaces"), "Namespace", false, true, &["ns"]),
+        ResourceInfo::builtin(core("pods"), "Pod", true, true, &["po"]),
+        ResourceInfo::builtin(core("events"), "Event", true, false, &["ev"]),
+        ResourceInfo::builtin(core("configmaps"), "ConfigMap", true, false, &["cm"]),
+        ResourceInfo::builtin(core("secrets"), "Secret", true, false, &[]),
+        ResourceInfo::builtin(
+            core("serviceaccounts"),
+            "ServiceAccount",
+            true,
+            false,
+            &["sa"],
+        ),
+        ResourceInfo::builtin(
+            ResourceKey::new("apps", "v1", "daemonsets"),
+            "DaemonSet",
+            true,
+            true,
+            &["ds"],
+        ),
+        ResourceInfo::builtin(
+            ResourceKey::new("apps", "v1", "controllerrevisions"),
+            "ControllerRevision",
+            true,
+            false,
+            &[],
+        ),
+        ResourceInfo::builtin(
+            ResourceKey::new("events.k8s.io", "v1", "events"),
+            "Event",
+            true,
+            false,
+            &["ev"],
+        ),
+        ResourceInfo::builtin(
+            ResourceKey::new("coordination.k8s.io", "v1", "leases"),
+            "Lease",
+            true,
+            false,
+            &[],
+        ),
+        ResourceInfo::builtin(
+            ResourceKey::new("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            "CustomResourceDefinition",
+            false,
+            true,
+            &["crd", "crds"],
+        ),
+    ]
+}
