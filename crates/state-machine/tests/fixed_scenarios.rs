@@ -1,0 +1,702 @@
+//! The reference scenarios (spec section 8) against the default strategy, each test saying how
+//! the default differs from `Strategy::kubevirt()` (or that it does not), then the quirk fixes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use canary_state_machine::{
+    CrashLoopSeen, DaemonSetWrite, Decision, EventType, FailureReason, LiveMaxUnavailable,
+    MaxUnavailable, Observation, Phase, PreviousPass, Strategy, TemplateEdit, TlsFacts, WriteKind,
+    decide, decide_create, event_reason,
+};
+
+const NAME: &str = "virt-handler";
+
+fn handler() -> Observation {
+    Observation {
+        name: NAME.into(),
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        ..Observation::default()
+    }
+}
+
+fn fixed(observation: &Observation) -> Decision {
+    decide(&Strategy::default(), observation)
+}
+
+fn write(
+    kind: WriteKind,
+    max: Option<MaxUnavailable>,
+    edit: Option<TemplateEdit>,
+) -> DaemonSetWrite {
+    DaemonSetWrite {
+        kind,
+        max_unavailable: max,
+        template_edit: edit,
+    }
+}
+
+fn crash() -> Option<CrashLoopSeen> {
+    Some(CrashLoopSeen {
+        pod: "virt-handler-abcde".into(),
+        reason: "CrashLoopBackOff".into(),
+    })
+}
+
+fn previous(
+    phase: Phase,
+    failure: Option<FailureReason>,
+    ready: u32,
+    secs: u64,
+) -> Option<PreviousPass> {
+    Some(PreviousPass {
+        phase,
+        failure,
+        updated_ready: ready,
+        since_progress: Duration::from_secs(secs),
+    })
+}
+
+fn after_start(desired: u32, updated_ready: u32) -> Observation {
+    Observation {
+        generation_known: false,
+        desired_pods: desired,
+        updated_pods: updated_ready,
+        updated_ready_pods: updated_ready,
+        ..handler()
+    }
+}
+
+fn assert_no_write_in(decision: &Decision, phase: Phase) {
+    assert_eq!(decision.phase, phase);
+    assert_eq!(decision.write, None);
+    assert!(!decision.record_generation);
+    assert!(!decision.done);
+    assert_eq!(decision.error, None);
+}
+
+fn assert_started(decision: &Decision) {
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
+    );
+    assert!(!decision.record_generation);
+    assert!(!decision.done);
+    assert_eq!(
+        decision.event.as_ref().unwrap().reason,
+        event_reason::ROLLOUT_STARTED
+    );
+}
+
+/// Difference (kubevirt#18666): the revert pass is `waiting` with done = false.
+fn assert_reverting(decision: &Decision) {
+    assert_eq!(decision.phase, Phase::Waiting);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::Finish, Some(MaxUnavailable::ONE), None))
+    );
+    assert!(decision.record_generation);
+    assert!(!decision.done, "done only once the revert is observed");
+    assert_eq!(decision.error, None);
+}
+
+/// The pass after the revert: generation recorded, maxUnavailable back at 1.
+fn assert_quiet_completion(previous_phase: Phase, desired: u32) {
+    let next = Observation {
+        desired_pods: desired,
+        updated_pods: desired,
+        updated_ready_pods: desired,
+        previous: previous(previous_phase, None, desired, 1),
+        ..handler()
+    };
+    let decision = fixed(&next);
+    assert!(decision.quiet);
+    assert!(decision.done);
+    assert_eq!(decision.phase, Phase::Successful);
+    assert_eq!(decision.write, None);
+    assert_eq!(
+        decision.event.unwrap().reason,
+        event_reason::ROLLOUT_COMPLETED
+    );
+}
+
+#[test]
+fn scenario_01_create_is_supervised_and_not_done_yet() {
+    let decision = decide_create(&Strategy::default(), NAME);
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::Create, Some(MaxUnavailable::ONE), None))
+    );
+    assert!(
+        !decision.record_generation,
+        "the next passes supervise the new pods"
+    );
+    assert!(!decision.done);
+    // The passes that follow: unknown generation (nothing recorded), pods coming up.
+    assert_no_write_in(&fixed(&after_start(2, 0)), Phase::Canary);
+    assert_reverting(&fixed(&after_start(1, 1)));
+    assert_quiet_completion(Phase::Waiting, 1);
+}
+
+#[test]
+fn scenario_02_same_as_reference_every_metadata_change_patches() {
+    let with_flag = Observation {
+        object_changed: true,
+        desired_pods: 1,
+        ..handler()
+    };
+    assert_started(&fixed(&with_flag));
+    assert_started(&fixed(&Observation {
+        generation_known: false,
+        ..with_flag
+    }));
+}
+
+#[test]
+fn scenario_03_reverts_then_reports_done_on_the_next_pass() {
+    assert_reverting(&fixed(&after_start(1, 1)));
+    assert_quiet_completion(Phase::Waiting, 1);
+}
+
+#[test]
+fn scenario_04_same_as_reference_waits_during_ongoing_rollout() {
+    let observation = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+        ..after_start(2, 1)
+    };
+    assert_no_write_in(&fixed(&observation), Phase::Waiting);
+}
+
+#[test]
+fn scenario_05_and_06_same_as_reference_start_at_one() {
+    for live in [
+        LiveMaxUnavailable::Unset,
+        LiveMaxUnavailable::Str("10%".into()),
+    ] {
+        assert_started(&fixed(&Observation {
+            object_changed: true,
+            desired_pods: 1,
+            live_max_unavailable: live,
+            ..handler()
+        }));
+    }
+}
+
+#[test]
+fn scenario_07_and_08_same_as_reference_wait_in_canary() {
+    assert_no_write_in(&fixed(&after_start(1, 0)), Phase::Canary);
+    assert_no_write_in(
+        &fixed(&Observation {
+            updated_pods: 1,
+            ..after_start(1, 0)
+        }),
+        Phase::Canary,
+    );
+}
+
+#[test]
+fn scenario_09_same_as_reference_widens_from_unset() {
+    let decision = fixed(&Observation {
+        live_max_unavailable: LiveMaxUnavailable::Unset,
+        ..after_start(2, 1)
+    });
+    assert_eq!(decision.phase, Phase::Increasing);
+    assert_eq!(
+        decision.write,
+        Some(write(
+            WriteKind::Widen,
+            Some(MaxUnavailable::TEN_PERCENT),
+            None
+        ))
+    );
+    assert!(decision.record_generation);
+    assert!(!decision.done);
+}
+
+#[test]
+fn scenario_10_crash_fails_names_the_pod_and_sticks_without_repeating() {
+    let failing = Observation {
+        updated_pods: 1,
+        crash_loop: crash(),
+        ..after_start(1, 0)
+    };
+    let first = fixed(&failing);
+    assert_eq!(first.phase, Phase::Failed);
+    assert_eq!(first.failure, Some(FailureReason::CanaryCrashLooping));
+    assert_eq!(first.write, None);
+    assert!(!first.done);
+    assert_eq!(
+        first.error.as_deref(),
+        Some(
+            "daemonSet virt-handler rollout failed: updated pod virt-handler-abcde is crash-looping (CrashLoopBackOff)"
+        )
+    );
+    let event = first.event.unwrap();
+    assert_eq!(
+        (event.type_, event.reason),
+        (EventType::Warning, "FailedUpdate")
+    );
+
+    // Difference: the failure sticks even once the pod stops crash-looping, with no new event.
+    let later = Observation {
+        crash_loop: None,
+        updated_ready_pods: 1,
+        previous: previous(
+            Phase::Failed,
+            Some(FailureReason::CanaryCrashLooping),
+            0,
+            60,
+        ),
+        ..failing
+    };
+    let stuck = fixed(&later);
+    assert_eq!(stuck.phase, Phase::Failed);
+    assert_eq!(stuck.failure, Some(FailureReason::CanaryCrashLooping));
+    assert_eq!(stuck.write, None);
+    assert_eq!(stuck.event, None);
+    assert!(stuck.error.is_some());
+
+    // A new target restarts the canary.
+    let retarget = Observation {
+        object_changed: true,
+        ..later
+    };
+    assert_started(&fixed(&retarget));
+}
+
+#[test]
+fn scenario_11_same_as_reference_waits_at_ten_percent() {
+    assert_no_write_in(
+        &fixed(&Observation {
+            generation_known: true,
+            live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+            ..after_start(2, 1)
+        }),
+        Phase::Waiting,
+    );
+}
+
+#[test]
+fn scenario_12_completion_is_reported_one_pass_after_the_revert() {
+    let revert = fixed(&Observation {
+        live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+        generation_known: true,
+        ..after_start(4, 4)
+    });
+    assert_reverting(&revert);
+    assert_eq!(revert.event, None, "completion is announced when observed");
+    assert_quiet_completion(Phase::Waiting, 4);
+}
+
+#[test]
+fn scenario_13_detach_is_rolled_out_under_canary_supervision() {
+    let decision = fixed(&Observation {
+        tls: Some(TlsFacts {
+            supported: true,
+            live_has_flag: true,
+            desired_has_cert_volume: true,
+        }),
+        ..after_start(1, 1)
+    });
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(
+            WriteKind::TlsStep,
+            Some(MaxUnavailable::ONE),
+            Some(TemplateEdit::DetachCertSecret)
+        ))
+    );
+    assert!(
+        !decision.record_generation,
+        "the next passes supervise the re-roll"
+    );
+    assert!(!decision.done);
+    assert_eq!(
+        decision.event.unwrap().reason,
+        event_reason::TLS_MIGRATION_STEP
+    );
+}
+
+#[test]
+fn scenario_14_tls_flag_is_rolled_out_under_canary_supervision() {
+    let decision = fixed(&Observation {
+        tls: Some(TlsFacts {
+            supported: true,
+            live_has_flag: false,
+            desired_has_cert_volume: true,
+        }),
+        live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+        ..after_start(3, 3)
+    });
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(
+            WriteKind::TlsStep,
+            Some(MaxUnavailable::ONE),
+            Some(TemplateEdit::InsertTlsFlag)
+        ))
+    );
+    assert!(!decision.record_generation);
+    // The re-roll of the flag: canary first, even though all old-target pods were ready.
+    let re_roll = Observation {
+        tls: Some(TlsFacts {
+            supported: true,
+            live_has_flag: true,
+            desired_has_cert_volume: true,
+        }),
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        ..after_start(3, 0)
+    };
+    assert_no_write_in(&fixed(&re_roll), Phase::Canary);
+}
+
+#[test]
+fn fix_quirk_01_desired_zero_is_successful() {
+    assert_reverting(&fixed(&after_start(0, 0)));
+    assert_quiet_completion(Phase::Waiting, 0);
+}
+
+#[test]
+fn fix_quirk_02_more_ready_than_desired_waits() {
+    let decision = fixed(&after_start(2, 3));
+    assert_no_write_in(&decision, Phase::Waiting);
+    assert_eq!(decision.failure, None);
+}
+
+#[test]
+fn fix_quirk_07_crash_check_keeps_watching_after_the_canary() {
+    for live in [
+        LiveMaxUnavailable::Int(1),
+        LiveMaxUnavailable::Str("10%".into()),
+    ] {
+        let decision = fixed(&Observation {
+            updated_pods: 3,
+            crash_loop: crash(),
+            live_max_unavailable: live,
+            ..after_start(5, 2)
+        });
+        assert_eq!(decision.phase, Phase::Failed);
+        assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
+        assert_eq!(
+            decision.write, None,
+            "never widen or finish with a crash loop"
+        );
+    }
+}
+
+#[test]
+fn fix_quirk_07_patch_failures_are_not_sticky() {
+    let decision = fixed(&Observation {
+        previous: previous(Phase::Failed, Some(FailureReason::PatchFailed), 1, 30),
+        ..after_start(2, 1)
+    });
+    assert_eq!(decision.phase, Phase::Increasing, "the widen is retried");
+}
+
+#[test]
+fn failed_without_reason_is_treated_as_sticky() {
+    let decision = fixed(&Observation {
+        previous: previous(Phase::Failed, None, 1, 30),
+        ..after_start(2, 1)
+    });
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.write, None);
+}
+
+#[test]
+fn fix_quirk_03_max_unavailable_is_compared_literally() {
+    for live in [LiveMaxUnavailable::Int(1), LiveMaxUnavailable::Unset] {
+        assert!(
+            fixed(&Observation {
+                live_max_unavailable: live,
+                ..handler()
+            })
+            .quiet
+        );
+    }
+    for live in [
+        LiveMaxUnavailable::Str("1".into()),
+        LiveMaxUnavailable::NoRollingUpdate,
+        LiveMaxUnavailable::Int(2),
+    ] {
+        let decision = fixed(&Observation {
+            live_max_unavailable: live.clone(),
+            desired_pods: 2,
+            updated_pods: 2,
+            updated_ready_pods: 2,
+            ..handler()
+        });
+        assert!(!decision.quiet, "{live} is not the resting value");
+        assert_reverting(&decision);
+    }
+}
+
+#[test]
+fn counts_are_not_trusted_before_the_daemonset_controller_caught_up() {
+    let stale = Observation {
+        rollout_observed: false,
+        ..after_start(3, 3)
+    };
+    assert_no_write_in(&fixed(&stale), Phase::Waiting);
+    assert_no_write_in(
+        &fixed(&Observation {
+            rollout_observed: false,
+            ..after_start(3, 0)
+        }),
+        Phase::Canary,
+    );
+    // The reference ignores it.
+    let reference = decide(&Strategy::kubevirt(), &stale);
+    assert!(reference.done);
+}
+
+#[test]
+fn progress_deadline_fails_a_stalled_phase_once() {
+    let stalled = Observation {
+        previous: previous(Phase::Canary, None, 0, 601),
+        ..after_start(3, 0)
+    };
+    let decision = fixed(&stalled);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(
+        decision.failure,
+        Some(FailureReason::ProgressDeadlineExceeded)
+    );
+    assert_eq!(decision.write, None);
+    assert_eq!(
+        decision.error.as_deref(),
+        Some(
+            "daemonSet virt-handler made no progress in phase canary for 601s (deadline 600s): 0 of 3 pods updated and ready"
+        )
+    );
+    assert_eq!(
+        decision.event.unwrap().reason,
+        event_reason::PROGRESS_DEADLINE_EXCEEDED
+    );
+    // Sticky, without a second event.
+    let after = fixed(&Observation {
+        previous: previous(
+            Phase::Failed,
+            Some(FailureReason::ProgressDeadlineExceeded),
+            0,
+            700,
+        ),
+        ..after_start(3, 0)
+    });
+    assert_eq!(after.failure, Some(FailureReason::ProgressDeadlineExceeded));
+    assert_eq!(after.event, None);
+}
+
+#[test]
+fn progress_deadline_spares_moving_and_writing_passes() {
+    // Exactly at the deadline: not over it.
+    assert_eq!(
+        fixed(&Observation {
+            previous: previous(Phase::Canary, None, 0, 600),
+            ..after_start(3, 0)
+        })
+        .phase,
+        Phase::Canary
+    );
+    // The ready count moved this pass.
+    assert_eq!(
+        fixed(&Observation {
+            previous: previous(Phase::Waiting, None, 1, 10_000),
+            live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+            ..after_start(3, 2)
+        })
+        .phase,
+        Phase::Waiting
+    );
+    // A pass that writes is progress.
+    assert_eq!(
+        fixed(&Observation {
+            previous: previous(Phase::Canary, None, 1, 10_000),
+            ..after_start(3, 1)
+        })
+        .phase,
+        Phase::Increasing
+    );
+    // Switched off.
+    let no_deadline = Strategy {
+        progress_deadline: None,
+        ..Strategy::default()
+    };
+    assert_eq!(
+        decide(
+            &no_deadline,
+            &Observation {
+                previous: previous(Phase::Canary, None, 0, 10_000),
+                ..after_start(3, 0)
+            }
+        )
+        .phase,
+        Phase::Canary
+    );
+    // After a completed rollout the clock of the old phase does not count.
+    assert_eq!(
+        fixed(&Observation {
+            previous: previous(Phase::Successful, None, 3, 86_400),
+            ..after_start(3, 0)
+        })
+        .phase,
+        Phase::Canary
+    );
+}
+
+#[test]
+fn kubevirt_mode_honours_an_explicit_deadline() {
+    let strategy = Strategy {
+        progress_deadline: Some(Duration::from_secs(60)),
+        ..Strategy::kubevirt()
+    };
+    let decision = decide(
+        &strategy,
+        &Observation {
+            previous: previous(Phase::Waiting, None, 1, 61),
+            live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+            ..after_start(3, 1)
+        },
+    );
+    assert_eq!(
+        decision.failure,
+        Some(FailureReason::ProgressDeadlineExceeded)
+    );
+}
+
+#[test]
+fn quiet_pass_without_a_rollout_emits_nothing() {
+    for prev in [None, previous(Phase::Successful, None, 2, 5)] {
+        let decision = fixed(&Observation {
+            previous: prev,
+            ..handler()
+        });
+        assert!(decision.quiet && decision.done);
+        assert_eq!(decision.event, None);
+    }
+}
+
+#[test]
+fn custom_values_are_written() {
+    let strategy = Strategy {
+        canary_max_unavailable: MaxUnavailable::Count(2),
+        fast_max_unavailable: MaxUnavailable::Percent(25),
+        ..Strategy::default()
+    };
+    let start = decide(
+        &strategy,
+        &Observation {
+            object_changed: true,
+            ..handler()
+        },
+    );
+    assert_eq!(
+        start.write.unwrap().max_unavailable,
+        Some(MaxUnavailable::Count(2))
+    );
+    // Live at 1 is not this strategy's resting value: an ongoing rollout.
+    let at_one = decide(&strategy, &handler());
+    assert!(!at_one.quiet);
+    let widen = decide(
+        &strategy,
+        &Observation {
+            live_max_unavailable: LiveMaxUnavailable::Int(2),
+            ..after_start(8, 1)
+        },
+    );
+    assert_eq!(
+        widen.write.unwrap().max_unavailable,
+        Some(MaxUnavailable::Percent(25))
+    );
+    assert!(
+        decide(
+            &strategy,
+            &Observation {
+                live_max_unavailable: LiveMaxUnavailable::Int(2),
+                ..handler()
+            }
+        )
+        .quiet
+    );
+}
+
+#[test]
+fn failed_writes_name_the_daemonset_and_warn() {
+    let strategy = Strategy::default();
+    let cases = [
+        (
+            fixed(&Observation {
+                object_changed: true,
+                ..handler()
+            }),
+            "unable to start canary upgrade for daemonset virt-handler: boom",
+        ),
+        (
+            fixed(&after_start(2, 1)),
+            "unable to widen the rollout of daemonset virt-handler: boom",
+        ),
+        (
+            fixed(&after_start(2, 2)),
+            "unable to revert daemonset virt-handler to its resting maxUnavailable: boom",
+        ),
+        (
+            fixed(&Observation {
+                tls: Some(TlsFacts {
+                    supported: true,
+                    live_has_flag: false,
+                    desired_has_cert_volume: false,
+                }),
+                ..after_start(2, 2)
+            }),
+            "unable to apply the TLS migration step to daemonset virt-handler: boom",
+        ),
+        (
+            decide_create(&strategy, NAME),
+            "unable to create daemonset virt-handler: boom",
+        ),
+    ];
+    for (decision, message) in cases {
+        assert!(decision.write.is_some());
+        let failed = decision.write_failed(&strategy, NAME, "boom");
+        assert_eq!(failed.phase, Phase::Failed);
+        assert_eq!(failed.failure, Some(FailureReason::PatchFailed));
+        assert_eq!(failed.error.as_deref(), Some(message));
+        assert_eq!(failed.write, None);
+        assert!(!failed.record_generation && !failed.done);
+        let event = failed.event.unwrap();
+        assert_eq!(
+            (event.type_, event.reason),
+            (EventType::Warning, "PatchFailed")
+        );
+    }
+}
+
+#[test]
+fn invalid_strategy_event_is_not_repeated() {
+    let strategy = Strategy {
+        fast_max_unavailable: MaxUnavailable::ONE,
+        ..Strategy::default()
+    };
+    let first = decide(&strategy, &handler());
+    assert_eq!(first.failure, Some(FailureReason::InvalidStrategy));
+    assert!(first.event.is_some());
+    let again = decide(
+        &strategy,
+        &Observation {
+            previous: previous(Phase::Failed, Some(FailureReason::InvalidStrategy), 0, 5),
+            ..handler()
+        },
+    );
+    assert_eq!(again.failure, Some(FailureReason::InvalidStrategy));
+    assert_eq!(again.event, None);
+    // Fixed: the next pass decides normally.
+    let repaired = fixed(&Observation {
+        previous: previous(Phase::Failed, Some(FailureReason::InvalidStrategy), 0, 5),
+        ..after_start(2, 1)
+    });
+    assert_eq!(repaired.phase, Phase::Increasing);
+}
