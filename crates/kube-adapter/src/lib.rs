@@ -1,1 +1,10 @@
-//! Work in progress: see the crate README.
+//! The Kubernetes side of daemonset-canary: the `CanaryDaemonSet` resource and its reconcile loop.
+//!
+//! Work in progress.
+pub mod crd;
+pub mod desired;
+mod error;
+pub mod meta;
+pub mod patch;
+
+pub use error::Error;

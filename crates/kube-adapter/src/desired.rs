@@ -1,0 +1,318 @@
+//! Building the desired DaemonSet from a `CanaryDaemonSet`.
+//!
+//! The desired object is the template plus injected metadata: the install-strategy annotations
+//! (on the DaemonSet and on the pod template), the [`OWNER_LABEL`] (on both, so that the pod and
+//! ControllerRevision watches can use a label selector) and the CanaryDaemonSet as controller
+//! owner. Nothing here reads the cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+
+use crate::Error;
+use crate::crd::{CanaryDaemonSet, DaemonSetTemplate};
+
+/// Label set on the owned DaemonSet and its pod template; its value is the CanaryDaemonSet name.
+pub const OWNER_LABEL: &str = "canary.daemonset.dev/owner";
+
+/// The three install-strategy annotation keys the controller injects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetAnnotations {
+    /// `(key, value)` pairs: version, registry, deployment id.
+    pub pairs: [(String, String); 3],
+}
+
+impl TargetAnnotations {
+    /// The resolved target of `cds`: keys from `spec.annotationKeys` (default KubeVirt's), the
+    /// deployment id defaulting to [`template_hash`].
+    pub fn of(cds: &CanaryDaemonSet) -> Result<Self, Error> {
+        let keys = cds.spec.annotation_keys.clone();
+        let (version_key, registry_key, id_key) = match keys {
+            Some(k) => (k.version, k.registry, k.id),
+            None => (
+                "kubevirt.io/install-strategy-version".to_owned(),
+                "kubevirt.io/install-strategy-registry".to_owned(),
+                "kubevirt.io/install-strategy-identifier".to_owned(),
+            ),
+        };
+        let target = &cds.spec.target;
+        let id = match &target.deployment_id {
+            Some(id) => id.clone(),
+            None => template_hash(&cds.spec.template)?,
+        };
+        Ok(Self {
+            pairs: [
+                (version_key, target.version.clone()),
+                (registry_key, target.registry.clone()),
+                (id_key, id),
+            ],
+        })
+    }
+
+    fn insert_into(&self, map: &mut BTreeMap<String, String>) {
+        for (k, v) in &self.pairs {
+            map.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// A stable hash of the template (FNV-1a 64 over its JSON form, hex): the default deployment id.
+///
+/// The JSON form is deterministic (struct fields in declaration order, maps sorted), so the same
+/// template always hashes the same, across processes and versions of this controller.
+pub fn template_hash(template: &DaemonSetTemplate) -> Result<String, Error> {
+    let bytes = serde_json::to_vec(template).map_err(|e| Error::Serialize(e.to_string()))?;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Ok(format!("{hash:016x}"))
+}
+
+/// The desired DaemonSet of `cds`, with `target` injected.
+///
+/// `updateStrategy` is left as the template has it; the caller sets maxUnavailable with
+/// [`set_max_unavailable`] (create path, or as a [`canary_state_machine::Decision`] says).
+pub fn desired_daemon_set(
+    cds: &CanaryDaemonSet,
+    target: &TargetAnnotations,
+) -> Result<DaemonSet, Error> {
+    let cds_name = cds
+        .metadata
+        .name
+        .clone()
+        .ok_or(Error::MissingField("metadata.name"))?;
+    let namespace = cds
+        .metadata
+        .namespace
+        .clone()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let owner = cds
+        .controller_owner_ref(&())
+        .ok_or(Error::MissingField("metadata.uid"))?;
+
+    let mut labels = cds.spec.template.metadata.labels.clone();
+    labels.insert(OWNER_LABEL.to_owned(), cds_name.clone());
+    let mut annotations = cds.spec.template.metadata.annotations.clone();
+    target.insert_into(&mut annotations);
+
+    let mut spec = cds.spec.template.spec.clone();
+    let pod_meta = spec
+        .template
+        .metadata
+        .get_or_insert_with(ObjectMeta::default);
+    pod_meta
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(OWNER_LABEL.to_owned(), cds_name);
+    target.insert_into(pod_meta.annotations.get_or_insert_with(BTreeMap::new));
+
+    Ok(DaemonSet {
+        metadata: ObjectMeta {
+            name: Some(cds.daemon_set_name()),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+/// How a maxUnavailable write treats the rest of `rollingUpdate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollingUpdateWrite {
+    /// Replace the whole `rollingUpdate` struct, dropping `maxSurge` (reference quirk 12).
+    ReplaceStruct,
+    /// Set only `maxUnavailable`, keeping the template's `maxSurge`.
+    KeepMaxSurge,
+}
+
+/// Sets `spec.updateStrategy` to `RollingUpdate` with `max_unavailable`.
+///
+/// The type is forced to `RollingUpdate` because an `OnDelete` DaemonSet cannot be canaried.
+pub fn set_max_unavailable(
+    ds: &mut DaemonSet,
+    max_unavailable: IntOrString,
+    mode: RollingUpdateWrite,
+) {
+    let spec = ds.spec.get_or_insert_with(Default::default);
+    let strategy = spec
+        .update_strategy
+        .get_or_insert_with(DaemonSetUpdateStrategy::default);
+    strategy.type_ = Some("RollingUpdate".to_owned());
+    let max_surge = match mode {
+        RollingUpdateWrite::ReplaceStruct => None,
+        RollingUpdateWrite::KeepMaxSurge => strategy
+            .rolling_update
+            .as_ref()
+            .and_then(|r| r.max_surge.clone()),
+    };
+    strategy.rolling_update = Some(RollingUpdateDaemonSet {
+        max_unavailable: Some(max_unavailable),
+        max_surge,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{AnnotationKeysSpec, CanaryDaemonSetSpec, TargetSpec, TemplateMetadata};
+    use k8s_openapi::api::apps::v1::DaemonSetSpec;
+
+    pub(crate) fn cds(name: &str) -> CanaryDaemonSet {
+        let mut cds = CanaryDaemonSet::new(
+            name,
+            CanaryDaemonSetSpec {
+                template: DaemonSetTemplate {
+                    metadata: TemplateMetadata {
+                        labels: BTreeMap::from([("app".to_owned(), "agent".to_owned())]),
+                        annotations: BTreeMap::new(),
+                    },
+                    spec: serde_json::from_value::<DaemonSetSpec>(serde_json::json!({
+                        "selector": {"matchLabels": {"app": "agent"}},
+                        "template": {
+                            "metadata": {"labels": {"app": "agent"}},
+                            "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
+                        },
+                        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+                    }))
+                    .unwrap(),
+                },
+                daemon_set_name: None,
+                target: TargetSpec {
+                    version: "v1".to_owned(),
+                    registry: "reg.example".to_owned(),
+                    deployment_id: None,
+                },
+                annotation_keys: None,
+                strategy: Default::default(),
+                tls_migration: Default::default(),
+            },
+        );
+        cds.metadata.namespace = Some("ns".to_owned());
+        cds.metadata.uid = Some("cds-uid".to_owned());
+        cds
+    }
+
+    #[test]
+    fn desired_injects_target_owner_label_and_owner_ref() {
+        let cds = cds("agent");
+        let target = TargetAnnotations::of(&cds).unwrap();
+        let ds = desired_daemon_set(&cds, &target).unwrap();
+        let meta = &ds.metadata;
+        assert_eq!(meta.name.as_deref(), Some("agent"));
+        assert_eq!(meta.namespace.as_deref(), Some("ns"));
+        let labels = meta.labels.as_ref().unwrap();
+        assert_eq!(labels["app"], "agent");
+        assert_eq!(labels[OWNER_LABEL], "agent");
+        let annotations = meta.annotations.as_ref().unwrap();
+        assert_eq!(annotations["kubevirt.io/install-strategy-version"], "v1");
+        assert_eq!(
+            annotations["kubevirt.io/install-strategy-registry"],
+            "reg.example"
+        );
+        let id = &annotations["kubevirt.io/install-strategy-identifier"];
+        assert_eq!(id, &template_hash(&cds.spec.template).unwrap());
+        let owner = &meta.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("CanaryDaemonSet", "agent", "cds-uid")
+        );
+        assert_eq!(owner.controller, Some(true));
+
+        let pod_meta = ds
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .metadata
+            .as_ref()
+            .unwrap();
+        assert_eq!(pod_meta.labels.as_ref().unwrap()[OWNER_LABEL], "agent");
+        assert_eq!(pod_meta.annotations.as_ref().unwrap(), annotations);
+    }
+
+    #[test]
+    fn custom_keys_name_and_explicit_id_are_used() {
+        let mut cds = cds("agent");
+        cds.spec.daemon_set_name = Some("node-agent".to_owned());
+        cds.spec.target.deployment_id = Some("build-7".to_owned());
+        cds.spec.annotation_keys = Some(AnnotationKeysSpec {
+            version: "example.com/v".to_owned(),
+            registry: "example.com/r".to_owned(),
+            id: "example.com/id".to_owned(),
+        });
+        let ds = desired_daemon_set(&cds, &TargetAnnotations::of(&cds).unwrap()).unwrap();
+        assert_eq!(ds.metadata.name.as_deref(), Some("node-agent"));
+        let annotations = ds.metadata.annotations.unwrap();
+        assert_eq!(annotations["example.com/id"], "build-7");
+        assert_eq!(annotations["example.com/v"], "v1");
+        assert!(!annotations.contains_key("kubevirt.io/install-strategy-version"));
+    }
+
+    #[test]
+    fn template_hash_is_stable_and_sensitive() {
+        let a = cds("agent");
+        let mut b = cds("agent");
+        assert_eq!(
+            template_hash(&a.spec.template).unwrap(),
+            template_hash(&b.spec.template).unwrap()
+        );
+        b.spec
+            .template
+            .spec
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("agent:v2".to_owned());
+        assert_ne!(
+            template_hash(&a.spec.template).unwrap(),
+            template_hash(&b.spec.template).unwrap()
+        );
+        // Known value: a change of serialization or hash function would silently change every
+        // deployment id and restart every canary, so pin it.
+        assert_eq!(template_hash(&a.spec.template).unwrap(), "f8fa7f96060f512a");
+    }
+
+    #[test]
+    fn set_max_unavailable_modes() {
+        let cds = cds("agent");
+        let mut ds = desired_daemon_set(&cds, &TargetAnnotations::of(&cds).unwrap()).unwrap();
+        set_max_unavailable(
+            &mut ds,
+            IntOrString::String("10%".into()),
+            RollingUpdateWrite::KeepMaxSurge,
+        );
+        let ru = ds
+            .spec
+            .as_ref()
+            .unwrap()
+            .update_strategy
+            .as_ref()
+            .unwrap()
+            .rolling_update
+            .clone()
+            .unwrap();
+        assert_eq!(ru.max_unavailable, Some(IntOrString::String("10%".into())));
+        assert_eq!(ru.max_surge, Some(IntOrString::Int(0)));
+        set_max_unavailable(
+            &mut ds,
+            IntOrString::Int(1),
+            RollingUpdateWrite::ReplaceStruct,
+        );
+        let strategy = ds.spec.as_ref().unwrap().update_strategy.clone().unwrap();
+        assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+        let ru = strategy.rolling_update.unwrap();
+        assert_eq!(ru.max_unavailable, Some(IntOrString::Int(1)));
+        assert_eq!(ru.max_surge, None);
+    }
+}
