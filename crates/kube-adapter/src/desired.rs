@@ -76,7 +76,7 @@ pub fn template_hash(template: &DaemonSetTemplate) -> Result<String, Error> {
 /// The desired DaemonSet of `cds`, with `target` injected.
 ///
 /// `updateStrategy` is left as the template has it; the caller sets maxUnavailable with
-/// [`set_max_unavailable`] (create path, or as a [`canary_state_machine::Decision`] says).
+/// [`set_max_unavailable`] (create path, or as the state machine's decision says).
 pub fn desired_daemon_set(
     cds: &CanaryDaemonSet,
     target: &TargetAnnotations,
