@@ -1,0 +1,572 @@
+//! `maxUnavailable` arithmetic: the reference's "default strategy" test and Kubernetes' scaled value,
+//! kept apart on purpose.
+//!
+//! The reference reads `maxUnavailable` with Go's `IntOrString.IntValue()`, so `"10%"` reads as 0
+//! ([`reference_max_unavailable`], spec quirk 3). Kubernetes scales it against the desired pod count,
+//! rounding up ([`MaxUnavailable::scaled`], [`daemonset_controller_max_unavailable`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, RollingUpdateDaemonSet};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// The DaemonSet's `spec.updateStrategy.rollingUpdate`, if any.
+fn rolling_update(ds: &DaemonSet) -> Option<&RollingUpdateDaemonSet> {
+    ds.spec
+        .as_ref()?
+        .update_strategy
+        .as_ref()?
+        .rolling_update
+        .as_ref()
+}
+
+/// The live `spec.updateStrategy.rollingUpdate.maxUnavailable`, if set.
+pub fn live_max_unavailable(ds: &DaemonSet) -> Option<&IntOrString> {
+    rolling_update(ds)?.max_unavailable.as_ref()
+}
+
+/// The live `spec.updateStrategy.rollingUpdate.maxSurge`, if set.
+pub fn live_max_surge(ds: &DaemonSet) -> Option<&IntOrString> {
+    rolling_update(ds)?.max_surge.as_ref()
+}
+
+/// KubeVirt's `getMaxUnavailable`, quirks included:
+///
+/// - no `rollingUpdate` block (including an `OnDelete` strategy or no spec) → 0;
+/// - `rollingUpdate` without `maxUnavailable` → 1;
+/// - an int → its value;
+/// - a string → Go's `strconv.Atoi` of it, 0 when that fails: `"1"` → 1, `"10%"` → 0, `"100%"` → 0.
+///
+/// Go's `Atoi` accepts a leading `+` or `-` and decimal digits only; a number out of range saturates
+/// (Go saturates at the 64-bit limits, this at the `i32` limits, which never changes the `== 1` test).
+pub fn reference_max_unavailable(ds: &DaemonSet) -> i32 {
+    let Some(rolling) = rolling_update(ds) else {
+        return 0;
+    };
+    match &rolling.max_unavailable {
+        None => 1,
+        Some(IntOrString::Int(value)) => *value,
+        Some(IntOrString::String(text)) => go_atoi(text).unwrap_or(0),
+    }
+}
+
+/// KubeVirt's `hasDefaultRolloutStrategy`: [`reference_max_unavailable`] is 1. Anything else is an
+/// "ongoing rollout" for the reference, including int 2, `"100%"` and a missing `rollingUpdate`.
+pub fn has_default_rollout_strategy(ds: &DaemonSet) -> bool {
+    reference_max_unavailable(ds) == 1
+}
+
+/// Go's `strconv.Atoi` on a decimal string, saturated to `i32`; `None` on a syntax error.
+fn go_atoi(text: &str) -> Option<i32> {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let magnitude = digits.bytes().fold(0_i64, |acc, digit| {
+        acc.saturating_mul(10)
+            .saturating_add(i64::from(digit - b'0'))
+    });
+    let value = if negative { -magnitude } else { magnitude };
+    Some(i32::try_from(value).unwrap_or(if negative { i32::MIN } else { i32::MAX }))
+}
+
+/// A valid `maxUnavailable` (or `maxSurge`): a pod count or a percentage of the desired pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MaxUnavailable {
+    /// A number of pods.
+    Count(u32),
+    /// A percentage of the desired pods, 0 to 100 when parsed.
+    Percent(u32),
+}
+
+/// Why a `maxUnavailable` value is rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidMaxUnavailable {
+    /// A negative pod count.
+    #[error("maxUnavailable must not be negative, got {0}")]
+    NegativeCount(i64),
+    /// A string that is neither a non-negative integer nor a percentage (only [`MaxUnavailable::from_str_value`]).
+    #[error(
+        "maxUnavailable {0:?} is neither a pod count such as \"1\" nor a percentage such as \"10%\""
+    )]
+    MalformedCount(String),
+    /// A number in a string, which Kubernetes rejects in an `IntOrString` ([`MaxUnavailable::parse`]).
+    #[error(
+        "maxUnavailable string {0:?} is not a percentage: Kubernetes accepts a string only in the form \"10%\""
+    )]
+    NotAPercentage(String),
+    /// A string ending in `%` whose number is not made of decimal digits (`"-5%"`, `"abc%"`, `"%"`).
+    #[error("maxUnavailable {0:?} is not a whole percentage such as \"10%\"")]
+    MalformedPercent(String),
+    /// A percentage above 100.
+    #[error("maxUnavailable {0:?} is above 100%")]
+    PercentAbove100(String),
+}
+
+impl MaxUnavailable {
+    /// KubeVirt's canary value: int 1.
+    pub const KUBEVIRT_CANARY: MaxUnavailable = MaxUnavailable::Count(1);
+    /// KubeVirt's hard-coded fast value: `"10%"`.
+    pub const KUBEVIRT_FAST: MaxUnavailable = MaxUnavailable::Percent(10);
+
+    /// Validates an `IntOrString` as the Kubernetes API server does for a DaemonSet
+    /// (`ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent`):
+    ///
+    /// - an int must be ≥ 0;
+    /// - a string must be digits followed by `%`, at most 100%. A plain number in a string (`"3"`)
+    ///   is rejected, as `intstr.GetScaledValueFromIntOrPercent` rejects it ("string is not a
+    ///   percentage"), although the reference's `IntValue` reads it as 3.
+    ///
+    /// ```
+    /// use canary_predicates::{MaxUnavailable, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString};
+    /// assert_eq!(MaxUnavailable::parse(&IntOrString::String("10%".into())), Ok(MaxUnavailable::Percent(10)));
+    /// assert_eq!(MaxUnavailable::parse(&IntOrString::Int(1)), Ok(MaxUnavailable::Count(1)));
+    /// assert!(MaxUnavailable::parse(&IntOrString::String("3".into())).is_err());
+    /// assert!(MaxUnavailable::parse(&IntOrString::String("150%".into())).is_err());
+    /// ```
+    pub fn parse(value: &IntOrString) -> Result<Self, InvalidMaxUnavailable> {
+        match value {
+            IntOrString::Int(count) => u32::try_from(*count)
+                .map(MaxUnavailable::Count)
+                .map_err(|_| InvalidMaxUnavailable::NegativeCount(i64::from(*count))),
+            IntOrString::String(text) => match text.strip_suffix('%') {
+                Some(number) => parse_percent(text, number),
+                None => Err(InvalidMaxUnavailable::NotAPercentage(text.clone())),
+            },
+        }
+    }
+
+    /// Parses a user-typed value (CLI flag, configuration): `"N%"` as [`MaxUnavailable::Percent`]
+    /// (same rules as [`MaxUnavailable::parse`]), and a plain non-negative integer up to `i32::MAX` as
+    /// [`MaxUnavailable::Count`]. Unlike [`MaxUnavailable::parse`], `"3"` is accepted here: it is the
+    /// [`Display`](fmt::Display) form of `Count(3)`, and it becomes an int in
+    /// [`MaxUnavailable::to_int_or_string`].
+    pub fn from_str_value(text: &str) -> Result<Self, InvalidMaxUnavailable> {
+        if let Some(number) = text.strip_suffix('%') {
+            return parse_percent(text, number);
+        }
+        if let Some(magnitude) = text.strip_prefix('-').filter(|m| is_decimal(m)) {
+            let negative = magnitude.parse::<i64>().map_or(i64::MIN, |m| -m);
+            return Err(InvalidMaxUnavailable::NegativeCount(negative));
+        }
+        if !is_decimal(text) {
+            return Err(InvalidMaxUnavailable::MalformedCount(text.to_owned()));
+        }
+        text.parse::<i32>()
+            .ok()
+            .and_then(|count| u32::try_from(count).ok())
+            .map(MaxUnavailable::Count)
+            .ok_or_else(|| InvalidMaxUnavailable::MalformedCount(text.to_owned()))
+    }
+
+    /// The number of pods this allows out of `desired`, as Kubernetes'
+    /// `GetScaledValueFromIntOrPercent(value, desired, roundUp = true)`: a count as is (even above
+    /// `desired`), a percentage of `desired` rounded **up** (10% of 11 is 2; 1% of 1 is 1; 0% is 0).
+    ///
+    /// This is the raw value; the DaemonSet controller's fallback to 1 when both `maxUnavailable`
+    /// and `maxSurge` scale to 0 is in [`daemonset_controller_max_unavailable`]. A percentage above 100
+    /// (not produced by parsing) scales proportionally, saturating at `u32::MAX`.
+    pub fn scaled(&self, desired: u32) -> u32 {
+        match *self {
+            MaxUnavailable::Count(count) => count,
+            MaxUnavailable::Percent(percent) => {
+                let scaled = (u64::from(percent) * u64::from(desired)).div_ceil(100);
+                u32::try_from(scaled).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
+    /// The Kubernetes wire form: a count as an int (saturating at `i32::MAX`), a percentage as the
+    /// string `"N%"`.
+    pub fn to_int_or_string(&self) -> IntOrString {
+        match *self {
+            MaxUnavailable::Count(count) => {
+                IntOrString::Int(i32::try_from(count).unwrap_or(i32::MAX))
+            }
+            MaxUnavailable::Percent(percent) => IntOrString::String(format!("{percent}%")),
+        }
+    }
+}
+
+/// Kubernetes' `^[0-9]+%$` plus the 100% limit; `text` is the whole value, `number` the part before `%`.
+fn parse_percent(text: &str, number: &str) -> Result<MaxUnavailable, InvalidMaxUnavailable> {
+    if !is_decimal(number) {
+        return Err(InvalidMaxUnavailable::MalformedPercent(text.to_owned()));
+    }
+    match number.parse::<u32>() {
+        Ok(percent) if percent <= 100 => Ok(MaxUnavailable::Percent(percent)),
+        // Only digits remain, so a parse failure is an overflow: far above 100 as well.
+        _ => Err(InvalidMaxUnavailable::PercentAbove100(text.to_owned())),
+    }
+}
+
+fn is_decimal(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl fmt::Display for MaxUnavailable {
+    /// `"3"` for a count, `"10%"` for a percentage.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MaxUnavailable::Count(count) => write!(f, "{count}"),
+            MaxUnavailable::Percent(percent) => write!(f, "{percent}%"),
+        }
+    }
+}
+
+impl FromStr for MaxUnavailable {
+    type Err = InvalidMaxUnavailable;
+
+    /// Same as [`MaxUnavailable::from_str_value`].
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::from_str_value(text)
+    }
+}
+
+/// How many pods the Kubernetes DaemonSet controller lets be unavailable at once, for `desired`
+/// scheduled pods (`pkg/controller/daemon/update.go` `updatedDesiredNodeCounts`, with
+/// `util.UnavailableCount` / `SurgeCount`):
+///
+/// - both values are scaled with [`MaxUnavailable::scaled`] (percentages rounded up);
+/// - "if the daemonset returned with an impossible configuration, obey the default of
+///   unavailable=1": when `desired > 0` and both scale to 0, the budget is 1.
+///
+/// `None` stands for a value the controller could not use (missing or invalid: it logs and uses 0).
+/// Only meaningful for the `RollingUpdate` strategy; the controller does not roll `OnDelete`
+/// DaemonSets at all.
+///
+/// ```
+/// use canary_predicates::{MaxUnavailable, daemonset_controller_max_unavailable};
+/// let ten_percent = Some(MaxUnavailable::Percent(10));
+/// assert_eq!(daemonset_controller_max_unavailable(ten_percent, None, 25), 3);
+/// // 0% of 5 and no surge: the controller still replaces one pod at a time.
+/// assert_eq!(daemonset_controller_max_unavailable(Some(MaxUnavailable::Percent(0)), None, 5), 1);
+/// ```
+pub fn daemonset_controller_max_unavailable(
+    max_unavailable: Option<MaxUnavailable>,
+    max_surge: Option<MaxUnavailable>,
+    desired: u32,
+) -> u32 {
+    let unavailable = max_unavailable.map_or(0, |value| value.scaled(desired));
+    let surge = max_surge.map_or(0, |value| value.scaled(desired));
+    if desired > 0 && unavailable == 0 && surge == 0 {
+        1
+    } else {
+        unavailable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetUpdateStrategy};
+
+    fn ds(rolling: Option<RollingUpdateDaemonSet>) -> DaemonSet {
+        DaemonSet {
+            spec: Some(DaemonSetSpec {
+                update_strategy: Some(DaemonSetUpdateStrategy {
+                    type_: Some(
+                        if rolling.is_some() {
+                            "RollingUpdate"
+                        } else {
+                            "OnDelete"
+                        }
+                        .into(),
+                    ),
+                    rolling_update: rolling,
+                }),
+                ..DaemonSetSpec::default()
+            }),
+            ..DaemonSet::default()
+        }
+    }
+
+    fn with_max_unavailable(value: Option<IntOrString>) -> DaemonSet {
+        ds(Some(RollingUpdateDaemonSet {
+            max_unavailable: value,
+            max_surge: None,
+        }))
+    }
+
+    fn int(value: i32) -> Option<IntOrString> {
+        Some(IntOrString::Int(value))
+    }
+
+    fn string(value: &str) -> Option<IntOrString> {
+        Some(IntOrString::String(value.into()))
+    }
+
+    #[test]
+    fn reference_int_value_quirk_table() {
+        // spec §2 getMaxUnavailable and quirk 3
+        let rows = [
+            ("no spec", DaemonSet::default(), 0, false),
+            ("no rollingUpdate (OnDelete): ongoing", ds(None), 0, false),
+            (
+                "nil maxUnavailable: default",
+                with_max_unavailable(None),
+                1,
+                true,
+            ),
+            ("int 1", with_max_unavailable(int(1)), 1, true),
+            ("string \"1\"", with_max_unavailable(string("1")), 1, true),
+            (
+                "string \"+1\" (Atoi accepts a sign)",
+                with_max_unavailable(string("+1")),
+                1,
+                true,
+            ),
+            ("string \"01\"", with_max_unavailable(string("01")), 1, true),
+            ("int 2", with_max_unavailable(int(2)), 2, false),
+            ("int 0", with_max_unavailable(int(0)), 0, false),
+            ("int -1", with_max_unavailable(int(-1)), -1, false),
+            (
+                "\"10%\" reads as 0",
+                with_max_unavailable(string("10%")),
+                0,
+                false,
+            ),
+            (
+                "\"25%\" reads as 0",
+                with_max_unavailable(string("25%")),
+                0,
+                false,
+            ),
+            (
+                "\"100%\" reads as 0",
+                with_max_unavailable(string("100%")),
+                0,
+                false,
+            ),
+            (
+                "\"1%\" reads as 0",
+                with_max_unavailable(string("1%")),
+                0,
+                false,
+            ),
+            (
+                "\"abc\" reads as 0",
+                with_max_unavailable(string("abc")),
+                0,
+                false,
+            ),
+            (
+                "\"\" reads as 0",
+                with_max_unavailable(string("")),
+                0,
+                false,
+            ),
+            (
+                "\"-\" reads as 0",
+                with_max_unavailable(string("-")),
+                0,
+                false,
+            ),
+            (
+                "\" 1\" reads as 0",
+                with_max_unavailable(string(" 1")),
+                0,
+                false,
+            ),
+            (
+                "\"1_0\" reads as 0",
+                with_max_unavailable(string("1_0")),
+                0,
+                false,
+            ),
+            ("\"-7\"", with_max_unavailable(string("-7")), -7, false),
+            (
+                "huge saturates",
+                with_max_unavailable(string("99999999999999999999999")),
+                i32::MAX,
+                false,
+            ),
+            (
+                "huge negative saturates",
+                with_max_unavailable(string("-99999999999")),
+                i32::MIN,
+                false,
+            ),
+        ];
+        for (case, ds, expected, default) in rows {
+            assert_eq!(reference_max_unavailable(&ds), expected, "{case}");
+            assert_eq!(has_default_rollout_strategy(&ds), default, "{case}");
+        }
+    }
+
+    #[test]
+    fn live_values_are_read_through() {
+        let with_both = ds(Some(RollingUpdateDaemonSet {
+            max_unavailable: string("100%"),
+            max_surge: int(0),
+        }));
+        assert_eq!(live_max_unavailable(&with_both), string("100%").as_ref());
+        assert_eq!(live_max_surge(&with_both), int(0).as_ref());
+        assert_eq!(live_max_unavailable(&ds(None)), None);
+        assert_eq!(live_max_surge(&DaemonSet::default()), None);
+    }
+
+    #[test]
+    fn parse_table() {
+        use InvalidMaxUnavailable as E;
+        use MaxUnavailable::{Count, Percent};
+        let rows: [(IntOrString, Result<MaxUnavailable, E>); 14] = [
+            (IntOrString::Int(1), Ok(Count(1))),
+            (IntOrString::Int(0), Ok(Count(0))),
+            (IntOrString::Int(i32::MAX), Ok(Count(i32::MAX as u32))),
+            (IntOrString::Int(-5), Err(E::NegativeCount(-5))),
+            (IntOrString::String("10%".into()), Ok(Percent(10))),
+            (IntOrString::String("0%".into()), Ok(Percent(0))),
+            (IntOrString::String("100%".into()), Ok(Percent(100))),
+            (
+                IntOrString::String("150%".into()),
+                Err(E::PercentAbove100("150%".into())),
+            ),
+            (
+                IntOrString::String("99999999999%".into()),
+                Err(E::PercentAbove100("99999999999%".into())),
+            ),
+            (
+                IntOrString::String("-5%".into()),
+                Err(E::MalformedPercent("-5%".into())),
+            ),
+            (
+                IntOrString::String("+5%".into()),
+                Err(E::MalformedPercent("+5%".into())),
+            ),
+            (
+                IntOrString::String("%".into()),
+                Err(E::MalformedPercent("%".into())),
+            ),
+            (
+                IntOrString::String("abc".into()),
+                Err(E::NotAPercentage("abc".into())),
+            ),
+            (
+                IntOrString::String("3".into()),
+                Err(E::NotAPercentage("3".into())),
+            ),
+        ];
+        for (value, expected) in rows {
+            assert_eq!(MaxUnavailable::parse(&value), expected, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn from_str_value_table() {
+        use InvalidMaxUnavailable as E;
+        use MaxUnavailable::{Count, Percent};
+        let rows = [
+            ("1", Ok(Count(1))),
+            ("3", Ok(Count(3))),
+            ("0", Ok(Count(0))),
+            ("2147483647", Ok(Count(2_147_483_647))),
+            ("2147483648", Err(E::MalformedCount("2147483648".into()))),
+            ("10%", Ok(Percent(10))),
+            ("150%", Err(E::PercentAbove100("150%".into()))),
+            ("-5%", Err(E::MalformedPercent("-5%".into()))),
+            ("-5", Err(E::NegativeCount(-5))),
+            ("abc", Err(E::MalformedCount("abc".into()))),
+            ("", Err(E::MalformedCount(String::new()))),
+            (" 1", Err(E::MalformedCount(" 1".into()))),
+            ("1.5", Err(E::MalformedCount("1.5".into()))),
+        ];
+        for (text, expected) in rows {
+            assert_eq!(MaxUnavailable::from_str_value(text), expected, "{text:?}");
+            assert_eq!(text.parse::<MaxUnavailable>(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn scaled_rounds_percentages_up() {
+        use MaxUnavailable::{Count, Percent};
+        let rows = [
+            (Percent(10), 0, 0),
+            (Percent(10), 1, 1),
+            (Percent(10), 10, 1),
+            (Percent(10), 11, 2),
+            (Percent(10), 25, 3),
+            (Percent(10), 500, 50),
+            (Percent(25), 3, 1),
+            (Percent(100), 3, 3),
+            (Percent(0), 100, 0),
+            (Percent(1), 1, 1),
+            (Count(1), 0, 1),
+            (Count(5), 3, 5),
+            (Percent(u32::MAX), u32::MAX, u32::MAX),
+        ];
+        for (value, desired, expected) in rows {
+            assert_eq!(value.scaled(desired), expected, "{value} of {desired}");
+        }
+    }
+
+    #[test]
+    fn controller_budget_falls_back_to_one() {
+        use MaxUnavailable::{Count, Percent};
+        let rows = [
+            ("10% of 25", Some(Percent(10)), None, 25, 3),
+            (
+                "0 unavailable, 0 surge: default 1",
+                Some(Count(0)),
+                Some(Count(0)),
+                5,
+                1,
+            ),
+            ("0% of 5, no surge: 1", Some(Percent(0)), None, 5, 1),
+            ("invalid (None) unavailable, no surge: 1", None, None, 5, 1),
+            (
+                "surge-only rollout keeps 0 unavailable",
+                Some(Count(0)),
+                Some(Count(1)),
+                5,
+                0,
+            ),
+            (
+                "0% surge of 5 scales to 0: fallback",
+                Some(Count(0)),
+                Some(Percent(0)),
+                5,
+                1,
+            ),
+            ("no pods: 0", Some(Count(0)), None, 0, 0),
+            (
+                "100% of 3 (longhorn)",
+                Some(Percent(100)),
+                Some(Count(0)),
+                3,
+                3,
+            ),
+        ];
+        for (case, unavailable, surge, desired, expected) in rows {
+            assert_eq!(
+                daemonset_controller_max_unavailable(unavailable, surge, desired),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn wire_form() {
+        assert_eq!(
+            MaxUnavailable::KUBEVIRT_CANARY.to_int_or_string(),
+            IntOrString::Int(1)
+        );
+        assert_eq!(
+            MaxUnavailable::KUBEVIRT_FAST.to_int_or_string(),
+            IntOrString::String("10%".into())
+        );
+        assert_eq!(
+            MaxUnavailable::Count(u32::MAX).to_int_or_string(),
+            IntOrString::Int(i32::MAX)
+        );
+        assert_eq!(MaxUnavailable::KUBEVIRT_FAST.to_string(), "10%");
+        assert_eq!(MaxUnavailable::Count(3).to_string(), "3");
+    }
+}
