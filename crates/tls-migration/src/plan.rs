@@ -38,15 +38,18 @@ impl PreambleOutcome {
 /// Idempotent in both modes: (a) only inserts when desired lacks the flag.
 ///
 /// # Errors
-/// A missing or unselectable container in `live` or `desired`, or an invalid config. On error
-/// `desired` may have received rule (a) but not rule (b); callers should discard it.
+/// A missing or unselectable container in `live` or `desired`, or an invalid config; both
+/// templates are checked before anything is changed, so on error `desired` is unchanged.
 pub fn apply_preamble(
     live: &DaemonSet,
     desired: &mut DaemonSet,
     cfg: &TlsConfig,
 ) -> Result<PreambleOutcome, TlsError> {
+    // Both templates are checked up front, so a malformed one is reported whatever the other.
+    let live_has_flag = has_tls_flag(live, cfg)?;
+    let desired_has_flag = has_tls_flag(desired, cfg)?;
     let mut outcome = PreambleOutcome::default();
-    if has_tls_flag(live, cfg)? && !has_tls_flag(desired, cfg)? {
+    if live_has_flag && !desired_has_flag {
         outcome.kept_flag = insert_tls_flag(desired, cfg)?;
     }
     if !has_cert_volume(live, cfg) && has_cert_volume(desired, cfg) {
