@@ -114,3 +114,8 @@ pub use plan::{
 pub use template::{
     detach_cert_secret, has_cert_volume, has_tls_flag, insert_tls_flag, supports_tls,
 };
+
+/// Compiles and runs the README's example as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
