@@ -1,0 +1,164 @@
+//! Properties of `decide()` over arbitrary observations and strategies: whatever the input, the
+//! decision respects the crate invariants.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use canary_state_machine::{
+    Compatibility, CrashLoopSeen, FailureReason, LiveMaxUnavailable, MaxUnavailable, Observation,
+    Phase, PreviousPass, Strategy, SyncFlags, TlsFacts, WriteKind, decide,
+};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+fn max_unavailable() -> impl proptest::strategy::Strategy<Value = MaxUnavailable> {
+    prop_oneof![
+        (0u32..4).prop_map(MaxUnavailable::Count),
+        (0u32..120).prop_map(MaxUnavailable::Percent),
+    ]
+}
+
+fn strategy() -> impl proptest::strategy::Strategy<Value = Strategy> {
+    (
+        prop_oneof![Just(Compatibility::KubeVirt), Just(Compatibility::Fixed)],
+        max_unavailable(),
+        max_unavailable(),
+        proptest::option::of(0u64..1_000),
+    )
+        .prop_map(|(compatibility, canary, fast, deadline)| Strategy {
+            compatibility,
+            canary_max_unavailable: canary,
+            fast_max_unavailable: fast,
+            progress_deadline: deadline.map(Duration::from_secs),
+        })
+}
+
+fn live_max_unavailable() -> impl proptest::strategy::Strategy<Value = LiveMaxUnavailable> {
+    prop_oneof![
+        Just(LiveMaxUnavailable::NoRollingUpdate),
+        Just(LiveMaxUnavailable::Unset),
+        (-2i64..5).prop_map(LiveMaxUnavailable::Int),
+        prop_oneof![
+            Just("1".to_owned()),
+            Just("10%".to_owned()),
+            Just("100%".to_owned()),
+            Just("25%".to_owned()),
+            "[0-9%a-z]{0,4}",
+        ]
+        .prop_map(LiveMaxUnavailable::Str),
+    ]
+}
+
+fn phase() -> impl proptest::strategy::Strategy<Value = Phase> {
+    proptest::sample::select(Phase::ALL.to_vec())
+}
+
+fn previous() -> impl proptest::strategy::Strategy<Value = Option<PreviousPass>> {
+    proptest::option::of(
+        (
+            phase(),
+            proptest::option::of(proptest::sample::select(FailureReason::ALL.to_vec())),
+            0u32..6,
+            0u64..2_000,
+        )
+            .prop_map(|(phase, failure, updated_ready, secs)| PreviousPass {
+                phase,
+                failure,
+                updated_ready,
+                since_progress: Duration::from_secs(secs),
+            }),
+    )
+}
+
+prop_compose! {
+    fn observation()(
+        object_changed: bool,
+        generation_known: bool,
+        desired_pods in 0u32..6,
+        updated_pods in 0u32..7,
+        updated_ready_pods in 0u32..7,
+        crash in proptest::option::of("[a-z]{1,5}"),
+        live_max_unavailable in live_max_unavailable(),
+        rollout_observed: bool,
+        tls in proptest::option::of((any::<bool>(), any::<bool>(), any::<bool>())),
+        previous in previous(),
+    ) -> Observation {
+        Observation {
+            name: "ds".into(),
+            object_changed,
+            generation_known,
+            desired_pods,
+            updated_pods,
+            updated_ready_pods,
+            crash_loop: crash.map(|pod| CrashLoopSeen { pod, reason: "CrashLoopBackOff".into() }),
+            live_max_unavailable,
+            rollout_observed,
+            tls: tls.map(|(supported, live_has_flag, desired_has_cert_volume)| TlsFacts {
+                supported,
+                live_has_flag,
+                desired_has_cert_volume,
+            }),
+            previous,
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn decisions_respect_the_invariants(strategy in strategy(), observation in observation()) {
+        let decision = decide(&strategy, &observation);
+        let valid = strategy.validate().is_ok();
+        let kind = decision.write.map(|write| write.kind);
+
+        prop_assert_eq!(decision.phase == Phase::Failed, decision.failure.is_some());
+        prop_assert_eq!(decision.phase == Phase::Failed, decision.error.is_some());
+        prop_assert!(!decision.done || decision.phase == Phase::Successful);
+        prop_assert!(!decision.record_generation || decision.write.is_some());
+        prop_assert!(kind != Some(WriteKind::Create));
+        if decision.failure.is_some() {
+            prop_assert!(decision.write.is_none(), "a failed decision never writes");
+        }
+        if !valid {
+            prop_assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
+            return Ok(());
+        }
+
+        let flags = SyncFlags::of(&strategy, &observation);
+        prop_assert_eq!(decision.quiet, !flags.any());
+        if decision.quiet {
+            prop_assert!(decision.done && decision.write.is_none());
+        }
+        // Only a changed object starts a canary, and it always does.
+        prop_assert_eq!(kind == Some(WriteKind::Start), observation.object_changed);
+
+        let ready = observation.updated_ready_pods;
+        if kind == Some(WriteKind::Widen) {
+            prop_assert!(ready > 0, "never widen while no updated pod is ready");
+            prop_assert!(ready < observation.desired_pods);
+            prop_assert_eq!(
+                decision.write.and_then(|write| write.max_unavailable),
+                Some(strategy.fast_max_unavailable)
+            );
+        }
+        if let Some(write) = decision.write {
+            if write.kind != WriteKind::TlsStep || strategy.compatibility == Compatibility::Fixed {
+                prop_assert!(write.max_unavailable.is_some());
+            }
+            prop_assert_eq!(write.template_edit.is_some(), write.kind == WriteKind::TlsStep);
+        }
+
+        if strategy.compatibility == Compatibility::Fixed {
+            prop_assert_eq!(decision.phase == Phase::Successful, decision.done);
+            prop_assert!(decision.failure != Some(FailureReason::UnexpectedState));
+            if !observation.object_changed && flags.any() {
+                if observation.crash_loop.is_some() {
+                    prop_assert_eq!(decision.phase, Phase::Failed, "a crash loop always fails");
+                }
+                if matches!(kind, Some(WriteKind::Widen | WriteKind::Finish | WriteKind::TlsStep)) {
+                    prop_assert!(observation.rollout_observed);
+                    prop_assert!(observation.crash_loop.is_none());
+                }
+            }
+        }
+    }
+}
