@@ -8,3 +8,5 @@ pub mod meta;
 pub mod patch;
 
 pub use error::Error;
+pub mod clock;
+pub mod status;
