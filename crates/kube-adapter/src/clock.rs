@@ -66,6 +66,9 @@ mod tests {
         let clock = Clock::tokio_virtual(epoch);
         assert_eq!(clock.now(), epoch);
         tokio::time::sleep(Duration::from_secs(600)).await;
-        assert_eq!(clock.now(), epoch.checked_add(SignedDuration::from_secs(600)).unwrap());
+        assert_eq!(
+            clock.now(),
+            epoch.checked_add(SignedDuration::from_secs(600)).unwrap()
+        );
     }
 }

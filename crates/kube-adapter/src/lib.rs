@@ -9,4 +9,8 @@ pub mod patch;
 
 pub use error::Error;
 pub mod clock;
+pub mod controller;
+pub mod index;
+pub mod observer;
+pub mod reconcile;
 pub mod status;

@@ -53,31 +53,50 @@ pub struct PassSummary {
 ///
 /// `since_progress` is the time since the phase started or since `updatedReady` last moved,
 /// whichever is later. A status without a parseable phase (a new object) gives `None`.
-pub fn previous_pass(status: Option<&CanaryDaemonSetStatus>, now: Timestamp) -> Option<PreviousPass> {
+pub fn previous_pass(
+    status: Option<&CanaryDaemonSetStatus>,
+    now: Timestamp,
+) -> Option<PreviousPass> {
     let status = status?;
     let phase: Phase = status.phase.as_deref()?.parse().ok()?;
     let failure = match phase {
-        Phase::Failed => status.reason.as_deref().and_then(|r| r.parse::<FailureReason>().ok()),
+        // An invalid spec is not a sticky rollout failure: fixing the spec must resume.
+        Phase::Failed if status.reason.as_deref() == Some(INVALID_SPEC) => {
+            Some(FailureReason::InvalidStrategy)
+        }
+        Phase::Failed => status
+            .reason
+            .as_deref()
+            .and_then(|r| r.parse::<FailureReason>().ok()),
         _ => None,
     };
-    let since = [status.phase_start_time.as_ref(), status.last_progress_time.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|t| t.0)
-        .max();
+    let since = [
+        status.phase_start_time.as_ref(),
+        status.last_progress_time.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|t| t.0)
+    .max();
     let since_progress = since
         .and_then(|t| Duration::try_from(now.duration_since(t)).ok())
         .unwrap_or(Duration::ZERO);
     Some(PreviousPass {
         phase,
         failure,
-        updated_ready: status.progress_updated_ready.unwrap_or(status.updated_ready),
+        updated_ready: status
+            .progress_updated_ready
+            .unwrap_or(status.updated_ready),
         since_progress,
     })
 }
 
 /// The status after a pass.
-pub fn next_status(previous: Option<&CanaryDaemonSetStatus>, pass: &PassSummary, now: Timestamp) -> CanaryDaemonSetStatus {
+pub fn next_status(
+    previous: Option<&CanaryDaemonSetStatus>,
+    pass: &PassSummary,
+    now: Timestamp,
+) -> CanaryDaemonSetStatus {
     let empty = CanaryDaemonSetStatus::default();
     let prev = previous.unwrap_or(&empty);
     let phase = pass.phase.as_str();
@@ -94,14 +113,30 @@ pub fn next_status(previous: Option<&CanaryDaemonSetStatus>, pass: &PassSummary,
 
     let mut conditions = prev.conditions.clone();
     let (progressing, progressing_reason) = progressing(pass);
-    set_condition(&mut conditions, PROGRESSING, progressing, progressing_reason, pass.message.clone(), pass.observed_generation, now);
+    set_condition(
+        &mut conditions,
+        PROGRESSING,
+        progressing,
+        progressing_reason,
+        pass.message.clone(),
+        pass.observed_generation,
+        now,
+    );
     let all_available = pass.available >= pass.desired;
     set_condition(
         &mut conditions,
         AVAILABLE,
         all_available,
-        if all_available { "AllPodsAvailable" } else { "PodsUnavailable" },
-        Some(format!("{} of {} pods available", pass.available.min(pass.desired), pass.desired)),
+        if all_available {
+            "AllPodsAvailable"
+        } else {
+            "PodsUnavailable"
+        },
+        Some(format!(
+            "{} of {} pods available",
+            pass.available.min(pass.desired),
+            pass.desired
+        )),
         pass.observed_generation,
         now,
     );
@@ -112,7 +147,15 @@ pub fn next_status(previous: Option<&CanaryDaemonSetStatus>, pass: &PassSummary,
         (false, _) => "AsExpected",
     };
     let degraded_message = if degraded { pass.message.clone() } else { None };
-    set_condition(&mut conditions, DEGRADED, degraded, degraded_reason, degraded_message, pass.observed_generation, now);
+    set_condition(
+        &mut conditions,
+        DEGRADED,
+        degraded,
+        degraded_reason,
+        degraded_message,
+        pass.observed_generation,
+        now,
+    );
 
     CanaryDaemonSetStatus {
         phase: Some(phase.to_owned()),
@@ -240,11 +283,17 @@ mod tests {
         failing.available = 3;
         let failed = next_status(Some(&canary), &failing, t(5));
         let degraded = condition(&failed, DEGRADED);
-        assert_eq!((degraded.status.as_str(), degraded.reason.as_str()), ("True", "CanaryCrashLooping"));
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "CanaryCrashLooping")
+        );
         assert_eq!(degraded.last_transition_time, Time(t(5)));
         assert_eq!(condition(&failed, PROGRESSING).status, "False");
         assert_eq!(condition(&failed, AVAILABLE).reason, "PodsUnavailable");
-        assert_eq!(condition(&failed, AVAILABLE).message, "3 of 4 pods available");
+        assert_eq!(
+            condition(&failed, AVAILABLE).message,
+            "3 of 4 pods available"
+        );
 
         let still = next_status(Some(&failed), &failing, t(60));
         assert_eq!(condition(&still, DEGRADED).last_transition_time, Time(t(5)));
@@ -255,16 +304,25 @@ mod tests {
     #[test]
     fn previous_pass_of_a_new_object_is_none() {
         assert_eq!(previous_pass(None, t(0)), None);
-        assert_eq!(previous_pass(Some(&CanaryDaemonSetStatus::default()), t(0)), None);
-        let mut bogus = CanaryDaemonSetStatus::default();
-        bogus.phase = Some("exploded".into());
+        assert_eq!(
+            previous_pass(Some(&CanaryDaemonSetStatus::default()), t(0)),
+            None
+        );
+        let bogus = CanaryDaemonSetStatus {
+            phase: Some("exploded".into()),
+            ..Default::default()
+        };
         assert_eq!(previous_pass(Some(&bogus), t(0)), None);
     }
 
     #[test]
     fn clock_going_backwards_is_zero_progress_time() {
         let status = next_status(None, &pass(Phase::Canary, 0), t(100));
-        let previous = previous_pass(Some(&status), t(100).checked_sub(SignedDuration::from_secs(5)).unwrap()).unwrap();
+        let previous = previous_pass(
+            Some(&status),
+            t(100).checked_sub(SignedDuration::from_secs(5)).unwrap(),
+        )
+        .unwrap();
         assert_eq!(previous.since_progress, Duration::ZERO);
     }
 }

@@ -1,0 +1,259 @@
+//! Wiring: watches, caches, the kube-runtime Controller and leader election.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::{FutureExt, StreamExt, TryStreamExt, future};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tracing::{info, warn};
+
+use crate::Error;
+use crate::clock::Clock;
+use crate::crd::CanaryDaemonSet;
+use crate::desired::OWNER_LABEL;
+use crate::index::OwnerIndex;
+use crate::observer::Observer;
+use crate::reconcile::{Context, Requeue, error_policy, reconcile};
+
+/// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Lease name.
+    pub lease_name: String,
+    /// Namespace of the Lease (the controller's own).
+    pub namespace: String,
+    /// This replica's identity (its pod name).
+    pub identity: String,
+    /// Lease duration in seconds: how long a dead leader blocks the others.
+    pub duration_seconds: u64,
+    /// Renew this many seconds before the lease expires.
+    pub grace_seconds: u64,
+}
+
+impl LeaderElection {
+    /// Defaults: lease `daemonset-canary`, 15 s duration, 5 s grace.
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            lease_name: "daemonset-canary".to_owned(),
+            namespace: namespace.into(),
+            identity: identity.into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        }
+    }
+}
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Only watch this namespace (default: all namespaces).
+    pub namespace: Option<String>,
+    /// Field manager of every write, and the event reporter's controller name.
+    pub field_manager: String,
+    /// Reporter instance for events (the pod name).
+    pub instance: Option<String>,
+    /// Source of "now" for status times.
+    pub clock: Clock,
+    /// Leader election; `None` runs unconditionally (one replica).
+    pub leader_election: Option<LeaderElection>,
+    /// Transitions and counters.
+    pub observer: Observer,
+    /// Requeue delays.
+    pub requeue: Requeue,
+    /// Reconciles running at once (0: unbounded; one object is never reconciled twice at once).
+    pub concurrency: u16,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            field_manager: "daemonset-canary".to_owned(),
+            instance: None,
+            clock: Clock::system(),
+            leader_election: None,
+            observer: Observer::default(),
+            requeue: Requeue::default(),
+            concurrency: 0,
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` completes.
+///
+/// With leader election, the controller only runs while this replica holds the lease: it
+/// starts on acquiring it, stops (in-flight passes finish) on losing it and waits to acquire
+/// it again.
+pub async fn run(
+    client: Client,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let shutdown = shutdown.boxed().shared();
+    let Some(election) = config.leader_election.clone() else {
+        config.observer.stats().set_leader(true);
+        run_controller(client, &config, shutdown).await;
+        return Ok(());
+    };
+    let manager =
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+            .with_namespace(&election.namespace)
+            .with_identity(&election.identity)
+            .with_duration(election.duration_seconds)
+            .with_grace(election.grace_seconds)
+            .with_field_manager(config.field_manager.clone())
+            .build()
+            .await
+            .map_err(|e| Error::LeaderElection(e.to_string()))?;
+    let (mut leader, lease_task) = manager.watch().await;
+    loop {
+        // Wait to lead (or stop).
+        let acquired = tokio::select! {
+            () = shutdown.clone() => false,
+            changed = leader.wait_for(|is_leader| *is_leader) => changed.is_ok(),
+        };
+        if !acquired {
+            break;
+        }
+        info!(identity = %election.identity, "leading");
+        config.observer.stats().set_leader(true);
+        let mut watch = leader.clone();
+        let lost = async move {
+            let _ = watch.wait_for(|is_leader| !*is_leader).await;
+        };
+        let stop = future::select(shutdown.clone(), lost.boxed()).map(|_| ());
+        run_controller(client.clone(), &config, stop).await;
+        config.observer.stats().set_leader(false);
+        if shutdown.clone().now_or_never().is_some() {
+            break;
+        }
+        warn!(identity = %election.identity, "lost the lease, controller stopped");
+    }
+    // Dropping the receiver makes the lease task release the lease.
+    drop(leader);
+    match lease_task.await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::LeaderElection(e.to_string())),
+        Err(e) => Err(Error::LeaderElection(e.to_string())),
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// One controller term: fresh watches and caches, until `stop` completes.
+async fn run_controller(
+    client: Client,
+    config: &ControllerConfig,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    // The Controller wants a Sync shutdown future; a oneshot receiver is one.
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stopper = tokio::spawn(async move {
+        stop.await;
+        let _ = stop_tx.send(());
+    });
+    let ns = config.namespace.as_deref();
+    let owned = watcher::Config::default().labels(OWNER_LABEL);
+
+    let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
+    let ds_ready = Arc::new(AtomicBool::new(false));
+    let ds_ready_flag = ds_ready.clone();
+    // Every DaemonSet (not only labelled ones), so an existing DaemonSet is found and adopted
+    // instead of being created again.
+    let ds_stream = watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
+        .default_backoff()
+        .map_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                ds_ready_flag.store(true, Ordering::Release);
+            }
+            event
+        })
+        .reflect(ds_writer)
+        .touched_objects();
+
+    let pods = OwnerIndex::<Pod>::new();
+    let pod_index = pods.clone();
+    let pod_stream = watcher(api::<Pod>(&client, ns), owned.clone())
+        .default_backoff()
+        .map_ok(move |event| {
+            pod_index.apply(&event);
+            event
+        })
+        .touched_objects();
+
+    let revisions = OwnerIndex::<ControllerRevision>::new();
+    let revision_index = revisions.clone();
+    let revision_stream = watcher(api::<ControllerRevision>(&client, ns), owned)
+        .default_backoff()
+        .map_ok(move |event| {
+            revision_index.apply(&event);
+            event
+        })
+        .touched_objects();
+
+    let reporter = Reporter {
+        controller: config.field_manager.clone(),
+        instance: config.instance.clone(),
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        ds_store,
+        ds_ready,
+        pods,
+        revisions,
+        Recorder::new(client.clone(), reporter),
+        config.clock.clone(),
+        config.observer.clone(),
+        config.field_manager.clone(),
+        config.requeue,
+    ));
+
+    Controller::new(
+        api::<CanaryDaemonSet>(&client, ns),
+        watcher::Config::default(),
+    )
+    .with_config(controller::Config::default().concurrency(config.concurrency))
+    .owns_stream(ds_stream)
+    .watches_stream(pod_stream, owner_of_labelled)
+    .watches_stream(revision_stream, owner_of_labelled)
+    .graceful_shutdown_on(stop_rx.map(|_| ()))
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| {
+        if let Err(error) = result {
+            match error {
+                controller::Error::ObjectNotFound(_) => {}
+                other => warn!(error = %other, "controller"),
+            }
+        }
+        future::ready(())
+    })
+    .await;
+    stopper.abort();
+}
+
+/// Maps a pod or ControllerRevision to its CanaryDaemonSet through the [`OWNER_LABEL`].
+fn owner_of_labelled<K: kube::Resource>(obj: K) -> Option<ObjectRef<CanaryDaemonSet>> {
+    let name = obj.labels().get(OWNER_LABEL)?.clone();
+    let namespace = obj.namespace()?;
+    Some(ObjectRef::new(&name).within(&namespace))
+}

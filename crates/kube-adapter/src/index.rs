@@ -1,0 +1,344 @@
+//! Watch-fed indexes of pods and ControllerRevisions by their owning DaemonSet.
+//!
+//! A reconcile reads the pods of one DaemonSet; scanning every pod of the cluster would make
+//! each reconcile O(cluster). The index groups objects by a key taken from their controller
+//! owner reference, is updated from the watcher's events (including relists, which swap in a
+//! fresh map atomically on `InitDone`), and stores slimmed objects: only the fields the
+//! predicates read, so 5,000 pods stay small.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher::Event;
+
+/// How an index keys and slims its objects.
+pub trait Indexed: Clone + Send + Sync + 'static {
+    /// The grouping key (an owner name or UID), or `None` to leave the object out.
+    fn index_key(&self) -> Option<String>;
+    /// The object with only the fields readers need.
+    fn slim(self) -> Self;
+    /// `(namespace, name)`: identity inside the index.
+    fn identity(&self) -> (String, String);
+}
+
+type Group<T> = HashMap<(String, String), Arc<T>>;
+
+#[derive(Debug)]
+struct State<T> {
+    groups: HashMap<String, Group<T>>,
+    key_of: HashMap<(String, String), String>,
+    relist: Option<Vec<T>>,
+}
+
+impl<T> Default for State<T> {
+    fn default() -> Self {
+        Self {
+            groups: HashMap::new(),
+            key_of: HashMap::new(),
+            relist: None,
+        }
+    }
+}
+
+/// Objects grouped by owner; cheap to clone (shared).
+#[derive(Debug)]
+pub struct OwnerIndex<T> {
+    state: Arc<RwLock<State<T>>>,
+    ready: Arc<AtomicBool>,
+}
+
+impl<T> Clone for OwnerIndex<T> {
+    fn clone(&self) -> Self {
+        Self {
+            state: self.state.clone(),
+            ready: self.ready.clone(),
+        }
+    }
+}
+
+impl<T: Indexed> Default for OwnerIndex<T> {
+    fn default() -> Self {
+        Self {
+            state: Arc::default(),
+            ready: Arc::default(),
+        }
+    }
+}
+
+impl<T: Indexed> OwnerIndex<T> {
+    /// An empty index, not ready until the first complete list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the first complete list has been applied.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Applies one watcher event.
+    pub fn apply(&self, event: &Event<T>) {
+        let mut state = self.write();
+        match event {
+            Event::Apply(obj) => insert(&mut state, obj.clone().slim()),
+            Event::Delete(obj) => remove(&mut state, &obj.identity()),
+            Event::Init => state.relist = Some(Vec::new()),
+            Event::InitApply(obj) => state
+                .relist
+                .get_or_insert_with(Vec::new)
+                .push(obj.clone().slim()),
+            Event::InitDone => {
+                let fresh = state.relist.take().unwrap_or_default();
+                state.groups.clear();
+                state.key_of.clear();
+                for obj in fresh {
+                    insert(&mut state, obj);
+                }
+                drop(state);
+                self.ready.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// The objects grouped under `key`.
+    pub fn get(&self, key: &str) -> Vec<Arc<T>> {
+        self.read()
+            .groups
+            .get(key)
+            .map(|g| g.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Number of objects indexed.
+    pub fn len(&self) -> usize {
+        self.read().key_of.len()
+    }
+
+    /// Whether the index holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State<T>> {
+        // A panic while holding the lock cannot leave the maps half-updated in a way readers
+        // care about (every mutation is a single insert/remove), so poisoning is ignored.
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State<T>> {
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn insert<T: Indexed>(state: &mut State<T>, obj: T) {
+    let id = obj.identity();
+    remove(state, &id);
+    let Some(key) = obj.index_key() else { return };
+    state
+        .groups
+        .entry(key.clone())
+        .or_default()
+        .insert(id.clone(), Arc::new(obj));
+    state.key_of.insert(id, key);
+}
+
+fn remove<T>(state: &mut State<T>, id: &(String, String)) {
+    let Some(key) = state.key_of.remove(id) else {
+        return;
+    };
+    if let Some(group) = state.groups.get_mut(&key) {
+        group.remove(id);
+        if group.is_empty() {
+            state.groups.remove(&key);
+        }
+    }
+}
+
+fn identity(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Pods are grouped by the **name** of their controller owner when it is a DaemonSet. The
+/// reference matches by name only (across namespaces); the UID rule filters a group further.
+impl Indexed for Pod {
+    fn index_key(&self) -> Option<String> {
+        let owner = canary_predicates::controller_owner(self)?;
+        (owner.kind == "DaemonSet").then(|| owner.name.clone())
+    }
+
+    fn slim(self) -> Self {
+        let status = self.status.map(|s| PodStatus {
+            phase: s.phase,
+            container_statuses: s.container_statuses,
+            init_container_statuses: s.init_container_statuses,
+            ..PodStatus::default()
+        });
+        Pod {
+            metadata: ObjectMeta {
+                managed_fields: None,
+                ..self.metadata
+            },
+            spec: self.spec.map(|s| PodSpec {
+                node_name: s.node_name,
+                ..PodSpec::default()
+            }),
+            status,
+        }
+    }
+
+    fn identity(&self) -> (String, String) {
+        identity(&self.metadata)
+    }
+}
+
+/// ControllerRevisions are grouped by the **UID** of their controller owner.
+impl Indexed for ControllerRevision {
+    fn index_key(&self) -> Option<String> {
+        let owner = self
+            .metadata
+            .owner_references
+            .as_ref()?
+            .iter()
+            .find(|o| o.controller == Some(true))?;
+        (owner.kind == "DaemonSet").then(|| owner.uid.clone())
+    }
+
+    fn slim(self) -> Self {
+        ControllerRevision {
+            metadata: ObjectMeta {
+                managed_fields: None,
+                ..self.metadata
+            },
+            data: None,
+            revision: self.revision,
+        }
+    }
+
+    fn identity(&self) -> (String, String) {
+        identity(&self.metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn pod(ns: &str, name: &str, owner: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "DaemonSet".into(),
+                    name: owner.into(),
+                    uid: format!("{owner}-uid"),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                containers: vec![Default::default()],
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn names(index: &OwnerIndex<Pod>, key: &str) -> Vec<String> {
+        let mut names: Vec<_> = index
+            .get(key)
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn groups_by_owner_name_and_follows_events() {
+        let index = OwnerIndex::<Pod>::new();
+        assert!(!index.is_ready());
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(pod("a", "p1", "agent")));
+        index.apply(&Event::InitApply(pod("b", "p2", "agent")));
+        index.apply(&Event::InitApply(pod("a", "q1", "other")));
+        assert!(
+            index.get("agent").is_empty(),
+            "nothing visible before InitDone"
+        );
+        index.apply(&Event::InitDone);
+        assert!(index.is_ready());
+        assert_eq!(names(&index, "agent"), ["p1", "p2"]);
+        index.apply(&Event::Delete(pod("a", "p1", "agent")));
+        index.apply(&Event::Apply(pod("a", "p3", "agent")));
+        assert_eq!(names(&index, "agent"), ["p2", "p3"]);
+        // An owner change moves the pod between groups.
+        index.apply(&Event::Apply(pod("a", "p3", "other")));
+        assert_eq!(names(&index, "agent"), ["p2"]);
+        assert_eq!(names(&index, "other"), ["p3", "q1"]);
+        assert_eq!(index.len(), 3);
+    }
+
+    #[test]
+    fn relist_replaces_everything() {
+        let index = OwnerIndex::<Pod>::new();
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(pod("a", "gone", "agent")));
+        index.apply(&Event::InitDone);
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(pod("a", "fresh", "agent")));
+        index.apply(&Event::InitDone);
+        assert_eq!(names(&index, "agent"), ["fresh"]);
+    }
+
+    #[test]
+    fn pods_without_daemonset_controller_are_left_out_and_slimmed() {
+        let index = OwnerIndex::<Pod>::new();
+        let mut orphan = pod("a", "orphan", "x");
+        orphan.metadata.owner_references = None;
+        index.apply(&Event::Apply(orphan));
+        assert!(index.is_empty());
+        index.apply(&Event::Apply(pod("a", "p", "agent")));
+        let stored = &index.get("agent")[0];
+        let spec = stored.spec.as_ref().unwrap();
+        assert!(spec.containers.is_empty(), "spec slimmed");
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn revisions_group_by_owner_uid() {
+        let index = OwnerIndex::<ControllerRevision>::new();
+        let mut revision = ControllerRevision {
+            metadata: pod("a", "agent-abc", "agent").metadata,
+            data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+                serde_json::json!({"spec": {}}),
+            )),
+            revision: 2,
+        };
+        revision.metadata.labels =
+            Some([("controller-revision-hash".to_owned(), "abc".to_owned())].into());
+        index.apply(&Event::Apply(revision));
+        let stored = index.get("agent-uid");
+        assert_eq!(stored.len(), 1);
+        assert!(stored[0].data.is_none());
+        assert_eq!(
+            canary_predicates::current_revision_hash(stored.iter().map(|r| &**r)),
+            Some("abc")
+        );
+    }
+}
