@@ -42,12 +42,21 @@
 //! # Ok::<(), canary_sim::StoreError>(())
 //! ```
 
+pub mod api;
 pub mod clock;
+pub mod crds;
+pub mod faults;
 pub mod registry;
+pub mod service;
+mod sim;
 pub mod store;
 
+pub use api::ApiServer;
 pub use clock::SimClock;
+pub use faults::{FaultAction, FaultRule, Faults, RequestCounts, Trigger, Verb};
 pub use registry::ResourceInfo;
+pub use service::{ServedSim, SimService};
+pub use sim::{INITIAL_NAMESPACES, Sim, SimBuilder};
 pub use store::{
     DeleteOptions, DeleteOutcome, EventKind, ResourceKey, Store, StoreError, StoreEvent,
     UpdateScope,

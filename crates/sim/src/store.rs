@@ -110,6 +110,9 @@ pub struct StoreEvent {
     pub object: Arc<Value>,
     /// The `resourceVersion` this change produced.
     pub resource_version: u64,
+    /// The object before the change (`None` for additions). Watches with selectors need it to
+    /// turn "stopped matching" into `DELETED` and "started matching" into `ADDED`.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// Why a store operation failed. Each variant maps to the HTTP status Kubernetes answers with.
@@ -675,6 +678,31 @@ impl Store {
         Ok(object)
     }
 
+    /// Reads the object, computes its next state with `change` and writes it (with
+    /// [`Store::update_value`] semantics for `scope`), all under the store lock: a patch.
+    /// A `metadata.resourceVersion` left in the result by `change` is a precondition, so a
+    /// patch that sets a stale one conflicts. With `dry_run`, nothing is written and the
+    /// computed object is returned.
+    pub fn patch_value(
+        &self,
+        key: &ResourceKey,
+        namespace: Option<&str>,
+        name: &str,
+        scope: UpdateScope,
+        dry_run: bool,
+        change: impl FnOnce(&Value) -> Result<Value, StoreError>,
+    ) -> Result<Arc<Value>, StoreError> {
+        let mut inner = self.lock();
+        let current = inner
+            .get(key, namespace, name)
+            .ok_or_else(|| not_found(key, name))?;
+        let next = change(&current)?;
+        if dry_run {
+            return Ok(Arc::new(next));
+        }
+        self.update_locked(&mut inner, key, next, scope)
+    }
+
     /// Deletes an object (see [`Store::delete`]).
     pub fn delete_value(
         &self,
@@ -808,6 +836,22 @@ impl Store {
         Ok((replay, self.events.subscribe()))
     }
 
+    /// Every object of `key` (all namespaces), the `resourceVersion` of that snapshot, and a
+    /// subscription that starts right after it: the start of a watch without a
+    /// `resourceVersion`.
+    pub fn snapshot_and_subscribe(
+        &self,
+        key: &ResourceKey,
+    ) -> (Vec<Arc<Value>>, u64, broadcast::Receiver<StoreEvent>) {
+        let inner = self.lock();
+        let objects = inner
+            .objects
+            .get(key)
+            .map(|map| map.values().cloned().collect())
+            .unwrap_or_default();
+        (objects, inner.resource_version, self.events.subscribe())
+    }
+
     /// Forgets the whole event history, as an etcd compaction does: every watch resuming from
     /// an earlier `resourceVersion` gets 410 Gone.
     pub fn compact(&self) {
@@ -833,14 +877,10 @@ impl Store {
         inner.resource_version += 1;
         let id = (namespace.clone().unwrap_or_default(), name.clone());
         let objects = inner.objects.entry(key.clone()).or_default();
-        match kind {
-            EventKind::Deleted => {
-                objects.remove(&id);
-            }
-            EventKind::Added | EventKind::Modified => {
-                objects.insert(id, object.clone());
-            }
-        }
+        let previous = match kind {
+            EventKind::Deleted => objects.remove(&id),
+            EventKind::Added | EventKind::Modified => objects.insert(id, object.clone()),
+        };
         if kind == EventKind::Added && key.group == "apiextensions.k8s.io" {
             register_crd_value(inner, &object);
         }
@@ -851,6 +891,7 @@ impl Store {
             name,
             object,
             resource_version: inner.resource_version,
+            previous,
         };
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {

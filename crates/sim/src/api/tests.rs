@@ -1,0 +1,724 @@
+//! Request-level tests of the API server: paths, verbs, status codes and bodies.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use super::ApiServer;
+use crate::clock::SimClock;
+use crate::faults::{FaultAction, FaultRule, Faults, Trigger, Verb};
+use crate::store::Store;
+
+fn server() -> ApiServer {
+    ApiServer::new(Store::new(SimClock::new()), Faults::new(0))
+}
+
+async fn call_raw(
+    api: &ApiServer,
+    method: Method,
+    uri: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, http::HeaderMap, Bytes) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(Bytes::from(body.to_owned()))
+        .unwrap();
+    let response = api.handle(request).await;
+    let code = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (code, headers, body)
+}
+
+async fn call(
+    api: &ApiServer,
+    method: Method,
+    uri: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value) {
+    let (code, _, body) = call_raw(api, method, uri, content_type, body).await;
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {
+    call(api, Method::GET, uri, "application/json", "").await
+}
+
+const DS_PATH: &str = "/apis/apps/v1/namespaces/default/daemonsets";
+
+fn ds_body(name: &str) -> String {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                {"name": "main", "image": "main:1"}, {"name": "sidecar", "image": "side:1"}]}}
+        }
+    })
+    .to_string()
+}
+
+async fn create_ds(api: &ApiServer, name: &str) -> Value {
+    let (code, body) = call(
+        api,
+        Method::POST,
+        DS_PATH,
+        "application/json",
+        &ds_body(name),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    body
+}
+
+fn ds_uri(name: &str) -> String {
+    format!("{DS_PATH}/{name}")
+}
+
+#[tokio::test]
+async fn discovery_documents() {
+    let api = server();
+    let (code, version) = get(&api, "/version?timeout=5s").await;
+    assert_eq!((code, version["major"].as_str()), (200, Some("1")));
+    let (_, core) = get(&api, "/api").await;
+    assert_eq!(core["versions"], json!(["v1"]));
+    let (_, groups) = get(&api, "/apis").await;
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    for group in [
+        "apps",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "apiextensions.k8s.io",
+    ] {
+        assert!(names.contains(&group), "{group} in {names:?}");
+    }
+    let (_, v1) = get(&api, "/api/v1").await;
+    let resources: Vec<&str> = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for name in ["pods", "pods/status", "nodes", "namespaces", "events"] {
+        assert!(resources.contains(&name), "{name} in {resources:?}");
+    }
+    let (_, apps) = get(&api, "/apis/apps/v1").await;
+    let ds = apps["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "daemonsets")
+        .unwrap();
+    assert_eq!(ds["shortNames"], json!(["ds"]));
+    assert_eq!(ds["namespaced"], json!(true));
+    let (code, status) = get(&api, "/apis/nope/v1").await;
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
+    let (code, _) = get(&api, "/openapi/v2").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn create_get_list_with_selectors() {
+    let api = server();
+    let created = create_ds(&api, "a").await;
+    create_ds(&api, "b").await;
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(
+        created["metadata"]["namespace"], "default",
+        "namespace from the path"
+    );
+    let (code, got) = get(&api, &ds_uri("a")).await;
+    assert_eq!((code, &got), (200, &created));
+    let (_, list) = get(&api, &format!("{DS_PATH}?labelSelector=app%3Db&limit=500")).await;
+    assert_eq!(list["kind"], "DaemonSetList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"][0]["metadata"]["name"], "b");
+    assert_eq!(list["metadata"]["resourceVersion"], "2");
+    let (_, all) = get(
+        &api,
+        "/apis/apps/v1/daemonsets?fieldSelector=metadata.name%3Da",
+    )
+    .await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 1);
+    let (code, missing) = get(&api, &ds_uri("zzz")).await;
+    assert_eq!((code, missing["reason"].as_str()), (404, Some("NotFound")));
+    assert_eq!(missing["kind"], "Status");
+    let (code, exists) = call(
+        &api,
+        Method::POST,
+        DS_PATH,
+        "application/json",
+        &ds_body("a"),
+    )
+    .await;
+    assert_eq!(
+        (code, exists["reason"].as_str()),
+        (409, Some("AlreadyExists"))
+    );
+}
+
+#[tokio::test]
+async fn pods_select_by_node_name() {
+    let api = server();
+    for (name, node) in [("p1", "node-1"), ("p2", "node-2")] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}});
+        let (code, _) = call(
+            &api,
+            Method::POST,
+            "/api/v1/namespaces/default/pods",
+            "application/json",
+            &pod.to_string(),
+        )
+        .await;
+        assert_eq!(code, 201);
+    }
+    let (_, list) = get(&api, "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-2").await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["p2"]);
+    let (_, pod) = get(&api, "/api/v1/namespaces/default/pods/p1").await;
+    assert_eq!(pod["status"]["phase"], "Pending");
+}
+
+#[tokio::test]
+async fn replace_with_stale_resource_version_conflicts() {
+    let api = server();
+    let created = create_ds(&api, "a").await;
+    let mut first = created.clone();
+    first["spec"]["minReadySeconds"] = json!(5);
+    let (code, updated) = call(
+        &api,
+        Method::PUT,
+        &ds_uri("a"),
+        "application/json",
+        &first.to_string(),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(updated["metadata"]["generation"], 2);
+    let mut stale = created;
+    stale["spec"]["minReadySeconds"] = json!(9);
+    let (code, status) = call(
+        &api,
+        Method::PUT,
+        &ds_uri("a"),
+        "application/json",
+        &stale.to_string(),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("the object has been modified")
+    );
+}
+
+#[tokio::test]
+async fn json_patch_with_failed_test_is_422_and_changes_nothing() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let patch = r#"[{"op":"test","path":"/metadata/generation","value":1},
+        {"op":"replace","path":"/spec/updateStrategy/rollingUpdate/maxUnavailable","value":"10%"}]"#;
+    let (code, patched) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/json-patch+json",
+        patch,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(
+        patched["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        "10%"
+    );
+    assert_eq!(patched["metadata"]["generation"], 2);
+    let (code, status) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/json-patch+json",
+        patch,
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
+    let (_, after) = get(&api, &ds_uri("a")).await;
+    assert_eq!(after["metadata"]["generation"], 2);
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        patched["metadata"]["resourceVersion"]
+    );
+}
+
+#[tokio::test]
+async fn merge_patch_generation_and_resource_version_precondition() {
+    let api = server();
+    let created = create_ds(&api, "a").await;
+    let (_, labelled) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"extra":"x"}}}"#,
+    )
+    .await;
+    assert_eq!(labelled["metadata"]["generation"], 1, "metadata-only");
+    assert_eq!(labelled["metadata"]["labels"]["extra"], "x");
+    let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "spec": {"minReadySeconds": 3}});
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/merge-patch+json",
+        &stale.to_string(),
+    )
+    .await;
+    assert_eq!(
+        code, 409,
+        "resourceVersion in a merge patch is a precondition"
+    );
+    let (_, spec) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/merge-patch+json",
+        r#"{"spec":{"minReadySeconds":3}}"#,
+    )
+    .await;
+    assert_eq!(spec["metadata"]["generation"], 2);
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("missing"),
+        "application/merge-patch+json",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_merges_containers_by_name() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let patch = r#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"main"},{"name":"sidecar"}],
+        "containers":[{"image":"main:2","name":"main"}]}}}}"#;
+    let (code, patched) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/strategic-merge-patch+json",
+        patch,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    let containers = &patched["spec"]["template"]["spec"]["containers"];
+    assert_eq!(
+        containers,
+        &json!([{"name": "main", "image": "main:2"}, {"name": "sidecar", "image": "side:1"}])
+    );
+    let (code, _) = call(&api, Method::PATCH, &ds_uri("a"), "text/plain", "{}").await;
+    assert_eq!(code, 415);
+}
+
+#[tokio::test]
+async fn status_subresource_isolation_over_http() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let (code, after) = call(
+        &api,
+        Method::PATCH,
+        &format!("{}/status", ds_uri("a")),
+        "application/merge-patch+json",
+        r#"{"spec":{"minReadySeconds":42},"status":{"numberReady":2}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(after["status"]["numberReady"], 2);
+    assert!(
+        after["spec"]["minReadySeconds"].is_null(),
+        "status ignores spec"
+    );
+    assert_eq!(after["metadata"]["generation"], 1);
+    let (_, main) = call(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/merge-patch+json",
+        r#"{"status":{"numberReady":9}}"#,
+    )
+    .await;
+    assert_eq!(
+        main["status"]["numberReady"], 2,
+        "main resource ignores status"
+    );
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        &format!("{}/scale", ds_uri("a")),
+        "application/merge-patch+json",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 404);
+    let (code, _) = call(
+        &api,
+        Method::GET,
+        "/apis/apps/v1/namespaces/default/controllerrevisions/x/status",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404, "no status subresource on controllerrevisions");
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_merges_and_records_the_manager() {
+    let api = server();
+    let uri =
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader?fieldManager=mgr&force=true";
+    let lease = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: leader\nspec:\n  holderIdentity: a\n  leaseDurationSeconds: 15\n";
+    let (code, created) = call(
+        &api,
+        Method::PATCH,
+        uri,
+        "application/apply-patch+yaml",
+        lease,
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"]["holderIdentity"], "a");
+    let (code, updated) = call(&api, Method::PATCH, uri, "application/apply-patch+yaml",
+        r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{"holderIdentity":"b"}}"#).await;
+    assert_eq!(code, 200);
+    assert_eq!(updated["spec"]["holderIdentity"], "b");
+    assert_eq!(
+        updated["spec"]["leaseDurationSeconds"], 15,
+        "fields not applied stay"
+    );
+    let managers: Vec<&str> = updated["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["mgr"]);
+    let no_manager = "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader";
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        no_manager,
+        "application/apply-patch+yaml",
+        lease,
+    )
+    .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn crd_registration_serves_custom_resources_with_status() {
+    let api = server();
+    let crd = serde_json::to_string(&crate::crds::kubevirt()).unwrap();
+    let (code, _) = call(
+        &api,
+        Method::POST,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        "application/json",
+        &crd,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (_, discovery) = get(&api, "/apis/kubevirt.io/v1").await;
+    assert_eq!(discovery["resources"][1]["name"], "kubevirts/status");
+    let uri = "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts";
+    let kv = r#"{"apiVersion":"kubevirt.io/v1","kind":"KubeVirt","metadata":{"name":"kubevirt"},"spec":{"x":1},"status":{"phase":"Deployed"}}"#;
+    let (code, created) = call(&api, Method::POST, uri, "application/json", kv).await;
+    assert_eq!(code, 201);
+    assert!(
+        created["status"].is_null(),
+        "status is dropped on create with a status subresource"
+    );
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        &format!("{uri}/kubevirt/status"),
+        "application/merge-patch+json",
+        r#"{"status":{"phase":"Deployed"}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = call(
+        &api,
+        Method::PATCH,
+        &format!("{uri}/kubevirt"),
+        "application/strategic-merge-patch+json",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 415, "custom resources refuse strategic merge");
+    let (_, got) = get(&api, &format!("{uri}/kubevirt")).await;
+    assert_eq!(got["status"]["phase"], "Deployed");
+}
+
+#[tokio::test]
+async fn delete_semantics_over_http() {
+    let api = server();
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n","containers":[]}}"#;
+    call(
+        &api,
+        Method::POST,
+        "/api/v1/namespaces/default/pods",
+        "application/json",
+        pod,
+    )
+    .await;
+    let uri = "/api/v1/namespaces/default/pods/p";
+    let (code, terminating) = call(&api, Method::DELETE, uri, "application/json", "").await;
+    assert_eq!(code, 200);
+    assert_eq!(terminating["metadata"]["deletionGracePeriodSeconds"], 30);
+    let (code, _) = call(
+        &api,
+        Method::DELETE,
+        uri,
+        "application/json",
+        r#"{"preconditions":{"uid":"not-the-uid"}}"#,
+    )
+    .await;
+    assert_eq!(code, 409);
+    let (code, _) = call(
+        &api,
+        Method::DELETE,
+        &format!("{uri}?gracePeriodSeconds=0"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get(&api, uri).await.0, 404);
+}
+
+async fn watch_lines(api: &ApiServer, uri: &str) -> Vec<Value> {
+    let (code, _, body) = call_raw(api, Method::GET, uri, "application/json", "").await;
+    assert_eq!(code, 200);
+    body.split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_from_resource_version_then_timeout() {
+    let api = server();
+    create_ds(&api, "a").await;
+    create_ds(&api, "b").await;
+    let store = api.store().clone();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        store
+            .delete_value(
+                &crate::ResourceKey::new("apps", "v1", "daemonsets"),
+                Some("default"),
+                "a",
+                &Default::default(),
+            )
+            .unwrap();
+    });
+    let events = watch_lines(
+        &api,
+        &format!("{DS_PATH}?watch=true&resourceVersion=1&timeoutSeconds=5"),
+    )
+    .await;
+    writer.await.unwrap();
+    assert_eq!(kinds(&events), ["ADDED b", "DELETED a"]);
+    assert_eq!(events[1]["object"]["metadata"]["resourceVersion"], "3");
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_without_resource_version_and_streaming_list() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let events = watch_lines(&api, &format!("{DS_PATH}?watch=true&timeoutSeconds=1")).await;
+    assert_eq!(kinds(&events), ["ADDED a"]);
+    let events = watch_lines(&api, &format!(
+        "{DS_PATH}?&watch=true&timeoutSeconds=130&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0"
+    )).await;
+    assert_eq!(
+        kinds(&events),
+        ["ADDED a", "BOOKMARK -", "BOOKMARK -", "BOOKMARK -"]
+    );
+    assert_eq!(
+        events[1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert!(
+        events[2]["object"]["metadata"]["annotations"].is_null(),
+        "periodic bookmark"
+    );
+    assert_eq!(events[2]["object"]["metadata"]["resourceVersion"], "1");
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_label_selector_turns_transitions_into_added_and_deleted() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let store = api.store().clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let key = crate::ResourceKey::new("apps", "v1", "daemonsets");
+        for label in ["on", "off"] {
+            let patch = json!({"metadata": {"labels": {"watch": label}}});
+            store
+                .patch_value(
+                    &key,
+                    Some("default"),
+                    "a",
+                    crate::UpdateScope::Main,
+                    false,
+                    |cur| {
+                        let mut next = cur.clone();
+                        json_patch::merge(&mut next, &patch);
+                        Ok(next)
+                    },
+                )
+                .unwrap();
+        }
+    });
+    let events = watch_lines(
+        &api,
+        &format!(
+            "{DS_PATH}?watch=true&resourceVersion=1&timeoutSeconds=5&labelSelector=watch%3Don"
+        ),
+    )
+    .await;
+    assert_eq!(kinds(&events), ["ADDED a", "DELETED a"]);
+}
+
+#[tokio::test]
+async fn watch_resume_past_history_is_410() {
+    let api = server();
+    create_ds(&api, "a").await;
+    create_ds(&api, "b").await;
+    api.store().compact();
+    let events = watch_lines(&api, &format!("{DS_PATH}?watch=true&resourceVersion=1")).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(events[0]["object"]["code"], 410);
+    assert_eq!(events[0]["object"]["reason"], "Expired");
+}
+
+#[tokio::test(start_paused = true)]
+async fn faults_errors_latency_and_watch_limits() {
+    let api = server();
+    create_ds(&api, "a").await;
+    create_ds(&api, "b").await;
+    api.faults().add(
+        FaultRule::new(
+            Some(Verb::Patch),
+            Some("daemonsets"),
+            FaultAction::too_many_requests(3),
+        )
+        .when(Trigger::Nth(1)),
+    );
+    let (code, headers, body) = call_raw(
+        &api,
+        Method::PATCH,
+        &ds_uri("a"),
+        "application/merge-patch+json",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 429);
+    assert_eq!(headers["retry-after"], "3");
+    let status: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["reason"], "TooManyRequests");
+    assert_eq!(
+        call(
+            &api,
+            Method::PATCH,
+            &ds_uri("a"),
+            "application/merge-patch+json",
+            "{}"
+        )
+        .await
+        .0,
+        200
+    );
+
+    api.faults().add(FaultRule::new(
+        Some(Verb::Get),
+        None,
+        FaultAction::Latency(Duration::from_secs(2)),
+    ));
+    let start = tokio::time::Instant::now();
+    assert_eq!(get(&api, &ds_uri("a")).await.0, 200);
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+
+    api.faults().add(FaultRule::new(
+        Some(Verb::Watch),
+        None,
+        FaultAction::EndWatchAfterEvents(1),
+    ));
+    let events = watch_lines(&api, &format!("{DS_PATH}?watch=true&timeoutSeconds=100")).await;
+    assert_eq!(kinds(&events), ["ADDED a"]);
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(2),
+        "ended at once, not at the timeout"
+    );
+
+    api.faults().clear();
+    api.faults().add(
+        FaultRule::new(Some(Verb::Watch), None, FaultAction::GoneOnResume).when(Trigger::Nth(1)),
+    );
+    let events = watch_lines(
+        &api,
+        &format!("{DS_PATH}?watch=true&resourceVersion=2&timeoutSeconds=1"),
+    )
+    .await;
+    assert_eq!(events[0]["object"]["code"], 410);
+    let events = watch_lines(
+        &api,
+        &format!("{DS_PATH}?watch=true&resourceVersion=2&timeoutSeconds=1"),
+    )
+    .await;
+    assert!(events.is_empty(), "only the first resume fails: {events:?}");
+
+    let counts = api.faults().requests();
+    assert_eq!(counts.count(Verb::Patch, "daemonsets"), 2);
+    assert_eq!(counts.count(Verb::Watch, "daemonsets"), 3);
+    assert_eq!(counts.writes(), 4, "2 creates + 2 patches");
+}

@@ -1,0 +1,256 @@
+//! [`Sim`]: the store, the API server, the faults and the cluster model, wired together.
+
+use std::net::SocketAddr;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::ApiServer;
+use crate::clock::SimClock;
+use crate::faults::{Faults, RequestCounts};
+use crate::registry::ResourceInfo;
+use crate::service::{ServedSim, SimService, serve};
+use crate::store::{DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY, Store, StoreError};
+use standin as cluster;
+
+/// The namespaces every simulated cluster starts with.
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Builds a [`Sim`].
+#[derive(Clone, Debug)]
+pub struct SimBuilder {
+    nodes: u32,
+    seed: u64,
+    history: usize,
+    channel_capacity: usize,
+    crds: Vec<CustomResourceDefinition>,
+    kubevirt_crd: bool,
+}
+
+impl Default for SimBuilder {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            seed: 0,
+            history: DEFAULT_HISTORY,
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            crds: Vec::new(),
+            kubevirt_crd: true,
+        }
+    }
+}
+
+impl SimBuilder {
+    /// Number of nodes created at start (default 3).
+    pub fn nodes(mut self, nodes: u32) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// Seed of every random choice: fault rates and the cluster model's jitter (default 0).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Number of change events kept for watch resumption (default
+    /// [`DEFAULT_HISTORY`]); a watch resuming from an older `resourceVersion` gets 410 Gone.
+    pub fn history(mut self, events: usize) -> Self {
+        self.history = events;
+        self
+    }
+
+    /// Events buffered per watcher before it is dropped as too slow (default
+    /// [`DEFAULT_CHANNEL_CAPACITY`]).
+    pub fn channel_capacity(mut self, events: usize) -> Self {
+        self.channel_capacity = events;
+        self
+    }
+
+    /// A CustomResourceDefinition to register at start.
+    pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
+        self.crds.push(crd);
+        self
+    }
+
+    /// Whether to register the `kubevirt.io/v1` `KubeVirt` CRD at start (default true).
+    pub fn kubevirt_crd(mut self, register: bool) -> Self {
+        self.kubevirt_crd = register;
+        self
+    }
+
+    /// Starts the simulator. Must be called inside a tokio runtime (the cluster model runs as
+    /// a task).
+    pub fn build(self) -> Result<Sim, StoreError> {
+        let store = Store::with_limits(SimClock::new(), self.history, self.channel_capacity);
+        for name in INITIAL_NAMESPACES {
+            store.create(&Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            })?;
+        }
+        let faults = Faults::new(self.seed);
+        let api = ApiServer::new(store.clone(), faults.clone());
+        let sim = Sim {
+            cluster: cluster::Cluster::start(
+                store.clone(),
+                cluster::ClusterConfig {
+                    nodes: self.nodes,
+                    seed: self.seed,
+                    ..cluster::ClusterConfig::default()
+                },
+            ),
+            store,
+            faults,
+            api,
+        };
+        if self.kubevirt_crd {
+            sim.register_crd(&crate::crds::kubevirt())?;
+        }
+        for crd in &self.crds {
+            sim.register_crd(crd)?;
+        }
+        Ok(sim)
+    }
+}
+
+/// A running simulated cluster.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use k8s_openapi::api::core::v1::Node;
+/// use kube::api::{Api, ListParams};
+///
+/// let sim = canary_sim::Sim::builder().nodes(2).build()?;
+/// let nodes: Api<Node> = Api::all(sim.client());
+/// assert_eq!(nodes.list(&ListParams::default()).await?.items.len(), 2);
+/// assert_eq!(sim.requests().writes(), 0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Sim {
+    store: Store,
+    faults: Faults,
+    api: ApiServer,
+    cluster: cluster::Cluster,
+}
+
+impl Sim {
+    /// A builder with the defaults (3 nodes, seed 0).
+    pub fn builder() -> SimBuilder {
+        SimBuilder::default()
+    }
+
+    /// A `kube::Client` talking to this simulator in process (no sockets; default namespace
+    /// `default`). Must be called inside a tokio runtime.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
+
+    /// The API server as a tower `Service`.
+    pub fn service(&self) -> SimService {
+        SimService::new(self.api.clone())
+    }
+
+    /// The API server.
+    pub fn api(&self) -> &ApiServer {
+        &self.api
+    }
+
+    /// The object store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The fault rules.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The cluster model (nodes, DaemonSet controller, kubelets).
+    pub fn cluster(&self) -> &cluster::Cluster {
+        &self.cluster
+    }
+
+    /// Requests answered so far, by verb and resource.
+    pub fn requests(&self) -> RequestCounts {
+        self.faults.requests()
+    }
+
+    /// Registers a CustomResourceDefinition (creating it if absent): its kinds become servable.
+    pub fn register_crd(&self, crd: &CustomResourceDefinition) -> Result<(), StoreError> {
+        for info in ResourceInfo::from_crd(crd) {
+            self.store.register(info);
+        }
+        match self.store.create(crd) {
+            Ok(_) | Err(StoreError::AlreadyExists { .. }) => Ok(()),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Serves the API over HTTP/1.1 on `addr` (port 0: any free port).
+    pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServedSim> {
+        serve(self.api.clone(), addr).await
+    }
+}
+
+/// A minimal stand-in for the cluster model until `crate::cluster` lands: it only creates
+/// Ready nodes.
+mod standin {
+    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use crate::store::Store;
+
+    #[derive(Clone, Debug, Default)]
+    pub struct ClusterConfig {
+        pub nodes: u32,
+        pub seed: u64,
+        pub node_name_prefix: String,
+    }
+
+    /// Stand-in cluster handle.
+    #[derive(Clone, Debug)]
+    pub struct Cluster;
+
+    impl Cluster {
+        pub fn start(store: Store, config: ClusterConfig) -> Self {
+            let _ = (config.seed, config.node_name_prefix);
+            for i in 1..=config.nodes {
+                let name = format!("node-{i}");
+                let node = Node {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        labels: Some(
+                            [
+                                ("kubernetes.io/hostname".to_owned(), name.clone()),
+                                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+                                ("kubernetes.io/arch".to_owned(), "amd64".to_owned()),
+                            ]
+                            .into(),
+                        ),
+                        ..ObjectMeta::default()
+                    },
+                    spec: None,
+                    status: Some(NodeStatus {
+                        conditions: Some(vec![NodeCondition {
+                            type_: "Ready".into(),
+                            status: "True".into(),
+                            ..NodeCondition::default()
+                        }]),
+                        ..NodeStatus::default()
+                    }),
+                };
+                let _ = store.create(&node);
+            }
+            Self
+        }
+    }
+}
