@@ -1,0 +1,367 @@
+//! Wire-format checks against a tower-test mock API server: the exact DaemonSet patch (method,
+//! URI, content type, field manager, ops in order), the status write, the event, and the
+//! requests that must NOT happen (quiet pass, conflict).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::crd::{
+    CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, DaemonSetTemplate, TargetSpec,
+};
+use canary_kube_adapter::desired::{
+    RollingUpdateWrite, TargetAnnotations, desired_daemon_set, set_max_unavailable,
+};
+use canary_kube_adapter::index::OwnerIndex;
+use canary_kube_adapter::observer::Observer;
+use canary_kube_adapter::reconcile::{Context, Requeue, error_policy, reconcile};
+use canary_state_machine::WriteKind;
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tower_test::mock::{Handle, pair};
+
+type MockHandle = Handle<Request<Body>, Response<Body>>;
+
+fn cds(version: &str) -> CanaryDaemonSet {
+    let mut cds = CanaryDaemonSet::new(
+        "agent",
+        CanaryDaemonSetSpec {
+            template: DaemonSetTemplate {
+                metadata: Default::default(),
+                spec: serde_json::from_value(json!({
+                    "selector": {"matchLabels": {"app": "agent"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "agent"}},
+                        "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
+                    }
+                }))
+                .unwrap(),
+            },
+            daemon_set_name: None,
+            target: TargetSpec {
+                version: version.into(),
+                registry: "reg".into(),
+                deployment_id: Some("id".into()),
+            },
+            annotation_keys: None,
+            strategy: Default::default(),
+            tls_migration: Default::default(),
+        },
+    );
+    cds.metadata.namespace = Some("ns".into());
+    cds.metadata.uid = Some("cds-uid".into());
+    cds.metadata.generation = Some(1);
+    cds
+}
+
+/// The live DaemonSet as the controller would have left it for `cds` at rest.
+fn live_for(cds: &CanaryDaemonSet, generation: i64) -> DaemonSet {
+    let mut ds = desired_daemon_set(cds, &TargetAnnotations::of(cds).unwrap()).unwrap();
+    set_max_unavailable(
+        &mut ds,
+        IntOrString::Int(1),
+        RollingUpdateWrite::KeepMaxSurge,
+    );
+    ds.metadata.generation = Some(generation);
+    ds.metadata.uid = Some("ds-uid".into());
+    ds.metadata.resource_version = Some("100".into());
+    ds.status = Some(DaemonSetStatus {
+        desired_number_scheduled: 3,
+        number_available: Some(3),
+        observed_generation: Some(generation),
+        ..Default::default()
+    });
+    ds
+}
+
+fn at_rest_status(generation: i64) -> CanaryDaemonSetStatus {
+    CanaryDaemonSetStatus {
+        phase: Some("successful".into()),
+        recorded_daemon_set_generation: Some(generation),
+        ..Default::default()
+    }
+}
+
+fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> {
+    let (store, mut writer) = reflector::store::<DaemonSet>();
+    writer.apply_watcher_event(&watcher::Event::Apply(live));
+    let pods = OwnerIndex::new();
+    pods.apply(&watcher::Event::InitDone);
+    let revisions = OwnerIndex::new();
+    revisions.apply(&watcher::Event::InitDone);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "daemonset-canary".into(),
+            instance: None,
+        },
+    );
+    Arc::new(Context::new(
+        client,
+        store,
+        Arc::new(AtomicBool::new(true)),
+        pods,
+        revisions,
+        recorder,
+        Clock::system(),
+        observer,
+        "daemonset-canary".into(),
+        Requeue::default(),
+    ))
+}
+
+async fn body_json(request: Request<Body>) -> Value {
+    let bytes = request.into_body().collect_bytes().await.unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn respond(
+    handle_response: tower_test::mock::SendResponse<Response<Body>>,
+    status: StatusCode,
+    body: &Value,
+) {
+    handle_response.send_response(
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap(),
+    );
+}
+
+async fn no_more_requests(handle: &mut MockHandle) {
+    // Timeout (client still alive) or None (client dropped): either way, no request.
+    if let Ok(Some((request, _))) =
+        tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await
+    {
+        panic!("unexpected request: {} {}", request.method(), request.uri());
+    }
+}
+
+#[tokio::test]
+async fn start_of_canary_is_one_json_patch_then_one_status_write_then_the_event() {
+    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let old = cds("v1");
+    let mut new = cds("v2");
+    new.status = Some(at_rest_status(3));
+    let live = live_for(&old, 3);
+    let observer = Observer::default();
+    let ctx = context(client, live.clone(), observer.clone());
+
+    let task = tokio::spawn(reconcile(Arc::new(new.clone()), ctx));
+
+    // 1. The DaemonSet patch.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), Method::PATCH);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/apps/v1/namespaces/ns/daemonsets/agent"
+    );
+    assert!(
+        request
+            .uri()
+            .query()
+            .unwrap_or("")
+            .contains("fieldManager=daemonset-canary"),
+        "{}",
+        request.uri()
+    );
+    assert_eq!(
+        request.headers()["content-type"],
+        "application/json-patch+json"
+    );
+    let ops = body_json(request).await;
+    let ops = ops.as_array().unwrap();
+    let paths: Vec<_> = ops
+        .iter()
+        .map(|op| {
+            format!(
+                "{} {}",
+                op["op"].as_str().unwrap(),
+                op["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "test /metadata/generation",
+            "add /metadata/labels",
+            "add /metadata/annotations",
+            "add /metadata/ownerReferences",
+            "replace /spec"
+        ]
+    );
+    assert_eq!(ops[0]["value"], json!(3));
+    assert_eq!(
+        ops[2]["value"]["kubevirt.io/install-strategy-version"],
+        "v2"
+    );
+    assert_eq!(ops[3]["value"][0]["kind"], "CanaryDaemonSet");
+    assert_eq!(ops[3]["value"][0]["controller"], true);
+    assert_eq!(
+        ops[4]["value"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        json!(1)
+    );
+    assert_eq!(
+        ops[4]["value"]["template"]["metadata"]["annotations"]["kubevirt.io/install-strategy-version"],
+        "v2"
+    );
+    let mut patched = live.clone();
+    patched.metadata.generation = Some(4);
+    respond(
+        send,
+        StatusCode::OK,
+        &serde_json::to_value(&patched).unwrap(),
+    );
+
+    // 2. The status, by merge patch on the status subresource; the start is not recorded.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), Method::PATCH);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/canary.daemonset.dev/v1alpha1/namespaces/ns/canarydaemonsets/agent/status"
+    );
+    assert_eq!(
+        request.headers()["content-type"],
+        "application/merge-patch+json"
+    );
+    let body = body_json(request).await;
+    assert_eq!(body["status"]["phase"], "started");
+    assert_eq!(body["status"]["recordedDaemonSetGeneration"], json!(3));
+    assert_eq!(body["status"]["currentMaxUnavailable"], "1");
+    let mut stored = new.clone();
+    stored.status = serde_json::from_value(body["status"].clone()).unwrap();
+    respond(
+        send,
+        StatusCode::OK,
+        &serde_json::to_value(&stored).unwrap(),
+    );
+
+    // 3. The event.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), Method::POST);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/events.k8s.io/v1/namespaces/ns/events"
+    );
+    let event = body_json(request).await;
+    assert_eq!(event["reason"], "RolloutStarted");
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(event["regarding"]["kind"], "CanaryDaemonSet");
+    assert_eq!(event["related"]["kind"], "DaemonSet");
+    respond(send, StatusCode::CREATED, &event);
+
+    let action = task.await.unwrap().unwrap();
+    assert_eq!(action, Action::requeue(Requeue::default().in_progress));
+    no_more_requests(&mut handle).await;
+    assert_eq!(observer.stats().daemon_set_writes(WriteKind::Start), 1);
+    assert_eq!(observer.stats().status_writes(), 1);
+}
+
+#[tokio::test]
+async fn quiet_pass_makes_no_request() {
+    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let mut cds = cds("v1");
+    let live = live_for(&cds, 5);
+    let ctx = context(client, live, Observer::default());
+    // Status exactly as this pass would write it, so nothing changes.
+    let first = {
+        let mut with_status = cds.clone();
+        with_status.status = Some(at_rest_status(5));
+        with_status
+    };
+    cds = first;
+    let task = tokio::spawn(reconcile(Arc::new(cds.clone()), ctx.clone()));
+    // The status differs from the minimal one above (counts, conditions): one status write.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert!(
+        request.uri().path().ends_with("/status"),
+        "{}",
+        request.uri()
+    );
+    let body = body_json(request).await;
+    assert_eq!(body["status"]["phase"], "successful");
+    assert_eq!(body["status"]["desired"], json!(3));
+    let mut stored = cds.clone();
+    stored.status = serde_json::from_value(body["status"].clone()).unwrap();
+    respond(
+        send,
+        StatusCode::OK,
+        &serde_json::to_value(&stored).unwrap(),
+    );
+    let action = task.await.unwrap().unwrap();
+    assert_eq!(action, Action::requeue(Requeue::default().resync));
+
+    // Second pass with that status stored: no request at all.
+    cds.status = serde_json::from_value(body["status"].clone()).unwrap();
+    let task = tokio::spawn(reconcile(Arc::new(cds), ctx));
+    assert_eq!(
+        task.await.unwrap().unwrap(),
+        Action::requeue(Requeue::default().resync)
+    );
+    no_more_requests(&mut handle).await;
+}
+
+#[tokio::test]
+async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
+    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let old = cds("v1");
+    let mut new = cds("v2");
+    new.status = Some(at_rest_status(3));
+    let observer = Observer::default();
+    let ctx = context(client, live_for(&old, 3), observer.clone());
+    let new = Arc::new(new);
+    let task = tokio::spawn(reconcile(new.clone(), ctx.clone()));
+
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(
+        request.headers()["content-type"],
+        "application/json-patch+json"
+    );
+    respond(
+        send,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422, "reason": "Invalid",
+                "message": "the server rejected our request due to an error in our request"}),
+    );
+    let error = task.await.unwrap().unwrap_err();
+    assert!(error.is_conflict(), "{error}");
+    assert_eq!(
+        error_policy(new, &error, ctx),
+        Action::requeue(Requeue::default().conflict)
+    );
+    no_more_requests(&mut handle).await;
+    assert_eq!(observer.stats().write_conflicts(), 1);
+    assert_eq!(observer.stats().total_daemon_set_writes(), 0);
+    assert_eq!(observer.stats().status_writes(), 0);
+}
+
+#[tokio::test]
+async fn other_errors_back_off_exponentially() {
+    let (service, _handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let cds = Arc::new(cds("v1"));
+    let ctx = context(client, live_for(&cds, 1), Observer::default());
+    let error = canary_kube_adapter::Error::InvalidSpec("x".into());
+    let delays: Vec<_> = (0..4)
+        .map(|_| error_policy(cds.clone(), &error, ctx.clone()))
+        .collect();
+    assert_eq!(
+        delays,
+        [1, 2, 4, 8].map(|s| Action::requeue(Duration::from_secs(s))),
+    );
+}
