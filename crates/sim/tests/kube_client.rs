@@ -1,0 +1,287 @@
+//! Round trips of an unmodified `kube::Client` through the in-process simulator.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use canary_sim::{FaultAction, FaultRule, Sim, Trigger, Verb};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+
+fn fixture_daemonset(file: &str) -> DaemonSet {
+    let path = format!(
+        "{}/../../testdata/daemonsets/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+fn small_daemonset(name: &str) -> DaemonSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "main:1"}]}}
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn daemonset_crud_and_patches() {
+    let sim = Sim::builder().nodes(2).build().unwrap();
+    let api: Api<DaemonSet> = Api::namespaced(sim.client(), "kube-system");
+    let ds = fixture_daemonset("nvidia-device-plugin.yaml");
+    let name = ds.metadata.name.clone().unwrap();
+    let created = api.create(&PostParams::default(), &ds).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+
+    let merge = json!({"spec": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "10%"}}}});
+    let patched = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&merge))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, Some(2));
+
+    let guarded: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/generation", "value": 1},
+        {"op": "replace", "path": "/spec/minReadySeconds", "value": 5}
+    ]))
+    .unwrap();
+    let err = api
+        .patch(&name, &PatchParams::default(), &Patch::Json::<()>(guarded))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422),
+        "{err:?}"
+    );
+
+    let mut stale = created.clone();
+    stale.spec.as_mut().unwrap().min_ready_seconds = Some(9);
+    let err = api
+        .replace(&name, &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.is_conflict()),
+        "{err:?}"
+    );
+
+    let mut status = api.get_status(&name).await.unwrap();
+    status.status.as_mut().unwrap().number_ready = 2;
+    status.spec.as_mut().unwrap().min_ready_seconds = Some(77);
+    let after = api
+        .replace_status(&name, &PostParams::default(), &status)
+        .await
+        .unwrap();
+    assert_eq!(after.status.unwrap().number_ready, 2);
+    assert_eq!(
+        after.spec.unwrap().min_ready_seconds,
+        None,
+        "status write ignores spec"
+    );
+
+    let status_patch = json!({"status": {"numberUnavailable": 1}});
+    let after = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status_patch))
+        .await
+        .unwrap();
+    assert_eq!(after.status.unwrap().number_unavailable, Some(1));
+    assert_eq!(after.metadata.generation, Some(2));
+
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    assert!(api.get_opt(&name).await.unwrap().is_none());
+
+    let requests = sim.requests();
+    assert_eq!(requests.count(Verb::Patch, "daemonsets"), 2);
+    assert_eq!(requests.count(Verb::Patch, "daemonsets/status"), 1);
+    assert_eq!(requests.count(Verb::Update, "daemonsets"), 1);
+}
+
+#[tokio::test]
+async fn server_side_apply_of_a_lease() {
+    let sim = Sim::builder().nodes(0).build().unwrap();
+    let leases: Api<Lease> = Api::namespaced(sim.client(), "default");
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "leader"}, "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}});
+    let params = PatchParams::apply("canary-controller").force();
+    let created = leases
+        .patch("leader", &params, &Patch::Apply(&lease))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let renew = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "leader"}, "spec": {"holderIdentity": "other"}});
+    let renewed = leases
+        .patch("leader", &params, &Patch::Apply(&renew))
+        .await
+        .unwrap();
+    let spec = renewed.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("other"));
+    assert_eq!(spec.lease_duration_seconds, Some(15));
+    let managers = renewed.metadata.managed_fields.unwrap();
+    assert_eq!(managers[0].manager.as_deref(), Some("canary-controller"));
+}
+
+#[tokio::test]
+async fn custom_resources_through_a_dynamic_api() {
+    let sim = Sim::builder().nodes(0).build().unwrap();
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
+    let api: Api<DynamicObject> = Api::namespaced_with(sim.client(), "kubevirt", &resource);
+    let kv =
+        DynamicObject::new("kubevirt", &resource).data(json!({"spec": {"imageTag": "v1.5.0"}}));
+    api.create(&PostParams::default(), &kv).await.unwrap();
+    let status = json!({"status": {"phase": "Deployed"}});
+    api.patch_status("kubevirt", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let got = api.get("kubevirt").await.unwrap();
+    assert_eq!(got.data["status"]["phase"], "Deployed");
+    assert_eq!(got.data["spec"]["imageTag"], "v1.5.0");
+}
+
+async fn next_event<S>(stream: &mut S) -> Event<DaemonSet>
+where
+    S: futures::Stream<Item = Result<Event<DaemonSet>, watcher::Error>> + Unpin,
+{
+    tokio::time::timeout(Duration::from_secs(30), stream.try_next())
+        .await
+        .expect("a watch event in time")
+        .expect("no watch error")
+        .expect("the stream goes on")
+}
+
+fn applied_name(event: &Event<DaemonSet>) -> Option<String> {
+    match event {
+        Event::Apply(ds) | Event::InitApply(ds) => ds.metadata.name.clone(),
+        _ => None,
+    }
+}
+
+async fn watcher_sees_changes(config: watcher::Config) {
+    let sim = Sim::builder().nodes(0).build().unwrap();
+    let api: Api<DaemonSet> = Api::namespaced(sim.client(), "default");
+    api.create(&PostParams::default(), &small_daemonset("first"))
+        .await
+        .unwrap();
+    let mut events = watcher(api.clone(), config).boxed();
+    assert!(matches!(next_event(&mut events).await, Event::Init));
+    assert_eq!(
+        applied_name(&next_event(&mut events).await).as_deref(),
+        Some("first")
+    );
+    assert!(matches!(next_event(&mut events).await, Event::InitDone));
+    api.create(&PostParams::default(), &small_daemonset("second"))
+        .await
+        .unwrap();
+    assert_eq!(
+        applied_name(&next_event(&mut events).await).as_deref(),
+        Some("second")
+    );
+    api.delete("first", &DeleteParams::default()).await.unwrap();
+    assert!(
+        matches!(next_event(&mut events).await, Event::Delete(ds) if ds.metadata.name.as_deref() == Some("first"))
+    );
+}
+
+use kube::runtime::watcher::watcher;
+
+#[tokio::test(start_paused = true)]
+async fn watcher_list_then_watch() {
+    watcher_sees_changes(watcher::Config::default()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_streaming_list() {
+    watcher_sees_changes(watcher::Config::default().streaming_lists()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_recovers_from_410_and_ended_streams() {
+    let sim = Sim::builder().nodes(0).build().unwrap();
+    let api: Api<DaemonSet> = Api::namespaced(sim.client(), "default");
+    api.create(&PostParams::default(), &small_daemonset("a"))
+        .await
+        .unwrap();
+    // Every watch ends after one event, and the first resume is answered with 410 Gone.
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Watch),
+        Some("daemonsets"),
+        FaultAction::EndWatchAfterEvents(1),
+    ));
+    sim.faults().add(
+        FaultRule::new(
+            Some(Verb::Watch),
+            Some("daemonsets"),
+            FaultAction::GoneOnResume,
+        )
+        .when(Trigger::Nth(1)),
+    );
+    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut seen = Vec::new();
+    let writer = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            for name in ["b", "c", "d"] {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                api.create(&PostParams::default(), &small_daemonset(name))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    while seen.len() < 4 {
+        let event = tokio::time::timeout(Duration::from_secs(120), events.next())
+            .await
+            .expect("progress")
+            .expect("stream");
+        if let Ok(event) = event
+            && let Some(name) = applied_name(&event)
+            && !seen.contains(&name)
+        {
+            seen.push(name);
+        }
+    }
+    writer.await.unwrap();
+    seen.sort();
+    assert_eq!(seen, ["a", "b", "c", "d"]);
+    assert!(
+        sim.requests().count(Verb::Watch, "daemonsets") >= 3,
+        "the watcher re-watched"
+    );
+}
+
+#[tokio::test]
+async fn nodes_carry_well_known_labels() {
+    let sim = Sim::builder().nodes(3).build().unwrap();
+    let nodes: Api<Node> = Api::all(sim.client());
+    let list = nodes
+        .list(&ListParams::default().labels("kubernetes.io/os=linux"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 3);
+    for node in list.items {
+        let labels = node.metadata.labels.unwrap();
+        assert_eq!(
+            labels.get("kubernetes.io/hostname"),
+            node.metadata.name.as_ref()
+        );
+        assert!(labels.contains_key("kubernetes.io/arch"));
+    }
+    assert_eq!(sim.requests().writes(), 0);
+}
