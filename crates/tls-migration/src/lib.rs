@@ -97,6 +97,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+/// The k8s-openapi this crate is built against, so callers name the same `DaemonSet` type.
+pub use k8s_openapi;
+
 mod config;
 mod error;
 mod plan;
