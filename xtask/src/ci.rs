@@ -53,6 +53,11 @@ const STEPS: &[Step] = &[
         run: doc,
     },
     Step {
+        name: "lint-deploy",
+        what: "deploy/: kustomize, kubernetes-validate, promtool, checkov",
+        run: |_| crate::deploy::run(),
+    },
+    Step {
         name: "bench-build",
         what: "benches compile",
         run: bench_build,

@@ -6,6 +6,7 @@
 //! missing tool fails loudly instead of skipping tests.
 
 mod ci;
+mod deploy;
 mod tools;
 
 use anyhow::{Context, Result};
@@ -24,8 +25,12 @@ struct Cli {
 enum Command {
     /// Run every CI step (tools, fmt, clippy, tests, docs, benches compiled) and print a summary.
     Ci(ci::CiArgs),
-    /// Install (or check for) the external tools the tests need: kubectl, promtool, prometheus.
+    /// Install (or check for) the external tools the tests need: kubectl, promtool, prometheus,
+    /// and kubernetes-validate and checkov in a virtualenv.
     Tools,
+    /// Check deploy/: kustomize builds, kubernetes-validate, CRD schemas, promtool rules and
+    /// tests, metric names, checkov.
+    LintDeploy,
 }
 
 fn main() -> Result<()> {
@@ -36,6 +41,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Ci(args) => ci::run(&args),
         Command::Tools => tools::ensure_all(),
+        Command::LintDeploy => deploy::run(),
     }
 }
 

@@ -1,11 +1,12 @@
 //! External tools the tests need, installed when missing.
 //!
 //! Tests that need a tool never skip when it is absent: they fail. This module makes sure the tools
-//! are there first. As root it installs Debian packages with apt-get; otherwise it stops with the
-//! exact command to run.
+//! are there first. As root it installs Debian packages with apt-get and the pinned Python tools
+//! into a virtualenv under the target directory; otherwise it stops with the exact command to run.
 
 use crate::cargo;
 use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
 use std::process::Command;
 use xshell::{Shell, cmd};
 
@@ -31,14 +32,47 @@ const TOOLS: &[Tool] = &[
     },
 ];
 
-/// Ensures every tool in [`TOOLS`] and cargo-nextest are available.
+/// Python tools of `cargo xtask lint-deploy`, pinned, installed from PyPI into [`venv_dir`].
+/// kubernetes-validate 1.37 carries the schemas of Kubernetes 1.25 to 1.37 (we check 1.33).
+const PYTHON_TOOLS: &[(&str, &str)] = &[("kubernetes-validate", "1.37.0"), ("checkov", "3.3.30")];
+
+/// Ensures every tool in [`TOOLS`], the Python tools and cargo-nextest are available.
 pub fn ensure_all() -> Result<()> {
     let sh = Shell::new()?;
+    ensure_debian_tools(&sh)?;
+    ensure_python_tools(&sh)?;
+    ensure_nextest(&sh)
+}
+
+/// Ensures what `cargo xtask lint-deploy` runs: kubectl, promtool and the Python tools.
+/// Returns the virtualenv's `bin` directory.
+pub fn ensure_deploy_tools() -> Result<PathBuf> {
+    let sh = Shell::new()?;
+    ensure_debian_tools(&sh)?;
+    ensure_python_tools(&sh)
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set, else `target` in the workspace root
+/// (the current directory of every xtask command).
+pub fn target_dir() -> Result<PathBuf> {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    let cwd = std::env::current_dir().context("no current directory")?;
+    Ok(cwd.join(dir))
+}
+
+/// The virtualenv of the Python tools.
+fn venv_dir() -> Result<PathBuf> {
+    Ok(target_dir()?.join("xtask-venv"))
+}
+
+fn ensure_debian_tools(sh: &Shell) -> Result<()> {
     let missing: Vec<&Tool> = TOOLS.iter().filter(|t| !on_path(t.binary)).collect();
     if !missing.is_empty() {
         let mut packages: Vec<&str> = missing.iter().map(|t| t.debian_package).collect();
         packages.dedup();
-        apt_install(&sh, &packages)?;
+        apt_install(sh, &packages)?;
     }
     for tool in TOOLS {
         if !on_path(tool.binary) {
@@ -50,7 +84,72 @@ pub fn ensure_all() -> Result<()> {
         }
         eprintln!("tool {:<12} {}", tool.binary, version_line(tool.binary));
     }
-    ensure_nextest(&sh)
+    Ok(())
+}
+
+/// Installs [`PYTHON_TOOLS`] into the virtualenv unless exactly those versions are there already.
+fn ensure_python_tools(sh: &Shell) -> Result<PathBuf> {
+    let venv = venv_dir()?;
+    let bin = venv.join("bin");
+    let pins: Vec<String> = PYTHON_TOOLS
+        .iter()
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect();
+    if installed_python_tools(&bin) == pins {
+        for pin in &pins {
+            eprintln!("tool {pin} (in {})", venv.display());
+        }
+        return Ok(bin);
+    }
+    let venv_text = venv.display().to_string();
+    if !is_root() {
+        bail!(
+            "missing Python tools; run: python3 -m venv {venv_text} && {venv_text}/bin/pip install {}",
+            pins.join(" ")
+        );
+    }
+    if cmd!(sh, "python3 -m venv --help")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .is_err()
+    {
+        apt_install(sh, &["python3", "python3-venv"])?;
+    }
+    eprintln!("installing {} into {venv_text}", pins.join(" "));
+    cmd!(sh, "python3 -m venv {venv}")
+        .run()
+        .context("python3 -m venv failed")?;
+    let pip = bin.join("pip");
+    let pins_to_install = pins.clone();
+    cmd!(
+        sh,
+        "{pip} install --quiet --disable-pip-version-check {pins_to_install...}"
+    )
+    .run()
+    .context("pip install of the Python tools failed")?;
+    let installed = installed_python_tools(&bin);
+    if installed != pins {
+        bail!("after pip install the virtualenv has {installed:?}, expected {pins:?}");
+    }
+    Ok(bin)
+}
+
+/// `name==version` of each of [`PYTHON_TOOLS`] installed in the virtualenv at `bin` (empty when
+/// the virtualenv or a tool is missing).
+fn installed_python_tools(bin: &std::path::Path) -> Vec<String> {
+    let names: Vec<&str> = PYTHON_TOOLS.iter().map(|(name, _)| *name).collect();
+    let script = format!(
+        "import importlib.metadata as m\nfor n in {names:?}: print(f'{{n}}=={{m.version(n)}}')"
+    );
+    Command::new(bin.join("python"))
+        .args(["-c", &script])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 fn on_path(binary: &str) -> bool {

@@ -1,0 +1,96 @@
+"""Validates custom resources against the structural schemas of their CRDs, strictly.
+
+Usage: python check_custom_resources.py CRDS.yaml RESOURCES.yaml...
+
+The CRD's openAPIV3Schema is turned into a JSON Schema that rejects unknown fields, as the API
+server does with strict field validation (`kubectl apply --validate=strict`). CEL rules
+(x-kubernetes-validations) are not evaluated here. Exit status 1 when any resource fails or has
+no CRD. Run by `cargo xtask lint-deploy` with the interpreter of its virtualenv (PyYAML and
+jsonschema come with kubernetes-validate).
+"""
+
+import sys
+
+import jsonschema
+import yaml
+
+
+def strict(schema):
+    """An OpenAPI v3 structural schema as a JSON Schema that rejects unknown fields."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties"):
+            out[key] = {name: strict(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = strict(value)
+        elif key in ("allOf", "anyOf", "oneOf"):
+            out[key] = [strict(sub) for sub in value]
+        elif key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        else:
+            out[key] = value
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    preserves_unknown = schema.get("x-kubernetes-preserve-unknown-fields")
+    if out.get("type") == "object" and "properties" in out and "additionalProperties" not in out \
+            and not preserves_unknown:
+        out["additionalProperties"] = False
+    return out
+
+
+def schemas_of(path):
+    schemas = {}
+    with open(path) as file:
+        for crd in yaml.safe_load_all(file):
+            if not crd or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+            for version in crd["spec"]["versions"]:
+                api_version = f"{group}/{version['name']}"
+                schemas[(api_version, kind)] = strict(version["schema"]["openAPIV3Schema"])
+    return schemas
+
+
+def main(crds, resources):
+    schemas = schemas_of(crds)
+    if not schemas:
+        print(f"ERROR {crds}: no CustomResourceDefinition found")
+        return 1
+    failures = checked = 0
+    for path in resources:
+        with open(path) as file:
+            documents = [doc for doc in yaml.safe_load_all(file) if doc]
+        for doc in documents:
+            api_version, kind = doc.get("apiVersion"), doc.get("kind")
+            name = f"{kind} {doc.get('metadata', {}).get('namespace', '')}/{doc.get('metadata', {}).get('name')}"
+            schema = schemas.get((api_version, kind))
+            checked += 1
+            if schema is None:
+                print(f"ERROR {name}: no CRD serves {api_version} {kind}")
+                failures += 1
+                continue
+            if not doc.get("metadata", {}).get("name"):
+                print(f"ERROR {name}: metadata.name is missing")
+                failures += 1
+            # The API server handles apiVersion, kind and metadata itself; the schema covers the rest.
+            body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata")}
+            errors = sorted(jsonschema.Draft4Validator(schema).iter_errors(body),
+                            key=lambda e: list(map(str, e.path)))
+            for error in errors:
+                print(f"ERROR {name}: /{'/'.join(map(str, error.path))}: {error.message}")
+            failures += bool(errors)
+            if not errors:
+                print(f"ok {name} ({api_version})")
+    if checked == 0:
+        print("ERROR no custom resource to check")
+        return 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))
