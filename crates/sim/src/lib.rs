@@ -45,6 +45,7 @@
 pub mod api;
 pub mod clock;
 pub mod crds;
+pub mod defaults;
 pub mod faults;
 pub mod registry;
 pub mod service;

@@ -18,12 +18,14 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
 use crate::clock::SimClock;
+use crate::defaults::{apply_defaults, set_template_generation};
 use crate::registry::{ResourceInfo, builtin_resources};
 
 /// Identifies a resource type: API group (empty for core), version and plural name.
@@ -559,7 +561,11 @@ impl Store {
         );
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
-        reset_status_on_create(key, info.as_ref(), &mut object);
+        reset_status_on_create(key, info.as_ref(), &mut object, self.clock.now());
+        apply_defaults(key, &mut object);
+        if is_daemonsets(key) {
+            set_template_generation(None, &mut object);
+        }
         let object = Arc::new(Value::Object(object));
         self.commit(
             &mut inner,
@@ -634,6 +640,10 @@ impl Store {
                     };
                 }
                 preserve_server_fields(old, &mut next);
+                apply_defaults(key, &mut next);
+                if is_daemonsets(key) {
+                    set_template_generation(Some(old), &mut next);
+                }
                 if spec_changed(old, &next) {
                     let generation = old
                         .get("metadata")
@@ -881,7 +891,7 @@ impl Store {
             EventKind::Deleted => objects.remove(&id),
             EventKind::Added | EventKind::Modified => objects.insert(id, object.clone()),
         };
-        if kind == EventKind::Added && key.group == "apiextensions.k8s.io" {
+        if kind != EventKind::Deleted && key.group == "apiextensions.k8s.io" {
             register_crd_value(inner, &object);
         }
         let event = StoreEvent {
@@ -967,6 +977,10 @@ fn uid_for(resource_version: u64) -> String {
     )
 }
 
+fn is_daemonsets(key: &ResourceKey) -> bool {
+    key.group == "apps" && key.plural == "daemonsets"
+}
+
 fn not_found(key: &ResourceKey, name: &str) -> StoreError {
     StoreError::NotFound {
         resource: key.to_string(),
@@ -1035,6 +1049,20 @@ fn spec_changed(old: &Map<String, Value>, next: &Map<String, Value>) -> bool {
     a != b
 }
 
+fn stored_versions(crd: &Map<String, Value>) -> Vec<Value> {
+    crd.get("spec")
+        .and_then(|spec| spec.get("versions"))
+        .and_then(Value::as_array)
+        .map(|versions| {
+            versions
+                .iter()
+                .filter(|v| v["storage"].as_bool() == Some(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What Kubernetes' create strategies do to `status`: a DaemonSet starts with an empty status,
 /// a pod as `Pending`, a custom resource with a status subresource without status; nodes and
 /// namespaces keep what the creator sent (the kubelet registers its node with a status).
@@ -1042,6 +1070,7 @@ fn reset_status_on_create(
     key: &ResourceKey,
     info: Option<&ResourceInfo>,
     object: &mut Map<String, Value>,
+    now: Timestamp,
 ) {
     match (key.group.as_str(), key.plural.as_str()) {
         ("", "pods") => {
@@ -1059,6 +1088,25 @@ fn reset_status_on_create(
             );
         }
         ("", "nodes" | "namespaces") => {}
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            // The apiextensions controllers accept the names and establish the CRD at once
+            // (`staging/src/k8s.io/apiextensions-apiserver/pkg/controller/establish`), so
+            // clients waiting for `Established` proceed.
+            let names = object
+                .get("spec")
+                .and_then(|spec| spec.get("names"))
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let condition = |kind: &str, reason: &str| json!({"type": kind, "status": "True", "reason": reason, "message": "", "lastTransitionTime": crate::clock::format_time(now)});
+            object.insert(
+                "status".into(),
+                json!({
+                    "acceptedNames": names,
+                    "conditions": [condition("NamesAccepted", "NoConflicts"), condition("Established", "InitialNamesAccepted")],
+                    "storedVersions": stored_versions(object),
+                }),
+            );
+        }
         _ if info.is_some_and(|info| info.status_subresource) => {
             object.remove("status");
         }
@@ -1082,7 +1130,13 @@ fn graceful_period(key: &ResourceKey, object: &Value, options: &DeleteOptions) -
     let bound = object["spec"]["nodeName"]
         .as_str()
         .is_some_and(|n| !n.is_empty());
-    if !is_pod || !bound {
+    // `pkg/registry/core/pod/strategy.go` CheckGracefulDelete: unscheduled pods and pods
+    // that already finished go at once.
+    let finished = matches!(
+        object["status"]["phase"].as_str(),
+        Some("Failed" | "Succeeded")
+    );
+    if !is_pod || !bound || finished {
         return 0;
     }
     // A pod that never ran (still Pending without containers started) is removed at once
@@ -1385,7 +1439,13 @@ mod tests {
             }
         }))
         .unwrap();
-        store.create(&crd).unwrap();
+        let created = store.create(&crd).unwrap();
+        let conditions = created.status.unwrap().conditions.unwrap();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        );
         let info = store
             .resource_info(&ResourceKey::new("example.com", "v1", "widgets"))
             .unwrap();

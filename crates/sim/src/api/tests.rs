@@ -333,10 +333,16 @@ async fn strategic_merge_patch_merges_containers_by_name() {
     )
     .await;
     assert_eq!(code, 200, "{patched}");
-    let containers = &patched["spec"]["template"]["spec"]["containers"];
+    let containers: Vec<(&str, &str)> = patched["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["image"].as_str().unwrap()))
+        .collect();
+    assert_eq!(containers, [("main", "main:2"), ("sidecar", "side:1")]);
     assert_eq!(
-        containers,
-        &json!([{"name": "main", "image": "main:2"}, {"name": "sidecar", "image": "side:1"}])
+        patched["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
+        "2"
     );
     let (code, _) = call(&api, Method::PATCH, &ds_uri("a"), "text/plain", "{}").await;
     assert_eq!(code, 415);
