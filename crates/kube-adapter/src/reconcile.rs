@@ -93,7 +93,8 @@ pub struct Context {
     pub requeue: Requeue,
     /// Whether the DaemonSet cache has completed its first list.
     pub daemon_sets_ready: Arc<std::sync::atomic::AtomicBool>,
-    written_generation: Mutex<HashMap<(String, String), i64>>,
+    written_generation: Mutex<HashMap<(String, String), (String, i64)>>,
+    written_status: Mutex<HashMap<(String, String), RememberedStatus>>,
     error_streak: Mutex<HashMap<(String, String), u32>>,
 }
 
@@ -134,6 +135,7 @@ impl Context {
             requeue,
             daemon_sets_ready,
             written_generation: Mutex::default(),
+            written_status: Mutex::default(),
             error_streak: Mutex::default(),
         }
     }
@@ -146,14 +148,56 @@ impl Context {
     }
 
     /// Our last successful write's generation, if the cache has not caught up with it yet.
-    fn cache_behind(&self, key: &(String, String), cached_generation: i64) -> bool {
+    ///
+    /// Keyed by UID too: a deleted and re-created DaemonSet starts again at generation 1.
+    fn cache_behind(&self, key: &(String, String), cached: &DaemonSet) -> bool {
         let written = lock(&self.written_generation);
-        written.get(key).is_some_and(|g| *g > cached_generation)
+        let cached_uid = cached.metadata.uid.as_deref().unwrap_or_default();
+        let cached_generation = cached.metadata.generation.unwrap_or_default();
+        written
+            .get(key)
+            .is_some_and(|(uid, generation)| uid == cached_uid && *generation > cached_generation)
     }
 
-    fn remember_write(&self, key: (String, String), generation: Option<i64>) {
-        if let Some(generation) = generation {
-            lock(&self.written_generation).insert(key, generation);
+    fn remember_write(&self, key: (String, String), written: &DaemonSet) {
+        if let (Some(uid), Some(generation)) = (&written.metadata.uid, written.metadata.generation)
+        {
+            lock(&self.written_generation).insert(key, (uid.clone(), generation));
+        }
+    }
+
+    /// The status of `cds` as this controller last wrote it, else as cached.
+    ///
+    /// A pass can start from a cached object that does not have our last status write yet
+    /// (the watch event is still in flight); deciding from that older status would, for
+    /// example, write back an older recorded generation. Only this controller writes the
+    /// status, so its own last write is the freshest memory. A new object (other UID) or a
+    /// restarted controller uses the cache.
+    fn status_of(&self, cds: &CanaryDaemonSet) -> (Option<CanaryDaemonSetStatus>, bool) {
+        let memory = lock(&self.written_status);
+        match (memory.get(&key_of(cds)), cds.metadata.uid.as_ref()) {
+            (Some(remembered), Some(current)) if &remembered.uid == current => {
+                (Some(remembered.status.clone()), remembered.persisted)
+            }
+            _ => (cds.status.clone(), true),
+        }
+    }
+
+    fn remember_status(
+        &self,
+        cds: &CanaryDaemonSet,
+        status: CanaryDaemonSetStatus,
+        persisted: bool,
+    ) {
+        if let Some(uid) = cds.metadata.uid.clone() {
+            lock(&self.written_status).insert(
+                key_of(cds),
+                RememberedStatus {
+                    uid,
+                    status,
+                    persisted,
+                },
+            );
         }
     }
 
@@ -171,6 +215,15 @@ impl Context {
         *count = count.saturating_add(1);
         delay.min(self.requeue.error_max)
     }
+}
+
+/// The last status this controller computed for an object.
+#[derive(Debug, Clone)]
+struct RememberedStatus {
+    uid: String,
+    status: CanaryDaemonSetStatus,
+    /// False when the write failed: the next pass must write it even if nothing changed.
+    persisted: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -292,6 +345,8 @@ struct Pass<'a> {
     namespace: String,
     ds_name: String,
     now: k8s_openapi::jiff::Timestamp,
+    status: Option<CanaryDaemonSetStatus>,
+    status_persisted: bool,
 }
 
 /// What the pass did, for the status.
@@ -307,6 +362,7 @@ struct Outcome {
 
 impl<'a> Pass<'a> {
     fn new(cds: &'a CanaryDaemonSet, ctx: &'a Context) -> Result<Self, Error> {
+        let (status, status_persisted) = ctx.status_of(cds);
         Ok(Self {
             cds,
             ctx,
@@ -315,6 +371,8 @@ impl<'a> Pass<'a> {
                 .ok_or(Error::MissingField("metadata.namespace"))?,
             ds_name: cds.daemon_set_name(),
             now: ctx.clock.now(),
+            status,
+            status_persisted,
         })
     }
 
@@ -344,7 +402,7 @@ impl<'a> Pass<'a> {
         }
         let generation = live.metadata.generation.unwrap_or_default();
         let ds_key = (self.namespace.clone(), self.ds_name.clone());
-        if self.ctx.cache_behind(&ds_key, generation) {
+        if self.ctx.cache_behind(&ds_key, &live) {
             // Our own last write is not in the cache yet: deciding now would redo it.
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
@@ -356,7 +414,7 @@ impl<'a> Pass<'a> {
             },
             None => None,
         };
-        let status = self.cds.status.as_ref();
+        let status = self.status.as_ref();
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let counts = self.count_pods(&plan, &live);
         let ds_status = live.status.clone().unwrap_or_default();
@@ -416,7 +474,7 @@ impl<'a> Pass<'a> {
             match self.patch(&live, &written).await {
                 Ok(patched) => {
                     self.ctx.observer.stats().count_write(write.kind);
-                    self.ctx.remember_write(ds_key, patched.metadata.generation);
+                    self.ctx.remember_write(ds_key, &patched);
                     outcome.written = Some(write.kind);
                     if outcome.decision.record_generation {
                         outcome.recorded = patched.metadata.generation;
@@ -474,10 +532,8 @@ impl<'a> Pass<'a> {
         match api.create(&params, &desired).await {
             Ok(created) => {
                 self.ctx.observer.stats().count_write(WriteKind::Create);
-                self.ctx.remember_write(
-                    (self.namespace.clone(), self.ds_name.clone()),
-                    created.metadata.generation,
-                );
+                self.ctx
+                    .remember_write((self.namespace.clone(), self.ds_name.clone()), &created);
                 outcome.written = Some(WriteKind::Create);
                 if outcome.decision.record_generation {
                     outcome.recorded = created.metadata.generation;
@@ -578,7 +634,7 @@ impl<'a> Pass<'a> {
     /// spec changes.
     async fn invalid_spec(&self, message: String) -> Result<Action, Error> {
         warn!(name = %self.cds.name_any(), %message, "invalid spec");
-        let previous = self.cds.status.as_ref();
+        let previous = self.status.as_ref();
         let already = previous.is_some_and(|s| {
             s.reason.as_deref() == Some(INVALID_SPEC) && s.message.as_deref() == Some(&message)
         });
@@ -647,9 +703,9 @@ impl<'a> Pass<'a> {
         pass: &PassSummary,
         written: Option<WriteKind>,
     ) -> Result<(), Error> {
-        let previous = self.cds.status.as_ref();
+        let previous = self.status.as_ref();
         let status = next_status(previous, pass, self.now);
-        if previous == Some(&status) {
+        if previous == Some(&status) && self.status_persisted {
             return Ok(());
         }
         let api: Api<CanaryDaemonSet> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
@@ -657,12 +713,18 @@ impl<'a> Pass<'a> {
             field_manager: Some(self.ctx.field_manager.clone()),
             ..PatchParams::default()
         };
-        api.patch_status(
-            &self.cds.name_any(),
-            &params,
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await?;
+        let written_status = api
+            .patch_status(
+                &self.cds.name_any(),
+                &params,
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await;
+        // Remembered even when the write failed: the DaemonSet write of this pass happened, so
+        // the next pass must start from this status (and write it).
+        self.ctx
+            .remember_status(self.cds, status.clone(), written_status.is_ok());
+        written_status?;
         self.ctx.observer.stats().count_status_write();
         self.ctx
             .observer
