@@ -12,6 +12,7 @@
 //! | is the pod crash-looping, and why? | [`CrashLoopPolicy::KubeVirt`] | [`CrashLoopPolicy::Strict`] (the default) |
 //! | does the pod belong to the DaemonSet? | [`OwnerMatch::NameOnly`] | [`OwnerMatch::Uid`] |
 //! | is the strategy at rest? | [`has_default_rollout_strategy`] (Go `IntValue` quirk) | [`MaxUnavailable`] parsed and [`MaxUnavailable::scaled`] as Kubernetes does |
+//! | how many pods go down at once? | [`reference_max_unavailable`] | [`kubernetes_max_unavailable`] (API defaults, rounding up, the controller's fallback to 1) |
 //!
 //! [`count_pods`] puts them together into the [`PodCounts`] a reconcile needs.
 //!
@@ -98,7 +99,8 @@ pub use count::{CountRule, PodCounts, count_pods, count_pods_owned_by};
 pub use crash_loop::{CrashLoop, CrashLoopPolicy, CrashLoopReason, pod_crash_loop};
 pub use max_unavailable::{
     InvalidMaxUnavailable, MaxUnavailable, daemonset_controller_max_unavailable,
-    has_default_rollout_strategy, live_max_surge, live_max_unavailable, reference_max_unavailable,
+    has_default_rollout_strategy, kubernetes_max_unavailable, live_max_surge, live_max_unavailable,
+    reference_max_unavailable,
 };
 pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
 pub use readiness::{pod_is_ready, pod_is_terminating};

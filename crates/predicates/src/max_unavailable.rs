@@ -3,7 +3,7 @@
 //!
 //! The reference reads `maxUnavailable` with Go's `IntOrString.IntValue()`, so `"10%"` reads as 0
 //! ([`reference_max_unavailable`], spec quirk 3). Kubernetes scales it against the desired pod count,
-//! rounding up ([`MaxUnavailable::scaled`], [`daemonset_controller_max_unavailable`]).
+//! rounding up ([`MaxUnavailable::scaled`], [`kubernetes_max_unavailable`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -40,6 +40,10 @@ pub fn live_max_surge(ds: &DaemonSet) -> Option<&IntOrString> {
 ///
 /// Go's `Atoi` accepts a leading `+` or `-` and decimal digits only; a number out of range saturates
 /// (Go saturates at the 64-bit limits, this at the `i32` limits, which never changes the `== 1` test).
+///
+/// The object is read as given. On a live object the API server has already defaulted a missing
+/// `updateStrategy` / `rollingUpdate` / `maxUnavailable` to `RollingUpdate` / 1, so "no
+/// `rollingUpdate`" then means `OnDelete`; a manifest that omits them reads 0 here.
 pub fn reference_max_unavailable(ds: &DaemonSet) -> i32 {
     let Some(rolling) = rolling_update(ds) else {
         return 0;
@@ -233,33 +237,72 @@ impl FromStr for MaxUnavailable {
 /// scheduled pods (`pkg/controller/daemon/update.go` `updatedDesiredNodeCounts`, with
 /// `util.UnavailableCount` / `SurgeCount`):
 ///
-/// - both values are scaled with [`MaxUnavailable::scaled`] (percentages rounded up);
+/// - both values are scaled with [`MaxUnavailable::scaled`] (percentages rounded up), a missing
+///   `max_surge` counts as 0;
 /// - "if the daemonset returned with an impossible configuration, obey the default of
 ///   unavailable=1": when `desired > 0` and both scale to 0, the budget is 1.
 ///
-/// `None` stands for a value the controller could not use (missing or invalid: it logs and uses 0).
-/// Only meaningful for the `RollingUpdate` strategy; the controller does not roll `OnDelete`
-/// DaemonSets at all.
+/// Invalid values are the caller's to reject first ([`MaxUnavailable::parse`]): the controller then
+/// returns an error and updates nothing. See [`kubernetes_max_unavailable`] for a whole DaemonSet.
 ///
 /// ```
 /// use canary_predicates::{MaxUnavailable, daemonset_controller_max_unavailable};
-/// let ten_percent = Some(MaxUnavailable::Percent(10));
-/// assert_eq!(daemonset_controller_max_unavailable(ten_percent, None, 25), 3);
+/// assert_eq!(daemonset_controller_max_unavailable(MaxUnavailable::Percent(10), None, 25), 3);
 /// // 0% of 5 and no surge: the controller still replaces one pod at a time.
-/// assert_eq!(daemonset_controller_max_unavailable(Some(MaxUnavailable::Percent(0)), None, 5), 1);
+/// assert_eq!(daemonset_controller_max_unavailable(MaxUnavailable::Percent(0), None, 5), 1);
 /// ```
 pub fn daemonset_controller_max_unavailable(
-    max_unavailable: Option<MaxUnavailable>,
+    max_unavailable: MaxUnavailable,
     max_surge: Option<MaxUnavailable>,
     desired: u32,
 ) -> u32 {
-    let unavailable = max_unavailable.map_or(0, |value| value.scaled(desired));
+    let unavailable = max_unavailable.scaled(desired);
     let surge = max_surge.map_or(0, |value| value.scaled(desired));
     if desired > 0 && unavailable == 0 && surge == 0 {
         1
     } else {
         unavailable
     }
+}
+
+/// The Kubernetes `updateStrategy.type` that rolls pods.
+const ROLLING_UPDATE: &str = "RollingUpdate";
+
+/// How many of `desired` pods Kubernetes would take down at once for this DaemonSet: the opposite
+/// reading to [`reference_max_unavailable`].
+///
+/// The API server's defaults are applied first (`SetDefaults_DaemonSet`: type `RollingUpdate`,
+/// `maxUnavailable` 1, `maxSurge` 0), so a manifest and the live object it becomes read the same;
+/// then [`daemonset_controller_max_unavailable`]. An `OnDelete` DaemonSet is never rolled: 0.
+///
+/// # Errors
+///
+/// An invalid `maxUnavailable` or `maxSurge` ([`MaxUnavailable::parse`]); the DaemonSet controller
+/// refuses to roll such a DaemonSet.
+pub fn kubernetes_max_unavailable(
+    ds: &DaemonSet,
+    desired: u32,
+) -> Result<u32, InvalidMaxUnavailable> {
+    let strategy = ds
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.update_strategy.as_ref());
+    let strategy_type = strategy
+        .and_then(|s| s.type_.as_deref())
+        .unwrap_or(ROLLING_UPDATE);
+    if strategy_type != ROLLING_UPDATE {
+        return Ok(0);
+    }
+    let max_unavailable = live_max_unavailable(ds)
+        .map(MaxUnavailable::parse)
+        .transpose()?
+        .unwrap_or(MaxUnavailable::KUBEVIRT_CANARY);
+    let max_surge = live_max_surge(ds).map(MaxUnavailable::parse).transpose()?;
+    Ok(daemonset_controller_max_unavailable(
+        max_unavailable,
+        max_surge,
+        desired,
+    ))
 }
 
 #[cfg(test)]
@@ -510,38 +553,31 @@ mod tests {
     fn controller_budget_falls_back_to_one() {
         use MaxUnavailable::{Count, Percent};
         let rows = [
-            ("10% of 25", Some(Percent(10)), None, 25, 3),
+            ("10% of 25", Percent(10), None, 25, 3),
             (
                 "0 unavailable, 0 surge: default 1",
-                Some(Count(0)),
+                Count(0),
                 Some(Count(0)),
                 5,
                 1,
             ),
-            ("0% of 5, no surge: 1", Some(Percent(0)), None, 5, 1),
-            ("invalid (None) unavailable, no surge: 1", None, None, 5, 1),
+            ("0% of 5, no surge: 1", Percent(0), None, 5, 1),
             (
                 "surge-only rollout keeps 0 unavailable",
-                Some(Count(0)),
+                Count(0),
                 Some(Count(1)),
                 5,
                 0,
             ),
             (
                 "0% surge of 5 scales to 0: fallback",
-                Some(Count(0)),
+                Count(0),
                 Some(Percent(0)),
                 5,
                 1,
             ),
-            ("no pods: 0", Some(Count(0)), None, 0, 0),
-            (
-                "100% of 3 (longhorn)",
-                Some(Percent(100)),
-                Some(Count(0)),
-                3,
-                3,
-            ),
+            ("no pods: 0", Count(0), None, 0, 0),
+            ("100% of 3 (longhorn)", Percent(100), Some(Count(0)), 3, 3),
         ];
         for (case, unavailable, surge, desired, expected) in rows {
             assert_eq!(
@@ -550,6 +586,68 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn kubernetes_reading_applies_api_defaults() {
+        let on_delete = ds(None);
+        let no_strategy = DaemonSet {
+            spec: Some(DaemonSetSpec::default()),
+            ..DaemonSet::default()
+        };
+        let rolling_without_block = DaemonSet {
+            spec: Some(DaemonSetSpec {
+                update_strategy: Some(DaemonSetUpdateStrategy {
+                    type_: Some("RollingUpdate".into()),
+                    rolling_update: None,
+                }),
+                ..DaemonSetSpec::default()
+            }),
+            ..DaemonSet::default()
+        };
+        let rows = [
+            ("OnDelete is never rolled", on_delete, 10, Ok(0)),
+            ("no spec: defaults to 1", DaemonSet::default(), 10, Ok(1)),
+            ("no strategy: defaults to 1", no_strategy, 10, Ok(1)),
+            (
+                "RollingUpdate without a block: 1",
+                rolling_without_block,
+                10,
+                Ok(1),
+            ),
+            (
+                "nil maxUnavailable: 1",
+                with_max_unavailable(None),
+                10,
+                Ok(1),
+            ),
+            ("10% of 25", with_max_unavailable(string("10%")), 25, Ok(3)),
+            ("10% of 0", with_max_unavailable(string("10%")), 0, Ok(0)),
+            ("int 4 of 2", with_max_unavailable(int(4)), 2, Ok(4)),
+            (
+                "\"10\" is invalid",
+                with_max_unavailable(string("10")),
+                25,
+                Err(InvalidMaxUnavailable::NotAPercentage("10".into())),
+            ),
+            (
+                "-1 is invalid",
+                with_max_unavailable(int(-1)),
+                25,
+                Err(InvalidMaxUnavailable::NegativeCount(-1)),
+            ),
+        ];
+        for (case, ds, desired, expected) in rows {
+            assert_eq!(kubernetes_max_unavailable(&ds, desired), expected, "{case}");
+        }
+        let bad_surge = ds(Some(RollingUpdateDaemonSet {
+            max_unavailable: int(1),
+            max_surge: string("200%"),
+        }));
+        assert_eq!(
+            kubernetes_max_unavailable(&bad_surge, 3),
+            Err(InvalidMaxUnavailable::PercentAbove100("200%".into()))
+        );
     }
 
     #[test]

@@ -250,6 +250,25 @@ fn daemonset_strategies_are_read_both_ways() {
 }
 
 #[test]
+fn kubernetes_reading_of_each_daemonset() {
+    // (file, budget for 25 desired pods): the manifests without a strategy get the API defaults (1).
+    let rows = [
+        ("fluentd-elasticsearch.yaml", 1),
+        ("kube-flannel-ds.yaml", 1),
+        ("longhorn-manager-live-unavailable.yaml", 25),
+        ("node-exporter.yaml", 3),
+        ("nvidia-device-plugin.yaml", 1),
+    ];
+    for (file, budget) in rows {
+        assert_eq!(
+            kubernetes_max_unavailable(&daemonset(file), 25),
+            Ok(budget),
+            "{file}"
+        );
+    }
+}
+
+#[test]
 fn node_exporter_ten_percent_scales_up() {
     let ds = daemonset("node-exporter.yaml");
     assert_eq!(
@@ -274,9 +293,10 @@ fn longhorn_hundred_percent_with_zero_surge() {
     assert_eq!(surge, MaxUnavailable::Count(0));
     assert_eq!(unavailable.scaled(desired), 3);
     assert_eq!(
-        daemonset_controller_max_unavailable(Some(unavailable), Some(surge), desired),
+        daemonset_controller_max_unavailable(unavailable, Some(surge), desired),
         3
     );
+    assert_eq!(kubernetes_max_unavailable(&ds, desired), Ok(3));
     // Its annotations are Helm's: no install-strategy key, which reads as "" for a DaemonSet.
     let keys = AnnotationKeys::default();
     assert!(daemonset_is_up_to_date(&ds, &Target::default(), &keys));

@@ -125,7 +125,7 @@ proptest! {
 
     #[test]
     fn controller_budget_never_stalls_a_rollout(
-        unavailable in proptest::option::of(valid_max_unavailable()),
+        unavailable in valid_max_unavailable(),
         surge in proptest::option::of(valid_max_unavailable()),
         desired in 0..100_000_u32,
     ) {
@@ -134,7 +134,10 @@ proptest! {
         if desired > 0 {
             prop_assert!(budget > 0 || surge_scaled > 0, "some progress is always allowed");
         }
-        prop_assert!(budget <= unavailable.map_or(0, |u| u.scaled(desired)).max(1));
+        prop_assert!(budget <= unavailable.scaled(desired).max(1));
+        if unavailable.scaled(desired) > 0 {
+            prop_assert_eq!(budget, unavailable.scaled(desired));
+        }
     }
 }
 
