@@ -251,6 +251,7 @@ fn key_of(cds: &CanaryDaemonSet) -> (String, String) {
 }
 
 /// The settings derived from a spec, or why the spec cannot be acted on.
+#[derive(Debug)]
 struct Plan {
     strategy: Strategy,
     target: TargetAnnotations,
@@ -872,5 +873,163 @@ fn rolling_update_mode(strategy: &Strategy) -> RollingUpdateWrite {
     match strategy.compatibility {
         Compatibility::KubeVirt => RollingUpdateWrite::ReplaceStruct,
         Compatibility::Fixed => RollingUpdateWrite::KeepMaxSurge,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
+
+    fn cds() -> CanaryDaemonSet {
+        let spec = CanaryDaemonSetSpec {
+            template: DaemonSetTemplate {
+                metadata: Default::default(),
+                spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
+            },
+            daemon_set_name: None,
+            target: TargetSpec {
+                version: "v1".into(),
+                registry: String::new(),
+                deployment_id: None,
+            },
+            annotation_keys: None,
+            strategy: Default::default(),
+            tls_migration: Default::default(),
+        };
+        let mut cds = CanaryDaemonSet::new("agent", spec);
+        cds.metadata.namespace = Some("ns".into());
+        cds.metadata.uid = Some("u".into());
+        cds
+    }
+
+    fn plan_of(cds: &CanaryDaemonSet) -> Result<Plan, String> {
+        plan(&cds.spec, cds)
+    }
+
+    #[test]
+    fn default_plan_is_fixed_with_deadline_and_strict_crash_loops() {
+        let plan = plan_of(&cds()).unwrap();
+        assert_eq!(plan.strategy.compatibility, Compatibility::Fixed);
+        assert_eq!(
+            plan.strategy.canary_max_unavailable,
+            MaxUnavailable::Count(1)
+        );
+        assert_eq!(
+            plan.strategy.fast_max_unavailable,
+            MaxUnavailable::Percent(10)
+        );
+        assert_eq!(
+            plan.strategy.progress_deadline,
+            Some(Duration::from_secs(600))
+        );
+        assert_eq!(
+            plan.crash_loop,
+            CrashLoopPolicy::Strict {
+                restart_threshold: 3,
+                include_init_containers: true
+            }
+        );
+        assert!(plan.tls.is_none());
+    }
+
+    #[test]
+    fn kubevirt_plan_has_no_deadline_and_reference_tls_insert() {
+        let mut cds = cds();
+        cds.spec.strategy.compatibility = CompatibilityMode::KubeVirt;
+        cds.spec.strategy.crash_loop.policy = CrashLoopPolicyName::KubeVirt;
+        cds.spec.tls_migration.enabled = true;
+        cds.spec.tls_migration.container = Some("handler".into());
+        let plan = plan_of(&cds).unwrap();
+        assert_eq!(plan.strategy.progress_deadline, None);
+        assert_eq!(plan.crash_loop, CrashLoopPolicy::KubeVirt);
+        let tls = plan.tls.unwrap();
+        assert_eq!(tls.insert, InsertMode::Reference);
+        assert_eq!(tls.container, ContainerSelector::Name("handler".into()));
+    }
+
+    #[test]
+    fn zero_deadline_disables_it() {
+        let mut cds = cds();
+        cds.spec.strategy.progress_deadline_seconds = 0;
+        assert_eq!(plan_of(&cds).unwrap().strategy.progress_deadline, None);
+    }
+
+    #[test]
+    fn invalid_specs_are_reported_not_panicked() {
+        for (field, value) in [
+            ("canary", "abc"),
+            ("canary", "0"),
+            ("fast", "150%"),
+            ("fast", "-1"),
+            ("fast", ""),
+        ] {
+            let mut cds = cds();
+            match field {
+                "canary" => cds.spec.strategy.canary_max_unavailable = value.into(),
+                _ => cds.spec.strategy.fast_max_unavailable = value.into(),
+            }
+            let error = plan_of(&cds)
+                .err()
+                .unwrap_or_else(|| panic!("{field}={value:?} accepted"));
+            assert!(error.contains("spec.strategy"), "{error}");
+        }
+        let mut empty_version = cds();
+        empty_version.spec.target.version = String::new();
+        assert!(
+            plan_of(&empty_version)
+                .unwrap_err()
+                .contains("target.version")
+        );
+    }
+
+    #[test]
+    fn foreign_controller_is_detected() {
+        let cds = cds();
+        let mut live = DaemonSet::default();
+        assert_eq!(foreign_controller(&live, &cds), None, "unowned: adopted");
+        live.metadata.owner_references = Some(vec![cds.controller_owner_ref(&()).unwrap()]);
+        assert_eq!(foreign_controller(&live, &cds), None, "ours");
+        let mut other = cds.controller_owner_ref(&()).unwrap();
+        other.uid = "someone-else".into();
+        live.metadata.owner_references = Some(vec![other]);
+        assert_eq!(
+            foreign_controller(&live, &cds),
+            Some(("CanaryDaemonSet".into(), "agent".into()))
+        );
+    }
+
+    #[test]
+    fn live_max_unavailable_shapes() {
+        let ds = |strategy: serde_json::Value| -> DaemonSet {
+            serde_json::from_value(
+                json!({"spec": {"selector": {}, "template": {}, "updateStrategy": strategy}}),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            live_max_unavailable(&ds(json!({"type": "OnDelete"}))),
+            LiveMaxUnavailable::NoRollingUpdate
+        );
+        assert_eq!(
+            live_max_unavailable(&ds(json!({"rollingUpdate": {}}))),
+            LiveMaxUnavailable::Unset
+        );
+        assert_eq!(
+            live_max_unavailable(&ds(json!({"rollingUpdate": {"maxUnavailable": 2}}))),
+            LiveMaxUnavailable::Int(2)
+        );
+        assert_eq!(
+            live_max_unavailable(&ds(json!({"rollingUpdate": {"maxUnavailable": "10%"}}))),
+            LiveMaxUnavailable::Str("10%".into())
+        );
+        assert_eq!(
+            max_to_int_or_string(MaxUnavailable::Percent(10)),
+            IntOrString::String("10%".into())
+        );
+        assert_eq!(
+            max_to_int_or_string(MaxUnavailable::Count(1)),
+            IntOrString::Int(1)
+        );
     }
 }
