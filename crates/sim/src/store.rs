@@ -146,6 +146,13 @@ pub enum StoreError {
         /// Object name.
         name: String,
     },
+    /// 409 Conflict from server-side apply: another field manager owns a field the apply
+    /// changes.
+    #[error("{message}")]
+    ApplyConflict {
+        /// Which managers own which fields.
+        message: String,
+    },
     /// 422 Invalid: the object is malformed, or a JSON Patch `test` failed.
     #[error("{message}")]
     Invalid {
@@ -173,7 +180,7 @@ impl StoreError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } => 404,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } => 409,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::ApplyConflict { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::BadRequest { .. } => 400,
             Self::Gone { .. } => 410,
@@ -185,7 +192,7 @@ impl StoreError {
         match self {
             Self::NotFound { .. } => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
-            Self::Conflict { .. } => "Conflict",
+            Self::Conflict { .. } | Self::ApplyConflict { .. } => "Conflict",
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest { .. } => "BadRequest",
             Self::Gone { .. } => "Expired",
@@ -629,6 +636,13 @@ impl Store {
                     Some(status) => next.insert("status".into(), status),
                     None => next.remove("status"),
                 };
+                // Field ownership of a status write is recorded by the writer.
+                if let Some(managed) = incoming
+                    .get("metadata")
+                    .and_then(|m| m.get("managedFields"))
+                {
+                    metadata_mut(&mut next).insert("managedFields".into(), managed.clone());
+                }
                 next
             }
             UpdateScope::Main => {

@@ -116,25 +116,48 @@ async fn daemonset_crud_and_patches() {
 async fn server_side_apply_of_a_lease() {
     let sim = Sim::builder().nodes(0).build().unwrap();
     let leases: Api<Lease> = Api::namespaced(sim.client(), "default");
-    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "leader"}, "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}});
-    let params = PatchParams::apply("canary-controller").force();
+    let lease = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "leader"}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    let mine = PatchParams::apply("instance-a");
     let created = leases
-        .patch("leader", &params, &Patch::Apply(&lease))
+        .patch("leader", &mine, &Patch::Apply(&lease("a")))
         .await
         .unwrap();
-    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("me"));
-    let renew = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "leader"}, "spec": {"holderIdentity": "other"}});
-    let renewed = leases
-        .patch("leader", &params, &Patch::Apply(&renew))
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("a"));
+
+    let theirs = PatchParams::apply("instance-b");
+    let err = leases
+        .patch("leader", &theirs, &Patch::Apply(&lease("b")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.is_conflict()),
+        "{err:?}"
+    );
+
+    let taken = leases
+        .patch(
+            "leader",
+            &theirs.clone().force(),
+            &Patch::Apply(&lease("b")),
+        )
         .await
         .unwrap();
-    let spec = renewed.spec.unwrap();
-    assert_eq!(spec.holder_identity.as_deref(), Some("other"));
-    assert_eq!(spec.lease_duration_seconds, Some(15));
-    let managers = renewed.metadata.managed_fields.unwrap();
-    assert_eq!(managers[0].manager.as_deref(), Some("canary-controller"));
+    assert_eq!(taken.spec.unwrap().holder_identity.as_deref(), Some("b"));
+    let managers: Vec<_> = taken
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(
+        managers,
+        ["instance-a", "instance-b"],
+        "a still co-owns leaseDurationSeconds"
+    );
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! bodies with Kubernetes' `reason` and `code`.
 
 pub mod discovery;
+pub mod managed;
 pub mod patch;
 pub mod selector;
 pub mod watch;
@@ -56,6 +57,7 @@ enum Route {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ObjectRoute {
     info: ResourceInfo,
+    api_version: String,
     namespace: Option<String>,
     name: Option<String>,
     subresource: Option<String>,
@@ -197,6 +199,7 @@ impl ApiServer {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("application/json")
             .to_owned();
+        let manager = field_manager(&query, &parts.headers);
         let result = match route {
             Route::Version => Ok(json_response(200, &discovery::version())),
             Route::CoreVersions => Ok(json_response(200, &discovery::core_versions())),
@@ -215,7 +218,13 @@ impl ApiServer {
             Route::Health => Ok(text_response(200, "ok")),
             Route::NotFound => Err(not_found_path()),
             Route::Object(object) => {
-                self.serve_object(verb, &object, &query, &content_type, &body, &fired)
+                let request = WriteRequest {
+                    query: &query,
+                    content_type: &content_type,
+                    body: &body,
+                    manager: &manager,
+                };
+                self.serve_object(verb, &object, &request, &fired)
             }
         };
         result.unwrap_or_else(|error| error_response(&error))
@@ -261,6 +270,7 @@ impl ApiServer {
             return Route::NotFound;
         }
         Route::Object(ObjectRoute {
+            api_version: info.api_version(),
             info,
             namespace,
             name: tail.first().map(|s| (*s).to_owned()),
@@ -272,11 +282,10 @@ impl ApiServer {
         &self,
         verb: Verb,
         route: &ObjectRoute,
-        query: &Query,
-        content_type: &str,
-        body: &Bytes,
+        request: &WriteRequest<'_>,
         fired: &FiredFaults,
     ) -> Result<Response<ResponseBody>, StoreError> {
+        let query = request.query;
         if route.info.namespaced && route.namespace.is_none() && route.name.is_some() {
             return Err(not_found_path());
         }
@@ -288,10 +297,10 @@ impl ApiServer {
                 let object = self.get_existing(route)?;
                 Ok(json_response(200, &object))
             }
-            Verb::Create => self.create(route, query, body),
-            Verb::Update => self.replace(route, body),
-            Verb::Patch => self.patch(route, query, content_type, body),
-            Verb::Delete => self.delete(route, query, body),
+            Verb::Create => self.create(route, request),
+            Verb::Update => self.replace(route, request),
+            Verb::Patch => self.patch(route, request),
+            Verb::Delete => self.delete(route, query, request.body),
             Verb::DeleteCollection => self.delete_collection(route, query),
             Verb::Discovery => Err(StoreError::BadRequest {
                 message: "method not allowed".into(),
@@ -388,8 +397,7 @@ impl ApiServer {
     fn create(
         &self,
         route: &ObjectRoute,
-        query: &Query,
-        body: &Bytes,
+        request: &WriteRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         if route.name.is_some() {
             return Err(StoreError::BadRequest {
@@ -399,25 +407,34 @@ impl ApiServer {
         if route.info.namespaced && route.namespace.is_none() {
             return Err(not_found_path());
         }
-        let mut object = parse_object(body)?;
+        let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
-        if is_dry_run(query) {
-            return Ok(json_response(201, &Value::Object(object)));
+        let mut object = Value::Object(object);
+        let time = self.now();
+        let writer = writer(
+            route,
+            request.manager,
+            false,
+            false,
+            UpdateScope::Main,
+            &time,
+        );
+        managed::record(&json!({}), &mut object, None, &writer)?;
+        if is_dry_run(request.query) {
+            return Ok(json_response(201, &object));
         }
-        let created = self
-            .store
-            .create_value(&route.info.key, Value::Object(object))?;
+        let created = self.store.create_value(&route.info.key, object)?;
         Ok(json_response(201, &created))
     }
 
     fn replace(
         &self,
         route: &ObjectRoute,
-        body: &Bytes,
+        request: &WriteRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let scope = route.scope()?;
         let name = route.name()?;
-        let mut object = parse_object(body)?;
+        let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let body_name = object
             .get("metadata")
@@ -431,25 +448,41 @@ impl ApiServer {
                 ),
             });
         }
-        let updated = self
-            .store
-            .update_value(&route.info.key, Value::Object(object), scope)?;
+        let time = self.now();
+        let writer = writer(route, request.manager, false, false, scope, &time);
+        let updated = self.store.patch_value(
+            &route.info.key,
+            route.namespace.as_deref(),
+            name,
+            scope,
+            is_dry_run(request.query),
+            |current| {
+                let mut next = Value::Object(object);
+                managed::record(current, &mut next, None, &writer)?;
+                Ok(next)
+            },
+        )?;
         Ok(json_response(200, &updated))
     }
 
     fn patch(
         &self,
         route: &ObjectRoute,
-        query: &Query,
-        content_type: &str,
-        body: &Bytes,
+        request: &WriteRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
+        let (query, content_type, body) = (request.query, request.content_type, request.body);
         let scope = route.scope()?;
         let name = route.name()?;
         let patch_type = PatchType::from_content_type(content_type)
             .ok_or_else(|| unsupported_media_type(content_type))?;
         if patch_type == PatchType::StrategicMerge && !route.info.strategic_merge {
             return Err(unsupported_media_type(content_type));
+        }
+        let apply = patch_type == PatchType::Apply;
+        if apply && query.get("fieldManager").is_none_or(str::is_empty) {
+            return Err(StoreError::BadRequest {
+                message: "PATCH /apply requires fieldManager".into(),
+            });
         }
         let parsed = match patch_type {
             PatchType::Json => Value::Null,
@@ -460,45 +493,40 @@ impl ApiServer {
                 })?
             }
         };
-        let manager = match patch_type {
-            PatchType::Apply => Some(
-                query
-                    .get("fieldManager")
-                    .filter(|m| !m.is_empty())
-                    .ok_or_else(|| StoreError::BadRequest {
-                        message: "PATCH /apply requires fieldManager".into(),
-                    })?
-                    .to_owned(),
-            ),
-            _ => None,
-        };
+        let time = self.now();
+        let writer = writer(
+            route,
+            request.manager,
+            apply,
+            query.flag("force"),
+            scope,
+            &time,
+        );
         let namespace = route.namespace.as_deref();
         let exists = self
             .store
             .get_value(&route.info.key, namespace, name)
             .is_some();
-        if patch_type == PatchType::Apply && !exists && scope == UpdateScope::Main {
-            let Value::Object(mut object) = parsed else {
+        if apply && !exists && scope == UpdateScope::Main {
+            let Value::Object(mut object) = parsed.clone() else {
                 return Err(StoreError::BadRequest {
                     message: "apply body must be an object".into(),
                 });
             };
             set_path_namespace(&mut object, route)?;
             metadata_entry(&mut object).insert("name".into(), json!(name));
-            self.record_apply(&mut object, route, manager.as_deref());
-            let created = self
-                .store
-                .create_value(&route.info.key, Value::Object(object))?;
+            let mut object = Value::Object(object);
+            managed::record(&json!({}), &mut object, Some(&parsed), &writer)?;
+            let created = self.store.create_value(&route.info.key, object)?;
             return Ok(json_response(201, &created));
         }
         let strategic = route.info.strategic_merge;
-        let dry_run = is_dry_run(query);
         let patched = self.store.patch_value(
             &route.info.key,
             namespace,
             name,
             scope,
-            dry_run,
+            is_dry_run(query),
             |current| {
                 let mut next = current.clone();
                 match patch_type {
@@ -521,46 +549,16 @@ impl ApiServer {
                 if !current["metadata"]["namespace"].is_null() {
                     meta.insert("namespace".into(), current["metadata"]["namespace"].clone());
                 }
-                if patch_type == PatchType::Apply {
-                    self.record_apply(&mut next, route, manager.as_deref());
-                }
-                Ok(Value::Object(next))
+                let mut next = Value::Object(next);
+                managed::record(current, &mut next, apply.then_some(&parsed), &writer)?;
+                Ok(next)
             },
         )?;
         Ok(json_response(200, &patched))
     }
 
-    /// Records the field manager of a server-side apply in `metadata.managedFields`.
-    fn record_apply(
-        &self,
-        object: &mut Map<String, Value>,
-        route: &ObjectRoute,
-        manager: Option<&str>,
-    ) {
-        let Some(manager) = manager else { return };
-        let mut entry = json!({
-            "manager": manager,
-            "operation": "Apply",
-            "apiVersion": route.info.api_version(),
-            "time": crate::clock::format_time(self.store.clock().now()),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": {},
-        });
-        if let Some(sub) = &route.subresource {
-            entry["subresource"] = json!(sub);
-        }
-        let meta = metadata_entry(object);
-        let managed = meta
-            .entry("managedFields")
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(entries) = managed {
-            entries.retain(|e| {
-                !(e["manager"] == manager
-                    && e["operation"] == "Apply"
-                    && e.get("subresource") == entry.get("subresource"))
-            });
-            entries.push(entry);
-        }
+    fn now(&self) -> String {
+        crate::clock::format_time(self.store.clock().now())
     }
 
     fn delete(
@@ -624,6 +622,48 @@ impl ApiServer {
             "items": deleted,
         });
         Ok(json_response(200, &list))
+    }
+}
+
+/// The parts of a request a write needs.
+struct WriteRequest<'a> {
+    query: &'a Query,
+    content_type: &'a str,
+    body: &'a Bytes,
+    /// `fieldManager`, else the client's user agent up to the first `/` (as Kubernetes
+    /// defaults it), else `unknown`.
+    manager: &'a str,
+}
+
+fn field_manager(query: &Query, headers: &http::HeaderMap) -> String {
+    if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return manager.to_owned();
+    }
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|agent| agent.split('/').next())
+        .filter(|agent| !agent.is_empty())
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
+fn writer<'a>(
+    route: &'a ObjectRoute,
+    manager: &'a str,
+    apply: bool,
+    force: bool,
+    scope: UpdateScope,
+    time: &'a str,
+) -> managed::Writer<'a> {
+    managed::Writer {
+        manager,
+        apply,
+        force,
+        scope,
+        status_subresource: route.info.status_subresource,
+        api_version: &route.api_version,
+        time,
     }
 }
 

@@ -400,46 +400,80 @@ async fn status_subresource_isolation_over_http() {
 }
 
 #[tokio::test]
-async fn server_side_apply_creates_merges_and_records_the_manager() {
+async fn server_side_apply_owns_fields_and_detects_conflicts() {
     let api = server();
-    let uri =
-        "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader?fieldManager=mgr&force=true";
+    let base = "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader";
+    let apply = |manager: &str, force: bool| {
+        format!(
+            "{base}?fieldManager={manager}{}",
+            if force { "&force=true" } else { "" }
+        )
+    };
     let lease = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: leader\nspec:\n  holderIdentity: a\n  leaseDurationSeconds: 15\n";
-    let (code, created) = call(
-        &api,
-        Method::PATCH,
-        uri,
-        "application/apply-patch+yaml",
-        lease,
-    )
-    .await;
+    let yaml = "application/apply-patch+yaml";
+    let (code, created) = call(&api, Method::PATCH, &apply("mgr", false), yaml, lease).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["spec"]["holderIdentity"], "a");
-    let (code, updated) = call(&api, Method::PATCH, uri, "application/apply-patch+yaml",
-        r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{"holderIdentity":"b"}}"#).await;
-    assert_eq!(code, 200);
-    assert_eq!(updated["spec"]["holderIdentity"], "b");
-    assert_eq!(
-        updated["spec"]["leaseDurationSeconds"], 15,
-        "fields not applied stay"
+    assert_eq!(created["metadata"]["managedFields"][0]["manager"], "mgr");
+
+    let take = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{"holderIdentity":"b"}}"#;
+    let (code, status) = call(&api, Method::PATCH, &apply("other", false), yaml, take).await;
+    assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"conflict with "mgr": .spec.holderIdentity"#),
+        "{message}"
     );
-    let managers: Vec<&str> = updated["metadata"]["managedFields"]
+
+    let (code, forced) = call(&api, Method::PATCH, &apply("other", true), yaml, take).await;
+    assert_eq!(code, 200);
+    assert_eq!(forced["spec"]["holderIdentity"], "b");
+    assert_eq!(
+        forced["spec"]["leaseDurationSeconds"], 15,
+        "still owned by mgr"
+    );
+    let managers: Vec<&str> = forced["metadata"]["managedFields"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|m| m["manager"].as_str())
         .collect();
-    assert_eq!(managers, ["mgr"]);
-    let no_manager = "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader";
-    let (code, _) = call(
+    assert_eq!(managers, ["mgr", "other"]);
+
+    let nothing = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{}}"#;
+    let (_, dropped) = call(&api, Method::PATCH, &apply("mgr", false), yaml, nothing).await;
+    assert!(
+        dropped["spec"].get("leaseDurationSeconds").is_none(),
+        "a field its only manager stops applying is removed: {dropped}"
+    );
+    assert_eq!(dropped["spec"]["holderIdentity"], "b");
+
+    let (code, _) = call(&api, Method::PATCH, base, yaml, lease).await;
+    assert_eq!(code, 400, "apply needs a fieldManager");
+}
+
+#[tokio::test]
+async fn updates_record_their_manager() {
+    let api = server();
+    create_ds(&api, "a").await;
+    let (_, patched) = call(
         &api,
         Method::PATCH,
-        no_manager,
-        "application/apply-patch+yaml",
-        lease,
+        &format!("{}?fieldManager=kubectl-patch", ds_uri("a")),
+        "application/merge-patch+json",
+        r#"{"spec":{"minReadySeconds":4}}"#,
     )
     .await;
-    assert_eq!(code, 400);
+    let entries = patched["metadata"]["managedFields"].as_array().unwrap();
+    let patcher = entries
+        .iter()
+        .find(|e| e["manager"] == "kubectl-patch")
+        .unwrap();
+    assert_eq!(patcher["operation"], "Update");
+    assert_eq!(
+        patcher["fieldsV1"],
+        json!({"f:spec": {"f:minReadySeconds": {}}})
+    );
 }
 
 #[tokio::test]
