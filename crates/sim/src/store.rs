@@ -264,8 +264,10 @@ impl DeleteOutcome {
     }
 }
 
-/// Default number of change events kept for watch resumption.
-pub const DEFAULT_HISTORY: usize = 100_000;
+/// Default number of change events kept for watch resumption. Each retained event keeps that
+/// version of its object alive, so this bounds memory too: Kubernetes' watch cache likewise
+/// keeps a bounded window (and etcd compacts every 5 minutes).
+pub const DEFAULT_HISTORY: usize = 10_000;
 /// Default capacity of the broadcast channel behind [`Store::subscribe`].
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 1 << 16;
 
