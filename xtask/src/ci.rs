@@ -55,7 +55,7 @@ const STEPS: &[Step] = &[
     Step {
         name: "lint-deploy",
         what: "deploy/: kustomize, kubernetes-validate, promtool, checkov",
-        run: |_| crate::deploy::run(),
+        run: |_| crate::deploy::run(&crate::deploy::LintArgs::default()),
     },
     Step {
         name: "bench-build",

@@ -12,8 +12,9 @@
 //!   tests run on exactly what is deployed) for `promtool check rules` and `promtool test rules`;
 //!   every alert has a test where it fires, one where it stays quiet, and a runbook entry;
 //! - every dashboard query parses as PromQL (promtool, as recording rules);
-//! - every `canary_` metric the alerts and the dashboard use is exported by the binary (a text
-//!   check against its metrics source);
+//! - every `canary_` metric the alerts and the dashboard use is exported by the binary: a text
+//!   check against its metrics source, or, with `--exposition FILE`, against a real `/metrics`
+//!   scrape saved to FILE;
 //! - checkov finds no failed check in deploy/ and the Dockerfile (skips: deploy/.checkov.yaml).
 //!
 //! Outputs land in `target/lint-deploy/` for inspection.
@@ -63,6 +64,16 @@ const CUSTOM_KINDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Options of `cargo xtask lint-deploy`.
+#[derive(clap::Args, Default)]
+pub struct LintArgs {
+    /// A `/metrics` scrape of the binary (Prometheus text format) to check metric names against,
+    /// instead of reading the metrics source. Only families the scrape shows count, so scrape a
+    /// binary that has exercised every metric (e.g. after a demo rollout).
+    #[arg(long, value_name = "FILE")]
+    exposition: Option<PathBuf>,
+}
+
 /// One built kustomization.
 struct Build {
     dir: PathBuf,
@@ -75,6 +86,7 @@ struct Lint {
     work: PathBuf,
     venv_bin: PathBuf,
     builds: Vec<Build>,
+    exposition: Option<PathBuf>,
 }
 
 type Check = fn(&Lint) -> Result<()>;
@@ -89,7 +101,7 @@ const CHECKS: &[(&str, Check)] = &[
 ];
 
 /// Runs every check and fails if any failed.
-pub fn run() -> Result<()> {
+pub fn run(args: &LintArgs) -> Result<()> {
     let venv_bin = tools::ensure_deploy_tools()?;
     let sh = Shell::new()?;
     let work = tools::target_dir()?.join("lint-deploy");
@@ -106,6 +118,7 @@ pub fn run() -> Result<()> {
         work,
         venv_bin,
         builds,
+        exposition: args.exposition.clone(),
     };
     let mut failed = Vec::new();
     for (name, check) in CHECKS {
@@ -662,11 +675,58 @@ fn without_string_literals(expr: &str) -> String {
     out
 }
 
+/// The metric names a Prometheus text exposition shows: every `# TYPE` family (with the series
+/// names of histograms and summaries) and every sample's name.
+fn exposition_metrics(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(declaration) = line.strip_prefix("# TYPE ") {
+            let mut words = declaration.split_whitespace();
+            let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "histogram" => &["", "_bucket", "_sum", "_count"],
+                "summary" => &["", "_sum", "_count"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|suffix| format!("{name}{suffix}")));
+        } else if !line.is_empty() && !line.starts_with('#') {
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// The exported metric names and where they come from.
+fn exported_names(context: &Lint) -> Result<(BTreeSet<String>, String)> {
+    let (exported, origin) = match &context.exposition {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the scrape {}", path.display()))?;
+            (
+                exposition_metrics(&text),
+                format!("the scrape {}", path.display()),
+            )
+        }
+        None => {
+            let source = std::fs::read_to_string(METRICS_SOURCE)
+                .with_context(|| format!("cannot read {METRICS_SOURCE}"))?;
+            (exported_metrics(&source)?, METRICS_SOURCE.to_owned())
+        }
+    };
+    ensure!(!exported.is_empty(), "found no metric in {origin}");
+    Ok((exported, origin))
+}
+
 fn metric_names(context: &Lint) -> Result<()> {
-    let source = std::fs::read_to_string(METRICS_SOURCE)
-        .with_context(|| format!("cannot read {METRICS_SOURCE}"))?;
-    let exported = exported_metrics(&source)?;
-    ensure!(!exported.is_empty(), "found no metric in {METRICS_SOURCE}");
+    let (exported, origin) = exported_names(context)?;
     let groups = rule_groups(context)?;
     let mut uses: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
     let rule_exprs = groups["groups"]
@@ -696,13 +756,30 @@ fn metric_names(context: &Lint) -> Result<()> {
         .collect();
     ensure!(
         unknown.is_empty(),
-        "metrics not exported by the binary ({METRICS_SOURCE}):\n{}",
+        "metrics not exported by the binary (per {origin}):\n{}",
         unknown.join("\n")
     );
     eprintln!(
-        "{} metric names used by the alerts and the dashboard, all exported by the binary",
+        "{} metric names used by the alerts and the dashboard, all exported by the binary (per {origin})",
         uses.len()
     );
+    let unused: Vec<&str> = exported
+        .iter()
+        .filter(|name| {
+            !["_bucket", "_sum", "_count"]
+                .iter()
+                .any(|s| name.ends_with(s))
+        })
+        .filter(|name| {
+            ["", "_bucket", "_sum", "_count"]
+                .iter()
+                .all(|suffix| !uses.contains_key(&format!("{name}{suffix}")))
+        })
+        .map(String::as_str)
+        .collect();
+    if !unused.is_empty() {
+        eprintln!("exported but shown nowhere: {}", unused.join(", "));
+    }
     Ok(())
 }
 
@@ -824,6 +901,30 @@ mod tests {
         .map(str::to_owned)
         .collect();
         assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn exposition_metrics_reads_families_and_samples() {
+        let scrape = "\
+# HELP canary_leader 1 while this replica leads.
+# TYPE canary_leader gauge
+canary_leader 1
+# TYPE canary_reconcile_duration_seconds histogram
+canary_reconcile_duration_seconds_bucket{mode=\"driven\",le=\"+Inf\"} 3
+canary_untyped_total 2
+";
+        let names: Vec<String> = exposition_metrics(scrape).into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "canary_leader",
+                "canary_reconcile_duration_seconds",
+                "canary_reconcile_duration_seconds_bucket",
+                "canary_reconcile_duration_seconds_count",
+                "canary_reconcile_duration_seconds_sum",
+                "canary_untyped_total",
+            ]
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ enum Command {
     Tools,
     /// Check deploy/: kustomize builds, kubernetes-validate, CRD schemas, promtool rules and
     /// tests, metric names, checkov.
-    LintDeploy,
+    LintDeploy(deploy::LintArgs),
 }
 
 fn main() -> Result<()> {
@@ -41,7 +41,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Ci(args) => ci::run(&args),
         Command::Tools => tools::ensure_all(),
-        Command::LintDeploy => deploy::run(),
+        Command::LintDeploy(args) => deploy::run(&args),
     }
 }
 
