@@ -6,7 +6,8 @@
 //!   validates with kubernetes-validate in strict mode for [`KUBERNETES_VERSION`], the oldest
 //!   Kubernetes the project supports (k8s-openapi's `v1_33`);
 //! - custom kinds are never waved through: CanaryDaemonSets are checked strictly against the
-//!   schema of the CRD in deploy/crd, ServiceMonitors against the metrics Service they select,
+//!   schema of the CRD in deploy/crd and its CEL rules (cel-python), ServiceMonitors against the
+//!   metrics Service they select,
 //!   PrometheusRules by promtool; the reason per kind is in [`CUSTOM_KINDS`];
 //! - the PrometheusRule's rule groups are extracted to `target/lint-deploy/rules.yaml` (so the
 //!   tests run on exactly what is deployed) for `promtool check rules` and `promtool test rules`;
@@ -50,7 +51,7 @@ const CUSTOM_KINDS: &[(&str, &str, &str)] = &[
     (
         "canary.daemonset.dev/",
         "CanaryDaemonSet",
-        "strictly against the schema of deploy/crd; its embedded DaemonSet by kubernetes-validate",
+        "strictly against the schema and CEL rules of deploy/crd; its embedded DaemonSet by kubernetes-validate",
     ),
     (
         "monitoring.coreos.com/",

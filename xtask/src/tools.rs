@@ -33,8 +33,13 @@ const TOOLS: &[Tool] = &[
 ];
 
 /// Python tools of `cargo xtask lint-deploy`, pinned, installed from PyPI into [`venv_dir`].
-/// kubernetes-validate 1.37 carries the schemas of Kubernetes 1.25 to 1.37 (we check 1.33).
-const PYTHON_TOOLS: &[(&str, &str)] = &[("kubernetes-validate", "1.37.0"), ("checkov", "3.3.30")];
+/// kubernetes-validate 1.37 carries the schemas of Kubernetes 1.25 to 1.37 (we check 1.33);
+/// cel-python evaluates the CRD's CEL rules on the example CanaryDaemonSets.
+const PYTHON_TOOLS: &[(&str, &str)] = &[
+    ("kubernetes-validate", "1.37.0"),
+    ("checkov", "3.3.30"),
+    ("cel-python", "0.5.0"),
+];
 
 /// Ensures every tool in [`TOOLS`], the Python tools and cargo-nextest are available.
 pub fn ensure_all() -> Result<()> {

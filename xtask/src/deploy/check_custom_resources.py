@@ -3,14 +3,17 @@
 Usage: python check_custom_resources.py CRDS.yaml RESOURCES.yaml...
 
 The CRD's openAPIV3Schema is turned into a JSON Schema that rejects unknown fields, as the API
-server does with strict field validation (`kubectl apply --validate=strict`). CEL rules
-(x-kubernetes-validations) are not evaluated here. Exit status 1 when any resource fails or has
-no CRD. Run by `cargo xtask lint-deploy` with the interpreter of its virtualenv (PyYAML and
-jsonschema come with kubernetes-validate).
+server does with strict field validation (`kubectl apply --validate=strict`), and its CEL rules
+(x-kubernetes-validations) are evaluated with cel-python on the fields present (transition rules,
+which need `oldSelf`, cannot apply to a new object and are left out). Defaults are not applied
+first, so a rule on a defaulted field only runs when the field is written out. Exit status 1 when
+any resource fails or has no CRD. Run by `cargo xtask lint-deploy` with the interpreter of its
+virtualenv (PyYAML and jsonschema come with kubernetes-validate; cel-python is pinned beside it).
 """
 
 import sys
 
+import celpy
 import jsonschema
 import yaml
 
@@ -43,7 +46,40 @@ def strict(schema):
     return out
 
 
+def cel_errors(schema, value, path, environment):
+    """Messages of the CEL rules of `schema` and its subschemas that `value` breaks."""
+    if not isinstance(schema, dict):
+        return []
+    errors = []
+    for validation in schema.get("x-kubernetes-validations", []):
+        rule = validation["rule"]
+        if "oldSelf" in rule:
+            continue
+        message = validation.get("message", rule)
+        try:
+            program = environment.program(environment.compile(rule))
+            result = program.evaluate({"self": celpy.json_to_cel(value)})
+        except Exception as error:  # noqa: BLE001 - any failure to evaluate is reported
+            errors.append(f"{path}: cannot evaluate CEL rule {rule!r}: {error}")
+            continue
+        if not isinstance(result, (bool, celpy.celtypes.BoolType)):
+            # cel-python returns some evaluation errors as values instead of raising them.
+            errors.append(f"{path}: CEL rule {rule!r} gave {result!r}, not a bool")
+        elif not result:
+            errors.append(f"{path}: {message} (CEL: {rule})")
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for name, child in value.items():
+            sub = properties.get(name, schema.get("additionalProperties"))
+            errors += cel_errors(sub, child, f"{path}/{name}", environment)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            errors += cel_errors(schema.get("items"), item, f"{path}/{index}", environment)
+    return errors
+
+
 def schemas_of(path):
+    """Per (apiVersion, kind): the strict JSON Schema and the original schema (for CEL)."""
     schemas = {}
     with open(path) as file:
         for crd in yaml.safe_load_all(file):
@@ -52,7 +88,8 @@ def schemas_of(path):
             group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
             for version in crd["spec"]["versions"]:
                 api_version = f"{group}/{version['name']}"
-                schemas[(api_version, kind)] = strict(version["schema"]["openAPIV3Schema"])
+                original = version["schema"]["openAPIV3Schema"]
+                schemas[(api_version, kind)] = (strict(original), original)
     return schemas
 
 
@@ -61,6 +98,7 @@ def main(crds, resources):
     if not schemas:
         print(f"ERROR {crds}: no CustomResourceDefinition found")
         return 1
+    environment = celpy.Environment()
     failures = checked = 0
     for path in resources:
         with open(path) as file:
@@ -68,9 +106,9 @@ def main(crds, resources):
         for doc in documents:
             api_version, kind = doc.get("apiVersion"), doc.get("kind")
             name = f"{kind} {doc.get('metadata', {}).get('namespace', '')}/{doc.get('metadata', {}).get('name')}"
-            schema = schemas.get((api_version, kind))
+            found = schemas.get((api_version, kind))
             checked += 1
-            if schema is None:
+            if found is None:
                 print(f"ERROR {name}: no CRD serves {api_version} {kind}")
                 failures += 1
                 continue
@@ -79,10 +117,13 @@ def main(crds, resources):
                 failures += 1
             # The API server handles apiVersion, kind and metadata itself; the schema covers the rest.
             body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata")}
-            errors = sorted(jsonschema.Draft4Validator(schema).iter_errors(body),
-                            key=lambda e: list(map(str, e.path)))
+            schema, original = found
+            errors = [f"/{'/'.join(map(str, e.path))}: {e.message}"
+                      for e in sorted(jsonschema.Draft4Validator(schema).iter_errors(body),
+                                      key=lambda e: list(map(str, e.path)))]
+            errors += cel_errors(original, body, "", environment)
             for error in errors:
-                print(f"ERROR {name}: /{'/'.join(map(str, error.path))}: {error.message}")
+                print(f"ERROR {name}: {error}")
             failures += bool(errors)
             if not errors:
                 print(f"ok {name} ({api_version})")
