@@ -12,7 +12,8 @@
 //! - the PrometheusRule's rule groups are extracted to `target/lint-deploy/rules.yaml` (so the
 //!   tests run on exactly what is deployed) for `promtool check rules` and `promtool test rules`;
 //!   every alert has a test where it fires, one where it stays quiet, and a runbook entry;
-//! - every dashboard query parses as PromQL (promtool, as recording rules);
+//! - every dashboard query parses as PromQL (promtool, as recording rules), and the dashboard's
+//!   panels have unique ids, the dashboard's data source variable and non-overlapping places;
 //! - every `canary_` metric the alerts and the dashboard use is exported by the binary: a text
 //!   check against its metrics source, or, with `--exposition FILE`, against a real `/metrics`
 //!   scrape saved to FILE;
@@ -96,7 +97,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("kubernetes-validate", kubernetes_validate),
     ("custom resources", custom_resources),
     ("prometheus rules", prometheus_rules),
-    ("dashboard queries", dashboard_queries),
+    ("dashboard", dashboard),
     ("metric names", metric_names),
     ("checkov", checkov),
 ];
@@ -565,7 +566,13 @@ fn as_promql(query: &str) -> String {
     })
 }
 
-fn dashboard_queries(context: &Lint) -> Result<()> {
+fn dashboard(context: &Lint) -> Result<()> {
+    let text =
+        std::fs::read_to_string(DASHBOARD).with_context(|| format!("cannot read {DASHBOARD}"))?;
+    let dashboard: Value =
+        serde_json::from_str(&text).with_context(|| format!("{DASHBOARD} is not JSON"))?;
+    let problems = dashboard_layout_problems(&dashboard);
+    ensure!(problems.is_empty(), "{DASHBOARD}:\n{}", problems.join("\n"));
     let queries = read_dashboard_queries()?;
     ensure!(!queries.is_empty(), "{DASHBOARD} has no queries");
     let rules: Vec<Value> = queries
@@ -583,6 +590,73 @@ fn dashboard_queries(context: &Lint) -> Result<()> {
         .run()
         .context("a dashboard query is not valid PromQL")?;
     Ok(())
+}
+
+/// Width of Grafana's grid.
+const GRID_COLUMNS: u64 = 24;
+
+/// Mistakes a hand edit of the dashboard JSON makes: duplicate panel ids, a panel or query not on
+/// the `${datasource}` variable (so it breaks on import), panels off the grid or overlapping.
+fn dashboard_layout_problems(dashboard: &Value) -> Vec<String> {
+    let panels: Vec<&Value> = dashboard["panels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut problems = Vec::new();
+    if panels.is_empty() {
+        problems.push("no panels".to_owned());
+    }
+    let mut ids = BTreeSet::new();
+    let mut cells: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap_or("(untitled)").to_owned();
+        match panel["id"].as_u64() {
+            Some(id) if !ids.insert(id) => problems.push(format!("{title}: duplicate id {id}")),
+            Some(_) => {}
+            None => problems.push(format!("{title}: no numeric id")),
+        }
+        let is_row = panel["type"] == "row";
+        let on_variable = |v: &Value| v["uid"] == "${datasource}";
+        if !is_row && !on_variable(&panel["datasource"]) {
+            problems.push(format!("{title}: data source is not ${{datasource}}"));
+        }
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if !on_variable(&target["datasource"]) {
+                problems.push(format!(
+                    "{title}: a query's data source is not ${{datasource}}"
+                ));
+            }
+        }
+        let place = &panel["gridPos"];
+        let (Some(x), Some(y), Some(w), Some(h)) = (
+            place["x"].as_u64(),
+            place["y"].as_u64(),
+            place["w"].as_u64(),
+            place["h"].as_u64(),
+        ) else {
+            problems.push(format!("{title}: incomplete gridPos"));
+            continue;
+        };
+        if w == 0 || h == 0 || x + w > GRID_COLUMNS {
+            problems.push(format!(
+                "{title}: gridPos off the {GRID_COLUMNS}-column grid"
+            ));
+            continue;
+        }
+        let mut overlapped = BTreeSet::new();
+        for column in x..x + w {
+            for row in y..y + h {
+                if let Some(other) = cells.insert((column, row), title.clone()) {
+                    overlapped.insert(other);
+                }
+            }
+        }
+        for other in overlapped {
+            problems.push(format!("{title}: overlaps {other}"));
+        }
+    }
+    problems
 }
 
 /// The metric names the binary exports, read from its source: the registry prefix plus the
@@ -1060,6 +1134,61 @@ canary_untyped_total 2
         assert!(custom_kind_reason(&deployment).is_none());
         // An unlisted custom kind goes to kubernetes-validate, which then fails on it loudly.
         assert!(custom_kind_reason(&unknown).is_none());
+    }
+
+    fn panel(id: u64, x: u64, y: u64, w: u64) -> Value {
+        let source = json!({ "type": "prometheus", "uid": "${datasource}" });
+        json!({
+            "id": id, "type": "timeseries", "title": format!("p{id}"), "datasource": source,
+            "gridPos": { "x": x, "y": y, "w": w, "h": 4 },
+            "targets": [{ "datasource": source, "expr": "up" }],
+        })
+    }
+
+    #[test]
+    fn dashboard_layout_accepts_a_clean_grid() {
+        let dashboard =
+            json!({ "panels": [panel(1, 0, 0, 12), panel(2, 12, 0, 12), panel(3, 0, 4, 24)] });
+        assert_eq!(dashboard_layout_problems(&dashboard), Vec::<String>::new());
+    }
+
+    #[test]
+    fn dashboard_layout_finds_duplicates_overlaps_and_foreign_sources() {
+        let mut foreign = panel(3, 0, 8, 24);
+        foreign["targets"][0]["datasource"]["uid"] = json!("prometheus-prod");
+        let dashboard = json!({ "panels": [
+            panel(1, 0, 0, 12), panel(1, 6, 0, 12), foreign, panel(4, 20, 12, 8),
+        ]});
+        let problems = dashboard_layout_problems(&dashboard);
+        assert!(
+            problems.iter().any(|p| p.contains("duplicate id 1")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("overlaps p1")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("p3: a query's data source")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with("p4: gridPos off")),
+            "{problems:?}"
+        );
+        assert_eq!(problems.len(), 4, "{problems:?}");
+    }
+
+    #[test]
+    fn the_committed_dashboard_has_a_clean_layout() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(DASHBOARD);
+        let dashboard: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(dashboard_layout_problems(&dashboard), Vec::<String>::new());
     }
 
     #[test]
