@@ -12,6 +12,7 @@ mod tools;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// Command-line interface of `cargo xtask`.
 #[derive(Parser)]
@@ -33,8 +34,20 @@ enum Command {
     LintDeploy(deploy::LintArgs),
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Print the error chain ourselves: anyhow's Debug output adds a backtrace when RUST_BACKTRACE
+    // is set, which buries the one line that matters.
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     let root = workspace_root()?;
     std::env::set_current_dir(&root)
         .with_context(|| format!("cannot enter the workspace root {}", root.display()))?;
