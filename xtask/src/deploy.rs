@@ -5,6 +5,7 @@
 //! - every built manifest of a built-in kind (and the DaemonSet embedded in each CanaryDaemonSet)
 //!   validates with kubernetes-validate in strict mode for [`KUBERNETES_VERSION`], the oldest
 //!   Kubernetes the project supports (k8s-openapi's `v1_33`);
+//! - RBAC stays least-privilege: no wildcard, no Secret access, leases only through a Role;
 //! - custom kinds are never waved through: CanaryDaemonSets are checked strictly against the
 //!   schema of the CRD in deploy/crd and its CEL rules (cel-python), ServiceMonitors against the
 //!   metrics Service they select,
@@ -95,6 +96,7 @@ type Check = fn(&Lint) -> Result<()>;
 
 const CHECKS: &[(&str, Check)] = &[
     ("kubernetes-validate", kubernetes_validate),
+    ("least privilege", least_privilege),
     ("custom resources", custom_resources),
     ("prometheus rules", prometheus_rules),
     ("dashboard", dashboard),
@@ -340,6 +342,65 @@ fn kubernetes_validate(context: &Lint) -> Result<()> {
         "{passed} objects valid for Kubernetes {KUBERNETES_VERSION} (strict), including the DaemonSets embedded in CanaryDaemonSets"
     );
     Ok(())
+}
+
+fn least_privilege(context: &Lint) -> Result<()> {
+    let roles: Vec<&Value> = context
+        .all_documents()
+        .filter(|d| matches!(kind(d), "ClusterRole" | "Role"))
+        .collect();
+    ensure!(!roles.is_empty(), "no Role or ClusterRole in any build");
+    let problems: Vec<String> = roles.iter().flat_map(|role| rbac_problems(role)).collect();
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    eprintln!(
+        "{} roles: no wildcard, no secrets, leases only namespaced",
+        roles.len()
+    );
+    Ok(())
+}
+
+/// What breaks least privilege in one Role or ClusterRole.
+fn rbac_problems(role: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let rules = role["rules"].as_array().into_iter().flatten();
+    for (index, rule) in rules.enumerate() {
+        let list = |field: &str| -> Vec<String> {
+            rule[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        };
+        let (groups, resources, verbs) = (list("apiGroups"), list("resources"), list("verbs"));
+        let where_ = format!("{} rule {index}", describe(role));
+        if [&groups, &resources, &verbs]
+            .iter()
+            .any(|l| l.iter().any(|v| v.contains('*')))
+        {
+            problems.push(format!("{where_}: wildcard"));
+        }
+        if !rule["nonResourceURLs"].is_null() {
+            problems.push(format!("{where_}: nonResourceURLs"));
+        }
+        if resources.iter().any(|r| r == "secrets") {
+            problems.push(format!("{where_}: grants access to Secrets"));
+        }
+        let leases = groups.iter().any(|g| g == "coordination.k8s.io")
+            && resources.iter().any(|r| r == "leases");
+        if leases && kind(role) == "ClusterRole" {
+            problems.push(format!(
+                "{where_}: leases through a ClusterRole (use a Role)"
+            ));
+        }
+        if verbs
+            .iter()
+            .any(|v| matches!(v.as_str(), "escalate" | "bind" | "impersonate"))
+        {
+            problems.push(format!("{where_}: escalate, bind or impersonate"));
+        }
+    }
+    problems
 }
 
 fn custom_resources(context: &Lint) -> Result<()> {
@@ -1000,6 +1061,31 @@ canary_untyped_total 2
                 "canary_untyped_total",
             ]
         );
+    }
+
+    #[test]
+    fn rbac_problems_flags_wildcards_secrets_and_cluster_wide_leases() {
+        let role = |kind_name: &str, rules: Value| json!({ "kind": kind_name, "metadata": { "name": "r" }, "rules": rules });
+        let clean = role(
+            "ClusterRole",
+            json!([{ "apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "patch"] }]),
+        );
+        assert!(rbac_problems(&clean).is_empty());
+        let wildcard = role(
+            "ClusterRole",
+            json!([{ "apiGroups": ["apps"], "resources": ["*"], "verbs": ["get"] }]),
+        );
+        assert_eq!(rbac_problems(&wildcard).len(), 1);
+        let secrets = role(
+            "Role",
+            json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get"] }]),
+        );
+        assert_eq!(rbac_problems(&secrets).len(), 1);
+        let leases = json!([{
+            "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]
+        }]);
+        assert!(rbac_problems(&role("Role", leases.clone())).is_empty());
+        assert_eq!(rbac_problems(&role("ClusterRole", leases)).len(), 1);
     }
 
     #[test]
