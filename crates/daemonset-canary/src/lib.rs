@@ -4,6 +4,7 @@
 //! command line and wires them together. Invariant: nothing here decides anything about a rollout;
 //! decisions belong to `canary-state-machine`, I/O with the cluster to `canary-kube-adapter`.
 
+pub mod bridge;
 pub mod demo;
 pub mod metrics;
 pub mod server;

@@ -1,0 +1,283 @@
+//! Feeds the controller's observations into the Prometheus metrics.
+//!
+//! The adapter reports status transitions on a broadcast channel and keeps counters in
+//! [`Stats`]; this task turns both into metric updates. It remembers, per CanaryDaemonSet, when
+//! the current phase and the current rollout began, so phase and rollout durations are observed
+//! when they end.
+
+use crate::metrics::{Metrics, Mode, PodCounts, RolloutKey};
+use canary_kube_adapter::{Observer, Stats, Transition};
+use canary_predicates::MaxUnavailable;
+use canary_state_machine::Phase;
+use k8s_openapi::jiff::Timestamp;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// Per-rollout memory of the bridge.
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    phase: Phase,
+    phase_since: Timestamp,
+    rollout_since: Timestamp,
+}
+
+/// Applies transitions to metrics; see the module docs.
+pub struct MetricsBridge {
+    metrics: Arc<Metrics>,
+    mode: Mode,
+    progress: HashMap<(String, String), Progress>,
+    counted: CountedStats,
+}
+
+/// Stats already added to the counters, so each sync adds only the difference.
+#[derive(Debug, Default, Clone, Copy)]
+struct CountedStats {
+    conflicts: u64,
+    failures: u64,
+    reconcile_errors: u64,
+}
+
+impl MetricsBridge {
+    /// A bridge writing into `metrics` with the given mode label.
+    pub fn new(metrics: Arc<Metrics>, mode: Mode) -> Self {
+        Self {
+            metrics,
+            mode,
+            progress: HashMap::new(),
+            counted: CountedStats::default(),
+        }
+    }
+
+    /// Applies one transition.
+    pub fn apply(&mut self, transition: &Transition) {
+        let key = RolloutKey {
+            namespace: transition.namespace.clone(),
+            name: transition.name.clone(),
+            mode: self.mode,
+        };
+        let id = (transition.namespace.clone(), transition.name.clone());
+        let previous = self.progress.get(&id).copied();
+        if previous.is_none_or(|p| p.phase != transition.to) {
+            self.enter_phase(&key, transition, previous);
+        }
+        if let Some(write) = transition.write {
+            self.metrics.daemonset_write(write.as_str(), "ok");
+        }
+        let max_unavailable_pods = transition
+            .max_unavailable
+            .as_deref()
+            .and_then(|value| value.parse::<MaxUnavailable>().ok())
+            .map_or(0, |value| value.scaled(transition.desired));
+        let counts = PodCounts {
+            desired: transition.desired,
+            updated: transition.updated,
+            updated_ready: transition.updated_ready,
+        };
+        self.metrics.set_counts(&key, counts, max_unavailable_pods);
+    }
+
+    fn enter_phase(
+        &mut self,
+        key: &RolloutKey,
+        transition: &Transition,
+        previous: Option<Progress>,
+    ) {
+        let started_at = seconds(transition.phase_started_at);
+        let left = previous.map(|p| (p.phase.as_str(), elapsed(p.phase_since, transition.at)));
+        self.metrics
+            .enter_phase(key, transition.to.as_str(), started_at, left);
+        let rollout_since = match previous {
+            Some(p) if p.phase.is_in_progress() => p.rollout_since,
+            _ => transition.phase_started_at,
+        };
+        let was_in_progress = previous.is_some_and(|p| p.phase.is_in_progress());
+        if was_in_progress && !transition.to.is_in_progress() {
+            let result = transition.to.as_str();
+            let reason = transition.failure.map(|f| f.as_str());
+            self.metrics.rollout_ended(
+                self.mode,
+                result,
+                reason,
+                elapsed(rollout_since, transition.at),
+            );
+        }
+        let id = (transition.namespace.clone(), transition.name.clone());
+        self.progress.insert(
+            id,
+            Progress {
+                phase: transition.to,
+                phase_since: transition.phase_started_at,
+                rollout_since,
+            },
+        );
+    }
+
+    /// Adds what the counters in `stats` gained since the last sync.
+    pub fn sync_stats(&mut self, stats: &Stats) {
+        let now = CountedStats {
+            conflicts: stats.write_conflicts(),
+            failures: stats.write_failures(),
+            reconcile_errors: stats.reconcile_errors(),
+        };
+        for _ in self.counted.conflicts..now.conflicts {
+            self.metrics.daemonset_write("any", "conflict");
+        }
+        for _ in self.counted.failures..now.failures {
+            self.metrics.daemonset_write("any", "error");
+        }
+        for _ in self.counted.reconcile_errors..now.reconcile_errors {
+            self.metrics.reconcile(self.mode, 0.0, Some("error"));
+        }
+        self.counted = now;
+        self.metrics.set_leader(stats.is_leader());
+    }
+}
+
+/// Runs the bridge until the observer's channel closes: every transition is applied as it
+/// comes, and the counters are synced at least every `sync_every`.
+pub async fn run(observer: Observer, metrics: Arc<Metrics>, mode: Mode, sync_every: Duration) {
+    let mut bridge = MetricsBridge::new(metrics, mode);
+    let mut transitions = observer.subscribe();
+    let mut ticker = tokio::time::interval(sync_every);
+    loop {
+        tokio::select! {
+            received = transitions.recv() => match received {
+                Ok(transition) => bridge.apply(&transition),
+                // Missed transitions only delay a gauge until the next one; keep going.
+                Err(RecvError::Lagged(missed)) => tracing::warn!(missed, "metrics bridge lagged behind transitions"),
+                Err(RecvError::Closed) => break,
+            },
+            _ = ticker.tick() => bridge.sync_stats(observer.stats()),
+        }
+    }
+    bridge.sync_stats(observer.stats());
+}
+
+fn seconds(at: Timestamp) -> f64 {
+    at.as_millisecond() as f64 / 1000.0
+}
+
+fn elapsed(from: Timestamp, to: Timestamp) -> f64 {
+    (seconds(to) - seconds(from)).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_state_machine::{FailureReason, WriteKind};
+
+    fn transition(from: Option<Phase>, to: Phase, at: i64, write: Option<WriteKind>) -> Transition {
+        Transition {
+            namespace: "default".into(),
+            name: "agent".into(),
+            daemon_set: "agent".into(),
+            from,
+            to,
+            failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),
+            write,
+            desired: 20,
+            updated: 2,
+            updated_ready: 1,
+            max_unavailable: Some("10%".into()),
+            phase_started_at: Timestamp::from_second(at).unwrap(),
+            at: Timestamp::from_second(at).unwrap(),
+        }
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn a_successful_rollout_observes_phases_duration_and_writes() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let mut bridge = MetricsBridge::new(metrics.clone(), Mode::Driven);
+        bridge.apply(&transition(
+            Some(Phase::Successful),
+            Phase::Started,
+            100,
+            Some(WriteKind::Start),
+        ));
+        bridge.apply(&transition(Some(Phase::Started), Phase::Canary, 101, None));
+        bridge.apply(&transition(
+            Some(Phase::Canary),
+            Phase::Increasing,
+            130,
+            Some(WriteKind::Widen),
+        ));
+        bridge.apply(&transition(
+            Some(Phase::Increasing),
+            Phase::Waiting,
+            131,
+            None,
+        ));
+        bridge.apply(&transition(
+            Some(Phase::Waiting),
+            Phase::Successful,
+            400,
+            Some(WriteKind::Finish),
+        ));
+        let text = metrics.encode().unwrap();
+        assert!(text.contains(r#"canary_rollout_phase{mode="driven",name="agent",namespace="default",phase="successful"} 1"#), "{text}");
+        let count = line(
+            &text,
+            r#"canary_rollout_duration_seconds_count{mode="driven",result="successful"}"#,
+        )
+        .unwrap();
+        assert!(count.ends_with(" 1"), "{count}");
+        let sum = line(
+            &text,
+            r#"canary_rollout_duration_seconds_sum{mode="driven",result="successful"}"#,
+        )
+        .unwrap();
+        assert!(sum.ends_with(" 300"), "rollout from 100 s to 400 s: {sum}");
+        let canary = line(
+            &text,
+            r#"canary_rollout_phase_duration_seconds_sum{mode="driven",phase="canary"}"#,
+        )
+        .unwrap();
+        assert!(canary.ends_with(" 29"), "{canary}");
+        for purpose in ["start", "widen", "finish"] {
+            assert!(
+                text.contains(&format!(
+                    r#"canary_daemonset_writes_total{{purpose="{purpose}",result="ok"}} 1"#
+                )),
+                "{purpose}: {text}"
+            );
+        }
+        assert!(text.contains(r#"canary_rollout_max_unavailable_pods{mode="driven",name="agent",namespace="default"} 2"#), "10% of 20: {text}");
+    }
+
+    #[test]
+    fn a_failed_canary_counts_its_reason_once() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let mut bridge = MetricsBridge::new(metrics.clone(), Mode::Driven);
+        bridge.apply(&transition(
+            None,
+            Phase::Started,
+            10,
+            Some(WriteKind::Start),
+        ));
+        bridge.apply(&transition(Some(Phase::Started), Phase::Canary, 11, None));
+        bridge.apply(&transition(Some(Phase::Canary), Phase::Failed, 50, None));
+        // Counts moving inside the failed phase are not a second failure.
+        bridge.apply(&transition(Some(Phase::Failed), Phase::Failed, 60, None));
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains(
+                r#"canary_rollout_failures_total{mode="driven",reason="CanaryCrashLooping"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            line(
+                &text,
+                r#"canary_rollout_duration_seconds_sum{mode="driven",result="failed"}"#
+            )
+            .unwrap()
+            .ends_with(" 40")
+        );
+    }
+}
