@@ -115,6 +115,10 @@ pub struct StoreEvent {
     /// The object before the change (`None` for additions). Watches with selectors need it to
     /// turn "stopped matching" into `DELETED` and "started matching" into `ADDED`.
     pub previous: Option<Arc<Value>>,
+    /// The real (wall-clock) instant of the change, even under tokio's paused clock. For
+    /// measurements from outside, such as the latency from an event to the write it causes;
+    /// the simulator's behaviour never reads it, so runs stay deterministic.
+    pub committed_at: std::time::Instant,
 }
 
 /// Why a store operation failed. Each variant maps to the HTTP status Kubernetes answers with.
@@ -918,6 +922,7 @@ impl Store {
             object,
             resource_version: inner.resource_version,
             previous,
+            committed_at: std::time::Instant::now(),
         };
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {
