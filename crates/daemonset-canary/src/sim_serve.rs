@@ -28,6 +28,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
     let sim = Sim::builder()
         .nodes(args.nodes)
         .seed(args.seed)
+        .epoch(k8s_openapi::jiff::Timestamp::now())
         .build()
         .context("cannot build the simulated cluster")?;
     let served = sim

@@ -27,6 +27,7 @@ pub struct SimBuilder {
     channel_capacity: usize,
     crds: Vec<CustomResourceDefinition>,
     kubevirt_crd: bool,
+    epoch: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl Default for SimBuilder {
@@ -38,6 +39,7 @@ impl Default for SimBuilder {
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             crds: Vec::new(),
             kubevirt_crd: true,
+            epoch: None,
         }
     }
 }
@@ -69,6 +71,13 @@ impl SimBuilder {
         self
     }
 
+    /// The virtual wall-clock time at start (default 2026-01-01T00:00:00Z, for reproducible
+    /// timestamps). `sim serve` uses the real time, so that kubectl's AGE column reads right.
+    pub fn epoch(mut self, epoch: k8s_openapi::jiff::Timestamp) -> Self {
+        self.epoch = Some(epoch);
+        self
+    }
+
     /// A CustomResourceDefinition to register at start.
     pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
         self.crds.push(crd);
@@ -84,7 +93,8 @@ impl SimBuilder {
     /// Starts the simulator. Must be called inside a tokio runtime (the cluster model runs as
     /// a task).
     pub fn build(self) -> Result<Sim, StoreError> {
-        let store = Store::with_limits(SimClock::new(), self.history, self.channel_capacity);
+        let clock = self.epoch.map_or_else(SimClock::new, SimClock::starting_at);
+        let store = Store::with_limits(clock, self.history, self.channel_capacity);
         for name in INITIAL_NAMESPACES {
             store.create(&Namespace {
                 metadata: ObjectMeta {

@@ -407,6 +407,7 @@ impl ApiServer {
         if route.info.namespaced && route.namespace.is_none() {
             return Err(not_found_path());
         }
+        require_json(request.content_type)?;
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let mut object = Value::Object(object);
@@ -434,6 +435,7 @@ impl ApiServer {
     ) -> Result<Response<ResponseBody>, StoreError> {
         let scope = route.scope()?;
         let name = route.name()?;
+        require_json(request.content_type)?;
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let body_name = object
@@ -692,6 +694,17 @@ fn is_dry_run(query: &Query) -> bool {
 fn unsupported_media_type(content_type: &str) -> StoreError {
     StoreError::BadRequest {
         message: format!("the body of the request was in an unknown format: {content_type}"),
+    }
+}
+
+/// Only JSON bodies are understood: protobuf and CBOR get 415, on which client-go falls back
+/// to JSON.
+fn require_json(content_type: &str) -> Result<(), StoreError> {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if essence.is_empty() || essence == "application/json" || essence == "*/*" {
+        Ok(())
+    } else {
+        Err(unsupported_media_type(content_type))
     }
 }
 

@@ -172,6 +172,23 @@ async fn create_get_list_with_selectors() {
 }
 
 #[tokio::test]
+async fn protobuf_bodies_are_unsupported_media() {
+    let api = server();
+    let (code, status) = call(
+        &api,
+        Method::POST,
+        "/api/v1/namespaces",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\0",
+    )
+    .await;
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+}
+
+#[tokio::test]
 async fn pods_select_by_node_name() {
     let api = server();
     for (name, node) in [("p1", "node-1"), ("p2", "node-2")] {
