@@ -170,6 +170,14 @@ async fn kubectl_drives_the_simulator() {
     let labels = stored(&sim).metadata.labels.unwrap();
     assert_eq!(labels.get("tier").map(String::as_str), Some("node"));
 
+    let described = kubectl
+        .ok(&["describe", "ds", NAME, "-n", "kube-system"])
+        .await;
+    assert!(
+        described.contains("Desired Number of Nodes Scheduled"),
+        "{described}"
+    );
+
     let (success, _, stderr) = kubectl
         .run(&["get", "ds", "missing", "-n", "kube-system"])
         .await;
