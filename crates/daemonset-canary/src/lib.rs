@@ -8,4 +8,5 @@ pub mod bridge;
 pub mod demo;
 pub mod metrics;
 pub mod server;
+pub mod status_view;
 pub mod telemetry;

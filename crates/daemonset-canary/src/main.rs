@@ -1,22 +1,35 @@
 //! daemonset-canary: the controller binary.
 //!
-//! Subcommands so far: `sim serve`, which serves the simulated cluster (canary-sim) over HTTP on
-//! loopback and writes a kubeconfig for it, so that kubectl and the controller can use it.
+//! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
+//! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet) and
+//! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
+//! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
+//!
+//! Errors end the process with one `error: ...` line on stderr and a non-zero exit code; bad flags
+//! exit with 2 (clap's usage error).
 
+mod cli;
 mod sim_serve;
 
 use clap::{Parser, Subcommand};
 use daemonset_canary::telemetry::{self, LogFormat};
+use std::process::ExitCode;
 
-/// Canary upgrades for DaemonSets.
+/// Canary upgrades for DaemonSets: one canary pod first, then 10% at a time, the way KubeVirt's
+/// virt-operator upgrades virt-handler.
+///
+/// Start with `daemonset-canary demo` to watch a rollout on a simulated 50-node cluster, then
+/// install the CRD (`daemonset-canary crd | kubectl apply -f -`) and run the controller with
+/// `daemonset-canary run`.
 #[derive(Debug, Parser)]
-#[command(name = "daemonset-canary", version, about)]
+#[command(name = "daemonset-canary", version, about, long_about)]
 struct Cli {
-    /// Log filter (EnvFilter syntax); RUST_LOG wins when set.
-    #[arg(long, global = true, default_value = "info")]
-    log_level: String,
-    /// Log line format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Plain)]
+    /// Log filter in tracing's EnvFilter syntax (e.g. `info` or `canary_kube_adapter=debug,info`);
+    /// RUST_LOG wins when set. Default: `info`, `warn` for `demo` (its output is the timeline).
+    #[arg(long, global = true, env = "CANARY_LOG_LEVEL")]
+    log_level: Option<String>,
+    /// Log line format: `plain` for people, `json` for log collectors. Logs go to stderr.
+    #[arg(long, global = true, env = "CANARY_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
@@ -24,6 +37,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the controller against a cluster (current kubeconfig, --kubeconfig PATH, or in-cluster).
+    Run(cli::run::RunArgs),
+    /// Watch a rollout on a simulated cluster (in virtual time by default: seconds of wall time).
+    Demo(cli::demo::DemoArgs),
+    /// Print the CanaryDaemonSet CustomResourceDefinition as YAML (pipe it to `kubectl apply -f -`).
+    Crd,
+    /// Show one CanaryDaemonSet: phase and since when, pod counts, maxUnavailable, conditions,
+    /// recent events.
+    Status(cli::status::StatusArgs),
     /// The simulated cluster.
     Sim {
         #[command(subcommand)]
@@ -38,15 +60,65 @@ enum SimCommand {
     Serve(sim_serve::SimServeArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+/// `info`, without kube's own line per failed request: the preflight check and the controller
+/// report failures themselves, once, with context.
+const DEFAULT_LOG_LEVEL: &str = "info,kube_client::client::builder=off";
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init(&cli.log_level, cli.log_format)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // Print the error chain ourselves: returning anyhow from main prints a Debug dump (and a
+    // backtrace when RUST_BACKTRACE is set), which buries the one line that matters.
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        // Printing YAML needs neither logs nor a runtime.
+        Command::Crd => cli::crd::print().map(|()| ExitCode::SUCCESS),
+        Command::Demo(args) => {
+            // The demo prints its own timeline; logs only say what goes wrong.
+            let level = cli.log_level.as_deref().unwrap_or("warn");
+            telemetry::init(level, cli.log_format)?;
+            cli::demo::run(args)
+        }
+        Command::Run(args) => {
+            telemetry::init(
+                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
+                cli.log_format,
+            )?;
+            multi_thread()?.block_on(cli::run::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status(args) => {
+            telemetry::init(
+                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
+                cli.log_format,
+            )?;
+            multi_thread()?.block_on(cli::status::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sim {
             command: SimCommand::Serve(args),
-        } => runtime.block_on(sim_serve::run(args)),
+        } => {
+            telemetry::init(
+                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
+                cli.log_format,
+            )?;
+            multi_thread()?.block_on(sim_serve::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn multi_thread() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }

@@ -1,0 +1,184 @@
+//! `daemonset-canary run`: the controller, its metrics and health endpoints, leader election and a
+//! graceful stop.
+//!
+//! Order of events: bind the metrics address (so `/healthz` answers at once), check that the API
+//! server answers and the CRD is installed (one clear error line otherwise), mark `/readyz` ready,
+//! then run the controller until SIGTERM or SIGINT. On a signal the controller stops taking new
+//! work, lets the reconciles in flight finish their writes, releases the lease, and the process
+//! exits 0.
+//!
+//! `/readyz` semantics: 200 once the API server answered and the CRD is installed, on the leader
+//! and on a standby replica alike. A standby is healthy, it only waits for the lease; taking it out
+//! of the Service's endpoints would only hide its metrics (`canary_leader 0`).
+
+use super::{Connection, connect, describe, shutdown_signal};
+use anyhow::Context;
+use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
+use daemonset_canary::bridge;
+use daemonset_canary::metrics::{Metrics, Mode};
+use daemonset_canary::server::{Server, ServerState};
+use kube::Api;
+use kube::api::ListParams;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long the first request to the API server may take before `run` gives up.
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
+    /// service account.
+    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, env = "CANARY_CONTEXT")]
+    context: Option<String>,
+    /// Only watch CanaryDaemonSets (and their DaemonSets and pods) in this namespace. Default: all
+    /// namespaces.
+    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Only run the controller while this replica holds a Lease, so several replicas can run and
+    /// exactly one acts. Required with more than one replica.
+    #[arg(long, env = "CANARY_LEADER_ELECTION")]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, env = "CANARY_LEASE_NAME", default_value = "daemonset-canary")]
+    lease_name: String,
+    /// Namespace of the Lease. Default: POD_NAMESPACE, else the kubeconfig's namespace.
+    #[arg(long, env = "CANARY_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Lease duration in seconds: how long a vanished leader blocks the standby.
+    #[arg(long, env = "CANARY_LEASE_DURATION_SECONDS", default_value_t = 15)]
+    lease_duration_seconds: u64,
+    /// This replica's identity in the Lease and in events. Default: POD_NAME, else host name and
+    /// process id.
+    #[arg(long, env = "CANARY_IDENTITY")]
+    identity: Option<String>,
+    /// Field manager of every write (and the reporter of events).
+    #[arg(long, env = "CANARY_FIELD_MANAGER", default_value = "daemonset-canary")]
+    field_manager: String,
+    /// Reconciles running at once (0: unbounded; one object is never reconciled twice at once).
+    #[arg(long, env = "CANARY_CONCURRENCY", default_value_t = 0)]
+    concurrency: u16,
+}
+
+/// Runs until SIGTERM or SIGINT.
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
+    let ready = Arc::new(AtomicBool::new(false));
+    let server = Server::bind(
+        args.metrics_addr,
+        ServerState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        },
+    )
+    .await
+    .with_context(|| format!("cannot listen on {}", args.metrics_addr))?;
+    let metrics_addr = server.local_addr().unwrap_or(args.metrics_addr);
+    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server_task = tokio::spawn(server.serve(async {
+        let _ = server_stopped.await;
+    }));
+
+    preflight(&connection, args.namespace.as_deref()).await?;
+    ready.store(true, Ordering::Release);
+    let config = controller_config(&args, &connection)?;
+    tracing::info!(
+        api = %connection.url,
+        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        metrics = %metrics_addr,
+        leader_election = args.leader_election,
+        "controller starting"
+    );
+    let bridge = tokio::spawn(bridge::run(
+        config.observer.clone(),
+        metrics,
+        Mode::Driven,
+        Duration::from_secs(1),
+    ));
+    let result = canary_kube_adapter::run(connection.client.clone(), config, shutdown_signal())
+        .await
+        .context("the controller stopped with an error");
+    tracing::info!("controller stopped");
+    bridge.abort();
+    let _ = stop_server.send(());
+    let _ = server_task.await;
+    result
+}
+
+/// One cheap request that fails the way the controller would: unreachable server, missing CRD,
+/// missing permission.
+async fn preflight(connection: &Connection, namespace: Option<&str>) -> anyhow::Result<()> {
+    let api: Api<CanaryDaemonSet> = match namespace {
+        Some(ns) => Api::namespaced(connection.client.clone(), ns),
+        None => Api::all(connection.client.clone()),
+    };
+    let params = ListParams::default().limit(1);
+    match tokio::time::timeout(PREFLIGHT_TIMEOUT, api.list_metadata(&params)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(anyhow::anyhow!(describe(&error, &connection.url))),
+        Err(_) => Err(anyhow::anyhow!(
+            "the Kubernetes API at {} did not answer within {}s",
+            connection.url,
+            PREFLIGHT_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+fn controller_config(args: &RunArgs, connection: &Connection) -> anyhow::Result<ControllerConfig> {
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| non_empty_env("POD_NAME"))
+        .unwrap_or_else(default_identity);
+    let leader_election = args.leader_election.then(|| {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .or_else(|| non_empty_env("POD_NAMESPACE"))
+            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
+        LeaderElection {
+            lease_name: args.lease_name.clone(),
+            duration_seconds: args.lease_duration_seconds,
+            grace_seconds: (args.lease_duration_seconds / 3).max(1),
+            ..LeaderElection::new(namespace, identity.clone())
+        }
+    });
+    if args.lease_duration_seconds < 3 && args.leader_election {
+        anyhow::bail!("--lease-duration-seconds must be at least 3");
+    }
+    Ok(ControllerConfig {
+        namespace: args.namespace.clone(),
+        field_manager: args.field_manager.clone(),
+        instance: Some(identity),
+        leader_election,
+        observer: Observer::default(),
+        concurrency: args.concurrency,
+        ..ControllerConfig::default()
+    })
+}
+
+fn non_empty_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// `host-pid`: unique enough for a replica outside Kubernetes.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| non_empty_env("HOSTNAME"))
+        .unwrap_or_else(|| "daemonset-canary".to_owned());
+    format!("{host}-{}", std::process::id())
+}
