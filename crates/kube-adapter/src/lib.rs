@@ -92,6 +92,7 @@ pub mod desired;
 mod error;
 pub mod index;
 pub mod meta;
+pub mod observe;
 pub mod observer;
 pub mod patch;
 pub mod reconcile;
