@@ -1,0 +1,611 @@
+//! The DaemonSet controller's decisions, as pure functions: which pods to create and
+//! delete (`manage` / `podsShouldBeOnNode` in kubernetes
+//! `pkg/controller/daemon/daemon_controller.go`, `rollingUpdate` in
+//! `pkg/controller/daemon/update.go`), the pods it creates, and the status it reports
+//! (`updateDaemonSetStatus`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::revision::REVISION_HASH_LABEL;
+use super::scheduling::{NODE_NAME_FIELD, NodeFit, add_daemon_tolerations};
+
+/// Label carrying the template generation on DaemonSet pods (`DaemonSetTemplateGenerationKey`).
+pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
+/// Annotation the API server keeps the template generation in on apps/v1 DaemonSets.
+pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+
+/// What the controller needs to know about one of its pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DaemonPod {
+    /// Pod name.
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node: String,
+    /// `controller-revision-hash` label.
+    pub hash: Option<String>,
+    /// `pod-template-generation` label.
+    pub template_generation: Option<String>,
+    /// `creationTimestamp`.
+    pub created: Timestamp,
+    /// `deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `status.phase` (empty before the kubelet reports).
+    pub phase: String,
+    /// When the Ready condition last became True, if it is True now.
+    pub ready_since: Option<Timestamp>,
+}
+
+impl DaemonPod {
+    /// The controller's view of a pod; `None` for a pod not bound to a node.
+    pub fn from_pod(pod: &Pod) -> Option<Self> {
+        let node = pod
+            .spec
+            .as_ref()?
+            .node_name
+            .clone()
+            .filter(|n| !n.is_empty())?;
+        let labels = pod.metadata.labels.as_ref();
+        let ready_since = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == "True")
+            .map(|c| {
+                c.last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+                    .unwrap_or(Timestamp::UNIX_EPOCH)
+            });
+        Some(Self {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            node,
+            hash: labels.and_then(|l| l.get(REVISION_HASH_LABEL)).cloned(),
+            template_generation: labels
+                .and_then(|l| l.get(TEMPLATE_GENERATION_LABEL))
+                .cloned(),
+            created: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or(Timestamp::UNIX_EPOCH),
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            phase: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default(),
+            ready_since,
+        })
+    }
+
+    /// `podutil.IsPodReady`.
+    pub fn is_ready(&self) -> bool {
+        self.ready_since.is_some()
+    }
+
+    /// `podutil.IsPodAvailable`: ready for longer than `min_ready_seconds`.
+    pub fn is_available(&self, min_ready_seconds: i32, now: Timestamp) -> bool {
+        match self.ready_since {
+            None => false,
+            Some(_) if min_ready_seconds <= 0 => true,
+            Some(since) => since
+                .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
+                .is_ok_and(|at| at < now),
+        }
+    }
+}
+
+/// One sync's view of a DaemonSet: the object, its current revision hash and the time.
+#[derive(Clone, Copy, Debug)]
+pub struct SyncContext<'a> {
+    /// The DaemonSet.
+    pub ds: &'a DaemonSet,
+    /// `controller-revision-hash` of the current template.
+    pub hash: &'a str,
+    /// Virtual wall-clock now.
+    pub now: Timestamp,
+}
+
+impl SyncContext<'_> {
+    fn min_ready_seconds(&self) -> i32 {
+        self.ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+    }
+
+    fn template_generation(&self) -> Option<i64> {
+        template_generation(self.ds)
+    }
+
+    /// `util.IsPodUpdated`: the pod carries the current hash or template generation.
+    pub fn is_updated(&self, pod: &DaemonPod) -> bool {
+        let generation_matches = self
+            .template_generation()
+            .is_some_and(|g| pod.template_generation.as_deref() == Some(g.to_string().as_str()));
+        let hash_matches = !self.hash.is_empty() && pod.hash.as_deref() == Some(self.hash);
+        hash_matches || generation_matches
+    }
+
+    fn is_available(&self, pod: &DaemonPod) -> bool {
+        pod.is_available(self.min_ready_seconds(), self.now)
+    }
+}
+
+/// The template generation the API server recorded in the DaemonSet's annotation.
+pub fn template_generation(ds: &DaemonSet) -> Option<i64> {
+    ds.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TEMPLATE_GENERATION_ANNOTATION))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The update strategy after API defaulting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// `OnDelete`: pods are replaced only when someone deletes them.
+    OnDelete,
+    /// `RollingUpdate` with its (defaulted) limits.
+    RollingUpdate {
+        /// `maxUnavailable` (default 1).
+        max_unavailable: IntOrString,
+        /// `maxSurge` (default 0).
+        max_surge: IntOrString,
+    },
+}
+
+/// `spec.updateStrategy` with the defaults of `pkg/apis/apps/v1/defaults.go`.
+pub fn strategy(ds: &DaemonSet) -> Strategy {
+    let update = ds.spec.as_ref().and_then(|s| s.update_strategy.as_ref());
+    if update.and_then(|u| u.type_.as_deref()) == Some("OnDelete") {
+        return Strategy::OnDelete;
+    }
+    let rolling = update.and_then(|u| u.rolling_update.as_ref());
+    Strategy::RollingUpdate {
+        max_unavailable: rolling
+            .and_then(|r| r.max_unavailable.clone())
+            .unwrap_or(IntOrString::Int(1)),
+        max_surge: rolling
+            .and_then(|r| r.max_surge.clone())
+            .unwrap_or(IntOrString::Int(0)),
+    }
+}
+
+/// An invalid `maxUnavailable` / `maxSurge` value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for IntOrString: {0:?}")]
+pub struct InvalidIntOrPercent(pub String);
+
+/// `intstr.GetScaledValueFromIntOrPercent`: an int, or a percentage of `total`
+/// rounded up (`round_up`) or down.
+pub fn scaled_value(
+    value: &IntOrString,
+    total: usize,
+    round_up: bool,
+) -> Result<usize, InvalidIntOrPercent> {
+    match value {
+        IntOrString::Int(i) => Ok(usize::try_from(*i).unwrap_or(0)),
+        IntOrString::String(s) => {
+            let percent: u64 = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| InvalidIntOrPercent(s.clone()))?;
+            let scaled = percent * total as u64;
+            let value = if round_up {
+                scaled.div_ceil(100)
+            } else {
+                scaled / 100
+            };
+            Ok(usize::try_from(value).unwrap_or(usize::MAX))
+        }
+    }
+}
+
+/// What one sync does: pods to create (by node) and to delete (by name).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncPlan {
+    /// Nodes that get a new pod.
+    pub create_on_nodes: Vec<String>,
+    /// Pods to delete.
+    pub delete_pods: Vec<String>,
+}
+
+impl SyncPlan {
+    /// No write at all.
+    pub fn is_empty(&self) -> bool {
+        self.create_on_nodes.is_empty() && self.delete_pods.is_empty()
+    }
+}
+
+/// The nodes of the cluster with their fit for this DaemonSet, and its pods by node.
+#[derive(Clone, Copy, Debug)]
+pub struct Placement<'a> {
+    /// Every node, sorted by name, with [`NodeFit`] for this DaemonSet.
+    pub nodes: &'a [(String, NodeFit)],
+    /// The DaemonSet's pods, by node name (terminating pods included).
+    pub pods_by_node: &'a BTreeMap<String, Vec<DaemonPod>>,
+}
+
+impl Placement<'_> {
+    fn pods_on(&self, node: &str) -> &[DaemonPod] {
+        self.pods_by_node
+            .get(node)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    fn desired(&self) -> usize {
+        self.nodes.iter().filter(|(_, fit)| fit.should_run).count()
+    }
+}
+
+/// One sync: `manage`, then (if `manage` had nothing to do, which is when the real
+/// controller's expectations are satisfied) the rolling update.
+pub fn plan_sync(
+    cx: &SyncContext<'_>,
+    placement: &Placement<'_>,
+) -> Result<SyncPlan, InvalidIntOrPercent> {
+    let managed = manage(cx, placement);
+    if !managed.is_empty() {
+        return Ok(managed);
+    }
+    match strategy(cx.ds) {
+        Strategy::OnDelete => Ok(managed),
+        Strategy::RollingUpdate {
+            max_unavailable,
+            max_surge,
+        } => {
+            let desired = placement.desired();
+            let mut max_unavailable = scaled_value(&max_unavailable, desired, true)?;
+            let max_surge = scaled_value(&max_surge, desired, true)?;
+            if desired > 0 && max_unavailable == 0 && max_surge == 0 {
+                max_unavailable = 1;
+            }
+            Ok(if max_surge == 0 {
+                rolling_update_without_surge(cx, placement, max_unavailable)
+            } else {
+                rolling_update_with_surge(cx, placement, max_surge)
+            })
+        }
+    }
+}
+
+/// `podByCreationTimestampAndPhase`: oldest first, then by name.
+fn oldest_first(pods: &mut [&DaemonPod]) {
+    pods.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)));
+}
+
+/// `manage` / `podsShouldBeOnNode`: one pod on each node that should run one, none elsewhere.
+pub fn manage(cx: &SyncContext<'_>, placement: &Placement<'_>) -> SyncPlan {
+    let surge = matches!(strategy(cx.ds), Strategy::RollingUpdate { ref max_surge, .. }
+        if scaled_value(max_surge, 1, true).unwrap_or(0) > 0);
+    let mut plan = SyncPlan::default();
+    for (node, fit) in placement.nodes {
+        let pods = placement.pods_on(node);
+        if fit.should_run && pods.is_empty() {
+            plan.create_on_nodes.push(node.clone());
+        } else if fit.should_continue_running {
+            let mut running: Vec<&DaemonPod> = Vec::new();
+            for pod in pods.iter().filter(|p| !p.deleting) {
+                // Failed and Succeeded pods are deleted so that a fresh one replaces them.
+                if pod.phase == "Failed" || pod.phase == "Succeeded" {
+                    plan.delete_pods.push(pod.name.clone());
+                } else {
+                    running.push(pod);
+                }
+            }
+            oldest_first(&mut running);
+            if !surge {
+                plan.delete_pods
+                    .extend(running.iter().skip(1).map(|p| p.name.clone()));
+                continue;
+            }
+            if running.is_empty() && fit.should_run {
+                plan.create_on_nodes.push(node.clone());
+                continue;
+            }
+            // With surge: keep the oldest new pod and the oldest old pod, the old one only
+            // while the new one is not yet available and the old one is ready.
+            let mut oldest_new = None;
+            let mut oldest_old = None;
+            for pod in running {
+                let slot = if cx.is_updated(pod) {
+                    &mut oldest_new
+                } else {
+                    &mut oldest_old
+                };
+                if slot.is_none() {
+                    *slot = Some(pod);
+                } else {
+                    plan.delete_pods.push(pod.name.clone());
+                }
+            }
+            if let (Some(new), Some(old)) = (oldest_new, oldest_old)
+                && (!old.is_ready() || cx.is_available(new))
+            {
+                plan.delete_pods.push(old.name.clone());
+            }
+        } else {
+            plan.delete_pods
+                .extend(pods.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
+        }
+    }
+    plan
+}
+
+/// `findUpdatedPodsOnNode`: at most one new and one old non-terminating pod, or `None`.
+fn updated_and_old<'p>(
+    cx: &SyncContext<'_>,
+    pods: &'p [DaemonPod],
+) -> Option<(Option<&'p DaemonPod>, Option<&'p DaemonPod>)> {
+    let mut new = None;
+    let mut old = None;
+    for pod in pods.iter().filter(|p| !p.deleting) {
+        let slot = if cx.is_updated(pod) {
+            &mut new
+        } else {
+            &mut old
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(pod);
+    }
+    Some((new, old))
+}
+
+/// Nodes the rolling update looks at: every desired node plus every node holding a pod.
+fn rollout_nodes<'a>(placement: &'a Placement<'a>) -> Vec<&'a str> {
+    let mut nodes: Vec<&str> = placement
+        .nodes
+        .iter()
+        .filter(|(_, fit)| fit.should_run)
+        .map(|(name, _)| name.as_str())
+        .chain(
+            placement
+                .pods_by_node
+                .iter()
+                .filter(|(_, p)| !p.is_empty())
+                .map(|(n, _)| n.as_str()),
+        )
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
+/// `rollingUpdate` with `maxSurge == 0`: delete old pods while the number of unavailable
+/// nodes stays within `maxUnavailable`; unavailable old pods are replaced first and
+/// regardless of the budget.
+fn rolling_update_without_surge(
+    cx: &SyncContext<'_>,
+    placement: &Placement<'_>,
+    max_unavailable: usize,
+) -> SyncPlan {
+    let mut unavailable = 0usize;
+    let mut replacements = Vec::new();
+    let mut candidates = Vec::new();
+    for node in rollout_nodes(placement) {
+        let Some((new, old)) = updated_and_old(cx, placement.pods_on(node)) else {
+            unavailable += 1;
+            continue;
+        };
+        match (new, old) {
+            (None, None) | (Some(_), Some(_)) => unavailable += 1,
+            (Some(new), None) => {
+                if !cx.is_available(new) {
+                    unavailable += 1;
+                }
+            }
+            (None, Some(old)) => {
+                if !cx.is_available(old) {
+                    replacements.push(old.name.clone());
+                    unavailable += 1;
+                } else if unavailable < max_unavailable {
+                    candidates.push(old.name.clone());
+                }
+            }
+        }
+    }
+    let remaining = max_unavailable
+        .saturating_sub(unavailable)
+        .min(candidates.len());
+    replacements.extend(candidates.into_iter().take(remaining));
+    SyncPlan {
+        create_on_nodes: Vec::new(),
+        delete_pods: replacements,
+    }
+}
+
+/// `rollingUpdate` with `maxSurge > 0`: start a new pod next to an old one (at most
+/// `maxSurge` at a time, immediately where the old pod is unavailable), delete the old
+/// pod once the new one is available.
+fn rolling_update_with_surge(
+    cx: &SyncContext<'_>,
+    placement: &Placement<'_>,
+    max_surge: usize,
+) -> SyncPlan {
+    let fits: BTreeMap<&str, NodeFit> = placement
+        .nodes
+        .iter()
+        .map(|(n, f)| (n.as_str(), *f))
+        .collect();
+    let should_run = |node: &str| fits.get(node).is_some_and(|f| f.should_run);
+    let mut plan = SyncPlan::default();
+    let mut should_not_run = Vec::new();
+    let mut allowed_new = Vec::new();
+    let mut candidate_new = Vec::new();
+    let mut surging = 0usize;
+    let mut available = 0usize;
+    for node in rollout_nodes(placement) {
+        let Some((new, old)) = updated_and_old(cx, placement.pods_on(node)) else {
+            surging += 1;
+            continue;
+        };
+        if old.or(new).is_some_and(|p| cx.is_available(p)) {
+            available += 1;
+        }
+        match (new, old) {
+            (_, None) => {}
+            (None, Some(old)) => {
+                if !cx.is_available(old) {
+                    if should_run(node) {
+                        allowed_new.push(node.to_owned());
+                    } else {
+                        plan.delete_pods.push(old.name.clone());
+                    }
+                } else if !should_run(node) {
+                    should_not_run.push(old.name.clone());
+                } else if surging < max_surge {
+                    candidate_new.push(node.to_owned());
+                }
+            }
+            (Some(new), Some(old)) => {
+                if cx.is_available(new) {
+                    plan.delete_pods.push(old.name.clone());
+                } else {
+                    surging += 1;
+                }
+            }
+        }
+    }
+    let deletable = available
+        .saturating_sub(placement.desired())
+        .min(should_not_run.len());
+    plan.delete_pods
+        .extend(should_not_run.into_iter().take(deletable));
+    let remaining = max_surge.saturating_sub(surging).min(candidate_new.len());
+    plan.create_on_nodes = allowed_new;
+    plan.create_on_nodes
+        .extend(candidate_new.into_iter().take(remaining));
+    plan
+}
+
+/// `updateDaemonSetStatus`: the counts, from the oldest pod on each node.
+pub fn compute_status(cx: &SyncContext<'_>, placement: &Placement<'_>) -> DaemonSetStatus {
+    let mut status = cx.ds.status.clone().unwrap_or_default();
+    let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
+        (0, 0, 0, 0, 0, 0);
+    for (node, fit) in placement.nodes {
+        let mut pods: Vec<&DaemonPod> = placement.pods_on(node).iter().collect();
+        if !fit.should_run {
+            if !pods.is_empty() {
+                misscheduled += 1;
+            }
+            continue;
+        }
+        desired += 1;
+        oldest_first(&mut pods);
+        let Some(pod) = pods.first() else { continue };
+        current += 1;
+        if pod.is_ready() {
+            ready += 1;
+            if cx.is_available(pod) {
+                available += 1;
+            }
+        }
+        if cx.is_updated(pod) {
+            updated += 1;
+        }
+    }
+    status.desired_number_scheduled = desired;
+    status.current_number_scheduled = current;
+    status.number_misscheduled = misscheduled;
+    status.number_ready = ready;
+    status.number_available = Some(available);
+    status.number_unavailable = Some(desired - available);
+    status.updated_number_scheduled = Some(updated);
+    status.observed_generation = cx.ds.metadata.generation;
+    status
+}
+
+/// When to sync again so that pods turning available after `minReadySeconds` are counted
+/// (the real controller re-enqueues after `minReadySeconds` while ready != available).
+pub fn requeue_after(cx: &SyncContext<'_>, status: &DaemonSetStatus) -> Option<Duration> {
+    let min_ready = cx.min_ready_seconds();
+    (min_ready > 0 && Some(status.number_ready) != status.number_available)
+        .then(|| Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)))
+}
+
+/// The owner reference the controller puts on what it creates (`NewControllerRef`).
+pub fn controller_ref(ds: &DaemonSet) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".to_owned(),
+        kind: "DaemonSet".to_owned(),
+        name: ds.metadata.name.clone().unwrap_or_default(),
+        uid: ds.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The pod the controller creates on `node` (`CreatePodTemplate` plus
+/// `ReplaceDaemonSetPodNodeNameNodeAffinity`), already bound to the node since the
+/// simulator has no separate scheduler. The name is left to the API server
+/// (`generateName: <daemonset>-`).
+pub fn new_daemon_pod(cx: &SyncContext<'_>, node: &str) -> Pod {
+    let template = cx
+        .ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let mut metadata = template.metadata.unwrap_or_default();
+    let mut labels = metadata.labels.take().unwrap_or_default();
+    if let Some(generation) = cx.template_generation() {
+        labels.insert(TEMPLATE_GENERATION_LABEL.to_owned(), generation.to_string());
+    }
+    labels.insert(REVISION_HASH_LABEL.to_owned(), cx.hash.to_owned());
+    metadata.labels = Some(labels);
+    metadata.generate_name = Some(format!("{}-", cx.ds.metadata.name.as_deref().unwrap_or("")));
+    metadata.name = None;
+    metadata.namespace = cx.ds.metadata.namespace.clone();
+    metadata.owner_references = Some(vec![controller_ref(cx.ds)]);
+    metadata.uid = None;
+    metadata.resource_version = None;
+    let mut spec = template.spec.unwrap_or_default();
+    add_daemon_tolerations(&mut spec);
+    pin_to_node(&mut spec.affinity, node);
+    spec.node_name = Some(node.to_owned());
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// `ReplaceDaemonSetPodNodeNameNodeAffinity`: the required node affinity becomes a single
+/// `matchFields metadata.name In [node]` term; preferred affinity and other kinds stay.
+fn pin_to_node(affinity: &mut Option<Affinity>, node: &str) {
+    let selector = NodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: NODE_NAME_FIELD.to_owned(),
+                operator: "In".to_owned(),
+                values: Some(vec![node.to_owned()]),
+            }]),
+        }],
+    };
+    let node_affinity = affinity
+        .get_or_insert_with(Affinity::default)
+        .node_affinity
+        .get_or_insert_with(NodeAffinity::default);
+    node_affinity.required_during_scheduling_ignored_during_execution = Some(selector);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,340 @@
+//! Simulated nodes: what a kubelet registers (kubernetes `pkg/kubelet/kubelet_node_status.go`:
+//! well-known labels, capacity, addresses, conditions), cordon (`kubectl cordon` sets
+//! `spec.unschedulable`; `pkg/controller/nodelifecycle` mirrors it as a taint), and the
+//! not-ready taints the node lifecycle controller adds.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::scheduling::{
+    EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, TAINT_NOT_READY, TAINT_UNSCHEDULABLE,
+};
+
+/// The Kubernetes version the simulated kubelets report.
+pub const KUBELET_VERSION: &str = "v1.33.0";
+
+/// A node as a kubelet registers it, number `index` in the cluster (it picks the
+/// addresses: InternalIP `10.0.x.y`, pod CIDR `10.<128+..>.<..>.0/24`).
+pub fn new_node(name: &str, index: u32, now: Timestamp) -> Node {
+    let labels = BTreeMap::from([
+        ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+        ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+        ("kubernetes.io/arch".to_owned(), "amd64".to_owned()),
+        ("beta.kubernetes.io/os".to_owned(), "linux".to_owned()),
+        ("beta.kubernetes.io/arch".to_owned(), "amd64".to_owned()),
+    ]);
+    let capacity = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("4".to_owned())),
+        ("memory".to_owned(), Quantity("16318496Ki".to_owned())),
+        ("pods".to_owned(), Quantity("110".to_owned())),
+        (
+            "ephemeral-storage".to_owned(),
+            Quantity("102687672Ki".to_owned()),
+        ),
+    ]);
+    let mut node = Node::default();
+    node.metadata.name = Some(name.to_owned());
+    node.metadata.labels = Some(labels);
+    node.spec = Some(NodeSpec {
+        pod_cidr: Some(pod_cidr(index)),
+        pod_cidrs: Some(vec![pod_cidr(index)]),
+        ..NodeSpec::default()
+    });
+    node.status = Some(NodeStatus {
+        allocatable: Some(capacity.clone()),
+        capacity: Some(capacity),
+        addresses: Some(vec![
+            NodeAddress {
+                type_: "InternalIP".to_owned(),
+                address: internal_ip(index),
+            },
+            NodeAddress {
+                type_: "Hostname".to_owned(),
+                address: name.to_owned(),
+            },
+        ]),
+        conditions: Some(conditions(true, now)),
+        node_info: Some(NodeSystemInfo {
+            architecture: "amd64".to_owned(),
+            operating_system: "linux".to_owned(),
+            os_image: "Simulated Linux".to_owned(),
+            kernel_version: "6.1.0-sim".to_owned(),
+            container_runtime_version: "containerd://2.0.0".to_owned(),
+            kubelet_version: KUBELET_VERSION.to_owned(),
+            kube_proxy_version: KUBELET_VERSION.to_owned(),
+            machine_id: format!("{index:032x}"),
+            system_uuid: format!("{index:032x}"),
+            boot_id: format!("{index:032x}"),
+            ..NodeSystemInfo::default()
+        }),
+        phase: None,
+        ..NodeStatus::default()
+    });
+    node
+}
+
+fn internal_ip(index: u32) -> String {
+    let n = index + 1;
+    format!("10.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+fn pod_cidr(index: u32) -> String {
+    format!("10.{}.{}.0/24", 128 + ((index >> 8) & 0x7f), index & 0xff)
+}
+
+/// The node's InternalIP, if it has one.
+pub fn node_ip(node: &Node) -> Option<&str> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.as_str())
+}
+
+/// The `n`-th pod IP of the node's pod CIDR (`10.x.y.<2..254>`, wrapping).
+pub fn pod_ip(node: &Node, n: u32) -> Option<String> {
+    let cidr = node.spec.as_ref()?.pod_cidr.as_deref()?;
+    let prefix = cidr.strip_suffix(".0/24")?;
+    Some(format!("{prefix}.{}", 2 + n % 253))
+}
+
+fn conditions(ready: bool, now: Timestamp) -> Vec<NodeCondition> {
+    let pressure = |type_: &str, reason: &str, message: &str| NodeCondition {
+        type_: type_.to_owned(),
+        status: "False".to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+    };
+    let ready_condition = NodeCondition {
+        type_: "Ready".to_owned(),
+        status: if ready { "True" } else { "False" }.to_owned(),
+        reason: Some(
+            if ready {
+                "KubeletReady"
+            } else {
+                "KubeletNotReady"
+            }
+            .to_owned(),
+        ),
+        message: Some(
+            if ready {
+                "kubelet is posting ready status"
+            } else {
+                "container runtime network not ready: NetworkReady=false"
+            }
+            .to_owned(),
+        ),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(now)),
+    };
+    vec![
+        pressure(
+            "MemoryPressure",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        pressure(
+            "DiskPressure",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        ),
+        pressure(
+            "PIDPressure",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+        ready_condition,
+    ]
+}
+
+/// Whether the node's Ready condition is True.
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// The kubelet reports Ready True / False (status only); unchanged if already so.
+pub fn set_ready_condition(node: &mut Node, ready: bool, now: Timestamp) {
+    if is_ready(node) == ready {
+        return;
+    }
+    let status = node.status.get_or_insert_with(NodeStatus::default);
+    let fresh = conditions(ready, now);
+    let ready_condition = fresh.into_iter().find(|c| c.type_ == "Ready");
+    let list = status.conditions.get_or_insert_with(Vec::new);
+    list.retain(|c| c.type_ != "Ready");
+    list.extend(ready_condition);
+}
+
+/// The taints the node lifecycle controller keeps in step with the Ready condition
+/// (`node.kubernetes.io/not-ready` NoSchedule from TaintNodesByCondition and NoExecute
+/// from taint-based eviction). Returns whether the spec changed.
+pub fn sync_not_ready_taints(node: &mut Node, now: Timestamp) -> bool {
+    let ready = is_ready(node);
+    let mut changed = false;
+    for effect in [EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE] {
+        changed |= if ready {
+            remove_taint(node, TAINT_NOT_READY, Some(effect))
+        } else {
+            add_taint(node, not_ready_taint(effect, now))
+        };
+    }
+    changed
+}
+
+fn not_ready_taint(effect: &str, now: Timestamp) -> Taint {
+    Taint {
+        key: TAINT_NOT_READY.to_owned(),
+        effect: effect.to_owned(),
+        time_added: (effect == EFFECT_NO_EXECUTE).then_some(Time(now)),
+        value: None,
+    }
+}
+
+/// Cordon (`spec.unschedulable: true` plus the unschedulable taint) or uncordon.
+pub fn set_unschedulable(node: &mut Node, unschedulable: bool) {
+    let spec = node.spec.get_or_insert_with(NodeSpec::default);
+    spec.unschedulable = unschedulable.then_some(true);
+    if unschedulable {
+        add_taint(
+            node,
+            Taint {
+                key: TAINT_UNSCHEDULABLE.to_owned(),
+                effect: EFFECT_NO_SCHEDULE.to_owned(),
+                ..Taint::default()
+            },
+        );
+    } else {
+        remove_taint(node, TAINT_UNSCHEDULABLE, Some(EFFECT_NO_SCHEDULE));
+    }
+}
+
+/// Adds `taint` unless one with the same key and effect is there; returns whether it was added.
+pub fn add_taint(node: &mut Node, taint: Taint) -> bool {
+    let taints = node
+        .spec
+        .get_or_insert_with(NodeSpec::default)
+        .taints
+        .get_or_insert_with(Vec::new);
+    if taints
+        .iter()
+        .any(|t| t.key == taint.key && t.effect == taint.effect)
+    {
+        return false;
+    }
+    taints.push(taint);
+    true
+}
+
+/// Removes the taints with `key` (and `effect`, when given); returns whether any was removed.
+pub fn remove_taint(node: &mut Node, key: &str, effect: Option<&str>) -> bool {
+    let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) else {
+        return false;
+    };
+    let before = taints.len();
+    taints.retain(|t| !(t.key == key && effect.is_none_or(|e| t.effect == e)));
+    let removed = taints.len() != before;
+    if taints.is_empty()
+        && let Some(spec) = node.spec.as_mut()
+    {
+        spec.taints = None;
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::scheduling::{add_daemon_tolerations, node_fit};
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn t0() -> Timestamp {
+        Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_new_node_carries_the_well_known_labels_and_is_ready() {
+        let node = new_node("node-1", 0, t0());
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get("kubernetes.io/hostname").map(String::as_str),
+            Some("node-1")
+        );
+        assert_eq!(
+            labels.get("kubernetes.io/os").map(String::as_str),
+            Some("linux")
+        );
+        assert_eq!(
+            labels.get("kubernetes.io/arch").map(String::as_str),
+            Some("amd64")
+        );
+        assert!(is_ready(&node));
+        assert_eq!(node_ip(&node), Some("10.0.0.1"));
+        assert_eq!(pod_ip(&node, 0).as_deref(), Some("10.128.0.2"));
+        assert_eq!(node_ip(&new_node("n", 4999, t0())), Some("10.0.19.136"));
+        assert_ne!(
+            pod_ip(&new_node("a", 1, t0()), 0),
+            pod_ip(&new_node("b", 257, t0()), 0)
+        );
+    }
+
+    #[test]
+    fn not_ready_taints_follow_the_ready_condition() {
+        let mut node = new_node("node-1", 0, t0());
+        assert!(!sync_not_ready_taints(&mut node, t0()));
+        set_ready_condition(&mut node, false, t0());
+        assert!(!is_ready(&node));
+        assert!(sync_not_ready_taints(&mut node, t0()));
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert_eq!(taints.len(), 2);
+        let mut spec = PodSpec::default();
+        add_daemon_tolerations(&mut spec);
+        let fit = node_fit(&spec, &node);
+        assert!(!fit.should_run && fit.should_continue_running);
+        set_ready_condition(&mut node, true, t0());
+        assert!(sync_not_ready_taints(&mut node, t0()));
+        assert!(node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none());
+    }
+
+    #[test]
+    fn cordon_sets_unschedulable_and_its_taint_and_uncordon_clears_both() {
+        let mut node = new_node("node-1", 0, t0());
+        set_unschedulable(&mut node, true);
+        assert_eq!(node.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+        assert_eq!(
+            node.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .map(Vec::len),
+            Some(1)
+        );
+        set_unschedulable(&mut node, true);
+        assert_eq!(
+            node.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .map(Vec::len),
+            Some(1)
+        );
+        set_unschedulable(&mut node, false);
+        assert_eq!(node.spec.as_ref().and_then(|s| s.unschedulable), None);
+        assert!(node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none());
+    }
+}
