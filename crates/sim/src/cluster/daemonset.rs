@@ -38,8 +38,8 @@ pub struct DaemonPod {
     pub created: Timestamp,
     /// `deletionTimestamp` is set.
     pub deleting: bool,
-    /// `status.phase` (empty before the kubelet reports).
-    pub phase: String,
+    /// `status.phase` is `Failed` or `Succeeded`: the pod is over and must be replaced.
+    pub terminal: bool,
     /// When the Ready condition last became True, if it is True now.
     pub ready_since: Option<Timestamp>,
 }
@@ -80,11 +80,11 @@ impl DaemonPod {
                 .map(|t| t.0)
                 .unwrap_or(Timestamp::UNIX_EPOCH),
             deleting: pod.metadata.deletion_timestamp.is_some(),
-            phase: pod
+            terminal: pod
                 .status
                 .as_ref()
-                .and_then(|s| s.phase.clone())
-                .unwrap_or_default(),
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|phase| phase == "Failed" || phase == "Succeeded"),
             ready_since,
         })
     }
@@ -107,7 +107,7 @@ impl DaemonPod {
 }
 
 /// One sync's view of a DaemonSet: the object, its current revision hash and the time.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SyncContext<'a> {
     /// The DaemonSet.
     pub ds: &'a DaemonSet,
@@ -115,15 +115,28 @@ pub struct SyncContext<'a> {
     pub hash: &'a str,
     /// Virtual wall-clock now.
     pub now: Timestamp,
+    template_generation: Option<String>,
+    min_ready_seconds: i32,
 }
 
-impl SyncContext<'_> {
+impl<'a> SyncContext<'a> {
+    /// The context of a sync of `ds` at `now`, whose current template hashes to `hash`.
+    pub fn new(ds: &'a DaemonSet, hash: &'a str, now: Timestamp) -> Self {
+        Self {
+            ds,
+            hash,
+            now,
+            template_generation: template_generation(ds).map(|g| g.to_string()),
+            min_ready_seconds: ds
+                .spec
+                .as_ref()
+                .and_then(|s| s.min_ready_seconds)
+                .unwrap_or(0),
+        }
+    }
+
     fn min_ready_seconds(&self) -> i32 {
-        self.ds
-            .spec
-            .as_ref()
-            .and_then(|s| s.min_ready_seconds)
-            .unwrap_or(0)
+        self.min_ready_seconds
     }
 
     fn template_generation(&self) -> Option<i64> {
@@ -133,14 +146,15 @@ impl SyncContext<'_> {
     /// `util.IsPodUpdated`: the pod carries the current hash or template generation.
     pub fn is_updated(&self, pod: &DaemonPod) -> bool {
         let generation_matches = self
-            .template_generation()
-            .is_some_and(|g| pod.template_generation.as_deref() == Some(g.to_string().as_str()));
+            .template_generation
+            .as_deref()
+            .is_some_and(|g| pod.template_generation.as_deref() == Some(g));
         let hash_matches = !self.hash.is_empty() && pod.hash.as_deref() == Some(self.hash);
         hash_matches || generation_matches
     }
 
     fn is_available(&self, pod: &DaemonPod) -> bool {
-        pod.is_available(self.min_ready_seconds(), self.now)
+        pod.is_available(self.min_ready_seconds, self.now)
     }
 }
 
@@ -230,25 +244,32 @@ impl SyncPlan {
     }
 }
 
-/// The nodes of the cluster with their fit for this DaemonSet, and its pods by node.
+/// One node as one DaemonSet sees it: its fit (`None` when the node does not exist any
+/// more) and the DaemonSet's pods on it (terminating ones included).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeSlot {
+    /// [`NodeFit`] of the DaemonSet on this node; `None` for a node that is gone.
+    pub fit: Option<NodeFit>,
+    /// The DaemonSet's pods bound to the node.
+    pub pods: Vec<DaemonPod>,
+}
+
+impl NodeSlot {
+    fn should_run(&self) -> bool {
+        self.fit.is_some_and(|f| f.should_run)
+    }
+}
+
+/// Every node that exists or holds one of the DaemonSet's pods, by name.
 #[derive(Clone, Copy, Debug)]
 pub struct Placement<'a> {
-    /// Every node, sorted by name, with [`NodeFit`] for this DaemonSet.
-    pub nodes: &'a [(String, NodeFit)],
-    /// The DaemonSet's pods, by node name (terminating pods included).
-    pub pods_by_node: &'a BTreeMap<String, Vec<DaemonPod>>,
+    /// The slots, sorted by node name (the order decisions are taken in).
+    pub nodes: &'a BTreeMap<String, NodeSlot>,
 }
 
 impl Placement<'_> {
-    fn pods_on(&self, node: &str) -> &[DaemonPod] {
-        self.pods_by_node
-            .get(node)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-
     fn desired(&self) -> usize {
-        self.nodes.iter().filter(|(_, fit)| fit.should_run).count()
+        self.nodes.values().filter(|slot| slot.should_run()).count()
     }
 }
 
@@ -293,15 +314,17 @@ pub fn manage(cx: &SyncContext<'_>, placement: &Placement<'_>) -> SyncPlan {
     let surge = matches!(strategy(cx.ds), Strategy::RollingUpdate { ref max_surge, .. }
         if scaled_value(max_surge, 1, true).unwrap_or(0) > 0);
     let mut plan = SyncPlan::default();
-    for (node, fit) in placement.nodes {
-        let pods = placement.pods_on(node);
+    for (node, slot) in placement.nodes {
+        // Pods on nodes that are gone are the pod garbage collector's business.
+        let Some(fit) = slot.fit else { continue };
+        let pods = slot.pods.as_slice();
         if fit.should_run && pods.is_empty() {
             plan.create_on_nodes.push(node.clone());
         } else if fit.should_continue_running {
             let mut running: Vec<&DaemonPod> = Vec::new();
             for pod in pods.iter().filter(|p| !p.deleting) {
                 // Failed and Succeeded pods are deleted so that a fresh one replaces them.
-                if pod.phase == "Failed" || pod.phase == "Succeeded" {
+                if pod.terminal {
                     plan.delete_pods.push(pod.name.clone());
                 } else {
                     running.push(pod);
@@ -368,23 +391,12 @@ fn updated_and_old<'p>(
 }
 
 /// Nodes the rolling update looks at: every desired node plus every node holding a pod.
-fn rollout_nodes<'a>(placement: &'a Placement<'a>) -> Vec<&'a str> {
-    let mut nodes: Vec<&str> = placement
+fn rollout_nodes<'a>(placement: &Placement<'a>) -> impl Iterator<Item = (&'a str, &'a NodeSlot)> {
+    placement
         .nodes
         .iter()
-        .filter(|(_, fit)| fit.should_run)
-        .map(|(name, _)| name.as_str())
-        .chain(
-            placement
-                .pods_by_node
-                .iter()
-                .filter(|(_, p)| !p.is_empty())
-                .map(|(n, _)| n.as_str()),
-        )
-        .collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    nodes
+        .filter(|(_, slot)| slot.should_run() || !slot.pods.is_empty())
+        .map(|(name, slot)| (name.as_str(), slot))
 }
 
 /// `rollingUpdate` with `maxSurge == 0`: delete old pods while the number of unavailable
@@ -398,8 +410,8 @@ fn rolling_update_without_surge(
     let mut unavailable = 0usize;
     let mut replacements = Vec::new();
     let mut candidates = Vec::new();
-    for node in rollout_nodes(placement) {
-        let Some((new, old)) = updated_and_old(cx, placement.pods_on(node)) else {
+    for (_, slot) in rollout_nodes(placement) {
+        let Some((new, old)) = updated_and_old(cx, &slot.pods) else {
             unavailable += 1;
             continue;
         };
@@ -438,20 +450,15 @@ fn rolling_update_with_surge(
     placement: &Placement<'_>,
     max_surge: usize,
 ) -> SyncPlan {
-    let fits: BTreeMap<&str, NodeFit> = placement
-        .nodes
-        .iter()
-        .map(|(n, f)| (n.as_str(), *f))
-        .collect();
-    let should_run = |node: &str| fits.get(node).is_some_and(|f| f.should_run);
     let mut plan = SyncPlan::default();
     let mut should_not_run = Vec::new();
     let mut allowed_new = Vec::new();
     let mut candidate_new = Vec::new();
     let mut surging = 0usize;
     let mut available = 0usize;
-    for node in rollout_nodes(placement) {
-        let Some((new, old)) = updated_and_old(cx, placement.pods_on(node)) else {
+    for (node, slot) in rollout_nodes(placement) {
+        let should_run = slot.should_run();
+        let Some((new, old)) = updated_and_old(cx, &slot.pods) else {
             surging += 1;
             continue;
         };
@@ -462,12 +469,12 @@ fn rolling_update_with_surge(
             (_, None) => {}
             (None, Some(old)) => {
                 if !cx.is_available(old) {
-                    if should_run(node) {
+                    if should_run {
                         allowed_new.push(node.to_owned());
                     } else {
                         plan.delete_pods.push(old.name.clone());
                     }
-                } else if !should_run(node) {
+                } else if !should_run {
                     should_not_run.push(old.name.clone());
                 } else if surging < max_surge {
                     candidate_new.push(node.to_owned());
@@ -499,17 +506,22 @@ pub fn compute_status(cx: &SyncContext<'_>, placement: &Placement<'_>) -> Daemon
     let mut status = cx.ds.status.clone().unwrap_or_default();
     let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
         (0, 0, 0, 0, 0, 0);
-    for (node, fit) in placement.nodes {
-        let mut pods: Vec<&DaemonPod> = placement.pods_on(node).iter().collect();
+    for slot in placement.nodes.values() {
+        let Some(fit) = slot.fit else { continue };
         if !fit.should_run {
-            if !pods.is_empty() {
+            if !slot.pods.is_empty() {
                 misscheduled += 1;
             }
             continue;
         }
         desired += 1;
-        oldest_first(&mut pods);
-        let Some(pod) = pods.first() else { continue };
+        let Some(pod) = slot
+            .pods
+            .iter()
+            .min_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)))
+        else {
+            continue;
+        };
         current += 1;
         if pod.is_ready() {
             ready += 1;

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::daemonset::{self, DaemonPod, Placement, SyncContext};
+use super::daemonset::{self, DaemonPod, NodeSlot, Placement, SyncContext};
 use super::kubelet::{
     KubeletConfig, KubeletStep, PodAddresses, PodBehavior, PodRuntime, StepTiming, render_status,
 };
@@ -39,36 +39,56 @@ struct DsState {
     pod_spec: PodSpec,
     /// [`revision::revision_data`] of the current template.
     revision_data: Value,
-    /// Every node with its fit, sorted by node name.
-    fits: Vec<(String, NodeFit)>,
-    pods_by_node: BTreeMap<String, Vec<DaemonPod>>,
+    /// The current revision hash, once the history needs no change. Cleared when the
+    /// template or the DaemonSet's revisions change.
+    current_hash: Option<String>,
+    /// Every node that exists or holds one of its pods: fit and pods.
+    slots: BTreeMap<String, NodeSlot>,
 }
 
 impl DsState {
+    /// Records the fit of `node` (`None`: the node is gone); returns whether it changed.
     fn set_fit(&mut self, node: &str, fit: Option<NodeFit>) -> bool {
-        match (
-            self.fits.binary_search_by(|(n, _)| n.as_str().cmp(node)),
-            fit,
-        ) {
-            (Ok(i), Some(fit)) => std::mem::replace(&mut self.fits[i].1, fit) != fit,
-            (Ok(i), None) => {
-                self.fits.remove(i);
+        let changed = match self.slots.get_mut(node) {
+            Some(slot) => std::mem::replace(&mut slot.fit, fit) != fit,
+            None if fit.is_some() => {
+                self.slots.insert(
+                    node.to_owned(),
+                    NodeSlot {
+                        fit,
+                        pods: Vec::new(),
+                    },
+                );
                 true
             }
-            (Err(i), Some(fit)) => {
-                self.fits.insert(i, (node.to_owned(), fit));
-                true
-            }
-            (Err(_), None) => false,
-        }
+            None => false,
+        };
+        self.drop_empty(node);
+        changed
+    }
+
+    fn add_pod(&mut self, pod: DaemonPod) {
+        self.slots
+            .entry(pod.node.clone())
+            .or_default()
+            .pods
+            .push(pod);
     }
 
     fn remove_pod(&mut self, node: &str, name: &str) {
-        if let Some(pods) = self.pods_by_node.get_mut(node) {
-            pods.retain(|p| p.name != name);
-            if pods.is_empty() {
-                self.pods_by_node.remove(node);
-            }
+        if let Some(slot) = self.slots.get_mut(node) {
+            slot.pods.retain(|p| p.name != name);
+        }
+        self.drop_empty(node);
+    }
+
+    fn drop_empty(&mut self, node: &str) {
+        if self
+            .slots
+            .get(node)
+            .is_some_and(|s| s.fit.is_none() && s.pods.is_empty())
+        {
+            self.slots.remove(node);
         }
     }
 }
@@ -456,28 +476,35 @@ impl Driver {
         if let Some(uid) = ds.metadata.uid.clone() {
             self.ds_by_uid.insert(uid, key.clone());
         }
-        let revision_data = revision::revision_data(&ds);
-        let state = self
-            .daemonsets
-            .entry(key.clone())
-            .or_insert_with(|| DsState {
+        let mut fresh = false;
+        let state = self.daemonsets.entry(key.clone()).or_insert_with(|| {
+            fresh = true;
+            DsState {
                 ds: ds.clone(),
                 pod_spec: PodSpec::default(),
                 revision_data: Value::Null,
-                fits: Vec::new(),
-                pods_by_node: BTreeMap::new(),
-            });
-        if state.fits.is_empty() || state.pod_spec != pod_spec {
-            state.fits = self
-                .nodes
-                .iter()
-                .map(|(name, n)| (name.clone(), node_fit(&pod_spec, &n.node)))
-                .collect();
+                current_hash: None,
+                slots: BTreeMap::new(),
+            }
+        });
+        if fresh || state.pod_spec != pod_spec {
+            for (name, node) in &self.nodes {
+                state.set_fit(name, Some(node_fit(&pod_spec, &node.node)));
+            }
             state.pod_spec = pod_spec;
         }
-        state.revision_data = revision_data;
+        // The controller's own status writes come back as events; they change no decision.
+        let status_only = !fresh
+            && state.ds.spec == ds.spec
+            && state.ds.metadata.generation == ds.metadata.generation
+            && state.ds.metadata.annotations == ds.metadata.annotations
+            && state.ds.metadata.deletion_timestamp == ds.metadata.deletion_timestamp;
+        if !status_only {
+            state.revision_data = revision::revision_data(&ds);
+            state.current_hash = None;
+            self.dirty_daemonsets.insert(key);
+        }
         state.ds = ds;
-        self.dirty_daemonsets.insert(key);
     }
 
     /// The garbage collector deletes what the DaemonSet owned (background propagation).
@@ -490,9 +517,9 @@ impl Driver {
         self.ds_by_uid.remove(&uid);
         let namespace = key.0.as_str();
         for pod in state
-            .pods_by_node
+            .slots
             .values()
-            .flatten()
+            .flat_map(|s| &s.pods)
             .filter(|p| !p.deleting)
         {
             if let Err(error) = self.store.delete::<Pod>(Some(namespace), &pod.name) {
@@ -516,10 +543,17 @@ impl Driver {
         ) else {
             return;
         };
-        if let Some(key) = self.ds_by_uid.get(&owner) {
+        self.revisions_changed(&owner);
+        self.revisions.entry(owner).or_default().insert(name, cr);
+    }
+
+    fn revisions_changed(&mut self, owner: &str) {
+        if let Some(key) = self.ds_by_uid.get(owner) {
+            if let Some(state) = self.daemonsets.get_mut(key) {
+                state.current_hash = None;
+            }
             self.dirty_daemonsets.insert(key.clone());
         }
-        self.revisions.entry(owner).or_default().insert(name, cr);
     }
 
     fn on_revision_deleted(&mut self, cr: &ControllerRevision) {
@@ -532,6 +566,7 @@ impl Driver {
         if let Some(revisions) = self.revisions.get_mut(&owner) {
             revisions.remove(name);
         }
+        self.revisions_changed(&owner);
     }
 
     // === pods ===
@@ -575,10 +610,7 @@ impl Driver {
             }
             if let (Some(new_owner), Some(new_view)) = (&owner, &view) {
                 if let Some(ds) = self.daemonsets.get_mut(new_owner) {
-                    ds.pods_by_node
-                        .entry(new_view.node.clone())
-                        .or_default()
-                        .push(new_view.clone());
+                    ds.add_pod(new_view.clone());
                 }
                 self.dirty_daemonsets.insert(new_owner.clone());
             }
@@ -850,27 +882,35 @@ impl Driver {
         if state.ds.metadata.deletion_timestamp.is_some() {
             return false;
         }
-        let uid = state.ds.metadata.uid.clone().unwrap_or_default();
-        let live_hashes = state
-            .pods_by_node
-            .values()
-            .flatten()
-            .filter_map(|p| p.hash.as_deref());
-        let owned = self
-            .revisions
-            .get(&uid)
-            .into_iter()
-            .flat_map(|r| r.values());
-        let history = revision::plan_history(&state.ds, &state.revision_data, owned, live_hashes);
-        let mut wrote = self.apply_history(&key.0, &history);
-        let cx = SyncContext {
-            ds: &state.ds,
-            hash: &history.hash,
-            now,
+        let (hash, mut wrote) = match &state.current_hash {
+            Some(hash) => (hash.clone(), false),
+            None => {
+                let uid = state.ds.metadata.uid.clone().unwrap_or_default();
+                let live_hashes = state
+                    .slots
+                    .values()
+                    .flat_map(|s| &s.pods)
+                    .filter_map(|p| p.hash.as_deref());
+                let owned = self
+                    .revisions
+                    .get(&uid)
+                    .into_iter()
+                    .flat_map(|r| r.values());
+                let history =
+                    revision::plan_history(&state.ds, &state.revision_data, owned, live_hashes);
+                let wrote = self.apply_history(&key.0, &history);
+                (history.hash, wrote)
+            }
         };
+        if !wrote && let Some(state) = self.daemonsets.get_mut(key) {
+            state.current_hash = Some(hash.clone());
+        }
+        let Some(state) = self.daemonsets.get(key) else {
+            return wrote;
+        };
+        let cx = SyncContext::new(&state.ds, &hash, now);
         let placement = Placement {
-            nodes: &state.fits,
-            pods_by_node: &state.pods_by_node,
+            nodes: &state.slots,
         };
         let plan = daemonset::plan_sync(&cx, &placement).unwrap_or_else(|error| {
             tracing::warn!(daemonset = %key.1, %error, "cannot roll out");

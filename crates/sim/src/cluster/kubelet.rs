@@ -655,7 +655,12 @@ fn container_status(
             String::new()
         },
         image,
-        container_id: running.then(|| run_id(runtime.restart_count)),
+        // While backing off, the kubelet still reports the exited container's id.
+        container_id: matches!(
+            runtime.phase,
+            ContainerPhase::Running { .. } | ContainerPhase::BackOff { .. }
+        )
+        .then(|| run_id(runtime.restart_count)),
         ready: running && runtime.containers_ready(),
         restart_count: runtime.restart_count,
         started: Some(running),

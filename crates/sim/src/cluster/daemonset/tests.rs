@@ -58,7 +58,7 @@ fn pod(name: &str, node: &str, new: bool, ready: bool) -> DaemonPod {
         template_generation: Some(if new { "2" } else { "1" }.to_owned()),
         created: t(0),
         deleting: false,
-        phase: "Running".to_owned(),
+        terminal: false,
         ready_since: ready.then(|| t(0)),
     }
 }
@@ -77,10 +77,34 @@ fn all_fit(n: usize) -> Vec<(String, NodeFit)> {
         .collect()
 }
 
-/// `n` nodes, each with one pod; `new(i)` / `ready(i)` choose its template and readiness.
 type Fits = Vec<(String, NodeFit)>;
 type PodsByNode = BTreeMap<String, Vec<DaemonPod>>;
 
+/// Node slots from fits and pods (pods on a node missing from `fits` get `fit: None`).
+fn slots(fits: &[(String, NodeFit)], pods: &PodsByNode) -> BTreeMap<String, NodeSlot> {
+    let mut slots: BTreeMap<String, NodeSlot> = fits
+        .iter()
+        .map(|(n, f)| {
+            (
+                n.clone(),
+                NodeSlot {
+                    fit: Some(*f),
+                    pods: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    for (node, list) in pods {
+        slots
+            .entry(node.clone())
+            .or_default()
+            .pods
+            .extend(list.iter().cloned());
+    }
+    slots
+}
+
+/// `n` nodes, each with one pod; `new(i)` / `ready(i)` choose its template and readiness.
 fn cluster(
     n: usize,
     new: impl Fn(usize) -> bool,
@@ -101,11 +125,7 @@ fn cluster(
 }
 
 fn cx(ds: &DaemonSet) -> SyncContext<'_> {
-    SyncContext {
-        ds,
-        hash: HASH,
-        now: t(100),
-    }
+    SyncContext::new(ds, HASH, t(100))
 }
 
 #[test]
@@ -185,8 +205,7 @@ fn manage_creates_a_pod_on_each_eligible_node_without_one() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -220,7 +239,7 @@ fn manage_keeps_the_oldest_of_duplicate_pods_and_clears_ineligible_nodes() {
     let mut terminating = pod("agent-going", "evicting", true, true);
     terminating.deleting = true;
     let mut failed = pod("agent-failed", "no-schedule", true, false);
-    failed.phase = "Failed".to_owned();
+    failed.terminal = true;
     let pods = BTreeMap::from([
         (
             "node-000".to_owned(),
@@ -238,8 +257,7 @@ fn manage_keeps_the_oldest_of_duplicate_pods_and_clears_ineligible_nodes() {
     let plan = manage(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     );
     assert!(plan.create_on_nodes.is_empty());
@@ -255,8 +273,7 @@ fn rolling_update_deletes_up_to_max_unavailable_old_pods() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -275,8 +292,7 @@ fn rolling_update_replaces_unavailable_old_pods_first_and_beyond_the_budget() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -298,8 +314,7 @@ fn rolling_update_counts_nodes_being_replaced_and_unready_new_pods() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -309,8 +324,7 @@ fn rolling_update_counts_nodes_being_replaced_and_unready_new_pods() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -328,8 +342,7 @@ fn rolling_update_waits_for_min_ready_seconds() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -341,8 +354,7 @@ fn rolling_update_waits_for_min_ready_seconds() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -350,8 +362,7 @@ fn rolling_update_waits_for_min_ready_seconds() {
     let status = compute_status(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     );
     assert_eq!((status.number_ready, status.number_available), (3, Some(2)));
@@ -375,8 +386,7 @@ fn on_delete_never_replaces_pods_by_itself() {
         plan_sync(
             &cx(&d),
             &Placement {
-                nodes: &nodes,
-                pods_by_node: &pods
+                nodes: &slots(&nodes, &pods)
             }
         )
         .expect("valid")
@@ -386,8 +396,7 @@ fn on_delete_never_replaces_pods_by_itself() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -401,8 +410,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -418,8 +426,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -434,8 +441,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     let plan = plan_sync(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     )
     .expect("valid");
@@ -478,8 +484,7 @@ fn status_counts_the_oldest_pod_per_node() {
     let status = compute_status(
         &cx(&d),
         &Placement {
-            nodes: &nodes,
-            pods_by_node: &pods,
+            nodes: &slots(&nodes, &pods),
         },
     );
     assert_eq!(status.desired_number_scheduled, 4);
