@@ -44,6 +44,7 @@
 
 pub mod api;
 pub mod clock;
+pub mod cluster;
 pub mod crds;
 pub mod defaults;
 pub mod faults;
