@@ -1,5 +1,5 @@
 //! The simulated cluster's machinery: nodes, a DaemonSet controller and a kubelet per node,
-//! all driving objects in the [`Store`](crate::Store) the way their Kubernetes
+//! all driving objects in the [`Store`] the way their Kubernetes
 //! counterparts drive a real API server.
 //!
 //! - **DaemonSet controller** ([`daemonset`], [`revision`], [`scheduling`]): one pod per
