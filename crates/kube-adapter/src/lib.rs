@@ -101,4 +101,4 @@ pub mod status;
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};
 pub use error::Error;
-pub use observer::{Observer, Stats, Transition};
+pub use observer::{Observer, ReconcileHook, Stats, Transition};

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use canary_state_machine::{FailureReason, Phase, WriteKind};
 use k8s_openapi::jiff::Timestamp;
@@ -146,11 +147,26 @@ impl Stats {
     }
 }
 
+/// Called after every reconcile pass with its wall-clock duration and, when it failed, the
+/// error's [`metric_label`](crate::Error::metric_label). Runs on the reconcile's task: keep it
+/// cheap (a histogram observation).
+pub type ReconcileHook = Arc<dyn Fn(Duration, Option<&'static str>) + Send + Sync>;
+
 /// The transition channel and the counters; cheap to clone, shared with the controller.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Observer {
     transitions: broadcast::Sender<Transition>,
     stats: Arc<Stats>,
+    reconcile_hook: Option<ReconcileHook>,
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observer")
+            .field("stats", &self.stats)
+            .field("reconcile_hook", &self.reconcile_hook.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Observer {
@@ -161,6 +177,22 @@ impl Observer {
         Self {
             transitions,
             stats: Arc::default(),
+            reconcile_hook: None,
+        }
+    }
+
+    /// Calls `hook` after every reconcile pass (for a duration histogram; see [`ReconcileHook`]).
+    pub fn with_reconcile_hook(
+        mut self,
+        hook: impl Fn(Duration, Option<&'static str>) + Send + Sync + 'static,
+    ) -> Self {
+        self.reconcile_hook = Some(Arc::new(hook));
+        self
+    }
+
+    pub(crate) fn reconciled(&self, took: Duration, error: Option<&'static str>) {
+        if let Some(hook) = &self.reconcile_hook {
+            hook(took, error);
         }
     }
 

@@ -329,12 +329,21 @@ fn plan(spec: &CanaryDaemonSetSpec, cds: &CanaryDaemonSet) -> Result<Plan, Strin
 
 /// One reconcile pass.
 pub async fn reconcile(cds: Arc<CanaryDaemonSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // Wall-clock time: the pass's real cost, also under a paused tokio clock.
+    let started = std::time::Instant::now();
+    let result = reconcile_pass(cds, &ctx).await;
+    let error = result.as_ref().err().map(Error::metric_label);
+    ctx.observer.reconciled(started.elapsed(), error);
+    result
+}
+
+async fn reconcile_pass(cds: Arc<CanaryDaemonSet>, ctx: &Arc<Context>) -> Result<Action, Error> {
     ctx.observer.stats().count_reconcile();
     if !ctx.caches_ready() {
         return Ok(Action::requeue(ctx.requeue.conflict));
     }
     let key = key_of(&cds);
-    let action = Pass::new(&cds, &ctx)?.run().await?;
+    let action = Pass::new(&cds, ctx)?.run().await?;
     ctx.reset_errors(&key);
     Ok(action)
 }
