@@ -5,10 +5,11 @@
 //! the current phase and the current rollout began, so phase and rollout durations are observed
 //! when they end.
 
-use crate::metrics::{Metrics, Mode, PodCounts, RolloutKey};
+use crate::metrics::{KnownLabels, Metrics, Mode, PodCounts, RolloutKey};
+use canary_kube_adapter::observer::WRITE_KINDS;
 use canary_kube_adapter::{Observer, Stats, Transition};
 use canary_predicates::MaxUnavailable;
-use canary_state_machine::Phase;
+use canary_state_machine::{FailureReason, Phase};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,7 +37,6 @@ pub struct MetricsBridge {
 struct CountedStats {
     conflicts: u64,
     failures: u64,
-    reconcile_errors: u64,
 }
 
 impl MetricsBridge {
@@ -119,7 +119,6 @@ impl MetricsBridge {
         let now = CountedStats {
             conflicts: stats.write_conflicts(),
             failures: stats.write_failures(),
-            reconcile_errors: stats.reconcile_errors(),
         };
         for _ in self.counted.conflicts..now.conflicts {
             self.metrics.daemonset_write("any", "conflict");
@@ -127,17 +126,38 @@ impl MetricsBridge {
         for _ in self.counted.failures..now.failures {
             self.metrics.daemonset_write("any", "error");
         }
-        for _ in self.counted.reconcile_errors..now.reconcile_errors {
-            self.metrics.reconcile(self.mode, 0.0, Some("error"));
-        }
         self.counted = now;
         self.metrics.set_leader(stats.is_leader());
     }
 }
 
+/// The reconcile hook to install on the controller's [`Observer`]
+/// ([`Observer::with_reconcile_hook`]): every pass's duration and error kind, as they happen.
+/// (The counters in [`Stats`] carry no durations, so reconcile metrics come from here.)
+pub fn reconcile_hook(
+    metrics: Arc<Metrics>,
+    mode: Mode,
+) -> impl Fn(Duration, Option<&'static str>) + Send + Sync + 'static {
+    move |took, error| metrics.reconcile(mode, took.as_secs_f64(), error)
+}
+
+/// Creates the controller's counters at 0 for every label value known in advance.
+fn initialize_counters(metrics: &Metrics, mode: Mode) {
+    let failures: Vec<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
+    let purposes: Vec<&str> = WRITE_KINDS.iter().map(|k| k.as_str()).collect();
+    let known = KnownLabels {
+        failure_reasons: &failures,
+        write_purposes: &purposes,
+        // The common kinds; rarer ones (InvalidSpec, ...) appear when they first happen.
+        error_kinds: &["Conflict", "KubeApi"],
+    };
+    metrics.initialize_counters(mode, &known);
+}
+
 /// Runs the bridge until the observer's channel closes: every transition is applied as it
 /// comes, and the counters are synced at least every `sync_every`.
 pub async fn run(observer: Observer, metrics: Arc<Metrics>, mode: Mode, sync_every: Duration) {
+    initialize_counters(&metrics, mode);
     let mut bridge = MetricsBridge::new(metrics, mode);
     let mut transitions = observer.subscribe();
     let mut ticker = tokio::time::interval(sync_every);
@@ -278,6 +298,57 @@ mod tests {
             )
             .unwrap()
             .ends_with(" 40")
+        );
+    }
+
+    #[test]
+    fn the_reconcile_hook_observes_real_durations_and_error_kinds() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let hook = reconcile_hook(metrics.clone(), Mode::Driven);
+        hook(Duration::from_millis(3), None);
+        hook(Duration::from_millis(5), Some("Conflict"));
+        let text = metrics.encode().unwrap();
+        let count = line(
+            &text,
+            r#"canary_reconcile_duration_seconds_count{mode="driven"}"#,
+        )
+        .unwrap();
+        assert!(count.ends_with(" 2"), "{count}");
+        let sum = line(
+            &text,
+            r#"canary_reconcile_duration_seconds_sum{mode="driven"}"#,
+        )
+        .unwrap();
+        assert!(sum.ends_with(" 0.008"), "{sum}");
+        assert!(
+            text.contains(r#"canary_reconcile_errors_total{kind="Conflict",mode="driven"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn counters_exist_at_zero_before_anything_happens() {
+        let metrics = Metrics::new().unwrap();
+        initialize_counters(&metrics, Mode::Driven);
+        let text = metrics.encode().unwrap();
+        for reason in FailureReason::ALL {
+            let series = format!(
+                r#"canary_rollout_failures_total{{mode="driven",reason="{}"}} 0"#,
+                reason.as_str()
+            );
+            assert!(text.contains(&series), "{series} missing in {text}");
+        }
+        assert!(
+            text.contains(r#"canary_daemonset_writes_total{purpose="finish",result="ok"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"canary_daemonset_writes_total{purpose="any",result="conflict"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"canary_reconcile_errors_total{kind="KubeApi",mode="driven"} 0"#),
+            "{text}"
         );
     }
 }

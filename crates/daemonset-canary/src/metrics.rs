@@ -73,6 +73,17 @@ pub struct PodCounts {
     pub updated_ready: u32,
 }
 
+/// Label values known before anything happens, for [`Metrics::initialize_counters`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KnownLabels<'a> {
+    /// Failure reasons (`reason` of `canary_rollout_failures_total`).
+    pub failure_reasons: &'a [&'a str],
+    /// Write purposes (`purpose` of `canary_daemonset_writes_total`).
+    pub write_purposes: &'a [&'a str],
+    /// Reconcile error kinds (`kind` of `canary_reconcile_errors_total`).
+    pub error_kinds: &'a [&'a str],
+}
+
 /// All metrics of the binary, registered in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -266,7 +277,27 @@ impl Metrics {
             .set(i64::from(max_unavailable_pods));
     }
 
-    /// Counts one DaemonSet write by purpose (`start`, `widen`, `revert`, `tls`) and result (`ok`, `conflict`, `error`).
+    /// Creates the counters' series at 0 for the label values known in advance, so they are
+    /// exported before their first increment: `increase()` then sees the first failure, and an
+    /// alert on a counter has a series to evaluate from the start.
+    pub fn initialize_counters(&self, mode: Mode, known: &KnownLabels<'_>) {
+        for reason in known.failure_reasons {
+            self.failures.with_label_values(&[mode.as_str(), reason]);
+        }
+        for purpose in known.write_purposes {
+            self.daemonset_writes.with_label_values(&[purpose, "ok"]);
+        }
+        for result in ["conflict", "error"] {
+            self.daemonset_writes.with_label_values(&["any", result]);
+        }
+        for kind in known.error_kinds {
+            self.reconcile_errors
+                .with_label_values(&[mode.as_str(), kind]);
+        }
+    }
+
+    /// Counts one DaemonSet write by purpose (`create`, `start`, `widen`, `finish`, `tls_step`;
+    /// `any` for rejected writes) and result (`ok`, `conflict`, `error`).
     pub fn daemonset_write(&self, purpose: &str, result: &str) {
         self.daemonset_writes
             .with_label_values(&[purpose, result])

@@ -1,7 +1,9 @@
 //! The HTTP endpoints of the binary: `/metrics`, `/healthz` and `/readyz`, served by hyper.
 //!
-//! `/healthz` answers 200 while the process serves at all; `/readyz` answers 200 only once the
-//! controller reports ready (caches synced), so a Deployment's readiness probe waits for it.
+//! `/healthz` answers 200 while the process serves at all; `/readyz` answers 200 once the
+//! [`ServerState::ready`] flag is set. `run` sets it when the API server has answered and the CRD
+//! is installed, on the leader and on a standby replica alike: a standby is healthy, it only waits
+//! for the lease.
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
 use bytes::Bytes;
@@ -24,7 +26,7 @@ use tokio::net::TcpListener;
 pub struct ServerState {
     /// Metrics encoded on every scrape.
     pub metrics: Arc<Metrics>,
-    /// Set once the controller's caches are synced.
+    /// Set once the process can do its job (see the module docs).
     pub ready: Arc<AtomicBool>,
 }
 
@@ -88,7 +90,7 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
         },
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" if state.ready.load(Ordering::Relaxed) => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet\n"),
+        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready yet\n"),
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /healthz or /readyz\n",

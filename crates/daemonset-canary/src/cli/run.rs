@@ -92,7 +92,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     preflight(&connection, args.namespace.as_deref()).await?;
     ready.store(true, Ordering::Release);
-    let config = controller_config(&args, &connection)?;
+    let observer = Observer::default()
+        .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Driven));
+    let config = controller_config(&args, &connection, observer)?;
     tracing::info!(
         api = %connection.url,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
@@ -135,7 +137,11 @@ async fn preflight(connection: &Connection, namespace: Option<&str>) -> anyhow::
     }
 }
 
-fn controller_config(args: &RunArgs, connection: &Connection) -> anyhow::Result<ControllerConfig> {
+fn controller_config(
+    args: &RunArgs,
+    connection: &Connection,
+    observer: Observer,
+) -> anyhow::Result<ControllerConfig> {
     let identity = args
         .identity
         .clone()
@@ -162,7 +168,7 @@ fn controller_config(args: &RunArgs, connection: &Connection) -> anyhow::Result<
         field_manager: args.field_manager.clone(),
         instance: Some(identity),
         leader_election,
-        observer: Observer::default(),
+        observer,
         concurrency: args.concurrency,
         ..ControllerConfig::default()
     })
