@@ -6,6 +6,7 @@
 
 pub mod bridge;
 pub mod demo;
+pub mod kubevirt_observe;
 pub mod metrics;
 pub mod server;
 pub mod status_view;

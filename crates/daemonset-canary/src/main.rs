@@ -9,6 +9,7 @@
 //! exit with 2 (clap's usage error).
 
 mod cli;
+mod observe_kubevirt;
 mod sim_serve;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +47,9 @@ enum Command {
     /// Show one CanaryDaemonSet: phase and since when, pod counts, maxUnavailable, conditions,
     /// recent events.
     Status(cli::status::StatusArgs),
+    /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
+    /// an existing KubeVirt install. Never writes to the cluster.
+    ObserveKubevirt(observe_kubevirt::ObserveKubeVirtArgs),
     /// The simulated cluster.
     Sim {
         #[command(subcommand)]
@@ -101,6 +105,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cli.log_format,
             )?;
             multi_thread()?.block_on(cli::status::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ObserveKubevirt(args) => {
+            telemetry::init(cli.log_level.as_deref().unwrap_or("info"), cli.log_format)?;
+            multi_thread()?.block_on(observe_kubevirt::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim {

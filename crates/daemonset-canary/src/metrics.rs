@@ -338,6 +338,12 @@ impl Metrics {
         let _ = self.max_unavailable.remove_label_values(&key.labels());
     }
 
+    /// The registry every metric lives in (prefix `canary_`), for collectors a subcommand adds
+    /// itself (observe-kubevirt's version info).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// The text exposition (Prometheus format 0.0.4) of every metric.
     pub fn encode(&self) -> Result<String, prometheus::Error> {
         let mut buffer = Vec::new();

@@ -1,0 +1,94 @@
+//! `daemonset-canary observe-kubevirt`: read-only phase metrics for virt-operator's own canary
+//! upgrade of virt-handler, next to an existing KubeVirt install (see docs/kubevirt.md).
+//!
+//! Order of events: bind the metrics address (so `/healthz` answers at once), list KubeVirt
+//! objects once (one clear error line when the CRD is missing or the API server is unreachable),
+//! then watch until SIGTERM or SIGINT. `/readyz` answers 200 once the KubeVirt, DaemonSet and pod
+//! caches have listed. The process never writes to the cluster; its RBAC is get/list/watch.
+
+use crate::cli::{connect, describe, shutdown_signal};
+use anyhow::Context;
+use canary_kube_adapter::Observer;
+use canary_kube_adapter::observe::{ObserveConfig, ObserveError};
+use daemonset_canary::kubevirt_observe;
+use daemonset_canary::metrics::Metrics;
+use daemonset_canary::server::{Server, ServerState};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Arguments of `observe-kubevirt`.
+#[derive(Debug, clap::Args)]
+pub struct ObserveKubeVirtArgs {
+    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
+    /// service account.
+    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, env = "CANARY_CONTEXT")]
+    context: Option<String>,
+    /// Only watch this namespace (KubeVirt object, virt-handler and its pods). Default: all
+    /// namespaces, which is what virt-operator's own pod cache sees.
+    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
+    namespace: Option<String>,
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+}
+
+/// Runs until SIGTERM or SIGINT.
+pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
+    let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
+    let ready = Arc::new(AtomicBool::new(false));
+    let server = Server::bind(
+        args.metrics_addr,
+        ServerState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        },
+    )
+    .await
+    .with_context(|| format!("cannot listen on {}", args.metrics_addr))?;
+    let metrics_addr = server.local_addr().unwrap_or(args.metrics_addr);
+    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server_task = tokio::spawn(server.serve(async {
+        let _ = server_stopped.await;
+    }));
+    tracing::info!(
+        api = %connection.url,
+        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        metrics = %metrics_addr,
+        "observing KubeVirt (read-only)"
+    );
+    let config = ObserveConfig {
+        namespace: args.namespace.clone(),
+        observer: Observer::default(),
+        ..ObserveConfig::default()
+    };
+    let result = kubevirt_observe::run(
+        connection.client.clone(),
+        metrics,
+        ready,
+        config,
+        shutdown_signal(),
+    )
+    .await
+    .map_err(|error| explain(error, &connection.url));
+    tracing::info!("observer stopped");
+    let _ = stop_server.send(());
+    let _ = server_task.await;
+    result
+}
+
+/// One line for the start-up failures a user can act on.
+fn explain(error: anyhow::Error, url: &str) -> anyhow::Error {
+    match error.downcast_ref::<ObserveError>() {
+        Some(ObserveError::KubeVirtCrdMissing) => anyhow::anyhow!(
+            "KubeVirt is not installed in the cluster at {url}: the kubevirts.kubevirt.io CRD (v1) is not served"
+        ),
+        Some(ObserveError::Kube(kube_error)) => anyhow::anyhow!(describe(kube_error, url)),
+        _ => error,
+    }
+}
