@@ -1,0 +1,898 @@
+//! The controller against canary-sim (in process, paused tokio clock): whole rollouts,
+//! failures, restarts, out-of-band edits, node churn, API faults and leader election.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::controller::{ControllerConfig, LeaderElection, run};
+use canary_kube_adapter::crd::{
+    CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec, crd,
+};
+use canary_kube_adapter::observer::{Observer, Transition};
+use canary_sim::cluster::{Cluster, ClusterConfig};
+use canary_sim::{FaultAction, FaultRule, Sim, Trigger, Verb};
+use canary_state_machine::WriteKind;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+const NS: &str = "default";
+
+fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec {
+    let mut annotations = serde_json::Map::new();
+    if let Some(b) = behavior {
+        annotations.insert("sim.canary.daemonset.dev/behavior".into(), json!(b));
+    }
+    CanaryDaemonSetSpec {
+        template: DaemonSetTemplate {
+            metadata: Default::default(),
+            spec: serde_json::from_value(json!({
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}, "annotations": annotations},
+                    "spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}
+                },
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+            }))
+            .unwrap(),
+        },
+        daemon_set_name: None,
+        target: TargetSpec {
+            version: version.into(),
+            registry: "reg".into(),
+            deployment_id: None,
+        },
+        annotation_keys: None,
+        strategy: Default::default(),
+        tls_migration: Default::default(),
+    }
+}
+
+/// One controller replica running against the sim.
+struct Replica {
+    observer: Observer,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), canary_kube_adapter::Error>>,
+}
+
+impl Replica {
+    fn start(sim: &Sim, leader: Option<LeaderElection>) -> Self {
+        let observer = Observer::new(100_000);
+        let clock = sim.store().clock().clone();
+        let config = ControllerConfig {
+            clock: Clock::from_fn(move || clock.now()),
+            observer: observer.clone(),
+            leader_election: leader,
+            instance: Some("test".into()),
+            ..ControllerConfig::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(run(sim.client(), config, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            observer,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(600), self.task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// The simulator with the cluster model (DaemonSet controller, kubelets) on `nodes` nodes.
+struct Env {
+    sim: Sim,
+    cluster: Cluster,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Sim;
+    fn deref(&self) -> &Sim {
+        &self.sim
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cluster.shutdown();
+    }
+}
+
+fn sim(nodes: u32) -> Env {
+    // The cluster model is started here on the simulator's store (the builder's own nodes are
+    // zero), so these tests drive the same DaemonSet controller and kubelets either way.
+    let sim = Sim::builder().nodes(0).seed(7).build().unwrap();
+    sim.register_crd(&crd().unwrap()).unwrap();
+    let cluster = Cluster::start(
+        sim.store().clone(),
+        ClusterConfig {
+            nodes,
+            seed: 7,
+            ..ClusterConfig::default()
+        },
+    );
+    Env { sim, cluster }
+}
+
+async fn create_cds(client: &Client, name: &str, spec: CanaryDaemonSetSpec) -> CanaryDaemonSet {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.create(&PostParams::default(), &CanaryDaemonSet::new(name, spec))
+        .await
+        .unwrap()
+}
+
+async fn set_version(client: &Client, name: &str, version: &str) {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let patch = json!({"spec": {"target": {"version": version},
+        "template": {"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}}}}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+async fn get_cds(client: &Client, name: &str) -> CanaryDaemonSet {
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+async fn get_ds(client: &Client, name: &str) -> DaemonSet {
+    Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// Like [`eventually`], but waits in real time: kube-lease-manager decides lease expiry with
+/// the system clock (`SystemTime`), not tokio's, so a takeover needs the lease duration to
+/// pass for real.
+async fn eventually_real<F, Fut>(limit: std::time::Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        // Real time passes (blocking this test's single thread on purpose), then virtual time,
+        // so that the lease managers' tokio sleeps fire and they look at the lease again.
+        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("timed out after {limit:?} (real time) waiting for {what}");
+}
+
+/// A short lease, so that a takeover test waits seconds, not the default 15.
+fn short_lease(identity: &str) -> LeaderElection {
+    LeaderElection {
+        duration_seconds: 2,
+        grace_seconds: 1,
+        ..LeaderElection::new(NS, identity)
+    }
+}
+
+/// Polls `check` every virtual second until it holds, at most `limit` of virtual time.
+async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
+    get_cds(client, name)
+        .await
+        .status
+        .and_then(|s| s.phase)
+        .as_deref()
+        == Some(phase)
+}
+
+fn drain(rx: &mut broadcast::Receiver<Transition>) -> Vec<Transition> {
+    let mut out = Vec::new();
+    while let Ok(t) = rx.try_recv() {
+        out.push(t);
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn creates_the_daemonset_owned_and_annotated() {
+    let sim = sim(3);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "agent", spec("v1", None)).await;
+    eventually(Duration::from_secs(60), "the DaemonSet", || async {
+        Api::<DaemonSet>::namespaced(client.clone(), NS)
+            .get_opt("agent")
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    let ds = get_ds(&client, "agent").await;
+    let owner = &ds.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("CanaryDaemonSet", Some(true))
+    );
+    let annotations = ds.metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations["kubevirt.io/install-strategy-version"], "v1");
+    let template_annotations = ds
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .annotations
+        .clone()
+        .unwrap();
+    assert_eq!(
+        template_annotations["kubevirt.io/install-strategy-version"],
+        "v1"
+    );
+    eventually(Duration::from_secs(60), "a status", || async {
+        get_cds(&client, "agent").await.status.is_some()
+    })
+    .await;
+    assert_eq!(
+        replica
+            .observer
+            .stats()
+            .daemon_set_writes(WriteKind::Create),
+        1
+    );
+    replica.stop().await;
+}
+
+/// Writes of each kind made by `observer` since `before`.
+fn writes_since(observer: &Observer, before: [u64; 5]) -> [u64; 5] {
+    let now = write_counts(observer);
+    std::array::from_fn(|i| now[i] - before[i])
+}
+
+fn write_counts(observer: &Observer) -> [u64; 5] {
+    canary_kube_adapter::observer::WRITE_KINDS.map(|k| observer.stats().daemon_set_writes(k))
+}
+
+/// `[create, start, widen, finish, tls]`
+const START_WIDEN_FINISH: [u64; 5] = [0, 1, 1, 1, 0];
+
+/// The rollout of `version` is complete: successful, every desired pod updated and ready, the
+/// live generation recorded.
+async fn rolled_out(client: &Client, name: &str, version: &str, nodes: u32) -> bool {
+    let cds = get_cds(client, name).await;
+    let Some(status) = cds.status.as_ref() else {
+        return false;
+    };
+    let ds = get_ds(client, name).await;
+    let annotations = ds.metadata.annotations.clone().unwrap_or_default();
+    status.phase.as_deref() == Some("successful")
+        && annotations
+            .get("kubevirt.io/install-strategy-version")
+            .map(String::as_str)
+            == Some(version)
+        && status.desired == nodes
+        && status.updated_ready == nodes
+        && status.recorded_daemon_set_generation == ds.metadata.generation
+        && status.observed_generation == cds.metadata.generation
+}
+
+async fn install(client: &Client, nodes: u32) {
+    create_cds(client, "agent", spec("v1", None)).await;
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(client, "agent", "v1", nodes)
+    })
+    .await;
+}
+
+/// The maxUnavailable written by each successful DaemonSet write, in order.
+fn written_max_unavailable(transitions: &[Transition]) -> Vec<String> {
+    transitions
+        .iter()
+        .filter(|t| t.write.is_some())
+        .filter_map(|t| t.max_unavailable.clone())
+        .collect()
+}
+
+async fn healthy_rollout(nodes: u32) {
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+
+    let before = write_counts(&replica.observer);
+    let mut transitions = replica.observer.subscribe();
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+
+    let seen = drain(&mut transitions);
+    let writes = writes_since(&replica.observer, before);
+    if nodes == 1 {
+        assert_eq!(
+            writes,
+            [0, 1, 0, 1, 0],
+            "start and finish only: nothing to widen"
+        );
+        assert_eq!(written_max_unavailable(&seen), ["1", "1"]);
+    } else {
+        assert_eq!(writes, START_WIDEN_FINISH);
+        assert_eq!(written_max_unavailable(&seen), ["1", "10%", "1"]);
+    }
+    let phases: Vec<_> = seen.iter().map(|t| t.to.as_str()).collect();
+    assert_eq!(phases.first(), Some(&"started"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"successful"), "{phases:?}");
+    assert!(!phases.contains(&"failed"), "{phases:?}");
+    let ds = get_ds(&client, "agent").await;
+    let rolling = ds
+        .spec
+        .unwrap()
+        .update_strategy
+        .unwrap()
+        .rolling_update
+        .unwrap();
+    assert_eq!(
+        rolling.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    assert_eq!(replica.observer.stats().write_conflicts(), 0);
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_rollout_on_one_node_takes_two_writes() {
+    healthy_rollout(1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_rollout_on_two_nodes() {
+    healthy_rollout(2).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_rollout_on_ten_nodes() {
+    healthy_rollout(10).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn healthy_rollout_on_a_thousand_nodes() {
+    healthy_rollout(1000).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_looping_canary_fails_without_widening() {
+    let sim = sim(5);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, 5).await;
+    let before = write_counts(&replica.observer);
+
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let mut crashing = spec("v2", Some("crashloop"));
+    crashing.target.deployment_id = None;
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": crashing})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(900), "the failure", || {
+        phase_is(&client, "agent", "failed")
+    })
+    .await;
+    // Keep running: the failure must stay, with no further write.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+
+    let cds = get_cds(&client, "agent").await;
+    let status = cds.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("failed"));
+    assert_eq!(status.reason.as_deref(), Some("CanaryCrashLooping"));
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Degraded")
+        .unwrap();
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "CanaryCrashLooping")
+    );
+    assert_eq!(
+        writes_since(&replica.observer, before),
+        [0, 1, 0, 0, 0],
+        "only the start"
+    );
+    let ds = get_ds(&client, "agent").await;
+    let rolling = ds
+        .spec
+        .unwrap()
+        .update_strategy
+        .unwrap()
+        .rolling_update
+        .unwrap();
+    assert_eq!(
+        rolling.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+    // Only the canary was replaced: the other four pods still run v1.
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let on_v1 = pods
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("kubevirt.io/install-strategy-version"))
+                .map(String::as_str)
+                == Some("v1")
+        })
+        .count();
+    assert_eq!(on_v1, 4);
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let failed: Vec<_> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedUpdate"))
+        .collect();
+    assert_eq!(failed.len(), 1, "one Warning event, not one per pass");
+    assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
+    replica.stop().await;
+}
+
+/// Stops the controller right after it reports `phase`, starts a new one, and checks that the
+/// rollout completes with exactly one start overall.
+async fn restart_in(phase: &str) {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let first = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&first.observer);
+    let mut transitions = first.observer.subscribe();
+    set_version(&client, "agent", "v2").await;
+    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
+    loop {
+        let t = tokio::time::timeout_at(limit, transitions.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if t.to.as_str() == phase {
+            break;
+        }
+    }
+    let first_writes = writes_since(&first.observer, before);
+    first.stop().await;
+
+    let second = Replica::start(&sim, None);
+    eventually(Duration::from_secs(3600), "the resumed upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    let second_writes = write_counts(&second.observer);
+    let total: [u64; 5] = std::array::from_fn(|i| first_writes[i] + second_writes[i]);
+    assert_eq!(
+        total, START_WIDEN_FINISH,
+        "first {first_writes:?} second {second_writes:?}"
+    );
+    assert_eq!(
+        second_writes[1], 0,
+        "the restarted controller never restarts the canary"
+    );
+    second.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_in_started_resumes() {
+    restart_in("started").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_in_canary_resumes() {
+    restart_in("canary").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_in_increasing_resumes() {
+    restart_in("increasing").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_in_waiting_resumes() {
+    restart_in("waiting").await;
+}
+
+/// Reference scenario 4: the generation becomes unknown (an out-of-band spec edit) while the
+/// rollout is at 10%: no new canary, the rollout completes and the edit is reverted.
+#[tokio::test(start_paused = true)]
+async fn unknown_generation_during_rollout_does_not_restart_the_canary() {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&replica.observer);
+    let mut transitions = replica.observer.subscribe();
+    set_version(&client, "agent", "v2").await;
+    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
+    while tokio::time::timeout_at(limit, transitions.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .to
+        .as_str()
+        != "increasing"
+    {}
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    let edited = ds_api
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"revisionHistoryLimit": 3}})),
+        )
+        .await
+        .unwrap();
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    assert_ne!(
+        status.recorded_daemon_set_generation, edited.metadata.generation,
+        "generation now unknown"
+    );
+
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert_eq!(writes_since(&replica.observer, before), START_WIDEN_FINISH);
+    let ds = get_ds(&client, "agent").await;
+    assert_ne!(
+        ds.spec.unwrap().revision_history_limit,
+        Some(3),
+        "the edit is reverted by the finishing patch"
+    );
+    replica.stop().await;
+}
+
+/// An out-of-band template edit at rest is reverted (reference quirk 5) without a new canary.
+#[tokio::test(start_paused = true)]
+async fn out_of_band_template_edit_is_reverted() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&replica.observer);
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"edited": "by-hand"}}}}});
+    ds_api
+        .patch("agent", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+
+    eventually(Duration::from_secs(3600), "the revert", || async {
+        let ds = get_ds(&client, "agent").await;
+        let annotations = ds
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap_or_default();
+        !annotations.contains_key("edited") && rolled_out(&client, "agent", "v1", nodes).await
+    })
+    .await;
+    let writes = writes_since(&replica.observer, before);
+    assert_eq!(writes[1], 0, "no new canary: {writes:?}");
+    assert!(writes.iter().sum::<u64>() <= 2, "{writes:?}");
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodes_added_and_removed_mid_rollout() {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&replica.observer);
+    let mut transitions = replica.observer.subscribe();
+    set_version(&client, "agent", "v2").await;
+    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
+    while tokio::time::timeout_at(limit, transitions.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .to
+        .as_str()
+        != "increasing"
+    {}
+    let node_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let first_node = node_api.list(&Default::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    sim.cluster.add_node("extra-1").unwrap();
+    sim.cluster.add_node("extra-2").unwrap();
+    sim.cluster.remove_node(&first_node).unwrap();
+
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes + 1)
+    })
+    .await;
+    let writes = writes_since(&replica.observer, before);
+    assert_eq!(writes[1], 1, "one start: {writes:?}");
+    assert_eq!(writes[2], 1, "one widen: {writes:?}");
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn api_errors_and_dropped_watches_do_not_stop_the_rollout() {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&replica.observer);
+    let faults = sim.faults();
+    // The widening patch fails once with a 500, a status write fails once, watches keep
+    // breaking, and a DaemonSet watch resume gets 410 Gone.
+    faults.add(
+        FaultRule::new(
+            Some(Verb::Patch),
+            Some("daemonsets"),
+            FaultAction::internal_error(),
+        )
+        .when(Trigger::Nth(2)),
+    );
+    faults.add(
+        FaultRule::new(
+            Some(Verb::Patch),
+            Some("canarydaemonsets/status"),
+            FaultAction::internal_error(),
+        )
+        .when(Trigger::Nth(3)),
+    );
+    faults.add(FaultRule::new(
+        Some(Verb::Watch),
+        Some("pods"),
+        FaultAction::EndWatchAfterEvents(15),
+    ));
+    faults.add(FaultRule::new(
+        Some(Verb::Watch),
+        Some("daemonsets"),
+        FaultAction::EndWatchAfter(Duration::from_secs(20)),
+    ));
+    faults.add(
+        FaultRule::new(
+            Some(Verb::Watch),
+            Some("daemonsets"),
+            FaultAction::GoneOnResume,
+        )
+        .when(Trigger::Nth(2)),
+    );
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    let writes = writes_since(&replica.observer, before);
+    assert_eq!(writes, START_WIDEN_FINISH, "successful writes");
+    assert!(
+        replica.observer.stats().write_failures() >= 1,
+        "the injected 500 was seen"
+    );
+    assert!(replica.observer.stats().reconcile_errors() >= 1);
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_replicas_with_leader_election_never_both_write() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let a = Replica::start(&sim, Some(short_lease("replica-a")));
+    let b = Replica::start(&sim, Some(short_lease("replica-b")));
+    eventually(Duration::from_secs(120), "a leader", || async {
+        a.observer.stats().is_leader() || b.observer.stats().is_leader()
+    })
+    .await;
+    assert!(!(a.observer.stats().is_leader() && b.observer.stats().is_leader()));
+    let (leader, follower) = if a.observer.stats().is_leader() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+
+    install(&client, nodes).await;
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert!(!follower.observer.stats().is_leader());
+    assert_eq!(follower.observer.stats().total_daemon_set_writes(), 0);
+    assert_eq!(follower.observer.stats().status_writes(), 0);
+    assert!(leader.observer.stats().daemon_set_writes(WriteKind::Start) == 1);
+
+    // The leader goes away: the follower takes over and runs the next upgrade alone.
+    leader.stop().await;
+    eventually_real(Duration::from_secs(30), "the takeover", || async {
+        follower.observer.stats().is_leader()
+    })
+    .await;
+    set_version(&client, "agent", "v3").await;
+    eventually(Duration::from_secs(3600), "the next upgrade", || {
+        rolled_out(&client, "agent", "v3", nodes)
+    })
+    .await;
+    assert_eq!(
+        follower
+            .observer
+            .stats()
+            .daemon_set_writes(WriteKind::Start),
+        1
+    );
+    follower.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_spec_is_degraded_without_hot_loop() {
+    let sim = sim(2);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut bad = spec("v1", None);
+    bad.strategy.fast_max_unavailable = "lots".into();
+    create_cds(&client, "agent", bad).await;
+    eventually(
+        Duration::from_secs(60),
+        "the Degraded condition",
+        || async {
+            let status = get_cds(&client, "agent").await.status;
+            status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Degraded" && c.status == "True" && c.reason == "InvalidSpec"
+                })
+            })
+        },
+    )
+    .await;
+    let reconciles = replica.observer.stats().reconciles();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert!(
+        replica.observer.stats().reconciles() - reconciles <= 2,
+        "no hot loop"
+    );
+    assert_eq!(replica.observer.stats().total_daemon_set_writes(), 0);
+    assert!(
+        Api::<DaemonSet>::namespaced(client.clone(), NS)
+            .get_opt("agent")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Fixing the spec resumes.
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"strategy": {"fastMaxUnavailable": "10%"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", 2)
+    })
+    .await;
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn leader_election_elects_one_and_hands_over_on_stop() {
+    let sim = sim(1);
+    let a = Replica::start(&sim, Some(short_lease("replica-a")));
+    let b = Replica::start(&sim, Some(short_lease("replica-b")));
+    eventually(Duration::from_secs(120), "a leader", || async {
+        a.observer.stats().is_leader() || b.observer.stats().is_leader()
+    })
+    .await;
+    // Leadership stays exclusive over time.
+    for _ in 0..60 {
+        assert!(!(a.observer.stats().is_leader() && b.observer.stats().is_leader()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let (leader, follower) = if a.observer.stats().is_leader() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(!follower.observer.stats().is_leader());
+    leader.stop().await;
+    eventually_real(Duration::from_secs(30), "the takeover", || async {
+        follower.observer.stats().is_leader()
+    })
+    .await;
+    follower.stop().await;
+}
+
+/// `compatibility: KubeVirt`: the reference rules (owner name only, annotations only, the
+/// generation recorded on create) give the same three writes.
+#[tokio::test(start_paused = true)]
+async fn kubevirt_compatibility_rollout() {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut reference = spec("v1", None);
+    reference.strategy.compatibility = canary_kube_adapter::crd::CompatibilityMode::KubeVirt;
+    reference.strategy.crash_loop.policy = canary_kube_adapter::crd::CrashLoopPolicyName::KubeVirt;
+    create_cds(&client, "agent", reference).await;
+    eventually(Duration::from_secs(60), "the create", || async {
+        get_cds(&client, "agent")
+            .await
+            .status
+            .is_some_and(|s| s.recorded_daemon_set_generation == Some(1))
+    })
+    .await;
+    assert_eq!(
+        write_counts(&replica.observer),
+        [1, 0, 0, 0, 0],
+        "create records at once, done"
+    );
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+
+    let before = write_counts(&replica.observer);
+    let mut transitions = replica.observer.subscribe();
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert_eq!(writes_since(&replica.observer, before), START_WIDEN_FINISH);
+    assert_eq!(
+        written_max_unavailable(&drain(&mut transitions)),
+        ["1", "10%", "1"]
+    );
+    replica.stop().await;
+}
