@@ -8,11 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::ApiServer;
 use crate::clock::SimClock;
+use crate::cluster::{self, ClusterConfig};
 use crate::faults::{Faults, RequestCounts};
 use crate::registry::ResourceInfo;
 use crate::service::{ServedSim, SimService, serve};
 use crate::store::{DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY, Store, StoreError};
-use standin as cluster;
 
 /// The namespaces every simulated cluster starts with.
 pub const INITIAL_NAMESPACES: [&str; 4] =
@@ -21,8 +21,7 @@ pub const INITIAL_NAMESPACES: [&str; 4] =
 /// Builds a [`Sim`].
 #[derive(Clone, Debug)]
 pub struct SimBuilder {
-    nodes: u32,
-    seed: u64,
+    cluster: ClusterConfig,
     history: usize,
     channel_capacity: usize,
     crds: Vec<CustomResourceDefinition>,
@@ -33,8 +32,7 @@ pub struct SimBuilder {
 impl Default for SimBuilder {
     fn default() -> Self {
         Self {
-            nodes: 3,
-            seed: 0,
+            cluster: ClusterConfig::default(),
             history: DEFAULT_HISTORY,
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             crds: Vec::new(),
@@ -47,13 +45,21 @@ impl Default for SimBuilder {
 impl SimBuilder {
     /// Number of nodes created at start (default 3).
     pub fn nodes(mut self, nodes: u32) -> Self {
-        self.nodes = nodes;
+        self.cluster.nodes = nodes;
         self
     }
 
     /// Seed of every random choice: fault rates and the cluster model's jitter (default 0).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.cluster.seed = seed;
+        self
+    }
+
+    /// The whole cluster-model configuration (kubelet behaviour, node names, ...). It carries
+    /// `nodes` and `seed` too: call [`SimBuilder::nodes`] and [`SimBuilder::seed`] after it,
+    /// or set them in it.
+    pub fn cluster_config(mut self, config: ClusterConfig) -> Self {
+        self.cluster = config;
         self
     }
 
@@ -104,17 +110,10 @@ impl SimBuilder {
                 ..Namespace::default()
             })?;
         }
-        let faults = Faults::new(self.seed);
+        let faults = Faults::new(self.cluster.seed);
         let api = ApiServer::new(store.clone(), faults.clone());
         let sim = Sim {
-            cluster: cluster::Cluster::start(
-                store.clone(),
-                cluster::ClusterConfig {
-                    nodes: self.nodes,
-                    seed: self.seed,
-                    ..cluster::ClusterConfig::default()
-                },
-            ),
+            cluster: cluster::Cluster::start(store.clone(), self.cluster.clone()),
             store,
             faults,
             api,
@@ -205,62 +204,13 @@ impl Sim {
         }
     }
 
+    /// Stops the cluster model (DaemonSet controller and kubelets); the API keeps answering.
+    pub fn shutdown(&self) {
+        self.cluster.shutdown();
+    }
+
     /// Serves the API over HTTP/1.1 on `addr` (port 0: any free port).
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServedSim> {
         serve(self.api.clone(), addr).await
-    }
-}
-
-/// A minimal stand-in for the cluster model until `crate::cluster` lands: it only creates
-/// Ready nodes.
-mod standin {
-    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    use crate::store::Store;
-
-    #[derive(Clone, Debug, Default)]
-    pub struct ClusterConfig {
-        pub nodes: u32,
-        pub seed: u64,
-        pub node_name_prefix: String,
-    }
-
-    /// Stand-in cluster handle.
-    #[derive(Clone, Debug)]
-    pub struct Cluster;
-
-    impl Cluster {
-        pub fn start(store: Store, config: ClusterConfig) -> Self {
-            let _ = (config.seed, config.node_name_prefix);
-            for i in 1..=config.nodes {
-                let name = format!("node-{i}");
-                let node = Node {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        labels: Some(
-                            [
-                                ("kubernetes.io/hostname".to_owned(), name.clone()),
-                                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
-                                ("kubernetes.io/arch".to_owned(), "amd64".to_owned()),
-                            ]
-                            .into(),
-                        ),
-                        ..ObjectMeta::default()
-                    },
-                    spec: None,
-                    status: Some(NodeStatus {
-                        conditions: Some(vec![NodeCondition {
-                            type_: "Ready".into(),
-                            status: "True".into(),
-                            ..NodeCondition::default()
-                        }]),
-                        ..NodeStatus::default()
-                    }),
-                };
-                let _ = store.create(&node);
-            }
-            Self
-        }
     }
 }

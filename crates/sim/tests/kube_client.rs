@@ -197,11 +197,12 @@ fn applied_name(event: &Event<DaemonSet>) -> Option<String> {
 }
 
 async fn watcher_sees_changes(config: watcher::Config) {
-    let sim = Sim::builder().nodes(0).build().unwrap();
+    let sim = Sim::builder().nodes(2).build().unwrap();
     let api: Api<DaemonSet> = Api::namespaced(sim.client(), "default");
     api.create(&PostParams::default(), &small_daemonset("first"))
         .await
         .unwrap();
+    sim.cluster().settle().await.unwrap();
     let mut events = watcher(api.clone(), config).boxed();
     assert!(matches!(next_event(&mut events).await, Event::Init));
     assert_eq!(
@@ -212,14 +213,19 @@ async fn watcher_sees_changes(config: watcher::Config) {
     api.create(&PostParams::default(), &small_daemonset("second"))
         .await
         .unwrap();
-    assert_eq!(
-        applied_name(&next_event(&mut events).await).as_deref(),
-        Some("second")
-    );
+    // The DaemonSet controller's status writes arrive too; wait for the ones asked about.
+    loop {
+        if applied_name(&next_event(&mut events).await).as_deref() == Some("second") {
+            break;
+        }
+    }
     api.delete("first", &DeleteParams::default()).await.unwrap();
-    assert!(
-        matches!(next_event(&mut events).await, Event::Delete(ds) if ds.metadata.name.as_deref() == Some("first"))
-    );
+    loop {
+        if let Event::Delete(ds) = next_event(&mut events).await {
+            assert_eq!(ds.metadata.name.as_deref(), Some("first"));
+            break;
+        }
+    }
 }
 
 use kube::runtime::watcher::watcher;

@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::time::Duration;
+
+use canary_sim::cluster::{ClusterConfig, KubeletConfig};
 use canary_sim::{ServedSim, Sim};
 use k8s_openapi::api::apps::v1::DaemonSet;
 
@@ -82,7 +85,22 @@ fn stored(sim: &Sim) -> DaemonSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_the_simulator() {
-    let sim = Sim::builder().nodes(3).build().unwrap();
+    // Fast kubelets: the cluster model runs in real time here, and rollouts should take
+    // well under a second per pod.
+    let kubelet = KubeletConfig {
+        start_latency: Duration::from_millis(50),
+        ready_delay: Duration::from_millis(100),
+        termination_grace: Duration::from_millis(50),
+        ..KubeletConfig::default()
+    };
+    let sim = Sim::builder()
+        .cluster_config(ClusterConfig {
+            kubelet,
+            ..ClusterConfig::default()
+        })
+        .nodes(3)
+        .build()
+        .unwrap();
     let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let kubectl = Kubectl::new(&served);
     let fixture = format!(
@@ -103,9 +121,21 @@ async fn kubectl_drives_the_simulator() {
         "{out}"
     );
 
+    let rolled = kubectl
+        .ok(&[
+            "rollout",
+            "status",
+            &format!("ds/{NAME}"),
+            "-n",
+            "kube-system",
+            "--timeout=60s",
+        ])
+        .await;
+    assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let out = kubectl.ok(&["get", "nodes,ds,pods", "-A"]).await;
     assert!(out.contains("node-1") && out.contains("node-3"), "{out}");
     assert!(out.contains(NAME), "{out}");
+    assert_eq!(out.matches("pod/").count(), 3, "one pod per node: {out}");
 
     let yaml = kubectl
         .ok(&["get", "ds", NAME, "-n", "kube-system", "-o", "yaml"])
@@ -154,6 +184,32 @@ async fn kubectl_drives_the_simulator() {
             "nvidia-device-plugin-ctr=example/plugin:v2",
         ])
         .await;
+    let rolled = kubectl
+        .ok(&[
+            "rollout",
+            "status",
+            &format!("ds/{NAME}"),
+            "-n",
+            "kube-system",
+            "--timeout=60s",
+        ])
+        .await;
+    assert!(rolled.contains("successfully rolled out"), "{rolled}");
+    let images = kubectl
+        .ok(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.items[*].spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(
+        images.split_whitespace().collect::<Vec<_>>(),
+        ["example/plugin:v2"; 3],
+        "every pod replaced"
+    );
     let ds = stored(&sim);
     let containers = ds.spec.unwrap().template.spec.unwrap().containers;
     assert_eq!(containers.len(), 1);
