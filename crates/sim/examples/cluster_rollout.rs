@@ -2,14 +2,18 @@
 //! prints the wall time it took and the process's peak memory.
 //!
 //! ```text
-//! cargo run --release -p canary-sim --example cluster_rollout -- [nodes] [maxUnavailable]
+//! cargo run --release -p canary-sim --example cluster_rollout -- \
+//!     [nodes] [maxUnavailable] [store history] [store channel capacity]
 //! ```
-//! (defaults: 5000 nodes, `10%`).
+//! (defaults: 5000 nodes, `10%`, and the store's defaults). The store keeps `history` past
+//! events for watch resumption and up to `channel capacity` undelivered events per subscriber;
+//! both hold whole objects, so they weigh on the peak memory as much as the live objects.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use canary_sim::cluster::{Cluster, ClusterConfig};
+use canary_sim::store::{DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY};
 use canary_sim::{SimClock, Store};
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
@@ -97,10 +101,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(v) => IntOrString::Int(v.parse()?),
         None => IntOrString::String("10%".to_owned()),
     };
+    let history: usize = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(DEFAULT_HISTORY);
+    let capacity: usize = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(DEFAULT_CHANNEL_CAPACITY);
     let desired = i32::try_from(nodes)?;
 
     let wall = Instant::now();
-    let store = Store::new(SimClock::new());
+    let store = Store::with_limits(SimClock::new(), history, capacity);
     let cluster = Cluster::start(
         store.clone(),
         ClusterConfig {
@@ -131,7 +145,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rollout_wall = Instant::now();
     let rollout_virtual = tokio::time::Instant::now();
     wait_rolled_out(&store, &cluster, desired).await?;
-    println!("nodes: {nodes}, maxUnavailable: {max_unavailable:?}");
+    println!(
+        "nodes: {nodes}, maxUnavailable: {max_unavailable:?}, store history {history}, channel capacity {capacity}"
+    );
     println!(
         "initial rollout: {:.2?} wall, {:.0?} virtual",
         created, created_virtual

@@ -42,6 +42,10 @@ struct DsState {
     /// The current revision hash, once the history needs no change. Cleared when the
     /// template or the DaemonSet's revisions change.
     current_hash: Option<String>,
+    /// When the earliest pending resync (for `minReadySeconds`) fires.
+    requeue_at: Option<Instant>,
+    /// A delayed sync is pending.
+    sync_scheduled: bool,
     /// Every node that exists or holds one of its pods: fit and pods.
     slots: BTreeMap<String, NodeSlot>,
 }
@@ -122,6 +126,9 @@ enum Timer {
     SyncDaemonSet {
         key: ObjKey,
     },
+    DelayedSync {
+        key: ObjKey,
+    },
 }
 
 impl Timer {
@@ -171,6 +178,11 @@ pub(super) struct Driver {
     timer_seq: u64,
     finite_timers: usize,
     dirty_daemonsets: BTreeSet<ObjKey>,
+    /// DaemonSets whose delayed sync has come.
+    due_daemonsets: BTreeSet<ObjKey>,
+    sync_delay: Duration,
+    /// Delayed syncs scheduled and not fired yet.
+    delayed_syncs: usize,
     dirty_pod_statuses: BTreeSet<ObjKey>,
     settle_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
@@ -222,6 +234,9 @@ impl Driver {
             timer_seq: 0,
             finite_timers: 0,
             dirty_daemonsets: BTreeSet::new(),
+            due_daemonsets: BTreeSet::new(),
+            sync_delay: config.controller_sync_delay,
+            delayed_syncs: 0,
             dirty_pod_statuses: BTreeSet::new(),
             settle_waiters: Vec::new(),
             idle_waiters: Vec::new(),
@@ -244,8 +259,11 @@ impl Driver {
             if fired || synced || flushed || !self.events.is_empty() {
                 continue;
             }
-            for waiter in self.settle_waiters.drain(..) {
-                let _ = waiter.send(());
+            // A delayed controller sync is the reaction to a change already made: wait for it.
+            if self.delayed_syncs == 0 {
+                for waiter in self.settle_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
             }
             if self.finite_timers == 0 {
                 for waiter in self.idle_waiters.drain(..) {
@@ -484,6 +502,8 @@ impl Driver {
                 pod_spec: PodSpec::default(),
                 revision_data: Value::Null,
                 current_hash: None,
+                requeue_at: None,
+                sync_scheduled: false,
                 slots: BTreeMap::new(),
             }
         });
@@ -794,7 +814,19 @@ impl Driver {
                     }
                 }
                 Timer::SyncDaemonSet { key } => {
+                    if let Some(state) = self.daemonsets.get_mut(&key)
+                        && state.requeue_at.is_some_and(|at| at <= now)
+                    {
+                        state.requeue_at = None;
+                    }
                     self.dirty_daemonsets.insert(key);
+                }
+                Timer::DelayedSync { key } => {
+                    self.delayed_syncs = self.delayed_syncs.saturating_sub(1);
+                    if let Some(state) = self.daemonsets.get_mut(&key) {
+                        state.sync_scheduled = false;
+                    }
+                    self.due_daemonsets.insert(key);
                 }
             }
         }
@@ -864,10 +896,28 @@ impl Driver {
 
     // === the DaemonSet controller ===
 
+    /// Syncs the DaemonSets whose turn has come. With a sync delay, a DaemonSet marked dirty
+    /// is synced once, `sync_delay` later, for all the changes that arrived meanwhile (like a
+    /// workqueue that holds a key while it waits).
     fn sync_dirty_daemonsets(&mut self) -> bool {
-        let keys = std::mem::take(&mut self.dirty_daemonsets);
+        let dirty = std::mem::take(&mut self.dirty_daemonsets);
+        let mut due = std::mem::take(&mut self.due_daemonsets);
+        if self.sync_delay.is_zero() {
+            due.extend(dirty);
+        } else {
+            for key in dirty {
+                let Some(state) = self.daemonsets.get_mut(&key) else {
+                    continue;
+                };
+                if !state.sync_scheduled {
+                    state.sync_scheduled = true;
+                    self.delayed_syncs += 1;
+                    self.schedule(self.sync_delay, Timer::DelayedSync { key });
+                }
+            }
+        }
         let mut wrote = false;
-        for key in keys {
+        for key in due {
             wrote |= self.sync_daemonset(&key);
         }
         wrote
@@ -948,9 +998,23 @@ impl Driver {
             }
         }
         if let Some(delay) = requeue {
-            self.schedule(delay, Timer::SyncDaemonSet { key: key.clone() });
+            self.requeue(key, delay);
         }
         wrote
+    }
+
+    /// `enqueueDaemonSetAfter`: like a workqueue's `AddAfter`, only the earliest pending
+    /// resync of a DaemonSet is kept.
+    fn requeue(&mut self, key: &ObjKey, delay: Duration) {
+        let at = Instant::now() + delay;
+        let Some(state) = self.daemonsets.get_mut(key) else {
+            return;
+        };
+        if state.requeue_at.is_some_and(|pending| pending <= at) {
+            return;
+        }
+        state.requeue_at = Some(at);
+        self.schedule(delay, Timer::SyncDaemonSet { key: key.clone() });
     }
 
     fn apply_history(&self, namespace: &str, history: &revision::HistoryPlan) -> bool {
