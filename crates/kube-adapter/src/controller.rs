@@ -11,6 +11,7 @@ use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{info, warn};
@@ -228,26 +229,35 @@ async fn run_controller(
         config.requeue,
     ));
 
-    Controller::new(
+    // Only spec changes (generation) of a CanaryDaemonSet trigger a pass: its status is written
+    // by this controller, and reacting to our own status writes would double the passes of a
+    // rollout. The store still sees every change.
+    let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
+    let cds_stream = watcher(
         api::<CanaryDaemonSet>(&client, ns),
         watcher::Config::default(),
     )
-    .with_config(controller::Config::default().concurrency(config.concurrency))
-    .owns_stream(ds_stream)
-    .watches_stream(pod_stream, owner_of_labelled)
-    .watches_stream(revision_stream, owner_of_labelled)
-    .graceful_shutdown_on(stop_rx.map(|_| ()))
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| {
-        if let Err(error) = result {
-            match error {
-                controller::Error::ObjectNotFound(_) => {}
-                other => warn!(error = %other, "controller"),
+    .default_backoff()
+    .reflect(cds_writer)
+    .applied_objects()
+    .predicate_filter(predicates::generation, PredicateConfig::default());
+    Controller::for_stream(cds_stream, cds_store)
+        .with_config(controller::Config::default().concurrency(config.concurrency))
+        .owns_stream(ds_stream)
+        .watches_stream(pod_stream, owner_of_labelled)
+        .watches_stream(revision_stream, owner_of_labelled)
+        .graceful_shutdown_on(stop_rx.map(|_| ()))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| {
+            if let Err(error) = result {
+                match error {
+                    controller::Error::ObjectNotFound(_) => {}
+                    other => warn!(error = %other, "controller"),
+                }
             }
-        }
-        future::ready(())
-    })
-    .await;
+            future::ready(())
+        })
+        .await;
     stopper.abort();
 }
 

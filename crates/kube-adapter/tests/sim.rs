@@ -339,6 +339,14 @@ async fn healthy_rollout(nodes: u32) {
 
     let seen = drain(&mut transitions);
     let writes = writes_since(&replica.observer, before);
+    let stats = replica.observer.stats();
+    eprintln!(
+        "{nodes} nodes: writes {writes:?}, {} reconciles, {} status writes, {} transitions, {} API requests",
+        stats.reconciles(),
+        stats.status_writes(),
+        seen.len(),
+        sim.requests().total()
+    );
     if nodes == 1 {
         assert_eq!(
             writes,
@@ -618,9 +626,9 @@ async fn out_of_band_template_edit_is_reverted() {
         !annotations.contains_key("edited") && rolled_out(&client, "agent", "v1", nodes).await
     })
     .await;
-    let writes = writes_since(&replica.observer, before);
-    assert_eq!(writes[1], 0, "no new canary: {writes:?}");
-    assert!(writes.iter().sum::<u64>() <= 2, "{writes:?}");
+    // Quirk 5: the edited template rolls at maxUnavailable 1 (its pods carry the target), the
+    // widening patch reverts it, the finishing patch records the generation. No new canary.
+    assert_eq!(writes_since(&replica.observer, before), [0, 0, 1, 1, 0]);
     replica.stop().await;
 }
 
@@ -657,9 +665,11 @@ async fn nodes_added_and_removed_mid_rollout() {
         rolled_out(&client, "agent", "v2", nodes + 1)
     })
     .await;
-    let writes = writes_since(&replica.observer, before);
-    assert_eq!(writes[1], 1, "one start: {writes:?}");
-    assert_eq!(writes[2], 1, "one widen: {writes:?}");
+    eprintln!(
+        "node churn: writes {:?}",
+        writes_since(&replica.observer, before)
+    );
+    assert_eq!(writes_since(&replica.observer, before), START_WIDEN_FINISH);
     replica.stop().await;
 }
 
