@@ -229,6 +229,22 @@ impl RequestCounts {
     }
 }
 
+/// One answered request, as kept in the request log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The verb.
+    pub verb: Verb,
+    /// `plural` or `plural/subresource` (empty for discovery).
+    pub resource: String,
+    /// Namespace from the path.
+    pub namespace: Option<String>,
+    /// Object name from the path.
+    pub name: Option<String>,
+}
+
+/// How many requests the log keeps (the oldest are dropped first).
+pub const REQUEST_LOG_CAPACITY: usize = 10_000;
+
 struct RuleState {
     rule: FaultRule,
     matched: u64,
@@ -238,6 +254,7 @@ struct Inner {
     rules: Vec<RuleState>,
     rng: u64,
     counts: RequestCounts,
+    log: std::collections::VecDeque<RequestRecord>,
 }
 
 /// The fault rules and request counters of one simulator. Clones share state.
@@ -262,6 +279,7 @@ impl Faults {
                 rules: Vec::new(),
                 rng: seed,
                 counts: RequestCounts::default(),
+                log: std::collections::VecDeque::new(),
             })),
         }
     }
@@ -287,9 +305,40 @@ impl Faults {
         self.lock().counts.clone()
     }
 
-    /// Resets the request counters.
+    /// The last [`REQUEST_LOG_CAPACITY`] requests, oldest first: which writes happened, when a
+    /// count says there were some.
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.lock().log.iter().cloned().collect()
+    }
+
+    /// Resets the request counters and the request log.
     pub fn reset_requests(&self) {
-        self.lock().counts = RequestCounts::default();
+        let mut inner = self.lock();
+        inner.counts = RequestCounts::default();
+        inner.log.clear();
+    }
+
+    /// Counts and logs the request, and decides which faults fire for it.
+    pub fn on_request_to(
+        &self,
+        verb: Verb,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> FiredFaults {
+        {
+            let mut inner = self.lock();
+            if inner.log.len() >= REQUEST_LOG_CAPACITY {
+                inner.log.pop_front();
+            }
+            inner.log.push_back(RequestRecord {
+                verb,
+                resource: resource.to_owned(),
+                namespace: namespace.map(str::to_owned),
+                name: name.map(str::to_owned),
+            });
+        }
+        self.on_request(verb, resource)
     }
 
     /// Counts the request and decides which faults fire for it.
@@ -389,11 +438,22 @@ mod tests {
         faults.on_request(Verb::Patch, "daemonsets");
         faults.on_request(Verb::Patch, "daemonsets/status");
         faults.on_request(Verb::Create, "events");
+        faults.on_request_to(Verb::Delete, "pods", Some("ns"), Some("p"));
+        let log = faults.request_log();
+        assert_eq!(log.len(), 1, "only on_request_to logs");
+        assert_eq!(
+            (log[0].verb, log[0].name.as_deref()),
+            (Verb::Delete, Some("p"))
+        );
         let counts = faults.requests();
-        assert_eq!(counts.writes(), 3);
+        assert_eq!(counts.count(Verb::Delete, "pods"), 1);
+        faults.on_request(Verb::Delete, "pods");
+        let counts = faults.requests();
+        assert_eq!(counts.count(Verb::Delete, "pods"), 2);
+        assert_eq!(counts.writes(), 5);
         assert_eq!(counts.writes_to("daemonsets"), 2);
         assert_eq!(counts.writes_to("daemonsets/status"), 1);
         assert_eq!(counts.count(Verb::List, "daemonsets"), 1);
-        assert_eq!(counts.total(), 4);
+        assert_eq!(counts.total(), 6);
     }
 }

@@ -55,7 +55,7 @@ pub mod store;
 
 pub use api::ApiServer;
 pub use clock::SimClock;
-pub use faults::{FaultAction, FaultRule, Faults, RequestCounts, Trigger, Verb};
+pub use faults::{FaultAction, FaultRule, Faults, RequestCounts, RequestRecord, Trigger, Verb};
 pub use registry::ResourceInfo;
 pub use service::{ServedSim, SimService};
 pub use sim::{INITIAL_NAMESPACES, Sim, SimBuilder};

@@ -193,6 +193,11 @@ impl Sim {
         self.faults.requests()
     }
 
+    /// The last requests answered (see [`Faults::request_log`]).
+    pub fn request_log(&self) -> Vec<crate::faults::RequestRecord> {
+        self.faults.request_log()
+    }
+
     /// Registers a CustomResourceDefinition (creating it if absent): its kinds become servable.
     pub fn register_crd(&self, crd: &CustomResourceDefinition) -> Result<(), StoreError> {
         for info in ResourceInfo::from_crd(crd) {

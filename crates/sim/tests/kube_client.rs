@@ -110,6 +110,17 @@ async fn daemonset_crud_and_patches() {
     assert_eq!(requests.count(Verb::Patch, "daemonsets"), 2);
     assert_eq!(requests.count(Verb::Patch, "daemonsets/status"), 1);
     assert_eq!(requests.count(Verb::Update, "daemonsets"), 1);
+    let writes: Vec<(Verb, String, Option<String>)> = sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.verb.is_write() && r.resource.starts_with("daemonsets"))
+        .map(|r| (r.verb, r.resource, r.name))
+        .collect();
+    assert_eq!(writes.first().map(|w| w.0), Some(Verb::Create));
+    assert_eq!(
+        writes.last(),
+        Some(&(Verb::Delete, "daemonsets".to_owned(), Some(name.clone())))
+    );
 }
 
 #[tokio::test]

@@ -170,11 +170,15 @@ impl ApiServer {
         let query = Query::parse(parts.uri.query());
         let route = self.route(parts.uri.path());
         let verb = verb_of(&parts.method, &route, &query);
-        let resource = match &route {
-            Route::Object(object) => object.resource_label(),
-            _ => String::new(),
+        let (resource, namespace, name) = match &route {
+            Route::Object(object) => (
+                object.resource_label(),
+                object.namespace.as_deref(),
+                object.name.as_deref(),
+            ),
+            _ => (String::new(), None, None),
         };
-        let fired = self.faults.on_request(verb, &resource);
+        let fired = self.faults.on_request_to(verb, &resource, namespace, name);
         if !fired.latency.is_zero() {
             tokio::time::sleep(fired.latency).await;
         }
