@@ -401,6 +401,13 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
                 labels.contains_key("controller-revision-hash"),
                 "{file}: revision hash label"
             );
+            // The store's template generation (1 on create, or the live object's own value).
+            let generation = &ds.metadata.annotations.as_ref().unwrap()["deprecated.daemonset.template.generation"];
+            assert_eq!(
+                labels.get("pod-template-generation"),
+                Some(generation),
+                "{file}"
+            );
             assert!(
                 pod.metadata
                     .name
@@ -797,6 +804,61 @@ async fn image_rules_choose_the_behaviour_when_no_annotation_does() {
     assert_eq!(
         (status.updated_number_scheduled, status.number_available),
         (Some(1), Some(2))
+    );
+    cluster.shutdown();
+}
+
+/// With `maxSurge` the new pod starts beside the old one, which goes only once the new one
+/// is available: no node is ever without an available pod.
+#[tokio::test(start_paused = true)]
+async fn surge_rollout_keeps_every_node_available() {
+    let nodes = 12;
+    let (store, cluster) = start(nodes, 11);
+    let node_names: BTreeSet<String> = (1..=nodes).map(|i| format!("node-{i}")).collect();
+    let mut tracker = UnavailabilityTracker::new(&store);
+    let mut ds = daemonset("agent", "agent:v1", IntOrString::Int(0));
+    ds.spec
+        .as_mut()
+        .unwrap()
+        .update_strategy
+        .as_mut()
+        .unwrap()
+        .rolling_update
+        .as_mut()
+        .unwrap()
+        .max_surge = Some(IntOrString::String("25%".to_owned()));
+    store.create(&ds).unwrap();
+    cluster.wait_idle().await.unwrap();
+    tracker.drain(&node_names, u64::MAX);
+    let from_rv = store.resource_version();
+    set_image(&store, "agent", "agent:v2");
+    let mut most_pods = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tracker.drain(&node_names, from_rv);
+        let live = pods_of(&store, "agent")
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count();
+        most_pods = most_pods.max(live);
+        let status = get_ds(&store, "agent").status.unwrap_or_default();
+        if status.updated_number_scheduled == Some(nodes as i32)
+            && status.number_available == Some(nodes as i32)
+        {
+            break;
+        }
+    }
+    cluster.wait_idle().await.unwrap();
+    tracker.drain(&node_names, from_rv);
+    assert_rolled_out(&store, "agent", nodes as i32, "agent:v2");
+    assert_eq!(
+        tracker.max_unavailable_seen, 0,
+        "surge never leaves a node without an available pod"
+    );
+    assert!(most_pods > nodes as usize, "pods were surged");
+    assert!(
+        most_pods <= nodes as usize + 3,
+        "at most ceil(25% of 12) = 3 extra pods: saw {most_pods}"
     );
     cluster.shutdown();
 }
