@@ -862,3 +862,31 @@ async fn surge_rollout_keeps_every_node_available() {
     );
     cluster.shutdown();
 }
+
+/// A cluster task that falls behind the store's event channel relists and carries on.
+#[tokio::test(start_paused = true)]
+async fn a_lagging_cluster_relists_and_completes_the_rollout() {
+    let store = Store::with_limits(SimClock::new(), 1_000, 8);
+    let cluster = Cluster::start(
+        store.clone(),
+        ClusterConfig {
+            nodes: 30,
+            seed: 6,
+            ..ClusterConfig::default()
+        },
+    );
+    // 30 nodes created at start already overflow 8 slots of channel before the task runs.
+    store
+        .create(&daemonset(
+            "agent",
+            "agent:v1",
+            IntOrString::String("20%".to_owned()),
+        ))
+        .unwrap();
+    cluster.wait_idle().await.unwrap();
+    assert_rolled_out(&store, "agent", 30, "agent:v1");
+    set_image(&store, "agent", "agent:v2");
+    cluster.wait_idle().await.unwrap();
+    assert_rolled_out(&store, "agent", 30, "agent:v2");
+    cluster.shutdown();
+}
