@@ -8,6 +8,7 @@ pub mod bridge;
 pub mod demo;
 pub mod kubevirt_observe;
 pub mod metrics;
+pub mod scenario;
 pub mod server;
 pub mod status_view;
 pub mod telemetry;
