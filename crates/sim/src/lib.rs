@@ -1,9 +1,12 @@
 //! canary-sim: a simulated Kubernetes cluster for testing controllers without one.
 //!
 //! It models Kubernetes, not any particular controller: an object [`Store`] with Kubernetes'
-//! `resourceVersion`, `generation`, status-subresource and deletion semantics, the REST API
-//! on top of it (so an unmodified `kube::Client` and `kubectl` work), a DaemonSet controller and
-//! a kubelet model (in the `cluster` module), and injectable faults.
+//! `resourceVersion`, `generation`, status-subresource, defaulting and deletion semantics, the
+//! REST API on top of it ([`api`]: an unmodified `kube::Client` and `kubectl` work), a
+//! DaemonSet controller and a kubelet model ([`cluster`]), and injectable [`faults`]. [`Sim`]
+//! wires them together; [`Sim::client`] is a `kube::Client` without sockets and
+//! [`Sim::serve`] serves HTTP with a kubeconfig. `docs/simulator.md` lists every modelled
+//! behaviour with its place in Kubernetes' source, and what is not modelled.
 //!
 //! Invariants:
 //! - `resourceVersion` is one cluster-wide counter that increases with every change.
