@@ -53,6 +53,11 @@ const STEPS: &[Step] = &[
         run: doc,
     },
     Step {
+        name: "codegen",
+        what: "generated files are current (cargo xtask codegen --check)",
+        run: |_| crate::codegen::run(&crate::codegen::CodegenArgs::check_only()),
+    },
+    Step {
         name: "lint-deploy",
         what: "deploy/: kustomize, kubernetes-validate, promtool, checkov",
         run: |_| crate::deploy::run(&crate::deploy::LintArgs::default()),

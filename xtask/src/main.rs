@@ -6,6 +6,7 @@
 //! missing tool fails loudly instead of skipping tests.
 
 mod ci;
+mod codegen;
 mod deploy;
 mod tools;
 
@@ -26,6 +27,9 @@ struct Cli {
 enum Command {
     /// Run every CI step (tools, fmt, clippy, tests, docs, benches compiled) and print a summary.
     Ci(ci::CiArgs),
+    /// Regenerate the files generated from the code (the CRD in deploy/crd/); `--check` only
+    /// compares and fails on a difference.
+    Codegen(codegen::CodegenArgs),
     /// Install (or check for) the external tools the tests need: kubectl, promtool, prometheus,
     /// and kubernetes-validate and checkov in a virtualenv.
     Tools,
@@ -53,6 +57,7 @@ fn run(cli: Cli) -> Result<()> {
         .with_context(|| format!("cannot enter the workspace root {}", root.display()))?;
     match cli.command {
         Command::Ci(args) => ci::run(&args),
+        Command::Codegen(args) => codegen::run(&args),
         Command::Tools => tools::ensure_all(),
         Command::LintDeploy(args) => deploy::run(&args),
     }
