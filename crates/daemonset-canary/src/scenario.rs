@@ -79,6 +79,8 @@ pub struct ScenarioConfig {
     pub sample_every: Duration,
     /// When to give up waiting (in scenario time).
     pub timeout: Duration,
+    /// The controller's observer (install a reconcile hook on it to time reconciles).
+    pub observer: Observer,
 }
 
 impl Default for ScenarioConfig {
@@ -90,6 +92,7 @@ impl Default for ScenarioConfig {
             compatibility: "Fixed".to_owned(),
             sample_every: Duration::from_secs(1),
             timeout: Duration::from_secs(6 * 3600),
+            observer: Observer::new(4096),
         }
     }
 }
@@ -125,7 +128,7 @@ impl Scenario {
             .crd(crd)
             .build()
             .context("cannot start the simulator")?;
-        let observer = Observer::new(4096);
+        let observer = config.observer.clone();
         let controller_config = ControllerConfig {
             clock: Clock::tokio_virtual(scenario_epoch()),
             observer: observer.clone(),
