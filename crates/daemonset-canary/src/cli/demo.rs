@@ -1,12 +1,309 @@
-//! `daemonset-canary demo`: placeholder until the scenario runner lands.
+//! `daemonset-canary demo`: a rollout on the embedded simulator, shown as it happens.
+//!
+//! The scenario ([`daemonset_canary::scenario`]) starts canary-sim and the real controller in
+//! process, installs `v1` and upgrades to `v2`. By default it runs in virtual time (a
+//! current-thread runtime with a paused clock: timers fire as soon as nothing else can run), so a
+//! rollout of hours takes seconds; `--real-time` runs on the wall clock, for watching it live or
+//! letting Prometheus scrape it. The metrics server, when asked for, runs on its own thread with a
+//! real clock, so scrapes and `--hold` work whichever clock the rollout uses.
 
+use super::shutdown_signal;
+use anyhow::Context;
+use daemonset_canary::bridge;
+use daemonset_canary::demo::plot;
+use daemonset_canary::demo::timeline::{
+    Sample, phase_change_json, phase_change_line, summary_json, summary_line,
+};
+use daemonset_canary::metrics::{Metrics, Mode};
+use daemonset_canary::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
+use daemonset_canary::server::{Server, ServerState};
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// `spec.strategy.compatibility` of the demo's CanaryDaemonSet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compatibility {
+    /// The reference decision table with its documented quirks fixed (the default).
+    Fixed,
+    /// The reference decision table of KubeVirt's virt-operator, quirk for quirk.
+    Kubevirt,
+}
+
+impl Compatibility {
+    fn spec_value(self) -> &'static str {
+        match self {
+            Compatibility::Fixed => "Fixed",
+            Compatibility::Kubevirt => "KubeVirt",
+        }
+    }
+}
 
 /// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Nodes of the simulated cluster.
+    #[arg(long, env = "CANARY_DEMO_NODES", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    nodes: u32,
+    /// What happens to the new version: `healthy` (every pod becomes ready), `crashloop-canary`
+    /// (the canary crash-loops: the rollout fails, which is this scenario's expected end),
+    /// `slow-start` (pods take 90 s to become ready), `node-churn` (nodes join, leave and go
+    /// NotReady during the rollout).
+    #[arg(long, env = "CANARY_DEMO_SCENARIO", value_enum, default_value_t = ScenarioKind::Healthy)]
+    scenario: ScenarioKind,
+    /// Seed of the simulator's random choices (timing jitter): the same seed replays the same
+    /// rollout in virtual time.
+    #[arg(long, env = "CANARY_DEMO_SEED", default_value_t = 1)]
+    seed: u64,
+    /// Decision table: `fixed` (quirks fixed) or `kubevirt` (the reference, quirk for quirk).
+    #[arg(long, env = "CANARY_DEMO_COMPATIBILITY", value_enum, default_value_t = Compatibility::Fixed)]
+    compatibility: Compatibility,
+    /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).
+    #[arg(long, env = "CANARY_DEMO_REAL_TIME")]
+    real_time: bool,
+    /// Print one JSON object per phase change, then a summary object, instead of text.
+    #[arg(long, env = "CANARY_DEMO_JSON")]
+    json: bool,
+    /// Also draw the rollout as an SVG picture into this file.
+    #[arg(long, env = "CANARY_DEMO_PLOT", value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz on this address while the demo runs (port 0: any
+    /// free port, printed on stderr).
+    #[arg(long, env = "CANARY_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// Keep serving /metrics this many seconds after the rollout ended (so Prometheus can scrape
+    /// the end state); SIGINT/SIGTERM end it early.
+    #[arg(
+        long,
+        env = "CANARY_DEMO_HOLD",
+        value_name = "SECONDS",
+        default_value_t = 0,
+        requires = "metrics_addr"
+    )]
+    hold: u64,
+    /// Write the final /metrics exposition to this file (for `cargo xtask lint-deploy
+    /// --exposition FILE`).
+    #[arg(long, env = "CANARY_DEMO_METRICS_FILE", value_name = "FILE")]
+    metrics_file: Option<PathBuf>,
+    /// Give up when the rollout has not ended after this many (virtual or real) seconds.
+    #[arg(long, env = "CANARY_DEMO_TIMEOUT", value_name = "SECONDS", default_value_t = 6 * 3600)]
+    timeout: u64,
+}
 
-/// Runs the demo.
-pub fn run(_args: DemoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("the demo is not available yet")
+/// Runs the demo; the exit code says whether the scenario ended as it should.
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
+    let served = args
+        .metrics_addr
+        .map(|addr| MetricsServer::start(addr, metrics.clone()))
+        .transpose()?;
+    let rollout_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(!args.real_time)
+        .build()
+        .context("cannot start the demo's runtime")?;
+    let started = Instant::now();
+    let mut printer = Printer::new(args.json);
+    let config = ScenarioConfig {
+        nodes: args.nodes,
+        seed: args.seed,
+        kind: args.scenario,
+        compatibility: args.compatibility.spec_value().to_owned(),
+        timeout: Duration::from_secs(args.timeout),
+        ..ScenarioConfig::default()
+    };
+    if !args.json {
+        printer.intro(&args);
+    }
+    let report = rollout_runtime.block_on(rollout(config, metrics.clone(), &mut printer))?;
+    printer.finish(&report);
+    if !args.json {
+        eprintln!(
+            "({} nodes, {} in {:.1}s of wall time)",
+            args.nodes,
+            if args.real_time {
+                "real time"
+            } else {
+                "virtual time"
+            },
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "{} nodes, scenario {}, {}",
+            args.nodes,
+            scenario_name(args.scenario),
+            args.compatibility.spec_value()
+        );
+        let svg = plot::render(&title, report.timeline.samples(), &report.summary);
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.metrics_file {
+        let text = metrics.encode().context("cannot encode the metrics")?;
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(server) = served {
+        server.hold(Duration::from_secs(args.hold));
+    }
+    if report.as_expected {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "error: the {} scenario should end {}, it ended {}",
+            scenario_name(args.scenario),
+            args.scenario.expected_result(),
+            report.summary.result
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// Installs v1, upgrades to v2 and reports, with the controller's transitions in `metrics`.
+async fn rollout(
+    config: ScenarioConfig,
+    metrics: Arc<Metrics>,
+    printer: &mut Printer,
+) -> anyhow::Result<ScenarioReport> {
+    let config = ScenarioConfig {
+        observer: config
+            .observer
+            .clone()
+            .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Driven)),
+        ..config
+    };
+    let scenario = Scenario::start(config).await?;
+    let bridge = tokio::spawn(bridge::run(
+        scenario.observer().clone(),
+        metrics,
+        Mode::Driven,
+        Duration::from_secs(1),
+    ));
+    scenario.install().await?;
+    let report = scenario
+        .upgrade(|sample, new_phase| printer.sample(sample, new_phase))
+        .await?;
+    // Let the bridge take the last transitions and counters before the controller goes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    scenario.stop().await?;
+    bridge.abort();
+    Ok(report)
+}
+
+fn scenario_name(kind: ScenarioKind) -> String {
+    clap::ValueEnum::to_possible_value(&kind)
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_else(|| format!("{kind:?}"))
+}
+
+/// Prints the rollout: JSON lines, plain lines, or, on a terminal, one live bar per phase.
+struct Printer {
+    json: bool,
+    live: bool,
+    line_open: bool,
+}
+
+impl Printer {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            live: !json && std::io::stdout().is_terminal(),
+            line_open: false,
+        }
+    }
+
+    fn intro(&self, args: &DemoArgs) {
+        println!(
+            "daemonset-canary demo: {} nodes, scenario {}, compatibility {}, seed {}",
+            args.nodes,
+            scenario_name(args.scenario),
+            args.compatibility.spec_value(),
+            args.seed
+        );
+        println!("installing v1, then rolling out v2 (times are seconds since the upgrade began)");
+    }
+
+    fn sample(&mut self, sample: &Sample, new_phase: bool) {
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout must not stop the rollout: output errors are ignored here.
+        if self.json {
+            if new_phase {
+                let _ = writeln!(stdout, "{}", phase_change_json(sample));
+            }
+        } else if self.live {
+            // Each phase keeps its own line; the line of the current phase is redrawn in place.
+            if new_phase && self.line_open {
+                let _ = writeln!(stdout);
+            }
+            let _ = write!(stdout, "\r\x1b[2K{}", phase_change_line(sample));
+            self.line_open = true;
+        } else if new_phase {
+            let _ = writeln!(stdout, "{}", phase_change_line(sample));
+        }
+        let _ = stdout.flush();
+    }
+
+    fn finish(&mut self, report: &ScenarioReport) {
+        let mut stdout = std::io::stdout().lock();
+        if self.line_open {
+            let _ = writeln!(stdout);
+            self.line_open = false;
+        }
+        let line = if self.json {
+            summary_json(&report.summary)
+        } else {
+            summary_line(&report.summary)
+        };
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
+
+/// The metrics endpoints on their own thread and wall clock.
+struct MetricsServer {
+    runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl MetricsServer {
+    fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("cannot start the metrics server's runtime")?;
+        let state = ServerState {
+            metrics,
+            ready: Arc::new(AtomicBool::new(true)),
+        };
+        let server = runtime
+            .block_on(Server::bind(addr, state))
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = server.local_addr().unwrap_or(addr);
+        eprintln!("serving metrics on http://{bound}/metrics");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        runtime.spawn(server.serve(async {
+            let _ = stopped.await;
+        }));
+        Ok(Self { runtime, stop })
+    }
+
+    /// Keeps serving for `hold` (or until SIGINT/SIGTERM), then stops.
+    fn hold(self, hold: Duration) {
+        if !hold.is_zero() {
+            eprintln!("holding /metrics for {}s (Ctrl-C ends it)", hold.as_secs());
+            self.runtime.block_on(async {
+                tokio::select! {
+                    () = tokio::time::sleep(hold) => {}
+                    () = shutdown_signal() => {}
+                }
+            });
+        }
+        let _ = self.stop.send(());
+        self.runtime.shutdown_timeout(Duration::from_secs(1));
+    }
 }
