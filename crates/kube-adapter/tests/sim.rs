@@ -330,12 +330,16 @@ async fn healthy_rollout(nodes: u32) {
     install(&client, nodes).await;
 
     let before = write_counts(&replica.observer);
+    let events_before = replica.observer.stats().events();
     let mut transitions = replica.observer.subscribe();
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(3600), "the upgrade", || {
         rolled_out(&client, "agent", "v2", nodes)
     })
     .await;
+    // Started, (widened,) completed: once each, never once per pass.
+    let events = replica.observer.stats().events() - events_before;
+    assert_eq!(events, if nodes == 1 { 2 } else { 3 });
 
     let seen = drain(&mut transitions);
     let writes = writes_since(&replica.observer, before);
@@ -903,6 +907,151 @@ async fn kubevirt_compatibility_rollout() {
     assert_eq!(
         written_max_unavailable(&drain(&mut transitions)),
         ["1", "10%", "1"]
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let before = write_counts(&replica.observer);
+    let started = tokio::time::Instant::now();
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let mut stuck = spec("v2", Some("never-ready"));
+    stuck.strategy.progress_deadline_seconds = 300;
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": stuck})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(1800), "the deadline", || {
+        phase_is(&client, "agent", "failed")
+    })
+    .await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(300),
+        "failed after {waited:?}, before the deadline"
+    );
+    assert!(waited < Duration::from_secs(400), "failed after {waited:?}");
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
+    assert_eq!(
+        writes_since(&replica.observer, before),
+        [0, 1, 0, 0, 0],
+        "no widening"
+    );
+    replica.stop().await;
+}
+
+/// `tlsMigration.enabled` on a virt-handler-like DaemonSet: after the version rollout, the flag
+/// and then the certificate detachment each go out as a supervised rollout of their own.
+#[tokio::test(start_paused = true)]
+async fn tls_migration_steps_roll_out_under_supervision() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let handler = |version: &str, supported: bool| -> CanaryDaemonSetSpec {
+        let labels = if supported {
+            json!({"kubevirt.io/supports-migration-cn-types": "true"})
+        } else {
+            json!({})
+        };
+        let mut spec: CanaryDaemonSetSpec = serde_json::from_value(json!({
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "selector": {"matchLabels": {"kubevirt.io": "virt-handler"}},
+                    "template": {
+                        "metadata": {"labels": {"kubevirt.io": "virt-handler"}},
+                        "spec": {
+                            "containers": [{
+                                "name": "virt-handler", "image": format!("virt-handler:{version}"),
+                                "args": ["--port", "8443"],
+                                "volumeMounts": [{"name": "kubevirt-virt-handler-certs", "mountPath": "/etc/virt-handler/clientcertificates"}]
+                            }],
+                            "volumes": [{"name": "kubevirt-virt-handler-certs", "secret": {"secretName": "kubevirt-virt-handler-certs"}}]
+                        }
+                    }
+                }
+            },
+            "target": {"version": version},
+            "tlsMigration": {"enabled": true}
+        }))
+        .unwrap();
+        spec.daemon_set_name = Some("virt-handler".into());
+        spec
+    };
+    let handler_done = |version: &'static str| {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                let status = get_cds(&client, "handler").await.status;
+                let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
+                    .get("virt-handler")
+                    .await
+                    .unwrap();
+                let annotations = ds.metadata.annotations.unwrap_or_default();
+                status.is_some_and(|s| {
+                    s.phase.as_deref() == Some("successful") && s.updated_ready == nodes
+                }) && annotations
+                    .get("kubevirt.io/install-strategy-version")
+                    .map(String::as_str)
+                    == Some(version)
+            }
+        }
+    };
+    // Installed without TLS support, so that the create path does not migrate at once.
+    create_cds(&client, "handler", handler("v1", false)).await;
+    eventually(Duration::from_secs(1800), "the install", handler_done("v1")).await;
+    let before = write_counts(&replica.observer);
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "handler",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": handler("v2", true)})),
+    )
+    .await
+    .unwrap();
+    let check = handler_done("v2");
+    eventually(Duration::from_secs(3600), "the migration", || {
+        let check = check();
+        let client = client.clone();
+        async move {
+            let ds = Api::<DaemonSet>::namespaced(client, NS)
+                .get("virt-handler")
+                .await
+                .unwrap();
+            let pod_spec = ds.spec.unwrap().template.spec.unwrap();
+            let args = pod_spec.containers[0].args.clone().unwrap_or_default();
+            let detached = pod_spec.volumes.unwrap_or_default().is_empty();
+            args.contains(&"--migration-cn-types".to_owned()) && detached && check.await
+        }
+    })
+    .await;
+    let writes = writes_since(&replica.observer, before);
+    // start, widen; flag: step, widen; detach: step, widen; finish.
+    assert_eq!(writes, [0, 1, 3, 1, 2]);
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .get("virt-handler")
+        .await
+        .unwrap();
+    let args = ds.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert_eq!(
+        args.iter().filter(|a| *a == "--migration-cn-types").count(),
+        1,
+        "{args:?}"
     );
     replica.stop().await;
 }
