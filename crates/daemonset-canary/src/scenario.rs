@@ -213,18 +213,27 @@ impl Scenario {
             self.config.kind.new_pod_behavior(),
         );
         let patch = json!({"spec": upgraded["spec"]});
-        self.api()
+        let generation = self
+            .api()
             .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .context("cannot move the CanaryDaemonSet to v2")?;
+            .context("cannot move the CanaryDaemonSet to v2")?
+            .metadata
+            .generation;
         let started = tokio::time::Instant::now();
         let mut timeline = Timeline::default();
         let mut churn = NodeChurn::new(self.config.kind == ScenarioKind::NodeChurn);
         loop {
             let t = started.elapsed().as_secs_f64();
             churn.step(&self.sim, t);
+            // Until the controller has seen v2, the status still describes the v1 rollout (on
+            // the wall clock this takes a moment; in virtual time it is done before t = 0).
+            if !self.status_describes(generation) && started.elapsed() <= self.config.timeout {
+                tokio::time::sleep(self.config.sample_every.min(Duration::from_millis(100))).await;
+                continue;
+            }
             let sample = self.sample(t, writes_before).await?;
-            let ended = is_final(&sample.phase) && t > 0.0;
+            let ended = is_final(&sample.phase) && self.status_describes(generation);
             let new_phase = timeline.push(sample.clone());
             on_sample(&sample, new_phase);
             if ended || started.elapsed() > self.config.timeout {
@@ -232,6 +241,17 @@ impl Scenario {
             }
             tokio::time::sleep(self.config.sample_every).await;
         }
+    }
+
+    /// Whether the status was written for the spec `generation` (or a later one).
+    fn status_describes(&self, generation: Option<i64>) -> bool {
+        let observed = self
+            .sim
+            .store()
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .and_then(|status| status.observed_generation);
+        observed >= generation
     }
 
     fn report(&self, timeline: Timeline, last: &Sample, ended: bool, t: f64) -> ScenarioReport {
