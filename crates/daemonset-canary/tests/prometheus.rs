@@ -1,0 +1,281 @@
+//! A real Prometheus server scrapes a real-time demo, and its query API shows the rollout's
+//! phases: through to `successful` for a healthy rollout, to `failed` for a crash-looping canary.
+//! Also: a demo's own exposition passes `promtool check metrics`.
+//!
+//! Needs Debian's `prometheus` package (`cargo xtask tools` installs it); without it these tests
+//! fail, naming the install command.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INSTALL: &str =
+    "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("canary-prom-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// GET over HTTP/1.1 (no client library needed for two endpoints); returns the body.
+fn http_get(port: u16, path_and_query: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path_and_query} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Some(dechunk(body));
+    }
+    Some(body.to_owned())
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: demo\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .expect(INSTALL);
+    let prometheus = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(port, "/-/ready").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "prometheus not ready after 30 s; log in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (prometheus, port)
+}
+
+fn start_demo(scenario: &str, metrics_port: u16, hold_seconds: u64) -> KillOnDrop {
+    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args([
+            "demo",
+            "--real-time",
+            "--nodes",
+            "3",
+            "--scenario",
+            scenario,
+        ])
+        .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+        .arg(format!("--hold={hold_seconds}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    KillOnDrop(child)
+}
+
+/// The phases Prometheus recorded as 1 for the demo's CanaryDaemonSet, in time order.
+fn phases_seen(prometheus_port: u16, seconds: u64) -> Vec<String> {
+    let end = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let query = "canary_rollout_phase%7Bname%3D%22node-agent%22%7D%3D%3D1";
+    let path = format!(
+        "/api/v1/query_range?query={query}&start={}&end={end}&step=1",
+        end - seconds
+    );
+    let Some(body) = http_get(prometheus_port, &path) else {
+        return Vec::new();
+    };
+    let response: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(response["status"], "success", "{body}");
+    let mut points: Vec<(f64, String)> = Vec::new();
+    for series in response["data"]["result"].as_array().unwrap() {
+        let phase = series["metric"]["phase"].as_str().unwrap().to_owned();
+        for value in series["values"].as_array().unwrap() {
+            points.push((value[0].as_f64().unwrap(), phase.clone()));
+        }
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut phases: Vec<String> = Vec::new();
+    for (_, phase) in points {
+        if phases.last() != Some(&phase) {
+            phases.push(phase);
+        }
+    }
+    phases
+}
+
+/// Runs `scenario` under a Prometheus scrape until the query shows `last` phase; returns the
+/// phase sequence.
+fn scrape_scenario(scenario: &str, last: &str, budget: Duration) -> Vec<String> {
+    let dir = temp_dir(scenario);
+    let metrics_port = free_port();
+    let (_prometheus, prometheus_port) = start_prometheus(&dir, metrics_port);
+    let started = Instant::now();
+    let _demo = start_demo(scenario, metrics_port, budget.as_secs());
+    loop {
+        let phases = phases_seen(prometheus_port, budget.as_secs() + 30);
+        if phases.last().map(String::as_str) == Some(last) {
+            return phases;
+        }
+        assert!(
+            started.elapsed() < budget,
+            "Prometheus did not see {scenario} reach {last} within {budget:?}; phases seen: {phases:?}; log in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn prometheus_sees_a_healthy_rollout_reach_successful() {
+    let phases = scrape_scenario("healthy", "successful", Duration::from_secs(55));
+    // The v1 install ends `successful` too; the upgrade must pass through the canary to it.
+    let canary = phases
+        .iter()
+        .position(|p| p == "canary")
+        .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
+    assert!(
+        phases[canary..]
+            .iter()
+            .any(|p| p == "waiting" || p == "increasing"),
+        "no widening after the canary: {phases:?}"
+    );
+    assert_eq!(phases.last().unwrap(), "successful", "{phases:?}");
+    assert!(!phases.iter().any(|p| p == "failed"), "{phases:?}");
+}
+
+#[test]
+fn prometheus_sees_a_crashlooping_canary_fail() {
+    let phases = scrape_scenario("crashloop-canary", "failed", Duration::from_secs(45));
+    let canary = phases
+        .iter()
+        .position(|p| p == "canary")
+        .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
+    assert_eq!(phases[canary..].last().unwrap(), "failed", "{phases:?}");
+    assert!(
+        !phases[canary..]
+            .iter()
+            .any(|p| p == "waiting" || p == "increasing"),
+        "a crash-looping canary must never be widened: {phases:?}"
+    );
+}
+
+#[test]
+fn a_demo_exposition_passes_promtool_check_metrics() {
+    let dir = temp_dir("promtool");
+    let file = dir.join("demo.prom");
+    let output = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["demo", "--nodes", "20", "--metrics-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let exposition = std::fs::read_to_string(&file).unwrap();
+    for family in [
+        "canary_rollout_phase{",
+        "canary_rollout_phase_duration_seconds_bucket{",
+        "canary_rollout_duration_seconds_count{mode=\"driven\",result=\"successful\"}",
+        "canary_reconcile_duration_seconds_count{",
+        "canary_rollout_failures_total{",
+        "canary_leader 1",
+    ] {
+        assert!(
+            exposition.contains(family),
+            "{family} missing:\n{exposition}"
+        );
+    }
+    let widen = exposition
+        .lines()
+        .find(|l| l.starts_with("canary_daemonset_writes_total{purpose=\"widen\",result=\"ok\"}"))
+        .unwrap_or_else(|| panic!("no widen writes:\n{exposition}"));
+    assert!(!widen.ends_with(" 0"), "the rollout widened: {widen}");
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is missing: run `cargo xtask tools` (Debian package `prometheus`)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
