@@ -60,9 +60,11 @@ impl KubeVirtVersionInfo {
 const STATS_SYNC: Duration = Duration::from_secs(1);
 
 /// Observes KubeVirt with `client` until `shutdown` completes, exporting into `metrics` and
-/// setting `ready` once the caches are synced. Fails at start when KubeVirt objects cannot be
-/// listed (the error's root is a [`canary_kube_adapter::observe::ObserveError`]). `config.observer`, `config.snapshot` and
-/// `config.on_pass` are wired here; the namespace and clock are the caller's.
+/// setting `ready` once the caches are synced. The transitions of `config.observer` feed the
+/// bridge, its reconcile hook is replaced by the metrics' (each derivation pass is one observed
+/// reconcile) and `config.snapshot` drives the version info; namespace and clock are the
+/// caller's. Fails at start when KubeVirt objects cannot be listed (the root of the error is a
+/// [`canary_kube_adapter::observe::ObserveError`]).
 pub async fn run(
     client: kube::Client,
     metrics: Arc<Metrics>,
@@ -72,11 +74,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let info = KubeVirtVersionInfo::register(&metrics)
         .context("cannot register canary_kubevirt_version_info")?;
-    let pass_metrics = metrics.clone();
     let config = ObserveConfig {
-        on_pass: Some(Arc::new(move |took: Duration| {
-            pass_metrics.reconcile(Mode::Observed, took.as_secs_f64(), None);
-        })),
+        observer: config
+            .observer
+            .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Observed)),
         ..config
     };
     let bridge = tokio::spawn(bridge::run(

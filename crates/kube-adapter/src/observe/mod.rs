@@ -76,7 +76,5 @@ pub use kubevirt::{
     GenerationRecord, KUBEVIRT_GENERATION_ANNOTATION, KubeVirtParseError, KubeVirtView,
     MANAGED_BY_LABEL, MANAGED_BY_VALUES, kubevirt_api_resource, managed_by_selector,
 };
-pub use run::{
-    KubeVirtVersions, ObserveConfig, ObserveError, ObservedDaemonSet, PassHook, Snapshot, run,
-};
+pub use run::{KubeVirtVersions, ObserveConfig, ObserveError, ObservedDaemonSet, Snapshot, run};
 pub use tracker::PhaseTracker;

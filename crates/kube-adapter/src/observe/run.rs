@@ -2,8 +2,7 @@
 //! into phases after every batch of changes.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt};
@@ -24,9 +23,6 @@ use super::tracker::PhaseTracker;
 use crate::clock::Clock;
 use crate::observer::Observer;
 
-/// Called after every derivation pass with its duration (for a reconcile-duration histogram).
-pub type PassHook = Arc<dyn Fn(Duration) + Send + Sync>;
-
 /// How the observer runs.
 #[derive(Clone)]
 pub struct ObserveConfig {
@@ -36,12 +32,11 @@ pub struct ObserveConfig {
     /// Source of "now" for transition times.
     pub clock: Clock,
     /// Where phase transitions go (the same channel the controller uses, so the metrics bridge
-    /// serves both); its `Stats` count passes as reconciles.
+    /// serves both); every derivation pass counts as a reconcile in its `Stats` and goes to its
+    /// reconcile hook with its duration.
     pub observer: Observer,
     /// The latest [`Snapshot`], replaced after every pass.
     pub snapshot: watch::Sender<Snapshot>,
-    /// Called after every pass.
-    pub on_pass: Option<PassHook>,
 }
 
 impl Default for ObserveConfig {
@@ -51,7 +46,6 @@ impl Default for ObserveConfig {
             clock: Clock::system(),
             observer: Observer::default(),
             snapshot: watch::Sender::new(Snapshot::default()),
-            on_pass: None,
         }
     }
 }
@@ -208,9 +202,7 @@ pub async fn run(
             passes = snapshot.passes;
             config.snapshot.send_replace(snapshot);
             config.observer.stats().count_reconcile();
-            if let Some(hook) = &config.on_pass {
-                hook(started.elapsed());
-            }
+            config.observer.reconciled(started.elapsed(), None);
         }
     }
     info!("observer stopped");
