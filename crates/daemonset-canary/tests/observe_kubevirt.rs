@@ -1,0 +1,194 @@
+//! `observe-kubevirt` wired to the metrics, in real time against canary-sim with a stand-in
+//! virt-operator (the one the adapter's observe tests use): the exposition shows the observed
+//! rollout with `mode="observed"` and the KubeVirt versions, passes `promtool check metrics`, and
+//! the observer made no write request.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../kube-adapter/tests/kubevirt_standin/mod.rs"]
+mod kubevirt_standin;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use canary_kube_adapter::Observer;
+use canary_kube_adapter::observe::ObserveConfig;
+use canary_sim::Sim;
+use canary_sim::cluster::{ClusterConfig, KubeletConfig};
+use daemonset_canary::kubevirt_observe;
+use daemonset_canary::metrics::Metrics;
+use kubevirt_standin::StandIn;
+
+const NODES: u32 = 4;
+
+fn fast_cluster() -> ClusterConfig {
+    ClusterConfig {
+        nodes: NODES,
+        kubelet: KubeletConfig {
+            start_latency: Duration::from_millis(40),
+            ready_delay: Duration::from_millis(40),
+            termination_grace: Duration::from_millis(10),
+            jitter: 0.0,
+            ..KubeletConfig::default()
+        },
+        ..ClusterConfig::default()
+    }
+}
+
+fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+    text.lines()
+        .find(|line| line.starts_with(series))
+        .and_then(|line| line.rsplit(' ').next())
+}
+
+fn promtool_check(exposition: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect(
+            "promtool is missing: run `cargo xtask tools` (installs Debian's prometheus package)",
+        );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "promtool check metrics failed:\n{}{}\n--- exposition ---\n{exposition}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_upgrade_is_exported_with_mode_observed() {
+    let sim = Sim::builder()
+        .cluster_config(fast_cluster())
+        .build()
+        .unwrap();
+    let mut standin = StandIn::new(&sim.client());
+    standin.install("v1.5.0").await;
+    sim.cluster().wait_idle().await.unwrap();
+
+    let metrics = Arc::new(Metrics::new().unwrap());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let observer = tokio::spawn(kubevirt_observe::run(
+        sim.client(),
+        metrics.clone(),
+        ready.clone(),
+        ObserveConfig {
+            observer: Observer::default(),
+            ..ObserveConfig::default()
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    for _ in 0..200 {
+        if ready.load(Ordering::Acquire) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        ready.load(Ordering::Acquire),
+        "ready once the caches listed"
+    );
+
+    standin.upgrade("v1.6.0", "healthy").await;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if standin.sync().await.quiet {
+            break;
+        }
+    }
+    assert_eq!(
+        kubevirt_standin::distinct(standin.phases.clone()).last(),
+        Some(&canary_state_machine::Phase::Successful)
+    );
+    // The bridge copies counters every second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = metrics.encode().unwrap();
+    stop.send(()).unwrap();
+    observer.await.unwrap().unwrap();
+
+    let phase = |phase: &str| {
+        sample(
+            &text,
+            &format!(
+                r#"canary_rollout_phase{{mode="observed",name="virt-handler",namespace="kubevirt",phase="{phase}"}}"#
+            ),
+        )
+    };
+    assert_eq!(phase("successful"), Some("1"), "{text}");
+    assert_eq!(phase("canary"), Some("0"), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            r#"canary_kubevirt_version_info{name="kubevirt",namespace="kubevirt",observed_version="",target_version="v1.6.0"}"#
+        ),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"canary_rollout_duration_seconds_count{mode="observed",result="successful"}"#
+        ),
+        Some("1"),
+        "one observed rollout ended: {text}"
+    );
+    for entered in ["started", "canary", "increasing", "waiting"] {
+        let count = sample(
+            &text,
+            &format!(
+                r#"canary_rollout_phase_duration_seconds_count{{mode="observed",phase="{entered}"}}"#
+            ),
+        );
+        assert_eq!(count, Some("1"), "{entered} left once: {text}");
+    }
+    assert_eq!(
+        sample(
+            &text,
+            r#"canary_rollout_pods{mode="observed",name="virt-handler",namespace="kubevirt",state="updated_ready"}"#
+        ),
+        Some(NODES.to_string().as_str())
+    );
+    let passes: u64 = sample(
+        &text,
+        r#"canary_reconcile_duration_seconds_count{mode="observed"}"#,
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    assert!(passes > 0, "derivation passes are observed reconciles");
+    assert_eq!(sample(&text, "canary_leader "), Some("1"));
+    assert!(
+        !text
+            .lines()
+            .any(|line| line.starts_with("canary_daemonset_writes_total")
+                && line.contains(r#"result="ok""#)
+                && !line.ends_with(" 0")),
+        "virt-operator's writes are not counted as ours: {text}"
+    );
+    assert!(
+        !text.contains(r#"mode="driven",name="#),
+        "no driven rollout series: {text}"
+    );
+    assert_eq!(
+        sim.requests().writes(),
+        standin.writes,
+        "only the stand-in wrote: {:?}",
+        sim.requests().iter().collect::<Vec<_>>()
+    );
+    promtool_check(&text);
+}
