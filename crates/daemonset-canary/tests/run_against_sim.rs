@@ -1,0 +1,200 @@
+//! The binary as a user runs it, over real sockets: `sim serve` in one process, `run
+//! --kubeconfig --leader-election` in another; a CanaryDaemonSet is installed and upgraded and
+//! reaches `successful`; `/readyz`, `/metrics` answer; SIGTERM stops the controller with exit 0
+//! and releases its lease.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use canary_kube_adapter::CanaryDaemonSet;
+use daemonset_canary::scenario::{NAME, NAMESPACE, manifest};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const IDENTITY: &str = "replica-under-test";
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<(String, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_owned(), body.to_owned()))
+}
+
+fn start_sim(dir: &Path) -> (KillOnDrop, PathBuf) {
+    let kubeconfig = dir.join("kubeconfig");
+    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["sim", "serve", "--nodes", "3", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sim = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kubeconfig.exists() {
+        assert!(Instant::now() < deadline, "no kubeconfig after 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (sim, kubeconfig)
+}
+
+async fn client(kubeconfig: &Path) -> kube::Client {
+    let file = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Waits until the CanaryDaemonSet's status describes spec generation `generation` and is
+/// `successful` with every pod updated and ready.
+async fn wait_successful(api: &Api<CanaryDaemonSet>, generation: Option<i64>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let cds = api.get(NAME).await.unwrap();
+        let status = cds.status.clone().unwrap_or_default();
+        let done = status.observed_generation >= generation
+            && status.phase.as_deref() == Some("successful")
+            && status.desired == 3
+            && status.updated_ready == 3;
+        if done {
+            return;
+        }
+        assert!(
+            status.phase.as_deref() != Some("failed"),
+            "{what} failed: {status:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{what} not successful after 60 s: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
+    let dir = std::env::temp_dir().join(format!("canary-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_sim, kubeconfig) = start_sim(&dir);
+    let client = client(&kubeconfig).await;
+
+    // What a user does first: install the CRD (here through the API, as kubectl would).
+    let crd = canary_kube_adapter::crd().unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+
+    let metrics_port = free_port();
+    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["run", "--leader-election", "--lease-namespace", "default"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+        .env("POD_NAME", IDENTITY)
+        .env("CANARY_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("run.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut run = KillOnDrop(run);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((status, _)) = http_get(metrics_port, "/readyz")
+            && status.contains(" 200 ")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz not 200 after 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("Fixed", "v1", "healthy")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+
+    let v2 = manifest("Fixed", "v2", "healthy");
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    wait_successful(&api, patched.metadata.generation, "upgrading to v2").await;
+
+    let (_, metrics) = http_get(metrics_port, "/metrics").unwrap();
+    assert!(metrics.contains("canary_leader 1"), "{metrics}");
+    assert!(
+        metrics.contains(r#"canary_rollout_phase{mode="driven",name="node-agent",namespace="default",phase="successful"} 1"#),
+        "{metrics}"
+    );
+    let lease: Lease = Api::namespaced(client.clone(), "default")
+        .get("daemonset-canary")
+        .await
+        .unwrap();
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some(IDENTITY));
+
+    // SIGTERM: finish, release the lease, exit 0.
+    let pid = run.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run did not stop within 20 s of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let log = std::fs::read_to_string(dir.join("run.log")).unwrap_or_default();
+    assert_eq!(exit.code(), Some(0), "run log:\n{log}");
+    let lease: Lease = Api::namespaced(client, "default")
+        .get("daemonset-canary")
+        .await
+        .unwrap();
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert_ne!(
+        holder.as_deref(),
+        Some(IDENTITY),
+        "the lease was not released"
+    );
+}
