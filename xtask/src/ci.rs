@@ -67,6 +67,11 @@ const STEPS: &[Step] = &[
         what: "benches compile (dev profile)",
         run: bench_build,
     },
+    Step {
+        name: "bench-smoke",
+        what: "the benchmark harness runs on a tiny size (no timed assertions)",
+        run: |_| crate::bench::run(&crate::bench::BenchArgs::smoke()),
+    },
 ];
 
 enum Outcome {

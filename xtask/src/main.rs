@@ -5,6 +5,7 @@
 //! reported with the exact install command) by the `tools` step before any other step runs, so a
 //! missing tool fails loudly instead of skipping tests.
 
+mod bench;
 mod ci;
 mod codegen;
 mod deploy;
@@ -36,6 +37,9 @@ enum Command {
     /// Check deploy/: kustomize builds, kubernetes-validate, CRD schemas, promtool rules and
     /// tests, metric names, checkov.
     LintDeploy(deploy::LintArgs),
+    /// Benchmarks: rollouts of 10 to 5,000 nodes, the reference's pod counting as baseline,
+    /// controller CPU and memory; report in target/bench/ (docs/benchmarks.md).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Codegen(args) => codegen::run(&args),
         Command::Tools => tools::ensure_all(),
         Command::LintDeploy(args) => deploy::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 

@@ -1,0 +1,155 @@
+//! The benchmark harness behind `cargo xtask bench` (issue 10).
+//!
+//! Three measurements in one run, so that their ratios come from the same machine state:
+//!
+//! 1. **Rollouts in virtual time** (in process, tokio's paused clock): for each cluster size,
+//!    the real controller against canary-sim; per rollout the DaemonSet writes, status writes,
+//!    API requests, the makespan and its ratio to the ideal, and the reaction latencies (wall
+//!    time from the store change that makes a write possible to the write).
+//! 2. **Baseline**: the reference's pod counting (every cached pod scanned by owner name, twice
+//!    per reconcile) against ours (the owner's group from an index, counted once) on the same
+//!    pods; and ours with 1 DaemonSet against ours with N, to show the cost does not depend on
+//!    other DaemonSets' pods.
+//! 3. **Controller process**: CPU time and peak memory of `daemonset-canary run` against
+//!    `daemonset-canary sim serve`, each in its own process (real time).
+//!
+//! Prints a Markdown report (the goals of issue 10 with pass/miss) and, with `--json`, writes
+//! every figure to a file.
+
+mod baseline;
+mod process;
+mod reaction;
+mod report;
+mod rollout;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+/// Command line of the harness.
+#[derive(Parser)]
+#[command(about = "daemonset-canary benchmarks: rollouts, baseline, controller process")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Internal>,
+    /// Cluster sizes of the in-process rollouts.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000,5000")]
+    nodes: Vec<u32>,
+    /// Rollouts per size (each one more reaction sample per write kind).
+    #[arg(long, default_value_t = 3)]
+    rollouts: u32,
+    /// Seed of the simulator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Nodes of the baseline cluster.
+    #[arg(long, default_value_t = 5000)]
+    baseline_nodes: u32,
+    /// DaemonSets of the baseline cluster.
+    #[arg(long, default_value_t = 10)]
+    baseline_daemon_sets: u32,
+    /// Wall time spent per baseline comparison, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    baseline_millis: u64,
+    /// Nodes of the controller-process measurements (0: skip them).
+    #[arg(long, default_value_t = 5000)]
+    process_nodes: u32,
+    /// CanaryDaemonSets of each controller-process measurement.
+    #[arg(long, value_delimiter = ',', default_value = "1,10")]
+    process_daemon_sets: Vec<u32>,
+    /// The daemonset-canary executable (default: next to this harness's examples/ directory).
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// Also write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Roles of the harness executable itself.
+#[derive(Subcommand)]
+enum Internal {
+    /// A bare controller process (the adapter's run loop), for binaries without `run`.
+    #[command(hide = true)]
+    Controller {
+        /// Kubeconfig of the cluster.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    if let Some(Internal::Controller { kubeconfig }) = &cli.command {
+        return bare_controller(kubeconfig);
+    }
+    let mut report = report::Report::default();
+
+    eprintln!(
+        "baseline: {} nodes x {} DaemonSets ...",
+        cli.baseline_nodes, cli.baseline_daemon_sets
+    );
+    let budget = Duration::from_millis(cli.baseline_millis);
+    report.baseline.push(baseline::measure(cli.baseline_nodes, cli.baseline_daemon_sets, budget)?);
+    report.baseline.push(baseline::measure(cli.baseline_nodes, 1, budget)?);
+
+    for &nodes in &cli.nodes {
+        eprintln!("rollouts: {nodes} nodes x {} ...", cli.rollouts);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .context("cannot build the virtual-time runtime")?;
+        let figures = runtime.block_on(rollout::run(nodes, cli.rollouts, cli.seed))?;
+        report.rollouts.extend(figures);
+    }
+
+    if cli.process_nodes > 0 {
+        let binary = match &cli.binary {
+            Some(path) => path.clone(),
+            None => default_binary()?,
+        };
+        let runtime = tokio::runtime::Runtime::new().context("cannot build a runtime")?;
+        for &daemon_sets in &cli.process_daemon_sets {
+            eprintln!("controller process: {} nodes x {daemon_sets} CanaryDaemonSets ...", cli.process_nodes);
+            let figures = runtime.block_on(process::run(&binary, cli.process_nodes, daemon_sets))?;
+            report.processes.push(figures);
+        }
+    }
+
+    print!("{}", report.markdown());
+    if let Some(path) = &cli.json {
+        std::fs::write(path, report.json()?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `target/<profile>/daemonset-canary`, next to `target/<profile>/examples/bench`.
+fn default_binary() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("cannot find the harness executable")?;
+    let profile_dir = me
+        .parent()
+        .and_then(|examples| examples.parent())
+        .context("the harness is not in target/<profile>/examples")?;
+    Ok(profile_dir.join("daemonset-canary"))
+}
+
+fn bare_controller(kubeconfig: &std::path::Path) -> Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot build a runtime")?;
+    runtime.block_on(async {
+        let client = process::client(kubeconfig).await?;
+        let config = canary_kube_adapter::ControllerConfig::default();
+        canary_kube_adapter::run(client, config, std::future::pending::<()>())
+            .await
+            .context("the controller stopped")
+    })
+}

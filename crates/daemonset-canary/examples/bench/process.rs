@@ -1,0 +1,214 @@
+//! Controller CPU time and peak memory, with the controller in a process of its own.
+//!
+//! `daemonset-canary sim serve` runs the cluster; `daemonset-canary run --kubeconfig` runs the
+//! controller against it over loopback HTTP, in real time. The harness creates the
+//! CanaryDaemonSets, installs `v1`, rolls out `v2`, and reads the controller process's
+//! `/proc/<pid>/status` (VmHWM: peak resident memory) and `/proc/<pid>/stat` (utime + stime).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use canary_kube_adapter::CanaryDaemonSet;
+use daemonset_canary::scenario;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+/// What the controller process cost.
+#[derive(Debug, Clone)]
+pub struct ProcessFigures {
+    /// Nodes of the cluster.
+    pub nodes: u32,
+    /// CanaryDaemonSets rolled out at once.
+    pub daemon_sets: u32,
+    /// CPU seconds (user + system) of the controller for install and rollout.
+    pub cpu_total: f64,
+    /// CPU seconds of the `v2` rollout alone.
+    pub cpu_rollout: f64,
+    /// Peak resident memory of the controller (VmHWM), bytes.
+    pub peak_memory: u64,
+    /// Wall time of the `v2` rollout (real time: the served simulator runs on the wall clock).
+    pub rollout_wall: Duration,
+    /// The command that ran the controller.
+    pub controller: String,
+}
+
+/// A child process killed when dropped.
+struct Owned(Child);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs one measurement with `binary` (the daemonset-canary executable).
+pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessFigures> {
+    let dir = std::env::temp_dir().join(format!("canary-bench-{}-{nodes}-{daemon_sets}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let kubeconfig = dir.join("kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let _sim = Owned(
+        Command::new(binary)
+            .args(["sim", "serve", "--nodes", &nodes.to_string(), "--kubeconfig"])
+            .arg(&kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {} sim serve", binary.display()))?,
+    );
+    wait_for_file(&kubeconfig, Duration::from_secs(120)).await?;
+    let client = client(&kubeconfig).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &canary_kube_adapter::crd()?)
+        .await
+        .context("cannot create the CanaryDaemonSet CRD")?;
+    let (controller, command) = start_controller(binary, &kubeconfig)?;
+    let pid = controller.0.id();
+
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client, scenario::NAMESPACE);
+    let names: Vec<String> = (0..daemon_sets).map(|i| format!("{}-{i}", scenario::NAME)).collect();
+    for name in &names {
+        let object: CanaryDaemonSet = serde_json::from_value(named(scenario::manifest("Fixed", "v1", "healthy"), name))?;
+        api.create(&PostParams::default(), &object).await.context("cannot create a CanaryDaemonSet")?;
+    }
+    wait_successful(&api, &names, nodes, "v1").await?;
+    let cpu_before = cpu_seconds(pid)?;
+    let started = Instant::now();
+    for name in &names {
+        let spec = named(scenario::manifest("Fixed", "v2", "healthy"), name)["spec"].clone();
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": spec})))
+            .await
+            .context("cannot move a CanaryDaemonSet to v2")?;
+    }
+    wait_successful(&api, &names, nodes, "v2").await?;
+    let rollout_wall = started.elapsed();
+    let cpu_total = cpu_seconds(pid)?;
+    let peak_memory = peak_memory(pid)?;
+    drop(controller);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(ProcessFigures {
+        nodes,
+        daemon_sets,
+        cpu_total,
+        cpu_rollout: cpu_total - cpu_before,
+        peak_memory,
+        rollout_wall,
+        controller: command,
+    })
+}
+
+/// The scenario's manifest renamed to `name` (object, labels and selector).
+fn named(mut manifest: Value, name: &str) -> Value {
+    manifest["metadata"]["name"] = json!(name);
+    let labels = json!({"app.kubernetes.io/name": name});
+    let template = &mut manifest["spec"]["template"];
+    template["metadata"]["labels"] = labels.clone();
+    template["spec"]["selector"]["matchLabels"] = labels.clone();
+    template["spec"]["template"]["metadata"]["labels"] = labels;
+    manifest
+}
+
+fn start_controller(binary: &Path, kubeconfig: &Path) -> Result<(Owned, String)> {
+    let has_run = Command::new(binary)
+        .args(["run", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let (program, args): (PathBuf, Vec<String>) = if has_run {
+        (
+            binary.to_owned(),
+            vec!["run".into(), "--metrics-addr".into(), "127.0.0.1:0".into(), "--kubeconfig".into()],
+        )
+    } else {
+        // Before the binary had `run`: this harness's own minimal controller process.
+        let me = std::env::current_exe().context("cannot find the harness executable")?;
+        (me, vec!["controller".into(), "--kubeconfig".into()])
+    };
+    let command = format!("{} {} {}", program.display(), args.join(" "), kubeconfig.display());
+    let child = Command::new(&program)
+        .args(&args)
+        .arg(kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start {command}"))?;
+    Ok((Owned(child), command))
+}
+
+/// A client of the cluster `kubeconfig` describes.
+pub async fn client(kubeconfig: &Path) -> Result<Client> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).context("cannot read the kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .context("cannot use the kubeconfig")?;
+    Client::try_from(config).context("cannot build a client")
+}
+
+async fn wait_for_file(path: &Path, limit: Duration) -> Result<()> {
+    let started = Instant::now();
+    while !path.exists() {
+        if started.elapsed() > limit {
+            bail!("{} did not appear within {limit:?}", path.display());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+async fn wait_successful(api: &Api<CanaryDaemonSet>, names: &[String], nodes: u32, version: &str) -> Result<()> {
+    let limit = Duration::from_secs(1800);
+    let started = Instant::now();
+    'names: for name in names {
+        loop {
+            let object = api.get(name).await.context("cannot read a CanaryDaemonSet")?;
+            let status = object.status.unwrap_or_default();
+            let current = object.metadata.generation == status.observed_generation;
+            match status.phase.as_deref() {
+                Some("successful") if current && status.updated_ready == nodes => continue 'names,
+                Some("failed") => bail!("{name} failed at {version}: {}", status.message.unwrap_or_default()),
+                _ => {}
+            }
+            if started.elapsed() > limit {
+                bail!("{name} did not reach {version} within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+/// utime + stime of `pid`, in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("cannot read /proc/<pid>/stat")?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(fields.get(i).context("short /proc/<pid>/stat")?.parse::<u64>()? as f64)
+    };
+    Ok((ticks(11)? + ticks(12)?) / clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// VmHWM of `pid`, in bytes.
+fn peak_memory(pid: u32) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("cannot read /proc/<pid>/status")?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("no VmHWM in /proc/<pid>/status")?;
+    let kib: u64 = line.split_whitespace().nth(1).context("malformed VmHWM")?.parse()?;
+    Ok(kib * 1024)
+}

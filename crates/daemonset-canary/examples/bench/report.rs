@@ -1,0 +1,280 @@
+//! The report: a Markdown table per measurement, the goals of issue 10 with pass/miss, and the
+//! same figures as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::baseline::{BaselineFigures, median, percentile};
+use crate::process::ProcessFigures;
+use crate::rollout::RolloutFigures;
+
+/// The simulated kubelet's nominal times (what `Sim::builder()` uses: canary-sim's
+/// `KubeletConfig::default()`, before its seeded jitter): a pod replacement is the old pod's
+/// termination, the new pod's start, then its readiness.
+pub struct KubeletTimes {
+    /// Old pod's termination grace.
+    pub termination: Duration,
+    /// From scheduling to containers running.
+    pub start: Duration,
+    /// From running to Ready.
+    pub ready: Duration,
+}
+
+impl KubeletTimes {
+    /// The simulator's defaults.
+    pub fn of_sim() -> Self {
+        let config = canary_sim::cluster::KubeletConfig::default();
+        Self {
+            termination: config.termination_grace,
+            start: config.start_latency,
+            ready: config.ready_delay,
+        }
+    }
+
+    /// One pod replaced, from the DaemonSet controller deleting the old pod to the new one Ready.
+    pub fn replacement(&self) -> Duration {
+        self.termination + self.start + self.ready
+    }
+}
+
+/// The 10% waves after the canary: the remaining pods in batches of ceil(10% of nodes).
+pub fn waves(nodes: u32) -> u32 {
+    if nodes <= 1 {
+        return 0;
+    }
+    (nodes - 1).div_ceil(nodes.div_ceil(10))
+}
+
+/// The ideal makespan: the canary's replacement, then each wave's.
+pub fn ideal(nodes: u32, kubelet: &KubeletTimes) -> Duration {
+    kubelet.replacement() * (1 + waves(nodes))
+}
+
+/// Everything measured in one run.
+#[derive(Default)]
+pub struct Report {
+    /// Per-rollout figures, every size.
+    pub rollouts: Vec<RolloutFigures>,
+    /// Baseline comparisons (first: the full cluster; second: one DaemonSet).
+    pub baseline: Vec<BaselineFigures>,
+    /// Controller-process figures.
+    pub processes: Vec<ProcessFigures>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Report {
+    fn kubelet(&self) -> KubeletTimes {
+        KubeletTimes::of_sim()
+    }
+
+    fn by_size(&self) -> BTreeMap<u32, Vec<&RolloutFigures>> {
+        let mut sizes: BTreeMap<u32, Vec<&RolloutFigures>> = BTreeMap::new();
+        for figures in &self.rollouts {
+            sizes.entry(figures.nodes).or_default().push(figures);
+        }
+        sizes
+    }
+
+    fn latencies(rollouts: &[&RolloutFigures]) -> (Vec<f64>, usize) {
+        let mut found = Vec::new();
+        let mut untriggered = 0;
+        for reaction in rollouts.iter().flat_map(|r| &r.reactions) {
+            match reaction.latency {
+                Some(latency) => found.push(ms(latency)),
+                None => untriggered += 1,
+            }
+        }
+        (found, untriggered)
+    }
+
+    /// The Markdown report.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let kubelet = self.kubelet();
+        let _ = writeln!(out, "## Rollouts (in process, virtual time)\n");
+        let _ = writeln!(
+            out,
+            "Ideal = (1 + waves) x {:.0} s (termination {:?} + start {:?} + ready {:?}); medians over the rollouts of each size.\n",
+            kubelet.replacement().as_secs_f64(),
+            kubelet.termination,
+            kubelet.start,
+            kubelet.ready
+        );
+        let _ = writeln!(
+            out,
+            "| nodes | rollouts | DaemonSet writes | status writes | API requests | reconciles | makespan (s) | ideal (s) | ratio | reaction p50 (ms) | reaction p99 (ms) |"
+        );
+        let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (nodes, rollouts) in self.by_size() {
+            let writes: Vec<String> = rollouts.iter().map(|r| r.daemon_set_writes.to_string()).collect();
+            let med = |f: &dyn Fn(&RolloutFigures) -> f64| {
+                let mut v: Vec<f64> = rollouts.iter().map(|r| f(r)).collect();
+                median(&mut v)
+            };
+            let makespan = med(&|r| r.makespan.as_secs_f64());
+            let ideal = ideal(nodes, &kubelet).as_secs_f64();
+            let (mut latencies, untriggered) = Self::latencies(&rollouts);
+            let _ = writeln!(
+                out,
+                "| {nodes} | {} | {} | {:.0} | {:.0} | {:.0} | {makespan:.1} | {ideal:.0} | {:.3} | {:.2} | {:.2}{} |",
+                rollouts.len(),
+                writes.join(", "),
+                med(&|r| r.status_writes as f64),
+                med(&|r| r.requests as f64),
+                med(&|r| r.reconciles as f64),
+                makespan / ideal,
+                median(&mut latencies),
+                percentile(&mut latencies, 0.99),
+                if untriggered > 0 { format!(" ({untriggered} without trigger)") } else { String::new() },
+            );
+        }
+        let _ = writeln!(out, "\n## Baseline: counting one DaemonSet's pods per reconcile\n");
+        let _ = writeln!(out, "| nodes | DaemonSets cached | reference: 2 scans by owner name (µs) | ours: index by owner (µs) | reference / ours |");
+        let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
+        for b in &self.baseline {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.2} | {:.0} |",
+                b.nodes,
+                b.daemon_sets,
+                b.reference_ns / 1e3,
+                b.ours_ns / 1e3,
+                b.speedup()
+            );
+        }
+        if !self.processes.is_empty() {
+            let _ = writeln!(out, "\n## Controller process (real time, separate processes)\n");
+            let _ = writeln!(out, "| nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |");
+            let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+            for p in &self.processes {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.2} | {:.2} | {:.1} |",
+                    p.nodes,
+                    p.daemon_sets,
+                    p.peak_memory as f64 / MIB,
+                    p.cpu_total,
+                    p.cpu_rollout,
+                    p.rollout_wall.as_secs_f64()
+                );
+            }
+            if let Some(p) = self.processes.first() {
+                let _ = writeln!(out, "\nController command: `{}`", p.controller);
+            }
+        }
+        let _ = writeln!(out, "\n## Goals (issue 10)\n");
+        for (ok, line) in self.goals() {
+            let _ = writeln!(out, "- {} {line}", if ok { "PASS" } else { "MISS" });
+        }
+        out
+    }
+
+    /// Each goal: whether it is met, and the figure behind it.
+    pub fn goals(&self) -> Vec<(bool, String)> {
+        let mut goals = Vec::new();
+        let kubelet = self.kubelet();
+        let wrong: Vec<String> = self
+            .rollouts
+            .iter()
+            .filter(|r| r.daemon_set_writes != if r.nodes == 1 { 2 } else { 3 })
+            .map(|r| format!("{} on {} nodes", r.daemon_set_writes, r.nodes))
+            .collect();
+        goals.push((
+            wrong.is_empty() && !self.rollouts.is_empty(),
+            format!("three DaemonSet writes per rollout at every size ({} rollouts; off: {:?})", self.rollouts.len(), wrong),
+        ));
+        let worst = self
+            .rollouts
+            .iter()
+            .map(|r| (r.makespan.as_secs_f64() / ideal(r.nodes, &kubelet).as_secs_f64(), r.nodes))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((ratio, nodes)) = worst {
+            goals.push((ratio <= 1.05, format!("makespan within 5% of ideal (worst ratio {ratio:.3}, on {nodes} nodes)")));
+        }
+        if let (Some(full), Some(single)) = (self.baseline.first(), self.baseline.get(1)) {
+            let ratio = full.ours_ns / single.ours_ns;
+            goals.push((
+                ratio <= 1.5,
+                format!(
+                    "reconcile cost independent of other DaemonSets' pods (ours with {} DaemonSets / with 1: {ratio:.2}; the reference's: {:.2}); ours is {:.0}x cheaper than the reference",
+                    full.daemon_sets,
+                    full.reference_ns / single.reference_ns,
+                    full.speedup()
+                ),
+            ));
+        }
+        for p in &self.processes {
+            let limit = if p.daemon_sets <= 1 { 64.0 } else { 256.0 };
+            let mib = p.peak_memory as f64 / MIB;
+            goals.push((
+                mib < limit,
+                format!("peak memory under {limit:.0} MiB for {} CanaryDaemonSets on {} nodes ({mib:.1} MiB)", p.daemon_sets, p.nodes),
+            ));
+        }
+        let all: Vec<&RolloutFigures> = self.rollouts.iter().collect();
+        let (mut latencies, untriggered) = Self::latencies(&all);
+        if !latencies.is_empty() {
+            let p99 = percentile(&mut latencies, 0.99);
+            goals.push((
+                p99 < 10.0 && untriggered == 0,
+                format!("reaction p99 under 10 ms in process ({p99:.2} ms over {} writes, {untriggered} without a trigger)", latencies.len()),
+            ));
+        }
+        goals
+    }
+
+    /// Every figure as JSON.
+    pub fn json(&self) -> Result<String> {
+        let kubelet = self.kubelet();
+        let rollouts: Vec<_> = self
+            .rollouts
+            .iter()
+            .map(|r| {
+                json!({
+                    "nodes": r.nodes,
+                    "daemon_set_writes": r.daemon_set_writes,
+                    "status_writes": r.status_writes,
+                    "requests": r.requests,
+                    "reconciles": r.reconciles,
+                    "makespan_seconds": r.makespan.as_secs_f64(),
+                    "ideal_seconds": ideal(r.nodes, &kubelet).as_secs_f64(),
+                    "reactions": r.reactions.iter().map(|x| json!({
+                        "write": x.write,
+                        "latency_ms": x.latency.map(ms),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let processes: Vec<_> = self
+            .processes
+            .iter()
+            .map(|p| {
+                json!({
+                    "nodes": p.nodes,
+                    "daemon_sets": p.daemon_sets,
+                    "peak_memory_bytes": p.peak_memory,
+                    "cpu_total_seconds": p.cpu_total,
+                    "cpu_rollout_seconds": p.cpu_rollout,
+                    "rollout_wall_seconds": p.rollout_wall.as_secs_f64(),
+                    "controller": p.controller,
+                })
+            })
+            .collect();
+        let goals: Vec<_> = self.goals().into_iter().map(|(ok, what)| json!({"met": ok, "goal": what})).collect();
+        Ok(serde_json::to_string_pretty(&json!({
+            "rollouts": rollouts,
+            "baseline": self.baseline,
+            "processes": processes,
+            "goals": goals,
+        }))?)
+    }
+}

@@ -1,0 +1,177 @@
+//! Rollouts in virtual time: the real controller against the in-process simulator.
+//!
+//! One [`Scenario`] per cluster size: install `v1`, then roll out `v2`, `v3`, … and measure each
+//! rollout from the CanaryDaemonSet change to the `successful` transition, plus a quiet period
+//! after it, so that a write made after success is counted against the rollout too.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::observer::Stats;
+use canary_sim::store::StoreEvent;
+use canary_sim::Sim;
+use canary_state_machine::Phase;
+use daemonset_canary::scenario::{self, Scenario, ScenarioConfig, ScenarioKind};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::reaction::{Reaction, reactions};
+
+/// Virtual time kept after `successful`, to catch late writes.
+const QUIET_AFTER: Duration = Duration::from_secs(60);
+
+/// What one rollout cost and how long it took.
+#[derive(Debug, Clone)]
+pub struct RolloutFigures {
+    /// Nodes of the cluster.
+    pub nodes: u32,
+    /// DaemonSet writes of the controller.
+    pub daemon_set_writes: u64,
+    /// Status writes of the controller.
+    pub status_writes: u64,
+    /// Every API request of the controller (the harness's own one patch excluded).
+    pub requests: u64,
+    /// Reconcile passes.
+    pub reconciles: u64,
+    /// Virtual time from the change to `successful`.
+    pub makespan: Duration,
+    /// Start, widen and finish, with their latencies.
+    pub reactions: Vec<Reaction>,
+}
+
+/// Counters read before and after a rollout.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    daemon_set_writes: u64,
+    status_writes: u64,
+    reconciles: u64,
+    requests: u64,
+}
+
+impl Counters {
+    fn read(stats: &Stats, sim: &Sim) -> Self {
+        Self {
+            daemon_set_writes: stats.total_daemon_set_writes(),
+            status_writes: stats.status_writes(),
+            reconciles: stats.reconciles(),
+            requests: sim.requests().total(),
+        }
+    }
+}
+
+/// Runs `rollouts` successive healthy rollouts on `nodes` nodes. Call on a current-thread
+/// runtime with a paused clock.
+pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<RolloutFigures>> {
+    let config = ScenarioConfig {
+        nodes,
+        seed,
+        kind: ScenarioKind::Healthy,
+        ..ScenarioConfig::default()
+    };
+    let scenario = Scenario::start(config).await?;
+    scenario
+        .install()
+        .await
+        .with_context(|| format!("installing v1 on {nodes} nodes"))?;
+    let mut figures = Vec::new();
+    for round in 0..rollouts {
+        let version = format!("v{}", round + 2);
+        figures.push(
+            one_rollout(&scenario, nodes, &version)
+                .await
+                .with_context(|| format!("rolling out {version} on {nodes} nodes"))?,
+        );
+    }
+    scenario.stop().await?;
+    Ok(figures)
+}
+
+async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<RolloutFigures> {
+    let sim = scenario.sim();
+    let stats = scenario.observer().stats();
+    let mut transitions = scenario.observer().subscribe();
+    let recorder = Recorder::start(sim.store().subscribe());
+    let before = Counters::read(stats, sim);
+
+    let manifest = scenario::manifest("Fixed", version, "healthy");
+    let patch = json!({"spec": manifest["spec"]});
+    let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
+    let started = tokio::time::Instant::now();
+    api.patch(scenario::NAME, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .context("cannot change the CanaryDaemonSet")?;
+    let deadline = Duration::from_secs(6 * 3600);
+    loop {
+        let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
+            Err(_) => bail!("no end within {deadline:?}"),
+            Ok(Err(RecvError::Lagged(_))) => continue,
+            Ok(Err(RecvError::Closed)) => bail!("the controller stopped"),
+            Ok(Ok(transition)) => transition,
+        };
+        match transition.to {
+            Phase::Successful if transition.from.is_some_and(|p| p.is_in_progress()) => break,
+            Phase::Failed => bail!("the rollout failed: {:?}", transition.failure),
+            _ => {}
+        }
+    }
+    let makespan = started.elapsed();
+    tokio::time::sleep(QUIET_AFTER).await;
+    let after = Counters::read(stats, sim);
+    let events = recorder.finish().await?;
+    Ok(RolloutFigures {
+        nodes,
+        daemon_set_writes: after.daemon_set_writes - before.daemon_set_writes,
+        status_writes: after.status_writes - before.status_writes,
+        requests: (after.requests - before.requests).saturating_sub(1),
+        reconciles: after.reconciles - before.reconciles,
+        makespan,
+        reactions: reactions(&events, scenario::NAME, version, nodes as usize),
+    })
+}
+
+/// Keeps every store event from its start until [`Recorder::finish`].
+struct Recorder {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<(Vec<StoreEvent>, u64)>,
+}
+
+impl Recorder {
+    fn start(mut events: broadcast::Receiver<StoreEvent>) -> Self {
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let mut missed = 0;
+            loop {
+                tokio::select! {
+                    biased;
+                    event = events.recv() => match event {
+                        Ok(event) => kept.push(event),
+                        Err(RecvError::Lagged(n)) => missed += n,
+                        Err(RecvError::Closed) => break,
+                    },
+                    _ = &mut stopped => {
+                        while let Ok(event) = events.try_recv() {
+                            kept.push(event);
+                        }
+                        break;
+                    }
+                }
+            }
+            (kept, missed)
+        });
+        Self { stop, task }
+    }
+
+    /// The events recorded; an error if any was missed (the latencies would be wrong).
+    async fn finish(self) -> Result<Vec<StoreEvent>> {
+        let _ = self.stop.send(());
+        let (events, missed) = self.task.await.context("the event recorder panicked")?;
+        ensure!(missed == 0, "the event recorder missed {missed} store events");
+        Ok(events)
+    }
+}

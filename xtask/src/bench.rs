@@ -1,0 +1,88 @@
+//! `cargo xtask bench`: builds the harness (`crates/daemonset-canary/examples/bench/`) and the
+//! `daemonset-canary` binary with optimisations, runs it, and saves its report.
+//!
+//! The figures are never asserted: CI only runs `--smoke`, a tiny size in the dev profile, to
+//! check that the harness still works. docs/benchmarks.md explains every figure.
+
+use crate::cargo;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use xshell::{Shell, cmd};
+
+/// Options of `cargo xtask bench`.
+#[derive(clap::Args, Default)]
+pub struct BenchArgs {
+    /// A tiny run in the dev profile (what CI runs): checks the harness, measures nothing useful.
+    #[arg(long)]
+    smoke: bool,
+    /// Arguments for the harness itself (see `cargo xtask bench -- --help`), e.g.
+    /// `-- --nodes 10,100 --process-nodes 0`.
+    #[arg(last = true)]
+    harness_args: Vec<String>,
+}
+
+impl BenchArgs {
+    /// The CI run.
+    pub fn smoke() -> Self {
+        Self {
+            smoke: true,
+            harness_args: Vec::new(),
+        }
+    }
+}
+
+/// Arguments of the smoke run: every measurement, each at a size that takes seconds.
+const SMOKE_ARGS: &[&str] = &[
+    "--nodes",
+    "3,10",
+    "--rollouts",
+    "1",
+    "--baseline-nodes",
+    "200",
+    "--baseline-millis",
+    "60",
+    "--process-nodes",
+    "10",
+    "--process-daemon-sets",
+    "1,2",
+];
+
+/// Builds and runs the harness; the report goes to stdout and `target/bench/`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let sh = Shell::new()?;
+    let cargo = cargo();
+    let profile = if args.smoke { "dev" } else { "release" };
+    cmd!(
+        sh,
+        "{cargo} build --profile {profile} -p daemonset-canary --bin daemonset-canary --example bench"
+    )
+    .run()?;
+    let profile_dir = target_dir().join(if args.smoke { "debug" } else { "release" });
+    let harness = profile_dir.join("examples").join("bench");
+    let binary = profile_dir.join("daemonset-canary");
+    let out_dir = target_dir().join("bench");
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let json = out_dir.join(if args.smoke { "smoke.json" } else { "latest.json" });
+    let mut extra: Vec<String> = if args.smoke {
+        SMOKE_ARGS.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        Vec::new()
+    };
+    extra.extend(args.harness_args.iter().cloned());
+    let report = cmd!(sh, "{harness} --binary {binary} --json {json} {extra...}")
+        .read()
+        .context("the benchmark harness failed")?;
+    println!("{report}");
+    let markdown = json.with_extension("md");
+    std::fs::write(&markdown, format!("{report}\n"))
+        .with_context(|| format!("cannot write {}", markdown.display()))?;
+    eprintln!("report saved to {} and {}", markdown.display(), json.display());
+    Ok(())
+}
+
+/// The cargo target directory (CARGO_TARGET_DIR, else `target/` in the workspace root, which is
+/// the current directory of every xtask command).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from)
+}
