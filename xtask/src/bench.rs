@@ -6,7 +6,7 @@
 
 use crate::cargo;
 use anyhow::{Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use xshell::{Shell, cmd};
 
 /// Options of `cargo xtask bench`.
@@ -58,11 +58,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     )
     .run()?;
     let profile_dir = target_dir().join(if args.smoke { "debug" } else { "release" });
-    let harness = profile_dir.join("examples").join("bench");
-    let binary = profile_dir.join("daemonset-canary");
     let out_dir = target_dir().join("bench");
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    // Private copies: other builds sharing the target directory overwrite target/<profile>/
+    // daemonset-canary at any time, possibly with a binary built from other sources.
+    let bin_dir = out_dir.join(format!("bin-{}", std::process::id()));
+    std::fs::create_dir_all(&bin_dir)
+        .with_context(|| format!("cannot create {}", bin_dir.display()))?;
+    let harness = copy_into(&profile_dir.join("examples").join("bench"), &bin_dir)?;
+    let binary = copy_into(&profile_dir.join("daemonset-canary"), &bin_dir)?;
     let json = out_dir.join(if args.smoke { "smoke.json" } else { "latest.json" });
     let mut extra: Vec<String> = if args.smoke {
         SMOKE_ARGS.iter().map(|s| (*s).to_owned()).collect()
@@ -72,13 +75,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     extra.extend(args.harness_args.iter().cloned());
     let report = cmd!(sh, "{harness} --binary {binary} --json {json} {extra...}")
         .read()
-        .context("the benchmark harness failed")?;
+        .context("the benchmark harness failed");
+    let _ = std::fs::remove_dir_all(&bin_dir);
+    let report = report?;
     println!("{report}");
     let markdown = json.with_extension("md");
     std::fs::write(&markdown, format!("{report}\n"))
         .with_context(|| format!("cannot write {}", markdown.display()))?;
     eprintln!("report saved to {} and {}", markdown.display(), json.display());
     Ok(())
+}
+
+/// Copies `file` into `dir`, returning the copy's path.
+fn copy_into(file: &Path, dir: &Path) -> Result<PathBuf> {
+    let name = file
+        .file_name()
+        .with_context(|| format!("{} has no file name", file.display()))?;
+    let copy = dir.join(name);
+    std::fs::copy(file, &copy)
+        .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
+    Ok(copy)
 }
 
 /// The cargo target directory (CARGO_TARGET_DIR, else `target/` in the workspace root, which is

@@ -162,7 +162,8 @@ async fn wait_for_file(path: &Path, limit: Duration) -> Result<()> {
 }
 
 async fn wait_successful(api: &Api<CanaryDaemonSet>, names: &[String], nodes: u32, version: &str) -> Result<()> {
-    let limit = Duration::from_secs(1800);
+    // Generous against the ideal (about a minute and a half for any size, in real time).
+    let limit = Duration::from_secs(300 + u64::from(nodes) / 10);
     let started = Instant::now();
     'names: for name in names {
         loop {
