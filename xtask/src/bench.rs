@@ -42,7 +42,7 @@ const SMOKE_ARGS: &[&str] = &[
     "--baseline-millis",
     "60",
     "--process-nodes",
-    "10",
+    "2",
     "--process-daemon-sets",
     "1,2",
 ];
@@ -66,7 +66,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", bin_dir.display()))?;
     let harness = copy_into(&profile_dir.join("examples").join("bench"), &bin_dir)?;
     let binary = copy_into(&profile_dir.join("daemonset-canary"), &bin_dir)?;
-    let json = out_dir.join(if args.smoke { "smoke.json" } else { "latest.json" });
+    let json = out_dir.join(if args.smoke {
+        "smoke.json"
+    } else {
+        "latest.json"
+    });
     let mut extra: Vec<String> = if args.smoke {
         SMOKE_ARGS.iter().map(|s| (*s).to_owned()).collect()
     } else {
@@ -82,7 +86,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let markdown = json.with_extension("md");
     std::fs::write(&markdown, format!("{report}\n"))
         .with_context(|| format!("cannot write {}", markdown.display()))?;
-    eprintln!("report saved to {} and {}", markdown.display(), json.display());
+    eprintln!(
+        "report saved to {} and {}",
+        markdown.display(),
+        json.display()
+    );
     Ok(())
 }
 

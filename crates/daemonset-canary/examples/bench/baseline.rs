@@ -61,7 +61,11 @@ fn pod(template: &Pod, ds: u32, node: u32, keys: &AnnotationKeys) -> Pod {
     let meta = &mut pod.metadata;
     meta.name = Some(format!("agent-{ds}-{node}"));
     meta.uid = Some(format!("pod-{ds}-{node}"));
-    let on_target = if node % 2 == 0 { target() } else { Target::default() };
+    let on_target = if node % 2 == 0 {
+        target()
+    } else {
+        Target::default()
+    };
     meta.annotations = Some(on_target.annotations(keys));
     if let Some(owner) = meta.owner_references.as_mut().and_then(|o| o.first_mut()) {
         owner.name = format!("agent-{ds}");

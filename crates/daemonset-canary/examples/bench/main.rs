@@ -99,8 +99,14 @@ fn run(cli: Cli) -> Result<()> {
         cli.baseline_nodes, cli.baseline_daemon_sets
     );
     let budget = Duration::from_millis(cli.baseline_millis);
-    report.baseline.push(baseline::measure(cli.baseline_nodes, cli.baseline_daemon_sets, budget)?);
-    report.baseline.push(baseline::measure(cli.baseline_nodes, 1, budget)?);
+    report.baseline.push(baseline::measure(
+        cli.baseline_nodes,
+        cli.baseline_daemon_sets,
+        budget,
+    )?);
+    report
+        .baseline
+        .push(baseline::measure(cli.baseline_nodes, 1, budget)?);
 
     for &nodes in &cli.nodes {
         eprintln!("rollouts: {nodes} nodes x {} ...", cli.rollouts);
@@ -120,15 +126,20 @@ fn run(cli: Cli) -> Result<()> {
         };
         let runtime = tokio::runtime::Runtime::new().context("cannot build a runtime")?;
         for &daemon_sets in &cli.process_daemon_sets {
-            eprintln!("controller process: {} nodes x {daemon_sets} CanaryDaemonSets ...", cli.process_nodes);
-            let figures = runtime.block_on(process::run(&binary, cli.process_nodes, daemon_sets))?;
+            eprintln!(
+                "controller process: {} nodes x {daemon_sets} CanaryDaemonSets ...",
+                cli.process_nodes
+            );
+            let figures =
+                runtime.block_on(process::run(&binary, cli.process_nodes, daemon_sets))?;
             report.processes.push(figures);
         }
     }
 
     print!("{}", report.markdown());
     if let Some(path) = &cli.json {
-        std::fs::write(path, report.json()?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, report.json()?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

@@ -48,13 +48,22 @@ impl Drop for Owned {
 
 /// Runs one measurement with `binary` (the daemonset-canary executable).
 pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessFigures> {
-    let dir = std::env::temp_dir().join(format!("canary-bench-{}-{nodes}-{daemon_sets}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "canary-bench-{}-{nodes}-{daemon_sets}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let kubeconfig = dir.join("kubeconfig");
     let _ = std::fs::remove_file(&kubeconfig);
     let _sim = Owned(
         Command::new(binary)
-            .args(["sim", "serve", "--nodes", &nodes.to_string(), "--kubeconfig"])
+            .args([
+                "sim",
+                "serve",
+                "--nodes",
+                &nodes.to_string(),
+                "--kubeconfig",
+            ])
             .arg(&kubeconfig)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -71,19 +80,28 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
     let pid = controller.0.id();
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client, scenario::NAMESPACE);
-    let names: Vec<String> = (0..daemon_sets).map(|i| format!("{}-{i}", scenario::NAME)).collect();
+    let names: Vec<String> = (0..daemon_sets)
+        .map(|i| format!("{}-{i}", scenario::NAME))
+        .collect();
     for name in &names {
-        let object: CanaryDaemonSet = serde_json::from_value(named(scenario::manifest("Fixed", "v1", "healthy"), name))?;
-        api.create(&PostParams::default(), &object).await.context("cannot create a CanaryDaemonSet")?;
+        let object: CanaryDaemonSet =
+            serde_json::from_value(named(scenario::manifest("Fixed", "v1", "healthy"), name))?;
+        api.create(&PostParams::default(), &object)
+            .await
+            .context("cannot create a CanaryDaemonSet")?;
     }
     wait_successful(&api, &names, nodes, "v1").await?;
     let cpu_before = cpu_seconds(pid)?;
     let started = Instant::now();
     for name in &names {
         let spec = named(scenario::manifest("Fixed", "v2", "healthy"), name)["spec"].clone();
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": spec})))
-            .await
-            .context("cannot move a CanaryDaemonSet to v2")?;
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await
+        .context("cannot move a CanaryDaemonSet to v2")?;
     }
     wait_successful(&api, &names, nodes, "v2").await?;
     let rollout_wall = started.elapsed();
@@ -123,14 +141,24 @@ fn start_controller(binary: &Path, kubeconfig: &Path) -> Result<(Owned, String)>
     let (program, args): (PathBuf, Vec<String>) = if has_run {
         (
             binary.to_owned(),
-            vec!["run".into(), "--metrics-addr".into(), "127.0.0.1:0".into(), "--kubeconfig".into()],
+            vec![
+                "run".into(),
+                "--metrics-addr".into(),
+                "127.0.0.1:0".into(),
+                "--kubeconfig".into(),
+            ],
         )
     } else {
         // Before the binary had `run`: this harness's own minimal controller process.
         let me = std::env::current_exe().context("cannot find the harness executable")?;
         (me, vec!["controller".into(), "--kubeconfig".into()])
     };
-    let command = format!("{} {} {}", program.display(), args.join(" "), kubeconfig.display());
+    let command = format!(
+        "{} {} {}",
+        program.display(),
+        args.join(" "),
+        kubeconfig.display()
+    );
     let child = Command::new(&program)
         .args(&args)
         .arg(kubeconfig)
@@ -143,10 +171,12 @@ fn start_controller(binary: &Path, kubeconfig: &Path) -> Result<(Owned, String)>
 
 /// A client of the cluster `kubeconfig` describes.
 pub async fn client(kubeconfig: &Path) -> Result<Client> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).context("cannot read the kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-        .await
-        .context("cannot use the kubeconfig")?;
+    let file =
+        kube::config::Kubeconfig::read_from(kubeconfig).context("cannot read the kubeconfig")?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .context("cannot use the kubeconfig")?;
     Client::try_from(config).context("cannot build a client")
 }
 
@@ -161,18 +191,29 @@ async fn wait_for_file(path: &Path, limit: Duration) -> Result<()> {
     Ok(())
 }
 
-async fn wait_successful(api: &Api<CanaryDaemonSet>, names: &[String], nodes: u32, version: &str) -> Result<()> {
+async fn wait_successful(
+    api: &Api<CanaryDaemonSet>,
+    names: &[String],
+    nodes: u32,
+    version: &str,
+) -> Result<()> {
     // Generous against the ideal (about a minute and a half for any size, in real time).
     let limit = Duration::from_secs(300 + u64::from(nodes) / 10);
     let started = Instant::now();
     'names: for name in names {
         loop {
-            let object = api.get(name).await.context("cannot read a CanaryDaemonSet")?;
+            let object = api
+                .get(name)
+                .await
+                .context("cannot read a CanaryDaemonSet")?;
             let status = object.status.unwrap_or_default();
             let current = object.metadata.generation == status.observed_generation;
             match status.phase.as_deref() {
                 Some("successful") if current && status.updated_ready == nodes => continue 'names,
-                Some("failed") => bail!("{name} failed at {version}: {}", status.message.unwrap_or_default()),
+                Some("failed") => bail!(
+                    "{name} failed at {version}: {}",
+                    status.message.unwrap_or_default()
+                ),
                 _ => {}
             }
             if started.elapsed() > limit {
@@ -186,12 +227,19 @@ async fn wait_successful(api: &Api<CanaryDaemonSet>, names: &[String], nodes: u3
 
 /// utime + stime of `pid`, in seconds.
 fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("cannot read /proc/<pid>/stat")?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .context("cannot read /proc/<pid>/stat")?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/<pid>/stat")?;
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("malformed /proc/<pid>/stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| -> Result<f64> {
-        Ok(fields.get(i).context("short /proc/<pid>/stat")?.parse::<u64>()? as f64)
+        Ok(fields
+            .get(i)
+            .context("short /proc/<pid>/stat")?
+            .parse::<u64>()? as f64)
     };
     Ok((ticks(11)? + ticks(12)?) / clock_ticks_per_second())
 }
@@ -208,8 +256,16 @@ fn clock_ticks_per_second() -> f64 {
 
 /// VmHWM of `pid`, in bytes.
 fn peak_memory(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("cannot read /proc/<pid>/status")?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).context("no VmHWM in /proc/<pid>/status")?;
-    let kib: u64 = line.split_whitespace().nth(1).context("malformed VmHWM")?.parse()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .context("cannot read /proc/<pid>/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .context("no VmHWM in /proc/<pid>/status")?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("malformed VmHWM")?
+        .parse()?;
     Ok(kib * 1024)
 }

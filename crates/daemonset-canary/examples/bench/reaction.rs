@@ -40,7 +40,12 @@ struct PodState {
 }
 
 /// Replays `events` of the DaemonSet `name` moving to `version` on `desired` nodes.
-pub fn reactions(events: &[StoreEvent], name: &str, version: &str, desired: usize) -> Vec<Reaction> {
+pub fn reactions(
+    events: &[StoreEvent],
+    name: &str,
+    version: &str,
+    desired: usize,
+) -> Vec<Reaction> {
     let mut pods: HashMap<&str, PodState> = HashMap::new();
     let mut spec_changed: Option<Instant> = None;
     let mut first_ready: Option<Instant> = None;
@@ -122,9 +127,8 @@ fn classify_write(event: &StoreEvent) -> Option<&'static str> {
     if generation(Some(previous)) >= generation(Some(&event.object)) {
         return None;
     }
-    let template_version = |ds: &Value| {
-        ds["spec"]["template"]["metadata"]["annotations"][VERSION_ANNOTATION].clone()
-    };
+    let template_version =
+        |ds: &Value| ds["spec"]["template"]["metadata"]["annotations"][VERSION_ANNOTATION].clone();
     let max_unavailable =
         |ds: &Value| ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].clone();
     if template_version(previous) != template_version(&event.object) {

@@ -113,9 +113,15 @@ impl Report {
             out,
             "| nodes | rollouts | DaemonSet writes | status writes | API requests | reconciles | makespan (s) | ideal (s) | ratio | reaction p50 (ms) | reaction p99 (ms) |"
         );
-        let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for (nodes, rollouts) in self.by_size() {
-            let writes: Vec<String> = rollouts.iter().map(|r| r.daemon_set_writes.to_string()).collect();
+            let writes: Vec<String> = rollouts
+                .iter()
+                .map(|r| r.daemon_set_writes.to_string())
+                .collect();
             let med = |f: &dyn Fn(&RolloutFigures) -> f64| {
                 let mut v: Vec<f64> = rollouts.iter().map(|r| f(r)).collect();
                 median(&mut v)
@@ -134,11 +140,41 @@ impl Report {
                 makespan / ideal,
                 median(&mut latencies),
                 percentile(&mut latencies, 0.99),
-                if untriggered > 0 { format!(" ({untriggered} without trigger)") } else { String::new() },
+                if untriggered > 0 {
+                    format!(" ({untriggered} without trigger)")
+                } else {
+                    String::new()
+                },
             );
         }
-        let _ = writeln!(out, "\n## Baseline: counting one DaemonSet's pods per reconcile\n");
-        let _ = writeln!(out, "| nodes | DaemonSets cached | reference: 2 scans by owner name (µs) | ours: index by owner (µs) | reference / ours |");
+        let _ = writeln!(out, "\nReaction latency by write, every size (ms):\n");
+        let _ = writeln!(out, "| write | samples | p50 | p99 | max |");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+        for write in ["start", "widen", "finish"] {
+            let mut values: Vec<f64> = self
+                .rollouts
+                .iter()
+                .flat_map(|r| &r.reactions)
+                .filter(|x| x.write == write)
+                .filter_map(|x| x.latency.map(ms))
+                .collect();
+            let max = values.iter().copied().fold(0.0, f64::max);
+            let _ = writeln!(
+                out,
+                "| {write} | {} | {:.2} | {:.2} | {max:.2} |",
+                values.len(),
+                median(&mut values),
+                percentile(&mut values, 0.99)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n## Baseline: counting one DaemonSet's pods per reconcile\n"
+        );
+        let _ = writeln!(
+            out,
+            "| nodes | DaemonSets cached | reference: 2 scans by owner name (µs) | ours: index by owner (µs) | reference / ours |"
+        );
         let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
         for b in &self.baseline {
             let _ = writeln!(
@@ -152,8 +188,14 @@ impl Report {
             );
         }
         if !self.processes.is_empty() {
-            let _ = writeln!(out, "\n## Controller process (real time, separate processes)\n");
-            let _ = writeln!(out, "| nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |");
+            let _ = writeln!(
+                out,
+                "\n## Controller process (real time, separate processes)\n"
+            );
+            let _ = writeln!(
+                out,
+                "| nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |"
+            );
             let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
             for p in &self.processes {
                 let _ = writeln!(
@@ -190,15 +232,27 @@ impl Report {
             .collect();
         goals.push((
             wrong.is_empty() && !self.rollouts.is_empty(),
-            format!("three DaemonSet writes per rollout at every size ({} rollouts; off: {:?})", self.rollouts.len(), wrong),
+            format!(
+                "three DaemonSet writes per rollout at every size ({} rollouts; off: {:?})",
+                self.rollouts.len(),
+                wrong
+            ),
         ));
         let worst = self
             .rollouts
             .iter()
-            .map(|r| (r.makespan.as_secs_f64() / ideal(r.nodes, &kubelet).as_secs_f64(), r.nodes))
+            .map(|r| {
+                (
+                    r.makespan.as_secs_f64() / ideal(r.nodes, &kubelet).as_secs_f64(),
+                    r.nodes,
+                )
+            })
             .max_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((ratio, nodes)) = worst {
-            goals.push((ratio <= 1.05, format!("makespan within 5% of ideal (worst ratio {ratio:.3}, on {nodes} nodes)")));
+            goals.push((
+                ratio <= 1.05,
+                format!("makespan within 5% of ideal (worst ratio {ratio:.3}, on {nodes} nodes)"),
+            ));
         }
         if let (Some(full), Some(single)) = (self.baseline.first(), self.baseline.get(1)) {
             let ratio = full.ours_ns / single.ours_ns;
@@ -269,7 +323,11 @@ impl Report {
                 })
             })
             .collect();
-        let goals: Vec<_> = self.goals().into_iter().map(|(ok, what)| json!({"met": ok, "goal": what})).collect();
+        let goals: Vec<_> = self
+            .goals()
+            .into_iter()
+            .map(|(ok, what)| json!({"met": ok, "goal": what}))
+            .collect();
         Ok(serde_json::to_string_pretty(&json!({
             "rollouts": rollouts,
             "baseline": self.baseline,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::observer::Stats;
-use canary_sim::store::StoreEvent;
 use canary_sim::Sim;
+use canary_sim::store::StoreEvent;
 use canary_state_machine::Phase;
 use daemonset_canary::scenario::{self, Scenario, ScenarioConfig, ScenarioKind};
 use kube::Api;
@@ -102,9 +102,13 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     let patch = json!({"spec": manifest["spec"]});
     let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
     let started = tokio::time::Instant::now();
-    api.patch(scenario::NAME, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .context("cannot change the CanaryDaemonSet")?;
+    api.patch(
+        scenario::NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .context("cannot change the CanaryDaemonSet")?;
     let deadline = Duration::from_secs(6 * 3600);
     loop {
         let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
@@ -171,7 +175,10 @@ impl Recorder {
     async fn finish(self) -> Result<Vec<StoreEvent>> {
         let _ = self.stop.send(());
         let (events, missed) = self.task.await.context("the event recorder panicked")?;
-        ensure!(missed == 0, "the event recorder missed {missed} store events");
+        ensure!(
+            missed == 0,
+            "the event recorder missed {missed} store events"
+        );
         Ok(events)
     }
 }
