@@ -61,7 +61,7 @@ fn pod(template: &Pod, ds: u32, node: u32, keys: &AnnotationKeys) -> Pod {
     let meta = &mut pod.metadata;
     meta.name = Some(format!("agent-{ds}-{node}"));
     meta.uid = Some(format!("pod-{ds}-{node}"));
-    let on_target = if node % 2 == 0 {
+    let on_target = if node.is_multiple_of(2) {
         target()
     } else {
         Target::default()

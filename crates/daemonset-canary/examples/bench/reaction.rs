@@ -53,10 +53,11 @@ pub fn reactions(
     let mut found = Vec::new();
     for event in events {
         match (event.key.plural.as_str(), event.key.group.as_str()) {
-            ("canarydaemonsets", _) if event.name == name => {
-                if generation(event.previous.as_deref()) < generation(Some(&event.object)) {
-                    spec_changed.get_or_insert(event.committed_at);
-                }
+            ("canarydaemonsets", _)
+                if event.name == name
+                    && generation(event.previous.as_deref()) < generation(Some(&event.object)) =>
+            {
+                spec_changed.get_or_insert(event.committed_at);
             }
             ("pods", "") if owner_name(&event.object) == Some(name) => {
                 track_pod(&mut pods, event, version);
