@@ -59,8 +59,9 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "lint-deploy",
-        what: "deploy/: kustomize, kubernetes-validate, promtool, checkov",
-        run: |_| crate::deploy::run(&crate::deploy::LintArgs::default()),
+        what: "deploy/: kustomize, kubernetes-validate, promtool, checkov, metric names from a demo scrape",
+        // Metric names are checked against what a demo rollout really exports.
+        run: |_| crate::deploy::run(&crate::deploy::LintArgs::from_demo()),
     },
     Step {
         name: "bench-build",

@@ -73,8 +73,37 @@ pub struct LintArgs {
     /// A `/metrics` scrape of the binary (Prometheus text format) to check metric names against,
     /// instead of reading the metrics source. Only families the scrape shows count, so scrape a
     /// binary that has exercised every metric (e.g. after a demo rollout).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "from_demo")]
     exposition: Option<PathBuf>,
+    /// Scrape a demo rollout for the metric-name check: runs `daemonset-canary demo
+    /// --metrics-file` and checks against that exposition (what CI does).
+    #[arg(long)]
+    from_demo: bool,
+}
+
+impl LintArgs {
+    /// What CI runs: the metric names checked against a demo rollout's exposition.
+    pub fn from_demo() -> Self {
+        Self {
+            exposition: None,
+            from_demo: true,
+        }
+    }
+}
+
+/// Runs a 20-node demo rollout and saves its final `/metrics` exposition in `work`.
+fn demo_exposition(sh: &Shell, work: &Path) -> Result<PathBuf> {
+    let file = work.join("demo-metrics.prom");
+    let cargo = crate::cargo();
+    eprintln!("==> lint-deploy: scraping a demo rollout");
+    cmd!(
+        sh,
+        "{cargo} run --quiet --locked -p daemonset-canary -- demo --nodes 20 --metrics-file {file}"
+    )
+    .ignore_stdout()
+    .run()
+    .context("the demo rollout for the metrics scrape failed")?;
+    Ok(file)
 }
 
 /// One built kustomization.
@@ -117,12 +146,17 @@ pub fn run(args: &LintArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", work.display()))?;
     eprintln!("==> lint-deploy: kustomize builds");
     let builds = build_all(&sh, &work)?;
+    let exposition = match (&args.exposition, args.from_demo) {
+        (Some(file), _) => Some(file.clone()),
+        (None, true) => Some(demo_exposition(&sh, &work)?),
+        (None, false) => None,
+    };
     let context = Lint {
         sh,
         work,
         venv_bin,
         builds,
-        exposition: args.exposition.clone(),
+        exposition,
     };
     let mut failed = Vec::new();
     for (name, check) in CHECKS {
