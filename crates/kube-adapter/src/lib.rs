@@ -1,7 +1,7 @@
 //! The Kubernetes side of daemonset-canary: the `CanaryDaemonSet` resource and its reconcile
 //! loop on kube-rs.
 //!
-//! A [`CanaryDaemonSet`](crd::CanaryDaemonSet) owns one DaemonSet. The controller injects the
+//! A [`CanaryDaemonSet`] owns one DaemonSet. The controller injects the
 //! target (version, registry, deployment id) as install-strategy annotations on the DaemonSet
 //! and its pod template, and rolls every change out the KubeVirt way: the new template at
 //! `maxUnavailable: 1` (one canary pod), `10%` once an updated pod is ready, back to `1` when
