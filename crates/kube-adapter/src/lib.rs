@@ -29,7 +29,7 @@
 //!
 //! # Modules
 //!
-//! - [`crd`]: the resource, [`crd::crd()`] and [`crd::crd_yaml()`] (committed as
+//! - [`crd`](mod@crd): the resource, [`crd::crd()`] and [`crd::crd_yaml()`] (committed as
 //!   `deploy/crd/canarydaemonsets.yaml`; regenerate with
 //!   `UPDATE_CRD=1 cargo test -p canary-kube-adapter crd_yaml_is_current`).
 //! - [`desired`], [`meta`], [`patch`], [`status`]: pure functions (desired DaemonSet, the
