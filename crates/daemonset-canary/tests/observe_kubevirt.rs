@@ -192,3 +192,110 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
     );
     promtool_check(&text);
 }
+
+/// Kills the child when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+fn wait_for(what: &str, mut probe: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !probe() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_subcommand_observes_a_served_cluster_and_stops_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("observe-kubevirt-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let binary = env!("CARGO_BIN_EXE_daemonset-canary");
+    let _sim = KillOnDrop(
+        Command::new(binary)
+            .args(["sim", "serve", "--nodes", "2", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the simulator's kubeconfig", || kubeconfig.exists());
+
+    // virt-handler installed by the stand-in, over real sockets.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        StandIn::new(&client).install("v1.5.0").await;
+    });
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut observer = KillOnDrop(
+        Command::new(binary)
+            .args(["observe-kubevirt", "--log-format", "json", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--metrics-addr", &addr])
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("/readyz 200", || {
+        http_get(&addr, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+    });
+    let series = r#"canary_rollout_phase{mode="observed",name="virt-handler",namespace="kubevirt",phase="successful"} 1"#;
+    wait_for("the observed phase", || {
+        http_get(&addr, "/metrics").is_some_and(|r| r.contains(series))
+    });
+    let metrics = http_get(&addr, "/metrics").unwrap();
+    assert!(
+        metrics.contains(r#"canary_kubevirt_version_info{name="kubevirt",namespace="kubevirt",observed_version="",target_version="v1.5.0"} 1"#),
+        "{metrics}"
+    );
+
+    let pid = observer.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut status = None;
+    wait_for("exit after SIGTERM", || {
+        status = observer.0.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(status.unwrap().success(), "exit 0 on SIGTERM: {status:?}");
+}
