@@ -11,7 +11,7 @@ use canary_kube_adapter::crd::{
     CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec, crd,
 };
 use canary_kube_adapter::observer::{Observer, Transition};
-use canary_sim::cluster::{Cluster, ClusterConfig};
+use canary_sim::cluster::Cluster;
 use canary_sim::{FaultAction, FaultRule, Sim, Trigger, Verb};
 use canary_state_machine::WriteKind;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -114,18 +114,9 @@ impl Drop for Env {
 }
 
 fn sim(nodes: u32) -> Env {
-    // The cluster model is started here on the simulator's store (the builder's own nodes are
-    // zero), so these tests drive the same DaemonSet controller and kubelets either way.
-    let sim = Sim::builder().nodes(0).seed(7).build().unwrap();
+    let sim = Sim::builder().nodes(nodes).seed(7).build().unwrap();
     sim.register_crd(&crd().unwrap()).unwrap();
-    let cluster = Cluster::start(
-        sim.store().clone(),
-        ClusterConfig {
-            nodes,
-            seed: 7,
-            ..ClusterConfig::default()
-        },
-    );
+    let cluster = sim.cluster().clone();
     Env { sim, cluster }
 }
 
