@@ -4,10 +4,10 @@
 use super::timeline::{Sample, Summary, format_seconds};
 use std::fmt::Write;
 
-const WIDTH: f64 = 900.0;
+const WIDTH: f64 = 960.0;
 const HEIGHT: f64 = 420.0;
 const LEFT: f64 = 60.0;
-const RIGHT: f64 = 150.0;
+const RIGHT: f64 = 200.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
@@ -98,20 +98,27 @@ pub fn render(title: &str, samples: &[Sample], summary: &Summary) -> String {
 }
 
 fn phase_bands(svg: &mut String, samples: &[Sample], scale: &Scale) {
-    for (index, sample) in samples.iter().enumerate() {
-        let end = samples.get(index + 1).map_or(scale.t_max, |next| next.t);
-        let (x0, x1) = (scale.x(sample.t), scale.x(end));
-        if x1 <= x0 {
-            continue;
+    // One band per run of samples in the same phase: a rectangle per sample would leave hairline
+    // gaps between neighbours once rounded to pixels.
+    let mut index = 0;
+    while let Some(first) = samples.get(index) {
+        let run = samples[index..]
+            .iter()
+            .take_while(|s| s.phase == first.phase)
+            .count();
+        let end = samples.get(index + run).map_or(scale.t_max, |next| next.t);
+        let (x0, x1) = (scale.x(first.t), scale.x(end));
+        if x1 > x0 {
+            let _ = writeln!(
+                svg,
+                r##"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"##,
+                x1 - x0,
+                HEIGHT - TOP - BOTTOM,
+                phase_colour(&first.phase),
+                escape(&first.phase)
+            );
         }
-        let _ = writeln!(
-            svg,
-            r##"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"##,
-            x1 - x0,
-            HEIGHT - TOP - BOTTOM,
-            phase_colour(&sample.phase),
-            escape(&sample.phase)
-        );
+        index += run;
     }
     let mut previous = "";
     for sample in samples {
@@ -291,6 +298,25 @@ mod tests {
         assert!(svg.contains("crash &lt;loop&gt;"), "title is escaped");
         assert!(svg.contains(phase_colour("canary")));
         assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn one_band_per_run_of_the_same_phase() {
+        let samples = [
+            sample(0.0, "canary", 0, 1),
+            sample(1.0, "canary", 1, 1),
+            sample(2.0, "waiting", 2, 2),
+            sample(3.0, "waiting", 3, 2),
+        ];
+        let summary = Summary {
+            result: "successful".into(),
+            daemon_set_writes: 3,
+            duration_seconds: 4.0,
+            reason: None,
+        };
+        let svg = render("bands", &samples, &summary);
+        // The white background plus one band for canary and one for waiting.
+        assert_eq!(svg.matches("<rect").count(), 3, "{svg}");
     }
 
     #[test]
