@@ -47,9 +47,10 @@ impl WriteKind {
 pub struct DaemonSetWrite {
     /// Why the write is made.
     pub kind: WriteKind,
-    /// The `maxUnavailable` to set, replacing the whole `rollingUpdate` like the reference
-    /// (quirk 12). `None` leaves `rollingUpdate` as the desired DaemonSet has it (reference
-    /// TLS steps and create).
+    /// The `maxUnavailable` to set. How it is applied is the caller's business: the adapter
+    /// replaces the whole `rollingUpdate` in `KubeVirt` compatibility (quirk 12, `maxSurge`
+    /// dropped) and sets only `maxUnavailable` otherwise. `None` leaves `rollingUpdate` as the
+    /// desired DaemonSet has it (reference TLS steps and create).
     pub max_unavailable: Option<MaxUnavailable>,
     /// A TLS template change to apply to the desired DaemonSet first.
     pub template_edit: Option<TemplateEdit>,
