@@ -1,0 +1,299 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Deterministic simulation testing (issue 9): from one seed, a scenario — 1 to 500 nodes, one
+//! to three version changes (some while a rollout is in flight), pod behaviours, node churn,
+//! API faults (500, 429, 409 up to 20% of requests, latency, dropped watches, 410 Gone),
+//! controller kills and restarts, two replicas with leader election — run against the REAL
+//! controller on canary-sim in virtual time, with the eight invariants of the issue checked
+//! continuously (see `simulation/world.rs` for their names and docs/reliability.md).
+//!
+//! - `ci_seed_set`: the fixed CI set (seeds 0..200, up to 40 nodes).
+//! - `replay` (ignored): `DST_SEED=N DST_PROFILE=ci|soak`, the command every failure prints.
+//! - `soak` (ignored): `DST_SEEDS=N [DST_FIRST=S]`, what `cargo xtask soak` runs.
+
+#[path = "simulation/checker.rs"]
+mod checker;
+#[path = "simulation/plan.rs"]
+mod plan;
+#[path = "simulation/recorder.rs"]
+mod recorder;
+#[path = "simulation/rng.rs"]
+mod rng;
+#[path = "simulation/run.rs"]
+mod run;
+#[path = "simulation/world.rs"]
+mod world;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use plan::{Plan, Profile};
+use serde_json::json;
+use world::{Exercised, report};
+
+/// Namespace of the scenario's objects.
+pub const NAMESPACE: &str = "default";
+/// Name of the CanaryDaemonSet and its DaemonSet.
+pub const NAME: &str = "node-agent";
+/// The Lease the replicas elect a leader with.
+pub const LEASE_NAME: &str = "daemonset-canary";
+/// Install-strategy version annotation.
+pub const VERSION_KEY: &str = "kubevirt.io/install-strategy-version";
+/// Install-strategy id annotation.
+pub const ID_KEY: &str = "kubevirt.io/install-strategy-identifier";
+/// Annotation the simulated kubelet reads.
+const BEHAVIOR_ANNOTATION: &str = "sim.canary.daemonset.dev/behavior";
+
+/// Seeds of the CI set.
+const CI_SEEDS: u64 = 200;
+/// Wall-clock limit of one seed: beyond it the controller is spinning without letting
+/// virtual time advance (a hot loop).
+const WALL_LIMIT: Duration = Duration::from_secs(180);
+
+/// The CanaryDaemonSet at `version` whose pods behave as `behavior`.
+pub fn manifest(version: &str, behavior: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {
+            "target": {"version": version, "registry": "registry.example"},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": NAME}},
+                "spec": {
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+                    "template": {
+                        "metadata": {
+                            "labels": {"app.kubernetes.io/name": NAME},
+                            "annotations": {BEHAVIOR_ANNOTATION: behavior}
+                        },
+                        "spec": {
+                            "tolerations": [{"operator": "Exists"}],
+                            "containers": [{"name": "agent", "image": format!("registry.example/node-agent:{version}")}]
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The result of one seed, as the runner thread reports it.
+struct SeedResult {
+    plan: Plan,
+    outcome: Option<run::Outcome>,
+    wall: Duration,
+}
+
+/// Runs one seed on its own thread and paused runtime, with a wall-clock watchdog.
+fn run_seed(seed: u64, profile: Profile) -> SeedResult {
+    let plan = Plan::generate(seed, profile);
+    let (tx, rx) = mpsc::channel();
+    let thread_plan = plan.clone();
+    let started = std::time::Instant::now();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let outcome = runtime.block_on(run::run(&thread_plan));
+        let _ = tx.send(outcome);
+    });
+    let outcome = rx.recv_timeout(WALL_LIMIT).ok();
+    SeedResult {
+        plan,
+        outcome,
+        wall: started.elapsed(),
+    }
+}
+
+/// The failure report of a seed, or `None` when every invariant held.
+fn failure(result: &SeedResult) -> Option<String> {
+    let line = result.plan.to_string();
+    let replay = result.plan.replay_command();
+    match &result.outcome {
+        None => Some(format!(
+            "DST FAILURE — {line}\ninvariant 8 no-panic-no-hot-loop broken: no end within {WALL_LIMIT:?} of wall time (virtual time stopped advancing: a hot loop or a deadlock)\nreplay: {replay}\n"
+        )),
+        Some(outcome) if !outcome.violations.is_empty() => {
+            Some(report(&line, &replay, &outcome.violations))
+        }
+        Some(_) => None,
+    }
+}
+
+/// Runs `seeds` on `threads` threads; returns the results in seed order.
+fn run_seeds(seeds: Vec<u64>, profile: Profile, threads: usize, progress: bool) -> Vec<SeedResult> {
+    let total = seeds.len();
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(seeds.into_iter()));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..threads.max(1) {
+        let queue = queue.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            loop {
+                let next = queue.lock().unwrap().next();
+                let Some(seed) = next else { return };
+                if tx.send(run_seed(seed, profile)).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut results = Vec::with_capacity(total);
+    for (done, result) in rx.iter().enumerate() {
+        if progress {
+            let status = if failure(&result).is_some() { "FAIL" } else { "ok" };
+            let e = result.outcome.as_ref().map(|o| o.exercised.clone()).unwrap_or_default();
+            println!(
+                "dst-progress {}/{} seed={} {status} nodes={} rollouts={} errors={} restarts={} node_changes={} end={} wall={:.1}s",
+                done + 1,
+                total,
+                result.plan.seed,
+                result.plan.nodes,
+                e.rollouts,
+                e.error_answers,
+                e.restarts,
+                e.node_changes,
+                result.outcome.as_ref().and_then(|o| o.end.clone()).unwrap_or_else(|| "-".into()),
+                result.wall.as_secs_f64()
+            );
+        }
+        results.push(result);
+    }
+    results.sort_by_key(|r| r.plan.seed);
+    results
+}
+
+/// Sums what the seeds exercised.
+fn totals(results: &[SeedResult]) -> Exercised {
+    let mut total = Exercised::default();
+    for e in results.iter().filter_map(|r| r.outcome.as_ref()).map(|o| &o.exercised) {
+        total.rollouts += e.rollouts;
+        total.successful += e.successful;
+        total.failed += e.failed;
+        total.error_answers += e.error_answers;
+        total.restarts += e.restarts;
+        total.node_changes += e.node_changes;
+        total.daemon_set_writes += e.daemon_set_writes;
+        total.requests += e.requests;
+        total.virtual_seconds += e.virtual_seconds;
+    }
+    total
+}
+
+fn summary(results: &[SeedResult], wall: Duration) -> String {
+    let t = totals(results);
+    let failures = results.iter().filter(|r| failure(r).is_some()).count();
+    format!(
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} wall={:.1}s",
+        results.len(),
+        t.rollouts,
+        t.successful,
+        t.failed,
+        t.error_answers,
+        t.restarts,
+        t.node_changes,
+        t.daemon_set_writes,
+        t.requests,
+        t.virtual_seconds as f64 / 3600.0,
+        wall.as_secs_f64()
+    )
+}
+
+fn threads() -> usize {
+    std::env::var("DST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
+
+fn assert_no_failures(results: &[SeedResult], wall: Duration) {
+    let reports: Vec<String> = results.iter().filter_map(failure).collect();
+    println!("{}", summary(results, wall));
+    assert!(reports.is_empty(), "{}", reports.join("\n"));
+}
+
+#[test]
+fn ci_seed_set() {
+    let started = std::time::Instant::now();
+    let results = run_seeds((0..CI_SEEDS).collect(), Profile::Ci, threads(), false);
+    assert_eq!(results.len() as u64, CI_SEEDS);
+    assert_no_failures(&results, started.elapsed());
+}
+
+#[test]
+#[ignore = "replays one seed: DST_SEED=N DST_PROFILE=ci|soak"]
+fn replay() {
+    let seed: u64 = std::env::var("DST_SEED")
+        .expect("DST_SEED=<seed> names the seed to replay")
+        .parse()
+        .expect("DST_SEED must be a number");
+    let profile = std::env::var("DST_PROFILE")
+        .ok()
+        .and_then(|p| Profile::parse(&p))
+        .unwrap_or(Profile::Ci);
+    let started = std::time::Instant::now();
+    let result = run_seed(seed, profile);
+    println!("{}", result.plan);
+    if let Some(outcome) = &result.outcome {
+        println!("{:?}, ended {:?}", outcome.exercised, outcome.end);
+    }
+    assert_no_failures(&[result], started.elapsed());
+}
+
+#[test]
+#[ignore = "the soak: DST_SEEDS=N [DST_FIRST=S] (cargo xtask soak)"]
+fn soak() {
+    let count: u64 = std::env::var("DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let first: u64 = std::env::var("DST_FIRST").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let started = std::time::Instant::now();
+    let results = run_seeds((first..first + count).collect(), Profile::Soak, threads(), true);
+    assert_no_failures(&results, started.elapsed());
+}
+
+#[test]
+fn a_seed_replays_identically() {
+    // Determinism is what makes the replay command worth printing.
+    let seed = 7;
+    let first = run_seed(seed, Profile::Ci);
+    let second = run_seed(seed, Profile::Ci);
+    let (a, b) = (first.outcome.unwrap(), second.outcome.unwrap());
+    assert_eq!(a.exercised, b.exercised);
+    assert_eq!(a.end, b.end);
+}
+
+#[test]
+fn plans_cover_the_fault_model() {
+    let plans: Vec<Plan> = (0..CI_SEEDS).map(|s| Plan::generate(s, Profile::Ci)).collect();
+    assert!(plans.iter().any(|p| p.replicas == 2));
+    assert!(plans.iter().any(|p| p.nodes == 1));
+    assert!(plans.iter().any(|p| p.changes.len() == 3));
+    assert!(plans.iter().any(|p| p.changes.iter().any(|c| matches!(c.when, plan::When::InFlight(_)))));
+    assert!(plans.iter().all(|p| p.error_rate <= 0.2));
+    assert!(plans.iter().any(|p| p.error_rate > 0.15));
+    for behavior in ["crashloop", "never-ready", "image-pull-backoff", "crash-after-ready", "slow-start"] {
+        assert!(
+            plans.iter().any(|p| p.changes.iter().any(|c| c.behavior.annotation().starts_with(behavior))),
+            "{behavior}"
+        );
+    }
+    assert!(plans.iter().any(|p| p.actions.iter().any(|(_, a)| matches!(a, plan::Action::Kill { graceful: false, .. }))));
+    assert!(plans.iter().any(|p| p.actions.iter().any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))));
+    let soak_max = (0..500).map(|s| Plan::generate(s, Profile::Soak).nodes).max().unwrap();
+    assert!(soak_max > 400 && soak_max <= 500, "{soak_max}");
+}
+
+#[test]
+fn a_failure_names_the_seed_the_invariant_the_trace_and_the_replay_command() {
+    let plan = Plan::generate(42, Profile::Ci);
+    let world = world::World::new();
+    world.trace("spec -> v2 (healthy)");
+    world.violate(world::Invariant::NoWidenWithoutReadyCanary, "widened while no updated pod was ready");
+    let text = report(&plan.to_string(), &plan.replay_command(), &world.violations());
+    assert!(text.contains("seed 42"), "{text}");
+    assert!(text.contains("2 no-widen-without-ready-canary"), "{text}");
+    assert!(text.contains("spec -> v2 (healthy)"), "{text}");
+    assert!(text.contains("DST_SEED=42 DST_PROFILE=ci cargo test -p daemonset-canary --test simulation replay"), "{text}");
+}

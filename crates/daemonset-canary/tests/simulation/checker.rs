@@ -1,0 +1,532 @@
+//! The continuous invariant checks: a mirror of the cluster built from the store's event
+//! stream, in commit order, and a check at each change that matters (a pod taken down, a
+//! DaemonSet write). The checks at quiescence (3, 4, 6) are in [`Checker::at_quiescence`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::desired::OWNER_LABEL;
+use canary_predicates::{CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready};
+use canary_sim::{EventKind, ResourceKey, Store, StoreEvent};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use super::plan::Behavior;
+use super::world::{Invariant, World};
+use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
+
+/// What the harness has asked for so far, shared with the checker.
+#[derive(Debug, Default)]
+pub struct Intent {
+    /// Versions applied, in order, with their behaviour.
+    pub versions: Vec<(String, Behavior)>,
+    /// Whether a node was NotReady at some point (a reason for a deadline failure).
+    pub node_not_ready_seen: bool,
+}
+
+/// Shared [`Intent`].
+pub type SharedIntent = Arc<Mutex<Intent>>;
+
+#[derive(Debug, Clone)]
+struct PodState {
+    pod: Pod,
+    last_ready_at: Option<f64>,
+    crash_since: Option<f64>,
+}
+
+/// The mirror and the checks.
+pub struct Checker {
+    world: World,
+    intent: SharedIntent,
+    stale: f64,
+    policy: CrashLoopPolicy,
+    nodes: BTreeMap<String, (Node, f64)>,
+    pods: BTreeMap<String, PodState>,
+    ds: Option<DaemonSet>,
+    phase: Option<String>,
+    starts: BTreeMap<String, u32>,
+}
+
+fn decode<K: DeserializeOwned>(value: &serde_json::Value) -> Option<K> {
+    serde_json::from_value(value.clone()).ok()
+}
+
+fn node_is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+fn terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+fn annotation<'a>(map: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    map.and_then(|m| m.get(key)).map(String::as_str)
+}
+
+/// The target (version, id) of the DaemonSet's pod template.
+fn ds_target(ds: &DaemonSet) -> (Option<String>, Option<String>) {
+    let annotations = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref());
+    (
+        annotation(annotations, VERSION_KEY).map(str::to_owned),
+        annotation(annotations, ID_KEY).map(str::to_owned),
+    )
+}
+
+fn pod_target(pod: &Pod) -> (Option<String>, Option<String>) {
+    let annotations = pod.metadata.annotations.as_ref();
+    (
+        annotation(annotations, VERSION_KEY).map(str::to_owned),
+        annotation(annotations, ID_KEY).map(str::to_owned),
+    )
+}
+
+/// maxUnavailable as text (`"1"`, `"10%"`), absent meaning the API default 1.
+pub fn max_unavailable_text(ds: &DaemonSet) -> String {
+    match ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.max_unavailable.as_ref())
+    {
+        Some(IntOrString::Int(n)) => n.to_string(),
+        Some(IntOrString::String(s)) => s.clone(),
+        None => "1".to_owned(),
+    }
+}
+
+impl Checker {
+    /// A checker; `stale` is how old (virtual seconds) the controller's view may be.
+    pub fn new(world: World, intent: SharedIntent, stale: f64) -> Self {
+        Self {
+            world,
+            intent,
+            stale,
+            policy: CrashLoopPolicy::default(),
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            ds: None,
+            phase: None,
+            starts: BTreeMap::new(),
+        }
+    }
+
+    /// Seeds the node mirror with the nodes that exist before the first event.
+    pub fn with_nodes(mut self, nodes: Vec<Node>) -> Self {
+        for node in nodes {
+            if let Some(name) = node.metadata.name.clone() {
+                self.nodes.insert(name, (node, f64::NEG_INFINITY));
+            }
+        }
+        self
+    }
+
+    /// Consumes store events until the channel closes.
+    pub async fn run(mut self, mut events: broadcast::Receiver<StoreEvent>) {
+        loop {
+            match events.recv().await {
+                Ok(event) => self.apply(&event),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    self.world.violate(
+                        Invariant::NoPanicNoHotLoop,
+                        format!("harness: the checker lagged {n} store events behind"),
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    fn apply(&mut self, event: &StoreEvent) {
+        let key = &event.key;
+        if *key == ResourceKey::of::<Pod>() {
+            self.on_pod(event);
+        } else if *key == ResourceKey::of::<Node>() {
+            self.on_node(event);
+        } else if *key == ResourceKey::of::<DaemonSet>() {
+            if event.name == NAME && event.namespace.as_deref() == Some(NAMESPACE) {
+                self.on_daemon_set(event);
+            }
+        } else if *key == ResourceKey::of::<CanaryDaemonSet>() {
+            self.on_canary(event);
+        }
+    }
+
+    fn on_node(&mut self, event: &StoreEvent) {
+        let now = self.world.now();
+        if event.kind == EventKind::Deleted {
+            self.nodes.remove(&event.name);
+            return;
+        }
+        if let Some(node) = decode::<Node>(&event.object) {
+            let added = self.nodes.get(&event.name).map_or(now, |(_, at)| *at);
+            self.nodes.insert(event.name.clone(), (node, added));
+        }
+    }
+
+    fn ours(pod: &Pod) -> bool {
+        pod.metadata.namespace.as_deref() == Some(NAMESPACE)
+            && annotation(pod.metadata.labels.as_ref(), OWNER_LABEL) == Some(NAME)
+    }
+
+    fn on_pod(&mut self, event: &StoreEvent) {
+        let now = self.world.now();
+        let Some(pod) = decode::<Pod>(&event.object) else {
+            return;
+        };
+        if !Self::ours(&pod) {
+            return;
+        }
+        let previous = self.pods.get(&event.name).cloned();
+        let taken_down = event.kind == EventKind::Deleted || terminating(&pod);
+        if event.kind == EventKind::Deleted {
+            self.pods.remove(&event.name);
+        } else {
+            let ready = pod_is_ready(&pod) && !terminating(&pod);
+            let crashing = pod_crash_loop(&pod, &self.policy).is_some();
+            let (last_ready_at, crash_since) = previous
+                .as_ref()
+                .map_or((None, None), |p| (p.last_ready_at, p.crash_since));
+            self.pods.insert(
+                event.name.clone(),
+                PodState {
+                    pod: pod.clone(),
+                    last_ready_at: if ready { Some(now) } else { last_ready_at },
+                    crash_since: if crashing { crash_since.or(Some(now)) } else { None },
+                },
+            );
+        }
+        if let Some(previous) = previous
+            && taken_down
+            && !terminating(&previous.pod)
+            && pod_is_ready(&previous.pod)
+        {
+            self.check_budget(&pod);
+        }
+    }
+
+    /// Invariant 1, at the moment a ready pod is taken down on a Ready node.
+    fn check_budget(&self, pod: &Pod) {
+        let Some(node) = node_of(pod) else { return };
+        if !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n)) {
+            return;
+        }
+        let Some(ds) = &self.ds else { return };
+        // Nodes with a pod of ours: unavailable unless one of its pods is ready and staying.
+        let mut per_node: BTreeMap<&str, bool> = BTreeMap::new();
+        for state in self.pods.values() {
+            let Some(node) = node_of(&state.pod) else { continue };
+            // Pods on NotReady or deleted nodes are unavailable for reasons outside the rollout.
+            if !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n)) {
+                continue;
+            }
+            let available = pod_is_ready(&state.pod) && !terminating(&state.pod);
+            *per_node.entry(node).or_default() |= available;
+        }
+        per_node.entry(node).or_default();
+        let unavailable = per_node.values().filter(|available| !**available).count();
+        let desired = ds
+            .status
+            .as_ref()
+            .map_or(self.nodes.len() as i32, |s| s.desired_number_scheduled);
+        let desired = u32::try_from(desired).unwrap_or(0);
+        let Ok(allowed) = kubernetes_max_unavailable(ds, desired) else {
+            return;
+        };
+        if unavailable as u64 > u64::from(allowed) {
+            self.world.violate(
+                Invariant::UnavailableWithinBudget,
+                format!(
+                    "pod {} taken down on node {node}: {unavailable} pods unavailable, maxUnavailable {} allows {allowed} of {desired}",
+                    pod.metadata.name.as_deref().unwrap_or("?"),
+                    max_unavailable_text(ds)
+                ),
+            );
+        }
+    }
+
+    fn on_daemon_set(&mut self, event: &StoreEvent) {
+        if event.kind == EventKind::Deleted {
+            self.ds = None;
+            return;
+        }
+        let Some(ds) = decode::<DaemonSet>(&event.object) else {
+            return;
+        };
+        let previous = self.ds.replace(ds.clone());
+        let Some(previous) = previous else {
+            let (version, _) = ds_target(&ds);
+            self.world.trace(format!(
+                "daemonset created at {} maxUnavailable {}",
+                version.as_deref().unwrap_or("?"),
+                max_unavailable_text(&ds)
+            ));
+            self.count_start(version.as_deref().unwrap_or("?"));
+            return;
+        };
+        let (before, after) = (ds_target(&previous), ds_target(&ds));
+        let (mu_before, mu_after) = (max_unavailable_text(&previous), max_unavailable_text(&ds));
+        if before == after && mu_before == mu_after {
+            return;
+        }
+        self.world.trace(format!(
+            "daemonset {} -> {}, maxUnavailable {mu_before} -> {mu_after}, generation {:?}",
+            before.0.as_deref().unwrap_or("?"),
+            after.0.as_deref().unwrap_or("?"),
+            ds.metadata.generation
+        ));
+        if before != after {
+            self.count_start(after.0.as_deref().unwrap_or("?"));
+            return;
+        }
+        let canary = "1";
+        if mu_before == canary && mu_after != canary {
+            self.check_widen(&ds);
+        } else if mu_before != canary && mu_after == canary {
+            self.check_not_restarted(&ds);
+        }
+    }
+
+    /// Invariant 5: a start goes to the latest version asked for, once.
+    fn count_start(&mut self, version: &str) {
+        let latest = self
+            .intent
+            .lock()
+            .map(|i| i.versions.last().map(|(v, _)| v.clone()))
+            .unwrap_or_default();
+        let starts = self.starts.entry(version.to_owned()).or_default();
+        *starts += 1;
+        if *starts > 1 {
+            self.world.violate(
+                Invariant::NoStartWithoutSpecChange,
+                format!("{version} started {starts} times"),
+            );
+        }
+        if latest.as_deref() != Some(version) {
+            self.world.violate(
+                Invariant::NoStartWithoutSpecChange,
+                format!("started {version} while the spec asks for {latest:?}"),
+            );
+        }
+    }
+
+    fn updated_pods<'a>(&'a self, ds: &DaemonSet) -> impl Iterator<Item = &'a PodState> + 'a {
+        let target = ds_target(ds);
+        self.pods
+            .values()
+            .filter(move |s| !terminating(&s.pod) && pod_target(&s.pod) == target)
+    }
+
+    /// Invariant 2, at the widening write.
+    fn check_widen(&self, ds: &DaemonSet) {
+        let now = self.world.now();
+        let ready_recently = self
+            .updated_pods(ds)
+            .any(|s| s.last_ready_at.is_some_and(|at| now - at <= self.stale));
+        if !ready_recently {
+            self.world.violate(
+                Invariant::NoWidenWithoutReadyCanary,
+                "widened while no updated pod was ready",
+            );
+        }
+        if let Some(crashing) = self
+            .updated_pods(ds)
+            .find(|s| s.crash_since.is_some_and(|since| now - since > self.stale))
+        {
+            self.world.violate(
+                Invariant::NoWidenWithoutReadyCanary,
+                format!(
+                    "widened while updated pod {} was crash-looping",
+                    crashing.pod.metadata.name.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+    }
+
+    /// Invariant 5: back to the canary value without a new target is a finish, so every pod
+    /// must already be updated (a pod on a node that joined just now aside).
+    fn check_not_restarted(&self, ds: &DaemonSet) {
+        let now = self.world.now();
+        let target = ds_target(ds);
+        let old = self.pods.values().find(|s| {
+            !terminating(&s.pod)
+                && pod_target(&s.pod) != target
+                && node_of(&s.pod).is_some_and(|node| {
+                    self.nodes
+                        .get(node)
+                        .is_some_and(|(_, added)| now - added > self.stale)
+                })
+        });
+        if let Some(old) = old {
+            self.world.violate(
+                Invariant::NoStartWithoutSpecChange,
+                format!(
+                    "maxUnavailable back to 1 mid-rollout (a canary restart): pod {} is not updated",
+                    old.pod.metadata.name.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+    }
+
+    fn on_canary(&mut self, event: &StoreEvent) {
+        let Some(cds) = decode::<CanaryDaemonSet>(&event.object) else {
+            return;
+        };
+        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        if phase != self.phase {
+            let message = cds
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default();
+            self.world.trace(format!(
+                "status phase {} -> {} ({message})",
+                self.phase.as_deref().unwrap_or("-"),
+                phase.as_deref().unwrap_or("-")
+            ));
+            self.phase = phase;
+        }
+    }
+}
+
+/// Whether the CanaryDaemonSet's status describes its current spec in a final phase.
+pub fn ended(store: &Store) -> Option<String> {
+    let cds = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?;
+    let status = cds.status.as_ref()?;
+    let current = status.observed_generation == cds.metadata.generation;
+    let phase = status.phase.clone()?;
+    // A refused write or an invalid spec is re-evaluated on every pass: not an end.
+    let sticky = matches!(
+        status.reason.as_deref(),
+        Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
+    );
+    (current && (phase == "successful" || (phase == "failed" && sticky))).then_some(phase)
+}
+
+/// Invariants 4 and 6, once the last rollout ended and nothing moves: the status agrees with
+/// the store.
+pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
+    let Some(cds) = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME) else {
+        world.violate(Invariant::StatusAgreesAtQuiescence, "the CanaryDaemonSet is gone");
+        return;
+    };
+    let Some(ds) = store.get::<DaemonSet>(Some(NAMESPACE), NAME) else {
+        world.violate(Invariant::StatusAgreesAtQuiescence, "the DaemonSet is gone");
+        return;
+    };
+    let status = cds.status.clone().unwrap_or_default();
+    let phase = status.phase.clone().unwrap_or_default();
+    let (latest, behavior, not_ready_seen) = match intent.lock() {
+        Ok(i) => (
+            i.versions.last().map(|(v, _)| v.clone()),
+            i.versions.last().map(|(_, b)| *b),
+            i.node_not_ready_seen,
+        ),
+        Err(_) => return,
+    };
+    let target = ds_target(&ds);
+    let nodes: Vec<Node> = store.list(None);
+    let pods: Vec<Pod> = store
+        .list::<Pod>(Some(NAMESPACE))
+        .into_iter()
+        .filter(|p| Checker::ours(p) && !terminating(p))
+        .collect();
+    let updated = pods.iter().filter(|p| pod_target(p) == target).count();
+    let updated_ready = pods
+        .iter()
+        .filter(|p| pod_target(p) == target && pod_is_ready(p))
+        .count();
+    let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
+    let summary = format!(
+        "phase {phase}, status {}/{}/{} (desired/updated/ready), cluster {desired}/{updated}/{updated_ready} on {} nodes, DaemonSet at {:?} maxUnavailable {}",
+        status.desired,
+        status.updated,
+        status.updated_ready,
+        nodes.len(),
+        target.0,
+        max_unavailable_text(&ds)
+    );
+    if target.0 != latest {
+        world.violate(
+            Invariant::StatusAgreesAtQuiescence,
+            format!("the DaemonSet is at {:?}, the spec asks for {latest:?}: {summary}", target.0),
+        );
+    }
+    match phase.as_str() {
+        "successful" => {
+            if max_unavailable_text(&ds) != "1" {
+                world.violate(Invariant::RestsAfterSuccess, format!("not at rest: {summary}"));
+            }
+            if status.recorded_daemon_set_generation != ds.metadata.generation {
+                world.violate(
+                    Invariant::RestsAfterSuccess,
+                    format!(
+                        "recorded generation {:?} but the DaemonSet is at {:?}",
+                        status.recorded_daemon_set_generation, ds.metadata.generation
+                    ),
+                );
+            }
+            let all = usize::try_from(desired).unwrap_or(0);
+            if updated_ready != all
+                || updated != pods.len()
+                || i64::from(status.updated_ready) != i64::from(desired)
+            {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!("successful but not every pod is updated and ready: {summary}"),
+                );
+            }
+        }
+        "failed" => {
+            let reason = status.reason.clone().unwrap_or_default();
+            let good = behavior.is_none_or(Behavior::is_good);
+            if good && reason.contains("CrashLoop") {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!("failed as crash-looping, but {latest:?} is {behavior:?}: {summary}"),
+                );
+            }
+            if good && reason.contains("Deadline") && !not_ready_seen {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!(
+                        "failed on the deadline with {behavior:?} pods and no NotReady node: {summary}"
+                    ),
+                );
+            }
+            if behavior.is_some_and(Behavior::crashes)
+                && updated_ready == usize::try_from(desired).unwrap_or(0)
+                && desired > 0
+                && !reason.contains("CrashLoop")
+            {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!("failed ({reason}) while every pod is ready: {summary}"),
+                );
+            }
+        }
+        other => world.violate(
+            Invariant::RolloutsEnd,
+            format!("phase {other:?} at quiescence: {summary}"),
+        ),
+    }
+}

@@ -1,0 +1,345 @@
+//! From one seed, the scenario: cluster size, versions and their pod behaviours, node churn,
+//! API faults, controller kills and restarts, replicas. Everything random is drawn here, up
+//! front, so a seed names exactly one scenario.
+
+use std::fmt;
+use std::time::Duration;
+
+use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
+
+use super::rng::Rng;
+
+/// How large the generated scenarios are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The fixed CI set: up to 40 nodes, so 200 seeds fit in a few minutes.
+    Ci,
+    /// `cargo xtask soak`: up to 500 nodes.
+    Soak,
+}
+
+impl Profile {
+    /// The name used in the replay command.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Ci => "ci",
+            Profile::Soak => "soak",
+        }
+    }
+
+    /// Parses [`Profile::as_str`].
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "ci" => Some(Profile::Ci),
+            "soak" => Some(Profile::Soak),
+            _ => None,
+        }
+    }
+
+    fn max_nodes(self) -> u64 {
+        match self {
+            Profile::Ci => 40,
+            Profile::Soak => 500,
+        }
+    }
+}
+
+/// What the simulated kubelet does with the pods of a version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    /// Starts and becomes ready.
+    Healthy,
+    /// Becomes ready after this many seconds.
+    SlowStart(u64),
+    /// Crash-loops from the start.
+    Crashloop,
+    /// Becomes ready, then crashes after this many seconds (and again after each restart).
+    CrashAfterReady(u64),
+    /// Runs but never becomes ready.
+    NeverReady,
+    /// Never starts: image pull back-off.
+    ImagePullBackoff,
+}
+
+impl Behavior {
+    /// The value of the simulator's behaviour annotation.
+    pub fn annotation(self) -> String {
+        match self {
+            Behavior::Healthy => "healthy".to_owned(),
+            Behavior::SlowStart(s) => format!("slow-start={s}s"),
+            Behavior::Crashloop => "crashloop".to_owned(),
+            Behavior::CrashAfterReady(s) => format!("crash-after-ready={s}s"),
+            Behavior::NeverReady => "never-ready".to_owned(),
+            Behavior::ImagePullBackoff => "image-pull-backoff".to_owned(),
+        }
+    }
+
+    /// Whether every pod of this version eventually stays ready.
+    pub fn is_good(self) -> bool {
+        matches!(self, Behavior::Healthy | Behavior::SlowStart(_))
+    }
+
+    /// Whether pods of this version restart or fail to start (what a crash-loop policy sees).
+    pub fn crashes(self) -> bool {
+        matches!(
+            self,
+            Behavior::Crashloop | Behavior::CrashAfterReady(_) | Behavior::ImagePullBackoff
+        )
+    }
+}
+
+/// When a version change is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// This long after the previous rollout ended.
+    AfterEnd(Duration),
+    /// This long after the previous change, whether or not its rollout ended.
+    InFlight(Duration),
+}
+
+/// One version the scenario rolls out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionChange {
+    /// Version number (`v<n>`).
+    pub version: u32,
+    /// Pod behaviour of that version.
+    pub behavior: Behavior,
+    /// When it is applied.
+    pub when: When,
+}
+
+/// Something that happens at a fixed virtual time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A new node joins.
+    AddNode,
+    /// A node (chosen at run time by `pick`) is deleted.
+    RemoveNode { pick: u64 },
+    /// A node goes NotReady for a while.
+    NodeNotReady { pick: u64, for_: Duration },
+    /// A node is cordoned for a while.
+    Cordon { pick: u64, for_: Duration },
+    /// A controller replica is stopped, then started again after `down`.
+    Kill {
+        replica: usize,
+        graceful: bool,
+        down: Duration,
+    },
+}
+
+/// The whole scenario of one seed.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The seed.
+    pub seed: u64,
+    /// The size profile.
+    pub profile: Profile,
+    /// Nodes at start.
+    pub nodes: u32,
+    /// Controller replicas (1 or 2).
+    pub replicas: usize,
+    /// Whether the replicas use leader election (always with 2).
+    pub leader_election: bool,
+    /// The first version, installed at time 0.
+    pub initial: Behavior,
+    /// Later versions, in order.
+    pub changes: Vec<VersionChange>,
+    /// Timed actions, sorted by time.
+    pub actions: Vec<(Duration, Action)>,
+    /// Fault rules active until the heal.
+    pub faults: Vec<FaultRule>,
+    /// Probability of an error answer per matching request.
+    pub error_rate: f64,
+    /// Largest added latency.
+    pub max_latency: Duration,
+}
+
+/// Resources the controller reads and writes: the faults target these.
+const CONTROLLER_RESOURCES: [&str; 5] = [
+    "daemonsets",
+    "canarydaemonsets",
+    "canarydaemonsets/status",
+    "pods",
+    "leases",
+];
+
+impl Plan {
+    /// Draws the scenario of `seed`.
+    pub fn generate(seed: u64, profile: Profile) -> Self {
+        let mut rng = Rng::new(seed, 1);
+        let nodes = match rng.below(10) {
+            0..=3 => rng.between(1, 5),
+            4..=7 => rng.between(6, profile.max_nodes() / 2),
+            _ => rng.between(profile.max_nodes() / 2, profile.max_nodes()),
+        } as u32;
+        let replicas = if rng.chance(0.5) { 2 } else { 1 };
+        let leader_election = replicas == 2 || rng.chance(0.5);
+        let initial = if rng.chance(0.8) {
+            Behavior::Healthy
+        } else {
+            Behavior::SlowStart(rng.between(5, 60))
+        };
+        let count = rng.between(1, 3) as u32;
+        let changes = (0..count)
+            .map(|i| VersionChange {
+                version: i + 2,
+                behavior: behavior(&mut rng),
+                when: if rng.chance(0.35) {
+                    When::InFlight(Duration::from_secs(rng.between(5, 120)))
+                } else {
+                    When::AfterEnd(Duration::from_secs(rng.between(0, 60)))
+                },
+            })
+            .collect();
+        let horizon = 1800;
+        let mut actions = Vec::new();
+        let churn = if rng.chance(0.6) { rng.between(1, 8) } else { 0 };
+        for _ in 0..churn {
+            let at = Duration::from_secs(rng.between(1, horizon));
+            let pick = rng.next_u64();
+            let action = match rng.below(4) {
+                0 => Action::AddNode,
+                1 => Action::RemoveNode { pick },
+                2 => Action::NodeNotReady {
+                    pick,
+                    for_: Duration::from_secs(rng.between(10, 300)),
+                },
+                _ => Action::Cordon {
+                    pick,
+                    for_: Duration::from_secs(rng.between(10, 600)),
+                },
+            };
+            actions.push((at, action));
+        }
+        let kills = if rng.chance(0.6) { rng.between(1, 4) } else { 0 };
+        for _ in 0..kills {
+            let at = Duration::from_secs(rng.between(1, horizon));
+            actions.push((
+                at,
+                Action::Kill {
+                    replica: rng.below(replicas as u64) as usize,
+                    graceful: rng.chance(0.3),
+                    down: Duration::from_secs(rng.between(0, 90)),
+                },
+            ));
+        }
+        actions.sort_by_key(|(at, _)| *at);
+        let error_rate = if rng.chance(0.7) {
+            rng.unit() * 0.2
+        } else {
+            0.0
+        };
+        let max_latency = if rng.chance(0.4) {
+            Duration::from_millis(rng.between(1, 3000))
+        } else {
+            Duration::ZERO
+        };
+        let faults = fault_rules(&mut rng, error_rate, max_latency);
+        Plan {
+            seed,
+            profile,
+            nodes,
+            replicas,
+            leader_election,
+            initial,
+            changes,
+            actions,
+            faults,
+            error_rate,
+            max_latency,
+        }
+    }
+
+    /// The one command that replays this seed.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "DST_SEED={} DST_PROFILE={} cargo test -p daemonset-canary --test simulation replay -- --nocapture",
+            self.seed,
+            self.profile.as_str()
+        )
+    }
+}
+
+fn behavior(rng: &mut Rng) -> Behavior {
+    match rng.weighted(&[(45, 0), (20, 1), (10, 2), (10, 3), (8, 4), (7, 5)]) {
+        0 => Behavior::Healthy,
+        1 => Behavior::SlowStart(rng.between(5, 90)),
+        2 => Behavior::Crashloop,
+        3 => Behavior::CrashAfterReady(rng.between(10, 60)),
+        4 => Behavior::NeverReady,
+        _ => Behavior::ImagePullBackoff,
+    }
+}
+
+fn fault_rules(rng: &mut Rng, error_rate: f64, max_latency: Duration) -> Vec<FaultRule> {
+    let mut rules = Vec::new();
+    if error_rate > 0.0 {
+        for resource in CONTROLLER_RESOURCES {
+            // Reads and writes alike; one error kind per resource, 409 only on writes.
+            let action = match rng.below(3) {
+                0 => FaultAction::internal_error(),
+                1 => FaultAction::too_many_requests(rng.between(0, 2)),
+                _ => FaultAction::conflict(),
+            };
+            let verb = if matches!(action, FaultAction::Error { code: 409, .. }) {
+                Some(Verb::Patch)
+            } else {
+                None
+            };
+            rules.push(
+                FaultRule::new(verb, Some(resource), action).when(Trigger::Rate(error_rate)),
+            );
+        }
+    }
+    if max_latency > Duration::ZERO {
+        rules.push(
+            FaultRule::new(None, None, FaultAction::Latency(max_latency))
+                .when(Trigger::Rate(0.3)),
+        );
+    }
+    if rng.chance(0.5) {
+        for resource in ["pods", "daemonsets", "canarydaemonsets"] {
+            rules.push(
+                FaultRule::new(
+                    Some(Verb::Watch),
+                    Some(resource),
+                    FaultAction::EndWatchAfter(Duration::from_secs(rng.between(5, 120))),
+                )
+                .when(Trigger::Rate(0.5)),
+            );
+        }
+    }
+    if rng.chance(0.4) {
+        rules.push(
+            FaultRule::new(Some(Verb::Watch), None, FaultAction::GoneOnResume)
+                .when(Trigger::Rate(0.3)),
+        );
+    }
+    rules
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {} ({}): {} nodes, {} replica(s){}, v1 {:?}",
+            self.seed,
+            self.profile.as_str(),
+            self.nodes,
+            self.replicas,
+            if self.leader_election { " with leader election" } else { "" },
+            self.initial
+        )?;
+        for change in &self.changes {
+            write!(f, ", v{} {:?} {:?}", change.version, change.behavior, change.when)?;
+        }
+        write!(
+            f,
+            "; {} timed actions, error rate {:.1}%, latency up to {:?}, {} fault rules",
+            self.actions.len(),
+            self.error_rate * 100.0,
+            self.max_latency,
+            self.faults.len()
+        )
+    }
+}

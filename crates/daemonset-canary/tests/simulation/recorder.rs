@@ -1,0 +1,209 @@
+//! A tower layer between one controller replica and the simulator: it logs every request of
+//! that replica and checks, at the moment a write is sent, that the replica holds the lease
+//! (invariant 7), counts DaemonSet writes per version (invariant 7) and requests per virtual
+//! minute (invariant 8).
+
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use canary_sim::{SimService, Store};
+use http::{Method, Request, Response};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+
+use super::world::{Invariant, World};
+use super::{LEASE_NAME, NAME, NAMESPACE, VERSION_KEY};
+
+/// What a request is about.
+#[derive(Debug, Clone)]
+struct Request_ {
+    method: Method,
+    /// `plural` or `plural/subresource`.
+    resource: String,
+    watch: bool,
+}
+
+impl Request_ {
+    fn of<B>(request: &Request<B>) -> Self {
+        let path = request.uri().path();
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        // /api/v1/... or /apis/<group>/<version>/...; then optional namespaces/<ns>.
+        let rest: &[&str] = match segments.first() {
+            Some(&"api") => segments.get(2..).unwrap_or_default(),
+            Some(&"apis") => segments.get(3..).unwrap_or_default(),
+            _ => &[],
+        };
+        let rest = match rest {
+            ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+            other => other,
+        };
+        let resource = match rest {
+            [plural] | [plural, _] => (*plural).to_owned(),
+            [plural, _, sub, ..] => format!("{plural}/{sub}"),
+            [] => String::new(),
+        };
+        let watch = request
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        Self {
+            method: request.method().clone(),
+            resource,
+            watch,
+        }
+    }
+
+    fn is_write(&self) -> bool {
+        matches!(
+            self.method,
+            Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        )
+    }
+}
+
+/// The simulator's service, seen through one replica.
+#[derive(Clone)]
+pub struct Recorded {
+    inner: SimService,
+    replica: usize,
+    identity: String,
+    leader_election: bool,
+    store: Store,
+    world: World,
+    hot_loop_limit: u64,
+}
+
+impl Recorded {
+    /// Wraps `inner` for replica number `replica` called `identity`.
+    pub fn new(
+        inner: SimService,
+        replica: usize,
+        identity: String,
+        leader_election: bool,
+        store: Store,
+        world: World,
+        hot_loop_limit: u64,
+    ) -> Self {
+        Self {
+            inner,
+            replica,
+            identity,
+            leader_election,
+            store,
+            world,
+            hot_loop_limit,
+        }
+    }
+
+    fn live_version(&self) -> String {
+        self.store
+            .get::<DaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|ds| ds.metadata.annotations)
+            .and_then(|a| a.get(VERSION_KEY).cloned())
+            .unwrap_or_else(|| "none".to_owned())
+    }
+
+    fn before(&self, request: &Request_) {
+        let count = self.world.count_request(self.replica);
+        if count == self.hot_loop_limit + 1 {
+            self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!(
+                    "{} made more than {} requests in one virtual minute",
+                    self.identity, self.hot_loop_limit
+                ),
+            );
+        }
+        if !request.is_write() || request.resource == "leases" || !self.leader_election {
+            return;
+        }
+        let holder = self
+            .store
+            .get::<Lease>(Some(NAMESPACE), LEASE_NAME)
+            .and_then(|lease| lease.spec)
+            .and_then(|spec| spec.holder_identity);
+        if holder.as_deref() != Some(self.identity.as_str()) {
+            self.world.violate(
+                Invariant::BoundedLeaderOnlyWrites,
+                format!(
+                    "{} sent {} {} while the lease holder is {:?}",
+                    self.identity, request.method, request.resource, holder
+                ),
+            );
+        }
+    }
+
+    fn after(&self, request: &Request_, status: http::StatusCode) {
+        if status.is_client_error() || status.is_server_error() {
+            if matches!(status.as_u16(), 500 | 429 | 409 | 410) {
+                self.world.count(|e| e.error_answers += 1);
+            }
+            if request.watch {
+                return;
+            }
+        }
+        if request.resource != "daemonsets" || !request.is_write() {
+            return;
+        }
+        let version = self.live_version();
+        if status.is_success() {
+            self.world.count(|e| e.daemon_set_writes += 1);
+            let tally = self.world.tally(&version, |t| t.succeeded += 1);
+            self.world.trace(format!(
+                "{} {} daemonsets -> {} (now {version}, write {} for it)",
+                self.identity,
+                request.method,
+                status.as_u16(),
+                tally.succeeded
+            ));
+            if tally.succeeded > 3 + tally.failed {
+                self.world.violate(
+                    Invariant::BoundedLeaderOnlyWrites,
+                    format!(
+                        "{} successful DaemonSet writes for {version} with {} failed ones",
+                        tally.succeeded, tally.failed
+                    ),
+                );
+            }
+        } else {
+            self.world.tally(&version, |t| t.failed += 1);
+            self.world.trace(format!(
+                "{} {} daemonsets -> {}",
+                self.identity,
+                request.method,
+                status.as_u16()
+            ));
+        }
+    }
+}
+
+impl<B> tower::Service<Request<B>> for Recorded
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Data: Send,
+    B::Error: Display + Send,
+{
+    type Response = Response<canary_sim::api::ResponseBody>;
+    type Error = std::convert::Infallible;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower::Service::<Request<B>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let info = Request_::of(&request);
+        self.before(&info);
+        let answer = self.inner.call(request);
+        let this = self.clone();
+        Box::pin(async move {
+            let response = answer.await?;
+            this.after(&info, response.status());
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,479 @@
+//! Running one seed: the simulator, the real controller replicas, the scripted changes, the
+//! heal, and the checks at quiescence.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
+use canary_sim::{Sim, UpdateScope};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::checker::{Checker, Intent, SharedIntent, at_quiescence, ended};
+use super::plan::{Action, Behavior, Plan, When};
+use super::recorder::Recorded;
+use super::rng::Rng;
+use super::world::{Exercised, Invariant, Violation, World};
+use super::{NAME, NAMESPACE, manifest};
+
+/// What one seed found and exercised.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Broken invariants, in order.
+    pub violations: Vec<Violation>,
+    /// What was exercised.
+    pub exercised: Exercised,
+    /// The status phase the last rollout ended in (`None`: it did not end).
+    pub end: Option<String>,
+}
+
+/// Virtual time a rollout may take after the last change or the heal, whichever is later.
+fn rollout_bound(nodes: u32) -> Duration {
+    // Progress deadline (600 s) twice, plus ten 10% waves of the slowest pods (90 s start,
+    // crash back-off) and the canary.
+    let waves = u64::from(nodes.min(10)) + 1;
+    Duration::from_secs(1200 + waves * 240)
+}
+
+/// How long the status must stay in its final phase to call the cluster quiescent.
+const QUIET: Duration = Duration::from_secs(120);
+
+/// Requests per virtual minute above which a replica is in a hot loop.
+fn hot_loop_limit(nodes: u32) -> u64 {
+    1200 + 12 * u64::from(nodes)
+}
+
+struct Replica {
+    identity: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), canary_kube_adapter::Error>>>,
+    restart_at: Option<Instant>,
+}
+
+struct Harness<'a> {
+    plan: &'a Plan,
+    sim: Sim,
+    world: World,
+    intent: SharedIntent,
+    clock: Clock,
+    replicas: Vec<Replica>,
+    rng: Rng,
+    /// Node changes to undo: (when, node, what).
+    undo: Vec<(Instant, String, Undo)>,
+    not_ready: BTreeMap<String, ()>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Undo {
+    Ready,
+    Uncordon,
+}
+
+impl Harness<'_> {
+    fn start_replica(&mut self, index: usize) {
+        let identity = self.replicas[index].identity.clone();
+        let service = Recorded::new(
+            self.sim.service(),
+            index,
+            identity.clone(),
+            self.plan.leader_election,
+            self.sim.store().clone(),
+            self.world.clone(),
+            hot_loop_limit(self.plan.nodes),
+        );
+        let client = kube::Client::new(service, NAMESPACE);
+        let config = ControllerConfig {
+            clock: self.clock.clone(),
+            instance: Some(identity.clone()),
+            observer: Observer::new(64),
+            leader_election: self
+                .plan
+                .leader_election
+                .then(|| LeaderElection::new(NAMESPACE, identity.clone())),
+            ..ControllerConfig::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(canary_kube_adapter::run(client, config, async move {
+            let _ = stopped.await;
+        }));
+        self.world.trace(format!("{identity} started"));
+        let replica = &mut self.replicas[index];
+        replica.stop = Some(stop);
+        replica.task = Some(task);
+        replica.restart_at = None;
+    }
+
+    async fn stop_replica(&mut self, index: usize, graceful: bool) {
+        let replica = &mut self.replicas[index];
+        let Some(task) = replica.task.take() else {
+            return;
+        };
+        let identity = replica.identity.clone();
+        if graceful {
+            if let Some(stop) = replica.stop.take() {
+                let _ = stop.send(());
+            }
+            match tokio::time::timeout(Duration::from_secs(60), task).await {
+                Ok(result) => self.check_exit(&identity, result),
+                Err(_) => self.world.violate(
+                    Invariant::NoPanicNoHotLoop,
+                    format!("{identity} did not stop within 60 s of a graceful shutdown"),
+                ),
+            }
+        } else {
+            task.abort();
+            let result = task.await;
+            if let Err(error) = &result
+                && error.is_panic()
+            {
+                self.check_exit(&identity, result);
+            }
+        }
+        self.world.trace(format!(
+            "{identity} {}",
+            if graceful { "stopped gracefully" } else { "killed" }
+        ));
+    }
+
+    fn check_exit(
+        &self,
+        identity: &str,
+        result: Result<Result<(), canary_kube_adapter::Error>, tokio::task::JoinError>,
+    ) {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => self.world.trace(format!("{identity} exited: {error}")),
+            Err(error) if error.is_panic() => self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!("{identity} panicked: {error}"),
+            ),
+            Err(_) => {}
+        }
+    }
+
+    /// A replica whose task ended on its own: a panic is a violation; restart it.
+    async fn reap(&mut self) {
+        for index in 0..self.replicas.len() {
+            let finished = self.replicas[index]
+                .task
+                .as_ref()
+                .is_some_and(JoinHandle::is_finished);
+            if finished && let Some(task) = self.replicas[index].task.take() {
+                let identity = self.replicas[index].identity.clone();
+                let result = task.await;
+                self.check_exit(&identity, result);
+                self.replicas[index].restart_at = Some(Instant::now() + Duration::from_secs(5));
+            }
+        }
+    }
+
+    fn node_names(&self) -> Vec<String> {
+        self.sim
+            .store()
+            .list::<Node>(None)
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect()
+    }
+
+    fn pick_node(&self, pick: u64) -> Option<String> {
+        let names = self.node_names();
+        let len = u64::try_from(names.len()).ok().filter(|n| *n > 0)?;
+        names.get(usize::try_from(pick % len).ok()?).cloned()
+    }
+
+    async fn act(&mut self, action: Action) {
+        let now = Instant::now();
+        let cluster = self.sim.cluster();
+        match action {
+            Action::AddNode => {
+                let name = format!("extra-{}", self.rng.next_u64() % 100_000);
+                if cluster.add_node(&name).is_ok() {
+                    self.world.trace(format!("node {name} added"));
+                }
+            }
+            Action::RemoveNode { pick } => {
+                if self.node_names().len() > 1
+                    && let Some(name) = self.pick_node(pick)
+                    && cluster.remove_node(&name).is_ok()
+                {
+                    self.not_ready.remove(&name);
+                    self.world.trace(format!("node {name} removed"));
+                }
+            }
+            Action::NodeNotReady { pick, for_ } => {
+                if let Some(name) = self.pick_node(pick)
+                    && cluster.set_node_ready(&name, false).is_ok()
+                {
+                    if let Ok(mut intent) = self.intent.lock() {
+                        intent.node_not_ready_seen = true;
+                    }
+                    self.not_ready.insert(name.clone(), ());
+                    self.undo.push((now + for_, name.clone(), Undo::Ready));
+                    self.world.trace(format!("node {name} NotReady for {for_:?}"));
+                }
+            }
+            Action::Cordon { pick, for_ } => {
+                if let Some(name) = self.pick_node(pick)
+                    && cluster.cordon(&name, true).is_ok()
+                {
+                    self.undo.push((now + for_, name.clone(), Undo::Uncordon));
+                    self.world.trace(format!("node {name} cordoned for {for_:?}"));
+                }
+            }
+            Action::Kill {
+                replica,
+                graceful,
+                down,
+            } => {
+                if self.replicas[replica].task.is_some() {
+                    self.stop_replica(replica, graceful).await;
+                    self.replicas[replica].restart_at = Some(now + down);
+                    self.world.count(|e| e.restarts += 1);
+                }
+                return;
+            }
+        }
+        self.world.count(|e| e.node_changes += 1);
+    }
+
+    fn undo_due(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.undo.drain(..).partition(|(at, _, _)| *at <= now);
+        self.undo = later;
+        for (_, name, undo) in due {
+            self.undo_one(&name, undo);
+        }
+    }
+
+    fn undo_one(&mut self, name: &str, undo: Undo) {
+        let cluster = self.sim.cluster();
+        let done = match undo {
+            Undo::Ready => {
+                self.not_ready.remove(name);
+                cluster.set_node_ready(name, true).is_ok()
+            }
+            Undo::Uncordon => cluster.cordon(name, false).is_ok(),
+        };
+        if done {
+            self.world.trace(format!("node {name} {undo:?}"));
+        }
+    }
+
+    fn restart_due(&mut self) {
+        let now = Instant::now();
+        for index in 0..self.replicas.len() {
+            if self.replicas[index].task.is_none()
+                && self.replicas[index].restart_at.is_some_and(|at| at <= now)
+            {
+                self.start_replica(index);
+            }
+        }
+    }
+
+    fn set_version(&self, version: u32, behavior: Behavior) {
+        let name = format!("v{version}");
+        let spec = manifest(&name, &behavior.annotation());
+        let store = self.sim.store();
+        let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
+            Ok(object) if version == 1 => store.create(&object).is_ok(),
+            Ok(object) => store
+                .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
+                    cds.spec = object.spec.clone();
+                })
+                .is_ok(),
+            Err(_) => false,
+        };
+        if !written {
+            self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!("harness: could not write {name}"),
+            );
+        }
+        if let Ok(mut intent) = self.intent.lock() {
+            intent.versions.push((name.clone(), behavior));
+        }
+        self.world.count(|e| e.rollouts += 1);
+        self.world.trace(format!("spec -> {name} ({})", behavior.annotation()));
+    }
+
+    /// The end of the fault window: errors and latency off, every node Ready, every replica
+    /// running. From here on the system must converge.
+    fn heal(&mut self) {
+        self.sim.faults().clear();
+        let pending: Vec<_> = self.undo.drain(..).collect();
+        for (_, name, undo) in pending {
+            self.undo_one(&name, undo);
+        }
+        for index in 0..self.replicas.len() {
+            if self.replicas[index].task.is_none() {
+                self.start_replica(index);
+            }
+        }
+        self.world.trace("heal: faults cleared, nodes Ready, replicas running");
+    }
+}
+
+/// Runs the scenario of `plan` to quiescence. Call inside a paused current-thread runtime.
+pub async fn run(plan: &Plan) -> Outcome {
+    let world = World::new();
+    let intent: SharedIntent = Arc::new(Mutex::new(Intent::default()));
+    let sim = match canary_kube_adapter::crd()
+        .map_err(|e| e.to_string())
+        .and_then(|crd| {
+            Sim::builder()
+                .nodes(plan.nodes)
+                .seed(plan.seed)
+                .crd(crd)
+                .kubevirt_crd(false)
+                .build()
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(sim) => sim,
+        Err(error) => {
+            world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!("harness: cannot start the simulator: {error}"),
+            );
+            return Outcome {
+                violations: world.violations(),
+                exercised: world.exercised(),
+                end: None,
+            };
+        }
+    };
+    let stale = 5.0 + plan.max_latency.as_secs_f64() * 2.0;
+    let checker = Checker::new(world.clone(), intent.clone(), stale);
+    let events = sim.store().subscribe();
+    let checker = checker.with_nodes(sim.store().list::<Node>(None));
+    let checker_task = tokio::spawn(checker.run(events));
+
+    let epoch = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH);
+    let mut harness = Harness {
+        plan,
+        world: world.clone(),
+        intent: intent.clone(),
+        clock: Clock::tokio_virtual(epoch),
+        replicas: (0..plan.replicas)
+            .map(|i| Replica {
+                identity: format!("replica-{}", ["a", "b"][i % 2]),
+                stop: None,
+                task: None,
+                restart_at: None,
+            })
+            .collect(),
+        rng: Rng::new(plan.seed, 2),
+        undo: Vec::new(),
+        not_ready: BTreeMap::new(),
+        sim,
+    };
+    for rule in &plan.faults {
+        harness.sim.faults().add(rule.clone());
+    }
+    harness.set_version(1, plan.initial);
+    for index in 0..plan.replicas {
+        harness.start_replica(index);
+    }
+
+    let tick = Duration::from_secs(1);
+    let start = Instant::now();
+    let mut actions = plan.actions.iter().peekable();
+    let mut changes = plan.changes.iter().peekable();
+    let mut last_change = start;
+    let mut ended_since: Option<Instant> = None;
+    let mut healed_at: Option<Instant> = None;
+    let mut quiet_since: Option<(Instant, String)> = None;
+    let mut end = None;
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = Instant::now();
+        harness.reap().await;
+        while let Some((at, action)) = actions.peek() {
+            if start + *at > now {
+                break;
+            }
+            harness.act(*action).await;
+            actions.next();
+        }
+        harness.undo_due();
+        harness.restart_due();
+        let phase = ended(harness.sim.store());
+        match (&phase, ended_since) {
+            (Some(_), None) => ended_since = Some(now),
+            (None, Some(_)) => ended_since = None,
+            _ => {}
+        }
+        if let Some(change) = changes.peek() {
+            let due = match change.when {
+                When::InFlight(after) => now >= last_change + after,
+                When::AfterEnd(after) => ended_since.is_some_and(|at| now >= at + after),
+            };
+            // A scenario whose rollout never ends still gets its later changes.
+            let overdue = now >= last_change + rollout_bound(plan.nodes);
+            if due || overdue {
+                harness.set_version(change.version, change.behavior);
+                last_change = now;
+                ended_since = None;
+                changes.next();
+            }
+            continue;
+        }
+        if actions.peek().is_some() {
+            continue;
+        }
+        let Some(healed) = healed_at else {
+            harness.heal();
+            healed_at = Some(now);
+            continue;
+        };
+        match (&phase, &quiet_since) {
+            (Some(p), Some((_, q))) if p == q => {}
+            (Some(p), _) => quiet_since = Some((now, p.clone())),
+            (None, _) => quiet_since = None,
+        }
+        if let Some((since, p)) = &quiet_since
+            && now >= *since + QUIET
+        {
+            at_quiescence(harness.sim.store(), &world, &intent);
+            end = Some(p.clone());
+            break;
+        }
+        if now >= healed.max(last_change) + rollout_bound(plan.nodes) {
+            at_quiescence(harness.sim.store(), &world, &intent);
+            world.violate(
+                Invariant::RolloutsEnd,
+                format!(
+                    "no end within {:?} of the last change and the heal",
+                    rollout_bound(plan.nodes)
+                ),
+            );
+            break;
+        }
+    }
+    if let Some(phase) = &end {
+        world.count(|e| {
+            if phase == "successful" {
+                e.successful += 1;
+            } else {
+                e.failed += 1;
+            }
+        });
+    }
+    world.count(|e| e.virtual_seconds = start.elapsed().as_secs());
+    for index in 0..harness.replicas.len() {
+        harness.stop_replica(index, true).await;
+    }
+    harness.sim.cluster().shutdown();
+    checker_task.abort();
+    Outcome {
+        violations: world.violations(),
+        exercised: world.exercised(),
+        end,
+    }
+}

@@ -1,0 +1,226 @@
+//! State shared by the harness, the request recorder and the invariant checker: the trace of
+//! recent events, the violations found, and what was exercised.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::time::Instant;
+
+/// Entries kept for the failure trace.
+const TRACE_LEN: usize = 40;
+
+/// The eight invariants of issue 9.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Invariant {
+    /// 1. Unavailable pods never exceed what the current maxUnavailable allows.
+    UnavailableWithinBudget,
+    /// 2. Never widened while no updated pod is ready, nor while a canary crash-loops.
+    NoWidenWithoutReadyCanary,
+    /// 3. Every rollout ends within a bound of virtual time.
+    RolloutsEnd,
+    /// 4. After success: canary maxUnavailable, recorded generation equals the DaemonSet's.
+    RestsAfterSuccess,
+    /// 5. No start write without a spec change.
+    NoStartWithoutSpecChange,
+    /// 6. At quiescence the status phase agrees with the cluster.
+    StatusAgreesAtQuiescence,
+    /// 7. At most three DaemonSet writes per rollout plus retries; only the leader writes.
+    BoundedLeaderOnlyWrites,
+    /// 8. No panic, no hot loop.
+    NoPanicNoHotLoop,
+}
+
+impl Invariant {
+    /// The invariant's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::UnavailableWithinBudget => "1 unavailable-within-budget",
+            Invariant::NoWidenWithoutReadyCanary => "2 no-widen-without-ready-canary",
+            Invariant::RolloutsEnd => "3 rollouts-end",
+            Invariant::RestsAfterSuccess => "4 rests-after-success",
+            Invariant::NoStartWithoutSpecChange => "5 no-start-without-spec-change",
+            Invariant::StatusAgreesAtQuiescence => "6 status-agrees-at-quiescence",
+            Invariant::BoundedLeaderOnlyWrites => "7 bounded-leader-only-writes",
+            Invariant::NoPanicNoHotLoop => "8 no-panic-no-hot-loop",
+        }
+    }
+}
+
+/// One broken invariant.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Which one.
+    pub invariant: Invariant,
+    /// Virtual seconds since the start.
+    pub at: f64,
+    /// What was seen.
+    pub message: String,
+    /// The last events before it.
+    pub trace: Vec<String>,
+}
+
+/// What one seed exercised.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exercised {
+    /// Version changes applied (rollouts started by the harness, the install included).
+    pub rollouts: u64,
+    /// Rollouts that ended successful / failed.
+    pub successful: u64,
+    /// Rollouts that ended failed.
+    pub failed: u64,
+    /// Error answers (500, 429, 409, 410) the replicas received.
+    pub error_answers: u64,
+    /// Controller kills and restarts.
+    pub restarts: u64,
+    /// Node changes (added, removed, NotReady, cordoned).
+    pub node_changes: u64,
+    /// DaemonSet writes that succeeded.
+    pub daemon_set_writes: u64,
+    /// Requests the replicas made.
+    pub requests: u64,
+    /// Virtual seconds simulated.
+    pub virtual_seconds: u64,
+}
+
+/// DaemonSet writes attributed to one version.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTally {
+    /// Writes that succeeded.
+    pub succeeded: u64,
+    /// Writes that were refused while this version was live.
+    pub failed: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    trace: VecDeque<String>,
+    violations: Vec<Violation>,
+    exercised: Exercised,
+    writes: BTreeMap<String, WriteTally>,
+    requests_per_minute: BTreeMap<(usize, u64), u64>,
+}
+
+/// Shared, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct World {
+    start: Instant,
+    state: Arc<Mutex<State>>,
+}
+
+impl World {
+    /// A new world; time 0 is now.
+    pub fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            state: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Virtual seconds since the start.
+    pub fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Adds a trace entry.
+    pub fn trace(&self, entry: impl AsRef<str>) {
+        let line = format!("[{:>8.1}s] {}", self.now(), entry.as_ref());
+        let mut state = self.lock();
+        if state.trace.len() == TRACE_LEN {
+            state.trace.pop_front();
+        }
+        state.trace.push_back(line);
+    }
+
+    /// Records a violation (only the first of each invariant keeps its trace; later ones of
+    /// the same invariant are counted in the message list).
+    pub fn violate(&self, invariant: Invariant, message: impl Into<String>) {
+        let message = message.into();
+        self.trace(format!("VIOLATION {}: {message}", invariant.name()));
+        let at = self.now();
+        let mut state = self.lock();
+        let trace = state.trace.iter().cloned().collect();
+        state.violations.push(Violation {
+            invariant,
+            at,
+            message,
+            trace,
+        });
+    }
+
+    /// Violations so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.lock().violations.clone()
+    }
+
+    /// Edits the counters.
+    pub fn count(&self, edit: impl FnOnce(&mut Exercised)) {
+        edit(&mut self.lock().exercised);
+    }
+
+    /// The counters.
+    pub fn exercised(&self) -> Exercised {
+        self.lock().exercised.clone()
+    }
+
+    /// Edits the DaemonSet write tally of `version`.
+    pub fn tally(&self, version: &str, edit: impl FnOnce(&mut WriteTally)) -> WriteTally {
+        let mut state = self.lock();
+        let tally = state.writes.entry(version.to_owned()).or_default();
+        edit(tally);
+        *tally
+    }
+
+    /// Counts one request of `replica`; returns the count of its current virtual minute.
+    pub fn count_request(&self, replica: usize) -> u64 {
+        let minute = (self.now() / 60.0) as u64;
+        let mut state = self.lock();
+        state.exercised.requests += 1;
+        let count = state
+            .requests_per_minute
+            .entry((replica, minute))
+            .or_default();
+        *count += 1;
+        *count
+    }
+
+    /// The busiest virtual minute of any replica.
+    pub fn max_requests_per_minute(&self) -> u64 {
+        self.lock()
+            .requests_per_minute
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The failure report of one seed: the seed, each invariant, the trace, the replay command.
+pub fn report(plan_line: &str, replay: &str, violations: &[Violation]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "DST FAILURE — {plan_line}");
+    let mut seen = Vec::new();
+    for violation in violations {
+        if seen.contains(&violation.invariant) {
+            continue;
+        }
+        seen.push(violation.invariant);
+        let _ = writeln!(
+            out,
+            "invariant {} broken at {:.1}s: {}",
+            violation.invariant.name(),
+            violation.at,
+            violation.message
+        );
+        let _ = writeln!(out, "last events:");
+        for line in &violation.trace {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let _ = writeln!(out, "replay: {replay}");
+    out
+}
