@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::desired::OWNER_LABEL;
-use canary_predicates::{CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready};
+use canary_predicates::{
+    CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready,
+};
 use canary_sim::{EventKind, ResourceKey, Store, StoreEvent};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -211,7 +213,11 @@ impl Checker {
                 PodState {
                     pod: pod.clone(),
                     last_ready_at: if ready { Some(now) } else { last_ready_at },
-                    crash_since: if crashing { crash_since.or(Some(now)) } else { None },
+                    crash_since: if crashing {
+                        crash_since.or(Some(now))
+                    } else {
+                        None
+                    },
                 },
             );
         }
@@ -234,7 +240,9 @@ impl Checker {
         // Nodes with a pod of ours: unavailable unless one of its pods is ready and staying.
         let mut per_node: BTreeMap<&str, bool> = BTreeMap::new();
         for state in self.pods.values() {
-            let Some(node) = node_of(&state.pod) else { continue };
+            let Some(node) = node_of(&state.pod) else {
+                continue;
+            };
             // Pods on NotReady or deleted nodes are unavailable for reasons outside the rollout.
             if !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n)) {
                 continue;
@@ -339,9 +347,9 @@ impl Checker {
     /// Invariant 2, at the widening write.
     fn check_widen(&self, ds: &DaemonSet) {
         let now = self.world.now();
-        let ready_recently = self
-            .updated_pods(ds)
-            .any(|s| s.last_ready_at.is_some_and(|at| now - at <= self.stale));
+        let ready_recently = self.updated_pods(ds).any(|s| {
+            pod_is_ready(&s.pod) || s.last_ready_at.is_some_and(|at| now - at <= self.stale)
+        });
         if !ready_recently {
             self.world.violate(
                 Invariant::NoWidenWithoutReadyCanary,
@@ -426,7 +434,10 @@ pub fn ended(store: &Store) -> Option<String> {
 /// the store.
 pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
     let Some(cds) = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME) else {
-        world.violate(Invariant::StatusAgreesAtQuiescence, "the CanaryDaemonSet is gone");
+        world.violate(
+            Invariant::StatusAgreesAtQuiescence,
+            "the CanaryDaemonSet is gone",
+        );
         return;
     };
     let Some(ds) = store.get::<DaemonSet>(Some(NAMESPACE), NAME) else {
@@ -468,13 +479,19 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
     if target.0 != latest {
         world.violate(
             Invariant::StatusAgreesAtQuiescence,
-            format!("the DaemonSet is at {:?}, the spec asks for {latest:?}: {summary}", target.0),
+            format!(
+                "the DaemonSet is at {:?}, the spec asks for {latest:?}: {summary}",
+                target.0
+            ),
         );
     }
     match phase.as_str() {
         "successful" => {
             if max_unavailable_text(&ds) != "1" {
-                world.violate(Invariant::RestsAfterSuccess, format!("not at rest: {summary}"));
+                world.violate(
+                    Invariant::RestsAfterSuccess,
+                    format!("not at rest: {summary}"),
+                );
             }
             if status.recorded_daemon_set_generation != ds.metadata.generation {
                 world.violate(
@@ -486,13 +503,29 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
                 );
             }
             let all = usize::try_from(desired).unwrap_or(0);
-            if updated_ready != all
-                || updated != pods.len()
-                || i64::from(status.updated_ready) != i64::from(desired)
-            {
+            if updated != pods.len() || updated != all {
                 world.violate(
                     Invariant::StatusAgreesAtQuiescence,
-                    format!("successful but not every pod is updated and ready: {summary}"),
+                    format!("successful but not every pod is updated: {summary}"),
+                );
+            }
+            // A version that crashes some time after becoming ready can finish its rollout
+            // before the first crash; the counts must still say so.
+            if behavior.is_none_or(Behavior::is_good) && updated_ready != all {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!("successful but not every pod is ready: {summary}"),
+                );
+            }
+            let counts = (
+                status.desired as usize,
+                status.updated as usize,
+                status.updated_ready as usize,
+            );
+            if counts != (all, updated, updated_ready) {
+                world.violate(
+                    Invariant::StatusAgreesAtQuiescence,
+                    format!("the status counts are not the cluster's: {summary}"),
                 );
             }
         }

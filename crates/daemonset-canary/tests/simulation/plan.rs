@@ -36,6 +36,14 @@ impl Profile {
         }
     }
 
+    /// Node churn and controller kills happen within this many virtual seconds.
+    fn horizon_seconds(self) -> u64 {
+        match self {
+            Profile::Ci => 600,
+            Profile::Soak => 1800,
+        }
+    }
+
     fn max_nodes(self) -> u64 {
         match self {
             Profile::Ci => 40,
@@ -191,9 +199,13 @@ impl Plan {
                 },
             })
             .collect();
-        let horizon = 1800;
+        let horizon = profile.horizon_seconds();
         let mut actions = Vec::new();
-        let churn = if rng.chance(0.6) { rng.between(1, 8) } else { 0 };
+        let churn = if rng.chance(0.6) {
+            rng.between(1, 8)
+        } else {
+            0
+        };
         for _ in 0..churn {
             let at = Duration::from_secs(rng.between(1, horizon));
             let pick = rng.next_u64();
@@ -211,7 +223,11 @@ impl Plan {
             };
             actions.push((at, action));
         }
-        let kills = if rng.chance(0.6) { rng.between(1, 4) } else { 0 };
+        let kills = if rng.chance(0.6) {
+            rng.between(1, 4)
+        } else {
+            0
+        };
         for _ in 0..kills {
             let at = Duration::from_secs(rng.between(1, horizon));
             actions.push((
@@ -286,15 +302,13 @@ fn fault_rules(rng: &mut Rng, error_rate: f64, max_latency: Duration) -> Vec<Fau
             } else {
                 None
             };
-            rules.push(
-                FaultRule::new(verb, Some(resource), action).when(Trigger::Rate(error_rate)),
-            );
+            rules
+                .push(FaultRule::new(verb, Some(resource), action).when(Trigger::Rate(error_rate)));
         }
     }
     if max_latency > Duration::ZERO {
         rules.push(
-            FaultRule::new(None, None, FaultAction::Latency(max_latency))
-                .when(Trigger::Rate(0.3)),
+            FaultRule::new(None, None, FaultAction::Latency(max_latency)).when(Trigger::Rate(0.3)),
         );
     }
     if rng.chance(0.5) {
@@ -327,11 +341,19 @@ impl fmt::Display for Plan {
             self.profile.as_str(),
             self.nodes,
             self.replicas,
-            if self.leader_election { " with leader election" } else { "" },
+            if self.leader_election {
+                " with leader election"
+            } else {
+                ""
+            },
             self.initial
         )?;
         for change in &self.changes {
-            write!(f, ", v{} {:?} {:?}", change.version, change.behavior, change.when)?;
+            write!(
+                f,
+                ", v{} {:?} {:?}",
+                change.version, change.behavior, change.when
+            )?;
         }
         write!(
             f,

@@ -6,6 +6,8 @@
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -74,6 +76,7 @@ pub struct Recorded {
     store: Store,
     world: World,
     hot_loop_limit: u64,
+    alive: Arc<AtomicBool>,
 }
 
 impl Recorded {
@@ -95,7 +98,15 @@ impl Recorded {
             store,
             world,
             hot_loop_limit,
+            alive: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// Kills the replica's connection: every later request fails without reaching the
+    /// simulator, as for a dead process. Aborting the controller's task does not stop the
+    /// tasks its libraries spawned (kube-lease-manager's renewal task); this does.
+    pub fn kill(&self) {
+        self.alive.store(false, Ordering::Release);
     }
 
     fn live_version(&self) -> String {
@@ -196,6 +207,9 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        if !self.alive.load(Ordering::Acquire) {
+            return Box::pin(async { Ok(dead_answer()) });
+        }
         let info = Request_::of(&request);
         self.before(&info);
         let answer = self.inner.call(request);
@@ -206,4 +220,16 @@ where
             Ok(response)
         })
     }
+}
+
+/// What a dead process's requests get: nothing useful.
+fn dead_answer() -> Response<canary_sim::api::ResponseBody> {
+    use http_body_util::BodyExt;
+    let body = http_body_util::Full::new(Bytes::from_static(
+        br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the replica is dead","reason":"ServiceUnavailable","code":503}"#,
+    ))
+    .boxed_unsync();
+    let mut response = Response::new(body);
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
+use canary_sim::cluster::{Cluster, ClusterConfig};
 use canary_sim::{Sim, UpdateScope};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -50,6 +51,7 @@ fn hot_loop_limit(nodes: u32) -> u64 {
 
 struct Replica {
     identity: String,
+    connection: Option<Recorded>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), canary_kube_adapter::Error>>>,
     restart_at: Option<Instant>,
@@ -58,6 +60,7 @@ struct Replica {
 struct Harness<'a> {
     plan: &'a Plan,
     sim: Sim,
+    cluster: Cluster,
     world: World,
     intent: SharedIntent,
     clock: Clock,
@@ -86,7 +89,7 @@ impl Harness<'_> {
             self.world.clone(),
             hot_loop_limit(self.plan.nodes),
         );
-        let client = kube::Client::new(service, NAMESPACE);
+        let client = kube::Client::new(service.clone(), NAMESPACE);
         let config = ControllerConfig {
             clock: self.clock.clone(),
             instance: Some(identity.clone()),
@@ -103,6 +106,7 @@ impl Harness<'_> {
         }));
         self.world.trace(format!("{identity} started"));
         let replica = &mut self.replicas[index];
+        replica.connection = Some(service);
         replica.stop = Some(stop);
         replica.task = Some(task);
         replica.restart_at = None;
@@ -126,6 +130,9 @@ impl Harness<'_> {
                 ),
             }
         } else {
+            if let Some(connection) = replica.connection.take() {
+                connection.kill();
+            }
             task.abort();
             let result = task.await;
             if let Err(error) = &result
@@ -136,7 +143,11 @@ impl Harness<'_> {
         }
         self.world.trace(format!(
             "{identity} {}",
-            if graceful { "stopped gracefully" } else { "killed" }
+            if graceful {
+                "stopped gracefully"
+            } else {
+                "killed"
+            }
         ));
     }
 
@@ -147,7 +158,13 @@ impl Harness<'_> {
     ) {
         match result {
             Ok(Ok(())) => {}
-            Ok(Err(error)) => self.world.trace(format!("{identity} exited: {error}")),
+            Ok(Err(error)) => {
+                let message = error.to_string();
+                if message.contains("panicked") {
+                    self.world.count(|e| e.lease_release_panics += 1);
+                }
+                self.world.trace(format!("{identity} exited: {message}"));
+            }
             Err(error) if error.is_panic() => self.world.violate(
                 Invariant::NoPanicNoHotLoop,
                 format!("{identity} panicked: {error}"),
@@ -189,7 +206,7 @@ impl Harness<'_> {
 
     async fn act(&mut self, action: Action) {
         let now = Instant::now();
-        let cluster = self.sim.cluster();
+        let cluster = &self.cluster;
         match action {
             Action::AddNode => {
                 let name = format!("extra-{}", self.rng.next_u64() % 100_000);
@@ -215,7 +232,8 @@ impl Harness<'_> {
                     }
                     self.not_ready.insert(name.clone(), ());
                     self.undo.push((now + for_, name.clone(), Undo::Ready));
-                    self.world.trace(format!("node {name} NotReady for {for_:?}"));
+                    self.world
+                        .trace(format!("node {name} NotReady for {for_:?}"));
                 }
             }
             Action::Cordon { pick, for_ } => {
@@ -223,7 +241,8 @@ impl Harness<'_> {
                     && cluster.cordon(&name, true).is_ok()
                 {
                     self.undo.push((now + for_, name.clone(), Undo::Uncordon));
-                    self.world.trace(format!("node {name} cordoned for {for_:?}"));
+                    self.world
+                        .trace(format!("node {name} cordoned for {for_:?}"));
                 }
             }
             Action::Kill {
@@ -244,8 +263,7 @@ impl Harness<'_> {
 
     fn undo_due(&mut self) {
         let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) =
-            self.undo.drain(..).partition(|(at, _, _)| *at <= now);
+        let (due, later): (Vec<_>, Vec<_>) = self.undo.drain(..).partition(|(at, _, _)| *at <= now);
         self.undo = later;
         for (_, name, undo) in due {
             self.undo_one(&name, undo);
@@ -253,7 +271,7 @@ impl Harness<'_> {
     }
 
     fn undo_one(&mut self, name: &str, undo: Undo) {
-        let cluster = self.sim.cluster();
+        let cluster = &self.cluster;
         let done = match undo {
             Undo::Ready => {
                 self.not_ready.remove(name);
@@ -300,7 +318,8 @@ impl Harness<'_> {
             intent.versions.push((name.clone(), behavior));
         }
         self.world.count(|e| e.rollouts += 1);
-        self.world.trace(format!("spec -> {name} ({})", behavior.annotation()));
+        self.world
+            .trace(format!("spec -> {name} ({})", behavior.annotation()));
     }
 
     /// The end of the fault window: errors and latency off, every node Ready, every replica
@@ -316,7 +335,8 @@ impl Harness<'_> {
                 self.start_replica(index);
             }
         }
-        self.world.trace("heal: faults cleared, nodes Ready, replicas running");
+        self.world
+            .trace("heal: faults cleared, nodes Ready, replicas running");
     }
 }
 
@@ -327,8 +347,10 @@ pub async fn run(plan: &Plan) -> Outcome {
     let sim = match canary_kube_adapter::crd()
         .map_err(|e| e.to_string())
         .and_then(|crd| {
+            // The cluster model runs separately (see `Harness::cluster`): the builder still
+            // wires a stand-in on main.
             Sim::builder()
-                .nodes(plan.nodes)
+                .nodes(0)
                 .seed(plan.seed)
                 .crd(crd)
                 .kubevirt_crd(false)
@@ -348,6 +370,14 @@ pub async fn run(plan: &Plan) -> Outcome {
             };
         }
     };
+    let cluster = Cluster::start(
+        sim.store().clone(),
+        ClusterConfig {
+            nodes: plan.nodes,
+            seed: plan.seed,
+            ..ClusterConfig::default()
+        },
+    );
     let stale = 5.0 + plan.max_latency.as_secs_f64() * 2.0;
     let checker = Checker::new(world.clone(), intent.clone(), stale);
     let events = sim.store().subscribe();
@@ -363,6 +393,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         replicas: (0..plan.replicas)
             .map(|i| Replica {
                 identity: format!("replica-{}", ["a", "b"][i % 2]),
+                connection: None,
                 stop: None,
                 task: None,
                 restart_at: None,
@@ -372,6 +403,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         undo: Vec::new(),
         not_ready: BTreeMap::new(),
         sim,
+        cluster,
     };
     for rule in &plan.faults {
         harness.sim.faults().add(rule.clone());
@@ -465,11 +497,15 @@ pub async fn run(plan: &Plan) -> Outcome {
             }
         });
     }
-    world.count(|e| e.virtual_seconds = start.elapsed().as_secs());
+    let peak = world.max_requests_per_minute();
+    world.count(|e| {
+        e.virtual_seconds = start.elapsed().as_secs();
+        e.peak_requests_per_minute = peak;
+    });
     for index in 0..harness.replicas.len() {
         harness.stop_replica(index, true).await;
     }
-    harness.sim.cluster().shutdown();
+    harness.cluster.shutdown();
     checker_task.abort();
     Outcome {
         violations: world.violations(),
