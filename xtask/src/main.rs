@@ -9,6 +9,7 @@ mod bench;
 mod ci;
 mod codegen;
 mod deploy;
+mod soak;
 mod tools;
 
 use anyhow::{Context, Result};
@@ -40,6 +41,9 @@ enum Command {
     /// Benchmarks: rollouts of 10 to 5,000 nodes, the reference's pod counting as baseline,
     /// controller CPU and memory; report in target/bench/ (docs/benchmarks.md).
     Bench(bench::BenchArgs),
+    /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
+    /// the seeds, rollouts, faults and restarts exercised.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +69,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Tools => tools::ensure_all(),
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Soak(args) => soak::run(&args),
     }
 }
 
