@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
-use canary_sim::cluster::{Cluster, ClusterConfig};
+use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -347,10 +347,8 @@ pub async fn run(plan: &Plan) -> Outcome {
     let sim = match canary_kube_adapter::crd()
         .map_err(|e| e.to_string())
         .and_then(|crd| {
-            // The cluster model runs separately (see `Harness::cluster`): the builder still
-            // wires a stand-in on main.
             Sim::builder()
-                .nodes(0)
+                .nodes(plan.nodes)
                 .seed(plan.seed)
                 .crd(crd)
                 .kubevirt_crd(false)
@@ -370,14 +368,7 @@ pub async fn run(plan: &Plan) -> Outcome {
             };
         }
     };
-    let cluster = Cluster::start(
-        sim.store().clone(),
-        ClusterConfig {
-            nodes: plan.nodes,
-            seed: plan.seed,
-            ..ClusterConfig::default()
-        },
-    );
+    let cluster = sim.cluster().clone();
     let stale = 5.0 + plan.max_latency.as_secs_f64() * 2.0;
     let checker = Checker::new(world.clone(), intent.clone(), stale);
     let events = sim.store().subscribe();
