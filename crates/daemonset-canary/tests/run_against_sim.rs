@@ -157,6 +157,22 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
         .unwrap();
     wait_successful(&api, patched.metadata.generation, "upgrading to v2").await;
 
+    // `status` shows the end of the upgrade the way a user reads it.
+    let status = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["status", NAME, "-n", NAMESPACE, "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(shown.contains("✔ successful"), "{shown}");
+    assert!(shown.contains("3/3 updated and ready"), "{shown}");
+    assert!(shown.contains("Target:          v2"), "{shown}");
+
     let (_, metrics) = http_get(metrics_port, "/metrics").unwrap();
     assert!(metrics.contains("canary_leader 1"), "{metrics}");
     assert!(
