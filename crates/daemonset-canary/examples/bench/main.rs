@@ -116,6 +116,17 @@ fn run(cli: Cli) -> Result<()> {
             .build()
             .context("cannot build the virtual-time runtime")?;
         let figures = runtime.block_on(rollout::run(nodes, cli.rollouts, cli.seed))?;
+        // Progress as it comes: a long run that is stopped still leaves its figures.
+        for f in &figures {
+            eprintln!(
+                "  {nodes} nodes: {} DaemonSet writes, {} status writes, {} requests, makespan {:.1} s, reactions {:?}",
+                f.daemon_set_writes,
+                f.status_writes,
+                f.requests,
+                f.makespan.as_secs_f64(),
+                f.reactions
+            );
+        }
         report.rollouts.extend(figures);
     }
 
@@ -132,6 +143,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             let figures =
                 runtime.block_on(process::run(&binary, cli.process_nodes, daemon_sets))?;
+            eprintln!("  {figures:?}");
             report.processes.push(figures);
         }
     }
