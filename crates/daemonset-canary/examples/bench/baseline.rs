@@ -29,9 +29,19 @@ pub struct BaselineFigures {
     pub reference_ns: f64,
     /// Ours: the owner's group from the index, counted once (nanoseconds per reconcile).
     pub ours_ns: f64,
+    /// Ours again, and ours with an index holding only this DaemonSet's pods, measured against
+    /// each other (nanoseconds per reconcile): the ratio shows what other DaemonSets' pods cost.
+    pub ours_among_others_ns: f64,
+    /// See `ours_among_others_ns`.
+    pub ours_alone_ns: f64,
 }
 
 impl BaselineFigures {
+    /// Our cost among every DaemonSet's pods over our cost with this DaemonSet's pods alone.
+    pub fn independence(&self) -> f64 {
+        self.ours_among_others_ns / self.ours_alone_ns
+    }
+
     /// How many times cheaper ours is.
     pub fn speedup(&self) -> f64 {
         self.reference_ns / self.ours_ns
@@ -85,12 +95,8 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
         .flat_map(|ds| (0..nodes).map(move |node| (ds, node)))
         .map(|(ds, node)| pod(&template, ds, node, &keys))
         .collect();
-    let index = OwnerIndex::<Pod>::new();
-    index.apply(&Event::Init);
-    for pod in &cache {
-        index.apply(&Event::InitApply(pod.clone()));
-    }
-    index.apply(&Event::InitDone);
+    let index = indexed(&cache);
+    let alone = indexed(&cache[..nodes as usize]);
 
     let target = target();
     let crash_loop = CrashLoopPolicy::default();
@@ -108,7 +114,7 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
         let ready = count_pods_owned_by(black_box(&cache), &by_name, &rule);
         (updated.updated, ready.updated_ready)
     };
-    let ours = || {
+    let ours_in = |index: &OwnerIndex<Pod>| {
         let owner = OwnerMatch::Uid {
             name,
             uid: "ds-uid-0",
@@ -117,6 +123,7 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
         let counts: PodCounts = count_pods_owned_by(group.iter().map(|p| &**p), &owner, &rule);
         (counts.updated, counts.updated_ready)
     };
+    let ours = || ours_in(&index);
     // Same answer both ways, or the ratio compares different work.
     ensure!(
         reference() == ours(),
@@ -126,13 +133,32 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
     );
     ensure!(ours().0 == nodes.div_ceil(2), "unexpected updated count");
 
+    ensure!(
+        ours_in(&alone) == ours(),
+        "the single-DaemonSet index disagrees"
+    );
+
     let (reference_ns, ours_ns) = interleaved(budget, reference, ours);
+    let (ours_among_others_ns, ours_alone_ns) = interleaved(budget, ours, || ours_in(&alone));
     Ok(BaselineFigures {
         nodes,
         daemon_sets,
         reference_ns,
         ours_ns,
+        ours_among_others_ns,
+        ours_alone_ns,
     })
+}
+
+/// An index fed `pods` the way the watcher feeds it (one complete list).
+fn indexed(pods: &[Pod]) -> OwnerIndex<Pod> {
+    let index = OwnerIndex::<Pod>::new();
+    index.apply(&Event::Init);
+    for pod in pods {
+        index.apply(&Event::InitApply(pod.clone()));
+    }
+    index.apply(&Event::InitDone);
+    index
 }
 
 /// Median nanoseconds per call of `a` and `b`, measured in alternating rounds so that noise from
