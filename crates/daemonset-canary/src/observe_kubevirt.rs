@@ -7,16 +7,12 @@
 //! caches have listed. The process never writes to the cluster; its RBAC is get/list/watch.
 
 use crate::cli::{connect, describe, shutdown_signal};
-use anyhow::Context;
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::observe::{ObserveConfig, ObserveError};
 use daemonset_canary::kubevirt_observe;
-use daemonset_canary::metrics::Metrics;
-use daemonset_canary::server::{Server, ServerState};
+use daemonset_canary::server::BackgroundServer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// Arguments of `observe-kubevirt`.
 #[derive(Debug, clap::Args)]
@@ -40,22 +36,8 @@ pub struct ObserveKubeVirtArgs {
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
-    let ready = Arc::new(AtomicBool::new(false));
-    let server = Server::bind(
-        args.metrics_addr,
-        ServerState {
-            metrics: metrics.clone(),
-            ready: ready.clone(),
-        },
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.metrics_addr))?;
-    let metrics_addr = server.local_addr().unwrap_or(args.metrics_addr);
-    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = tokio::spawn(server.serve(async {
-        let _ = server_stopped.await;
-    }));
+    let server = BackgroundServer::start(args.metrics_addr).await?;
+    let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
@@ -69,16 +51,15 @@ pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     };
     let result = kubevirt_observe::run(
         connection.client.clone(),
-        metrics,
-        ready,
+        server.metrics.clone(),
+        server.ready.clone(),
         config,
         shutdown_signal(),
     )
     .await
     .map_err(|error| explain(error, &connection.url));
     tracing::info!("observer stopped");
-    let _ = stop_server.send(());
-    let _ = server_task.await;
+    server.stop().await;
     result
 }
 

@@ -112,3 +112,50 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
     }
     response
 }
+
+/// Fresh metrics served in the background on a bound address, with readiness initially false:
+/// what `run` and `observe-kubevirt` both start with.
+pub struct BackgroundServer {
+    /// The metrics the server encodes.
+    pub metrics: Arc<Metrics>,
+    /// The `/readyz` flag; set it once the caller is ready.
+    pub ready: Arc<AtomicBool>,
+    /// The address actually bound.
+    pub addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BackgroundServer {
+    /// Creates the metrics, binds `addr` and serves until [`BackgroundServer::stop`].
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
+        let ready = Arc::new(AtomicBool::new(false));
+        let state = ServerState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        };
+        let server = Server::bind(addr, state)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let bound = server.local_addr().unwrap_or(addr);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(async {
+            let _ = stopped.await;
+        }));
+        Ok(Self {
+            metrics,
+            ready,
+            addr: bound,
+            stop,
+            task,
+        })
+    }
+
+    /// Stops accepting, lets open connections finish, and waits for the server task.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}

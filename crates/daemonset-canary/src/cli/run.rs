@@ -15,14 +15,13 @@ use super::{Connection, connect, describe, shutdown_signal};
 use anyhow::Context;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use daemonset_canary::bridge;
-use daemonset_canary::metrics::{Metrics, Mode};
-use daemonset_canary::server::{Server, ServerState};
+use daemonset_canary::metrics::Mode;
+use daemonset_canary::server::BackgroundServer;
 use kube::Api;
 use kube::api::ListParams;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long the first request to the API server may take before `run` gives up.
@@ -73,25 +72,11 @@ pub struct RunArgs {
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
-    let ready = Arc::new(AtomicBool::new(false));
-    let server = Server::bind(
-        args.metrics_addr,
-        ServerState {
-            metrics: metrics.clone(),
-            ready: ready.clone(),
-        },
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", args.metrics_addr))?;
-    let metrics_addr = server.local_addr().unwrap_or(args.metrics_addr);
-    let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = tokio::spawn(server.serve(async {
-        let _ = server_stopped.await;
-    }));
+    let server = BackgroundServer::start(args.metrics_addr).await?;
+    let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
-    ready.store(true, Ordering::Release);
+    server.ready.store(true, Ordering::Release);
     let observer = Observer::default()
         .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Driven));
     let config = controller_config(&args, &connection, observer)?;
@@ -113,8 +98,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("the controller stopped with an error");
     tracing::info!("controller stopped");
     bridge.abort();
-    let _ = stop_server.send(());
-    let _ = server_task.await;
+    server.stop().await;
     result
 }
 
