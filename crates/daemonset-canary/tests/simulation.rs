@@ -366,7 +366,7 @@ fn a_failure_names_the_seed_the_invariant_the_trace_and_the_replay_command() {
     assert!(text.contains("spec -> v2 (healthy)"), "{text}");
     assert!(
         text.contains(
-            "DST_SEED=42 DST_PROFILE=ci cargo test -p daemonset-canary --test simulation replay"
+            "DST_SEED=42 DST_PROFILE=ci cargo test -p daemonset-canary --test simulation replay -- --ignored --nocapture"
         ),
         "{text}"
     );

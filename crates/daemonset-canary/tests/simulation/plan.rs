@@ -269,7 +269,7 @@ impl Plan {
     /// The one command that replays this seed.
     pub fn replay_command(&self) -> String {
         format!(
-            "DST_SEED={} DST_PROFILE={} cargo test -p daemonset-canary --test simulation replay -- --nocapture",
+            "DST_SEED={} DST_PROFILE={} cargo test -p daemonset-canary --test simulation replay -- --ignored --nocapture",
             self.seed,
             self.profile.as_str()
         )
