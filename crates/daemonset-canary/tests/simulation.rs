@@ -378,7 +378,6 @@ fn a_failure_names_the_seed_the_invariant_the_trace_and_the_replay_command() {
 /// in `From<LeaseStateError> for LeaseManagerError`, called by `LeaseManager::release`), so
 /// `canary_kube_adapter::run` returns an error instead of stopping cleanly.
 #[test]
-#[ignore = "fails until the lease release survives a 409: kube-lease-manager 0.13.1 panics (docs/reliability.md)"]
 fn graceful_stop_survives_a_conflicting_lease_release() {
     use canary_kube_adapter::{ControllerConfig, LeaderElection};
     use canary_sim::{FaultAction, FaultRule, Verb};
