@@ -27,7 +27,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use plan::{Plan, Profile};
-use serde_json::json;
 use world::{Exercised, report};
 
 /// Namespace of the scenario's objects.
@@ -40,8 +39,6 @@ pub const LEASE_NAME: &str = "daemonset-canary";
 pub const VERSION_KEY: &str = "kubevirt.io/install-strategy-version";
 /// Install-strategy id annotation.
 pub const ID_KEY: &str = "kubevirt.io/install-strategy-identifier";
-/// Annotation the simulated kubelet reads.
-const BEHAVIOR_ANNOTATION: &str = "sim.canary.daemonset.dev/behavior";
 
 /// Seeds of the CI set.
 const CI_SEEDS: u64 = 200;
@@ -49,32 +46,10 @@ const CI_SEEDS: u64 = 200;
 /// virtual time advance (a hot loop).
 const WALL_LIMIT: Duration = Duration::from_secs(180);
 
-/// The CanaryDaemonSet at `version` whose pods behave as `behavior`.
+/// The CanaryDaemonSet at `version` whose pods behave as `behavior`: the scenario runner's, in
+/// the default (`Fixed`) compatibility.
 pub fn manifest(version: &str, behavior: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "canary.daemonset.dev/v1alpha1",
-        "kind": "CanaryDaemonSet",
-        "metadata": {"name": NAME, "namespace": NAMESPACE},
-        "spec": {
-            "target": {"version": version, "registry": "registry.example"},
-            "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": NAME}},
-                "spec": {
-                    "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-                    "template": {
-                        "metadata": {
-                            "labels": {"app.kubernetes.io/name": NAME},
-                            "annotations": {BEHAVIOR_ANNOTATION: behavior}
-                        },
-                        "spec": {
-                            "tolerations": [{"operator": "Exists"}],
-                            "containers": [{"name": "agent", "image": format!("registry.example/node-agent:{version}")}]
-                        }
-                    }
-                }
-            }
-        }
-    })
+    daemonset_canary::scenario::manifest("Fixed", version, behavior)
 }
 
 /// The result of one seed, as the runner thread reports it.
