@@ -169,9 +169,15 @@ fn phases_seen(prometheus_port: u16, seconds: u64) -> Vec<String> {
     phases
 }
 
-/// Runs `scenario` under a Prometheus scrape until the query shows `last` phase; returns the
-/// phase sequence.
-fn scrape_scenario(scenario: &str, last: &str, budget: Duration) -> Vec<String> {
+/// Runs `scenario` under a Prometheus scrape until the phase sequence Prometheus recorded
+/// satisfies `complete`; returns it. The v1 install is a rollout too and already ends
+/// `successful` (on 3 nodes without widening: its pods start together), so "ends in `successful`"
+/// alone would stop on the install, or before the upgrade was even scraped.
+fn scrape_scenario(
+    scenario: &str,
+    complete: impl Fn(&[String]) -> bool,
+    budget: Duration,
+) -> Vec<String> {
     let dir = temp_dir(scenario);
     let metrics_port = free_port();
     let (_prometheus, prometheus_port) = start_prometheus(&dir, metrics_port);
@@ -179,25 +185,49 @@ fn scrape_scenario(scenario: &str, last: &str, budget: Duration) -> Vec<String> 
     let _demo = start_demo(scenario, metrics_port, budget.as_secs());
     loop {
         let phases = phases_seen(prometheus_port, budget.as_secs() + 30);
-        if phases.last().map(String::as_str) == Some(last) {
+        if complete(&phases) {
             return phases;
         }
         assert!(
             started.elapsed() < budget,
-            "Prometheus did not see {scenario} reach {last} within {budget:?}; phases seen: {phases:?}; log in {}",
+            "Prometheus did not see {scenario} complete within {budget:?}; phases seen: {phases:?}; log in {}",
             dir.display()
         );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
 
+/// The last canary visit (the upgrade's), a widening phase after it, and `last` at the end.
+fn widened_then(last: &'static str) -> impl Fn(&[String]) -> bool {
+    move |phases| {
+        let Some(canary) = phases.iter().rposition(|p| p == "canary") else {
+            return false;
+        };
+        let widened = phases[canary..]
+            .iter()
+            .any(|p| p == "waiting" || p == "increasing");
+        widened && phases.last().map(String::as_str) == Some(last)
+    }
+}
+
+/// A canary and `last` at the end.
+fn canary_then(last: &'static str) -> impl Fn(&[String]) -> bool {
+    move |phases| {
+        phases.iter().any(|p| p == "canary") && phases.last().map(String::as_str) == Some(last)
+    }
+}
+
 #[test]
 fn prometheus_sees_a_healthy_rollout_reach_successful() {
-    let phases = scrape_scenario("healthy", "successful", Duration::from_secs(55));
+    let phases = scrape_scenario(
+        "healthy",
+        widened_then("successful"),
+        Duration::from_secs(55),
+    );
     // The v1 install ends `successful` too; the upgrade must pass through the canary to it.
     let canary = phases
         .iter()
-        .position(|p| p == "canary")
+        .rposition(|p| p == "canary")
         .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
     assert!(
         phases[canary..]
@@ -211,10 +241,14 @@ fn prometheus_sees_a_healthy_rollout_reach_successful() {
 
 #[test]
 fn prometheus_sees_a_crashlooping_canary_fail() {
-    let phases = scrape_scenario("crashloop-canary", "failed", Duration::from_secs(45));
+    let phases = scrape_scenario(
+        "crashloop-canary",
+        canary_then("failed"),
+        Duration::from_secs(45),
+    );
     let canary = phases
         .iter()
-        .position(|p| p == "canary")
+        .rposition(|p| p == "canary")
         .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
     assert_eq!(phases[canary..].last().unwrap(), "failed", "{phases:?}");
     assert!(
