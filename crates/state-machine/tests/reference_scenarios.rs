@@ -10,35 +10,17 @@
 use std::time::Duration;
 
 use canary_state_machine::{
-    CrashLoopSeen, DaemonSetWrite, Decision, EventType, FailureReason, LiveMaxUnavailable,
-    MaxUnavailable, Observation, Phase, PreviousPass, Strategy, TemplateEdit, TlsFacts, WriteKind,
-    decide, decide_create, event_reason,
+    CrashLoopSeen, Decision, EventType, FailureReason, LiveMaxUnavailable, MaxUnavailable,
+    Observation, Phase, PreviousPass, Strategy, TemplateEdit, TlsFacts, WriteKind, decide,
+    decide_create, event_reason,
 };
 
-const NAME: &str = "virt-handler";
+mod common;
 
-fn handler() -> Observation {
-    Observation {
-        name: NAME.into(),
-        live_max_unavailable: LiveMaxUnavailable::Int(1),
-        ..Observation::default()
-    }
-}
+use common::{NAME, handler, write};
 
 fn kubevirt(observation: &Observation) -> Decision {
     decide(&Strategy::kubevirt(), observation)
-}
-
-fn write(
-    kind: WriteKind,
-    max: Option<MaxUnavailable>,
-    edit: Option<TemplateEdit>,
-) -> DaemonSetWrite {
-    DaemonSetWrite {
-        kind,
-        max_unavailable: max,
-        template_edit: edit,
-    }
 }
 
 fn crash() -> Option<CrashLoopSeen> {

@@ -1,0 +1,30 @@
+//! Builders shared by the scenario tests of both strategies.
+
+use canary_state_machine::{
+    DaemonSetWrite, LiveMaxUnavailable, MaxUnavailable, Observation, TemplateEdit, WriteKind,
+};
+
+/// The DaemonSet every scenario is about.
+pub const NAME: &str = "virt-handler";
+
+/// A virt-handler DaemonSet at rest (`maxUnavailable: 1`).
+pub fn handler() -> Observation {
+    Observation {
+        name: NAME.into(),
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        ..Observation::default()
+    }
+}
+
+/// The write a decision is expected to carry.
+pub fn write(
+    kind: WriteKind,
+    max: Option<MaxUnavailable>,
+    edit: Option<TemplateEdit>,
+) -> DaemonSetWrite {
+    DaemonSetWrite {
+        kind,
+        max_unavailable: max,
+        template_edit: edit,
+    }
+}
