@@ -347,6 +347,34 @@ fn a_failure_names_the_seed_the_invariant_the_trace_and_the_replay_command() {
     );
 }
 
+/// Invariant 7's bound: three writes, one more per failed write, and one more per kill only
+/// when it changed nothing (the repeat of a write whose record the kill lost; found by seed 189
+/// of the CI set on a loaded machine).
+#[test]
+fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
+    let tally = |succeeded, failed, unchanged, kills| world::WriteTally {
+        succeeded,
+        failed,
+        unchanged,
+        kills,
+    };
+    assert_eq!(tally(3, 0, 0, 0).excess(), 0, "start, widen, finish");
+    assert_eq!(tally(4, 0, 0, 0).excess(), 1, "a fourth write");
+    assert_eq!(tally(4, 1, 0, 0).excess(), 0, "the retry of a failed write");
+    assert_eq!(tally(4, 0, 1, 1).excess(), 0, "a no-op repeat after a kill");
+    assert_eq!(
+        tally(4, 0, 0, 1).excess(),
+        1,
+        "a kill never excuses a real change"
+    );
+    assert_eq!(
+        tally(4, 0, 1, 0).excess(),
+        1,
+        "nor a no-op write without a kill"
+    );
+    assert_eq!(tally(5, 0, 2, 1).excess(), 1, "one repeat per kill");
+}
+
 /// Regression test of the defect the simulation found: a graceful stop of the leader whose
 /// lease release is answered with 409 (another replica took the lease, or any conflict) makes
 /// kube-lease-manager 0.13.1 panic (`LeaseStateError::LockConflict` reaches an `unreachable!`

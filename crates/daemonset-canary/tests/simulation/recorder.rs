@@ -110,11 +110,19 @@ impl Recorded {
     }
 
     fn live_version(&self) -> String {
+        live_version(&self.store)
+    }
+
+    /// What a DaemonSet write can change: the generation (the spec) and the maps it replaces.
+    fn daemon_set_shape(&self) -> Option<DaemonSetShape> {
         self.store
             .get::<DaemonSet>(Some(NAMESPACE), NAME)
-            .and_then(|ds| ds.metadata.annotations)
-            .and_then(|a| a.get(VERSION_KEY).cloned())
-            .unwrap_or_else(|| "none".to_owned())
+            .map(|ds| DaemonSetShape {
+                generation: ds.metadata.generation,
+                labels: ds.metadata.labels,
+                annotations: ds.metadata.annotations,
+                owners: ds.metadata.owner_references,
+            })
     }
 
     fn before(&self, request: &Request_) {
@@ -147,7 +155,7 @@ impl Recorded {
         }
     }
 
-    fn after(&self, request: &Request_, status: http::StatusCode) {
+    fn after(&self, request: &Request_, status: http::StatusCode, shape: Option<DaemonSetShape>) {
         if status.is_client_error() || status.is_server_error() {
             if matches!(status.as_u16(), 500 | 429 | 409 | 410) {
                 self.world.count(|e| e.error_answers += 1);
@@ -162,20 +170,25 @@ impl Recorded {
         let version = self.live_version();
         if status.is_success() {
             self.world.count(|e| e.daemon_set_writes += 1);
-            let tally = self.world.tally(&version, |t| t.succeeded += 1);
+            let unchanged = shape.is_some() && shape == self.daemon_set_shape();
+            let tally = self.world.tally(&version, |t| {
+                t.succeeded += 1;
+                t.unchanged += u64::from(unchanged);
+            });
             self.world.trace(format!(
-                "{} {} daemonsets -> {} (now {version}, write {} for it)",
+                "{} {} daemonsets -> {} (now {version}, write {} for it{})",
                 self.identity,
                 request.method,
                 status.as_u16(),
-                tally.succeeded
+                tally.succeeded,
+                if unchanged { ", changed nothing" } else { "" }
             ));
-            if tally.succeeded > 3 + tally.failed {
+            if tally.excess() > 0 {
                 self.world.violate(
                     Invariant::BoundedLeaderOnlyWrites,
                     format!(
-                        "{} successful DaemonSet writes for {version} with {} failed ones",
-                        tally.succeeded, tally.failed
+                        "{} successful DaemonSet writes for {version} with {} failed ones, {} that changed nothing and {} kills",
+                        tally.succeeded, tally.failed, tally.unchanged, tally.kills
                     ),
                 );
             }
@@ -212,14 +225,35 @@ where
         }
         let info = Request_::of(&request);
         self.before(&info);
+        let shape = (info.resource == "daemonsets" && info.is_write())
+            .then(|| self.daemon_set_shape())
+            .flatten();
         let answer = self.inner.call(request);
         let this = self.clone();
         Box::pin(async move {
             let response = answer.await?;
-            this.after(&info, response.status());
+            this.after(&info, response.status(), shape);
             Ok(response)
         })
     }
+}
+
+/// The install-strategy version of the live DaemonSet, `"none"` before it exists.
+pub fn live_version(store: &Store) -> String {
+    store
+        .get::<DaemonSet>(Some(NAMESPACE), NAME)
+        .and_then(|ds| ds.metadata.annotations)
+        .and_then(|a| a.get(VERSION_KEY).cloned())
+        .unwrap_or_else(|| "none".to_owned())
+}
+
+/// The parts of the DaemonSet a write of the controller can change.
+#[derive(Debug, Clone, PartialEq)]
+struct DaemonSetShape {
+    generation: Option<i64>,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+    owners: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
 }
 
 /// What a dead process's requests get: nothing useful.

@@ -133,6 +133,8 @@ impl Harness<'_> {
             if let Some(connection) = replica.connection.take() {
                 connection.kill();
             }
+            let version = super::recorder::live_version(self.sim.store());
+            self.world.tally(&version, |t| t.kills += 1);
             task.abort();
             let result = task.await;
             if let Err(error) = &result

@@ -26,6 +26,10 @@ pub enum Invariant {
     /// 6. At quiescence the status phase agrees with the cluster.
     StatusAgreesAtQuiescence,
     /// 7. At most three DaemonSet writes per rollout plus retries; only the leader writes.
+    ///
+    /// A retry is a write after one that failed, or a write that changes nothing repeated after
+    /// a kill: a controller killed between a write and the status write that records it cannot
+    /// know the write landed, so it sends it again (at-least-once; the API server skips it).
     BoundedLeaderOnlyWrites,
     /// 8. No panic, no hot loop.
     NoPanicNoHotLoop,
@@ -95,6 +99,19 @@ pub struct WriteTally {
     pub succeeded: u64,
     /// Writes that were refused while this version was live.
     pub failed: u64,
+    /// Successful writes that left the DaemonSet as it was (the API server skipped them).
+    pub unchanged: u64,
+    /// Replica kills while this version was live: each may lose the record of one write.
+    pub kills: u64,
+}
+
+impl WriteTally {
+    /// Writes beyond the three of a rollout and its retries: a failed write allows one more,
+    /// and a kill allows one more that changes nothing.
+    pub fn excess(&self) -> u64 {
+        let allowed = 3 + self.failed + self.unchanged.min(self.kills);
+        self.succeeded.saturating_sub(allowed)
+    }
 }
 
 #[derive(Debug, Default)]
