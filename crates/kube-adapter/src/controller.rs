@@ -250,7 +250,21 @@ async fn run_controller(
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(predicates::generation, PredicateConfig::default());
-    Controller::for_stream(cds_stream, cds_store)
+    let flushes = ctx.take_status_flushes().map(|rx| {
+        futures::stream::unfold(rx, |mut rx| async move {
+            let cds = rx.recv().await?;
+            Some((Ok::<_, watcher::Error>((*cds).clone()), rx))
+        })
+    });
+    let controller = Controller::for_stream(cds_stream, cds_store);
+    let controller = match flushes {
+        // Deferred status writes that came due (see `Context::take_status_flushes`).
+        Some(flushes) => controller.watches_stream(flushes, |cds: CanaryDaemonSet| {
+            Some(ObjectRef::from_obj(&cds))
+        }),
+        None => controller,
+    };
+    controller
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .owns_stream(ds_stream)
         .watches_stream(pod_stream, owner_of_labelled)

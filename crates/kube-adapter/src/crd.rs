@@ -301,6 +301,39 @@ pub struct CanaryDaemonSetStatus {
     pub last_progress_time: Option<Time>,
 }
 
+impl CanaryDaemonSetStatus {
+    /// The fields a status may leave out, by their JSON names.
+    pub const OPTIONAL_FIELDS: [&'static str; 12] = [
+        "phase",
+        "reason",
+        "message",
+        "conditions",
+        "observedGeneration",
+        "recordedDaemonSetGeneration",
+        "daemonSetName",
+        "readyRatio",
+        "currentMaxUnavailable",
+        "phaseStartTime",
+        "progressUpdatedReady",
+        "lastProgressTime",
+    ];
+
+    /// The JSON merge patch body that makes the stored status equal to this one: absent
+    /// fields are sent as `null`, which deletes them, so that for example the message of a
+    /// failure does not outlive it.
+    pub fn merge_patch(&self) -> Result<serde_json::Value, Error> {
+        let mut value = serde_json::to_value(self).map_err(|e| Error::Serialize(e.to_string()))?;
+        if let Some(fields) = value.as_object_mut() {
+            for name in Self::OPTIONAL_FIELDS {
+                fields
+                    .entry(name.to_owned())
+                    .or_insert(serde_json::Value::Null);
+            }
+        }
+        Ok(serde_json::json!({ "status": value }))
+    }
+}
+
 impl CanaryDaemonSet {
     /// Name of the DaemonSet this resource owns.
     pub fn daemon_set_name(&self) -> String {
@@ -422,6 +455,36 @@ mod tests {
         assert!(
             committed == generated,
             "deploy/crd/canarydaemonsets.yaml is stale: run `UPDATE_CRD=1 cargo test -p canary-kube-adapter crd_yaml_is_current` (or `cargo xtask codegen`)"
+        );
+    }
+
+    #[test]
+    fn the_merge_patch_clears_every_field_a_status_leaves_out() {
+        let schema = serde_json::to_value(CanaryDaemonSet::crd()).unwrap();
+        let properties = schema
+            .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties")
+            .and_then(serde_json::Value::as_object)
+            .unwrap();
+        let mut in_schema: Vec<&str> = properties.keys().map(String::as_str).collect();
+        let mut known = CanaryDaemonSetStatus::OPTIONAL_FIELDS.to_vec();
+        known.extend(["desired", "updated", "updatedReady"]);
+        in_schema.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(in_schema, known, "OPTIONAL_FIELDS misses a status field");
+
+        let recovered = CanaryDaemonSetStatus {
+            phase: Some("successful".into()),
+            ..CanaryDaemonSetStatus::default()
+        };
+        let patch = recovered.merge_patch().unwrap();
+        assert_eq!(patch["status"]["phase"], "successful");
+        assert!(patch["status"]["message"].is_null(), "{patch}");
+        assert!(patch["status"]["reason"].is_null(), "{patch}");
+        let mut stored = serde_json::json!({"status": {"phase": "failed", "message": "boom", "reason": "X", "desired": 3}});
+        json_patch::merge(&mut stored, &patch);
+        assert_eq!(
+            stored,
+            serde_json::json!({"status": {"phase": "successful", "desired": 0, "updated": 0, "updatedReady": 0}})
         );
     }
 

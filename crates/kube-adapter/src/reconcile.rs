@@ -26,7 +26,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::Error;
@@ -42,7 +41,7 @@ use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{Observer, Transition};
 use crate::patch::daemon_set_patch;
-use crate::status::{INVALID_SPEC, PassSummary, next_status, previous_pass};
+use crate::status::{AVAILABLE, INVALID_SPEC, PassSummary, next_status, previous_pass};
 
 /// How long to wait before looking again, by situation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +56,10 @@ pub struct Requeue {
     pub error_base: Duration,
     /// Longest error back-off.
     pub error_max: Duration,
+    /// Status changes that only move pod counts are written at most this often per
+    /// CanaryDaemonSet; phase changes, DaemonSet writes and failures are written at once. On
+    /// 5,000 nodes this turns one status write per pod event into one per interval.
+    pub count_status_interval: Duration,
 }
 
 impl Default for Requeue {
@@ -67,6 +70,7 @@ impl Default for Requeue {
             conflict: Duration::from_secs(1),
             error_base: Duration::from_secs(1),
             error_max: Duration::from_secs(300),
+            count_status_interval: Duration::from_secs(1),
         }
     }
 }
@@ -96,6 +100,10 @@ pub struct Context {
     written_generation: Mutex<HashMap<(String, String), (String, i64)>>,
     written_status: Mutex<HashMap<(String, String), RememberedStatus>>,
     error_streak: Mutex<HashMap<(String, String), u32>>,
+    status_written_at: Mutex<HashMap<(String, String), tokio::time::Instant>>,
+    flushes_due: Arc<Mutex<std::collections::HashSet<(String, String)>>>,
+    flush_tx: tokio::sync::mpsc::UnboundedSender<Arc<CanaryDaemonSet>>,
+    flush_rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -123,6 +131,7 @@ impl Context {
         field_manager: String,
         requeue: Requeue,
     ) -> Self {
+        let (flush_tx, flush_rx) = tokio::sync::mpsc::unbounded_channel();
         Self {
             client,
             daemon_sets,
@@ -137,6 +146,10 @@ impl Context {
             written_generation: Mutex::default(),
             written_status: Mutex::default(),
             error_streak: Mutex::default(),
+            status_written_at: Mutex::default(),
+            flushes_due: Arc::default(),
+            flush_tx,
+            flush_rx: Mutex::new(Some(flush_rx)),
         }
     }
 
@@ -199,6 +212,47 @@ impl Context {
                 },
             );
         }
+    }
+
+    /// How long a count-only status change of `key` must wait, or `None` when it may be
+    /// written now.
+    fn count_status_wait(&self, key: &(String, String)) -> Option<Duration> {
+        let last = *lock(&self.status_written_at).get(key)?;
+        let due = last + self.requeue.count_status_interval;
+        let now = tokio::time::Instant::now();
+        (due > now).then(|| due - now)
+    }
+
+    /// The CanaryDaemonSets whose deferred status is due: the controller reconciles each.
+    ///
+    /// A pass's own requeue cannot carry the deferred write: kube-runtime drops a requeue
+    /// for an object that already has a trigger pending, and the pending pass may defer too.
+    /// A timer per deferral, feeding this stream, makes sure the last counts get written.
+    /// `None` after the first call.
+    pub fn take_status_flushes(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>> {
+        lock(&self.flush_rx).take()
+    }
+
+    /// Makes sure `cds` is reconciled again after `wait`, once per deferral window.
+    fn flush_status_after(&self, cds: &CanaryDaemonSet, wait: Duration) {
+        if !lock(&self.flushes_due).insert(key_of(cds)) {
+            return;
+        }
+        let cds = Arc::new(cds.clone());
+        let tx = self.flush_tx.clone();
+        let due = self.flushes_due.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            lock(&due).remove(&key_of(&cds));
+            // A stopped controller has dropped the receiver: nothing left to flush for.
+            let _ = tx.send(cds);
+        });
+    }
+
+    fn status_written(&self, key: (String, String)) {
+        lock(&self.status_written_at).insert(key, tokio::time::Instant::now());
     }
 
     fn reset_errors(&self, key: &(String, String)) {
@@ -571,7 +625,6 @@ impl<'a> Pass<'a> {
     }
 
     fn count_pods(&self, plan: &Plan, live: &DaemonSet) -> PodCounts {
-        let pods = self.ctx.pods.get(&self.ds_name);
         let target = Target {
             version: plan.target.pairs[0].1.clone(),
             registry: plan.target.pairs[1].1.clone(),
@@ -614,7 +667,9 @@ impl<'a> Pass<'a> {
             crash_loop: &plan.crash_loop,
             skip_terminating,
         };
-        count_pods_owned_by(pods.iter().map(|p| &**p), &owner, &rule)
+        self.ctx.pods.with_group(&self.ds_name, |pods| {
+            count_pods_owned_by(pods.map(|p| &**p), &owner, &rule)
+        })
     }
 
     async fn patch(&self, live: &DaemonSet, desired: &DaemonSet) -> Result<DaemonSet, Error> {
@@ -685,7 +740,7 @@ impl<'a> Pass<'a> {
             available: outcome.available,
             max_unavailable: outcome.max_unavailable.clone(),
         };
-        self.write_status(&pass, outcome.written).await?;
+        let deferred = self.write_status(&pass, outcome.written).await?;
         if let Some(event) = &decision.event {
             let type_ = match event.type_ {
                 canary_state_machine::EventType::Normal => KubeEventType::Normal,
@@ -699,24 +754,46 @@ impl<'a> Pass<'a> {
             )
             .await;
         }
-        Ok(match decision.phase {
-            _ if decision.quiet => Action::requeue(self.ctx.requeue.resync),
+        let next = match decision.phase {
+            _ if decision.quiet => self.ctx.requeue.resync,
             Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                Action::requeue(self.ctx.requeue.resync)
+                self.ctx.requeue.resync
             }
-            _ => Action::requeue(self.ctx.requeue.in_progress),
-        })
+            _ => self.ctx.requeue.in_progress,
+        };
+        Ok(Action::requeue(
+            deferred.map_or(next, |wait| wait.min(next)),
+        ))
     }
 
+    /// Writes the status of this pass, or defers it when only pod counts moved and the last
+    /// write was less than [`Requeue::count_status_interval`] ago. Returns how long a deferred
+    /// write waits (the pass must come back by then).
     async fn write_status(
         &self,
         pass: &PassSummary,
         written: Option<WriteKind>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<Duration>, Error> {
         let previous = self.status.as_ref();
         let status = next_status(previous, pass, self.now);
         if previous == Some(&status) && self.status_persisted {
-            return Ok(());
+            return Ok(None);
+        }
+        let key = key_of(self.cds);
+        let counts_only =
+            written.is_none() && previous.is_some_and(|p| same_but_counts(p, &status));
+        if let Some(wait) = counts_only
+            .then(|| self.ctx.count_status_wait(&key))
+            .flatten()
+        {
+            self.ctx.remember_status(self.cds, status.clone(), false);
+            self.ctx.flush_status_after(self.cds, wait);
+            if previous != Some(&status) {
+                self.ctx
+                    .observer
+                    .send(transition(self, previous, &status, pass, written));
+            }
+            return Ok(Some(wait));
         }
         let api: Api<CanaryDaemonSet> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = PatchParams {
@@ -727,7 +804,7 @@ impl<'a> Pass<'a> {
             .patch_status(
                 &self.cds.name_any(),
                 &params,
-                &Patch::Merge(json!({ "status": status })),
+                &Patch::Merge(status.merge_patch()?),
             )
             .await;
         // Remembered even when the write failed: the DaemonSet write of this pass happened, so
@@ -735,11 +812,14 @@ impl<'a> Pass<'a> {
         self.ctx
             .remember_status(self.cds, status.clone(), written_status.is_ok());
         written_status?;
+        self.ctx.status_written(key);
         self.ctx.observer.stats().count_status_write();
-        self.ctx
-            .observer
-            .send(transition(self, previous, &status, pass, written));
-        Ok(())
+        if previous != Some(&status) {
+            self.ctx
+                .observer
+                .send(transition(self, previous, &status, pass, written));
+        }
+        Ok(None)
     }
 
     async fn publish(
@@ -802,6 +882,27 @@ fn transition(
         phase_started_at: status.phase_start_time.as_ref().map_or(pass.now, |t| t.0),
         at: pass.now,
     }
+}
+
+/// Whether `next` differs from `previous` in pod counts only (and what derives from them: the
+/// ratio, the progress time, the Available condition), so its write may be deferred.
+fn same_but_counts(previous: &CanaryDaemonSetStatus, next: &CanaryDaemonSetStatus) -> bool {
+    let significant = |status: &CanaryDaemonSetStatus| CanaryDaemonSetStatus {
+        desired: 0,
+        updated: 0,
+        updated_ready: 0,
+        ready_ratio: None,
+        progress_updated_ready: None,
+        last_progress_time: None,
+        conditions: status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != AVAILABLE)
+            .cloned()
+            .collect(),
+        ..status.clone()
+    };
+    significant(previous) == significant(next)
 }
 
 /// Small extension: an ObjectReference to a DaemonSet by name.
@@ -888,6 +989,7 @@ fn rolling_update_mode(strategy: &Strategy) -> RollingUpdateWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
 
     fn cds() -> CanaryDaemonSet {

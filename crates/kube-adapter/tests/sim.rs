@@ -322,12 +322,22 @@ async fn healthy_rollout(nodes: u32) {
 
     let before = write_counts(&replica.observer);
     let events_before = replica.observer.stats().events();
+    let status_writes_before = replica.observer.stats().status_writes();
     let mut transitions = replica.observer.subscribe();
+    let started = tokio::time::Instant::now();
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(3600), "the upgrade", || {
         rolled_out(&client, "agent", "v2", nodes)
     })
     .await;
+    // Count-only status changes are written at most once a second: the status writes follow
+    // the rollout's duration, not its pods (one per pod event would be thousands here).
+    let status_writes = replica.observer.stats().status_writes() - status_writes_before;
+    let seconds = started.elapsed().as_secs();
+    assert!(
+        status_writes <= seconds + 6,
+        "{status_writes} status writes in {seconds} s"
+    );
     // Started, (widened,) completed: once each, never once per pass.
     let events = replica.observer.stats().events() - events_before;
     assert_eq!(events, if nodes == 1 { 2 } else { 3 });

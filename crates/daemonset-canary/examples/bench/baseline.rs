@@ -119,8 +119,9 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
             name,
             uid: "ds-uid-0",
         };
-        let group = index.get(black_box(name));
-        let counts: PodCounts = count_pods_owned_by(group.iter().map(|p| &**p), &owner, &rule);
+        let counts: PodCounts = index.with_group(black_box(name), |group| {
+            count_pods_owned_by(group.map(|p| &**p), &owner, &rule)
+        });
         (counts.updated, counts.updated_ready)
     };
     let ours = || ours_in(&index);

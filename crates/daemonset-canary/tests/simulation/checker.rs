@@ -430,8 +430,38 @@ pub fn ended(store: &Store) -> Option<String> {
     (current && (phase == "successful" || (phase == "failed" && sticky))).then_some(phase)
 }
 
+/// The running (not terminating) pods of the scenario's DaemonSet.
+fn live_pods(store: &Store) -> Vec<Pod> {
+    store
+        .list::<Pod>(Some(NAMESPACE))
+        .into_iter()
+        .filter(|p| Checker::ours(p) && !terminating(p))
+        .collect()
+}
+
+/// `(desired, updated, updated and ready)` as the cluster has them.
+fn pod_counts(ds: &DaemonSet, pods: &[Pod]) -> (i32, usize, usize) {
+    let target = ds_target(ds);
+    let updated = pods.iter().filter(|p| pod_target(p) == target).count();
+    let updated_ready = pods
+        .iter()
+        .filter(|p| pod_target(p) == target && pod_is_ready(p))
+        .count();
+    let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
+    (desired, updated, updated_ready)
+}
+
+/// The cluster's pod counts now, to tell when they stopped moving (`None` without a
+/// DaemonSet).
+pub fn cluster_counts(store: &Store) -> Option<(i32, usize, usize)> {
+    let ds = store.get::<DaemonSet>(Some(NAMESPACE), NAME)?;
+    Some(pod_counts(&ds, &live_pods(store)))
+}
+
 /// Invariants 4 and 6, once the last rollout ended and nothing moves: the status agrees with
-/// the store.
+/// the store. Call it once the pod counts have been still for longer than the controller's
+/// count-only status interval (crash-looping pods keep moving them long after the phase
+/// settled).
 pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
     let Some(cds) = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME) else {
         world.violate(
@@ -456,17 +486,8 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
     };
     let target = ds_target(&ds);
     let nodes: Vec<Node> = store.list(None);
-    let pods: Vec<Pod> = store
-        .list::<Pod>(Some(NAMESPACE))
-        .into_iter()
-        .filter(|p| Checker::ours(p) && !terminating(p))
-        .collect();
-    let updated = pods.iter().filter(|p| pod_target(p) == target).count();
-    let updated_ready = pods
-        .iter()
-        .filter(|p| pod_target(p) == target && pod_is_ready(p))
-        .count();
-    let desired = ds.status.as_ref().map_or(0, |s| s.desired_number_scheduled);
+    let pods = live_pods(store);
+    let (desired, updated, updated_ready) = pod_counts(&ds, &pods);
     let summary = format!(
         "phase {phase}, status {}/{}/{} (desired/updated/ready), cluster {desired}/{updated}/{updated_ready} on {} nodes, DaemonSet at {:?} maxUnavailable {}",
         status.desired,

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::checker::{Checker, Intent, SharedIntent, at_quiescence, ended};
+use super::checker::{Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended};
 use super::plan::{Action, Behavior, Plan, When};
 use super::recorder::Recorded;
 use super::rng::Rng;
@@ -43,6 +43,28 @@ fn rollout_bound(nodes: u32) -> Duration {
 
 /// How long the status must stay in its final phase to call the cluster quiescent.
 const QUIET: Duration = Duration::from_secs(120);
+
+/// How long the pod counts must stay still before the status must show them: the controller
+/// writes count-only status changes at most once a second.
+const COUNTS_STILL: Duration = Duration::from_secs(3);
+
+/// Waits until the cluster's pod counts have not moved for [`COUNTS_STILL`] (at most ten
+/// minutes: crash-looping pods back off up to five minutes between restarts).
+async fn counts_settle(store: &canary_sim::Store) {
+    let limit = Instant::now() + Duration::from_secs(600);
+    let mut last = cluster_counts(store);
+    let mut still_since = Instant::now();
+    while Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = cluster_counts(store);
+        if now != last {
+            last = now;
+            still_since = Instant::now();
+        } else if Instant::now() >= still_since + COUNTS_STILL {
+            return;
+        }
+    }
+}
 
 /// Requests per virtual minute above which a replica is in a hot loop.
 fn hot_loop_limit(nodes: u32) -> u64 {
@@ -465,6 +487,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         if let Some((since, p)) = &quiet_since
             && now >= *since + QUIET
         {
+            counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent);
             end = Some(p.clone());
             break;
