@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -201,7 +202,7 @@ async fn run_controller(
         .reflect(ds_writer)
         .touched_objects();
 
-    let pods = OwnerIndex::<Pod>::new();
+    let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
     let pod_stream = watcher(api::<Pod>(&client, ns), owned.clone())
         .default_backoff()

@@ -3,24 +3,30 @@
 //! A reconcile reads the pods of one DaemonSet; scanning every pod of the cluster would make
 //! each reconcile O(cluster). The index groups objects by a key taken from their controller
 //! owner reference, is updated from the watcher's events (including relists, which swap in a
-//! fresh map atomically on `InitDone`), and stores slimmed objects: only the fields the
-//! predicates read, so 5,000 pods stay small.
+//! fresh map atomically on `InitDone`), and stores slimmed objects: pods as
+//! [`PodSummary`](canary_predicates::PodSummary), only the fields the predicates read (a few
+//! hundred bytes instead of several KiB), so 50,000 pods stay small.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use canary_predicates::{PodFacts, PodSummary};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 
-/// How an index keys and slims its objects.
-pub trait Indexed: Clone + Send + Sync + 'static {
+/// What an index stores, made from what the watcher delivers.
+pub trait Indexed: Send + Sync + 'static {
+    /// The watched object.
+    type Source;
+    /// The stored form of `source`: only the fields readers need.
+    fn from_source(source: &Self::Source) -> Self;
+    /// `(namespace, name)` of a watched object (a deleted one is only known by it).
+    fn source_identity(source: &Self::Source) -> (String, String);
     /// The grouping key (an owner name or UID), or `None` to leave the object out.
     fn index_key(&self) -> Option<String>;
-    /// The object with only the fields readers need.
-    fn slim(self) -> Self;
     /// `(namespace, name)`: identity inside the index.
     fn identity(&self) -> (String, String);
 }
@@ -123,17 +129,27 @@ impl<T: Indexed> OwnerIndex<T> {
     }
 
     /// Applies one watcher event.
-    pub fn apply(&self, event: &Event<T>) {
-        let mut state = self.write();
+    pub fn apply(&self, event: &Event<T::Source>) {
+        // Objects are slimmed before taking the lock: readers only wait for the map update.
         match event {
-            Event::Apply(obj) => state.live.insert(obj.clone().slim()),
-            Event::Delete(obj) => state.live.remove(&obj.identity()),
-            Event::Init => state.relist = Some(Maps::default()),
-            Event::InitApply(obj) => state
-                .relist
-                .get_or_insert_with(Maps::default)
-                .insert(obj.clone().slim()),
+            Event::Apply(obj) => {
+                let slim = T::from_source(obj);
+                self.write().live.insert(slim);
+            }
+            Event::Delete(obj) => {
+                let id = T::source_identity(obj);
+                self.write().live.remove(&id);
+            }
+            Event::Init => self.write().relist = Some(Maps::default()),
+            Event::InitApply(obj) => {
+                let slim = T::from_source(obj);
+                self.write()
+                    .relist
+                    .get_or_insert_with(Maps::default)
+                    .insert(slim);
+            }
             Event::InitDone => {
+                let mut state = self.write();
                 let fresh = state.relist.take().unwrap_or_default();
                 let stale = std::mem::replace(&mut state.live, fresh);
                 drop(state);
@@ -201,39 +217,46 @@ fn identity(meta: &ObjectMeta) -> (String, String) {
 
 /// Pods are grouped by the **name** of their controller owner when it is a DaemonSet. The
 /// reference matches by name only (across namespaces); the UID rule filters a group further.
-impl Indexed for Pod {
-    fn index_key(&self) -> Option<String> {
-        let owner = canary_predicates::controller_owner(self)?;
-        (owner.kind == "DaemonSet").then(|| owner.name.clone())
+impl Indexed for PodSummary {
+    type Source = Pod;
+
+    fn from_source(pod: &Pod) -> Self {
+        PodSummary::of(pod)
     }
 
-    fn slim(self) -> Self {
-        let status = self.status.map(|s| PodStatus {
-            phase: s.phase,
-            container_statuses: s.container_statuses,
-            init_container_statuses: s.init_container_statuses,
-            ..PodStatus::default()
-        });
-        Pod {
-            metadata: ObjectMeta {
-                managed_fields: None,
-                ..self.metadata
-            },
-            spec: self.spec.map(|s| PodSpec {
-                node_name: s.node_name,
-                ..PodSpec::default()
-            }),
-            status,
-        }
+    fn source_identity(pod: &Pod) -> (String, String) {
+        identity(&pod.metadata)
+    }
+
+    fn index_key(&self) -> Option<String> {
+        let owner = self.controller()?;
+        (owner.kind == "DaemonSet").then(|| owner.name.to_owned())
     }
 
     fn identity(&self) -> (String, String) {
-        identity(&self.metadata)
+        (self.namespace().to_owned(), self.name().to_owned())
     }
 }
 
 /// ControllerRevisions are grouped by the **UID** of their controller owner.
 impl Indexed for ControllerRevision {
+    type Source = ControllerRevision;
+
+    fn from_source(revision: &ControllerRevision) -> Self {
+        ControllerRevision {
+            metadata: ObjectMeta {
+                managed_fields: None,
+                ..revision.metadata.clone()
+            },
+            data: None,
+            revision: revision.revision,
+        }
+    }
+
+    fn source_identity(revision: &ControllerRevision) -> (String, String) {
+        identity(&revision.metadata)
+    }
+
     fn index_key(&self) -> Option<String> {
         let owner = self
             .metadata
@@ -242,17 +265,6 @@ impl Indexed for ControllerRevision {
             .iter()
             .find(|o| o.controller == Some(true))?;
         (owner.kind == "DaemonSet").then(|| owner.uid.clone())
-    }
-
-    fn slim(self) -> Self {
-        ControllerRevision {
-            metadata: ObjectMeta {
-                managed_fields: None,
-                ..self.metadata
-            },
-            data: None,
-            revision: self.revision,
-        }
     }
 
     fn identity(&self) -> (String, String) {
@@ -280,7 +292,7 @@ mod tests {
                 }]),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
                 node_name: Some("n1".into()),
                 containers: vec![Default::default()],
                 ..Default::default()
@@ -289,19 +301,15 @@ mod tests {
         }
     }
 
-    fn names(index: &OwnerIndex<Pod>, key: &str) -> Vec<String> {
-        let mut names: Vec<_> = index
-            .get(key)
-            .iter()
-            .map(|p| p.metadata.name.clone().unwrap())
-            .collect();
+    fn names(index: &OwnerIndex<PodSummary>, key: &str) -> Vec<String> {
+        let mut names: Vec<_> = index.get(key).iter().map(|p| p.name().to_owned()).collect();
         names.sort();
         names
     }
 
     #[test]
     fn groups_by_owner_name_and_follows_events() {
-        let index = OwnerIndex::<Pod>::new();
+        let index = OwnerIndex::<PodSummary>::new();
         assert!(!index.is_ready());
         index.apply(&Event::Init);
         index.apply(&Event::InitApply(pod("a", "p1", "agent")));
@@ -326,7 +334,7 @@ mod tests {
 
     #[test]
     fn relist_replaces_everything() {
-        let index = OwnerIndex::<Pod>::new();
+        let index = OwnerIndex::<PodSummary>::new();
         index.apply(&Event::Init);
         index.apply(&Event::InitApply(pod("a", "gone", "agent")));
         index.apply(&Event::InitDone);
@@ -338,16 +346,15 @@ mod tests {
 
     #[test]
     fn pods_without_daemonset_controller_are_left_out_and_slimmed() {
-        let index = OwnerIndex::<Pod>::new();
+        let index = OwnerIndex::<PodSummary>::new();
         let mut orphan = pod("a", "orphan", "x");
         orphan.metadata.owner_references = None;
         index.apply(&Event::Apply(orphan));
         assert!(index.is_empty());
         index.apply(&Event::Apply(pod("a", "p", "agent")));
         let stored = &index.get("agent")[0];
-        let spec = stored.spec.as_ref().unwrap();
-        assert!(spec.containers.is_empty(), "spec slimmed");
-        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent")));
+        assert_eq!((stored.namespace(), stored.name()), ("a", "p"));
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_predicates::{
-    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, Target, UpdatedRule,
-    count_pods_owned_by, current_revision_hash,
+    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, PodSummary, Target,
+    UpdatedRule, count_pods_owned_by, current_revision_hash,
 };
 use canary_state_machine::{
     Compatibility, CrashLoopSeen, Decision, FailureReason, LiveMaxUnavailable, MaxUnavailable,
@@ -19,7 +19,6 @@ use canary_state_machine::{
 };
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig, TlsStep};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -82,7 +81,7 @@ pub struct Context {
     /// Cache of DaemonSets.
     pub daemon_sets: Store<DaemonSet>,
     /// Pods by controller-owner name.
-    pub pods: OwnerIndex<Pod>,
+    pub pods: OwnerIndex<PodSummary>,
     /// ControllerRevisions by controller-owner UID.
     pub revisions: OwnerIndex<ControllerRevision>,
     /// Event recorder.
@@ -123,7 +122,7 @@ impl Context {
         client: Client,
         daemon_sets: Store<DaemonSet>,
         daemon_sets_ready: Arc<std::sync::atomic::AtomicBool>,
-        pods: OwnerIndex<Pod>,
+        pods: OwnerIndex<PodSummary>,
         revisions: OwnerIndex<ControllerRevision>,
         recorder: Recorder,
         clock: Clock,
@@ -989,8 +988,8 @@ fn rolling_update_mode(strategy: &Strategy) -> RollingUpdateWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
+    use serde_json::json;
 
     fn cds() -> CanaryDaemonSet {
         let spec = CanaryDaemonSetSpec {

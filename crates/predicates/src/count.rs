@@ -1,6 +1,6 @@
 //! Counting the pods of one DaemonSet: what a reconcile needs.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::PodFacts;
 
 use crate::{
     AnnotationKeys, CrashLoop, CrashLoopPolicy, OwnerMatch, Target, UpdatedRule, pod_crash_loop,
@@ -42,7 +42,10 @@ pub struct PodCounts {
 /// Crash loops are looked for on **updated** pods only, as the reference does with its canary pods;
 /// an updated pod that is crash-looping may still be ready and counted in `updated_ready` (deciding
 /// what wins is the state machine's job). Counts saturate at `u32::MAX`.
-pub fn count_pods<'p>(pods: impl IntoIterator<Item = &'p Pod>, rule: &CountRule<'_>) -> PodCounts {
+pub fn count_pods<'p, P: PodFacts + ?Sized + 'p>(
+    pods: impl IntoIterator<Item = &'p P>,
+    rule: &CountRule<'_>,
+) -> PodCounts {
     let mut counts = PodCounts::default();
     for pod in pods {
         if rule.skip_terminating && pod_is_terminating(pod) {
@@ -59,7 +62,7 @@ pub fn count_pods<'p>(pods: impl IntoIterator<Item = &'p Pod>, rule: &CountRule<
         if let Some(crash_loop) = pod_crash_loop(pod, rule.crash_loop) {
             counts.crash_looping = counts.crash_looping.saturating_add(1);
             if counts.first_crash_loop.is_none() {
-                let name = pod.metadata.name.clone().unwrap_or_default();
+                let name = pod.name().to_owned();
                 counts.first_crash_loop = Some((name, crash_loop));
             }
         }
@@ -69,8 +72,8 @@ pub fn count_pods<'p>(pods: impl IntoIterator<Item = &'p Pod>, rule: &CountRule<
 
 /// [`count_pods`] over the pods of `pods` that [`pod_is_owned_by`] `owner`: the reference's walk over
 /// the whole pod cache. Prefer an index by owner when there are many pods.
-pub fn count_pods_owned_by<'p>(
-    pods: impl IntoIterator<Item = &'p Pod>,
+pub fn count_pods_owned_by<'p, P: PodFacts + ?Sized + 'p>(
+    pods: impl IntoIterator<Item = &'p P>,
     owner: &OwnerMatch<'_>,
     rule: &CountRule<'_>,
 ) -> PodCounts {
@@ -84,6 +87,7 @@ pub fn count_pods_owned_by<'p>(
 mod tests {
     use super::*;
     use crate::{CONTROLLER_REVISION_HASH_LABEL, CrashLoopReason};
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
     use std::collections::BTreeMap;
@@ -331,6 +335,9 @@ mod tests {
         };
         assert_eq!(count_pods_owned_by(&pods, &owner, &rule).total, 1);
         assert_eq!(count_pods(&pods, &rule).total, 2);
-        assert_eq!(count_pods(std::iter::empty(), &rule), PodCounts::default());
+        assert_eq!(
+            count_pods(std::iter::empty::<&Pod>(), &rule),
+            PodCounts::default()
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
+use crate::{ContainerFacts, PodFacts};
 
 /// How a pod is judged crash-looping.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,27 +144,26 @@ pub struct CrashLoop {
 /// The first failing container of `pod` under `policy`, or `None` when the pod is not crash-looping.
 ///
 /// Ephemeral (debug) containers are never considered.
-pub fn pod_crash_loop(pod: &Pod, policy: &CrashLoopPolicy) -> Option<CrashLoop> {
-    let status = pod.status.as_ref()?;
-    let regular = status.container_statuses.iter().flatten();
+pub fn pod_crash_loop<P: PodFacts + ?Sized>(
+    pod: &P,
+    policy: &CrashLoopPolicy,
+) -> Option<CrashLoop> {
     match *policy {
-        CrashLoopPolicy::KubeVirt => regular
-            .filter(|container| restarted_or_terminated(container))
-            .map(|container| crash_loop(container, false, CrashLoopReason::RestartedOrTerminated))
-            .next(),
+        CrashLoopPolicy::KubeVirt => pod
+            .containers()
+            .find(restarted_or_terminated)
+            .map(|container| crash_loop(container, false, CrashLoopReason::RestartedOrTerminated)),
         CrashLoopPolicy::Strict {
             restart_threshold,
             include_init_containers,
         } => {
-            let init = status
-                .init_container_statuses
-                .iter()
-                .flatten()
+            let init = pod
+                .init_containers()
                 .filter(|_| include_init_containers)
                 .map(|container| (container, true));
-            init.chain(regular.map(|container| (container, false)))
+            init.chain(pod.containers().map(|container| (container, false)))
                 .find_map(|(container, is_init)| {
-                    strict_reason(container, restart_threshold.max(1))
+                    strict_reason(&container, restart_threshold.max(1))
                         .map(|reason| crash_loop(container, is_init, reason))
                 })
         }
@@ -172,35 +171,25 @@ pub fn pod_crash_loop(pod: &Pod, policy: &CrashLoopPolicy) -> Option<CrashLoop> 
 }
 
 /// The reference test for one container.
-fn restarted_or_terminated(container: &ContainerStatus) -> bool {
-    has_terminated(container.state.as_ref())
-        || has_terminated(container.last_state.as_ref())
-        || container.restart_count > 0
-}
-
-fn has_terminated(state: Option<&ContainerState>) -> bool {
-    state.is_some_and(|state| state.terminated.is_some())
+fn restarted_or_terminated(container: &ContainerFacts<'_>) -> bool {
+    container.terminated || container.last_terminated || container.restart_count > 0
 }
 
 /// The strict test for one container; `restart_threshold` is at least 1.
-fn strict_reason(container: &ContainerStatus, restart_threshold: i32) -> Option<CrashLoopReason> {
-    let waiting_reason = container
-        .state
-        .as_ref()
-        .and_then(|state| state.waiting.as_ref())
-        .and_then(|waiting| waiting.reason.as_deref());
-    if let Some(reason) = waiting_reason.and_then(CrashLoopReason::from_waiting_reason) {
+fn strict_reason(
+    container: &ContainerFacts<'_>,
+    restart_threshold: i32,
+) -> Option<CrashLoopReason> {
+    if let Some(reason) = container
+        .waiting_reason
+        .and_then(CrashLoopReason::from_waiting_reason)
+    {
         return Some(reason);
     }
     if container.restart_count < restart_threshold {
         return None;
     }
-    let last_reason = container
-        .last_state
-        .as_ref()
-        .and_then(|state| state.terminated.as_ref())
-        .and_then(|terminated| terminated.reason.as_deref());
-    Some(if last_reason == Some("OOMKilled") {
+    Some(if container.last_terminated_reason == Some("OOMKilled") {
         CrashLoopReason::OomKilled
     } else {
         CrashLoopReason::RestartThreshold
@@ -208,12 +197,12 @@ fn strict_reason(container: &ContainerStatus, restart_threshold: i32) -> Option<
 }
 
 fn crash_loop(
-    container: &ContainerStatus,
+    container: ContainerFacts<'_>,
     init_container: bool,
     reason: CrashLoopReason,
 ) -> CrashLoop {
     CrashLoop {
-        container: container.name.clone(),
+        container: container.name.to_owned(),
         init_container,
         reason,
         restart_count: container.restart_count,
@@ -223,6 +212,7 @@ fn crash_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, Pod};
     use k8s_openapi::api::core::v1::{
         ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, PodStatus,
     };

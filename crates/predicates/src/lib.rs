@@ -92,6 +92,7 @@ mod count;
 mod crash_loop;
 mod max_unavailable;
 mod ownership;
+mod pod_facts;
 mod readiness;
 mod target;
 
@@ -103,6 +104,7 @@ pub use max_unavailable::{
     reference_max_unavailable,
 };
 pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
+pub use pod_facts::{ContainerFacts, OwnerFacts, PodFacts, PodSummary};
 pub use readiness::{pod_is_ready, pod_is_terminating};
 pub use target::{
     AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, KUBEVIRT_ID_ANNOTATION,

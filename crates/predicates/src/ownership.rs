@@ -4,6 +4,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use crate::PodFacts;
+
 /// The pod's controller owner: the first owner reference with `controller: true`.
 ///
 /// Kubernetes allows at most one such reference per object.
@@ -50,8 +52,8 @@ impl<'a> OwnerMatch<'a> {
 const DAEMONSET_KIND: &str = "DaemonSet";
 
 /// Whether the pod's controller owner matches `owner`. Pods without a controller owner belong to no one.
-pub fn pod_is_owned_by(pod: &Pod, owner: &OwnerMatch<'_>) -> bool {
-    let Some(controller) = controller_owner(pod) else {
+pub fn pod_is_owned_by<P: PodFacts + ?Sized>(pod: &P, owner: &OwnerMatch<'_>) -> bool {
+    let Some(controller) = pod.controller() else {
         return false;
     };
     match *owner {

@@ -1,35 +1,28 @@
 //! Pod readiness and termination, with the reference semantics.
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::PodFacts;
 
 /// KubeVirt's `PodIsReady`: `status.phase == "Running"` and every entry of
 /// `status.containerStatuses` is ready.
 ///
 /// With no container statuses the pod is ready (vacuous truth, spec quirk 8). Init containers and the
 /// pod's `Ready` condition are not consulted.
-pub fn pod_is_ready(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    status.phase.as_deref() == Some("Running")
-        && status
-            .container_statuses
-            .iter()
-            .flatten()
-            .all(|container| container.ready)
+pub fn pod_is_ready<P: PodFacts + ?Sized>(pod: &P) -> bool {
+    pod.phase() == Some("Running") && pod.containers().all(|container| container.ready)
 }
 
 /// Whether the pod is being deleted (`metadata.deletionTimestamp` is set).
 ///
 /// The reference counts terminating pods like any other; [`crate::CountRule::skip_terminating`]
 /// decides.
-pub fn pod_is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
+pub fn pod_is_terminating<P: PodFacts + ?Sized>(pod: &P) -> bool {
+    pod.is_terminating()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::PodFacts;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Pod;
 
 /// KubeVirt's annotation carrying the install-strategy version.
 pub const KUBEVIRT_VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
@@ -106,23 +106,20 @@ pub fn daemonset_is_up_to_date(ds: &DaemonSet, target: &Target, keys: &Annotatio
 ///
 /// Unlike [`daemonset_is_up_to_date`], an **absent** key makes the pod not up to date, even for an
 /// empty target value.
-pub fn pod_is_up_to_date(pod: &Pod, target: &Target, keys: &AnnotationKeys) -> bool {
-    let Some(annotations) = pod.metadata.annotations.as_ref() else {
-        return false;
-    };
+pub fn pod_is_up_to_date<P: PodFacts + ?Sized>(
+    pod: &P,
+    target: &Target,
+    keys: &AnnotationKeys,
+) -> bool {
     target
         .pairs(keys)
         .iter()
-        .all(|(key, wanted)| annotations.get(*key).is_some_and(|actual| actual == wanted))
+        .all(|(key, wanted)| pod.annotation(key) == Some(&**wanted))
 }
 
 /// The pod's `controller-revision-hash` label, if any.
-pub fn pod_revision_hash(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(CONTROLLER_REVISION_HASH_LABEL)
-        .map(String::as_str)
+pub fn pod_revision_hash<P: PodFacts + ?Sized>(pod: &P) -> Option<&str> {
+    pod.revision_hash()
 }
 
 /// The hash of the newest `ControllerRevision` (highest `revision`) among `revisions`, read from its
@@ -167,8 +164,8 @@ pub enum UpdatedRule {
 }
 
 /// Whether `pod` counts as updated under `rule`.
-pub fn pod_is_updated(
-    pod: &Pod,
+pub fn pod_is_updated<P: PodFacts + ?Sized>(
+    pod: &P,
     target: &Target,
     keys: &AnnotationKeys,
     rule: &UpdatedRule,
@@ -187,6 +184,7 @@ pub fn pod_is_updated(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn custom_target() -> Target {

@@ -204,6 +204,57 @@ fn arbitrary_pod() -> impl Strategy<Value = Pod> {
         })
 }
 
+/// `pod` with a controller owner, a terminated last state, init containers and a revision
+/// label, for the checks that read them.
+fn enrich(
+    mut pod: Pod,
+    owner: Option<(&str, &str, &str)>,
+    oom_last: bool,
+    init: &[(i32, bool)],
+    revision: Option<&str>,
+) -> Pod {
+    use canary_predicates::k8s_openapi::api::core::v1::ContainerStateTerminated;
+    use canary_predicates::k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    pod.metadata.owner_references = owner.map(|(kind, name, uid)| {
+        vec![OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        }]
+    });
+    pod.metadata.labels = revision
+        .map(|hash| BTreeMap::from([(CONTROLLER_REVISION_HASH_LABEL.to_owned(), hash.to_owned())]));
+    let terminated = |reason: &str| ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            reason: Some(reason.into()),
+            ..ContainerStateTerminated::default()
+        }),
+        ..ContainerState::default()
+    };
+    if let Some(status) = pod.status.as_mut() {
+        for container in status.container_statuses.iter_mut().flatten() {
+            if oom_last {
+                container.last_state = Some(terminated("OOMKilled"));
+            }
+        }
+        status.init_container_statuses = Some(
+            init.iter()
+                .enumerate()
+                .map(|(i, (restart_count, done))| ContainerStatus {
+                    name: format!("init{i}"),
+                    restart_count: *restart_count,
+                    state: done.then(|| terminated("Completed")),
+                    ..ContainerStatus::default()
+                })
+                .collect(),
+        );
+    }
+    pod
+}
+
 fn target() -> Target {
     Target {
         version: "v2".into(),
@@ -234,12 +285,61 @@ proptest! {
         let updated: Vec<&Pod> = counted.iter().copied().filter(|p| pod_is_up_to_date(p, &target, &keys)).collect();
         prop_assert_eq!(counts.total as usize, counted.len());
         prop_assert_eq!(counts.updated as usize, updated.len());
-        prop_assert_eq!(counts.updated_ready as usize, updated.iter().filter(|p| pod_is_ready(p)).count());
+        prop_assert_eq!(counts.updated_ready as usize, updated.iter().filter(pod_is_ready).count());
         let crashing: Vec<&&Pod> = updated.iter().filter(|p| pod_crash_loop(p, &policy).is_some()).collect();
         prop_assert_eq!(counts.crash_looping as usize, crashing.len());
         prop_assert_eq!(
             counts.first_crash_loop.map(|(name, _)| name),
             crashing.first().and_then(|p| p.metadata.name.clone())
         );
+    }
+
+    #[test]
+    fn a_summary_answers_every_predicate_as_its_pod(
+        pod in arbitrary_pod(),
+        owner in prop_oneof![
+            Just(None),
+            Just(Some(("DaemonSet", "agent", "uid-1"))),
+            Just(Some(("ReplicaSet", "agent", "uid-2"))),
+        ],
+        oom_last in any::<bool>(),
+        init in proptest::collection::vec((0..5_i32, any::<bool>()), 0..3),
+        revision in prop_oneof![Just(None), Just(Some("h")), Just(Some("other"))],
+    ) {
+        let pod = enrich(pod, owner, oom_last, &init, revision);
+        let summary = PodSummary::of(&pod);
+        let keys = AnnotationKeys::default();
+        prop_assert_eq!(summary.name(), pod.metadata.name.as_deref().unwrap_or_default());
+        prop_assert_eq!(pod_is_ready(&summary), pod_is_ready(&pod));
+        prop_assert_eq!(pod_is_terminating(&summary), pod_is_terminating(&pod));
+        prop_assert_eq!(pod_revision_hash(&summary), pod_revision_hash(&pod));
+        for target in [target(), Target::default()] {
+            prop_assert_eq!(
+                pod_is_up_to_date(&summary, &target, &keys),
+                pod_is_up_to_date(&pod, &target, &keys)
+            );
+            for rule in [
+                UpdatedRule::Annotations,
+                UpdatedRule::AnnotationsAndRevision { revision_hash: "h".into() },
+            ] {
+                prop_assert_eq!(
+                    pod_is_updated(&summary, &target, &keys, &rule),
+                    pod_is_updated(&pod, &target, &keys, &rule)
+                );
+            }
+        }
+        for owner in [
+            OwnerMatch::NameOnly { name: "agent" },
+            OwnerMatch::Uid { name: "agent", uid: "uid-1" },
+        ] {
+            prop_assert_eq!(pod_is_owned_by(&summary, &owner), pod_is_owned_by(&pod, &owner));
+        }
+        for policy in [
+            CrashLoopPolicy::KubeVirt,
+            CrashLoopPolicy::default(),
+            CrashLoopPolicy::Strict { restart_threshold: 1, include_init_containers: false },
+        ] {
+            prop_assert_eq!(pod_crash_loop(&summary, &policy), pod_crash_loop(&pod, &policy));
+        }
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use canary_kube_adapter::index::OwnerIndex;
 use canary_predicates::{
-    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, Target, UpdatedRule,
-    count_pods_owned_by,
+    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, PodSummary, Target,
+    UpdatedRule, count_pods_owned_by,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
@@ -114,7 +114,7 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
         let ready = count_pods_owned_by(black_box(&cache), &by_name, &rule);
         (updated.updated, ready.updated_ready)
     };
-    let ours_in = |index: &OwnerIndex<Pod>| {
+    let ours_in = |index: &OwnerIndex<PodSummary>| {
         let owner = OwnerMatch::Uid {
             name,
             uid: "ds-uid-0",
@@ -152,8 +152,8 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
 }
 
 /// An index fed `pods` the way the watcher feeds it (one complete list).
-fn indexed(pods: &[Pod]) -> OwnerIndex<Pod> {
-    let index = OwnerIndex::<Pod>::new();
+fn indexed(pods: &[Pod]) -> OwnerIndex<PodSummary> {
+    let index = OwnerIndex::<PodSummary>::new();
     index.apply(&Event::Init);
     for pod in pods {
         index.apply(&Event::InitApply(pod.clone()));
