@@ -14,7 +14,8 @@
 //! | is the strategy at rest? | [`has_default_rollout_strategy`] (Go `IntValue` quirk) | [`MaxUnavailable`] parsed and [`MaxUnavailable::scaled`] as Kubernetes does |
 //! | how many pods go down at once? | [`reference_max_unavailable`] | [`kubernetes_max_unavailable`] (API defaults, rounding up, the controller's fallback to 1) |
 //!
-//! [`count_pods`] puts them together into the [`PodCounts`] a reconcile needs.
+//! [`count_pods`] puts them together into the [`PodCounts`] a reconcile needs. Every pod
+//! predicate takes any [`PodFacts`]: a `Pod`, or the compact [`PodSummary`] a cache keeps.
 //!
 //! # Invariants
 //!
