@@ -3,9 +3,9 @@
 //! A reconcile reads the pods of one DaemonSet; scanning every pod of the cluster would make
 //! each reconcile O(cluster). The index groups objects by a key taken from their controller
 //! owner reference, is updated from the watcher's events (including relists, which swap in a
-//! fresh map atomically on `InitDone`), and stores slimmed objects: pods as
-//! [`PodSummary`](canary_predicates::PodSummary), only the fields the predicates read (a few
-//! hundred bytes instead of several KiB), so 50,000 pods stay small.
+//! fresh map atomically on `InitDone`), and stores slimmed objects: pods as [`PodSummary`],
+//! only the fields the predicates read (a few hundred bytes instead of several KiB), so 50,000
+//! pods stay small.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
