@@ -111,7 +111,9 @@ pub async fn run(
             .with_identity(&election.identity)
             .with_duration(election.duration_seconds)
             .with_grace(election.grace_seconds)
-            .with_field_manager(config.field_manager.clone())
+            // One field manager per replica: server-side apply conflicts are what keeps two
+            // replicas from both taking an orphaned Lease.
+            .with_field_manager(format!("{}-{}", config.field_manager, election.identity))
             .build()
             .await
             .map_err(|e| Error::LeaderElection(e.to_string()))?;

@@ -788,6 +788,39 @@ async fn two_replicas_with_leader_election_never_both_write() {
     follower.stop().await;
 }
 
+/// Two replicas racing for a fresh Lease: server-side apply conflicts decide, which needs a
+/// field manager per replica (found by the soak, seed 1000257, where both led at once because
+/// both applied the Lease as `daemonset-canary`).
+#[tokio::test(start_paused = true)]
+async fn replicas_racing_for_a_fresh_lease_never_both_lead() {
+    let sim = sim(2);
+    // The first apply of the Lease is slow: the other replica finds it without a holder and
+    // takes it meanwhile; then the slow apply lands.
+    sim.faults().add(
+        canary_sim::FaultRule::new(
+            Some(canary_sim::Verb::Patch),
+            Some("leases"),
+            canary_sim::FaultAction::Latency(Duration::from_millis(200)),
+        )
+        .when(canary_sim::Trigger::FirstN(1)),
+    );
+    let a = Replica::start(&sim, Some(short_lease("replica-a")));
+    let b = Replica::start(&sim, Some(short_lease("replica-b")));
+    let mut someone_led = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (a_leads, b_leads) = (
+            a.observer.stats().is_leader(),
+            b.observer.stats().is_leader(),
+        );
+        assert!(!(a_leads && b_leads), "both replicas lead");
+        someone_led |= a_leads || b_leads;
+    }
+    assert!(someone_led, "nobody took the lease");
+    a.stop().await;
+    b.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn invalid_spec_is_degraded_without_hot_loop() {
     let sim = sim(2);
