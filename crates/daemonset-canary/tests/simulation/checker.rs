@@ -28,6 +28,8 @@ pub struct Intent {
     pub versions: Vec<(String, Behavior)>,
     /// Whether a node was NotReady at some point (a reason for a deadline failure).
     pub node_not_ready_seen: bool,
+    /// When (virtual seconds) the latest version was asked for.
+    pub last_change_at: f64,
 }
 
 /// Shared [`Intent`].
@@ -316,11 +318,19 @@ impl Checker {
 
     /// Invariant 5: a start goes to the latest version asked for, once.
     fn count_start(&mut self, version: &str) {
-        let latest = self
+        let (latest, previous, changed_at) = self
             .intent
             .lock()
-            .map(|i| i.versions.last().map(|(v, _)| v.clone()))
+            .map(|i| {
+                let mut names = i.versions.iter().rev().map(|(v, _)| v.clone());
+                (names.next(), names.next(), i.last_change_at)
+            })
             .unwrap_or_default();
+        // A pass that began before the controller saw the latest change still writes the
+        // version before it: allowed within the staleness window, and the latest version must
+        // then start too (checked at quiescence).
+        let stale_view =
+            previous.as_deref() == Some(version) && self.world.now() - changed_at <= self.stale;
         let starts = self.starts.entry(version.to_owned()).or_default();
         *starts += 1;
         if *starts > 1 {
@@ -329,7 +339,7 @@ impl Checker {
                 format!("{version} started {starts} times"),
             );
         }
-        if latest.as_deref() != Some(version) {
+        if latest.as_deref() != Some(version) && !stale_view {
             self.world.violate(
                 Invariant::NoStartWithoutSpecChange,
                 format!("started {version} while the spec asks for {latest:?}"),

@@ -340,6 +340,7 @@ impl Harness<'_> {
         }
         if let Ok(mut intent) = self.intent.lock() {
             intent.versions.push((name.clone(), behavior));
+            intent.last_change_at = self.world.now();
         }
         self.world.count(|e| e.rollouts += 1);
         self.world
