@@ -138,6 +138,15 @@ fn selector_is_valid(ds: &DaemonSet, cfg: &TlsConfig) -> bool {
     has_tls_flag(ds, cfg).is_ok()
 }
 
+/// A DaemonSet and a configuration whose container selector finds a container. Filtered in the
+/// strategy (local rejects) rather than with `prop_assume!` in the test: about two thirds of the
+/// generated pairs miss, which made the global reject limit fail a run now and then.
+fn selected(mode: InsertMode) -> impl Strategy<Value = (DaemonSet, TlsConfig)> {
+    (daemonset(), config(mode)).prop_filter("the selected container exists", |(ds, cfg)| {
+        selector_is_valid(ds, cfg)
+    })
+}
+
 fn flag_tokens(ds: &DaemonSet) -> usize {
     ds.spec
         .iter()
@@ -215,8 +224,7 @@ proptest! {
     }
 
     #[test]
-    fn migration_converges_and_stays_quiet(built in daemonset(), cfg in config(InsertMode::Idempotent)) {
-        prop_assume!(selector_is_valid(&built, &cfg));
+    fn migration_converges_and_stays_quiet((built, cfg) in selected(InsertMode::Idempotent)) {
         let mut live = built.clone();
         let mut rollouts = 0;
         loop {
@@ -238,8 +246,7 @@ proptest! {
     }
 
     #[test]
-    fn reference_insert_always_appends_quirk_16(ds in daemonset(), cfg in config(InsertMode::Reference)) {
-        prop_assume!(selector_is_valid(&ds, &cfg));
+    fn reference_insert_always_appends_quirk_16((ds, cfg) in selected(InsertMode::Reference)) {
         let mut edited = ds.clone();
         prop_assert_eq!(insert_tls_flag(&mut edited, &cfg), Ok(true));
         prop_assert_eq!(insert_tls_flag(&mut edited, &cfg), Ok(true));
@@ -248,8 +255,7 @@ proptest! {
     }
 
     #[test]
-    fn idempotent_insert_never_adds_a_second_flag(ds in daemonset(), cfg in config(InsertMode::Idempotent)) {
-        prop_assume!(selector_is_valid(&ds, &cfg));
+    fn idempotent_insert_never_adds_a_second_flag((ds, cfg) in selected(InsertMode::Idempotent)) {
         let had = has_tls_flag(&ds, &cfg).unwrap();
         let mut edited = ds.clone();
         prop_assert_eq!(insert_tls_flag(&mut edited, &cfg), Ok(!had));
@@ -258,8 +264,7 @@ proptest! {
     }
 
     #[test]
-    fn idempotent_detach_leaves_no_mount_of_the_volume(ds in daemonset(), cfg in config(InsertMode::Idempotent)) {
-        prop_assume!(selector_is_valid(&ds, &cfg));
+    fn idempotent_detach_leaves_no_mount_of_the_volume((ds, cfg) in selected(InsertMode::Idempotent)) {
         let mut edited = ds.clone();
         let changed = detach_cert_secret(&mut edited, &cfg).unwrap();
         prop_assert_eq!(cert_mounts(&edited), 0);
