@@ -2,10 +2,10 @@
 //! exposition that the real `promtool check metrics` accepts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use daemonset_canary::metrics::{Metrics, Mode, PodCounts, RolloutKey};
 use daemonset_canary::server::{Server, ServerState};
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -85,29 +85,5 @@ async fn readiness_follows_the_flag_and_unknown_paths_are_404() {
 async fn exposition_passes_promtool_check_metrics() {
     let addr = start_server(true).await;
     let (_, _, body) = get(addr, "/metrics").await;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect(
-            "promtool is missing: run `cargo xtask tools` (installs Debian's prometheus package)",
-        );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "promtool check metrics failed:\n{report}\n--- exposition ---\n{body}"
-    );
+    support::promtool_check_metrics(&body);
 }

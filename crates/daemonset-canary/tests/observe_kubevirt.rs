@@ -4,11 +4,14 @@
 //! the observer made no write request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+use support::KillOnDrop;
+
 #[path = "../../kube-adapter/tests/kubevirt_standin/mod.rs"]
 mod kubevirt_standin;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -41,31 +44,6 @@ fn sample<'a>(text: &'a str, series: &str) -> Option<&'a str> {
     text.lines()
         .find(|line| line.starts_with(series))
         .and_then(|line| line.rsplit(' ').next())
-}
-
-fn promtool_check(exposition: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect(
-            "promtool is missing: run `cargo xtask tools` (installs Debian's prometheus package)",
-        );
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "promtool check metrics failed:\n{}{}\n--- exposition ---\n{exposition}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,17 +168,7 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
         "only the stand-in wrote: {:?}",
         sim.requests().iter().collect::<Vec<_>>()
     );
-    promtool_check(&text);
-}
-
-/// Kills the child when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    support::promtool_check_metrics(&text);
 }
 
 fn http_get(addr: &str, path: &str) -> Option<String> {

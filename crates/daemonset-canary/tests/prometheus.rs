@@ -6,31 +6,17 @@
 //! fail, naming the install command.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+use support::{KillOnDrop, free_port};
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const INSTALL: &str =
     "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("canary-prom-{}-{name}", std::process::id()));
@@ -292,24 +278,5 @@ fn a_demo_exposition_passes_promtool_check_metrics() {
         .find(|l| l.starts_with("canary_daemonset_writes_total{purpose=\"widen\",result=\"ok\"}"))
         .unwrap_or_else(|| panic!("no widen writes:\n{exposition}"));
     assert!(!widen.ends_with(" 0"), "the rollout widened: {widen}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool is missing: run `cargo xtask tools` (Debian package `prometheus`)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(exposition.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    assert!(
-        checked.status.success(),
-        "promtool check metrics:\n{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    support::promtool_check_metrics(&exposition);
 }

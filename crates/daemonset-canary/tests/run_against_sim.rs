@@ -4,6 +4,9 @@
 //! and releases its lease.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+use support::{KillOnDrop, free_port};
+
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::scenario::{NAME, NAMESPACE, manifest};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,27 +17,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const IDENTITY: &str = "replica-under-test";
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn http_get(port: u16, path: &str) -> Option<(String, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;

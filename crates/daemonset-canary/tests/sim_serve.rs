@@ -1,19 +1,13 @@
 //! `daemonset-canary sim serve` as a process: it writes a kubeconfig and answers on it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+use support::KillOnDrop;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn http_get(addr: &str, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
