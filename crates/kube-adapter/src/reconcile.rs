@@ -739,7 +739,7 @@ impl<'a> Pass<'a> {
             available: outcome.available,
             max_unavailable: outcome.max_unavailable.clone(),
         };
-        let deferred = self.write_status(&pass, outcome.written).await?;
+        self.write_status(&pass, outcome.written).await?;
         if let Some(event) = &decision.event {
             let type_ = match event.type_ {
                 canary_state_machine::EventType::Normal => KubeEventType::Normal,
@@ -760,40 +760,48 @@ impl<'a> Pass<'a> {
             }
             _ => self.ctx.requeue.in_progress,
         };
-        Ok(Action::requeue(
-            deferred.map_or(next, |wait| wait.min(next)),
-        ))
+        Ok(Action::requeue(next))
     }
 
     /// Writes the status of this pass, or defers it when only pod counts moved and the last
-    /// write was less than [`Requeue::count_status_interval`] ago. Returns how long a deferred
-    /// write waits (the pass must come back by then).
+    /// write was less than [`Requeue::count_status_interval`] ago (a timer brings the object
+    /// back to write it, see [`Context::take_status_flushes`]).
     async fn write_status(
         &self,
         pass: &PassSummary,
         written: Option<WriteKind>,
-    ) -> Result<Option<Duration>, Error> {
+    ) -> Result<(), Error> {
         let previous = self.status.as_ref();
         let status = next_status(previous, pass, self.now);
         if previous == Some(&status) && self.status_persisted {
-            return Ok(None);
+            return Ok(());
         }
         let key = key_of(self.cds);
         let counts_only =
             written.is_none() && previous.is_some_and(|p| same_but_counts(p, &status));
-        if let Some(wait) = counts_only
+        match counts_only
             .then(|| self.ctx.count_status_wait(&key))
             .flatten()
         {
-            self.ctx.remember_status(self.cds, status.clone(), false);
-            self.ctx.flush_status_after(self.cds, wait);
-            if previous != Some(&status) {
-                self.ctx
-                    .observer
-                    .send(transition(self, previous, &status, pass, written));
+            Some(wait) => {
+                self.ctx.remember_status(self.cds, status.clone(), false);
+                self.ctx.flush_status_after(self.cds, wait);
             }
-            return Ok(Some(wait));
+            None => self.patch_status(&status, key).await?,
         }
+        if previous != Some(&status) {
+            self.ctx
+                .observer
+                .send(transition(self, previous, &status, pass, written));
+        }
+        Ok(())
+    }
+
+    async fn patch_status(
+        &self,
+        status: &CanaryDaemonSetStatus,
+        key: (String, String),
+    ) -> Result<(), Error> {
         let api: Api<CanaryDaemonSet> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let params = PatchParams {
             field_manager: Some(self.ctx.field_manager.clone()),
@@ -813,12 +821,7 @@ impl<'a> Pass<'a> {
         written_status?;
         self.ctx.status_written(key);
         self.ctx.observer.stats().count_status_write();
-        if previous != Some(&status) {
-            self.ctx
-                .observer
-                .send(transition(self, previous, &status, pass, written));
-        }
-        Ok(None)
+        Ok(())
     }
 
     async fn publish(
