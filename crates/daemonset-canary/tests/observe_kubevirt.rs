@@ -10,7 +10,6 @@ use support::KillOnDrop;
 #[path = "../../kube-adapter/tests/kubevirt_standin/mod.rs"]
 mod kubevirt_standin;
 
-use std::io::Write;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,22 +170,6 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
     support::promtool_check_metrics(&text);
 }
 
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    Some(response)
-}
-
 fn wait_for(what: &str, mut probe: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !probe() {
@@ -240,13 +223,15 @@ fn the_subcommand_observes_a_served_cluster_and_stops_on_sigterm() {
             .unwrap(),
     );
     wait_for("/readyz 200", || {
-        http_get(&addr, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        support::http_get(&addr, "/readyz", Duration::from_secs(10))
+            .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
     });
     let series = r#"canary_rollout_phase{mode="observed",name="virt-handler",namespace="kubevirt",phase="successful"} 1"#;
     wait_for("the observed phase", || {
-        http_get(&addr, "/metrics").is_some_and(|r| r.contains(series))
+        support::http_get(&addr, "/metrics", Duration::from_secs(10))
+            .is_some_and(|r| r.contains(series))
     });
-    let metrics = http_get(&addr, "/metrics").unwrap();
+    let metrics = support::http_get(&addr, "/metrics", Duration::from_secs(10)).unwrap();
     assert!(
         metrics.contains(r#"canary_kubevirt_version_info{name="kubevirt",namespace="kubevirt",observed_version="",target_version="v1.5.0"} 1"#),
         "{metrics}"

@@ -9,8 +9,6 @@
 mod support;
 use support::{KillOnDrop, free_port};
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,20 +23,13 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// GET over HTTP/1.1 (no client library needed for two endpoints); returns the body.
+/// The body of a `200` answer to `GET path_and_query` on the loopback `port`.
 fn http_get(port: u16, path_and_query: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path_and_query} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let raw = support::http_get(
+        &format!("127.0.0.1:{port}"),
+        path_and_query,
+        Duration::from_secs(10),
+    )?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
     if !head.starts_with("HTTP/1.1 200") {
         return None;

@@ -14,24 +14,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const IDENTITY: &str = "replica-under-test";
 
+/// The status line and the body of `GET path` on the loopback `port`.
 fn http_get(port: u16, path: &str) -> Option<(String, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
+    let raw = support::http_get(&format!("127.0.0.1:{port}"), path, Duration::from_secs(5))?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
     Some((head.lines().next()?.to_owned(), body.to_owned()))
 }

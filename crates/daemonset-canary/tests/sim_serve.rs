@@ -4,25 +4,8 @@
 mod support;
 use support::KillOnDrop;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn http_get(addr: &str, path: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-}
 
 #[test]
 fn sim_serve_writes_a_kubeconfig_and_serves_nodes() {
@@ -46,7 +29,7 @@ fn sim_serve_writes_a_kubeconfig_and_serves_nodes() {
         .lines()
         .find_map(|line| line.trim().strip_prefix("server: http://"))
         .expect("a server line");
-    let response = http_get(server, "/api/v1/nodes");
+    let response = support::http_get(server, "/api/v1/nodes", Duration::from_secs(10)).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     let body = &response[response.find("\r\n\r\n").unwrap() + 4..];
     let body = body.trim_start_matches(|c: char| c.is_ascii_hexdigit() || c.is_whitespace());

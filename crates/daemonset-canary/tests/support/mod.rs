@@ -50,3 +50,20 @@ pub fn promtool_check_metrics(exposition: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// `GET path` over HTTP/1.1 on `addr` (`host:port`), without a client library: the whole raw
+/// response (status line, headers, body), or `None` when the connection or the read fails
+/// (including after `read_timeout`).
+pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Option<String> {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(read_timeout)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    Some(String::from_utf8_lossy(&raw).into_owned())
+}
