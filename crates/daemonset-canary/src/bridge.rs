@@ -37,6 +37,7 @@ pub struct MetricsBridge {
 struct CountedStats {
     conflicts: u64,
     failures: u64,
+    watch_errors: u64,
 }
 
 impl MetricsBridge {
@@ -119,6 +120,7 @@ impl MetricsBridge {
         let now = CountedStats {
             conflicts: stats.write_conflicts(),
             failures: stats.write_failures(),
+            watch_errors: stats.watch_errors(),
         };
         for _ in self.counted.conflicts..now.conflicts {
             self.metrics.daemonset_write("any", "conflict");
@@ -126,6 +128,8 @@ impl MetricsBridge {
         for _ in self.counted.failures..now.failures {
             self.metrics.daemonset_write("any", "error");
         }
+        self.metrics
+            .watch_errors(now.watch_errors.saturating_sub(self.counted.watch_errors));
         self.counted = now;
         self.metrics.set_leader(stats.is_leader());
     }

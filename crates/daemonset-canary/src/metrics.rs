@@ -6,8 +6,8 @@
 //! machine, and a few fixed words; never pod names or UIDs.
 
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The phase names, in rollout order, as the state machine spells them.
@@ -97,6 +97,7 @@ pub struct Metrics {
     daemonset_writes: IntCounterVec,
     reconcile_duration: HistogramVec,
     reconcile_errors: IntCounterVec,
+    watch_errors: IntCounter,
     leader: IntGauge,
 }
 
@@ -179,6 +180,10 @@ impl Metrics {
             ),
             &["mode", "kind"],
         )?;
+        let watch_errors = IntCounter::new(
+            "watch_errors_total",
+            "List and watch requests of the controller's caches that failed; each is retried with backoff.",
+        )?;
         let leader = IntGauge::new(
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election), else 0.",
@@ -201,6 +206,7 @@ impl Metrics {
             Box::new(daemonset_writes.clone()),
             Box::new(reconcile_duration.clone()),
             Box::new(reconcile_errors.clone()),
+            Box::new(watch_errors.clone()),
             Box::new(leader.clone()),
             Box::new(build_info),
         ] {
@@ -218,6 +224,7 @@ impl Metrics {
             daemonset_writes,
             reconcile_duration,
             reconcile_errors,
+            watch_errors,
             leader,
         })
     }
@@ -314,6 +321,11 @@ impl Metrics {
                 .with_label_values(&[mode.as_str(), kind])
                 .inc();
         }
+    }
+
+    /// Counts `failed` more failed list or watch requests.
+    pub fn watch_errors(&self, failed: u64) {
+        self.watch_errors.inc_by(failed);
     }
 
     /// Sets whether this replica leads.

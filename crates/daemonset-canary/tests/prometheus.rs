@@ -258,6 +258,7 @@ fn a_demo_exposition_passes_promtool_check_metrics() {
         "canary_reconcile_duration_seconds_count{",
         "canary_rollout_failures_total{",
         "canary_leader 1",
+        "canary_watch_errors_total 0",
     ] {
         assert!(
             exposition.contains(family),

@@ -199,6 +199,29 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     )
 }
 
+/// Virtual time since the first log line, for `DST_LOG` (wall time says nothing here).
+struct VirtualTime(std::sync::OnceLock<tokio::time::Instant>);
+
+impl tracing_subscriber::fmt::time::FormatTime for VirtualTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        let start = *self.0.get_or_init(tokio::time::Instant::now);
+        write!(w, "[{:9.1}s]", start.elapsed().as_secs_f64())
+    }
+}
+
+/// `DST_LOG=<filter>` (e.g. `kube_runtime=debug,canary_kube_adapter=debug`) logs the replayed
+/// run to stderr with virtual timestamps.
+fn init_log() {
+    let Ok(filter) = std::env::var("DST_LOG") else {
+        return;
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_timer(VirtualTime(std::sync::OnceLock::new()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn threads() -> usize {
     std::env::var("DST_THREADS")
         .ok()
@@ -232,6 +255,7 @@ fn replay() {
         .ok()
         .and_then(|p| Profile::parse(&p))
         .unwrap_or(Profile::Ci);
+    init_log();
     let started = std::time::Instant::now();
     let result = run_seed(seed, profile);
     println!("{}", result.plan);

@@ -24,6 +24,7 @@ use crate::desired::OWNER_LABEL;
 use crate::index::OwnerIndex;
 use crate::observer::Observer;
 use crate::reconcile::{Context, Requeue, error_policy, reconcile};
+use crate::trigger::without_errors;
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +204,7 @@ async fn run_controller(
         })
         .reflect(ds_writer)
         .touched_objects();
+    let ds_stream = without_errors(ds_stream, "daemonsets", config.observer.clone());
 
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
@@ -213,6 +215,7 @@ async fn run_controller(
             event
         })
         .touched_objects();
+    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone());
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
@@ -223,6 +226,11 @@ async fn run_controller(
             event
         })
         .touched_objects();
+    let revision_stream = without_errors(
+        revision_stream,
+        "controllerrevisions",
+        config.observer.clone(),
+    );
 
     let reporter = Reporter {
         controller: config.field_manager.clone(),
@@ -253,6 +261,7 @@ async fn run_controller(
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(predicates::generation, PredicateConfig::default());
+    let cds_stream = without_errors(cds_stream, "canarydaemonsets", config.observer.clone());
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {
             let cds = rx.recv().await?;

@@ -97,6 +97,7 @@ pub mod observer;
 pub mod patch;
 pub mod reconcile;
 pub mod status;
+mod trigger;
 
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};

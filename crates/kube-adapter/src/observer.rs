@@ -52,6 +52,7 @@ pub struct Stats {
     status_writes: AtomicU64,
     reconciles: AtomicU64,
     reconcile_errors: AtomicU64,
+    watch_errors: AtomicU64,
     events: AtomicU64,
     leader: AtomicBool,
 }
@@ -111,6 +112,11 @@ impl Stats {
         self.reconcile_errors.load(Ordering::Relaxed)
     }
 
+    /// Watch and list requests of the caches that failed (each watcher retries with backoff).
+    pub fn watch_errors(&self) -> u64 {
+        self.watch_errors.load(Ordering::Relaxed)
+    }
+
     /// Events published.
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
@@ -138,6 +144,9 @@ impl Stats {
     }
     pub(crate) fn count_reconcile_error(&self) {
         self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn count_watch_error(&self) {
+        self.watch_errors.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn count_event(&self) {
         self.events.fetch_add(1, Ordering::Relaxed);

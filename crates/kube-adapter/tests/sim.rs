@@ -735,6 +735,15 @@ async fn api_errors_and_dropped_watches_do_not_stop_the_rollout() {
         "the injected 500 was seen"
     );
     assert!(replica.observer.stats().reconcile_errors() >= 1);
+    // The DaemonSet watch opened before the faults ends at its timeout (290 s), the next one
+    // after 20 s, and the resume after that is answered 410 Gone.
+    let stats = replica.observer.stats();
+    eventually(
+        Duration::from_secs(600),
+        "the 410 Gone counted as a watch error",
+        || std::future::ready(stats.watch_errors() >= 1),
+    )
+    .await;
     replica.stop().await;
 }
 
