@@ -26,6 +26,9 @@
 //!   Warning event and waits for the next spec change: no hot loop, no panic.
 //! - **Two replicas never both write**: with [`controller::LeaderElection`] the controller only
 //!   runs while this replica holds the Lease.
+//! - **A failing watch never stops the controller**: list and watch errors are logged and
+//!   counted ([`Stats::watch_errors`]) and each watcher retries with backoff; they never reach
+//!   kube-runtime's queue, which can strand an error there (docs/reliability.md, finding 7).
 //!
 //! # Modules
 //!

@@ -183,11 +183,8 @@ impl Harness<'_> {
         match result {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
-                let message = error.to_string();
-                if message.contains("panicked") {
-                    self.world.count(|e| e.lease_release_panics += 1);
-                }
-                self.world.trace(format!("{identity} exited: {message}"));
+                self.world.count(|e| e.error_exits += 1);
+                self.world.trace(format!("{identity} exited: {error}"));
             }
             Err(error) if error.is_panic() => self.world.violate(
                 Invariant::NoPanicNoHotLoop,

@@ -87,9 +87,9 @@ pub struct Exercised {
     pub virtual_seconds: u64,
     /// Requests of the busiest replica in its busiest virtual minute.
     pub peak_requests_per_minute: u64,
-    /// Graceful stops where kube-lease-manager 0.13.1 panicked releasing the lease after a 409
-    /// (an upstream defect, see docs/reliability.md): counted, not a violation of ours.
-    pub lease_release_panics: u64,
+    /// Replicas whose `run` returned an error (e.g. the lease could not be set up because the
+    /// API answered an injected error): restarted like a crashed pod, counted, not a violation.
+    pub error_exits: u64,
 }
 
 /// DaemonSet writes attributed to one version.
