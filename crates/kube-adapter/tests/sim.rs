@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
@@ -62,6 +64,11 @@ struct Replica {
 
 impl Replica {
     fn start(sim: &Sim, leader: Option<LeaderElection>) -> Self {
+        Self::start_on(sim, sim.client(), leader)
+    }
+
+    /// A replica talking to the sim through `client`.
+    fn start_on(sim: &Sim, client: Client, leader: Option<LeaderElection>) -> Self {
         let observer = Observer::new(100_000);
         let clock = sim.store().clock().clone();
         let config = ControllerConfig {
@@ -72,7 +79,7 @@ impl Replica {
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(run(sim.client(), config, async move {
+        let task = tokio::spawn(run(client, config, async move {
             let _ = stopped.await;
         }));
         Self {
@@ -92,6 +99,26 @@ impl Replica {
             .unwrap()
             .unwrap();
     }
+}
+
+/// A client whose connection can be cut, as a killed process's is: once `alive` is false, no
+/// request reaches the API server any more (each one hangs, like a peer that vanished).
+fn killable_client(sim: &Sim) -> (Client, Arc<AtomicBool>) {
+    use tower::Service;
+    let alive = Arc::new(AtomicBool::new(true));
+    let connected = alive.clone();
+    let api = sim.service();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let mut api = api.clone();
+        let cut = !connected.load(Ordering::Acquire);
+        async move {
+            if cut {
+                std::future::pending::<()>().await;
+            }
+            api.call(request).await
+        }
+    });
+    (Client::new(service, NS), alive)
 }
 
 /// The simulator with the cluster model (DaemonSet controller, kubelets) on `nodes` nodes.
@@ -795,6 +822,65 @@ async fn two_replicas_with_leader_election_never_both_write() {
         1
     );
     follower.stop().await;
+}
+
+/// The leader dies mid-rollout without releasing its Lease (its process killed, its node gone):
+/// the standby takes over once the Lease expires and finishes the rollout from the status,
+/// without restarting the canary.
+#[tokio::test(start_paused = true)]
+async fn a_killed_leader_is_replaced_when_its_lease_expires_mid_rollout() {
+    let nodes = 10;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let (connection, alive) = killable_client(&sim);
+    let a = Replica::start_on(&sim, connection, Some(short_lease("replica-a")));
+    eventually_real(Duration::from_secs(30), "replica-a leading", || async {
+        a.observer.stats().is_leader()
+    })
+    .await;
+    let b = Replica::start(&sim, Some(short_lease("replica-b")));
+    install(&client, nodes).await;
+    let before = write_counts(&a.observer);
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(600), "the canary of v2", || {
+        phase_is(&client, "agent", "canary")
+    })
+    .await;
+
+    alive.store(false, Ordering::Release);
+    a.task.abort();
+    assert!(
+        !b.observer.stats().is_leader(),
+        "the standby waits for the Lease to expire"
+    );
+    eventually_real(Duration::from_secs(30), "the takeover", || async {
+        b.observer.stats().is_leader()
+    })
+    .await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert_eq!(
+        a.observer.stats().daemon_set_writes(WriteKind::Start),
+        1,
+        "the dead leader started the canary"
+    );
+    assert_eq!(
+        b.observer.stats().daemon_set_writes(WriteKind::Start),
+        0,
+        "the new leader resumed the rollout instead of restarting the canary"
+    );
+    let by_both: Vec<u64> = writes_since(&a.observer, before)
+        .iter()
+        .zip(write_counts(&b.observer))
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_eq!(
+        by_both, START_WIDEN_FINISH,
+        "the v2 rollout cost one start, one widen and one finish between the two leaders"
+    );
+    b.stop().await;
 }
 
 /// Two replicas racing for a fresh Lease: server-side apply conflicts decide, which needs a
