@@ -25,6 +25,7 @@ const MAX_PASSES: usize = 3_000;
 
 struct Running {
     sim: Sim,
+    observer: Observer,
     standin: StandIn,
     observed: Arc<Mutex<Vec<Transition>>>,
     snapshot: watch::Receiver<Snapshot>,
@@ -49,7 +50,7 @@ async fn installed_and_observed() -> Running {
         }
     });
     let config = ObserveConfig {
-        observer,
+        observer: observer.clone(),
         clock: Clock::tokio_virtual(Timestamp::UNIX_EPOCH),
         ..ObserveConfig::default()
     };
@@ -66,6 +67,7 @@ async fn installed_and_observed() -> Running {
     assert!(standin.sync().await.quiet);
     Running {
         sim,
+        observer,
         standin,
         observed,
         snapshot,
@@ -238,6 +240,33 @@ async fn the_observer_alone_reads_and_never_writes() {
         requests.iter().collect::<Vec<_>>()
     );
     assert_eq!(finished.observed_phases(), [Phase::Successful]);
+}
+
+/// Watches that break and resume with 410 Gone are counted and retried; the upgrade is still
+/// observed to its end.
+#[tokio::test(start_paused = true)]
+async fn broken_watches_are_counted_and_the_upgrade_still_observed() {
+    use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
+    let mut running = installed_and_observed().await;
+    let faults = running.sim.faults();
+    faults.add(FaultRule::new(
+        Some(Verb::Watch),
+        Some("pods"),
+        FaultAction::EndWatchAfterEvents(10),
+    ));
+    faults.add(
+        FaultRule::new(Some(Verb::Watch), Some("pods"), FaultAction::GoneOnResume)
+            .when(Trigger::Nth(2)),
+    );
+    // The pod watch opened before the faults ends at its timeout.
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    running.standin.upgrade("v2", "healthy").await;
+    running.drive(|decision, _| decision.quiet).await;
+    let errors = running.observer.stats().watch_errors();
+    let finished = running.finish().await;
+    assert!(errors >= 1, "the 410 Gone was counted");
+    assert_eq!(finished.observed_phases().last(), Some(&Phase::Successful));
+    assert_eq!(finished.snapshot.kubevirts[0].target_version, "v2");
 }
 
 #[tokio::test(start_paused = true)]

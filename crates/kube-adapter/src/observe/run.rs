@@ -192,6 +192,7 @@ pub async fn run(
                 Change::Synced(source) => synced[source as usize] = true,
                 Change::Object => {}
                 Change::Error(source, error) => {
+                    config.observer.stats().count_watch_error();
                     warn!(?source, %error, "watch error (retried with back-off)");
                 }
             }
