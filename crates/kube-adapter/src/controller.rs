@@ -95,6 +95,12 @@ impl Default for ControllerConfig {
 /// With leader election, the controller only runs while this replica holds the lease: it
 /// starts on acquiring it, stops (in-flight passes finish) on losing it and waits to acquire
 /// it again.
+///
+/// # Errors
+///
+/// Only [`Error::LeaderElection`], when the Lease cannot be set up or its task dies. API errors
+/// while running are retried (watches with backoff, passes by the error policy), and a lease
+/// release that fails at the stop is logged: the lease expires on its own.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
