@@ -74,6 +74,11 @@ impl Default for Requeue {
     }
 }
 
+/// How long a DaemonSet this controller created (or was told exists) may be missing from the
+/// cache before the controller creates it again: about the DaemonSet watcher's longest backoff.
+/// Without it, every pod event during a watch outage would send a create the server refuses.
+const CREATE_GRACE: Duration = Duration::from_secs(30);
+
 /// Everything a reconcile pass needs; shared by all passes.
 pub struct Context {
     /// The API client.
@@ -97,6 +102,7 @@ pub struct Context {
     /// Whether the DaemonSet cache has completed its first list.
     pub daemon_sets_ready: Arc<std::sync::atomic::AtomicBool>,
     written_generation: Mutex<HashMap<(String, String), (String, i64)>>,
+    created_at: Mutex<HashMap<(String, String), tokio::time::Instant>>,
     written_status: Mutex<HashMap<(String, String), RememberedStatus>>,
     error_streak: Mutex<HashMap<(String, String), u32>>,
     status_written_at: Mutex<HashMap<(String, String), tokio::time::Instant>>,
@@ -143,6 +149,7 @@ impl Context {
             requeue,
             daemon_sets_ready,
             written_generation: Mutex::default(),
+            created_at: Mutex::default(),
             written_status: Mutex::default(),
             error_streak: Mutex::default(),
             status_written_at: Mutex::default(),
@@ -169,6 +176,24 @@ impl Context {
         written
             .get(key)
             .is_some_and(|(uid, generation)| uid == cached_uid && *generation > cached_generation)
+    }
+
+    /// Whether the DaemonSet `key` is missing from the cache only because the cache is behind:
+    /// this controller created it, or was told it exists, less than [`CREATE_GRACE`] ago.
+    fn create_in_flight(&self, key: &(String, String)) -> bool {
+        lock(&self.created_at)
+            .get(key)
+            .is_some_and(|at| at.elapsed() < CREATE_GRACE)
+    }
+
+    /// Notes that the DaemonSet `key` exists on the server (created, or refused as existing).
+    fn note_created(&self, key: (String, String)) {
+        lock(&self.created_at).insert(key, tokio::time::Instant::now());
+    }
+
+    /// The cache has the DaemonSet `key`: nothing to wait for any more.
+    fn forget_created(&self, key: &(String, String)) {
+        lock(&self.created_at).remove(key);
     }
 
     fn remember_write(&self, key: (String, String), written: &DaemonSet) {
@@ -445,13 +470,19 @@ impl<'a> Pass<'a> {
             Err(message) => return self.invalid_spec(message).await,
         };
         let mut desired = desired_daemon_set(self.cds, &plan.target)?;
+        let ds_key = (self.namespace.clone(), self.ds_name.clone());
         let live = self
             .ctx
             .daemon_sets
             .get(&ObjectRef::new(&self.ds_name).within(&self.namespace));
         let Some(live) = live else {
+            if self.ctx.create_in_flight(&ds_key) {
+                // Ours, or known to exist: the watch has not delivered it yet.
+                return Ok(Action::requeue(self.ctx.requeue.conflict));
+            }
             return self.create(&plan, desired).await;
         };
+        self.ctx.forget_created(&ds_key);
         if live.metadata.deletion_timestamp.is_some() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
@@ -464,7 +495,6 @@ impl<'a> Pass<'a> {
                 .await;
         }
         let generation = live.metadata.generation.unwrap_or_default();
-        let ds_key = (self.namespace.clone(), self.ds_name.clone());
         if self.ctx.cache_behind(&ds_key, &live) {
             // Our own last write is not in the cache yet: deciding now would redo it.
             return Ok(Action::requeue(self.ctx.requeue.conflict));
@@ -595,8 +625,9 @@ impl<'a> Pass<'a> {
         match api.create(&params, &desired).await {
             Ok(created) => {
                 self.ctx.observer.stats().count_write(WriteKind::Create);
-                self.ctx
-                    .remember_write((self.namespace.clone(), self.ds_name.clone()), &created);
+                let key = (self.namespace.clone(), self.ds_name.clone());
+                self.ctx.note_created(key.clone());
+                self.ctx.remember_write(key, &created);
                 outcome.written = Some(WriteKind::Create);
                 if outcome.decision.record_generation {
                     outcome.recorded = created.metadata.generation;
@@ -606,6 +637,8 @@ impl<'a> Pass<'a> {
             // Created meanwhile (or our cache is behind): come back once the watch has it.
             Err(kube::Error::Api(status)) if status.is_already_exists() => {
                 self.ctx.observer.stats().count_conflict();
+                self.ctx
+                    .note_created((self.namespace.clone(), self.ds_name.clone()));
                 return Err(Error::Conflict {
                     what: format!("daemonset {}", self.ds_name),
                     message: status.message,

@@ -774,6 +774,49 @@ async fn api_errors_and_dropped_watches_do_not_stop_the_rollout() {
     replica.stop().await;
 }
 
+/// The DaemonSet watch is down when the controller creates the DaemonSet, so its cache does not
+/// have it while every new pod triggers a pass. Those passes must wait for the cache instead of
+/// creating the DaemonSet again (each refused as AlreadyExists: one request per pod event).
+#[tokio::test(start_paused = true)]
+async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
+    let nodes = 50;
+    let sim = sim(nodes);
+    let client = sim.client();
+    // The first list of DaemonSets succeeds (empty), every watch of them fails for a minute.
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Watch),
+        Some("daemonsets"),
+        FaultAction::internal_error(),
+    ));
+    let replica = Replica::start(&sim, None);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    create_cds(&client, "agent", spec("v1", None)).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let creates_during_outage = sim.requests().count(Verb::Create, "daemonsets");
+    let passes_during_outage = replica.observer.stats().reconciles();
+    sim.faults().clear();
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    assert!(
+        passes_during_outage >= u64::from(nodes),
+        "the new pods triggered passes during the outage: {passes_during_outage}"
+    );
+    assert!(
+        creates_during_outage <= 3,
+        "{creates_during_outage} creates in a minute of watch outage (one per 30 s at most)"
+    );
+    assert_eq!(
+        replica
+            .observer
+            .stats()
+            .daemon_set_writes(WriteKind::Create),
+        1
+    );
+    replica.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn two_replicas_with_leader_election_never_both_write() {
     let nodes = 4;
