@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
@@ -98,9 +99,10 @@ impl Default for ControllerConfig {
 ///
 /// # Errors
 ///
-/// Only [`Error::LeaderElection`], when the Lease cannot be set up or its task dies. API errors
-/// while running are retried (watches with backoff, passes by the error policy), and a lease
-/// release that fails at the stop is logged: the lease expires on its own.
+/// Only [`Error::LeaderElection`], when the lease task dies. API errors are retried: setting up
+/// the Lease with backoff (a replica that cannot reach the Lease waits, as a standby), watches
+/// with backoff, passes by the error policy; a lease release that fails at the stop is logged,
+/// the lease expires on its own.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -112,18 +114,9 @@ pub async fn run(
         run_controller(client, &config, shutdown).await;
         return Ok(());
     };
-    let manager =
-        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &election.lease_name)
-            .with_namespace(&election.namespace)
-            .with_identity(&election.identity)
-            .with_duration(election.duration_seconds)
-            .with_grace(election.grace_seconds)
-            // One field manager per replica: server-side apply conflicts are what keeps two
-            // replicas from both taking an orphaned Lease.
-            .with_field_manager(format!("{}-{}", config.field_manager, election.identity))
-            .build()
-            .await
-            .map_err(|e| Error::LeaderElection(e.to_string()))?;
+    let Some(manager) = lease_manager(&client, &config, &election, shutdown.clone()).await else {
+        return Ok(());
+    };
     let (mut leader, lease_task) = manager.watch().await;
     loop {
         // Wait to lead (or stop).
@@ -166,6 +159,46 @@ pub async fn run(
             Ok(())
         }
         Err(e) => Err(Error::LeaderElection(e.to_string())),
+    }
+}
+
+/// Longest wait between two attempts to set up the Lease.
+const LEASE_SETUP_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Sets up the Lease (kube-lease-manager reads it and creates it when missing), retrying with
+/// backoff until it works or `shutdown` completes (`None`). Exiting instead would turn a
+/// transient API error at start-up into a crash loop of the pod.
+async fn lease_manager(
+    client: &Client,
+    config: &ControllerConfig,
+    election: &LeaderElection,
+    shutdown: impl Future<Output = ()>,
+) -> Option<kube_lease_manager::LeaseManager> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let built =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+                .with_namespace(&election.namespace)
+                .with_identity(&election.identity)
+                .with_duration(election.duration_seconds)
+                .with_grace(election.grace_seconds)
+                // One field manager per replica: server-side apply conflicts are what keeps two
+                // replicas from both taking an orphaned Lease.
+                .with_field_manager(format!("{}-{}", config.field_manager, election.identity))
+                .build()
+                .await;
+        match built {
+            Ok(manager) => return Some(manager),
+            Err(error) => {
+                warn!(identity = %election.identity, %error, ?delay, "setting up the lease failed, retrying");
+            }
+        }
+        tokio::select! {
+            () = &mut shutdown => return None,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(LEASE_SETUP_BACKOFF_MAX);
     }
 }
 

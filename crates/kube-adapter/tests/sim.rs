@@ -1039,6 +1039,32 @@ async fn leader_election_elects_one_and_hands_over_on_stop() {
     follower.stop().await;
 }
 
+/// The Lease API fails while a replica starts: it keeps trying with backoff (a pod that exited
+/// here would crash-loop), then leads and reconciles.
+#[tokio::test(start_paused = true)]
+async fn a_replica_retries_setting_up_its_lease() {
+    let nodes = 2;
+    let sim = sim(nodes);
+    sim.faults().add(
+        FaultRule::new(None, Some("leases"), FaultAction::internal_error())
+            .when(Trigger::FirstN(5)),
+    );
+    let replica = Replica::start(&sim, Some(short_lease("replica-a")));
+    eventually(
+        Duration::from_secs(120),
+        "the lease set up despite the errors",
+        || std::future::ready(sim.requests().count(Verb::Get, "leases") > 5),
+    )
+    .await;
+    assert!(!replica.task.is_finished(), "run() kept going");
+    eventually_real(Duration::from_secs(30), "leading", || async {
+        replica.observer.stats().is_leader()
+    })
+    .await;
+    install(&sim.client(), nodes).await;
+    replica.stop().await;
+}
+
 /// `compatibility: KubeVirt`: the reference rules (owner name only, annotations only, the
 /// generation recorded on create) give the same three writes.
 #[tokio::test(start_paused = true)]
