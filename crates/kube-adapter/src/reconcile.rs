@@ -449,6 +449,11 @@ struct Outcome {
 }
 
 impl<'a> Pass<'a> {
+    /// The DaemonSet's key in the context's per-DaemonSet memories.
+    fn ds_key(&self) -> (String, String) {
+        (self.namespace.clone(), self.ds_name.clone())
+    }
+
     fn new(cds: &'a CanaryDaemonSet, ctx: &'a Context) -> Result<Self, Error> {
         let (status, status_persisted) = ctx.status_of(cds);
         Ok(Self {
@@ -470,7 +475,7 @@ impl<'a> Pass<'a> {
             Err(message) => return self.invalid_spec(message).await,
         };
         let mut desired = desired_daemon_set(self.cds, &plan.target)?;
-        let ds_key = (self.namespace.clone(), self.ds_name.clone());
+        let ds_key = self.ds_key();
         let live = self
             .ctx
             .daemon_sets
@@ -625,9 +630,8 @@ impl<'a> Pass<'a> {
         match api.create(&params, &desired).await {
             Ok(created) => {
                 self.ctx.observer.stats().count_write(WriteKind::Create);
-                let key = (self.namespace.clone(), self.ds_name.clone());
-                self.ctx.note_created(key.clone());
-                self.ctx.remember_write(key, &created);
+                self.ctx.note_created(self.ds_key());
+                self.ctx.remember_write(self.ds_key(), &created);
                 outcome.written = Some(WriteKind::Create);
                 if outcome.decision.record_generation {
                     outcome.recorded = created.metadata.generation;
@@ -637,8 +641,7 @@ impl<'a> Pass<'a> {
             // Created meanwhile (or our cache is behind): come back once the watch has it.
             Err(kube::Error::Api(status)) if status.is_already_exists() => {
                 self.ctx.observer.stats().count_conflict();
-                self.ctx
-                    .note_created((self.namespace.clone(), self.ds_name.clone()));
+                self.ctx.note_created(self.ds_key());
                 return Err(Error::Conflict {
                     what: format!("daemonset {}", self.ds_name),
                     message: status.message,
