@@ -40,7 +40,7 @@ const RULE_TESTS: &str = "deploy/prometheus/tests/alerts.test.yaml";
 /// The Grafana dashboard.
 const DASHBOARD: &str = "deploy/grafana/dashboard.json";
 /// Where the binary defines its metrics.
-const METRICS_SOURCE: &str = "crates/daemonset-canary/src/metrics.rs";
+const METRICS_SOURCE: &str = "crates/daemonset-canary/src/metrics/mod.rs";
 /// Where every alert has its runbook entry (a `### AlertName` heading).
 const RUNBOOKS: &str = "docs/operations.md";
 /// checkov's configuration, with every skipped check and its reason.

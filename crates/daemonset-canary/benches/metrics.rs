@@ -8,8 +8,9 @@
 
 use std::hint::black_box;
 
+use canary_state_machine::Phase;
 use criterion::{Criterion, criterion_group, criterion_main};
-use daemonset_canary::metrics::{Metrics, Mode, PHASES, PodCounts, RolloutKey};
+use daemonset_canary::metrics::{Metrics, Mode, PodCounts, RolloutKey};
 
 const ROLLOUTS: u32 = 100;
 
@@ -22,7 +23,7 @@ fn populated() -> Metrics {
             mode: Mode::Driven,
         };
         let mut previous: Option<&str> = None;
-        for (step, phase) in PHASES.iter().take(5).enumerate() {
+        for (step, phase) in Phase::ALL.map(Phase::as_str).iter().take(5).enumerate() {
             let started = 1_767_225_600.0 + f64::from(i) + 60.0 * step as f64;
             metrics.enter_phase(&key, phase, started, previous.map(|p| (p, 60.0)));
             previous = Some(phase);
@@ -50,7 +51,7 @@ fn bench_encode(c: &mut Criterion) {
         .lines()
         .filter(|l| l.starts_with("canary_rollout_phase{"))
         .count();
-    assert_eq!(phase_series, PHASES.len() * ROLLOUTS as usize);
+    assert_eq!(phase_series, Phase::ALL.len() * ROLLOUTS as usize);
 
     c.bench_function("encode_metrics_100_canary_daemonsets", |b| {
         b.iter(|| black_box(&metrics).encode().unwrap().len())

@@ -1,11 +1,20 @@
-//! The daemonset-canary binary's building blocks: metrics, the HTTP server and logging.
+//! The daemonset-canary binary's building blocks: metrics, the HTTP server, logging, the demo
+//! and the views it prints.
 //!
 //! They live in a library so that integration tests drive them directly; `main.rs` only parses the
-//! command line and wires them together. Invariant: nothing here decides anything about a rollout;
-//! decisions belong to `canary-state-machine`, I/O with the cluster to `canary-kube-adapter`.
+//! command line and the front ends in its `cli` module wire these together. Invariant: nothing
+//! here decides anything about a rollout; decisions belong to `canary-state-machine`, I/O with
+//! the cluster to `canary-kube-adapter`.
+//!
+//! - [`metrics`]: the Prometheus registry, the [`metrics::bridge`] that derives every metric from
+//!   the controller's reports, and the KubeVirt observe mode's extras ([`metrics::kubevirt`]).
+//! - [`demo`]: the scenarios on the embedded simulator, their timeline and plot.
+//! - [`status_view`]: `daemonset-canary status NAME`; [`format`](mod@format): durations, ages, bars.
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`; [`telemetry`]: logs.
 //!
 //! The command line (`main.rs`, module `cli`): `run` (the controller), `demo` (a rollout on the
-//! embedded simulator, [`scenario`]), `crd`, `status NAME` ([`status_view`]) and `sim serve`.
+//! embedded simulator, [`demo::scenario`]), `crd`, `status NAME` ([`status_view`]),
+//! `observe-kubevirt` and `sim serve`.
 //!
 //! # Example
 //!
@@ -28,11 +37,9 @@
 //! # Ok::<(), prometheus::Error>(())
 //! ```
 
-pub mod bridge;
 pub mod demo;
-pub mod kubevirt_observe;
+pub mod format;
 pub mod metrics;
-pub mod scenario;
 pub mod server;
 pub mod status_view;
 pub mod telemetry;

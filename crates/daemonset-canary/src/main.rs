@@ -9,8 +9,6 @@
 //! exit with 2 (clap's usage error).
 
 mod cli;
-mod observe_kubevirt;
-mod sim_serve;
 
 use clap::{Parser, Subcommand};
 use daemonset_canary::telemetry::{self, LogFormat};
@@ -49,7 +47,7 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
-    ObserveKubevirt(observe_kubevirt::ObserveKubeVirtArgs),
+    ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
     /// The simulated cluster.
     Sim {
         #[command(subcommand)]
@@ -61,7 +59,7 @@ enum Command {
 enum SimCommand {
     /// Serve a simulated cluster until interrupted, writing a kubeconfig once it accepts
     /// connections.
-    Serve(sim_serve::SimServeArgs),
+    Serve(cli::sim_serve::SimServeArgs),
 }
 
 /// `info`, without kube's own line per failed request: the preflight check and the controller
@@ -82,47 +80,34 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    // Printing YAML needs neither logs nor a runtime.
+    if let Command::Crd = cli.command {
+        cli::crd::print()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let default_level = match cli.command {
+        // The demo prints its own timeline; logs only say what goes wrong.
+        Command::Demo(_) => "warn",
+        Command::ObserveKubevirt(_) => "info",
+        _ => DEFAULT_LOG_LEVEL,
+    };
+    telemetry::init(
+        cli.log_level.as_deref().unwrap_or(default_level),
+        cli.log_format,
+    )?;
     match cli.command {
-        // Printing YAML needs neither logs nor a runtime.
-        Command::Crd => cli::crd::print().map(|()| ExitCode::SUCCESS),
-        Command::Demo(args) => {
-            // The demo prints its own timeline; logs only say what goes wrong.
-            let level = cli.log_level.as_deref().unwrap_or("warn");
-            telemetry::init(level, cli.log_format)?;
-            cli::demo::run(args)
-        }
-        Command::Run(args) => {
-            telemetry::init(
-                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
-                cli.log_format,
-            )?;
-            multi_thread()?.block_on(cli::run::run(args))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Status(args) => {
-            telemetry::init(
-                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
-                cli.log_format,
-            )?;
-            multi_thread()?.block_on(cli::status::run(args))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Crd => {}
+        Command::Demo(args) => return cli::demo::run(args),
+        Command::Run(args) => multi_thread()?.block_on(cli::run::run(args))?,
+        Command::Status(args) => multi_thread()?.block_on(cli::status::run(args))?,
         Command::ObserveKubevirt(args) => {
-            telemetry::init(cli.log_level.as_deref().unwrap_or("info"), cli.log_format)?;
-            multi_thread()?.block_on(observe_kubevirt::run(args))?;
-            Ok(ExitCode::SUCCESS)
+            multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }
         Command::Sim {
             command: SimCommand::Serve(args),
-        } => {
-            telemetry::init(
-                cli.log_level.as_deref().unwrap_or(DEFAULT_LOG_LEVEL),
-                cli.log_format,
-            )?;
-            multi_thread()?.block_on(sim_serve::run(args))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        } => multi_thread()?.block_on(cli::sim_serve::run(args))?,
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn multi_thread() -> anyhow::Result<tokio::runtime::Runtime> {

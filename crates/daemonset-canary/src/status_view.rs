@@ -5,7 +5,7 @@
 //! Pure: the caller fetches the objects, [`render`] only formats them, so it is tested without a
 //! cluster.
 
-use crate::demo::timeline::{format_seconds, progress_bar};
+use crate::format::{age, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -201,11 +201,6 @@ fn event_time(event: &Event) -> Timestamp {
         .or_else(|| event.deprecated_last_timestamp.as_ref().map(|t| t.0))
         .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-fn age(at: Timestamp, now: Timestamp) -> String {
-    let seconds = now.duration_since(at).as_secs_f64();
-    format_seconds(seconds.max(0.0).round())
 }
 
 /// Whether `event` is about the CanaryDaemonSet `name` (events are listed per namespace).

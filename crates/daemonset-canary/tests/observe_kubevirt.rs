@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use canary_kube_adapter::Observer;
-use canary_kube_adapter::observe::ObserveConfig;
+use canary_kube_adapter::kubevirt::ObserveConfig;
 use canary_sim::Sim;
 use canary_sim::cluster::{ClusterConfig, KubeletConfig};
-use daemonset_canary::kubevirt_observe;
 use daemonset_canary::metrics::Metrics;
+use daemonset_canary::metrics::kubevirt as kubevirt_observe;
 use kubevirt_standin::StandIn;
 
 const NODES: u32 = 4;

@@ -8,7 +8,8 @@ mod support;
 use support::{KillOnDrop, free_port};
 
 use canary_kube_adapter::CanaryDaemonSet;
-use daemonset_canary::scenario::{NAME, NAMESPACE, manifest};
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -119,11 +120,12 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     }
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1: CanaryDaemonSet = serde_json::from_value(manifest("Fixed", "v1", "healthy")).unwrap();
+    let v1: CanaryDaemonSet =
+        serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
 
-    let v2 = manifest("Fixed", "v2", "healthy");
+    let v2 = manifest(Compatibility::Fixed, "v2", "healthy");
     let patched = api
         .patch(
             NAME,

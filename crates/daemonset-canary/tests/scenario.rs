@@ -1,14 +1,15 @@
-//! Whole rollouts through `daemonset_canary::scenario`, in virtual time: the phases a user sees,
+//! Whole rollouts through `daemonset_canary::demo::scenario`, in virtual time: the phases a user sees,
 //! the number of DaemonSet writes, and the end each scenario should reach.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use daemonset_canary::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
 
-async fn run(kind: ScenarioKind, nodes: u32, compatibility: &str) -> ScenarioReport {
+async fn run(kind: ScenarioKind, nodes: u32, compatibility: Compatibility) -> ScenarioReport {
     let config = ScenarioConfig {
         nodes,
         kind,
-        compatibility: compatibility.into(),
+        compatibility,
         ..ScenarioConfig::default()
     };
     let scenario = Scenario::start(config).await.unwrap();
@@ -29,7 +30,7 @@ fn phases(report: &ScenarioReport) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn healthy_rollout_goes_canary_widen_revert_in_three_writes() {
-    let report = run(ScenarioKind::Healthy, 20, "Fixed").await;
+    let report = run(ScenarioKind::Healthy, 20, Compatibility::Fixed).await;
     assert!(report.as_expected, "{:?}", report.summary);
     assert_eq!(report.summary.result, "successful");
     assert_eq!(report.summary.daemon_set_writes, 3, "start, widen, revert");
@@ -55,7 +56,7 @@ async fn healthy_rollout_goes_canary_widen_revert_in_three_writes() {
 
 #[tokio::test(start_paused = true)]
 async fn crash_looping_canary_fails_without_widening() {
-    let report = run(ScenarioKind::CrashloopCanary, 10, "Fixed").await;
+    let report = run(ScenarioKind::CrashloopCanary, 10, Compatibility::Fixed).await;
     assert!(report.as_expected, "{:?}", report.summary);
     assert_eq!(report.summary.result, "failed");
     assert_eq!(report.summary.reason.as_deref(), Some("CanaryCrashLooping"));
@@ -72,7 +73,7 @@ async fn crash_looping_canary_fails_without_widening() {
 
 #[tokio::test(start_paused = true)]
 async fn kubevirt_compatibility_also_completes() {
-    let report = run(ScenarioKind::Healthy, 10, "KubeVirt").await;
+    let report = run(ScenarioKind::Healthy, 10, Compatibility::KubeVirt).await;
     assert_eq!(report.summary.result, "successful", "{:?}", report.summary);
     assert_eq!(report.summary.daemon_set_writes, 3);
 }

@@ -49,7 +49,11 @@ const WALL_LIMIT: Duration = Duration::from_secs(180);
 /// The CanaryDaemonSet at `version` whose pods behave as `behavior`: the scenario runner's, in
 /// the default (`Fixed`) compatibility.
 pub fn manifest(version: &str, behavior: &str) -> serde_json::Value {
-    daemonset_canary::scenario::manifest("Fixed", version, behavior)
+    daemonset_canary::demo::scenario::manifest(
+        canary_state_machine::Compatibility::Fixed,
+        version,
+        behavior,
+    )
 }
 
 /// The result of one seed, as the runner thread reports it.

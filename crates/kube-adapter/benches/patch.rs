@@ -11,12 +11,12 @@ use std::hint::black_box;
 
 use canary_kube_adapter::crd::{CanaryDaemonSet, CanaryDaemonSetSpec};
 use canary_kube_adapter::desired::{
-    RollingUpdateWrite, TargetAnnotations, desired_daemon_set, set_max_unavailable,
+    RollingUpdateWrite, desired_daemon_set, set_max_unavailable, target_of,
 };
 use canary_kube_adapter::patch::daemon_set_patch;
+use canary_state_machine::MaxUnavailable;
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// A CanaryDaemonSet whose template is the node-exporter fixture, targeting `version`.
 fn canary_daemon_set(version: &str) -> CanaryDaemonSet {
@@ -41,18 +41,18 @@ fn canary_daemon_set(version: &str) -> CanaryDaemonSet {
 }
 
 /// The DaemonSet the controller writes for `cds` at `max_unavailable`.
-fn desired(cds: &CanaryDaemonSet, max_unavailable: IntOrString) -> DaemonSet {
-    let target = TargetAnnotations::of(cds).unwrap();
-    let mut ds = desired_daemon_set(cds, &target).unwrap();
+fn desired(cds: &CanaryDaemonSet, max_unavailable: MaxUnavailable) -> DaemonSet {
+    let (keys, target) = target_of(cds).unwrap();
+    let mut ds = desired_daemon_set(cds, &keys, &target).unwrap();
     set_max_unavailable(&mut ds, max_unavailable, RollingUpdateWrite::KeepMaxSurge);
     ds
 }
 
 fn bench_patch(c: &mut Criterion) {
-    let mut live = desired(&canary_daemon_set("v1"), IntOrString::Int(1));
+    let mut live = desired(&canary_daemon_set("v1"), MaxUnavailable::ONE);
     live.metadata.generation = Some(7);
     let next = canary_daemon_set("v2");
-    let wanted = desired(&next, IntOrString::Int(1));
+    let wanted = desired(&next, MaxUnavailable::ONE);
 
     // The patch must carry the new target, or the figure measures the wrong thing.
     let body = serde_json::to_value(daemon_set_patch(&live, &wanted).unwrap()).unwrap();
@@ -68,7 +68,7 @@ fn bench_patch(c: &mut Criterion) {
     });
     group.bench_function("desired_patch_and_body", |b| {
         b.iter(|| {
-            let wanted = desired(black_box(&next), IntOrString::Int(1));
+            let wanted = desired(black_box(&next), MaxUnavailable::ONE);
             let patch = daemon_set_patch(black_box(&live), &wanted).unwrap();
             serde_json::to_vec(&patch).unwrap()
         })

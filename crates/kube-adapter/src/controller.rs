@@ -23,8 +23,8 @@ use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::desired::OWNER_LABEL;
 use crate::index::OwnerIndex;
-use crate::observer::Observer;
-use crate::reconcile::{Context, Requeue, error_policy, reconcile};
+use crate::observer::{Observer, Report};
+use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
 use crate::trigger::without_errors;
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
@@ -110,7 +110,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let shutdown = shutdown.boxed().shared();
     let Some(election) = config.leader_election.clone() else {
-        config.observer.stats().set_leader(true);
+        config.observer.report(Report::Leader(true));
         run_controller(client, &config, shutdown).await;
         return Ok(());
     };
@@ -128,14 +128,14 @@ pub async fn run(
             break;
         }
         info!(identity = %election.identity, "leading");
-        config.observer.stats().set_leader(true);
+        config.observer.report(Report::Leader(true));
         let mut watch = leader.clone();
         let lost = async move {
             let _ = watch.wait_for(|is_leader| !*is_leader).await;
         };
         let stop = future::select(shutdown.clone(), lost.boxed()).map(|_| ());
         run_controller(client.clone(), &config, stop).await;
-        config.observer.stats().set_leader(false);
+        config.observer.report(Report::Leader(false));
         if shutdown.clone().now_or_never().is_some() {
             break;
         }
@@ -202,7 +202,8 @@ async fn lease_manager(
     }
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+/// The API of `K` in `namespace`, or in all namespaces: the one namespaced-or-all helper.
+pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -278,12 +279,15 @@ async fn run_controller(
         controller: config.field_manager.clone(),
         instance: config.instance.clone(),
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        ds_store,
-        ds_ready,
+    let caches = Caches {
+        daemon_sets: ds_store,
+        daemon_sets_ready: ds_ready,
         pods,
         revisions,
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        caches,
         Recorder::new(client.clone(), reporter),
         config.clock.clone(),
         config.observer.clone(),

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use canary_state_machine::Compatibility;
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -126,16 +127,6 @@ pub struct AnnotationKeysSpec {
     pub id: String,
 }
 
-/// Reference compatibility switch.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub enum CompatibilityMode {
-    /// The reference decision table, quirk for quirk.
-    KubeVirt,
-    /// The reference with its documented quirks fixed (default).
-    #[default]
-    Fixed,
-}
-
 /// Crash-loop detection policy.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum CrashLoopPolicyName {
@@ -178,7 +169,7 @@ impl Default for CrashLoopSpec {
 pub struct StrategySpec {
     /// `KubeVirt` or `Fixed` (default).
     #[serde(default)]
-    pub compatibility: CompatibilityMode,
+    pub compatibility: Compatibility,
     /// maxUnavailable while the canary runs and at rest (default `"1"`).
     #[serde(default = "default_canary_max_unavailable")]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
@@ -200,7 +191,7 @@ pub struct StrategySpec {
 impl Default for StrategySpec {
     fn default() -> Self {
         Self {
-            compatibility: CompatibilityMode::default(),
+            compatibility: Compatibility::default(),
             canary_max_unavailable: default_canary_max_unavailable(),
             fast_max_unavailable: default_fast_max_unavailable(),
             crash_loop: CrashLoopSpec::default(),
@@ -552,7 +543,7 @@ mod tests {
             "target": {"version": "v1"}
         }))
         .unwrap();
-        assert_eq!(spec.strategy.compatibility, CompatibilityMode::Fixed);
+        assert_eq!(spec.strategy.compatibility, Compatibility::Fixed);
         assert_eq!(spec.strategy.canary_max_unavailable, "1");
         assert_eq!(spec.strategy.fast_max_unavailable, "10%");
         assert_eq!(spec.strategy.crash_loop.policy, CrashLoopPolicyName::Strict);

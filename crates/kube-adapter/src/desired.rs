@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
+
+use canary_predicates::{AnnotationKeys, MaxUnavailableWire, Target};
+use canary_state_machine::{Compatibility, MaxUnavailable};
 
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, DaemonSetTemplate};
@@ -18,45 +20,29 @@ use crate::crd::{CanaryDaemonSet, DaemonSetTemplate};
 /// Label set on the owned DaemonSet and its pod template; its value is the CanaryDaemonSet name.
 pub const OWNER_LABEL: &str = "canary.daemonset.dev/owner";
 
-/// The three install-strategy annotation keys the controller injects.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetAnnotations {
-    /// `(key, value)` pairs: version, registry, deployment id.
-    pub pairs: [(String, String); 3],
-}
-
-impl TargetAnnotations {
-    /// The resolved target of `cds`: keys from `spec.annotationKeys` (default KubeVirt's), the
-    /// deployment id defaulting to [`template_hash`].
-    pub fn of(cds: &CanaryDaemonSet) -> Result<Self, Error> {
-        let keys = cds.spec.annotation_keys.clone();
-        let (version_key, registry_key, id_key) = match keys {
-            Some(k) => (k.version, k.registry, k.id),
-            None => (
-                "kubevirt.io/install-strategy-version".to_owned(),
-                "kubevirt.io/install-strategy-registry".to_owned(),
-                "kubevirt.io/install-strategy-identifier".to_owned(),
-            ),
-        };
-        let target = &cds.spec.target;
-        let id = match &target.deployment_id {
-            Some(id) => id.clone(),
-            None => template_hash(&cds.spec.template)?,
-        };
-        Ok(Self {
-            pairs: [
-                (version_key, target.version.clone()),
-                (registry_key, target.registry.clone()),
-                (id_key, id),
-            ],
-        })
-    }
-
-    fn insert_into(&self, map: &mut BTreeMap<String, String>) {
-        for (k, v) in &self.pairs {
-            map.insert(k.clone(), v.clone());
-        }
-    }
+/// The resolved install-strategy target of `cds`: the annotation keys from
+/// `spec.annotationKeys` (default KubeVirt's) and the target, its deployment id defaulting to
+/// [`template_hash`].
+pub fn target_of(cds: &CanaryDaemonSet) -> Result<(AnnotationKeys, Target), Error> {
+    let keys = match &cds.spec.annotation_keys {
+        Some(k) => AnnotationKeys {
+            version: k.version.clone(),
+            registry: k.registry.clone(),
+            id: k.id.clone(),
+        },
+        None => AnnotationKeys::default(),
+    };
+    let spec = &cds.spec.target;
+    let deployment_id = match &spec.deployment_id {
+        Some(id) => id.clone(),
+        None => template_hash(&cds.spec.template)?,
+    };
+    let target = Target {
+        version: spec.version.clone(),
+        registry: spec.registry.clone(),
+        deployment_id,
+    };
+    Ok((keys, target))
 }
 
 /// A stable hash of the template (FNV-1a 64 over its JSON form, hex): the default deployment id.
@@ -79,7 +65,8 @@ pub fn template_hash(template: &DaemonSetTemplate) -> Result<String, Error> {
 /// [`set_max_unavailable`] (create path, or as the state machine's decision says).
 pub fn desired_daemon_set(
     cds: &CanaryDaemonSet,
-    target: &TargetAnnotations,
+    keys: &AnnotationKeys,
+    target: &Target,
 ) -> Result<DaemonSet, Error> {
     let cds_name = cds
         .metadata
@@ -97,8 +84,9 @@ pub fn desired_daemon_set(
 
     let mut labels = cds.spec.template.metadata.labels.clone();
     labels.insert(OWNER_LABEL.to_owned(), cds_name.clone());
+    let injected = target.annotations(keys);
     let mut annotations = cds.spec.template.metadata.annotations.clone();
-    target.insert_into(&mut annotations);
+    annotations.extend(injected.clone());
 
     let mut spec = cds.spec.template.spec.clone();
     let pod_meta = spec
@@ -109,7 +97,10 @@ pub fn desired_daemon_set(
         .labels
         .get_or_insert_with(BTreeMap::new)
         .insert(OWNER_LABEL.to_owned(), cds_name);
-    target.insert_into(pod_meta.annotations.get_or_insert_with(BTreeMap::new));
+    pod_meta
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .extend(injected);
 
     Ok(DaemonSet {
         metadata: ObjectMeta {
@@ -134,12 +125,22 @@ pub enum RollingUpdateWrite {
     KeepMaxSurge,
 }
 
-/// Sets `spec.updateStrategy` to `RollingUpdate` with `max_unavailable`.
+impl From<Compatibility> for RollingUpdateWrite {
+    /// The reference replaces the whole struct (quirk 12); the default keeps `maxSurge`.
+    fn from(compatibility: Compatibility) -> Self {
+        match compatibility {
+            Compatibility::KubeVirt => RollingUpdateWrite::ReplaceStruct,
+            Compatibility::Fixed => RollingUpdateWrite::KeepMaxSurge,
+        }
+    }
+}
+
+/// Sets `spec.updateStrategy` to `RollingUpdate` with `max_unavailable` (in its wire form).
 ///
 /// The type is forced to `RollingUpdate` because an `OnDelete` DaemonSet cannot be canaried.
 pub fn set_max_unavailable(
     ds: &mut DaemonSet,
-    max_unavailable: IntOrString,
+    max_unavailable: MaxUnavailable,
     mode: RollingUpdateWrite,
 ) {
     let spec = ds.spec.get_or_insert_with(Default::default);
@@ -155,7 +156,7 @@ pub fn set_max_unavailable(
             .and_then(|r| r.max_surge.clone()),
     };
     strategy.rolling_update = Some(RollingUpdateDaemonSet {
-        max_unavailable: Some(max_unavailable),
+        max_unavailable: Some(max_unavailable.to_int_or_string()),
         max_surge,
     });
 }
@@ -165,6 +166,7 @@ mod tests {
     use super::*;
     use crate::crd::{AnnotationKeysSpec, CanaryDaemonSetSpec, TargetSpec, TemplateMetadata};
     use k8s_openapi::api::apps::v1::DaemonSetSpec;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     pub(crate) fn cds(name: &str) -> CanaryDaemonSet {
         let mut cds = CanaryDaemonSet::new(
@@ -204,8 +206,8 @@ mod tests {
     #[test]
     fn desired_injects_target_owner_label_and_owner_ref() {
         let cds = cds("agent");
-        let target = TargetAnnotations::of(&cds).unwrap();
-        let ds = desired_daemon_set(&cds, &target).unwrap();
+        let (keys, target) = target_of(&cds).unwrap();
+        let ds = desired_daemon_set(&cds, &keys, &target).unwrap();
         let meta = &ds.metadata;
         assert_eq!(meta.name.as_deref(), Some("agent"));
         assert_eq!(meta.namespace.as_deref(), Some("ns"));
@@ -249,12 +251,17 @@ mod tests {
             registry: "example.com/r".to_owned(),
             id: "example.com/id".to_owned(),
         });
-        let ds = desired_daemon_set(&cds, &TargetAnnotations::of(&cds).unwrap()).unwrap();
+        let ds = desired(&cds);
         assert_eq!(ds.metadata.name.as_deref(), Some("node-agent"));
         let annotations = ds.metadata.annotations.unwrap();
         assert_eq!(annotations["example.com/id"], "build-7");
         assert_eq!(annotations["example.com/v"], "v1");
         assert!(!annotations.contains_key("kubevirt.io/install-strategy-version"));
+    }
+
+    fn desired(cds: &CanaryDaemonSet) -> DaemonSet {
+        let (keys, target) = target_of(cds).unwrap();
+        desired_daemon_set(cds, &keys, &target).unwrap()
     }
 
     #[test]
@@ -286,10 +293,10 @@ mod tests {
     #[test]
     fn set_max_unavailable_modes() {
         let cds = cds("agent");
-        let mut ds = desired_daemon_set(&cds, &TargetAnnotations::of(&cds).unwrap()).unwrap();
+        let mut ds = desired(&cds);
         set_max_unavailable(
             &mut ds,
-            IntOrString::String("10%".into()),
+            MaxUnavailable::TEN_PERCENT,
             RollingUpdateWrite::KeepMaxSurge,
         );
         let ru = ds
@@ -306,7 +313,7 @@ mod tests {
         assert_eq!(ru.max_surge, Some(IntOrString::Int(0)));
         set_max_unavailable(
             &mut ds,
-            IntOrString::Int(1),
+            MaxUnavailable::ONE,
             RollingUpdateWrite::ReplaceStruct,
         );
         let strategy = ds.spec.as_ref().unwrap().update_strategy.clone().unwrap();

@@ -27,8 +27,11 @@
 //! - **Two replicas never both write**: with [`controller::LeaderElection`] the controller only
 //!   runs while this replica holds the Lease.
 //! - **A failing watch never stops the controller**: list and watch errors are logged and
-//!   counted ([`Stats::watch_errors`]) and each watcher retries with backoff; they never reach
+//!   reported ([`Report::WatchError`]) and each watcher retries with backoff; they never reach
 //!   kube-runtime's queue, which can strand an error there (docs/reliability.md, finding 7).
+//! - **One channel out**: everything the controller tells the outside is a typed [`Report`]
+//!   through the [`Observer`] (transitions, writes, passes, watch errors, leadership); its
+//!   [`Stats`] counters are sums of those reports.
 //!
 //! # Modules
 //!
@@ -38,6 +41,7 @@
 //! - [`desired`], [`meta`], [`patch`], [`status`]: pure functions (desired DaemonSet, the
 //!   reference's `EnsureObjectMeta` comparison, the JSON Patch, status and conditions).
 //! - [`index`], [`reconcile`], [`controller`], [`observer`], [`clock`]: the running controller.
+//! - [`kubevirt`]: KubeVirt observe mode, the phase of virt-operator's own upgrade, read-only.
 //!
 //! # Example
 //!
@@ -46,7 +50,7 @@
 //!
 //! ```
 //! use canary_kube_adapter::crd::{CanaryDaemonSet, CanaryDaemonSetSpec};
-//! use canary_kube_adapter::desired::{desired_daemon_set, TargetAnnotations, OWNER_LABEL};
+//! use canary_kube_adapter::desired::{desired_daemon_set, target_of, OWNER_LABEL};
 //! use canary_kube_adapter::patch::daemon_set_patch;
 //!
 //! let spec: CanaryDaemonSetSpec = serde_json::from_value(serde_json::json!({
@@ -61,8 +65,8 @@
 //! cds.metadata.namespace = Some("default".into());
 //! cds.metadata.uid = Some("0b1c".into());
 //!
-//! let target = TargetAnnotations::of(&cds)?;
-//! let desired = desired_daemon_set(&cds, &target)?;
+//! let (keys, target) = target_of(&cds)?;
+//! let desired = desired_daemon_set(&cds, &keys, &target)?;
 //! let annotations = desired.metadata.annotations.clone().unwrap_or_default();
 //! assert_eq!(annotations["kubevirt.io/install-strategy-version"], "v2");
 //! assert_eq!(desired.metadata.labels.clone().unwrap_or_default()[OWNER_LABEL], "agent");
@@ -94,8 +98,8 @@ pub mod crd;
 pub mod desired;
 mod error;
 pub mod index;
+pub mod kubevirt;
 pub mod meta;
-pub mod observe;
 pub mod observer;
 pub mod patch;
 pub mod reconcile;
@@ -105,4 +109,4 @@ mod trigger;
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};
 pub use error::Error;
-pub use observer::{Observer, ReconcileHook, Stats, Transition};
+pub use observer::{Observer, Report, Reports, Stats, Transition, Transitions, WriteOutcome};

@@ -1,15 +1,27 @@
-//! What the controller reports to the outside (metrics, demos, tests): status transitions on a
-//! broadcast channel and a few counters.
+//! What the controller reports to the outside (metrics, demos, tests): one channel of typed
+//! [`Report`]s, and the counters derived from them.
+//!
+//! Every report goes through [`Observer::report`], which updates the [`Stats`] counters and hands
+//! the report to every subscriber. That is the only way out of the controller: the binary derives
+//! its metrics from the reports as they come (no polling), a demo or a test reads the
+//! [`Transition`]s, and the counters are a running sum of the same reports.
+//!
+//! # Invariants
+//!
+//! - A subscriber never misses a report sent after it subscribed (unbounded channels: a slow
+//!   reader delays nothing and loses nothing; the reports are small and readers are fast).
+//! - The counters and the reports cannot disagree: both are updated in [`Observer::report`].
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canary_state_machine::{FailureReason, Phase, WriteKind};
+use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase, WriteKind};
 use k8s_openapi::jiff::Timestamp;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
-/// One status change of one CanaryDaemonSet, sent after the status is written.
+/// The typed record of one reconcile pass that changed the status: what the status says after
+/// it, and what the pass did.
 ///
 /// Sent whenever the status changed, so `from == Some(to)` happens (counts moved in the same
 /// phase); a phase transition is `from != Some(to)`.
@@ -27,6 +39,8 @@ pub struct Transition {
     pub to: Phase,
     /// When `to` is `Failed`: why.
     pub failure: Option<FailureReason>,
+    /// The human-readable message of the pass (the failure's, or none).
+    pub message: Option<String>,
     /// The DaemonSet write of this pass, if one succeeded.
     pub write: Option<WriteKind>,
     /// `desiredNumberScheduled`.
@@ -35,15 +49,78 @@ pub struct Transition {
     pub updated: u32,
     /// Updated and ready pods.
     pub updated_ready: u32,
-    /// maxUnavailable of the DaemonSet after this pass.
-    pub max_unavailable: Option<String>,
+    /// Available pods of the DaemonSet, whatever their version.
+    pub available: u32,
+    /// maxUnavailable of the DaemonSet after this pass; `None` when not known (a spec the
+    /// controller cannot act on, before any DaemonSet was seen).
+    pub max_unavailable: Option<LiveMaxUnavailable>,
+    /// The CanaryDaemonSet generation this pass acted on.
+    pub observed_generation: Option<i64>,
+    /// The recorded DaemonSet generation after this pass.
+    pub recorded_generation: Option<i64>,
     /// When the current phase started.
     pub phase_started_at: Timestamp,
     /// When this pass ran.
     pub at: Timestamp,
 }
 
-/// Counters of what the controller did; read them with the accessor methods.
+/// What became of a DaemonSet write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteOutcome {
+    /// The API server accepted it.
+    Ok,
+    /// Refused as a conflict (stale generation, 409): retried shortly, not a failure.
+    Conflict,
+    /// Refused otherwise: the rollout fails with the API server's message.
+    Rejected,
+}
+
+impl WriteOutcome {
+    /// The metric label value (`ok`, `conflict`, `error`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WriteOutcome::Ok => "ok",
+            WriteOutcome::Conflict => "conflict",
+            WriteOutcome::Rejected => "error",
+        }
+    }
+}
+
+/// One thing the controller did or saw, as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    /// A pass changed the status.
+    Transition(Transition),
+    /// A pass finished: its wall-clock duration and, when it failed, the error's
+    /// [`metric_label`](crate::Error::metric_label).
+    Reconciled {
+        /// Wall-clock duration of the pass (its real cost, also under a paused clock).
+        took: Duration,
+        /// The error label when the pass failed.
+        error: Option<&'static str>,
+    },
+    /// A DaemonSet write (create or patch) was answered.
+    DaemonSetWrite {
+        /// Why it was made.
+        kind: WriteKind,
+        /// How the API server answered.
+        outcome: WriteOutcome,
+    },
+    /// A status write went out.
+    StatusWritten,
+    /// An event was published.
+    EventPublished,
+    /// A list or watch request of one of the caches failed (the watcher retries with backoff).
+    WatchError {
+        /// The watched resource (`pods`, `daemonsets`, ...).
+        resource: &'static str,
+    },
+    /// This replica started or stopped running the controller.
+    Leader(bool),
+}
+
+/// Counters of what the controller did, summed from the [`Report`]s; read them with the
+/// accessor methods.
 #[derive(Debug, Default)]
 pub struct Stats {
     writes: [AtomicU64; 5],
@@ -102,7 +179,7 @@ impl Stats {
         self.status_writes.load(Ordering::Relaxed)
     }
 
-    /// Reconcile passes started.
+    /// Reconcile passes finished.
     pub fn reconciles(&self) -> u64 {
         self.reconciles.load(Ordering::Relaxed)
     }
@@ -127,87 +204,108 @@ impl Stats {
         self.leader.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn count_write(&self, kind: WriteKind) {
-        self.writes[kind_index(kind)].fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_conflict(&self) {
-        self.write_conflicts.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_write_failure(&self) {
-        self.write_failures.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_status_write(&self) {
-        self.status_writes.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_reconcile(&self) {
-        self.reconciles.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_reconcile_error(&self) {
-        self.reconcile_errors.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_watch_error(&self) {
-        self.watch_errors.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn count_event(&self) {
-        self.events.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn set_leader(&self, leader: bool) {
-        self.leader.store(leader, Ordering::Relaxed);
+    fn count(&self, report: &Report) {
+        let add = |counter: &AtomicU64| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        };
+        match report {
+            Report::Transition(_) => {}
+            Report::Reconciled { error, .. } => {
+                add(&self.reconciles);
+                if error.is_some() {
+                    add(&self.reconcile_errors);
+                }
+            }
+            Report::DaemonSetWrite { kind, outcome } => match outcome {
+                WriteOutcome::Ok => add(&self.writes[kind_index(*kind)]),
+                WriteOutcome::Conflict => add(&self.write_conflicts),
+                WriteOutcome::Rejected => add(&self.write_failures),
+            },
+            Report::StatusWritten => add(&self.status_writes),
+            Report::EventPublished => add(&self.events),
+            Report::WatchError { .. } => add(&self.watch_errors),
+            Report::Leader(leader) => self.leader.store(*leader, Ordering::Relaxed),
+        }
     }
 }
 
-/// Called after every reconcile pass with its wall-clock duration and, when it failed, the
-/// error's [`metric_label`](crate::Error::metric_label). Runs on the reconcile's task: keep it
-/// cheap (a histogram observation).
-pub type ReconcileHook = Arc<dyn Fn(Duration, Option<&'static str>) + Send + Sync>;
+/// A receiver of every [`Report`] sent after [`Observer::reports`] was called.
+#[derive(Debug)]
+pub struct Reports {
+    receiver: mpsc::UnboundedReceiver<Report>,
+}
 
-/// The transition channel and the counters; cheap to clone, shared with the controller.
-#[derive(Clone)]
+impl Reports {
+    /// The next report; `None` once the controller (every [`Observer`] clone) is gone.
+    pub async fn recv(&mut self) -> Option<Report> {
+        self.receiver.recv().await
+    }
+
+    /// The next report if one is waiting.
+    pub fn try_recv(&mut self) -> Option<Report> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+/// The observer is gone and every transition sent was received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the controller's report channel is closed")]
+pub struct Closed;
+
+/// A receiver of the [`Transition`]s among the reports ([`Observer::subscribe`]).
+#[derive(Debug)]
+pub struct Transitions {
+    reports: Reports,
+}
+
+impl Transitions {
+    /// The next transition, skipping the other reports.
+    pub async fn recv(&mut self) -> Result<Transition, Closed> {
+        loop {
+            match self.reports.recv().await {
+                Some(Report::Transition(transition)) => return Ok(transition),
+                Some(_) => {}
+                None => return Err(Closed),
+            }
+        }
+    }
+
+    /// The next transition if one is waiting.
+    pub fn try_recv(&mut self) -> Option<Transition> {
+        while let Some(report) = self.reports.try_recv() {
+            if let Report::Transition(transition) = report {
+                return Some(transition);
+            }
+        }
+        None
+    }
+}
+
+/// The report channel and the counters; cheap to clone, shared with the controller.
+#[derive(Clone, Debug, Default)]
 pub struct Observer {
-    transitions: broadcast::Sender<Transition>,
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<Report>>>>,
     stats: Arc<Stats>,
-    reconcile_hook: Option<ReconcileHook>,
-}
-
-impl std::fmt::Debug for Observer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Observer")
-            .field("stats", &self.stats)
-            .field("reconcile_hook", &self.reconcile_hook.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Observer {
-    /// A new observer whose channel keeps `capacity` transitions for slow receivers (older
-    /// ones are dropped for them: a lagging receiver gets `RecvError::Lagged`).
-    pub fn new(capacity: usize) -> Self {
-        let (transitions, _) = broadcast::channel(capacity.max(1));
-        Self {
-            transitions,
-            stats: Arc::default(),
-            reconcile_hook: None,
-        }
+    /// A new observer with no subscriber yet.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Calls `hook` after every reconcile pass (for a duration histogram; see [`ReconcileHook`]).
-    pub fn with_reconcile_hook(
-        mut self,
-        hook: impl Fn(Duration, Option<&'static str>) + Send + Sync + 'static,
-    ) -> Self {
-        self.reconcile_hook = Some(Arc::new(hook));
-        self
-    }
-
-    pub(crate) fn reconciled(&self, took: Duration, error: Option<&'static str>) {
-        if let Some(hook) = &self.reconcile_hook {
-            hook(took, error);
-        }
+    /// Receives every report sent from now on.
+    pub fn reports(&self) -> Reports {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        lock(&self.subscribers).push(sender);
+        Reports { receiver }
     }
 
     /// Receives the transitions sent from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Transition> {
-        self.transitions.subscribe()
+    pub fn subscribe(&self) -> Transitions {
+        Transitions {
+            reports: self.reports(),
+        }
     }
 
     /// The counters.
@@ -215,14 +313,53 @@ impl Observer {
         &self.stats
     }
 
-    pub(crate) fn send(&self, transition: Transition) {
-        // No receiver is fine: nobody is watching.
-        let _ = self.transitions.send(transition);
+    /// Counts `report` and hands it to every subscriber (dropped subscribers are forgotten).
+    pub fn report(&self, report: Report) {
+        self.stats.count(&report);
+        lock(&self.subscribers).retain(|subscriber| subscriber.send(report.clone()).is_ok());
     }
 }
 
-impl Default for Observer {
-    fn default() -> Self {
-        Self::new(1024)
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is one push or one retain: a poisoned list is still consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_subscriber_gets_every_report_and_the_counters_follow() {
+        let observer = Observer::new();
+        let mut all = observer.reports();
+        let mut transitions = observer.subscribe();
+        observer.report(Report::DaemonSetWrite {
+            kind: WriteKind::Start,
+            outcome: WriteOutcome::Ok,
+        });
+        observer.report(Report::Reconciled {
+            took: Duration::from_millis(2),
+            error: Some("Conflict"),
+        });
+        observer.report(Report::Leader(true));
+        assert_eq!(observer.stats().daemon_set_writes(WriteKind::Start), 1);
+        assert_eq!(observer.stats().reconciles(), 1);
+        assert_eq!(observer.stats().reconcile_errors(), 1);
+        assert!(observer.stats().is_leader());
+        assert_eq!(
+            all.try_recv(),
+            Some(Report::DaemonSetWrite {
+                kind: WriteKind::Start,
+                outcome: WriteOutcome::Ok
+            })
+        );
+        assert!(all.try_recv().is_some() && all.try_recv().is_some());
+        assert_eq!(all.try_recv(), None);
+        assert_eq!(transitions.try_recv(), None, "no transition among them");
+        drop(observer);
+        assert_eq!(transitions.recv().await, Err(Closed));
     }
 }

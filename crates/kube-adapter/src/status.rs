@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::CanaryDaemonSetStatus;
+use crate::observer::Transition;
 
 /// Condition type: a rollout is in progress.
 pub const PROGRESSING: &str = "Progressing";
@@ -20,34 +21,7 @@ pub const AVAILABLE: &str = "Available";
 pub const DEGRADED: &str = "Degraded";
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
-pub const INVALID_SPEC: &str = "InvalidSpec";
-
-/// What one pass found and decided, as far as the status is concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassSummary {
-    /// Phase after this pass.
-    pub phase: Phase,
-    /// Machine-readable reason: a [`FailureReason`] name, [`INVALID_SPEC`], or `None`.
-    pub reason: Option<String>,
-    /// Human-readable message (the decision's error, or a summary).
-    pub message: Option<String>,
-    /// `status.observedGeneration` to report (the CanaryDaemonSet's generation).
-    pub observed_generation: Option<i64>,
-    /// The recorded DaemonSet generation after this pass.
-    pub recorded_daemon_set_generation: Option<i64>,
-    /// Name of the owned DaemonSet.
-    pub daemon_set_name: String,
-    /// `desiredNumberScheduled`.
-    pub desired: u32,
-    /// Updated pods.
-    pub updated: u32,
-    /// Updated and ready pods.
-    pub updated_ready: u32,
-    /// Available pods of the DaemonSet, whatever their version.
-    pub available: u32,
-    /// maxUnavailable of the live DaemonSet after this pass.
-    pub max_unavailable: Option<String>,
-}
+pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
 
 /// The state machine's memory of the previous pass, read from the status.
 ///
@@ -60,10 +34,7 @@ pub fn previous_pass(
     let status = status?;
     let phase: Phase = status.phase.as_deref()?.parse().ok()?;
     let failure = match phase {
-        // An invalid spec is not a sticky rollout failure: fixing the spec must resume.
-        Phase::Failed if status.reason.as_deref() == Some(INVALID_SPEC) => {
-            Some(FailureReason::InvalidStrategy)
-        }
+        // An invalid spec is not a sticky rollout failure (`is_sticky`): fixing it resumes.
         Phase::Failed => status
             .reason
             .as_deref()
@@ -91,15 +62,16 @@ pub fn previous_pass(
     })
 }
 
-/// The status after a pass.
+/// The status after a pass, as its [`Transition`] describes it (its `phase_started_at` is not
+/// read: the status decides when the phase started).
 pub fn next_status(
     previous: Option<&CanaryDaemonSetStatus>,
-    pass: &PassSummary,
+    pass: &Transition,
     now: Timestamp,
 ) -> CanaryDaemonSetStatus {
     let empty = CanaryDaemonSetStatus::default();
     let prev = previous.unwrap_or(&empty);
-    let phase = pass.phase.as_str();
+    let phase = pass.to.as_str();
     let phase_changed = prev.phase.as_deref() != Some(phase);
     let phase_start_time = match (&prev.phase_start_time, phase_changed) {
         (Some(start), false) => Some(start.clone()),
@@ -140,8 +112,8 @@ pub fn next_status(
         pass.observed_generation,
         now,
     );
-    let degraded = pass.phase == Phase::Failed;
-    let degraded_reason = match (degraded, &pass.reason) {
+    let degraded = pass.to == Phase::Failed;
+    let degraded_reason = match (degraded, pass.failure) {
         (true, Some(reason)) => reason.as_str(),
         (true, None) => "Failed",
         (false, _) => "AsExpected",
@@ -159,25 +131,25 @@ pub fn next_status(
 
     CanaryDaemonSetStatus {
         phase: Some(phase.to_owned()),
-        reason: pass.reason.clone(),
+        reason: pass.failure.map(|failure| failure.as_str().to_owned()),
         message: pass.message.clone(),
         conditions,
         observed_generation: pass.observed_generation,
-        recorded_daemon_set_generation: pass.recorded_daemon_set_generation,
-        daemon_set_name: Some(pass.daemon_set_name.clone()),
+        recorded_daemon_set_generation: pass.recorded_generation,
+        daemon_set_name: Some(pass.daemon_set.clone()),
         desired: pass.desired,
         updated: pass.updated,
         updated_ready: pass.updated_ready,
         ready_ratio: Some(format!("{}/{}", pass.updated_ready, pass.desired)),
-        current_max_unavailable: pass.max_unavailable.clone(),
+        current_max_unavailable: pass.max_unavailable.as_ref().map(ToString::to_string),
         phase_start_time,
         progress_updated_ready: Some(pass.updated_ready),
         last_progress_time,
     }
 }
 
-fn progressing(pass: &PassSummary) -> (bool, &'static str) {
-    match pass.phase {
+fn progressing(pass: &Transition) -> (bool, &'static str) {
+    match pass.to {
         Phase::Started => (true, "CanaryStarted"),
         Phase::Canary => (true, "WaitingForCanary"),
         Phase::Increasing => (true, "RolloutWidened"),
@@ -220,25 +192,32 @@ fn set_condition(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use canary_state_machine::LiveMaxUnavailable;
     use k8s_openapi::jiff::SignedDuration;
 
     fn t(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_767_225_600 + seconds).unwrap()
     }
 
-    fn pass(phase: Phase, updated_ready: u32) -> PassSummary {
-        PassSummary {
-            phase,
-            reason: None,
+    fn pass(phase: Phase, updated_ready: u32) -> Transition {
+        Transition {
+            namespace: "ns".into(),
+            name: "agent".into(),
+            daemon_set: "agent".into(),
+            from: None,
+            to: phase,
+            failure: None,
             message: None,
-            observed_generation: Some(1),
-            recorded_daemon_set_generation: Some(3),
-            daemon_set_name: "agent".into(),
+            write: None,
             desired: 4,
             updated: updated_ready,
             updated_ready,
             available: 4,
-            max_unavailable: Some("1".into()),
+            max_unavailable: Some(LiveMaxUnavailable::Int(1)),
+            observed_generation: Some(1),
+            recorded_generation: Some(3),
+            phase_started_at: t(0),
+            at: t(0),
         }
     }
 
@@ -278,7 +257,7 @@ mod tests {
         assert_eq!(condition(&canary, AVAILABLE).status, "True");
 
         let mut failing = pass(Phase::Failed, 0);
-        failing.reason = Some(FailureReason::CanaryCrashLooping.as_str().to_owned());
+        failing.failure = Some(FailureReason::CanaryCrashLooping);
         failing.message = Some("daemonSet agent rollout failed".into());
         failing.available = 3;
         let failed = next_status(Some(&canary), &failing, t(5));

@@ -21,7 +21,7 @@ use futures::{Stream, StreamExt, future};
 use kube::runtime::watcher;
 use tracing::warn;
 
-use crate::observer::Observer;
+use crate::observer::{Observer, Report};
 
 /// `stream` without its errors, each logged and counted against `resource` first.
 pub(crate) fn without_errors<S, T>(
@@ -37,7 +37,7 @@ where
         let kept = match item {
             Ok(object) => Some(Ok(object)),
             Err(error) => {
-                observer.stats().count_watch_error();
+                observer.report(Report::WatchError { resource });
                 warn!(resource, %error, "watch failed, the watcher retries with backoff");
                 None
             }

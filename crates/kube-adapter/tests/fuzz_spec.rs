@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use canary_kube_adapter::crd::{CanaryDaemonSet, CanaryDaemonSetSpec, MAX_UNAVAILABLE_RULE};
 use canary_kube_adapter::desired::{
-    OWNER_LABEL, RollingUpdateWrite, TargetAnnotations, desired_daemon_set, set_max_unavailable,
+    OWNER_LABEL, RollingUpdateWrite, desired_daemon_set, set_max_unavailable, target_of,
     template_hash,
 };
 use canary_kube_adapter::meta::object_meta_modified;
@@ -176,16 +176,16 @@ fn cds_from(spec: CanaryDaemonSetSpec) -> CanaryDaemonSet {
 /// Checks what must hold for any spec that deserialized.
 fn check_desired(spec: CanaryDaemonSetSpec, live_generation: i64) -> Result<(), TestCaseError> {
     let cds = cds_from(spec);
-    let target = TargetAnnotations::of(&cds).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let (keys, target) = target_of(&cds).map_err(|e| TestCaseError::fail(e.to_string()))?;
     // The default deployment id is a pure function of the template.
     if cds.spec.target.deployment_id.is_none() {
         prop_assert_eq!(
-            &target.pairs[2].1,
+            &target.deployment_id,
             &template_hash(&cds.spec.template).map_err(|e| TestCaseError::fail(e.to_string()))?
         );
     }
     let mut desired =
-        desired_daemon_set(&cds, &target).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        desired_daemon_set(&cds, &keys, &target).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let ds_annotations = desired.metadata.annotations.clone().unwrap_or_default();
     let pod_annotations = desired
         .spec
@@ -196,7 +196,11 @@ fn check_desired(spec: CanaryDaemonSetSpec, live_generation: i64) -> Result<(), 
     // The injected target wins over a template annotation with the same key; with duplicate
     // keys among the three, the last pair written wins.
     let mut expected = BTreeMap::new();
-    for (k, v) in &target.pairs {
+    for (k, v) in [
+        (&keys.version, &target.version),
+        (&keys.registry, &target.registry),
+        (&keys.id, &target.deployment_id),
+    ] {
         expected.insert(k.clone(), v.clone());
     }
     for (k, v) in &expected {
@@ -224,7 +228,7 @@ fn check_desired(spec: CanaryDaemonSetSpec, live_generation: i64) -> Result<(), 
             MaxUnavailable::Count(n) => IntOrString::Int(i32::try_from(n).unwrap_or(i32::MAX)),
             MaxUnavailable::Percent(_) => IntOrString::String(value.to_string()),
         };
-        set_max_unavailable(&mut desired, wire.clone(), RollingUpdateWrite::KeepMaxSurge);
+        set_max_unavailable(&mut desired, value, RollingUpdateWrite::KeepMaxSurge);
         let written = desired
             .spec
             .as_ref()

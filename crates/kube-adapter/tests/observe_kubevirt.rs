@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::observe::{self, ObserveConfig, ObserveError, Snapshot};
+use canary_kube_adapter::kubevirt::{self, ObserveConfig, ObserveError, Snapshot};
 use canary_kube_adapter::{Observer, Transition};
 use canary_sim::Sim;
-use canary_state_machine::{Decision, Phase};
+use canary_state_machine::{Decision, LiveMaxUnavailable, Phase};
 use k8s_openapi::jiff::Timestamp;
 use kubevirt_standin::{HANDLER, NAMESPACE, StandIn, distinct};
 use tokio::sync::{oneshot, watch};
@@ -56,7 +56,7 @@ async fn installed_and_observed() -> Running {
     };
     let mut snapshot = config.snapshot.subscribe();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(observe::run(sim.client(), config, async {
+    let task = tokio::spawn(kubevirt::run(sim.client(), config, async {
         let _ = stopped.await;
     }));
     tokio::time::timeout(Duration::from_secs(60), snapshot.wait_for(|s| s.synced))
@@ -170,12 +170,12 @@ async fn a_healthy_upgrade_is_observed_phase_by_phase() {
         (last.desired, last.updated, last.updated_ready),
         (NODES, NODES, NODES)
     );
-    assert_eq!(last.max_unavailable.as_deref(), Some("1"));
+    assert_eq!(last.max_unavailable, Some(LiveMaxUnavailable::Int(1)));
     let widest = finished
         .observed
         .iter()
-        .filter_map(|t| t.max_unavailable.as_deref())
-        .any(|value| value == "10%");
+        .filter_map(|t| t.max_unavailable.as_ref())
+        .any(|value| value.to_string() == "10%");
     assert!(widest, "the 10% step was observed");
     assert_eq!(finished.snapshot.kubevirts[0].target_version, "v2");
     assert_eq!(finished.snapshot.daemon_sets[0].phase, Successful);
@@ -272,7 +272,7 @@ async fn broken_watches_are_counted_and_the_upgrade_still_observed() {
 #[tokio::test(start_paused = true)]
 async fn a_cluster_without_kubevirt_is_a_clear_error() {
     let sim = Sim::builder().nodes(1).kubevirt_crd(false).build().unwrap();
-    let result = observe::run(
+    let result = kubevirt::run(
         sim.client(),
         ObserveConfig::default(),
         std::future::pending(),

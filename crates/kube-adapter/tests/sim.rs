@@ -12,7 +12,7 @@ use canary_kube_adapter::controller::{ControllerConfig, LeaderElection, run};
 use canary_kube_adapter::crd::{
     CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec, crd,
 };
-use canary_kube_adapter::observer::{Observer, Transition};
+use canary_kube_adapter::observer::{Observer, Transition, Transitions};
 use canary_sim::cluster::Cluster;
 use canary_sim::{FaultAction, FaultRule, Sim, Trigger, Verb};
 use canary_state_machine::WriteKind;
@@ -20,7 +20,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 const NS: &str = "default";
@@ -69,7 +69,7 @@ impl Replica {
 
     /// A replica talking to the sim through `client`.
     fn start_on(sim: &Sim, client: Client, leader: Option<LeaderElection>) -> Self {
-        let observer = Observer::new(100_000);
+        let observer = Observer::new();
         let clock = sim.store().clock().clone();
         let config = ControllerConfig {
             clock: Clock::from_fn(move || clock.now()),
@@ -232,9 +232,9 @@ async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
         == Some(phase)
 }
 
-fn drain(rx: &mut broadcast::Receiver<Transition>) -> Vec<Transition> {
+fn drain(rx: &mut Transitions) -> Vec<Transition> {
     let mut out = Vec::new();
-    while let Ok(t) = rx.try_recv() {
+    while let Some(t) = rx.try_recv() {
         out.push(t);
     }
     out
@@ -337,7 +337,7 @@ fn written_max_unavailable(transitions: &[Transition]) -> Vec<String> {
     transitions
         .iter()
         .filter(|t| t.write.is_some())
-        .filter_map(|t| t.max_unavailable.clone())
+        .filter_map(|t| t.max_unavailable.as_ref().map(ToString::to_string))
         .collect()
 }
 
@@ -1074,7 +1074,7 @@ async fn kubevirt_compatibility_rollout() {
     let client = sim.client();
     let replica = Replica::start(&sim, None);
     let mut reference = spec("v1", None);
-    reference.strategy.compatibility = canary_kube_adapter::crd::CompatibilityMode::KubeVirt;
+    reference.strategy.compatibility = canary_state_machine::Compatibility::KubeVirt;
     reference.strategy.crash_loop.policy = canary_kube_adapter::crd::CrashLoopPolicyName::KubeVirt;
     create_cds(&client, "agent", reference).await;
     eventually(Duration::from_secs(60), "the create", || async {

@@ -12,15 +12,14 @@ use canary_kube_adapter::crd::{
     CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, DaemonSetTemplate, TargetSpec,
 };
 use canary_kube_adapter::desired::{
-    RollingUpdateWrite, TargetAnnotations, desired_daemon_set, set_max_unavailable,
+    RollingUpdateWrite, desired_daemon_set, set_max_unavailable, target_of,
 };
 use canary_kube_adapter::index::OwnerIndex;
 use canary_kube_adapter::observer::Observer;
-use canary_kube_adapter::reconcile::{Context, Requeue, error_policy, reconcile};
-use canary_state_machine::WriteKind;
+use canary_kube_adapter::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
+use canary_state_machine::{MaxUnavailable, WriteKind};
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::controller::Action;
@@ -66,10 +65,11 @@ fn cds(version: &str) -> CanaryDaemonSet {
 
 /// The live DaemonSet as the controller would have left it for `cds` at rest.
 fn live_for(cds: &CanaryDaemonSet, generation: i64) -> DaemonSet {
-    let mut ds = desired_daemon_set(cds, &TargetAnnotations::of(cds).unwrap()).unwrap();
+    let (keys, target) = target_of(cds).unwrap();
+    let mut ds = desired_daemon_set(cds, &keys, &target).unwrap();
     set_max_unavailable(
         &mut ds,
-        IntOrString::Int(1),
+        MaxUnavailable::ONE,
         RollingUpdateWrite::KeepMaxSurge,
     );
     ds.metadata.generation = Some(generation);
@@ -106,12 +106,15 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
             instance: None,
         },
     );
-    Arc::new(Context::new(
-        client,
-        store,
-        Arc::new(AtomicBool::new(true)),
+    let caches = Caches {
+        daemon_sets: store,
+        daemon_sets_ready: Arc::new(AtomicBool::new(true)),
         pods,
         revisions,
+    };
+    Arc::new(Context::new(
+        client,
+        caches,
         recorder,
         Clock::system(),
         observer,

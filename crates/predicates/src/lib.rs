@@ -97,12 +97,13 @@ mod pod_facts;
 mod readiness;
 mod target;
 
+pub use canary_state_machine::{LiveMaxUnavailable, MaxUnavailable};
 pub use count::{CountRule, PodCounts, count_pods, count_pods_owned_by};
 pub use crash_loop::{CrashLoop, CrashLoopPolicy, CrashLoopReason, pod_crash_loop};
 pub use max_unavailable::{
-    InvalidMaxUnavailable, MaxUnavailable, daemonset_controller_max_unavailable,
+    InvalidMaxUnavailable, MaxUnavailableWire, daemonset_controller_max_unavailable,
     has_default_rollout_strategy, kubernetes_max_unavailable, live_max_surge, live_max_unavailable,
-    reference_max_unavailable,
+    max_unavailable_field, reference_max_unavailable,
 };
 pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
 pub use pod_facts::{ContainerFacts, OwnerFacts, PodFacts, PodSummary};

@@ -1,13 +1,14 @@
-//! `maxUnavailable` arithmetic: the reference's "default strategy" test and Kubernetes' scaled value,
-//! kept apart on purpose.
+//! `maxUnavailable` on the Kubernetes side: reading it from a DaemonSet and converting it to and
+//! from the API's `IntOrString`, with the reference's "default strategy" test and Kubernetes'
+//! scaled value kept apart on purpose.
 //!
-//! The reference reads `maxUnavailable` with Go's `IntOrString.IntValue()`, so `"10%"` reads as 0
-//! ([`reference_max_unavailable`], spec quirk 3). Kubernetes scales it against the desired pod count,
-//! rounding up ([`MaxUnavailable::scaled`], [`kubernetes_max_unavailable`]).
+//! The value type is the state machine's [`MaxUnavailable`] (and [`LiveMaxUnavailable`] for the
+//! raw live value): this module is only the converter. The reference reads `maxUnavailable` with
+//! Go's `IntOrString.IntValue()`, so `"10%"` reads as 0 ([`reference_max_unavailable`], spec
+//! quirk 3). Kubernetes scales it against the desired pod count, rounding up
+//! ([`MaxUnavailable::scaled`], [`kubernetes_max_unavailable`]).
 
-use std::fmt;
-use std::str::FromStr;
-
+use canary_state_machine::{LiveMaxUnavailable, MaxUnavailable};
 use k8s_openapi::api::apps::v1::{DaemonSet, RollingUpdateDaemonSet};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -21,14 +22,29 @@ fn rolling_update(ds: &DaemonSet) -> Option<&RollingUpdateDaemonSet> {
         .as_ref()
 }
 
-/// The live `spec.updateStrategy.rollingUpdate.maxUnavailable`, if set.
-pub fn live_max_unavailable(ds: &DaemonSet) -> Option<&IntOrString> {
+/// The live `spec.updateStrategy.rollingUpdate.maxUnavailable` field as the API has it, if set.
+pub fn max_unavailable_field(ds: &DaemonSet) -> Option<&IntOrString> {
     rolling_update(ds)?.max_unavailable.as_ref()
 }
 
 /// The live `spec.updateStrategy.rollingUpdate.maxSurge`, if set.
 pub fn live_max_surge(ds: &DaemonSet) -> Option<&IntOrString> {
     rolling_update(ds)?.max_surge.as_ref()
+}
+
+/// The live `maxUnavailable` of a DaemonSet, exactly as the API returned it: no `rollingUpdate`
+/// block, no value in it, an int or a string. The state machine reads this (its sync gate and
+/// the reference's `IntValue` quirk); nothing is validated, because the controller must read
+/// whatever is there, including values written by hand.
+pub fn live_max_unavailable(ds: &DaemonSet) -> LiveMaxUnavailable {
+    match rolling_update(ds) {
+        None => LiveMaxUnavailable::NoRollingUpdate,
+        Some(rolling) => match &rolling.max_unavailable {
+            None => LiveMaxUnavailable::Unset,
+            Some(IntOrString::Int(value)) => LiveMaxUnavailable::Int(i64::from(*value)),
+            Some(IntOrString::String(text)) => LiveMaxUnavailable::Str(text.clone()),
+        },
+    }
 }
 
 /// KubeVirt's `getMaxUnavailable`, quirks included:
@@ -40,52 +56,20 @@ pub fn live_max_surge(ds: &DaemonSet) -> Option<&IntOrString> {
 ///
 /// Go's `Atoi` accepts a leading `+` or `-` and decimal digits only; a number out of range saturates
 /// (Go saturates at the 64-bit limits, this at the `i32` limits, which never changes the `== 1` test).
+/// It is [`LiveMaxUnavailable::reference_int_value`] of [`live_max_unavailable`].
 ///
 /// The object is read as given. On a live object the API server has already defaulted a missing
 /// `updateStrategy` / `rollingUpdate` / `maxUnavailable` to `RollingUpdate` / 1, so "no
 /// `rollingUpdate`" then means `OnDelete`; a manifest that omits them reads 0 here.
 pub fn reference_max_unavailable(ds: &DaemonSet) -> i32 {
-    let Some(rolling) = rolling_update(ds) else {
-        return 0;
-    };
-    match &rolling.max_unavailable {
-        None => 1,
-        Some(IntOrString::Int(value)) => *value,
-        Some(IntOrString::String(text)) => go_atoi(text).unwrap_or(0),
-    }
+    let value = live_max_unavailable(ds).reference_int_value();
+    i32::try_from(value).unwrap_or(if value < 0 { i32::MIN } else { i32::MAX })
 }
 
 /// KubeVirt's `hasDefaultRolloutStrategy`: [`reference_max_unavailable`] is 1. Anything else is an
 /// "ongoing rollout" for the reference, including int 2, `"100%"` and a missing `rollingUpdate`.
 pub fn has_default_rollout_strategy(ds: &DaemonSet) -> bool {
     reference_max_unavailable(ds) == 1
-}
-
-/// Go's `strconv.Atoi` on a decimal string, saturated to `i32`; `None` on a syntax error.
-fn go_atoi(text: &str) -> Option<i32> {
-    let (negative, digits) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let magnitude = digits.bytes().fold(0_i64, |acc, digit| {
-        acc.saturating_mul(10)
-            .saturating_add(i64::from(digit - b'0'))
-    });
-    let value = if negative { -magnitude } else { magnitude };
-    Some(i32::try_from(value).unwrap_or(if negative { i32::MIN } else { i32::MAX }))
-}
-
-/// A valid `maxUnavailable` (or `maxSurge`): a pod count or a percentage of the desired pods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MaxUnavailable {
-    /// A number of pods.
-    Count(u32),
-    /// A percentage of the desired pods, 0 to 100 when parsed.
-    Percent(u32),
 }
 
 /// Why a `maxUnavailable` value is rejected.
@@ -95,12 +79,12 @@ pub enum InvalidMaxUnavailable {
     /// A negative pod count.
     #[error("maxUnavailable must not be negative, got {0}")]
     NegativeCount(i64),
-    /// A string that is neither a non-negative integer nor a percentage (only [`MaxUnavailable::from_str_value`]).
+    /// A string that is neither a non-negative integer nor a percentage (only [`MaxUnavailableWire::from_str_value`]).
     #[error(
         "maxUnavailable {0:?} is neither a pod count such as \"1\" nor a percentage such as \"10%\""
     )]
     MalformedCount(String),
-    /// A number in a string, which Kubernetes rejects in an `IntOrString` ([`MaxUnavailable::parse`]).
+    /// A number in a string, which Kubernetes rejects in an `IntOrString` ([`MaxUnavailableWire::parse`]).
     #[error(
         "maxUnavailable string {0:?} is not a percentage: Kubernetes accepts a string only in the form \"10%\""
     )]
@@ -113,12 +97,10 @@ pub enum InvalidMaxUnavailable {
     PercentAbove100(String),
 }
 
-impl MaxUnavailable {
-    /// KubeVirt's canary value: int 1.
-    pub const KUBEVIRT_CANARY: MaxUnavailable = MaxUnavailable::Count(1);
-    /// KubeVirt's hard-coded fast value: `"10%"`.
-    pub const KUBEVIRT_FAST: MaxUnavailable = MaxUnavailable::Percent(10);
-
+/// The Kubernetes wire form of the state machine's [`MaxUnavailable`]: parsing an `IntOrString`
+/// with the API server's rules, and writing one. Bring it into scope to call
+/// `MaxUnavailable::parse(..)` and `value.to_int_or_string()`.
+pub trait MaxUnavailableWire: Sized {
     /// Validates an `IntOrString` as the Kubernetes API server does for a DaemonSet
     /// (`ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent`):
     ///
@@ -128,13 +110,30 @@ impl MaxUnavailable {
     ///   percentage"), although the reference's `IntValue` reads it as 3.
     ///
     /// ```
-    /// use canary_predicates::{MaxUnavailable, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString};
+    /// use canary_predicates::{MaxUnavailable, MaxUnavailableWire};
+    /// use canary_predicates::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     /// assert_eq!(MaxUnavailable::parse(&IntOrString::String("10%".into())), Ok(MaxUnavailable::Percent(10)));
     /// assert_eq!(MaxUnavailable::parse(&IntOrString::Int(1)), Ok(MaxUnavailable::Count(1)));
     /// assert!(MaxUnavailable::parse(&IntOrString::String("3".into())).is_err());
     /// assert!(MaxUnavailable::parse(&IntOrString::String("150%".into())).is_err());
     /// ```
-    pub fn parse(value: &IntOrString) -> Result<Self, InvalidMaxUnavailable> {
+    fn parse(value: &IntOrString) -> Result<Self, InvalidMaxUnavailable>;
+
+    /// Parses a user-typed value (CLI flag, configuration): `"N%"` as [`MaxUnavailable::Percent`]
+    /// (same rules as [`MaxUnavailableWire::parse`]), and a plain non-negative integer up to
+    /// `i32::MAX` as [`MaxUnavailable::Count`]. Unlike [`MaxUnavailableWire::parse`], `"3"` is
+    /// accepted here: it is the `Display` form of `Count(3)`, and it becomes an int in
+    /// [`MaxUnavailableWire::to_int_or_string`]. Zero is accepted (Kubernetes accepts it); the
+    /// rollout settings' stricter reading is `MaxUnavailable`'s `FromStr`.
+    fn from_str_value(text: &str) -> Result<Self, InvalidMaxUnavailable>;
+
+    /// The Kubernetes wire form: a count as an int (saturating at `i32::MAX`), a percentage as the
+    /// string `"N%"`.
+    fn to_int_or_string(&self) -> IntOrString;
+}
+
+impl MaxUnavailableWire for MaxUnavailable {
+    fn parse(value: &IntOrString) -> Result<Self, InvalidMaxUnavailable> {
         match value {
             IntOrString::Int(count) => u32::try_from(*count)
                 .map(MaxUnavailable::Count)
@@ -146,12 +145,7 @@ impl MaxUnavailable {
         }
     }
 
-    /// Parses a user-typed value (CLI flag, configuration): `"N%"` as [`MaxUnavailable::Percent`]
-    /// (same rules as [`MaxUnavailable::parse`]), and a plain non-negative integer up to `i32::MAX` as
-    /// [`MaxUnavailable::Count`]. Unlike [`MaxUnavailable::parse`], `"3"` is accepted here: it is the
-    /// [`Display`](fmt::Display) form of `Count(3)`, and it becomes an int in
-    /// [`MaxUnavailable::to_int_or_string`].
-    pub fn from_str_value(text: &str) -> Result<Self, InvalidMaxUnavailable> {
+    fn from_str_value(text: &str) -> Result<Self, InvalidMaxUnavailable> {
         if let Some(number) = text.strip_suffix('%') {
             return parse_percent(text, number);
         }
@@ -169,26 +163,7 @@ impl MaxUnavailable {
             .ok_or_else(|| InvalidMaxUnavailable::MalformedCount(text.to_owned()))
     }
 
-    /// The number of pods this allows out of `desired`, as Kubernetes'
-    /// `GetScaledValueFromIntOrPercent(value, desired, roundUp = true)`: a count as is (even above
-    /// `desired`), a percentage of `desired` rounded **up** (10% of 11 is 2; 1% of 1 is 1; 0% is 0).
-    ///
-    /// This is the raw value; the DaemonSet controller's fallback to 1 when both `maxUnavailable`
-    /// and `maxSurge` scale to 0 is in [`daemonset_controller_max_unavailable`]. A percentage above 100
-    /// (not produced by parsing) scales proportionally, saturating at `u32::MAX`.
-    pub fn scaled(&self, desired: u32) -> u32 {
-        match *self {
-            MaxUnavailable::Count(count) => count,
-            MaxUnavailable::Percent(percent) => {
-                let scaled = (u64::from(percent) * u64::from(desired)).div_ceil(100);
-                u32::try_from(scaled).unwrap_or(u32::MAX)
-            }
-        }
-    }
-
-    /// The Kubernetes wire form: a count as an int (saturating at `i32::MAX`), a percentage as the
-    /// string `"N%"`.
-    pub fn to_int_or_string(&self) -> IntOrString {
+    fn to_int_or_string(&self) -> IntOrString {
         match *self {
             MaxUnavailable::Count(count) => {
                 IntOrString::Int(i32::try_from(count).unwrap_or(i32::MAX))
@@ -212,25 +187,6 @@ fn parse_percent(text: &str, number: &str) -> Result<MaxUnavailable, InvalidMaxU
 
 fn is_decimal(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
-}
-
-impl fmt::Display for MaxUnavailable {
-    /// `"3"` for a count, `"10%"` for a percentage.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MaxUnavailable::Count(count) => write!(f, "{count}"),
-            MaxUnavailable::Percent(percent) => write!(f, "{percent}%"),
-        }
-    }
-}
-
-impl FromStr for MaxUnavailable {
-    type Err = InvalidMaxUnavailable;
-
-    /// Same as [`MaxUnavailable::from_str_value`].
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Self::from_str_value(text)
-    }
 }
 
 /// How many pods the Kubernetes DaemonSet controller lets be unavailable at once, for `desired`
@@ -293,10 +249,10 @@ pub fn kubernetes_max_unavailable(
     if strategy_type != ROLLING_UPDATE {
         return Ok(0);
     }
-    let max_unavailable = live_max_unavailable(ds)
+    let max_unavailable = max_unavailable_field(ds)
         .map(MaxUnavailable::parse)
         .transpose()?
-        .unwrap_or(MaxUnavailable::KUBEVIRT_CANARY);
+        .unwrap_or(MaxUnavailable::ONE);
     let max_surge = live_max_surge(ds).map(MaxUnavailable::parse).transpose()?;
     Ok(daemonset_controller_max_unavailable(
         max_unavailable,
@@ -449,9 +405,9 @@ mod tests {
             max_unavailable: string("100%"),
             max_surge: int(0),
         }));
-        assert_eq!(live_max_unavailable(&with_both), string("100%").as_ref());
+        assert_eq!(max_unavailable_field(&with_both), string("100%").as_ref());
         assert_eq!(live_max_surge(&with_both), int(0).as_ref());
-        assert_eq!(live_max_unavailable(&ds(None)), None);
+        assert_eq!(max_unavailable_field(&ds(None)), None);
         assert_eq!(live_max_surge(&DaemonSet::default()), None);
     }
 
@@ -522,7 +478,17 @@ mod tests {
         ];
         for (text, expected) in rows {
             assert_eq!(MaxUnavailable::from_str_value(text), expected, "{text:?}");
-            assert_eq!(text.parse::<MaxUnavailable>(), expected, "{text:?}");
+            // `FromStr` is the state machine's stricter reading of a rollout setting: it agrees
+            // on every value a rollout may use (zero is not one).
+            if let Ok(value) = &expected
+                && value.validate().is_ok()
+            {
+                assert_eq!(
+                    text.parse::<MaxUnavailable>().as_ref(),
+                    Ok(value),
+                    "{text:?}"
+                );
+            }
         }
     }
 
@@ -652,19 +618,16 @@ mod tests {
 
     #[test]
     fn wire_form() {
+        assert_eq!(MaxUnavailable::ONE.to_int_or_string(), IntOrString::Int(1));
         assert_eq!(
-            MaxUnavailable::KUBEVIRT_CANARY.to_int_or_string(),
-            IntOrString::Int(1)
-        );
-        assert_eq!(
-            MaxUnavailable::KUBEVIRT_FAST.to_int_or_string(),
+            MaxUnavailable::TEN_PERCENT.to_int_or_string(),
             IntOrString::String("10%".into())
         );
         assert_eq!(
             MaxUnavailable::Count(u32::MAX).to_int_or_string(),
             IntOrString::Int(i32::MAX)
         );
-        assert_eq!(MaxUnavailable::KUBEVIRT_FAST.to_string(), "10%");
+        assert_eq!(MaxUnavailable::TEN_PERCENT.to_string(), "10%");
         assert_eq!(MaxUnavailable::Count(3).to_string(), "3");
     }
 }

@@ -78,6 +78,24 @@ impl Target {
         ])
     }
 
+    /// The target a DaemonSet's install-strategy annotations name, a missing annotation (or a
+    /// missing annotation map) reading as `""`, as KubeVirt's `DaemonSetIsUpToDate` reads them.
+    pub fn of_daemon_set(ds: &DaemonSet, keys: &AnnotationKeys) -> Self {
+        let annotation = |key: &str| {
+            ds.metadata
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get(key))
+                .cloned()
+                .unwrap_or_default()
+        };
+        Target {
+            version: annotation(&keys.version),
+            registry: annotation(&keys.registry),
+            deployment_id: annotation(&keys.id),
+        }
+    }
+
     /// `(key, value)` pairs in a fixed order, for comparisons.
     fn pairs<'a>(&'a self, keys: &'a AnnotationKeys) -> [(&'a str, &'a str); 3] {
         [
@@ -93,13 +111,7 @@ impl Target {
 /// A missing annotation, or a missing annotation map, reads as `""`: a DaemonSet without annotations is
 /// up to date for an all-empty target. Nothing else (template, other annotations) is compared.
 pub fn daemonset_is_up_to_date(ds: &DaemonSet, target: &Target, keys: &AnnotationKeys) -> bool {
-    let annotations = ds.metadata.annotations.as_ref();
-    target.pairs(keys).iter().all(|(key, wanted)| {
-        let actual = annotations
-            .and_then(|a| a.get(*key))
-            .map_or("", String::as_str);
-        actual == *wanted
-    })
+    Target::of_daemon_set(ds, keys) == *target
 }
 
 /// KubeVirt's `PodIsUpToDate`: the pod carries all three annotations and they equal the target.

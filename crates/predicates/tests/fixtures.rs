@@ -244,7 +244,7 @@ fn daemonset_strategies_are_read_both_ways() {
         assert_eq!(reference_max_unavailable(&ds), reference, "{file}");
         // quirk 3: none of them is "at rest" for the reference, whatever Kubernetes would do.
         assert!(!has_default_rollout_strategy(&ds), "{file}");
-        let parsed = live_max_unavailable(&ds).map(|value| MaxUnavailable::parse(value).unwrap());
+        let parsed = max_unavailable_field(&ds).map(|value| MaxUnavailable::parse(value).unwrap());
         assert_eq!(parsed, live, "{file}");
     }
 }
@@ -272,10 +272,10 @@ fn kubernetes_reading_of_each_daemonset() {
 fn node_exporter_ten_percent_scales_up() {
     let ds = daemonset("node-exporter.yaml");
     assert_eq!(
-        live_max_unavailable(&ds),
+        max_unavailable_field(&ds),
         Some(&IntOrString::String("10%".into()))
     );
-    let value = MaxUnavailable::parse(live_max_unavailable(&ds).unwrap()).unwrap();
+    let value = MaxUnavailable::parse(max_unavailable_field(&ds).unwrap()).unwrap();
     let scaled: Vec<u32> = [0, 1, 9, 10, 11, 20, 21, 100, 101]
         .map(|n| value.scaled(n))
         .to_vec();
@@ -288,7 +288,7 @@ fn longhorn_hundred_percent_with_zero_surge() {
     let ds = daemonset("longhorn-manager-live-unavailable.yaml");
     let desired = u32::try_from(ds.status.as_ref().unwrap().desired_number_scheduled).unwrap();
     assert_eq!(desired, 3);
-    let unavailable = MaxUnavailable::parse(live_max_unavailable(&ds).unwrap()).unwrap();
+    let unavailable = MaxUnavailable::parse(max_unavailable_field(&ds).unwrap()).unwrap();
     let surge = MaxUnavailable::parse(live_max_surge(&ds).unwrap()).unwrap();
     assert_eq!(surge, MaxUnavailable::Count(0));
     assert_eq!(unavailable.scaled(desired), 3);

@@ -268,8 +268,14 @@ fn fixed_finish(strategy: &Strategy, observation: &Observation) -> Decision {
     }
 }
 
-/// Spec section 6, reference order: the flag first, then the certificate secret.
-fn tls_step(facts: TlsFacts) -> Option<TemplateEdit> {
+/// The next TLS completion step (spec section 6), or `None` when the rollout may finish
+/// normally. Reference order: the flag first (the live DaemonSet is supported and lacks it),
+/// then the detach (supported and the desired template still has the certificate volume).
+///
+/// Only ask once the current rollout is complete and observed (every desired pod updated and
+/// ready): that is what guarantees the secret is detached only after every pod runs with the
+/// flag. [`decide`] asks at exactly that point; `canary-tls-migration` applies the edit.
+pub fn tls_step(facts: TlsFacts) -> Option<TemplateEdit> {
     if !facts.supported {
         None
     } else if !facts.live_has_flag {

@@ -82,11 +82,13 @@ mod observation;
 mod phase;
 mod strategy;
 
-pub use decide::{SyncFlags, decide, decide_create};
+pub use decide::{SyncFlags, decide, decide_create, tls_step};
 pub use decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
 };
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
-pub use strategy::{Compatibility, DEFAULT_PROGRESS_DEADLINE, Strategy, StrategyError};
+pub use strategy::{
+    Compatibility, DEFAULT_PROGRESS_DEADLINE, ParseCompatibilityError, Strategy, StrategyError,
+};

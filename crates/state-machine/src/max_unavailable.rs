@@ -54,6 +54,24 @@ impl MaxUnavailable {
         }
     }
 
+    /// The number of pods this allows out of `desired`, as Kubernetes'
+    /// `GetScaledValueFromIntOrPercent(value, desired, roundUp = true)`: a count as is (even above
+    /// `desired`), a percentage of `desired` rounded **up** (10% of 11 is 2; 1% of 1 is 1; 0% is 0).
+    ///
+    /// This is the raw value; the DaemonSet controller's fallback to 1 when both `maxUnavailable`
+    /// and `maxSurge` scale to 0 is `canary_predicates::daemonset_controller_max_unavailable`. A
+    /// percentage above 100 (not produced by parsing) scales proportionally, saturating at
+    /// `u32::MAX`.
+    pub fn scaled(&self, desired: u32) -> u32 {
+        match *self {
+            MaxUnavailable::Count(count) => count,
+            MaxUnavailable::Percent(percent) => {
+                let scaled = (u64::from(percent) * u64::from(desired)).div_ceil(100);
+                u32::try_from(scaled).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
     /// The same value as a live DaemonSet would carry it after the controller wrote it.
     pub fn to_live(self) -> LiveMaxUnavailable {
         match self {
@@ -136,6 +154,25 @@ impl LiveMaxUnavailable {
         }
     }
 
+    /// The value Kubernetes' DaemonSet controller works with: an absent `maxUnavailable` is the
+    /// API default 1, a non-negative int a count, a `"<n>%"` string a percentage (not bounded
+    /// here: `"150%"` is `Percent(150)`). `None` without a rolling update, for a negative int, or
+    /// for a string Kubernetes would reject.
+    pub fn value(&self) -> Option<MaxUnavailable> {
+        match self {
+            LiveMaxUnavailable::NoRollingUpdate => None,
+            LiveMaxUnavailable::Unset => Some(MaxUnavailable::ONE),
+            LiveMaxUnavailable::Int(value) => u32::try_from(*value).ok().map(MaxUnavailable::Count),
+            LiveMaxUnavailable::Str(text) => {
+                let digits = text.strip_suffix('%')?;
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                digits.parse().ok().map(MaxUnavailable::Percent)
+            }
+        }
+    }
+
     /// Literal comparison with a value the controller writes (the default strategy's test).
     ///
     /// `Int(n)` matches `Count(n)`, `Str("p%")` matches `Percent(p)` spelled exactly so, and an
@@ -156,12 +193,13 @@ impl LiveMaxUnavailable {
 }
 
 impl fmt::Display for LiveMaxUnavailable {
+    /// The value as `kubectl` shows it (`1`, `10%`), or `<unset>` / `<no rollingUpdate>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LiveMaxUnavailable::NoRollingUpdate => f.write_str("<no rollingUpdate>"),
             LiveMaxUnavailable::Unset => f.write_str("<unset>"),
             LiveMaxUnavailable::Int(value) => write!(f, "{value}"),
-            LiveMaxUnavailable::Str(text) => write!(f, "{text:?}"),
+            LiveMaxUnavailable::Str(text) => f.write_str(text),
         }
     }
 }
@@ -281,6 +319,27 @@ mod tests {
         assert!(!NoRollingUpdate.matches(one));
         assert!(!Unset.matches(MaxUnavailable::Count(2)));
         assert!(Int(3).matches(MaxUnavailable::Count(3)));
+    }
+
+    #[test]
+    fn display_is_what_kubectl_shows() {
+        use LiveMaxUnavailable::*;
+        assert_eq!(Str("10%".into()).to_string(), "10%");
+        assert_eq!(Int(1).to_string(), "1");
+        assert_eq!(Unset.to_string(), "<unset>");
+        assert_eq!(NoRollingUpdate.to_string(), "<no rollingUpdate>");
+    }
+
+    #[test]
+    fn value_reads_what_the_daemon_set_controller_reads() {
+        use LiveMaxUnavailable::*;
+        assert_eq!(Unset.value(), Some(MaxUnavailable::ONE));
+        assert_eq!(Int(3).value(), Some(MaxUnavailable::Count(3)));
+        assert_eq!(Str("10%".into()).value(), Some(MaxUnavailable::TEN_PERCENT));
+        assert_eq!(Int(-1).value(), None);
+        assert_eq!(Str("1".into()).value(), None);
+        assert_eq!(Str("%".into()).value(), None);
+        assert_eq!(NoRollingUpdate.value(), None);
     }
 
     #[test]

@@ -92,16 +92,21 @@ pub enum FailureReason {
     ProgressDeadlineExceeded,
     /// The strategy does not validate; nothing is written until it is fixed.
     InvalidStrategy,
+    /// The caller cannot act on the resource's spec (for example a DaemonSet controlled by
+    /// someone else, or a TLS container that is not there); nothing is written until it is
+    /// fixed. Never decided by [`decide`](crate::decide): the caller reports it itself.
+    InvalidSpec,
 }
 
 impl FailureReason {
     /// Every reason.
-    pub const ALL: [FailureReason; 5] = [
+    pub const ALL: [FailureReason; 6] = [
         FailureReason::CanaryCrashLooping,
         FailureReason::PatchFailed,
         FailureReason::UnexpectedState,
         FailureReason::ProgressDeadlineExceeded,
         FailureReason::InvalidStrategy,
+        FailureReason::InvalidSpec,
     ];
 
     /// The stable CamelCase name (`"CanaryCrashLooping"`, ...).
@@ -112,6 +117,7 @@ impl FailureReason {
             FailureReason::UnexpectedState => "UnexpectedState",
             FailureReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
             FailureReason::InvalidStrategy => "InvalidStrategy",
+            FailureReason::InvalidSpec => "InvalidSpec",
         }
     }
 

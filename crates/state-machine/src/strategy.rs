@@ -1,11 +1,21 @@
 //! The rollout strategy: compatibility mode, the two `maxUnavailable` values, the progress deadline.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::max_unavailable::{MaxUnavailable, MaxUnavailableError};
 
 /// Which decision table [`decide`](crate::decide) follows.
+///
+/// The one compatibility switch of the project: the custom resource's `spec.strategy.compatibility`
+/// (with the `serde` feature), the demo's `--compatibility` flag ([`FromStr`]) and the metrics'
+/// labels all read this type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
 pub enum Compatibility {
     /// The reference (KubeVirt virt-operator) table, row by row and quirk by quirk.
     KubeVirt,
@@ -21,6 +31,32 @@ impl Compatibility {
             Compatibility::KubeVirt => "KubeVirt",
             Compatibility::Fixed => "Fixed",
         }
+    }
+
+    /// Both modes, reference first.
+    pub const ALL: [Compatibility; 2] = [Compatibility::KubeVirt, Compatibility::Fixed];
+}
+
+impl fmt::Display for Compatibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names neither compatibility mode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compatibility {0:?}: expected KubeVirt or Fixed")]
+pub struct ParseCompatibilityError(pub String);
+
+impl FromStr for Compatibility {
+    type Err = ParseCompatibilityError;
+
+    /// `KubeVirt` or `Fixed`, in any letter case (command-line flags are typed in lower case).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Compatibility::ALL
+            .into_iter()
+            .find(|mode| mode.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| ParseCompatibilityError(s.to_owned()))
     }
 }
 

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use canary_tls_migration::{
-    TlsConfig, apply_preamble, apply_step, next_completion_step, observe, prepare_for_create,
+    TlsConfig, apply_preamble, apply_step, observe, prepare_for_create, tls_step,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -52,7 +52,7 @@ fn handler() -> DaemonSet {
 fn reconcile(live: &DaemonSet, built: &DaemonSet, cfg: &TlsConfig) -> DaemonSet {
     let mut desired = built.clone();
     apply_preamble(live, &mut desired, cfg).unwrap();
-    if let Some(step) = next_completion_step(&observe(live, &desired, cfg).unwrap()) {
+    if let Some(step) = tls_step(observe(live, &desired, cfg).unwrap()) {
         apply_step(&mut desired, step, cfg).unwrap();
     }
     desired

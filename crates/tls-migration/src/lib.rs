@@ -16,7 +16,7 @@
 //! 2. Otherwise [`apply_preamble`]`(live, &mut desired)` before comparing or patching anything.
 //! 3. When the rollout of the current template is **complete and observed** (every desired pod
 //!    updated and ready, status `observedGeneration` equal to the generation), [`observe`] and
-//!    ask [`next_completion_step`]. `None`: finish normally. `Some(step)`: [`apply_step`] on
+//!    ask [`tls_step`]. `None`: finish normally. `Some(step)`: [`apply_step`] on
 //!    desired and roll that template out as a new canary rollout (canary, widen, revert), then
 //!    come back to 3 once it is complete.
 //!
@@ -40,8 +40,8 @@
 //!
 //! ```
 //! use canary_tls_migration::{
-//!     TlsConfig, TlsStep, apply_preamble, apply_step, has_cert_volume, has_tls_flag,
-//!     next_completion_step, observe,
+//!     TlsConfig, TemplateEdit, apply_preamble, apply_step, has_cert_volume, has_tls_flag,
+//!     tls_step, observe,
 //! };
 //! use k8s_openapi::api::apps::v1::DaemonSet;
 //!
@@ -74,18 +74,18 @@
 //! let mut live = handler.clone();
 //! let mut desired = handler.clone();
 //! apply_preamble(&live, &mut desired, &cfg)?;
-//! let step = next_completion_step(&observe(&live, &desired, &cfg)?);
-//! assert_eq!(step, Some(TlsStep::InsertFlag));
-//! assert!(apply_step(&mut desired, TlsStep::InsertFlag, &cfg)?);
+//! let step = tls_step(observe(&live, &desired, &cfg)?);
+//! assert_eq!(step, Some(TemplateEdit::InsertTlsFlag));
+//! assert!(apply_step(&mut desired, TemplateEdit::InsertTlsFlag, &cfg)?);
 //! assert!(has_tls_flag(&desired, &cfg)?);
 //!
 //! // That template is rolled out under canary supervision. Once complete: detach.
 //! live = desired.clone();
 //! let mut desired = handler.clone(); // rebuilt from the custom resource, flag-less
 //! apply_preamble(&live, &mut desired, &cfg)?; // keeps the flag
-//! let step = next_completion_step(&observe(&live, &desired, &cfg)?);
-//! assert_eq!(step, Some(TlsStep::DetachCertSecret));
-//! apply_step(&mut desired, TlsStep::DetachCertSecret, &cfg)?;
+//! let step = tls_step(observe(&live, &desired, &cfg)?);
+//! assert_eq!(step, Some(TemplateEdit::DetachCertSecret));
+//! apply_step(&mut desired, TemplateEdit::DetachCertSecret, &cfg)?;
 //! assert!(!has_cert_volume(&desired, &cfg));
 //!
 //! // Rolled out too: from now on the preamble alone keeps both edits, nothing is left to do.
@@ -93,7 +93,7 @@
 //! let mut desired = handler.clone();
 //! apply_preamble(&live, &mut desired, &cfg)?;
 //! assert_eq!(desired, live);
-//! assert_eq!(next_completion_step(&observe(&live, &desired, &cfg)?), None);
+//! assert_eq!(tls_step(observe(&live, &desired, &cfg)?), None);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -105,14 +105,16 @@ mod error;
 mod plan;
 mod template;
 
+/// The decision of which step comes next is the state machine's; re-exported so that this
+/// crate's plans read on their own.
+pub use canary_state_machine::{TemplateEdit, TlsFacts, tls_step};
 pub use config::{
     ContainerSelector, InsertMode, REFERENCE_CERT_VOLUME, REFERENCE_FLAG, REFERENCE_FLAG_VALUE,
     REFERENCE_SUPPORT_LABEL, REFERENCE_SUPPORT_VALUE, TlsConfig,
 };
 pub use error::TlsError;
 pub use plan::{
-    PreambleOutcome, TlsObservation, TlsStep, apply_preamble, apply_step, next_completion_step,
-    observe, prepare_for_create, remaining_steps,
+    PreambleOutcome, apply_preamble, apply_step, observe, prepare_for_create, remaining_steps,
 };
 pub use template::{
     detach_cert_secret, has_cert_volume, has_tls_flag, insert_tls_flag, supports_tls,

@@ -1,6 +1,7 @@
 //! The migration as a plan: the preamble every reconcile applies to the desired DaemonSet, the
 //! observation the state machine needs, and the completion steps in their order.
 
+use canary_state_machine::{TemplateEdit, TlsFacts, tls_step};
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 use crate::{
@@ -58,20 +59,8 @@ pub fn apply_preamble(
     Ok(outcome)
 }
 
-/// The facts the completion plan depends on. The adapter hands the same three booleans to the
-/// state machine (as its `TlsFacts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct TlsObservation {
-    /// The **live** DaemonSet carries the support label (see [`supports_tls`]).
-    pub supported: bool,
-    /// The **live** template's selected container carries the flag (see [`has_tls_flag`]).
-    pub live_has_flag: bool,
-    /// The **desired** template, after [`apply_preamble`], still has the certificate volume.
-    pub desired_has_cert_volume: bool,
-}
-
-/// Reads the [`TlsObservation`] from the live DaemonSet and the desired one after
-/// [`apply_preamble`].
+/// Reads the state machine's [`TlsFacts`] from the live DaemonSet and the desired one after
+/// [`apply_preamble`]: the three booleans [`tls_step`] decides on.
 ///
 /// # Errors
 /// The live template has no containers or not the selected one, or an invalid config.
@@ -79,49 +68,27 @@ pub fn observe(
     live: &DaemonSet,
     desired_after_preamble: &DaemonSet,
     cfg: &TlsConfig,
-) -> Result<TlsObservation, TlsError> {
-    Ok(TlsObservation {
+) -> Result<TlsFacts, TlsError> {
+    Ok(TlsFacts {
         supported: supports_tls(live, cfg),
         live_has_flag: has_tls_flag(live, cfg)?,
         desired_has_cert_volume: has_cert_volume(desired_after_preamble, cfg),
     })
 }
 
-/// One template edit of the completion plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TlsStep {
-    /// Insert the flag into the desired template ([`insert_tls_flag`]).
-    InsertFlag,
-    /// Detach the certificate volume and its mounts from the desired template
-    /// ([`detach_cert_secret`]).
-    DetachCertSecret,
-}
-
-/// The next completion step, or `None` when the rollout may finish normally.
-///
-/// Reference order: the flag first (the live DaemonSet is supported and lacks it), then the
-/// detach (supported and the desired template still has the volume), then nothing. A step is
-/// only proposed for a supported DaemonSet.
-///
-/// The caller must ask only once the current rollout is **complete and observed**: every desired
-/// pod updated and ready, and the DaemonSet status's `observedGeneration` equal to its
-/// generation. That is what guarantees the secret is detached only after every pod runs with
-/// the flag, never while old pods may still need it.
+/// Every completion step still to come, in order (the first is the state machine's
+/// [`tls_step`], the one decision of which step comes next). Each one is a separate template
+/// change, and so a separate rollout.
 #[must_use]
-pub fn next_completion_step(obs: &TlsObservation) -> Option<TlsStep> {
-    remaining_steps(obs).first().copied()
-}
-
-/// Every completion step still to come, in order (the first is [`next_completion_step`]).
-/// Each one is a separate template change, and so a separate rollout.
-#[must_use]
-pub fn remaining_steps(obs: &TlsObservation) -> Vec<TlsStep> {
+pub fn remaining_steps(facts: &TlsFacts) -> Vec<TemplateEdit> {
+    let mut facts = *facts;
     let mut steps = Vec::with_capacity(2);
-    if obs.supported && !obs.live_has_flag {
-        steps.push(TlsStep::InsertFlag);
-    }
-    if obs.supported && obs.desired_has_cert_volume {
-        steps.push(TlsStep::DetachCertSecret);
+    while let Some(step) = tls_step(facts) {
+        steps.push(step);
+        match step {
+            TemplateEdit::InsertTlsFlag => facts.live_has_flag = true,
+            TemplateEdit::DetachCertSecret => facts.desired_has_cert_volume = false,
+        }
     }
     steps
 }
@@ -129,18 +96,18 @@ pub fn remaining_steps(obs: &TlsObservation) -> Vec<TlsStep> {
 /// Applies one completion step to the desired DaemonSet. Returns whether it changed.
 ///
 /// In [`InsertMode::Idempotent`] applying a step twice equals applying it once. In
-/// [`InsertMode::Reference`] [`TlsStep::InsertFlag`] appends again every time (quirk 16).
+/// [`InsertMode::Reference`] [`TemplateEdit::InsertTlsFlag`] appends again every time (quirk 16).
 ///
 /// # Errors
 /// As [`insert_tls_flag`] and [`detach_cert_secret`]; on error `desired` is unchanged.
 pub fn apply_step(
     desired: &mut DaemonSet,
-    step: TlsStep,
+    step: TemplateEdit,
     cfg: &TlsConfig,
 ) -> Result<bool, TlsError> {
     match step {
-        TlsStep::InsertFlag => insert_tls_flag(desired, cfg),
-        TlsStep::DetachCertSecret => detach_cert_secret(desired, cfg),
+        TemplateEdit::InsertTlsFlag => insert_tls_flag(desired, cfg),
+        TemplateEdit::DetachCertSecret => detach_cert_secret(desired, cfg),
     }
 }
 
@@ -181,8 +148,8 @@ pub fn prepare_for_create(
 mod tests {
     use super::*;
 
-    fn obs(supported: bool, live_has_flag: bool, desired_has_cert_volume: bool) -> TlsObservation {
-        TlsObservation {
+    fn obs(supported: bool, live_has_flag: bool, desired_has_cert_volume: bool) -> TlsFacts {
+        TlsFacts {
             supported,
             live_has_flag,
             desired_has_cert_volume,
@@ -191,7 +158,7 @@ mod tests {
 
     #[test]
     fn completion_order_is_flag_then_detach_then_finish() {
-        use TlsStep::{DetachCertSecret, InsertFlag};
+        use TemplateEdit::{DetachCertSecret, InsertTlsFlag as InsertFlag};
         let table = [
             (obs(false, false, false), vec![]),
             (obs(false, false, true), vec![]),
@@ -205,7 +172,7 @@ mod tests {
         for (observation, expected) in table {
             assert_eq!(remaining_steps(&observation), expected, "{observation:?}");
             assert_eq!(
-                next_completion_step(&observation),
+                tls_step(observation),
                 expected.first().copied(),
                 "{observation:?}"
             );

@@ -4,7 +4,7 @@
 mod common;
 
 use canary_tls_migration::{
-    ContainerSelector, TlsConfig, TlsError, TlsStep, apply_preamble, apply_step,
+    ContainerSelector, TemplateEdit, TlsConfig, TlsError, apply_preamble, apply_step,
     detach_cert_secret, has_cert_volume, has_tls_flag, insert_tls_flag, observe,
     prepare_for_create,
 };
@@ -27,11 +27,11 @@ fn assert_all_fail(ds: &DaemonSet, cfg: &TlsConfig, expected: &TlsError) {
         "detach_cert_secret",
     );
     check(
-        apply_step(&mut copy, TlsStep::InsertFlag, cfg).map(drop),
+        apply_step(&mut copy, TemplateEdit::InsertTlsFlag, cfg).map(drop),
         "apply_step insert",
     );
     check(
-        apply_step(&mut copy, TlsStep::DetachCertSecret, cfg).map(drop),
+        apply_step(&mut copy, TemplateEdit::DetachCertSecret, cfg).map(drop),
         "apply_step detach",
     );
     check(

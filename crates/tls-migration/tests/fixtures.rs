@@ -4,8 +4,8 @@
 mod common;
 
 use canary_tls_migration::{
-    ContainerSelector, TlsConfig, TlsStep, apply_preamble, apply_step, has_cert_volume,
-    has_tls_flag, next_completion_step, observe, prepare_for_create, supports_tls,
+    ContainerSelector, TemplateEdit, TlsConfig, apply_preamble, apply_step, has_cert_volume,
+    has_tls_flag, observe, prepare_for_create, supports_tls, tls_step,
 };
 use common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -14,13 +14,13 @@ use k8s_openapi::api::core::v1::{SecretVolumeSource, Volume, VolumeMount};
 /// Drives the migration as the controller would: rebuild desired from `built`, preamble, and
 /// when a step is due apply it and treat that template as rolled out. Returns the steps taken
 /// and the final live DaemonSet.
-fn migrate(built: &DaemonSet, cfg: &TlsConfig) -> (Vec<TlsStep>, DaemonSet) {
+fn migrate(built: &DaemonSet, cfg: &TlsConfig) -> (Vec<TemplateEdit>, DaemonSet) {
     let mut live = built.clone();
     let mut steps = Vec::new();
     for _ in 0..5 {
         let mut desired = built.clone();
         apply_preamble(&live, &mut desired, cfg).unwrap();
-        match next_completion_step(&observe(&live, &desired, cfg).unwrap()) {
+        match tls_step(observe(&live, &desired, cfg).unwrap()) {
             None => {
                 assert_eq!(desired, live, "quiet state must be stable");
                 return (steps, live);
@@ -70,7 +70,7 @@ fn labelled_fixtures_get_the_flag_in_one_rollout_and_nothing_else_changes() {
         for cfg in both_modes() {
             let (steps, live) = migrate(&ds, &cfg);
             // No cert volume to detach: one step only.
-            assert_eq!(steps, [TlsStep::InsertFlag], "{file}");
+            assert_eq!(steps, [TemplateEdit::InsertTlsFlag], "{file}");
             let mut expected = ds.clone();
             args_mut(&mut expected, 0).extend(["--migration-cn-types".into(), "migration".into()]);
             assert_eq!(live, expected, "{file}");
@@ -127,7 +127,10 @@ fn configured_migration_on_node_exporter_sidecar() {
     assert!(!supports_tls(&built, &TlsConfig::default()));
 
     let (steps, live) = migrate(&built, &cfg);
-    assert_eq!(steps, [TlsStep::InsertFlag, TlsStep::DetachCertSecret]);
+    assert_eq!(
+        steps,
+        [TemplateEdit::InsertTlsFlag, TemplateEdit::DetachCertSecret]
+    );
 
     let proxy = container(&live, "kube-rbac-proxy");
     let proxy_args = proxy.args.clone().unwrap();

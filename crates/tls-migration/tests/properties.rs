@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use canary_tls_migration::{
-    ContainerSelector, InsertMode, TlsConfig, TlsError, TlsStep, apply_preamble, apply_step,
-    detach_cert_secret, has_tls_flag, insert_tls_flag, next_completion_step, observe,
-    prepare_for_create, remaining_steps, supports_tls,
+    ContainerSelector, InsertMode, TemplateEdit, TlsConfig, TlsError, apply_preamble, apply_step,
+    detach_cert_secret, has_tls_flag, insert_tls_flag, observe, prepare_for_create,
+    remaining_steps, supports_tls, tls_step,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Volume, VolumeMount};
@@ -193,7 +193,7 @@ proptest! {
         let edits: [(&str, Edit); 4] = [
             ("insert", insert_tls_flag),
             ("detach", detach_cert_secret),
-            ("step insert", |d, c| apply_step(d, TlsStep::InsertFlag, c)),
+            ("step insert", |d, c| apply_step(d, TemplateEdit::InsertTlsFlag, c)),
             ("create", |d, c| prepare_for_create(d, c).map(|o| o.changed())),
         ];
         for (name, edit) in edits {
@@ -230,7 +230,7 @@ proptest! {
         loop {
             let mut desired = built.clone();
             apply_preamble(&live, &mut desired, &cfg).unwrap();
-            match next_completion_step(&observe(&live, &desired, &cfg).unwrap()) {
+            match tls_step(observe(&live, &desired, &cfg).unwrap()) {
                 None => {
                     prop_assert_eq!(&desired, &live);
                     break;

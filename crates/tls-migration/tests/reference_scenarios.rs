@@ -5,8 +5,8 @@
 mod common;
 
 use canary_tls_migration::{
-    InsertMode, PreambleOutcome, TlsConfig, TlsObservation, TlsStep, apply_preamble, apply_step,
-    has_cert_volume, has_tls_flag, next_completion_step, observe, prepare_for_create,
+    InsertMode, PreambleOutcome, TemplateEdit, TlsConfig, TlsFacts, apply_preamble, apply_step,
+    has_cert_volume, has_tls_flag, observe, prepare_for_create, tls_step,
 };
 use common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -19,10 +19,10 @@ fn complete_reconcile(
     live: &DaemonSet,
     built: &DaemonSet,
     cfg: &TlsConfig,
-) -> (DaemonSet, Option<TlsStep>) {
+) -> (DaemonSet, Option<TemplateEdit>) {
     let mut desired = built.clone();
     apply_preamble(live, &mut desired, cfg).unwrap();
-    let step = next_completion_step(&observe(live, &desired, cfg).unwrap());
+    let step = tls_step(observe(live, &desired, cfg).unwrap());
     if let Some(step) = step {
         assert!(
             apply_step(&mut desired, step, cfg).unwrap(),
@@ -38,7 +38,7 @@ fn scenario_14_switch_to_the_tls_rollout_inserts_the_flag_and_keeps_the_cert() {
         let live = virt_handler();
         let (desired, step) = complete_reconcile(&live, &virt_handler(), &cfg);
 
-        assert_eq!(step, Some(TlsStep::InsertFlag), "{:?}", cfg.insert);
+        assert_eq!(step, Some(TemplateEdit::InsertTlsFlag), "{:?}", cfg.insert);
         let mut expected_args = args(&live, 0);
         expected_args.extend([FLAG.to_owned(), "migration".to_owned()]);
         assert_eq!(args(&desired, 0), expected_args, "{:?}", cfg.insert);
@@ -58,7 +58,12 @@ fn scenario_13_unattach_the_secret_before_completing() {
         let live = virt_handler_with_flag();
         let (desired, step) = complete_reconcile(&live, &virt_handler(), &cfg);
 
-        assert_eq!(step, Some(TlsStep::DetachCertSecret), "{:?}", cfg.insert);
+        assert_eq!(
+            step,
+            Some(TemplateEdit::DetachCertSecret),
+            "{:?}",
+            cfg.insert
+        );
         // The flag is kept by the preamble, once.
         assert_eq!(count_arg(&desired, 0, FLAG), 1);
         assert_eq!(count_arg(&desired, 0, "migration"), 1);
@@ -101,13 +106,13 @@ fn tls_era_scenarios_3_and_12_finish_normally_once_both_steps_are_live() {
         let obs = observe(&live, &desired, &cfg).unwrap();
         assert_eq!(
             obs,
-            TlsObservation {
+            TlsFacts {
                 supported: true,
                 live_has_flag: true,
                 desired_has_cert_volume: false
             }
         );
-        assert_eq!(next_completion_step(&obs), None);
+        assert_eq!(tls_step(obs), None);
         assert_eq!(
             desired, live,
             "the preamble alone rebuilds the migrated template"
@@ -127,7 +132,10 @@ fn whole_migration_takes_two_rollouts_then_stays_quiet() {
             steps.push(step);
             live = desired; // the step's template, rolled out and observed complete
         }
-        assert_eq!(steps, [TlsStep::InsertFlag, TlsStep::DetachCertSecret]);
+        assert_eq!(
+            steps,
+            [TemplateEdit::InsertTlsFlag, TemplateEdit::DetachCertSecret]
+        );
         assert_eq!(live, virt_handler_without_cert_with_flag());
         let (desired, step) = complete_reconcile(&live, &built, &cfg);
         assert_eq!((desired, step), (live, None));
@@ -190,10 +198,10 @@ fn quirk_16_reference_step_duplicates_a_flag_already_in_desired() {
     ] {
         let mut desired = virt_handler_with_flag();
         apply_preamble(&live, &mut desired, &cfg).unwrap();
-        let step = next_completion_step(&observe(&live, &desired, &cfg).unwrap());
-        assert_eq!(step, Some(TlsStep::InsertFlag));
+        let step = tls_step(observe(&live, &desired, &cfg).unwrap());
+        assert_eq!(step, Some(TemplateEdit::InsertTlsFlag));
         assert_eq!(
-            apply_step(&mut desired, TlsStep::InsertFlag, &cfg).unwrap(),
+            apply_step(&mut desired, TemplateEdit::InsertTlsFlag, &cfg).unwrap(),
             changed
         );
         assert_eq!(
@@ -258,7 +266,7 @@ fn flag_with_equals_counts_as_present_in_both_modes() {
         args_mut(&mut live, 0).push("--migration-cn-types=migration".into());
         assert!(has_tls_flag(&live, &cfg).unwrap());
         let (_, step) = complete_reconcile(&live, &live, &cfg);
-        assert_eq!(step, Some(TlsStep::DetachCertSecret));
+        assert_eq!(step, Some(TemplateEdit::DetachCertSecret));
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::CanaryDaemonSet;
-use daemonset_canary::scenario;
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -84,8 +85,10 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
         .map(|i| format!("{}-{i}", scenario::NAME))
         .collect();
     for name in &names {
-        let object: CanaryDaemonSet =
-            serde_json::from_value(named(scenario::manifest("Fixed", "v1", "healthy"), name))?;
+        let object: CanaryDaemonSet = serde_json::from_value(named(
+            scenario::manifest(Compatibility::Fixed, "v1", "healthy"),
+            name,
+        ))?;
         api.create(&PostParams::default(), &object)
             .await
             .context("cannot create a CanaryDaemonSet")?;
@@ -94,7 +97,11 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
     let cpu_before = cpu_seconds(pid)?;
     let started = Instant::now();
     for name in &names {
-        let spec = named(scenario::manifest("Fixed", "v2", "healthy"), name)["spec"].clone();
+        let spec = named(
+            scenario::manifest(Compatibility::Fixed, "v2", "healthy"),
+            name,
+        )["spec"]
+            .clone();
         api.patch(
             name,
             &PatchParams::default(),

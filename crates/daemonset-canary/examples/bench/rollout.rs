@@ -11,8 +11,8 @@ use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::observer::Stats;
 use canary_sim::Sim;
 use canary_sim::store::StoreEvent;
-use canary_state_machine::Phase;
-use daemonset_canary::scenario::{self, Scenario, ScenarioConfig, ScenarioKind};
+use canary_state_machine::{Compatibility, Phase};
+use daemonset_canary::demo::scenario::{self, Scenario, ScenarioConfig, ScenarioKind};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -98,7 +98,7 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     let recorder = Recorder::start(sim.store().subscribe());
     let before = Counters::read(stats, sim);
 
-    let manifest = scenario::manifest("Fixed", version, "healthy");
+    let manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
     let patch = json!({"spec": manifest["spec"]});
     let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
     let started = tokio::time::Instant::now();
@@ -113,8 +113,7 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     loop {
         let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
             Err(_) => bail!("no end within {deadline:?}"),
-            Ok(Err(RecvError::Lagged(_))) => continue,
-            Ok(Err(RecvError::Closed)) => bail!("the controller stopped"),
+            Ok(Err(_closed)) => bail!("the controller stopped"),
             Ok(Ok(transition)) => transition,
         };
         match transition.to {

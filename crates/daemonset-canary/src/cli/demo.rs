@@ -1,6 +1,6 @@
 //! `daemonset-canary demo`: a rollout on the embedded simulator, shown as it happens.
 //!
-//! The scenario ([`daemonset_canary::scenario`]) starts canary-sim and the real controller in
+//! The scenario ([`daemonset_canary::demo::scenario`]) starts canary-sim and the real controller in
 //! process, installs `v1` and upgrades to `v2`. By default it runs in virtual time (a
 //! current-thread runtime with a paused clock: timers fire as soon as nothing else can run), so a
 //! rollout of hours takes seconds; `--real-time` runs on the wall clock, for watching it live or
@@ -9,13 +9,14 @@
 
 use super::shutdown_signal;
 use anyhow::Context;
-use daemonset_canary::bridge;
+use canary_state_machine::Compatibility;
+use clap::builder::TypedValueParser;
 use daemonset_canary::demo::plot;
+use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
 use daemonset_canary::demo::timeline::{
     Sample, phase_change_json, phase_change_line, summary_json, summary_line,
 };
-use daemonset_canary::metrics::{Metrics, Mode};
-use daemonset_canary::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
+use daemonset_canary::metrics::{Metrics, Mode, bridge};
 use daemonset_canary::server::{Server, ServerState};
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -24,24 +25,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
-
-/// `spec.strategy.compatibility` of the demo's CanaryDaemonSet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Compatibility {
-    /// The reference decision table with its documented quirks fixed (the default).
-    Fixed,
-    /// The reference decision table of KubeVirt's virt-operator, quirk for quirk.
-    Kubevirt,
-}
-
-impl Compatibility {
-    fn spec_value(self) -> &'static str {
-        match self {
-            Compatibility::Fixed => "Fixed",
-            Compatibility::Kubevirt => "KubeVirt",
-        }
-    }
-}
 
 /// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
@@ -60,7 +43,7 @@ pub struct DemoArgs {
     #[arg(long, env = "CANARY_DEMO_SEED", default_value_t = 1)]
     seed: u64,
     /// Decision table: `fixed` (quirks fixed) or `kubevirt` (the reference, quirk for quirk).
-    #[arg(long, env = "CANARY_DEMO_COMPATIBILITY", value_enum, default_value_t = Compatibility::Fixed)]
+    #[arg(long, env = "CANARY_DEMO_COMPATIBILITY", default_value = "fixed", value_parser = compatibility_arg())]
     compatibility: Compatibility,
     /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).
     #[arg(long, env = "CANARY_DEMO_REAL_TIME")]
@@ -112,7 +95,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         nodes: args.nodes,
         seed: args.seed,
         kind: args.scenario,
-        compatibility: args.compatibility.spec_value().to_owned(),
+        compatibility: args.compatibility,
         timeout: Duration::from_secs(args.timeout),
         ..ScenarioConfig::default()
     };
@@ -138,7 +121,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             "{} nodes, scenario {}, {}",
             args.nodes,
             scenario_name(args.scenario),
-            args.compatibility.spec_value()
+            args.compatibility
         );
         let svg = plot::render(&title, report.timeline.samples(), &report.summary);
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
@@ -169,29 +152,24 @@ async fn rollout(
     metrics: Arc<Metrics>,
     printer: &mut Printer,
 ) -> anyhow::Result<ScenarioReport> {
-    let config = ScenarioConfig {
-        observer: config
-            .observer
-            .clone()
-            .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Driven)),
-        ..config
-    };
+    let reports = config.observer.reports();
     let scenario = Scenario::start(config).await?;
-    let bridge = tokio::spawn(bridge::run(
-        scenario.observer().clone(),
-        metrics,
-        Mode::Driven,
-        Duration::from_secs(1),
-    ));
+    let bridge = tokio::spawn(bridge::run(reports, metrics, Mode::Driven));
     scenario.install().await?;
     let report = scenario
         .upgrade(|sample, new_phase| printer.sample(sample, new_phase))
         .await?;
-    // Let the bridge take the last transitions and counters before the controller goes.
+    // Let the bridge take the last reports before the controller goes.
     tokio::time::sleep(Duration::from_secs(2)).await;
     scenario.stop().await?;
     bridge.abort();
     Ok(report)
+}
+
+/// `--compatibility`: the state machine's names in any letter case, listed as `fixed` and
+/// `kubevirt` in `--help`.
+fn compatibility_arg() -> impl TypedValueParser<Value = Compatibility> {
+    clap::builder::PossibleValuesParser::new(["fixed", "kubevirt"]).try_map(|name| name.parse())
 }
 
 fn scenario_name(kind: ScenarioKind) -> String {
@@ -221,7 +199,7 @@ impl Printer {
             "daemonset-canary demo: {} nodes, scenario {}, compatibility {}, seed {}",
             args.nodes,
             scenario_name(args.scenario),
-            args.compatibility.spec_value(),
+            args.compatibility,
             args.seed
         );
         println!("installing v1, then rolling out v2 (times are seconds since the upgrade began)");

@@ -1,14 +1,39 @@
-//! The subcommands' front ends: flags, wiring and what they print. The building blocks they wire
+//! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
+//! `demo`, `status`, `crd`, `observe-kubevirt`, `sim serve`). The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
+//!
+//! Shared here: the kubeconfig flags ([`KubeArgs`], flattened into every command that talks to
+//! a cluster), the connection and its one-line error messages, and the one shutdown signal.
 
 pub mod crd;
 pub mod demo;
+pub mod observe_kubevirt;
 pub mod run;
+pub mod sim_serve;
 pub mod status;
 
 use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// How to reach the cluster: the flags every cluster command shares.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KubeArgs {
+    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
+    /// service account.
+    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, env = "CANARY_CONTEXT")]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// Connects as these flags say (see [`connect`]).
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
+        connect(self.kubeconfig.as_deref(), self.context.as_deref()).await
+    }
+}
 
 /// A client and the API server it talks to.
 pub struct Connection {

@@ -11,16 +11,14 @@
 //! and on a standby replica alike. A standby is healthy, it only waits for the lease; taking it out
 //! of the Service's endpoints would only hide its metrics (`canary_leader 0`).
 
-use super::{Connection, connect, describe, shutdown_signal};
+use super::{Connection, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
+use canary_kube_adapter::controller::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
-use daemonset_canary::bridge;
-use daemonset_canary::metrics::Mode;
+use daemonset_canary::metrics::{Mode, bridge};
 use daemonset_canary::server::BackgroundServer;
-use kube::Api;
 use kube::api::ListParams;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -30,13 +28,8 @@ const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
-    /// service account.
-    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (default: the current context).
-    #[arg(long, env = "CANARY_CONTEXT")]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
     /// Only watch CanaryDaemonSets (and their DaemonSets and pods) in this namespace. Default: all
     /// namespaces.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
@@ -71,15 +64,13 @@ pub struct RunArgs {
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let connection = args.kube.connect().await?;
     let server = BackgroundServer::start(args.metrics_addr).await?;
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
     server.ready.store(true, Ordering::Release);
-    let observer = Observer::default()
-        .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Driven));
-    let config = controller_config(&args, &connection, observer)?;
+    let config = controller_config(&args, &connection, Observer::new())?;
     tracing::info!(
         api = %connection.url,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),
@@ -88,10 +79,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         "controller starting"
     );
     let bridge = tokio::spawn(bridge::run(
-        config.observer.clone(),
+        config.observer.reports(),
         metrics,
         Mode::Driven,
-        Duration::from_secs(1),
     ));
     let result = canary_kube_adapter::run(connection.client.clone(), config, shutdown_signal())
         .await
@@ -105,12 +95,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// One cheap request that fails the way the controller would: unreachable server, missing CRD,
 /// missing permission.
 async fn preflight(connection: &Connection, namespace: Option<&str>) -> anyhow::Result<()> {
-    let api: Api<CanaryDaemonSet> = match namespace {
-        Some(ns) => Api::namespaced(connection.client.clone(), ns),
-        None => Api::all(connection.client.clone()),
-    };
+    let cds = api::<CanaryDaemonSet>(&connection.client, namespace);
     let params = ListParams::default().limit(1);
-    match tokio::time::timeout(PREFLIGHT_TIMEOUT, api.list_metadata(&params)).await {
+    match tokio::time::timeout(PREFLIGHT_TIMEOUT, cds.list_metadata(&params)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(error)) => Err(anyhow::anyhow!(describe(&error, &connection.url))),
         Err(_) => Err(anyhow::anyhow!(

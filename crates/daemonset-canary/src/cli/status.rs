@@ -1,14 +1,13 @@
 //! `daemonset-canary status NAME`: fetches one CanaryDaemonSet and its events and prints them
 //! with [`daemonset_canary::status_view::render`].
 
-use super::{connect, describe};
+use super::{KubeArgs, describe};
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::status_view;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
-use std::path::PathBuf;
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
@@ -18,18 +17,13 @@ pub struct StatusArgs {
     /// Its namespace. Default: the kubeconfig's namespace.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
-    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
-    /// service account.
-    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (default: the current context).
-    #[arg(long, env = "CANARY_CONTEXT")]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
 }
 
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let connection = args.kube.connect().await?;
     let namespace = args
         .namespace
         .clone()

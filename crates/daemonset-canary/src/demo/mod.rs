@@ -1,5 +1,6 @@
-//! The demo's presentation: recording a rollout's timeline and showing it as text, JSON lines and an
-//! SVG plot. The demo's driver (simulator + controller) feeds it samples.
+//! The demo: a rollout on the embedded simulator driven by the real controller ([`scenario`]),
+//! recorded as a timeline and shown as text, JSON lines ([`timeline`]) and an SVG plot ([`plot`]).
 
 pub mod plot;
+pub mod scenario;
 pub mod timeline;

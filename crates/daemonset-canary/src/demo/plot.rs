@@ -1,7 +1,8 @@
 //! The rollout as a picture: an SVG with updated and ready pods and the maxUnavailable over time,
 //! phases shaded, and the failure marked. Plain SVG text, no plotting dependency.
 
-use super::timeline::{Sample, Summary, format_seconds};
+use super::timeline::{Sample, Summary};
+use crate::format::format_seconds;
 use std::fmt::Write;
 
 const WIDTH: f64 = 960.0;

@@ -1,6 +1,7 @@
 //! What the demo records of a rollout and how it prints it: phase-change lines for people, JSON lines
 //! for machines, and a summary.
 
+use crate::format::{format_seconds, progress_bar};
 use serde::Serialize;
 
 /// The rollout as seen at one moment (virtual or real seconds since the rollout began).
@@ -142,31 +143,6 @@ pub fn summary_line(summary: &Summary) -> String {
     )
 }
 
-/// A fixed-width bar of `done` out of `total`.
-pub fn progress_bar(done: u32, total: u32, width: usize) -> String {
-    let filled = if total == 0 {
-        width
-    } else {
-        (done.min(total) as usize * width) / total as usize
-    };
-    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
-}
-
-/// `75.3s`, `12m05s` or `1h02m`.
-pub fn format_seconds(seconds: f64) -> String {
-    let seconds = seconds.max(0.0);
-    let whole = seconds.round() as u64;
-    if seconds < 60.0 {
-        let tenths = format!("{seconds:.1}");
-        return format!("{}s", tenths.strip_suffix(".0").unwrap_or(&tenths));
-    }
-    if whole < 3600 {
-        format!("{}m{:02}s", whole / 60, whole % 60)
-    } else {
-        format!("{}h{:02}m", whole / 3600, (whole % 3600) / 60)
-    }
-}
-
 fn round_ms(seconds: f64) -> f64 {
     (seconds * 1000.0).round() / 1000.0
 }
@@ -231,16 +207,5 @@ mod tests {
         assert_eq!(line["result"], "failed");
         assert_eq!(line["reason"], "CanaryCrashLooping");
         assert_eq!(line["durationSeconds"], 40.0);
-    }
-
-    #[test]
-    fn progress_bar_and_durations_read_well() {
-        assert_eq!(progress_bar(5, 10, 10), "[#####.....]");
-        assert_eq!(progress_bar(0, 0, 4), "[####]");
-        assert_eq!(progress_bar(20, 10, 4), "[####]");
-        assert_eq!(format_seconds(75.0), "1m15s");
-        assert_eq!(format_seconds(3725.0), "1h02m");
-        assert_eq!(format_seconds(12.5), "12.5s");
-        assert_eq!(format_seconds(12.0), "12s");
     }
 }

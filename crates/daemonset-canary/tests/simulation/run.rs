@@ -115,7 +115,7 @@ impl Harness<'_> {
         let config = ControllerConfig {
             clock: self.clock.clone(),
             instance: Some(identity.clone()),
-            observer: Observer::new(64),
+            observer: Observer::new(),
             leader_election: self
                 .plan
                 .leader_election

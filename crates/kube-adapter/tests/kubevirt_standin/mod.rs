@@ -8,22 +8,21 @@
 
 use std::collections::BTreeMap;
 
-use canary_kube_adapter::meta::object_meta_modified;
-use canary_kube_adapter::observe::{
+use canary_kube_adapter::desired::{RollingUpdateWrite, set_max_unavailable};
+use canary_kube_adapter::kubevirt::{
     KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView, MANAGED_BY_LABEL, kubevirt_api_resource,
     managed_by_selector,
 };
+use canary_kube_adapter::meta::object_meta_modified;
 use canary_kube_adapter::patch::daemon_set_patch;
+use canary_kube_adapter::reconcile::observation::observe_daemon_set;
 use canary_predicates::{
     AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, Target, UpdatedRule,
     count_pods_owned_by, daemonset_is_up_to_date,
 };
-use canary_state_machine::{
-    CrashLoopSeen, Decision, MaxUnavailable, Observation, Phase, Strategy, decide, decide_create,
-};
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+use canary_state_machine::{Decision, Observation, Phase, Strategy, decide, decide_create};
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -215,27 +214,22 @@ impl StandIn {
         };
         let counts = count_pods_owned_by(&pods, &OwnerMatch::NameOnly { name: HANDLER }, &rule);
         let observation = Observation {
-            name: HANDLER.to_owned(),
             object_changed,
             generation_known: cached.metadata.generation
                 == Some(kv.expected_daemon_set_generation(NAMESPACE, HANDLER)),
-            desired_pods: cached
-                .status
-                .as_ref()
-                .map_or(0, |s| u32::try_from(s.desired_number_scheduled).unwrap()),
-            updated_pods: counts.updated,
-            updated_ready_pods: counts.updated_ready,
-            crash_loop: counts.first_crash_loop.map(|(pod, crash)| CrashLoopSeen {
-                pod,
-                reason: crash.reason.to_string(),
-            }),
-            live_max_unavailable: canary_kube_adapter::observe::live_max_unavailable(&cached),
-            ..Observation::default()
+            // The reference never waits for the DaemonSet controller to catch up.
+            rollout_observed: true,
+            ..observe_daemon_set(&cached, &counts)
         };
         let decision = decide(&Strategy::kubevirt(), &observation);
         if let Some(write) = decision.write {
             if let Some(max_unavailable) = write.max_unavailable {
-                set_max_unavailable(&mut desired, max_unavailable);
+                // The reference replaces the whole `rollingUpdate` (quirk 12).
+                set_max_unavailable(
+                    &mut desired,
+                    max_unavailable,
+                    RollingUpdateWrite::ReplaceStruct,
+                );
             }
             let patch = daemon_set_patch(&cached, &desired).unwrap();
             let written = self
@@ -252,23 +246,6 @@ impl StandIn {
         }
         self.phases.push(decision.phase);
         decision
-    }
-}
-
-/// The reference's `setMaxUnavailable`: the whole `rollingUpdate` is replaced (quirk 12).
-fn set_max_unavailable(ds: &mut DaemonSet, value: MaxUnavailable) {
-    let value = match value {
-        MaxUnavailable::Count(count) => IntOrString::Int(i32::try_from(count).unwrap()),
-        MaxUnavailable::Percent(_) => IntOrString::String(value.to_string()),
-    };
-    if let Some(spec) = ds.spec.as_mut() {
-        spec.update_strategy = Some(DaemonSetUpdateStrategy {
-            type_: Some("RollingUpdate".to_owned()),
-            rolling_update: Some(RollingUpdateDaemonSet {
-                max_unavailable: Some(value),
-                max_surge: None,
-            }),
-        });
     }
 }
 

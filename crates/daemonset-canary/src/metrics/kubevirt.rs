@@ -1,23 +1,21 @@
 //! Observe mode for KubeVirt, wired to the metrics: the phase of virt-operator's own upgrade of
 //! virt-handler as `canary_*` metrics with `mode="observed"`, plus the KubeVirt versions.
 //!
-//! The derivation lives in [`canary_kube_adapter::observe`]; this module feeds its transitions
+//! The derivation lives in [`canary_kube_adapter::kubevirt`]; this module feeds its reports
 //! through the same [`bridge`] the controller uses (so the series are the controller's, with
 //! `mode="observed"`), exports `canary_kubevirt_version_info`, observes each derivation pass in
 //! `canary_reconcile_duration_seconds{mode="observed"}`, drops the series of DaemonSets that
 //! disappear, and raises the readiness flag once the caches have listed. Invariant: nothing here
 //! writes to the cluster.
 
-use crate::bridge;
-use crate::metrics::{Metrics, Mode, RolloutKey};
+use crate::metrics::{Metrics, Mode, RolloutKey, bridge};
 use anyhow::Context;
-use canary_kube_adapter::observe::{self, ObserveConfig, Snapshot};
+use canary_kube_adapter::kubevirt::{self, ObserveConfig, Snapshot};
 use prometheus::{IntGaugeVec, Opts};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// `canary_kubevirt_version_info{namespace,name,target_version,observed_version} 1`: one series
 /// per KubeVirt object, replaced when a version changes (so the label set stays bounded).
@@ -56,15 +54,12 @@ impl KubeVirtVersionInfo {
     }
 }
 
-/// How often the bridge copies the observer's counters into the metrics.
-const STATS_SYNC: Duration = Duration::from_secs(1);
-
 /// Observes KubeVirt with `client` until `shutdown` completes, exporting into `metrics` and
-/// setting `ready` once the caches are synced. The transitions of `config.observer` feed the
-/// bridge, its reconcile hook is replaced by the metrics' (each derivation pass is one observed
-/// reconcile) and `config.snapshot` drives the version info; namespace and clock are the
+/// setting `ready` once the caches are synced. The reports of `config.observer` feed the
+/// bridge (each derivation pass is one observed reconcile) and `config.snapshot` drives the
+/// version info; namespace and clock are the
 /// caller's. Fails at start when KubeVirt objects cannot be listed (the root of the error is a
-/// [`canary_kube_adapter::observe::ObserveError`]).
+/// [`canary_kube_adapter::kubevirt::ObserveError`]).
 pub async fn run(
     client: kube::Client,
     metrics: Arc<Metrics>,
@@ -74,17 +69,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let info = KubeVirtVersionInfo::register(&metrics)
         .context("cannot register canary_kubevirt_version_info")?;
-    let config = ObserveConfig {
-        observer: config
-            .observer
-            .with_reconcile_hook(bridge::reconcile_hook(metrics.clone(), Mode::Observed)),
-        ..config
-    };
     let bridge = tokio::spawn(bridge::run(
-        config.observer.clone(),
+        config.observer.reports(),
         metrics.clone(),
         Mode::Observed,
-        STATS_SYNC,
     ));
     let snapshots = tokio::spawn(follow_snapshots(
         config.snapshot.subscribe(),
@@ -93,7 +81,7 @@ pub async fn run(
         ready,
     ));
     // Keep the typed error as the root of the chain, so callers can tell a missing KubeVirt CRD.
-    let result = observe::run(client, config, shutdown)
+    let result = kubevirt::run(client, config, shutdown)
         .await
         .map_err(anyhow::Error::from);
     bridge.abort();
@@ -136,7 +124,7 @@ async fn follow_snapshots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use canary_kube_adapter::observe::KubeVirtVersions;
+    use canary_kube_adapter::kubevirt::KubeVirtVersions;
 
     #[test]
     fn version_info_keeps_one_series_per_kubevirt() {

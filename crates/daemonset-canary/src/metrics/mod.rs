@@ -10,15 +10,10 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-/// The phase names, in rollout order, as the state machine spells them.
-pub const PHASES: [&str; 6] = [
-    "started",
-    "canary",
-    "increasing",
-    "waiting",
-    "successful",
-    "failed",
-];
+pub mod bridge;
+pub mod kubevirt;
+
+use canary_state_machine::Phase;
 
 /// Buckets for time spent in one phase or one rollout: a canary takes seconds to minutes, a wide
 /// rollout up to hours.
@@ -239,7 +234,7 @@ impl Metrics {
         previous: Option<(&str, f64)>,
     ) {
         let [namespace, name, mode] = key.labels();
-        for candidate in PHASES {
+        for candidate in Phase::ALL.map(Phase::as_str) {
             let value = i64::from(candidate == phase);
             self.phase
                 .with_label_values(&[namespace, name, mode, candidate])
@@ -336,7 +331,7 @@ impl Metrics {
     /// Drops every per-rollout series of `key`, when its CanaryDaemonSet is deleted.
     pub fn forget(&self, key: &RolloutKey) {
         let [namespace, name, mode] = key.labels();
-        for phase in PHASES {
+        for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self
                 .phase
                 .remove_label_values(&[namespace, name, mode, phase]);
@@ -394,7 +389,7 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("canary_rollout_phase{") && l.ends_with(" 0"))
             .count();
-        assert_eq!(zeros, PHASES.len() - 1);
+        assert_eq!(zeros, Phase::ALL.len() - 1);
         assert!(text.contains(
             "canary_rollout_phase_duration_seconds_count{mode=\"driven\",phase=\"started\"} 1"
         ));

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use super::shutdown_signal;
 use anyhow::Context;
 use canary_sim::Sim;
 
@@ -42,7 +43,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         nodes = args.nodes,
         "simulated cluster serving"
     );
-    wait_for_shutdown().await?;
+    shutdown_signal().await;
     tracing::info!("shutting down");
     served.shutdown();
     Ok(())
@@ -57,13 +58,4 @@ fn write_atomically(path: &Path, contents: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", temporary.display()))?;
     std::fs::rename(&temporary, path)
         .with_context(|| format!("cannot move the kubeconfig to {}", path.display()))
-}
-
-async fn wait_for_shutdown() -> anyhow::Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result.context("cannot listen for SIGINT"),
-        _ = terminate.recv() => Ok(()),
-    }
 }

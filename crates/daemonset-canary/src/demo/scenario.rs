@@ -14,8 +14,9 @@ use crate::demo::timeline::{Sample, Summary, Timeline};
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer};
-use canary_predicates::MaxUnavailable;
+use canary_predicates::{LiveMaxUnavailable, live_max_unavailable};
 use canary_sim::Sim;
+use canary_state_machine::{Compatibility, Phase};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -73,13 +74,13 @@ pub struct ScenarioConfig {
     pub seed: u64,
     /// What happens to the new version.
     pub kind: ScenarioKind,
-    /// `Fixed` (default) or `KubeVirt`, as in `spec.strategy.compatibility`.
-    pub compatibility: String,
+    /// `spec.strategy.compatibility` of the CanaryDaemonSet.
+    pub compatibility: Compatibility,
     /// How often the rollout is sampled.
     pub sample_every: Duration,
     /// When to give up waiting (in scenario time).
     pub timeout: Duration,
-    /// The controller's observer (install a reconcile hook on it to time reconciles).
+    /// The controller's observer (subscribe to it for its reports).
     pub observer: Observer,
 }
 
@@ -89,10 +90,10 @@ impl Default for ScenarioConfig {
             nodes: 50,
             seed: 1,
             kind: ScenarioKind::Healthy,
-            compatibility: "Fixed".to_owned(),
+            compatibility: Compatibility::Fixed,
             sample_every: Duration::from_secs(1),
             timeout: Duration::from_secs(6 * 3600),
-            observer: Observer::new(4096),
+            observer: Observer::new(),
         }
     }
 }
@@ -169,7 +170,7 @@ impl Scenario {
     /// Creates the CanaryDaemonSet at `v1` and waits until its rollout rests.
     pub async fn install(&self) -> Result<()> {
         let object: CanaryDaemonSet =
-            serde_json::from_value(manifest(&self.config.compatibility, "v1", "healthy"))
+            serde_json::from_value(manifest(self.config.compatibility, "v1", "healthy"))
                 .context("the scenario's CanaryDaemonSet does not match the CRD types")?;
         self.api()
             .create(&PostParams::default(), &object)
@@ -208,7 +209,7 @@ impl Scenario {
     ) -> Result<ScenarioReport> {
         let writes_before = self.observer.stats().total_daemon_set_writes();
         let upgraded = manifest(
-            &self.config.compatibility,
+            self.config.compatibility,
             "v2",
             self.config.kind.new_pod_behavior(),
         );
@@ -299,10 +300,12 @@ impl Scenario {
             .get_opt(NAME)
             .await
             .context("cannot read the DaemonSet")?;
-        let max_unavailable = live.as_ref().map(live_max_unavailable).unwrap_or_default();
-        let max_unavailable_pods = max_unavailable
-            .parse::<MaxUnavailable>()
+        let live_max = live.as_ref().map(live_max_unavailable);
+        let max_unavailable_pods = live_max
+            .as_ref()
+            .and_then(LiveMaxUnavailable::value)
             .map_or(0, |m| m.scaled(status.desired));
+        let max_unavailable = live_max.map(|m| m.to_string()).unwrap_or_default();
         let writes = self
             .observer
             .stats()
@@ -332,23 +335,11 @@ impl Scenario {
     }
 }
 
+/// Whether the status phase `phase` ends a rollout (`successful` or `failed`).
 fn is_final(phase: &str) -> bool {
-    phase == "successful" || phase == "failed"
-}
-
-fn live_max_unavailable(ds: &DaemonSet) -> String {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    let value = ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.rolling_update.as_ref())
-        .and_then(|r| r.max_unavailable.as_ref());
-    match value {
-        Some(IntOrString::Int(n)) => n.to_string(),
-        Some(IntOrString::String(s)) => s.clone(),
-        None => String::new(),
-    }
+    phase
+        .parse::<Phase>()
+        .is_ok_and(|phase| !phase.is_in_progress())
 }
 
 /// The fixed wall-clock start of scenario time, so timestamps in status are reproducible.
@@ -358,14 +349,14 @@ fn scenario_epoch() -> Timestamp {
 
 /// The scenario's CanaryDaemonSet: a node agent tolerating every taint, at `version`, whose pods
 /// the simulated kubelet runs with `behavior`.
-pub fn manifest(compatibility: &str, version: &str, behavior: &str) -> serde_json::Value {
+pub fn manifest(compatibility: Compatibility, version: &str, behavior: &str) -> serde_json::Value {
     json!({
         "apiVersion": "canary.daemonset.dev/v1alpha1",
         "kind": "CanaryDaemonSet",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {
             "target": {"version": version, "registry": "registry.example"},
-            "strategy": {"compatibility": compatibility},
+            "strategy": {"compatibility": compatibility.as_str()},
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": NAME}},
                 "spec": {

@@ -1,20 +1,19 @@
-//! Feeds the controller's observations into the Prometheus metrics.
+//! Derives the Prometheus metrics from the controller's reports, as they come.
 //!
-//! The adapter reports status transitions on a broadcast channel and keeps counters in
-//! [`Stats`]; this task turns both into metric updates. It remembers, per CanaryDaemonSet, when
-//! the current phase and the current rollout began, so phase and rollout durations are observed
+//! The adapter reports everything it does on one channel of typed [`Report`]s; this task turns
+//! each into metric updates, with no polling. It remembers, per CanaryDaemonSet, when the
+//! current phase and the current rollout began, so phase and rollout durations are observed
 //! when they end.
 
 use crate::metrics::{KnownLabels, Metrics, Mode, PodCounts, RolloutKey};
+#[cfg(doc)]
+use canary_kube_adapter::Observer;
 use canary_kube_adapter::observer::WRITE_KINDS;
-use canary_kube_adapter::{Observer, Stats, Transition};
-use canary_predicates::MaxUnavailable;
+use canary_kube_adapter::{Report, Reports, Transition, WriteOutcome};
 use canary_state_machine::{FailureReason, Phase};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::broadcast::error::RecvError;
 
 /// Per-rollout memory of the bridge.
 #[derive(Debug, Clone, Copy)]
@@ -24,20 +23,11 @@ struct Progress {
     rollout_since: Timestamp,
 }
 
-/// Applies transitions to metrics; see the module docs.
+/// Applies reports to metrics; see the module docs.
 pub struct MetricsBridge {
     metrics: Arc<Metrics>,
     mode: Mode,
     progress: HashMap<(String, String), Progress>,
-    counted: CountedStats,
-}
-
-/// Stats already added to the counters, so each sync adds only the difference.
-#[derive(Debug, Default, Clone, Copy)]
-struct CountedStats {
-    conflicts: u64,
-    failures: u64,
-    watch_errors: u64,
 }
 
 impl MetricsBridge {
@@ -47,7 +37,29 @@ impl MetricsBridge {
             metrics,
             mode,
             progress: HashMap::new(),
-            counted: CountedStats::default(),
+        }
+    }
+
+    /// Applies one report.
+    pub fn report(&mut self, report: &Report) {
+        match report {
+            Report::Transition(transition) => self.apply(transition),
+            Report::Reconciled { took, error } => {
+                self.metrics
+                    .reconcile(self.mode, took.as_secs_f64(), *error);
+            }
+            Report::DaemonSetWrite { kind, outcome } => {
+                // Successful writes are counted from their transition (which says what the
+                // write did); a refused write changes no status, so it is counted here.
+                // (as `purpose="any"`, the series the alerts and dashboard read).
+                if *outcome != WriteOutcome::Ok {
+                    debug_assert!(WRITE_KINDS.contains(kind));
+                    self.metrics.daemonset_write("any", outcome.as_str());
+                }
+            }
+            Report::WatchError { .. } => self.metrics.watch_errors(1),
+            Report::Leader(leader) => self.metrics.set_leader(*leader),
+            Report::StatusWritten | Report::EventPublished => {}
         }
     }
 
@@ -68,8 +80,8 @@ impl MetricsBridge {
         }
         let max_unavailable_pods = transition
             .max_unavailable
-            .as_deref()
-            .and_then(|value| value.parse::<MaxUnavailable>().ok())
+            .as_ref()
+            .and_then(|value| value.value())
             .map_or(0, |value| value.scaled(transition.desired));
         let counts = PodCounts {
             desired: transition.desired,
@@ -114,35 +126,6 @@ impl MetricsBridge {
             },
         );
     }
-
-    /// Adds what the counters in `stats` gained since the last sync.
-    pub fn sync_stats(&mut self, stats: &Stats) {
-        let now = CountedStats {
-            conflicts: stats.write_conflicts(),
-            failures: stats.write_failures(),
-            watch_errors: stats.watch_errors(),
-        };
-        for _ in self.counted.conflicts..now.conflicts {
-            self.metrics.daemonset_write("any", "conflict");
-        }
-        for _ in self.counted.failures..now.failures {
-            self.metrics.daemonset_write("any", "error");
-        }
-        self.metrics
-            .watch_errors(now.watch_errors.saturating_sub(self.counted.watch_errors));
-        self.counted = now;
-        self.metrics.set_leader(stats.is_leader());
-    }
-}
-
-/// The reconcile hook to install on the controller's [`Observer`]
-/// ([`Observer::with_reconcile_hook`]): every pass's duration and error kind, as they happen.
-/// (The counters in [`Stats`] carry no durations, so reconcile metrics come from here.)
-pub fn reconcile_hook(
-    metrics: Arc<Metrics>,
-    mode: Mode,
-) -> impl Fn(Duration, Option<&'static str>) + Send + Sync + 'static {
-    move |took, error| metrics.reconcile(mode, took.as_secs_f64(), error)
 }
 
 /// Creates the controller's counters at 0 for every label value known in advance.
@@ -158,25 +141,16 @@ fn initialize_counters(metrics: &Metrics, mode: Mode) {
     metrics.initialize_counters(mode, &known);
 }
 
-/// Runs the bridge until the observer's channel closes: every transition is applied as it
-/// comes, and the counters are synced at least every `sync_every`.
-pub async fn run(observer: Observer, metrics: Arc<Metrics>, mode: Mode, sync_every: Duration) {
+/// Runs the bridge until the report channel closes: every report is applied as it comes.
+///
+/// Take `reports` ([`Observer::reports`]) before the controller starts, so that nothing it
+/// reports first (its leadership, say) is missed.
+pub async fn run(mut reports: Reports, metrics: Arc<Metrics>, mode: Mode) {
     initialize_counters(&metrics, mode);
     let mut bridge = MetricsBridge::new(metrics, mode);
-    let mut transitions = observer.subscribe();
-    let mut ticker = tokio::time::interval(sync_every);
-    loop {
-        tokio::select! {
-            received = transitions.recv() => match received {
-                Ok(transition) => bridge.apply(&transition),
-                // Missed transitions only delay a gauge until the next one; keep going.
-                Err(RecvError::Lagged(missed)) => tracing::warn!(missed, "metrics bridge lagged behind transitions"),
-                Err(RecvError::Closed) => break,
-            },
-            _ = ticker.tick() => bridge.sync_stats(observer.stats()),
-        }
+    while let Some(report) = reports.recv().await {
+        bridge.report(&report);
     }
-    bridge.sync_stats(observer.stats());
 }
 
 fn seconds(at: Timestamp) -> f64 {
@@ -190,7 +164,8 @@ fn elapsed(from: Timestamp, to: Timestamp) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use canary_state_machine::{FailureReason, WriteKind};
+    use canary_state_machine::{FailureReason, LiveMaxUnavailable, WriteKind};
+    use std::time::Duration;
 
     fn transition(from: Option<Phase>, to: Phase, at: i64, write: Option<WriteKind>) -> Transition {
         Transition {
@@ -200,11 +175,15 @@ mod tests {
             from,
             to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),
+            message: None,
             write,
             desired: 20,
             updated: 2,
             updated_ready: 1,
-            max_unavailable: Some("10%".into()),
+            available: 20,
+            max_unavailable: Some(LiveMaxUnavailable::Str("10%".into())),
+            observed_generation: Some(1),
+            recorded_generation: None,
             phase_started_at: Timestamp::from_second(at).unwrap(),
             at: Timestamp::from_second(at).unwrap(),
         }
@@ -306,11 +285,15 @@ mod tests {
     }
 
     #[test]
-    fn the_reconcile_hook_observes_real_durations_and_error_kinds() {
+    fn reconcile_reports_observe_real_durations_and_error_kinds() {
         let metrics = Arc::new(Metrics::new().unwrap());
-        let hook = reconcile_hook(metrics.clone(), Mode::Driven);
-        hook(Duration::from_millis(3), None);
-        hook(Duration::from_millis(5), Some("Conflict"));
+        let mut bridge = MetricsBridge::new(metrics.clone(), Mode::Driven);
+        for (millis, error) in [(3, None), (5, Some("Conflict"))] {
+            bridge.report(&Report::Reconciled {
+                took: Duration::from_millis(millis),
+                error,
+            });
+        }
         let text = metrics.encode().unwrap();
         let count = line(
             &text,

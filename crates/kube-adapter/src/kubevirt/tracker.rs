@@ -16,12 +16,13 @@
 use std::collections::HashMap;
 
 use canary_predicates::Target;
-use canary_state_machine::{FailureReason, Phase};
+use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 
 use super::derive::Derived;
 use crate::observer::Transition;
+use crate::reconcile::observation::available_pods;
 
 /// What was reported last for one DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +34,8 @@ struct Reported {
     target: Target,
     reference_max_unavailable: i64,
     counts: (u32, u32, u32),
-    max_unavailable: Option<String>,
+    available: u32,
+    max_unavailable: Option<LiveMaxUnavailable>,
 }
 
 /// Per-DaemonSet memory of the observed phase; see the module docs.
@@ -88,7 +90,8 @@ impl PhaseTracker {
                 derived.counts.updated,
                 derived.counts.updated_ready,
             ),
-            max_unavailable: max_unavailable_text(derived),
+            available: available_pods(ds),
+            max_unavailable: effective_max_unavailable(derived),
         };
         let mut transitions = Vec::new();
         let mut last = previous.clone();
@@ -161,34 +164,36 @@ fn transition(
         from: from.map(|reported| reported.phase),
         to: to.phase,
         failure: to.failure,
+        message: None,
         // The observer never writes; virt-operator's writes are not ours to count.
         write: None,
         desired: to.counts.0,
         updated: to.counts.1,
         updated_ready: to.counts.2,
+        available: to.available,
         max_unavailable: to.max_unavailable.clone(),
+        observed_generation: None,
+        recorded_generation: None,
         phase_started_at: to.phase_started_at,
         at: now,
     }
 }
 
-/// `maxUnavailable` as text for metrics: the live value, `1` when unset (the API default), none
-/// without a rolling update.
-fn max_unavailable_text(derived: &Derived) -> Option<String> {
-    use canary_state_machine::LiveMaxUnavailable;
+/// `maxUnavailable` as the DaemonSet controller reads it: `1` when unset (the API default),
+/// none without a rolling update, so that only a real change is a new transition.
+fn effective_max_unavailable(derived: &Derived) -> Option<LiveMaxUnavailable> {
     match &derived.observation.live_max_unavailable {
         LiveMaxUnavailable::NoRollingUpdate => None,
-        LiveMaxUnavailable::Unset => Some("1".to_owned()),
-        LiveMaxUnavailable::Int(value) => Some(value.to_string()),
-        LiveMaxUnavailable::Str(text) => Some(text.clone()),
+        LiveMaxUnavailable::Unset => Some(LiveMaxUnavailable::Int(1)),
+        other => Some(other.clone()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::derive::derive;
-    use crate::observe::kubevirt::{GenerationRecord, KubeVirtView};
+    use crate::kubevirt::derive::derive;
+    use crate::kubevirt::view::{GenerationRecord, KubeVirtView};
     use canary_predicates::AnnotationKeys;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;

@@ -30,7 +30,7 @@
 //! # Example
 //!
 //! ```
-//! use canary_kube_adapter::observe::{derive, KubeVirtView};
+//! use canary_kube_adapter::kubevirt::{derive, KubeVirtView};
 //! use canary_state_machine::Phase;
 //! use kube::api::DynamicObject;
 //! use serde_json::json;
@@ -67,14 +67,14 @@
 //! ```
 
 mod derive;
-mod kubevirt;
 mod run;
 mod tracker;
+mod view;
 
-pub use derive::{Derived, daemon_set_target, derive, live_max_unavailable};
-pub use kubevirt::{
+pub use derive::{Derived, derive};
+pub use run::{KubeVirtVersions, ObserveConfig, ObserveError, ObservedDaemonSet, Snapshot, run};
+pub use tracker::PhaseTracker;
+pub use view::{
     GenerationRecord, KUBEVIRT_GENERATION_ANNOTATION, KubeVirtParseError, KubeVirtView,
     MANAGED_BY_LABEL, MANAGED_BY_VALUES, kubevirt_api_resource, managed_by_selector,
 };
-pub use run::{KubeVirtVersions, ObserveConfig, ObserveError, ObservedDaemonSet, Snapshot, run};
-pub use tracker::PhaseTracker;

@@ -6,24 +6,18 @@
 //! then watch until SIGTERM or SIGINT. `/readyz` answers 200 once the KubeVirt, DaemonSet and pod
 //! caches have listed. The process never writes to the cluster; its RBAC is get/list/watch.
 
-use crate::cli::{connect, describe, shutdown_signal};
+use super::{KubeArgs, describe, shutdown_signal};
 use canary_kube_adapter::Observer;
-use canary_kube_adapter::observe::{ObserveConfig, ObserveError};
-use daemonset_canary::kubevirt_observe;
+use canary_kube_adapter::kubevirt::{ObserveConfig, ObserveError};
+use daemonset_canary::metrics::kubevirt as kubevirt_metrics;
 use daemonset_canary::server::BackgroundServer;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 /// Arguments of `observe-kubevirt`.
 #[derive(Debug, clap::Args)]
 pub struct ObserveKubeVirtArgs {
-    /// Kubeconfig file to use. Default: KUBECONFIG, then ~/.kube/config, then the in-cluster
-    /// service account.
-    #[arg(long, env = "CANARY_KUBECONFIG", value_name = "PATH")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (default: the current context).
-    #[arg(long, env = "CANARY_CONTEXT")]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
     /// Only watch this namespace (KubeVirt object, virt-handler and its pods). Default: all
     /// namespaces, which is what virt-operator's own pod cache sees.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
@@ -35,7 +29,7 @@ pub struct ObserveKubeVirtArgs {
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
-    let connection = connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let connection = args.kube.connect().await?;
     let server = BackgroundServer::start(args.metrics_addr).await?;
     let metrics_addr = server.addr;
     tracing::info!(
@@ -46,10 +40,10 @@ pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     );
     let config = ObserveConfig {
         namespace: args.namespace.clone(),
-        observer: Observer::default(),
+        observer: Observer::new(),
         ..ObserveConfig::default()
     };
-    let result = kubevirt_observe::run(
+    let result = kubevirt_metrics::run(
         connection.client.clone(),
         server.metrics.clone(),
         server.ready.clone(),

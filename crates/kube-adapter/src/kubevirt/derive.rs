@@ -7,14 +7,12 @@ use canary_predicates::{
     AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, Target, UpdatedRule,
     count_pods_owned_by, daemonset_is_up_to_date,
 };
-use canary_state_machine::{
-    CrashLoopSeen, Decision, LiveMaxUnavailable, Observation, Strategy, SyncFlags, decide,
-};
+use canary_state_machine::{Decision, Observation, Strategy, SyncFlags, decide};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::kubevirt::{KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView};
+use super::view::{KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView};
+use crate::reconcile::observation::observe_daemon_set;
 
 /// Everything one derivation found, for metrics, logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,23 +71,11 @@ pub fn derive<'p>(
     };
     let counts = count_pods_owned_by(pods, &OwnerMatch::NameOnly { name: &name }, &rule);
     let observation = Observation {
-        name: name.clone(),
         object_changed: target_changed || kubevirt_generation_changed,
         generation_known: ds.metadata.generation.unwrap_or(0) == expected,
-        desired_pods: desired_pods(ds),
-        updated_pods: counts.updated,
-        updated_ready_pods: counts.updated_ready,
-        crash_loop: counts
-            .first_crash_loop
-            .as_ref()
-            .map(|(pod, crash)| CrashLoopSeen {
-                pod: pod.clone(),
-                reason: crash.reason.to_string(),
-            }),
-        live_max_unavailable: live_max_unavailable(ds),
+        // Only the default strategy reads it; KubeVirt mode never looks.
         rollout_observed: true,
-        tls: None,
-        previous: None,
+        ..observe_daemon_set(ds, &counts)
     };
     let strategy = Strategy::kubevirt();
     Derived {
@@ -99,51 +85,8 @@ pub fn derive<'p>(
         target_changed,
         kubevirt_generation_changed,
         counts,
-        daemon_set_target: daemon_set_target(ds, &keys),
+        daemon_set_target: Target::of_daemon_set(ds, &keys),
     }
-}
-
-/// The DaemonSet's install-strategy annotations, absent keys as `""` (as `DaemonSetIsUpToDate`
-/// reads them).
-pub fn daemon_set_target(ds: &DaemonSet, keys: &AnnotationKeys) -> Target {
-    let annotation = |key: &str| {
-        ds.metadata
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(key))
-            .cloned()
-            .unwrap_or_default()
-    };
-    Target {
-        version: annotation(&keys.version),
-        registry: annotation(&keys.registry),
-        deployment_id: annotation(&keys.id),
-    }
-}
-
-/// `maxUnavailable` exactly as the live DaemonSet has it.
-pub fn live_max_unavailable(ds: &DaemonSet) -> LiveMaxUnavailable {
-    let rolling_update = ds
-        .spec
-        .as_ref()
-        .and_then(|spec| spec.update_strategy.as_ref())
-        .and_then(|strategy| strategy.rolling_update.as_ref());
-    match rolling_update {
-        None => LiveMaxUnavailable::NoRollingUpdate,
-        Some(rolling) => match &rolling.max_unavailable {
-            None => LiveMaxUnavailable::Unset,
-            Some(IntOrString::Int(value)) => LiveMaxUnavailable::Int(i64::from(*value)),
-            Some(IntOrString::String(text)) => LiveMaxUnavailable::Str(text.clone()),
-        },
-    }
-}
-
-fn desired_pods(ds: &DaemonSet) -> u32 {
-    let desired = ds
-        .status
-        .as_ref()
-        .map_or(0, |status| status.desired_number_scheduled);
-    u32::try_from(desired).unwrap_or(0)
 }
 
 fn kubevirt_generation_changed(kv: &KubeVirtView, ds: &DaemonSet) -> bool {
@@ -163,7 +106,8 @@ fn kubevirt_generation_changed(kv: &KubeVirtView, ds: &DaemonSet) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use canary_state_machine::{FailureReason, Phase};
+    use canary_predicates::live_max_unavailable;
+    use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase};
     use serde_json::json;
 
     const NS: &str = "kubevirt";
@@ -178,7 +122,7 @@ mod tests {
 
     fn kv(version: &str, recorded: Option<i64>) -> KubeVirtView {
         let generations = recorded
-            .map(|last_generation| super::super::kubevirt::GenerationRecord {
+            .map(|last_generation| super::super::view::GenerationRecord {
                 group: "apps".into(),
                 resource: "daemonsets".into(),
                 namespace: NS.into(),

@@ -18,10 +18,11 @@ use tracing::{debug, info, warn};
 use canary_state_machine::Phase;
 
 use super::derive::derive;
-use super::kubevirt::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 use super::tracker::PhaseTracker;
+use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 use crate::clock::Clock;
-use crate::observer::Observer;
+use crate::controller::api;
+use crate::observer::{Observer, Report};
 
 /// How the observer runs.
 #[derive(Clone)]
@@ -31,9 +32,9 @@ pub struct ObserveConfig {
     pub namespace: Option<String>,
     /// Source of "now" for transition times.
     pub clock: Clock,
-    /// Where phase transitions go (the same channel the controller uses, so the metrics bridge
-    /// serves both); every derivation pass counts as a reconcile in its `Stats` and goes to its
-    /// reconcile hook with its duration.
+    /// Where the reports go (the same channel the controller uses, so the metrics bridge
+    /// serves both): phase transitions, and every derivation pass as a reconcile with its
+    /// duration.
     pub observer: Observer,
     /// The latest [`Snapshot`], replaced after every pass.
     pub snapshot: watch::Sender<Snapshot>,
@@ -132,7 +133,7 @@ pub async fn run(
             kube::Error::Api(status) if status.code == 404 => ObserveError::KubeVirtCrdMissing,
             _ => ObserveError::Kube(error),
         })?;
-    config.observer.stats().set_leader(true);
+    config.observer.report(Report::Leader(true));
 
     let managed = watcher::Config::default().labels(&managed_by_selector());
     let kv_writer = reflector::store::Writer::new(resource);
@@ -147,13 +148,13 @@ pub async fn run(
             Source::KubeVirt,
         ),
         changes(
-            watcher(namespaced::<DaemonSet>(&client, ns), managed.clone())
+            watcher(api::<DaemonSet>(&client, ns), managed.clone())
                 .default_backoff()
                 .reflect(ds_writer),
             Source::DaemonSet,
         ),
         changes(
-            watcher(namespaced::<Pod>(&client, ns), managed)
+            watcher(api::<Pod>(&client, ns), managed)
                 .default_backoff()
                 // Only metadata and status are read; the spec is most of a pod's size.
                 .modify(|pod: &mut Pod| {
@@ -192,7 +193,9 @@ pub async fn run(
                 Change::Synced(source) => synced[source as usize] = true,
                 Change::Object => {}
                 Change::Error(source, error) => {
-                    config.observer.stats().count_watch_error();
+                    config.observer.report(Report::WatchError {
+                        resource: source.resource(),
+                    });
                     warn!(?source, %error, "watch error (retried with back-off)");
                 }
             }
@@ -202,8 +205,10 @@ pub async fn run(
             let snapshot = pass(&caches, &mut tracker, &config, passes + 1);
             passes = snapshot.passes;
             config.snapshot.send_replace(snapshot);
-            config.observer.stats().count_reconcile();
-            config.observer.reconciled(started.elapsed(), None);
+            config.observer.report(Report::Reconciled {
+                took: started.elapsed(),
+                error: None,
+            });
         }
     }
     info!("observer stopped");
@@ -216,6 +221,17 @@ enum Source {
     KubeVirt = 0,
     DaemonSet = 1,
     Pod = 2,
+}
+
+impl Source {
+    /// The watched resource, for the watch-error report.
+    fn resource(self) -> &'static str {
+        match self {
+            Source::KubeVirt => "kubevirts",
+            Source::DaemonSet => "daemonsets",
+            Source::Pod => "pods",
+        }
+    }
 }
 
 enum Change {
@@ -238,20 +254,6 @@ fn changes<K: Send + 'static>(
             Err(error) => Change::Error(source, error),
         })
         .boxed()
-}
-
-fn namespaced<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 struct Caches {
@@ -292,7 +294,7 @@ fn pass(
             let derived = derive(&kv, &ds, pods.iter().map(AsRef::as_ref));
             for transition in tracker.observe(&ds, &derived, now) {
                 debug!(daemon_set = %transition.daemon_set, from = ?transition.from, to = %transition.to.as_str(), "observed phase");
-                config.observer.send(transition);
+                config.observer.report(Report::Transition(transition));
             }
             daemon_sets.push(ObservedDaemonSet {
                 namespace: kv.namespace.clone(),

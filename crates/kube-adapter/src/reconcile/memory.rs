@@ -1,0 +1,244 @@
+//! What the controller remembers about each `CanaryDaemonSet` between passes, in one map, and
+//! the timers that bring an object back to write a deferred status.
+//!
+//! The status is the controller's memory across restarts; this is the short-term memory of one
+//! process, which only ever makes a pass *more* careful: our last DaemonSet write not yet in the
+//! cache, a DaemonSet we created that the watch has not delivered, our last status (fresher than
+//! the cache's), the error streak for the backoff, when the status was last written.
+//!
+//! # Invariants
+//!
+//! - One entry per CanaryDaemonSet ([`ObjectRef`]), holding everything remembered about it; a
+//!   remembered fact about a DaemonSet carries that DaemonSet's name (and UID where a re-created
+//!   DaemonSet must not be mistaken for the old one), so a renamed or re-created DaemonSet
+//!   never inherits it.
+//! - Every critical section is one map operation: the lock is never held across an await.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
+
+/// How long a DaemonSet this controller created (or was told exists) may be missing from the
+/// cache before the controller creates it again: about the DaemonSet watcher's longest backoff.
+/// Without it, every pod event during a watch outage would send a create the server refuses.
+pub(crate) const CREATE_GRACE: Duration = Duration::from_secs(30);
+
+/// The last status this controller computed for an object.
+#[derive(Debug, Clone)]
+struct RememberedStatus {
+    /// The object's UID: a deleted and re-created CanaryDaemonSet starts from its own status.
+    uid: String,
+    status: CanaryDaemonSetStatus,
+    /// False when the write failed or was deferred: the next pass must write it even if
+    /// nothing changed.
+    persisted: bool,
+}
+
+/// Everything remembered about one CanaryDaemonSet.
+#[derive(Debug, Default)]
+struct Remembered {
+    /// Our last successful DaemonSet write: `(DaemonSet name, its UID, the generation it got)`.
+    written_generation: Option<(String, String, i64)>,
+    /// When we created (or were told of) the DaemonSet of that name.
+    created: Option<(String, Instant)>,
+    status: Option<RememberedStatus>,
+    /// Consecutive failed passes, for the exponential backoff.
+    error_streak: u32,
+    /// When the status was last written.
+    status_written_at: Option<Instant>,
+    /// A flush timer is running for this object.
+    flush_due: bool,
+}
+
+type Key = ObjectRef<CanaryDaemonSet>;
+
+/// The per-object memory of the running controller; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct Memory {
+    objects: Arc<Mutex<HashMap<Key, Remembered>>>,
+    flush_tx: mpsc::UnboundedSender<Arc<CanaryDaemonSet>>,
+    flush_rx: Mutex<Option<mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>>>,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        let (flush_tx, flush_rx) = mpsc::unbounded_channel();
+        Self {
+            objects: Arc::default(),
+            flush_tx,
+            flush_rx: Mutex::new(Some(flush_rx)),
+        }
+    }
+}
+
+impl Memory {
+    fn with<R>(&self, cds: &CanaryDaemonSet, f: impl FnOnce(&mut Remembered) -> R) -> R {
+        let mut objects = lock(&self.objects);
+        f(objects.entry(ObjectRef::from_obj(cds)).or_default())
+    }
+
+    /// Whether our last successful write of `cached` (same name and UID) has a generation the
+    /// cache has not caught up with: deciding now would redo it.
+    pub(crate) fn cache_behind(&self, cds: &CanaryDaemonSet, cached: &DaemonSet) -> bool {
+        let name = cached.metadata.name.as_deref().unwrap_or_default();
+        let uid = cached.metadata.uid.as_deref().unwrap_or_default();
+        let generation = cached.metadata.generation.unwrap_or_default();
+        self.with(cds, |r| {
+            r.written_generation
+                .as_ref()
+                .is_some_and(|(n, u, g)| n == name && u == uid && *g > generation)
+        })
+    }
+
+    /// Remembers our successful write of `written`.
+    pub(crate) fn remember_write(&self, cds: &CanaryDaemonSet, written: &DaemonSet) {
+        let meta = &written.metadata;
+        if let (Some(name), Some(uid), Some(generation)) = (&meta.name, &meta.uid, meta.generation)
+        {
+            self.with(cds, |r| {
+                r.written_generation = Some((name.clone(), uid.clone(), generation));
+            });
+        }
+    }
+
+    /// Whether the DaemonSet `ds_name` is missing from the cache only because the cache is
+    /// behind: this controller created it, or was told it exists, less than [`CREATE_GRACE`] ago.
+    pub(crate) fn create_in_flight(&self, cds: &CanaryDaemonSet, ds_name: &str) -> bool {
+        self.with(cds, |r| {
+            r.created
+                .as_ref()
+                .is_some_and(|(name, at)| name == ds_name && at.elapsed() < CREATE_GRACE)
+        })
+    }
+
+    /// Notes that the DaemonSet `ds_name` exists on the server (created, or refused as existing).
+    pub(crate) fn note_created(&self, cds: &CanaryDaemonSet, ds_name: &str) {
+        self.with(cds, |r| {
+            r.created = Some((ds_name.to_owned(), Instant::now()))
+        });
+    }
+
+    /// The cache has the DaemonSet: nothing to wait for any more.
+    pub(crate) fn forget_created(&self, cds: &CanaryDaemonSet) {
+        self.with(cds, |r| r.created = None);
+    }
+
+    /// The status of `cds` as this controller last wrote it, else as cached, and whether it
+    /// is persisted.
+    ///
+    /// A pass can start from a cached object that does not have our last status write yet
+    /// (the watch event is still in flight); deciding from that older status would, for
+    /// example, write back an older recorded generation. Only this controller writes the
+    /// status, so its own last write is the freshest memory. A new object (other UID) or a
+    /// restarted controller uses the cache.
+    pub(crate) fn status_of(&self, cds: &CanaryDaemonSet) -> (Option<CanaryDaemonSetStatus>, bool) {
+        let current = cds.metadata.uid.as_ref();
+        self.with(cds, |r| match (&r.status, current) {
+            (Some(remembered), Some(uid)) if &remembered.uid == uid => {
+                (Some(remembered.status.clone()), remembered.persisted)
+            }
+            _ => (cds.status.clone(), true),
+        })
+    }
+
+    /// Remembers the status computed for `cds`, written (`persisted`) or not.
+    pub(crate) fn remember_status(
+        &self,
+        cds: &CanaryDaemonSet,
+        status: CanaryDaemonSetStatus,
+        persisted: bool,
+    ) {
+        if let Some(uid) = cds.metadata.uid.clone() {
+            self.with(cds, |r| {
+                r.status = Some(RememberedStatus {
+                    uid,
+                    status,
+                    persisted,
+                });
+            });
+        }
+    }
+
+    /// Notes that the status of `cds` was written now.
+    pub(crate) fn status_written(&self, cds: &CanaryDaemonSet) {
+        self.with(cds, |r| r.status_written_at = Some(Instant::now()));
+    }
+
+    /// How long a count-only status change of `cds` must wait, or `None` when it may be
+    /// written now.
+    pub(crate) fn count_status_wait(
+        &self,
+        cds: &CanaryDaemonSet,
+        interval: Duration,
+    ) -> Option<Duration> {
+        let last = self.with(cds, |r| r.status_written_at)?;
+        let due = last + interval;
+        let now = Instant::now();
+        (due > now).then(|| due - now)
+    }
+
+    /// The CanaryDaemonSets whose deferred status is due: the controller reconciles each.
+    ///
+    /// A pass's own requeue cannot carry the deferred write: kube-runtime drops a requeue
+    /// for an object that already has a trigger pending, and the pending pass may defer too.
+    /// A timer per deferral, feeding this stream, makes sure the last counts get written.
+    /// `None` after the first call.
+    pub(crate) fn take_status_flushes(
+        &self,
+    ) -> Option<mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>> {
+        lock(&self.flush_rx).take()
+    }
+
+    /// Makes sure `cds` is reconciled again after `wait`, once per deferral window.
+    pub(crate) fn flush_status_after(&self, cds: &CanaryDaemonSet, wait: Duration) {
+        let already = self.with(cds, |r| std::mem::replace(&mut r.flush_due, true));
+        if already {
+            return;
+        }
+        let cds = Arc::new(cds.clone());
+        let tx = self.flush_tx.clone();
+        let objects = self.objects.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if let Some(r) = lock(&objects).get_mut(&ObjectRef::from_obj(&*cds)) {
+                r.flush_due = false;
+            }
+            // A stopped controller has dropped the receiver: nothing left to flush for.
+            let _ = tx.send(cds);
+        });
+    }
+
+    /// A pass of `cds` succeeded: the error backoff starts over.
+    pub(crate) fn reset_errors(&self, cds: &CanaryDaemonSet) {
+        self.with(cds, |r| r.error_streak = 0);
+    }
+
+    /// The backoff after one more failed pass of `cds`: `base` doubled per consecutive error,
+    /// at most `max`.
+    pub(crate) fn next_error_delay(
+        &self,
+        cds: &CanaryDaemonSet,
+        base: Duration,
+        max: Duration,
+    ) -> Duration {
+        self.with(cds, |r| {
+            let delay = base.saturating_mul(1u32 << r.error_streak.min(16));
+            r.error_streak = r.error_streak.saturating_add(1);
+            delay.min(max)
+        })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is a single map operation: a poisoned map is still consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
