@@ -48,6 +48,7 @@
 pub mod api;
 pub mod clock;
 pub mod cluster;
+pub mod conversion;
 pub mod crds;
 pub mod defaults;
 pub mod faults;

@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -176,15 +175,12 @@ impl WatchState {
             return;
         }
         self.last_resource_version = event.resource_version;
-        if event.key != self.request.info.key {
+        let Some((object, previous)) = event.served_as(&self.request.info.key) else {
             return;
-        }
+        };
         let selection = &self.request.selection;
-        let now = selection.matches(&event.object);
-        let before = event
-            .previous
-            .as_deref()
-            .is_some_and(|p| selection.matches(p));
+        let now = selection.matches(&object);
+        let before = previous.as_deref().is_some_and(|p| selection.matches(p));
         let kind = match (event.kind, before, now) {
             (EventKind::Added, _, true) => "ADDED",
             (EventKind::Modified, true, true) => "MODIFIED",
@@ -193,7 +189,6 @@ impl WatchState {
             (EventKind::Deleted, _, true) => "DELETED",
             _ => return,
         };
-        let object = Arc::clone(&event.object);
         self.push_event(kind, &object);
     }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::{Inner, Store, StoreError};
+use crate::conversion::ServedForm;
 use crate::registry::ResourceKey;
 
 /// What happened to an object.
@@ -61,6 +62,21 @@ pub struct StoreEvent {
     pub committed_at: std::time::Instant,
 }
 
+impl StoreEvent {
+    /// This change as `key` serves it: the object after and before the change in `key`'s form,
+    /// or `None` when the change is about another resource. Events carry the stored form, in
+    /// which one store can back several resources (core and `events.k8s.io` Events).
+    pub fn served_as(&self, key: &ResourceKey) -> Option<(Arc<Value>, Option<Arc<Value>>)> {
+        let (stored, form) = ServedForm::of(key);
+        (stored == self.key).then(|| {
+            (
+                form.from_storage(&self.object),
+                self.previous.as_ref().map(|p| form.from_storage(p)),
+            )
+        })
+    }
+}
+
 impl Store {
     /// Every change from now on, in `resourceVersion` order.
     ///
@@ -75,7 +91,8 @@ impl Store {
     }
 
     /// The retained events of `key` (every kind when `None`) after `resource_version`,
-    /// together with a subscription that continues exactly where they end.
+    /// together with a subscription that continues exactly where they end. The events carry
+    /// the stored form: read them as `key` serves them with [`StoreEvent::served_as`].
     ///
     /// Fails with [`StoreError::Gone`] when events after `resource_version` were already
     /// dropped from the history (Kubernetes' `410 Gone`, "too old resource version").
@@ -84,6 +101,7 @@ impl Store {
         key: Option<&ResourceKey>,
         resource_version: u64,
     ) -> Result<(Vec<StoreEvent>, broadcast::Receiver<StoreEvent>), StoreError> {
+        let stored = key.map(|key| ServedForm::of(key).0);
         let inner = self.lock();
         if resource_version < inner.compacted_through {
             return Err(StoreError::Gone {
@@ -97,7 +115,7 @@ impl Store {
         let replay = inner
             .history
             .range(start..)
-            .filter(|event| key.is_none_or(|key| *key == event.key))
+            .filter(|event| stored.as_ref().is_none_or(|key| *key == event.key))
             .cloned()
             .collect();
         Ok((replay, self.events.subscribe()))
@@ -110,11 +128,12 @@ impl Store {
         &self,
         key: &ResourceKey,
     ) -> (Vec<Arc<Value>>, u64, broadcast::Receiver<StoreEvent>) {
+        let (stored, form) = ServedForm::of(key);
         let inner = self.lock();
         let objects = inner
             .objects
-            .get(key)
-            .map(|map| map.values().cloned().collect())
+            .get(&stored)
+            .map(|map| map.values().map(|v| form.from_storage(v)).collect())
             .unwrap_or_default();
         (objects, inner.resource_version, self.events.subscribe())
     }

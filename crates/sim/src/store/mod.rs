@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::clock::SimClock;
+use crate::conversion::ServedForm;
 use crate::object::{metadata_mut, string_field};
 use crate::registry::{Registry, ResourceInfo, ResourceKey};
 use crate::strategy::Strategy;
@@ -237,18 +238,19 @@ impl Store {
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
         let key = ResourceKey::of::<K>();
+        let (stored, form) = ServedForm::of(&key);
         let mut inner = self.lock();
         let current = inner
-            .get(&key, namespace, name)
+            .get(&stored, namespace, name)
             .ok_or_else(|| not_found(&key, name))?;
-        let mut object: K = decode(&current)?;
+        let mut object: K = decode(&form.from_storage(&current))?;
         change(&mut object);
         let mut value = encode(&object)?;
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
-        let updated = self.update_locked(&mut inner, &key, value, scope)?;
-        decode(&updated)
+        let updated = self.update_locked(&mut inner, &stored, form.to_storage(value), scope)?;
+        decode(&form.from_storage(&updated))
     }
 
     /// Deletes with Kubernetes semantics: an object with finalizers, or a pod bound to a node
@@ -286,7 +288,9 @@ impl Store {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<Value>> {
-        self.lock().get(key, namespace, name)
+        let (stored, form) = ServedForm::of(key);
+        let object = self.lock().get(&stored, namespace, name)?;
+        Some(form.from_storage(&object))
     }
 
     /// The stored objects of `key` in `namespace` (all when `None`), sorted by namespace and
@@ -296,15 +300,16 @@ impl Store {
         key: &ResourceKey,
         namespace: Option<&str>,
     ) -> (Vec<Arc<Value>>, u64) {
+        let (stored, form) = ServedForm::of(key);
         let inner = self.lock();
-        let objects = match inner.objects.get(key) {
+        let objects = match inner.objects.get(&stored) {
             None => Vec::new(),
             Some(map) => match namespace {
-                None => map.values().cloned().collect(),
+                None => map.values().map(|v| form.from_storage(v)).collect(),
                 Some(ns) => map
                     .range((ns.to_owned(), String::new())..)
                     .take_while(|((object_ns, _), _)| object_ns == ns)
-                    .map(|(_, v)| v.clone())
+                    .map(|(_, v)| form.from_storage(v))
                     .collect(),
             },
         };
@@ -313,6 +318,12 @@ impl Store {
 
     /// Creates an object (see [`Store::create`]).
     pub fn create_value(&self, key: &ResourceKey, object: Value) -> Result<Arc<Value>, StoreError> {
+        let (stored, form) = ServedForm::of(key);
+        let created = self.create_stored(&stored, form.to_storage(object))?;
+        Ok(form.from_storage(&created))
+    }
+
+    fn create_stored(&self, key: &ResourceKey, object: Value) -> Result<Arc<Value>, StoreError> {
         let mut inner = self.lock();
         let info = inner.registry.get(key).cloned();
         let Value::Object(mut object) = object else {
@@ -390,8 +401,10 @@ impl Store {
         object: Value,
         scope: UpdateScope,
     ) -> Result<Arc<Value>, StoreError> {
+        let (stored, form) = ServedForm::of(key);
         let mut inner = self.lock();
-        self.update_locked(&mut inner, key, object, scope)
+        let updated = self.update_locked(&mut inner, &stored, form.to_storage(object), scope)?;
+        Ok(form.from_storage(&updated))
     }
 
     fn update_locked(
@@ -480,19 +493,39 @@ impl Store {
         dry_run: bool,
         change: impl FnOnce(&Value) -> Result<Value, StoreError>,
     ) -> Result<Arc<Value>, StoreError> {
+        let (stored, form) = ServedForm::of(key);
         let mut inner = self.lock();
         let current = inner
-            .get(key, namespace, name)
+            .get(&stored, namespace, name)
             .ok_or_else(|| not_found(key, name))?;
-        let next = change(&current)?;
+        let next = change(&form.from_storage(&current))?;
         if dry_run {
             return Ok(Arc::new(next));
         }
-        self.update_locked(&mut inner, key, next, scope)
+        let updated = self.update_locked(&mut inner, &stored, form.to_storage(next), scope)?;
+        Ok(form.from_storage(&updated))
     }
 
     /// Deletes an object (see [`Store::delete`]).
     pub fn delete_value(
+        &self,
+        key: &ResourceKey,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, StoreError> {
+        let (stored, form) = ServedForm::of(key);
+        Ok(
+            match self.delete_stored(&stored, namespace, name, options)? {
+                DeleteOutcome::Removed(last) => DeleteOutcome::Removed(form.from_storage(&last)),
+                DeleteOutcome::Terminating(now) => {
+                    DeleteOutcome::Terminating(form.from_storage(&now))
+                }
+            },
+        )
+    }
+
+    fn delete_stored(
         &self,
         key: &ResourceKey,
         namespace: Option<&str>,
@@ -562,11 +595,13 @@ impl Store {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<Value>, StoreError> {
+        let (stored, form) = ServedForm::of(key);
         let mut inner = self.lock();
         let current = inner
-            .get(key, namespace, name)
+            .get(&stored, namespace, name)
             .ok_or_else(|| not_found(key, name))?;
-        Ok(self.remove_locked(&mut inner, key, namespace, name, &current))
+        let last = self.remove_locked(&mut inner, &stored, namespace, name, &current);
+        Ok(form.from_storage(&last))
     }
 
     fn remove_locked(
