@@ -9,7 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -60,7 +62,7 @@ impl std::fmt::Display for ResourceKey {
 }
 
 /// What the API server knows about one resource (one group/version/plural).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ResourceInfo {
     /// Group, version and plural name.
     pub key: ResourceKey,
@@ -77,6 +79,9 @@ pub struct ResourceInfo {
     pub short_names: Vec<String>,
     /// Whether strategic merge patch is accepted (built-in kinds only, as in Kubernetes).
     pub strategic_merge: bool,
+    /// The CRD version's `additionalPrinterColumns` for a custom resource (empty: the CRD
+    /// declares none); `None` for a built-in kind, which has its own printer.
+    pub printer_columns: Option<Vec<CustomResourceColumnDefinition>>,
 }
 
 impl ResourceInfo {
@@ -96,6 +101,7 @@ impl ResourceInfo {
             status_subresource,
             short_names: short_names.iter().map(|s| (*s).to_owned()).collect(),
             strategic_merge: true,
+            printer_columns: None,
         }
     }
 
@@ -126,6 +132,12 @@ impl ResourceInfo {
                     .is_some_and(|sub| sub.status.is_some()),
                 short_names: spec.names.short_names.clone().unwrap_or_default(),
                 strategic_merge: false,
+                printer_columns: Some(
+                    version
+                        .additional_printer_columns
+                        .clone()
+                        .unwrap_or_default(),
+                ),
             })
             .collect()
     }

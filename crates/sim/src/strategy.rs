@@ -4,7 +4,8 @@
 //! [`Store`](crate::Store) on every create, update and delete.
 //!
 //! - `PrepareForCreate`: the status a new object starts with (`pkg/registry/core/pod/strategy.go`,
-//!   `pkg/registry/apps/daemonset/strategy.go`, the CRD strategy), generation 1, the defaults
+//!   `pkg/registry/apps/daemonset/strategy.go`, `pkg/registry/core/namespace/strategy.go`, the
+//!   CRD strategy), generation 1, the defaults
 //!   (the defaulting hook, [`crate::defaults`]) and the DaemonSet template generation.
 //! - `PrepareForUpdate`: the server-owned metadata and, for kinds with a status subresource, the
 //!   status are kept; defaults; the template generation; the generation increases iff something
@@ -40,9 +41,10 @@ const SERVER_OWNED_METADATA: [&str; 6] = [
 enum Kind {
     Pod,
     DaemonSet,
-    /// Nodes and namespaces keep the status their creator sent (the kubelet registers its node
-    /// with one).
-    NodeOrNamespace,
+    /// Nodes keep the status their creator sent (the kubelet registers its node with one).
+    Node,
+    /// A namespace starts `Active` (`pkg/registry/core/namespace/strategy.go`).
+    Namespace,
     CustomResourceDefinition,
     Other,
 }
@@ -61,7 +63,8 @@ impl Strategy {
         let kind = match (key.group.as_str(), key.plural.as_str()) {
             ("", "pods") => Kind::Pod,
             ("apps", "daemonsets") => Kind::DaemonSet,
-            ("", "nodes" | "namespaces") => Kind::NodeOrNamespace,
+            ("", "nodes") => Kind::Node,
+            ("", "namespaces") => Kind::Namespace,
             ("apiextensions.k8s.io", "customresourcedefinitions") => Kind::CustomResourceDefinition,
             _ => Kind::Other,
         };
@@ -162,8 +165,8 @@ impl Strategy {
     }
 
     /// What the create strategies do to `status`: a DaemonSet starts with an empty status, a
-    /// pod as `Pending`, a CRD accepted and established, a custom resource with a status
-    /// subresource without status; nodes and namespaces keep what the creator sent.
+    /// pod as `Pending`, a namespace `Active`, a CRD accepted and established, a custom resource
+    /// with a status subresource without status; nodes keep what the creator sent.
     fn reset_status(&self, object: &mut Map<String, Value>, now: Timestamp) {
         match self.kind {
             Kind::Pod => {
@@ -180,7 +183,10 @@ impl Strategy {
                     }),
                 );
             }
-            Kind::NodeOrNamespace => {}
+            Kind::Node => {}
+            Kind::Namespace => {
+                object.insert("status".into(), json!({"phase": "Active"}));
+            }
             Kind::CustomResourceDefinition => {
                 // The apiextensions controllers accept the names and establish the CRD at once
                 // (`staging/src/k8s.io/apiextensions-apiserver/pkg/controller/establish`), so

@@ -6,13 +6,17 @@
 //! bodies with Kubernetes' `reason` and `code`.
 
 pub mod discovery;
+mod format;
+mod jsonpath;
 pub mod managed;
 pub mod patch;
+pub mod printers;
 mod query;
 mod read;
 mod response;
 mod route;
 pub mod selector;
+pub mod table;
 pub mod watch;
 mod write;
 
@@ -31,8 +35,9 @@ use query::Query;
 use response::{error_response, json_response, not_found_path, text_response};
 use route::{ObjectRoute, Route, verb_of};
 use selector::{FieldSelector, LabelSelector};
+use table::TableView;
 use watch::Selection;
-use write::{WriteRequest, field_manager};
+use write::field_manager;
 
 /// The body type of every response: a full JSON document, or a never-ending watch stream.
 pub type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -103,6 +108,10 @@ impl ApiServer {
             .unwrap_or("application/json")
             .to_owned();
         let manager = field_manager(&query, &parts.headers);
+        let accept = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok());
         let result = match route {
             Route::Version => Ok(json_response(200, &discovery::version())),
             Route::CoreVersions => Ok(json_response(200, &discovery::core_versions())),
@@ -121,7 +130,8 @@ impl ApiServer {
             Route::Health => Ok(text_response(200, "ok")),
             Route::NotFound => Err(not_found_path()),
             Route::Object(object) => {
-                let request = WriteRequest {
+                let request = ObjectRequest {
+                    accept,
                     query: &query,
                     content_type: &content_type,
                     body: &body,
@@ -137,20 +147,33 @@ impl ApiServer {
         &self,
         verb: Verb,
         route: &ObjectRoute,
-        request: &WriteRequest<'_>,
+        request: &ObjectRequest<'_>,
         fired: &FiredFaults,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let query = request.query;
         if route.info.namespaced && route.namespace.is_none() && route.name.is_some() {
             return Err(not_found_path());
         }
+        let table = || TableView::negotiate(request.accept, query, &route.info);
         match verb {
-            Verb::List => self.list(route, query),
-            Verb::Watch => self.watch(route, query, fired),
+            Verb::List => self.list(route, query, table()?),
+            Verb::Watch => self.watch(route, query, fired, table()?),
             Verb::Get => {
                 route.scope()?;
                 let object = self.get_existing(route)?;
-                Ok(json_response(200, &object))
+                Ok(match table()? {
+                    Some(view) => {
+                        let resource_version = object["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default();
+                        let now = self.store.clock().now();
+                        json_response(
+                            200,
+                            &view.table([object.as_ref()], resource_version, true, now),
+                        )
+                    }
+                    None => json_response(200, &object),
+                })
             }
             Verb::Create => self.create(route, request),
             Verb::Update => self.replace(route, request),
@@ -180,6 +203,18 @@ impl ApiServer {
             fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or(""))?,
         })
     }
+}
+
+/// The parts of a request to an object route that its verb reads.
+struct ObjectRequest<'a> {
+    /// The `Accept` header, which may ask for the Table form of a read.
+    accept: Option<&'a str>,
+    query: &'a Query,
+    content_type: &'a str,
+    body: &'a Bytes,
+    /// `fieldManager`, else the client's user agent up to the first `/` (as Kubernetes
+    /// defaults it), else `unknown`.
+    manager: &'a str,
 }
 
 #[cfg(test)]

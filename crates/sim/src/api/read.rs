@@ -1,6 +1,7 @@
 //! The read verbs that return collections: list (written straight into one buffer, so lists
 //! of thousands of pods stay cheap) and watch ([`super::watch`]), both with label and field
-//! selectors (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go`).
+//! selectors (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go`), as plain JSON or
+//! as a Table ([`super::table`]).
 
 use std::time::Duration;
 
@@ -8,8 +9,9 @@ use bytes::Bytes;
 use http::{Response, header};
 
 use super::query::Query;
-use super::response::bytes_response;
+use super::response::{bytes_response, json_response};
 use super::route::ObjectRoute;
+use super::table::TableView;
 use super::watch::{self, WatchRequest};
 use super::{ApiServer, DEFAULT_WATCH_TIMEOUT, ResponseBody};
 use crate::faults::FiredFaults;
@@ -20,11 +22,23 @@ impl ApiServer {
         &self,
         route: &ObjectRoute,
         query: &Query,
+        table: Option<TableView>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let selection = Self::selection(route, query)?;
         let (objects, resource_version) = self
             .store
             .list_values(&route.info.key, route.namespace.as_deref());
+        if let Some(view) = table {
+            let selected = objects.iter().filter(|o| selection.matches(o));
+            let now = self.store.clock().now();
+            let table = view.table(
+                selected.map(AsRef::as_ref),
+                &resource_version.to_string(),
+                true,
+                now,
+            );
+            return Ok(json_response(200, &table));
+        }
         // One buffer, objects written in place: lists of thousands of pods stay cheap.
         let mut out = format!(
             "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
@@ -50,6 +64,7 @@ impl ApiServer {
         route: &ObjectRoute,
         query: &Query,
         fired: &FiredFaults,
+        table: Option<TableView>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let selection = Self::selection(route, query)?;
         let resource_version = match query.get("resourceVersion").filter(|rv| !rv.is_empty()) {
@@ -74,6 +89,7 @@ impl ApiServer {
             timeout,
             max_events: fired.end_watch_after_events,
             gone_on_resume: fired.gone_on_resume,
+            table,
         };
         let body = watch::watch_body(&self.store, request);
         let mut response = Response::new(body);

@@ -13,7 +13,7 @@ use crate::registry::{ResourceInfo, ResourceKey};
 use crate::store::{StoreError, UpdateScope};
 
 /// Where a request goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Route {
     Version,
     CoreVersions,
@@ -21,11 +21,11 @@ pub(super) enum Route {
     Group(String),
     ResourceList { group: String, version: String },
     Health,
-    Object(ObjectRoute),
+    Object(Box<ObjectRoute>),
     NotFound,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct ObjectRoute {
     pub(super) info: ResourceInfo,
     pub(super) api_version: String,
@@ -115,12 +115,12 @@ impl ApiServer {
         if tail.len() > 2 {
             return Route::NotFound;
         }
-        Route::Object(ObjectRoute {
+        Route::Object(Box::new(ObjectRoute {
             api_version: info.api_version(),
             info,
             namespace,
             name: tail.first().map(|s| (*s).to_owned()),
             subresource: tail.get(1).map(|s| (*s).to_owned()),
-        })
+        }))
     }
 }

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 
 use super::ResponseBody;
 use super::selector::{FieldSelector, LabelSelector};
+use super::table::TableView;
+use crate::clock::SimClock;
 use crate::registry::ResourceInfo;
 use crate::store::{EventKind, Store, StoreError, StoreEvent};
 
@@ -64,10 +66,15 @@ pub struct WatchRequest {
     pub max_events: Option<u64>,
     /// Answer with 410 Gone if resuming from a resourceVersion (a fault).
     pub gone_on_resume: bool,
+    /// Send each object as a one-row Table (kubectl's `get --watch`).
+    pub table: Option<TableView>,
 }
 
 struct WatchState {
     request: WatchRequest,
+    clock: SimClock,
+    /// Whether a Table with the column definitions was sent (only the first carries them).
+    table_headers_sent: bool,
     pending: VecDeque<Bytes>,
     receiver: Option<broadcast::Receiver<StoreEvent>>,
     last_resource_version: u64,
@@ -81,6 +88,8 @@ struct WatchState {
 pub fn watch_body(store: &Store, request: WatchRequest) -> ResponseBody {
     let now = Instant::now();
     let mut state = WatchState {
+        clock: store.clock().clone(),
+        table_headers_sent: false,
         pending: VecDeque::new(),
         receiver: None,
         last_resource_version: 0,
@@ -150,7 +159,17 @@ impl WatchState {
         if self.finished {
             return;
         }
-        self.pending.push_back(event_line(kind, object));
+        match &self.request.table {
+            Some(view) => {
+                let resource_version = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                let headers = !std::mem::replace(&mut self.table_headers_sent, true);
+                let table = view.table([object], resource_version, headers, self.clock.now());
+                self.pending.push_back(event_line(kind, &table));
+            }
+            None => self.pending.push_back(event_line(kind, object)),
+        }
         self.sent += 1;
         if self.request.max_events.is_some_and(|max| self.sent >= max) {
             self.finished = true;

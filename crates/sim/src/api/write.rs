@@ -12,19 +12,9 @@ use super::patch::{self, PatchType};
 use super::query::Query;
 use super::response::{json_response, not_found_path, unsupported_media_type};
 use super::route::ObjectRoute;
-use super::{ApiServer, ResponseBody, managed};
+use super::{ApiServer, ObjectRequest, ResponseBody, managed};
 use crate::object::metadata_mut;
 use crate::store::{DeleteOptions, StoreError, UpdateScope};
-
-/// The parts of a request a write needs.
-pub(super) struct WriteRequest<'a> {
-    pub(super) query: &'a Query,
-    pub(super) content_type: &'a str,
-    pub(super) body: &'a Bytes,
-    /// `fieldManager`, else the client's user agent up to the first `/` (as Kubernetes
-    /// defaults it), else `unknown`.
-    pub(super) manager: &'a str,
-}
 
 pub(super) fn field_manager(query: &Query, headers: &http::HeaderMap) -> String {
     if let Some(manager) = query.get("fieldManager").filter(|m| !m.is_empty()) {
@@ -109,7 +99,7 @@ impl ApiServer {
     pub(super) fn create(
         &self,
         route: &ObjectRoute,
-        request: &WriteRequest<'_>,
+        request: &ObjectRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         if route.name.is_some() {
             return Err(StoreError::BadRequest {
@@ -143,7 +133,7 @@ impl ApiServer {
     pub(super) fn replace(
         &self,
         route: &ObjectRoute,
-        request: &WriteRequest<'_>,
+        request: &ObjectRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let scope = route.scope()?;
         let name = route.name()?;
@@ -182,7 +172,7 @@ impl ApiServer {
     pub(super) fn patch(
         &self,
         route: &ObjectRoute,
-        request: &WriteRequest<'_>,
+        request: &ObjectRequest<'_>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let (query, content_type, body) = (request.query, request.content_type, request.body);
         let scope = route.scope()?;

@@ -80,7 +80,7 @@ impl StoreEvent {
 impl Store {
     /// Every change from now on, in `resourceVersion` order.
     ///
-    /// The channel holds [`DEFAULT_CHANNEL_CAPACITY`] events (see [`Store::with_limits`]).
+    /// The channel holds [`DEFAULT_CHANNEL_CAPACITY`](super::DEFAULT_CHANNEL_CAPACITY) events (see [`Store::with_limits`]).
     /// A subscriber that falls further behind receives
     /// `RecvError::Lagged(n)`: it has missed `n` events and should re-read the store (or
     /// resume from its last `resourceVersion` with [`Store::watch_from`], which fails with
