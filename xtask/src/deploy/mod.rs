@@ -1,0 +1,190 @@
+//! `cargo xtask lint-deploy`: checks deploy/ with the tools operators and the ecosystem use.
+//!
+//! Eight checks, one module each, each reported on its own so one failure does not hide another
+//! (this module builds the shared context and runs them in order):
+//! - [`kustomize`]: every kustomization under deploy/ builds with `kubectl kustomize` (the
+//!   others read these builds);
+//! - [`validate`]: kubernetes-validate, strict, on every built-in kind and on the DaemonSet
+//!   embedded in each CanaryDaemonSet; custom kinds are never waved through;
+//! - [`rbac`]: least privilege;
+//! - [`custom_resources`]: CanaryDaemonSets against the CRD's schema and CEL rules,
+//!   ServiceMonitors against the metrics Service;
+//! - [`rules`]: promtool check/test rules on the deployed PrometheusRule, test and runbook
+//!   coverage of every alert;
+//! - [`dashboard`]: every query is PromQL, the panels are laid out cleanly;
+//! - [`metrics`]: every `canary_` metric the alerts and the dashboard use is exported by the
+//!   binary;
+//! - [`checkov`]: no failed check in deploy/ and the Dockerfile.
+//!
+//! Outputs land in `target/lint-deploy/` for inspection.
+
+mod checkov;
+mod custom_resources;
+mod dashboard;
+mod kustomize;
+mod metrics;
+mod rbac;
+mod rules;
+mod validate;
+
+use crate::tools;
+use anyhow::{Context, Result, bail};
+use kustomize::{Build, build_all};
+use serde_json::Value;
+use std::path::PathBuf;
+use xshell::Shell;
+
+/// Root of the manifests.
+const DEPLOY_DIR: &str = "deploy";
+
+/// Options of `cargo xtask lint-deploy`.
+#[derive(clap::Args, Default)]
+pub struct LintArgs {
+    /// A `/metrics` scrape of the binary (Prometheus text format) to check metric names against,
+    /// instead of reading the metrics source. Only families the scrape shows count, so scrape a
+    /// binary that has exercised every metric (e.g. after a demo rollout).
+    #[arg(long, value_name = "FILE", conflicts_with = "from_demo")]
+    exposition: Option<PathBuf>,
+    /// Scrape a demo rollout for the metric-name check: runs `daemonset-canary demo
+    /// --metrics-file` and checks against that exposition (what CI does).
+    #[arg(long)]
+    from_demo: bool,
+}
+
+impl LintArgs {
+    /// What CI runs: the metric names checked against a demo rollout's exposition.
+    pub fn from_demo() -> Self {
+        Self {
+            exposition: None,
+            from_demo: true,
+        }
+    }
+}
+
+/// What every check reads: the shell, the output directory, the tools and the builds.
+struct Lint {
+    sh: Shell,
+    work: PathBuf,
+    venv_bin: PathBuf,
+    builds: Vec<Build>,
+    exposition: Option<PathBuf>,
+}
+
+type Check = fn(&Lint) -> Result<()>;
+
+const CHECKS: &[(&str, Check)] = &[
+    ("kubernetes-validate", validate::check),
+    ("least privilege", rbac::check),
+    ("custom resources", custom_resources::check),
+    ("prometheus rules", rules::check),
+    ("dashboard", dashboard::check),
+    ("metric names", metrics::check),
+    ("checkov", checkov::check),
+];
+
+/// Runs every check and fails if any failed.
+pub fn run(args: &LintArgs) -> Result<()> {
+    let venv_bin = tools::ensure_deploy_tools()?;
+    let sh = Shell::new()?;
+    let work = tools::target_dir()?.join("lint-deploy");
+    if work.exists() {
+        std::fs::remove_dir_all(&work)
+            .with_context(|| format!("cannot clear {}", work.display()))?;
+    }
+    std::fs::create_dir_all(work.join("built"))
+        .with_context(|| format!("cannot create {}", work.display()))?;
+    eprintln!("==> lint-deploy: kustomize builds");
+    let builds = build_all(&sh, &work)?;
+    let exposition = match (&args.exposition, args.from_demo) {
+        (Some(file), _) => Some(file.clone()),
+        (None, true) => Some(metrics::demo_exposition(&sh, &work)?),
+        (None, false) => None,
+    };
+    let context = Lint {
+        sh,
+        work,
+        venv_bin,
+        builds,
+        exposition,
+    };
+    let mut failed = Vec::new();
+    for (name, check) in CHECKS {
+        eprintln!("\n==> lint-deploy: {name}");
+        match check(&context) {
+            Ok(()) => eprintln!("passed: {name}"),
+            Err(err) => {
+                eprintln!("FAILED: {name}: {err:#}");
+                failed.push(*name);
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!("lint-deploy failed: {}", failed.join(", "));
+    }
+    let dirs: Vec<String> = context
+        .builds
+        .iter()
+        .map(|b| b.dir.display().to_string())
+        .collect();
+    eprintln!(
+        "\nlint-deploy: {} checks passed on {}",
+        CHECKS.len(),
+        dirs.join(", ")
+    );
+    Ok(())
+}
+
+/// The YAML documents of `text` as JSON values, empty documents dropped.
+fn parse_documents(text: &str) -> Result<Vec<Value>> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(text)?;
+    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+fn api_version(object: &Value) -> &str {
+    object["apiVersion"].as_str().unwrap_or_default()
+}
+
+fn kind(object: &Value) -> &str {
+    object["kind"].as_str().unwrap_or_default()
+}
+
+fn describe(object: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        kind(object),
+        object["metadata"]["namespace"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+impl Lint {
+    fn all_documents(&self) -> impl Iterator<Item = &Value> {
+        self.builds.iter().flat_map(|b| b.documents.iter())
+    }
+
+    fn documents_of_kind<'a>(&'a self, kind_name: &'a str) -> impl Iterator<Item = &'a Value> {
+        self.all_documents().filter(move |d| kind(d) == kind_name)
+    }
+
+    fn venv_tool(&self, name: &str) -> PathBuf {
+        self.venv_bin.join(name)
+    }
+
+    fn write(&self, name: &str, contents: &str) -> Result<PathBuf> {
+        let path = self.work.join(name);
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+}
+
+/// Multi-document YAML (each document as JSON, which is YAML).
+fn to_multi_document(documents: &[Value]) -> Result<String> {
+    let mut text = String::new();
+    for document in documents {
+        text.push_str("---\n");
+        text.push_str(&serde_json::to_string(document)?);
+        text.push('\n');
+    }
+    Ok(text)
+}
