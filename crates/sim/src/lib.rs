@@ -68,3 +68,8 @@ pub use sim::{INITIAL_NAMESPACES, Sim, SimBuilder};
 pub use store::{
     DeleteOptions, DeleteOutcome, EventKind, Store, StoreError, StoreEvent, UpdateScope,
 };
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

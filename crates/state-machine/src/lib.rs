@@ -90,3 +90,8 @@ pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableErro
 pub use observation::{CrashLoopSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use strategy::{Compatibility, DEFAULT_PROGRESS_DEADLINE, Strategy, StrategyError};
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
