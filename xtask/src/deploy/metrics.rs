@@ -1,30 +1,46 @@
 //! Metric names: every `canary_` metric the alerts and the dashboard use is exported by the
-//! binary.
+//! binary. What the binary exports is read from `/metrics` scrapes of it ([`super::scrape`]:
+//! a demo rollout and `observe-kubevirt`, what CI does, or files given with `--exposition`),
+//! checked against every metric registered anywhere in its sources, so a metric of one mode
+//! only is neither missed nor taken for granted; without scrapes, from the sources alone.
 
 use super::Lint;
 use super::dashboard::read_dashboard_queries;
 use super::rules::rule_groups;
 use anyhow::{Context, Result, ensure};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use xshell::{Shell, cmd};
+use std::path::Path;
 
-/// Where the binary defines its metrics.
-pub(super) const METRICS_SOURCE: &str = "crates/daemonset-canary/src/metrics.rs";
+/// The binary's sources: its registry and every metric it registers, in whichever module.
+pub(super) const BINARY_SOURCES: &str = "crates/daemonset-canary/src";
 
-/// Runs a 20-node demo rollout and saves its final `/metrics` exposition in `work`.
-pub(super) fn demo_exposition(sh: &Shell, work: &Path) -> Result<PathBuf> {
-    let file = work.join("demo-metrics.prom");
-    let cargo = crate::cargo();
-    eprintln!("==> lint-deploy: scraping a demo rollout");
-    cmd!(
-        sh,
-        "{cargo} run --quiet --locked -p daemonset-canary -- demo --nodes 20 --metrics-file {file}"
-    )
-    .ignore_stdout()
-    .run()
-    .context("the demo rollout for the metrics scrape failed")?;
-    Ok(file)
+/// The metrics the binary registers, read from every source file under `dir` (test modules
+/// left out): see [`exported_metrics`].
+pub(super) fn registered_metrics(dir: &Path) -> Result<BTreeSet<String>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut sources = String::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        sources.push_str(code);
+        sources.push('\n');
+    }
+    exported_metrics(&sources)
 }
 
 /// The metric names the binary exports, read from its source: the registry prefix plus the
@@ -147,25 +163,51 @@ pub(super) fn exposition_metrics(text: &str) -> BTreeSet<String> {
     names
 }
 
-/// The exported metric names and where they come from.
+/// The exported metric names and where they come from: the scrapes when there are any (then
+/// every metric the binary registers must show in one of them, or the scrapes did not exercise
+/// the whole binary), else the metrics registered in the binary's sources.
 pub(super) fn exported_names(context: &Lint) -> Result<(BTreeSet<String>, String)> {
-    let (exported, origin) = match &context.exposition {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the scrape {}", path.display()))?;
-            (
-                exposition_metrics(&text),
-                format!("the scrape {}", path.display()),
-            )
-        }
-        None => {
-            let source = std::fs::read_to_string(METRICS_SOURCE)
-                .with_context(|| format!("cannot read {METRICS_SOURCE}"))?;
-            (exported_metrics(&source)?, METRICS_SOURCE.to_owned())
-        }
-    };
-    ensure!(!exported.is_empty(), "found no metric in {origin}");
-    Ok((exported, origin))
+    let registered = registered_metrics(Path::new(BINARY_SOURCES))?;
+    ensure!(
+        !registered.is_empty(),
+        "found no metric in {BINARY_SOURCES}"
+    );
+    if context.expositions.is_empty() {
+        return Ok((
+            registered,
+            format!("the metrics registered in {BINARY_SOURCES}"),
+        ));
+    }
+    let mut scraped = BTreeSet::new();
+    for path in &context.expositions {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the scrape {}", path.display()))?;
+        scraped.extend(exposition_metrics(&text));
+    }
+    let unscraped = missing_from(&registered, &scraped);
+    ensure!(
+        unscraped.is_empty(),
+        "registered in {BINARY_SOURCES} but in no scrape (give the series an initial value, or make the scrape exercise them): {}",
+        unscraped.join(", ")
+    );
+    let files: Vec<String> = context
+        .expositions
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok((scraped, format!("the scrapes {}", files.join(", "))))
+}
+
+/// The registered metrics no scrape shows.
+pub(super) fn missing_from<'a>(
+    registered: &'a BTreeSet<String>,
+    scraped: &BTreeSet<String>,
+) -> Vec<&'a str> {
+    registered
+        .iter()
+        .filter(|name| !scraped.contains(*name))
+        .map(String::as_str)
+        .collect()
 }
 
 pub(super) fn check(context: &Lint) -> Result<()> {
@@ -297,11 +339,11 @@ canary_untyped_total 2
     }
 
     #[test]
-    fn the_real_metrics_source_exports_what_the_alerts_rely_on() {
+    fn the_binary_registers_what_the_alerts_rely_on_in_every_mode() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let source = std::fs::read_to_string(root.join(METRICS_SOURCE)).unwrap();
-        let names = exported_metrics(&source).unwrap();
+        let names = registered_metrics(&root.join(BINARY_SOURCES)).unwrap();
         for name in [
+            "canary_kubevirt_version_info",
             "canary_rollout_phase",
             "canary_rollout_phase_start_timestamp_seconds",
             "canary_reconcile_errors_total",
@@ -311,6 +353,18 @@ canary_untyped_total 2
         ] {
             assert!(names.contains(name), "{name} missing from {names:?}");
         }
+    }
+
+    #[test]
+    fn a_metric_of_one_mode_missing_from_the_scrapes_is_reported() {
+        let registered = exported_metrics(METRICS).unwrap();
+        let demo = exposition_metrics(
+            "# TYPE canary_rollout_phase gauge\n# TYPE canary_reconcile_duration_seconds histogram\n",
+        );
+        assert_eq!(missing_from(&registered, &demo), ["canary_leader"]);
+        let observe = exposition_metrics("# TYPE canary_leader gauge\ncanary_leader 0\n");
+        let both: BTreeSet<String> = demo.union(&observe).cloned().collect();
+        assert!(missing_from(&registered, &both).is_empty());
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod kustomize;
 mod metrics;
 mod rbac;
 mod rules;
+mod scrape;
 mod validate;
 
 use crate::tools;
@@ -41,22 +42,22 @@ const DEPLOY_DIR: &str = "deploy";
 #[derive(clap::Args, Default)]
 pub struct LintArgs {
     /// A `/metrics` scrape of the binary (Prometheus text format) to check metric names against,
-    /// instead of reading the metrics source. Only families the scrape shows count, so scrape a
-    /// binary that has exercised every metric (e.g. after a demo rollout).
-    #[arg(long, value_name = "FILE", conflicts_with = "from_demo")]
-    exposition: Option<PathBuf>,
-    /// Scrape a demo rollout for the metric-name check: runs `daemonset-canary demo
-    /// --metrics-file` and checks against that exposition (what CI does).
-    #[arg(long)]
-    from_demo: bool,
+    /// instead of reading the binary's sources (repeatable). Only families the scrapes show
+    /// count, and every metric the binary registers must show in one of them.
+    #[arg(long = "exposition", value_name = "FILE", conflicts_with = "scrape")]
+    expositions: Vec<PathBuf>,
+    /// Scrape the binary for the metric-name check: a demo rollout (`demo --metrics-file`) and
+    /// `observe-kubevirt` on the served simulator with a KubeVirt object (what CI does).
+    #[arg(long, alias = "from-demo")]
+    scrape: bool,
 }
 
 impl LintArgs {
-    /// What CI runs: the metric names checked against a demo rollout's exposition.
-    pub fn from_demo() -> Self {
+    /// What CI runs: the metric names checked against scrapes of the binary in both modes.
+    pub fn scraping_the_binary() -> Self {
         Self {
-            exposition: None,
-            from_demo: true,
+            expositions: Vec::new(),
+            scrape: true,
         }
     }
 }
@@ -67,7 +68,8 @@ struct Lint {
     work: PathBuf,
     venv_bin: PathBuf,
     builds: Vec<Build>,
-    exposition: Option<PathBuf>,
+    /// `/metrics` scrapes of the binary; none: the metric check reads its sources.
+    expositions: Vec<PathBuf>,
 }
 
 type Check = fn(&Lint) -> Result<()>;
@@ -95,17 +97,20 @@ pub fn run(args: &LintArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", work.display()))?;
     eprintln!("==> lint-deploy: kustomize builds");
     let builds = build_all(&sh, &work)?;
-    let exposition = match (&args.exposition, args.from_demo) {
-        (Some(file), _) => Some(file.clone()),
-        (None, true) => Some(metrics::demo_exposition(&sh, &work)?),
-        (None, false) => None,
+    let expositions = if args.scrape {
+        vec![
+            scrape::demo(&sh, &work)?,
+            scrape::observe_kubevirt(&sh, &work)?,
+        ]
+    } else {
+        args.expositions.clone()
     };
     let context = Lint {
         sh,
         work,
         venv_bin,
         builds,
-        exposition,
+        expositions,
     };
     let mut failed = Vec::new();
     for (name, check) in CHECKS {
