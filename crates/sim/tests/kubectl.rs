@@ -82,6 +82,24 @@ impl Kubectl {
     }
 }
 
+/// `builder` with `nodes` nodes and fast kubelets: the cluster model runs in real time here,
+/// and rollouts should take well under a second per pod.
+fn fast_sim(builder: canary_sim::SimBuilder, nodes: u32) -> Sim {
+    builder
+        .cluster_config(ClusterConfig {
+            kubelet: KubeletConfig {
+                start_latency: Duration::from_millis(50),
+                ready_delay: Duration::from_millis(100),
+                termination_grace: Duration::from_millis(50),
+                ..KubeletConfig::default()
+            },
+            ..ClusterConfig::default()
+        })
+        .nodes(nodes)
+        .build()
+        .unwrap()
+}
+
 fn stored(sim: &Sim) -> DaemonSet {
     sim.store()
         .get::<DaemonSet>(Some("kube-system"), NAME)
@@ -90,22 +108,7 @@ fn stored(sim: &Sim) -> DaemonSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_the_simulator() {
-    // Fast kubelets: the cluster model runs in real time here, and rollouts should take
-    // well under a second per pod.
-    let kubelet = KubeletConfig {
-        start_latency: Duration::from_millis(50),
-        ready_delay: Duration::from_millis(100),
-        termination_grace: Duration::from_millis(50),
-        ..KubeletConfig::default()
-    };
-    let sim = Sim::builder()
-        .cluster_config(ClusterConfig {
-            kubelet,
-            ..ClusterConfig::default()
-        })
-        .nodes(3)
-        .build()
-        .unwrap();
+    let sim = fast_sim(Sim::builder(), 3);
     let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let kubectl = Kubectl::new(&served);
     let fixture = format!(
@@ -285,21 +288,8 @@ async fn kubectl_prints_server_tables_and_recorded_events() {
     use k8s_openapi::api::core::v1::ObjectReference;
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-    let kubelet = KubeletConfig {
-        start_latency: Duration::from_millis(50),
-        ready_delay: Duration::from_millis(100),
-        termination_grace: Duration::from_millis(50),
-        ..KubeletConfig::default()
-    };
-    let sim = Sim::builder()
-        .cluster_config(ClusterConfig {
-            kubelet,
-            ..ClusterConfig::default()
-        })
-        .nodes(2)
-        .epoch(k8s_openapi::jiff::Timestamp::now())
-        .build()
-        .unwrap();
+    // The real time as the epoch: kubectl renders ages the server computes from it.
+    let sim = fast_sim(Sim::builder().epoch(k8s_openapi::jiff::Timestamp::now()), 2);
     let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let kubectl = Kubectl::new(&served);
     let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));

@@ -1,7 +1,7 @@
 //! The first check, on which every other one reads: every kustomization under deploy/ builds
 //! with `kubectl kustomize`; each build is saved under `target/lint-deploy/built/` and parsed.
 
-use super::{DEPLOY_DIR, parse_documents};
+use super::{DEPLOY_DIR, files_under, parse_documents};
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -36,25 +36,19 @@ pub(super) fn build_all(sh: &Shell, work: &Path) -> Result<Vec<Build>> {
 
 /// Every directory under `root` (itself included) that holds a kustomization file, sorted.
 pub(super) fn kustomization_dirs(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries =
-            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.file_name().is_some_and(|name| {
+    let mut found: Vec<PathBuf> = files_under(root)?
+        .into_iter()
+        .filter(|path| {
+            path.file_name().is_some_and(|name| {
                 ["kustomization.yaml", "kustomization.yml", "Kustomization"]
                     .iter()
                     .any(|k| name == *k)
-            }) {
-                found.push(dir.clone());
-            }
-        }
-    }
+            })
+        })
+        .filter_map(|path| path.parent().map(Path::to_path_buf))
+        .collect();
     found.sort();
+    found.dedup();
     Ok(found)
 }
 

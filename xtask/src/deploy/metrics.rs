@@ -4,9 +4,9 @@
 //! checked against every metric registered anywhere in its sources, so a metric of one mode
 //! only is neither missed nor taken for granted; without scrapes, from the sources alone.
 
-use super::Lint;
 use super::dashboard::read_dashboard_queries;
 use super::rules::rule_groups;
+use super::{Lint, files_under};
 use anyhow::{Context, Result, ensure};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,21 +17,9 @@ pub(super) const BINARY_SOURCES: &str = "crates/daemonset-canary/src";
 /// The metrics the binary registers, read from every source file under `dir` (test modules
 /// left out): see [`exported_metrics`].
 pub(super) fn registered_metrics(dir: &Path) -> Result<BTreeSet<String>> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries =
-            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+    let files = files_under(dir)?
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"));
     let mut sources = String::new();
     for file in files {
         let text = std::fs::read_to_string(&file)

@@ -32,7 +32,7 @@ use crate::tools;
 use anyhow::{Context, Result, bail};
 use kustomize::{Build, build_all};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use xshell::Shell;
 
 /// Root of the manifests.
@@ -181,6 +181,26 @@ impl Lint {
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
+}
+
+/// Every file under `root`, recursively, sorted.
+fn files_under(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// Multi-document YAML (each document as JSON, which is YAML).
