@@ -75,6 +75,20 @@ impl Kubectl {
         .unwrap()
     }
 
+    /// `kubectl rollout status` of the fixture DaemonSet; its output.
+    async fn rollout_status(&self) -> String {
+        let target = format!("ds/{NAME}");
+        self.ok(&[
+            "rollout",
+            "status",
+            &target,
+            "-n",
+            "kube-system",
+            "--timeout=60s",
+        ])
+        .await
+    }
+
     async fn ok(&self, args: &[&str]) -> String {
         let (success, stdout, stderr) = self.run(args).await;
         assert!(success, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
@@ -129,16 +143,7 @@ async fn kubectl_drives_the_simulator() {
         "{out}"
     );
 
-    let rolled = kubectl
-        .ok(&[
-            "rollout",
-            "status",
-            &format!("ds/{NAME}"),
-            "-n",
-            "kube-system",
-            "--timeout=60s",
-        ])
-        .await;
+    let rolled = kubectl.rollout_status().await;
     assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let out = kubectl.ok(&["get", "nodes,ds,pods", "-A"]).await;
     assert!(out.contains("node-1") && out.contains("node-3"), "{out}");
@@ -192,16 +197,7 @@ async fn kubectl_drives_the_simulator() {
             "nvidia-device-plugin-ctr=example/plugin:v2",
         ])
         .await;
-    let rolled = kubectl
-        .ok(&[
-            "rollout",
-            "status",
-            &format!("ds/{NAME}"),
-            "-n",
-            "kube-system",
-            "--timeout=60s",
-        ])
-        .await;
+    let rolled = kubectl.rollout_status().await;
     assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let images = kubectl
         .ok(&[
@@ -297,16 +293,7 @@ async fn kubectl_prints_server_tables_and_recorded_events() {
     kubectl
         .ok(&["apply", "--validate=false", "-f", &fixture])
         .await;
-    kubectl
-        .ok(&[
-            "rollout",
-            "status",
-            &format!("ds/{NAME}"),
-            "-n",
-            "kube-system",
-            "--timeout=60s",
-        ])
-        .await;
+    kubectl.rollout_status().await;
 
     let nodes = kubectl.ok(&["get", "nodes"]).await;
     assert_eq!(
