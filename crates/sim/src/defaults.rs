@@ -8,17 +8,17 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::registry::ResourceKey;
+use crate::registry::{BuiltinKind, ResourceKey};
 
 /// Applies the defaults of `key`'s kind to `object` (built-in kinds only).
 pub fn apply_defaults(key: &ResourceKey, object: &mut Map<String, Value>) {
-    match (key.group.as_str(), key.plural.as_str()) {
-        ("apps", "daemonsets") => {
+    match key.builtin_kind() {
+        Some(BuiltinKind::DaemonSet) => {
             if let Some(Value::Object(spec)) = object.get_mut("spec") {
                 default_daemonset_spec(spec);
             }
         }
-        ("", "pods") => {
+        Some(BuiltinKind::Pod) => {
             if let Some(Value::Object(spec)) = object.get_mut("spec") {
                 default_pod_spec(spec);
             }

@@ -51,6 +51,55 @@ impl ResourceKey {
     }
 }
 
+/// The built-in kinds the simulator gives rules of their own (write strategies, defaults,
+/// printers), whatever the version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinKind {
+    /// `pods`.
+    Pod,
+    /// `daemonsets.apps`.
+    DaemonSet,
+    /// `nodes`.
+    Node,
+    /// `namespaces`.
+    Namespace,
+    /// `events` and `events.events.k8s.io`.
+    Event,
+    /// `controllerrevisions.apps`.
+    ControllerRevision,
+    /// `leases.coordination.k8s.io`.
+    Lease,
+    /// `configmaps`.
+    ConfigMap,
+    /// `secrets`.
+    Secret,
+    /// `serviceaccounts`.
+    ServiceAccount,
+    /// `customresourcedefinitions.apiextensions.k8s.io`.
+    CustomResourceDefinition,
+}
+
+impl ResourceKey {
+    /// The built-in kind this key names, if any.
+    pub fn builtin_kind(&self) -> Option<BuiltinKind> {
+        use BuiltinKind as K;
+        Some(match (self.group.as_str(), self.plural.as_str()) {
+            ("", "pods") => K::Pod,
+            ("apps", "daemonsets") => K::DaemonSet,
+            ("", "nodes") => K::Node,
+            ("", "namespaces") => K::Namespace,
+            ("" | "events.k8s.io", "events") => K::Event,
+            ("apps", "controllerrevisions") => K::ControllerRevision,
+            ("coordination.k8s.io", "leases") => K::Lease,
+            ("", "configmaps") => K::ConfigMap,
+            ("", "secrets") => K::Secret,
+            ("", "serviceaccounts") => K::ServiceAccount,
+            ("apiextensions.k8s.io", "customresourcedefinitions") => K::CustomResourceDefinition,
+            _ => return None,
+        })
+    }
+}
+
 impl std::fmt::Display for ResourceKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.group.is_empty() {

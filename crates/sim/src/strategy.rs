@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::defaults::apply_defaults;
 use crate::object::metadata_mut;
-use crate::registry::{ResourceInfo, ResourceKey};
+use crate::registry::{BuiltinKind, ResourceInfo, ResourceKey};
 
 /// The annotation carrying `spec.templateGeneration` in apps/v1.
 pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
@@ -36,23 +36,11 @@ const SERVER_OWNED_METADATA: [&str; 6] = [
     "namespace",
 ];
 
-/// Which kind's rules apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Pod,
-    DaemonSet,
-    /// Nodes keep the status their creator sent (the kubelet registers its node with one).
-    Node,
-    /// A namespace starts `Active` (`pkg/registry/core/namespace/strategy.go`).
-    Namespace,
-    CustomResourceDefinition,
-    Other,
-}
-
 /// The write rules of one resource.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strategy {
-    kind: Kind,
+    /// `None`: the generic rules (custom resources and the other built-in kinds).
+    kind: Option<BuiltinKind>,
     status_subresource: bool,
 }
 
@@ -60,16 +48,8 @@ impl Strategy {
     /// The rules of `key`; `info` is its registration (`None`: an unregistered key, written
     /// with the generic rules and no status subresource).
     pub fn for_resource(key: &ResourceKey, info: Option<&ResourceInfo>) -> Self {
-        let kind = match (key.group.as_str(), key.plural.as_str()) {
-            ("", "pods") => Kind::Pod,
-            ("apps", "daemonsets") => Kind::DaemonSet,
-            ("", "nodes") => Kind::Node,
-            ("", "namespaces") => Kind::Namespace,
-            ("apiextensions.k8s.io", "customresourcedefinitions") => Kind::CustomResourceDefinition,
-            _ => Kind::Other,
-        };
         Self {
-            kind,
+            kind: key.builtin_kind(),
             status_subresource: info.is_some_and(|info| info.status_subresource),
         }
     }
@@ -85,7 +65,7 @@ impl Strategy {
         metadata_mut(object).insert("generation".into(), json!(1));
         self.reset_status(object, now);
         apply_defaults(key, object);
-        if self.kind == Kind::DaemonSet {
+        if self.kind == Some(BuiltinKind::DaemonSet) {
             set_template_generation(None, object);
         }
     }
@@ -107,7 +87,7 @@ impl Strategy {
         }
         preserve_server_fields(old, next);
         apply_defaults(key, next);
-        if self.kind == Kind::DaemonSet {
+        if self.kind == Some(BuiltinKind::DaemonSet) {
             set_template_generation(Some(old), next);
         }
         if spec_changed(old, next) {
@@ -153,7 +133,7 @@ impl Strategy {
             object["status"]["phase"].as_str(),
             Some("Failed" | "Succeeded")
         );
-        if self.kind != Kind::Pod || !bound || finished {
+        if self.kind != Some(BuiltinKind::Pod) || !bound || finished {
             return 0;
         }
         // A pod that never ran (still Pending without containers started) is removed at once
@@ -169,10 +149,10 @@ impl Strategy {
     /// with a status subresource without status; nodes keep what the creator sent.
     fn reset_status(&self, object: &mut Map<String, Value>, now: Timestamp) {
         match self.kind {
-            Kind::Pod => {
+            Some(BuiltinKind::Pod) => {
                 object.insert("status".into(), json!({"phase": "Pending"}));
             }
-            Kind::DaemonSet => {
+            Some(BuiltinKind::DaemonSet) => {
                 object.insert(
                     "status".into(),
                     json!({
@@ -183,11 +163,10 @@ impl Strategy {
                     }),
                 );
             }
-            Kind::Node => {}
-            Kind::Namespace => {
+            Some(BuiltinKind::Namespace) => {
                 object.insert("status".into(), json!({"phase": "Active"}));
             }
-            Kind::CustomResourceDefinition => {
+            Some(BuiltinKind::CustomResourceDefinition) => {
                 // The apiextensions controllers accept the names and establish the CRD at once
                 // (`staging/src/k8s.io/apiextensions-apiserver/pkg/controller/establish`), so
                 // clients waiting for `Established` proceed.
@@ -206,10 +185,12 @@ impl Strategy {
                     }),
                 );
             }
-            Kind::Other if self.status_subresource => {
+            // Nodes keep the status their creator sent (the kubelet registers its node with one).
+            Some(_) => {}
+            None if self.status_subresource => {
                 object.remove("status");
             }
-            Kind::Other => {}
+            None => {}
         }
     }
 }
@@ -302,12 +283,11 @@ mod tests {
     use super::*;
 
     fn ds() -> Map<String, Value> {
-        let value = json!({"metadata": {"name": "a"}, "spec": {"template": {"spec": {"containers": [
-            {"name": "a", "image": "repo/a:1.0"}]}}}});
-        match value {
-            Value::Object(map) => map,
-            _ => unreachable!(),
-        }
+        serde_json::from_value(
+            json!({"metadata": {"name": "a"}, "spec": {"template": {"spec": {
+            "containers": [{"name": "a", "image": "repo/a:1.0"}]}}}}),
+        )
+        .unwrap()
     }
 
     #[test]

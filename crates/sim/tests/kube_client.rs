@@ -350,14 +350,11 @@ async fn recorder_events_are_served_through_both_event_apis() {
             instance: Some("replica-1".into()),
         },
     );
-    let regarding = ObjectReference {
-        api_version: Some("canary.daemonset.dev/v1alpha1".into()),
-        kind: Some("CanaryDaemonSet".into()),
-        name: Some("agent".into()),
-        namespace: Some("default".into()),
-        uid: Some("uid-1".into()),
-        ..ObjectReference::default()
-    };
+    let regarding: ObjectReference = serde_json::from_value(json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1", "kind": "CanaryDaemonSet",
+        "name": "agent", "namespace": "default", "uid": "uid-1",
+    }))
+    .unwrap();
     let published = Published {
         type_: EventType::Normal,
         reason: "RolloutStarted".into(),

@@ -73,51 +73,25 @@ pub(super) fn age_since(timestamp: &Value, now: Timestamp) -> String {
 
 /// `duration.HumanDuration` of a whole number of seconds.
 pub(super) fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_owned();
+    // `5m` when the smaller unit is zero, else `5m30s`: two significant units.
+    let two = |major: i64, major_unit: &str, minor: i64, minor_unit: &str| match minor {
+        0 => format!("{major}{major_unit}"),
+        minor => format!("{major}{major_unit}{minor}{minor_unit}"),
+    };
+    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86400);
+    match seconds {
+        s if s < -1 => "<invalid>".to_owned(),
+        s if s < 0 => "0s".to_owned(),
+        s if s < 60 * 2 => format!("{s}s"),
+        _ if minutes < 10 => two(minutes, "m", seconds % 60, "s"),
+        _ if minutes < 60 * 3 => format!("{minutes}m"),
+        _ if hours < 8 => two(hours, "h", minutes % 60, "m"),
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 24 * 8 => two(days, "d", hours % 24, "h"),
+        _ if hours < 24 * 365 * 2 => format!("{days}d"),
+        _ if hours < 24 * 365 * 8 => two(days / 365, "y", days % 365, "d"),
+        _ => format!("{}y", days / 365),
     }
-    if seconds < 0 {
-        return "0s".to_owned();
-    }
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        return match seconds % 60 {
-            0 => format!("{minutes}m"),
-            s => format!("{minutes}m{s}s"),
-        };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        return match minutes % 60 {
-            0 => format!("{hours}h"),
-            m => format!("{hours}h{m}m"),
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        return match hours % 24 {
-            0 => format!("{}d", hours / 24),
-            h => format!("{}d{h}h", hours / 24),
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        return match (hours / 24) % 365 {
-            0 => format!("{}y", hours / 24 / 365),
-            d => format!("{}y{d}d", hours / 24 / 365),
-        };
-    }
-    format!("{}y", hours / 24 / 365)
 }
 
 /// `duration.ShortHumanDuration` of a whole number of seconds.

@@ -19,7 +19,7 @@ use super::format::{
 };
 use super::jsonpath::JsonPath;
 use crate::conversion::ServedForm;
-use crate::registry::ResourceInfo;
+use crate::registry::{BuiltinKind, ResourceInfo};
 
 /// `(name, type, format, priority)` of a column.
 type ColumnSpec = (&'static str, &'static str, &'static str, i32);
@@ -96,26 +96,9 @@ const DEFAULT_COLUMNS: &[ColumnSpec] = &[NAME, ("Created At", "date", "", 0)];
 /// How one resource is printed.
 #[derive(Clone, Debug)]
 pub enum Printer {
-    /// `pods`.
-    Pod,
-    /// `daemonsets.apps`.
-    DaemonSet,
-    /// `nodes`.
-    Node,
-    /// `namespaces`.
-    Namespace,
-    /// `events` and `events.events.k8s.io` (printed from the core form, as the server does).
-    Event(ServedForm),
-    /// `controllerrevisions.apps`.
-    ControllerRevision,
-    /// `leases.coordination.k8s.io`.
-    Lease,
-    /// `configmaps`.
-    ConfigMap,
-    /// `secrets`.
-    Secret,
-    /// `serviceaccounts`.
-    ServiceAccount,
+    /// A built-in kind with a printer of its own, printing the form the object is stored in
+    /// (`events.k8s.io` Events print as core Events, as the API server prints them).
+    Builtin(BuiltinKind, ServedForm),
     /// A custom resource: `Name`, then its CRD's printer columns.
     Custom(Vec<(CustomResourceColumnDefinition, Option<JsonPath>)>),
     /// Any other kind: `Name`, `Created At`.
@@ -146,34 +129,28 @@ impl Printer {
                     .collect(),
             );
         }
-        match (info.key.group.as_str(), info.key.plural.as_str()) {
-            ("", "pods") => Self::Pod,
-            ("apps", "daemonsets") => Self::DaemonSet,
-            ("", "nodes") => Self::Node,
-            ("", "namespaces") => Self::Namespace,
-            ("" | "events.k8s.io", "events") => Self::Event(ServedForm::of(&info.key).1),
-            ("apps", "controllerrevisions") => Self::ControllerRevision,
-            ("coordination.k8s.io", "leases") => Self::Lease,
-            ("", "configmaps") => Self::ConfigMap,
-            ("", "secrets") => Self::Secret,
-            ("", "serviceaccounts") => Self::ServiceAccount,
-            _ => Self::Default,
+        match info.key.builtin_kind() {
+            None | Some(BuiltinKind::CustomResourceDefinition) => Self::Default,
+            Some(kind) => Self::Builtin(kind, ServedForm::of(&info.key).1),
         }
     }
 
     /// The Table's `columnDefinitions`.
     pub fn columns(&self) -> Vec<Value> {
         let specs = match self {
-            Self::Pod => POD_COLUMNS,
-            Self::DaemonSet => DAEMONSET_COLUMNS,
-            Self::Node => NODE_COLUMNS,
-            Self::Namespace => NAMESPACE_COLUMNS,
-            Self::Event(_) => EVENT_COLUMNS,
-            Self::ControllerRevision => REVISION_COLUMNS,
-            Self::Lease => LEASE_COLUMNS,
-            Self::ConfigMap => CONFIGMAP_COLUMNS,
-            Self::Secret => SECRET_COLUMNS,
-            Self::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+            Self::Builtin(kind, _) => match kind {
+                BuiltinKind::Pod => POD_COLUMNS,
+                BuiltinKind::DaemonSet => DAEMONSET_COLUMNS,
+                BuiltinKind::Node => NODE_COLUMNS,
+                BuiltinKind::Namespace => NAMESPACE_COLUMNS,
+                BuiltinKind::Event => EVENT_COLUMNS,
+                BuiltinKind::ControllerRevision => REVISION_COLUMNS,
+                BuiltinKind::Lease => LEASE_COLUMNS,
+                BuiltinKind::ConfigMap => CONFIGMAP_COLUMNS,
+                BuiltinKind::Secret => SECRET_COLUMNS,
+                BuiltinKind::ServiceAccount => SERVICE_ACCOUNT_COLUMNS,
+                BuiltinKind::CustomResourceDefinition => DEFAULT_COLUMNS,
+            },
             Self::Default => DEFAULT_COLUMNS,
             Self::Custom(columns) => {
                 let mut definitions = vec![column(NAME, "Name must be unique within a namespace.")];
@@ -202,9 +179,25 @@ impl Printer {
     pub fn cells(&self, object: &Value, now: Timestamp) -> Vec<Value> {
         let name = json!(text(&object["metadata"]["name"]));
         let age = || json!(age_since(&object["metadata"]["creationTimestamp"], now));
-        match self {
-            Self::Pod => pod_cells(object, now),
-            Self::DaemonSet => {
+        let kind = match self {
+            Self::Builtin(kind, ServedForm::AsStored) => *kind,
+            Self::Builtin(kind, form) => {
+                return Self::Builtin(*kind, ServedForm::AsStored)
+                    .cells(&form.to_storage(object.clone()), now);
+            }
+            Self::Default => return vec![name, object["metadata"]["creationTimestamp"].clone()],
+            Self::Custom(columns) => {
+                let mut cells = vec![name];
+                cells.extend(columns.iter().map(|(column, path)| {
+                    let found = path.as_ref().and_then(|p| p.find(object).first().copied());
+                    found.map_or(Value::Null, |value| custom_cell(&column.type_, value, now))
+                }));
+                return cells;
+            }
+        };
+        match kind {
+            BuiltinKind::Pod => pod_cells(object, now),
+            BuiltinKind::DaemonSet => {
                 let status = &object["status"];
                 let template = &object["spec"]["template"]["spec"];
                 let (containers, images) = container_cells(template);
@@ -222,10 +215,10 @@ impl Printer {
                     json!(format_label_selector(&object["spec"]["selector"])),
                 ]
             }
-            Self::Node => node_cells(object, now),
-            Self::Namespace => vec![name, json!(text(&object["status"]["phase"])), age()],
-            Self::Event(form) => event_cells(&form.to_storage(object.clone()), now),
-            Self::ControllerRevision => {
+            BuiltinKind::Node => node_cells(object, now),
+            BuiltinKind::Namespace => vec![name, json!(text(&object["status"]["phase"])), age()],
+            BuiltinKind::Event => event_cells(object, now),
+            BuiltinKind::ControllerRevision => {
                 let owner = object["metadata"]["ownerReferences"]
                     .as_array()
                     .into_iter()
@@ -247,27 +240,21 @@ impl Printer {
                 );
                 vec![name, json!(controller), int(&object["revision"]), age()]
             }
-            Self::Lease => vec![name, json!(text(&object["spec"]["holderIdentity"])), age()],
-            Self::ConfigMap => vec![
+            BuiltinKind::Lease => vec![name, json!(text(&object["spec"]["holderIdentity"])), age()],
+            BuiltinKind::ConfigMap => vec![
                 name,
                 json!(len(&object["data"]) + len(&object["binaryData"])),
                 age(),
             ],
-            Self::Secret => vec![
+            BuiltinKind::Secret => vec![
                 name,
                 json!(text(&object["type"])),
                 json!(len(&object["data"])),
                 age(),
             ],
-            Self::ServiceAccount => vec![name, json!(len(&object["secrets"])), age()],
-            Self::Default => vec![name, object["metadata"]["creationTimestamp"].clone()],
-            Self::Custom(columns) => {
-                let mut cells = vec![name];
-                cells.extend(columns.iter().map(|(column, path)| {
-                    let found = path.as_ref().and_then(|p| p.find(object).first().copied());
-                    found.map_or(Value::Null, |value| custom_cell(&column.type_, value, now))
-                }));
-                cells
+            BuiltinKind::ServiceAccount => vec![name, json!(len(&object["secrets"])), age()],
+            BuiltinKind::CustomResourceDefinition => {
+                vec![name, object["metadata"]["creationTimestamp"].clone()]
             }
         }
     }
@@ -628,7 +615,7 @@ mod tests {
                  "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:09:20Z"}}},
             ]},
         });
-        let cells = Printer::Pod.cells(&pod, now);
+        let cells = Printer::Builtin(BuiltinKind::Pod, ServedForm::AsStored).cells(&pod, now);
         assert_eq!(
             cells,
             [
@@ -645,6 +632,9 @@ mod tests {
         );
         let mut terminating = pod;
         terminating["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:10:30Z");
-        assert_eq!(Printer::Pod.cells(&terminating, now)[2], "Terminating");
+        assert_eq!(
+            Printer::Builtin(BuiltinKind::Pod, ServedForm::AsStored).cells(&terminating, now)[2],
+            "Terminating"
+        );
     }
 }

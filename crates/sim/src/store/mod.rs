@@ -210,9 +210,7 @@ impl Store {
     where
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let updated =
-            self.update_value(&ResourceKey::of::<K>(), encode(obj)?, UpdateScope::Main)?;
-        decode(&updated)
+        self.update_typed(obj, UpdateScope::Main)
     }
 
     /// Replaces the `status` of the object, and nothing else.
@@ -220,8 +218,14 @@ impl Store {
     where
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let updated =
-            self.update_value(&ResourceKey::of::<K>(), encode(obj)?, UpdateScope::Status)?;
+        self.update_typed(obj, UpdateScope::Status)
+    }
+
+    fn update_typed<K>(&self, obj: &K, scope: UpdateScope) -> Result<K, StoreError>
+    where
+        K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let updated = self.update_value(&ResourceKey::of::<K>(), encode(obj)?, scope)?;
         decode(&updated)
     }
 
@@ -238,11 +242,8 @@ impl Store {
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
         let key = ResourceKey::of::<K>();
-        let (stored, form) = ServedForm::of(&key);
         let mut inner = self.lock();
-        let current = inner
-            .get(&stored, namespace, name)
-            .ok_or_else(|| not_found(&key, name))?;
+        let (stored, form, current) = inner.existing(&key, namespace, name)?;
         let mut object: K = decode(&form.from_storage(&current))?;
         change(&mut object);
         let mut value = encode(&object)?;
@@ -493,11 +494,8 @@ impl Store {
         dry_run: bool,
         change: impl FnOnce(&Value) -> Result<Value, StoreError>,
     ) -> Result<Arc<Value>, StoreError> {
-        let (stored, form) = ServedForm::of(key);
         let mut inner = self.lock();
-        let current = inner
-            .get(&stored, namespace, name)
-            .ok_or_else(|| not_found(key, name))?;
+        let (stored, form, current) = inner.existing(key, namespace, name)?;
         let next = change(&form.from_storage(&current))?;
         if dry_run {
             return Ok(Arc::new(next));
@@ -514,28 +512,8 @@ impl Store {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, StoreError> {
-        let (stored, form) = ServedForm::of(key);
-        Ok(
-            match self.delete_stored(&stored, namespace, name, options)? {
-                DeleteOutcome::Removed(last) => DeleteOutcome::Removed(form.from_storage(&last)),
-                DeleteOutcome::Terminating(now) => {
-                    DeleteOutcome::Terminating(form.from_storage(&now))
-                }
-            },
-        )
-    }
-
-    fn delete_stored(
-        &self,
-        key: &ResourceKey,
-        namespace: Option<&str>,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, StoreError> {
         let mut inner = self.lock();
-        let current = inner
-            .get(key, namespace, name)
-            .ok_or_else(|| not_found(key, name))?;
+        let (stored, form, current) = inner.existing(key, namespace, name)?;
         let meta = &current["metadata"];
         let precondition_failed = options
             .precondition_resource_version
@@ -551,16 +529,16 @@ impl Store {
                 name: name.to_owned(),
             });
         }
-        let info = inner.registry.get(key).cloned();
-        let grace = Strategy::for_resource(key, info.as_ref())
+        let info = inner.registry.get(&stored).cloned();
+        let grace = Strategy::for_resource(&stored, info.as_ref())
             .graceful_deletion_seconds(&current, options.grace_period_seconds);
         if finalizers_empty(&current) && grace == 0 {
-            let removed = self.remove_locked(&mut inner, key, namespace, name, &current);
-            return Ok(DeleteOutcome::Removed(removed));
+            let removed = self.remove_locked(&mut inner, &stored, namespace, name, &current);
+            return Ok(DeleteOutcome::Removed(form.from_storage(&removed)));
         }
         let already = current["metadata"]["deletionGracePeriodSeconds"].as_i64();
         if is_terminating(&current) && already.is_some_and(|already| already <= grace) {
-            return Ok(DeleteOutcome::Terminating(current));
+            return Ok(DeleteOutcome::Terminating(form.from_storage(&current)));
         }
         let Value::Object(mut next) = current.as_ref().clone() else {
             return Err(StoreError::invalid("stored object is not a JSON object"));
@@ -579,13 +557,13 @@ impl Store {
         let object = Arc::new(Value::Object(next));
         self.commit(
             &mut inner,
-            key,
+            &stored,
             namespace.map(str::to_owned),
             name.to_owned(),
             EventKind::Modified,
             object.clone(),
         );
-        Ok(DeleteOutcome::Terminating(object))
+        Ok(DeleteOutcome::Terminating(form.from_storage(&object)))
     }
 
     /// Removes an object now (see [`Store::remove_now`]); returns its last state.
@@ -595,11 +573,8 @@ impl Store {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<Value>, StoreError> {
-        let (stored, form) = ServedForm::of(key);
         let mut inner = self.lock();
-        let current = inner
-            .get(&stored, namespace, name)
-            .ok_or_else(|| not_found(key, name))?;
+        let (stored, form, current) = inner.existing(key, namespace, name)?;
         let last = self.remove_locked(&mut inner, &stored, namespace, name, &current);
         Ok(form.from_storage(&last))
     }
@@ -644,6 +619,20 @@ impl Inner {
             .get(key)?
             .get(&(namespace.unwrap_or_default().to_owned(), name.to_owned()))
             .cloned()
+    }
+
+    /// The object `key` serves as `namespace/name`, with where and in which form it is stored.
+    fn existing(
+        &self,
+        key: &ResourceKey,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(ResourceKey, ServedForm, Arc<Value>), StoreError> {
+        let (stored, form) = ServedForm::of(key);
+        let current = self
+            .get(&stored, namespace, name)
+            .ok_or_else(|| not_found(key, name))?;
+        Ok((stored, form, current))
     }
 
     /// `prefix` plus the first generated suffix not taken in `namespace` (`generateName`).

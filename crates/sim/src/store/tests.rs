@@ -10,13 +10,18 @@ fn store() -> Store {
     Store::new(SimClock::new())
 }
 
+/// `name` in namespace `default`.
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("default".into()),
+        ..Default::default()
+    }
+}
+
 fn daemonset(name: &str) -> DaemonSet {
     DaemonSet {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
+        metadata: meta(name),
         spec: Some(DaemonSetSpec {
             min_ready_seconds: Some(0),
             ..Default::default()
@@ -35,11 +40,7 @@ fn rv<K: kube::Resource>(obj: &K) -> u64 {
 
 fn pod(name: &str, node: Option<&str>) -> Pod {
     Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            ..Default::default()
-        },
+        metadata: meta(name),
         spec: Some(PodSpec {
             node_name: node.map(Into::into),
             ..Default::default()

@@ -2,6 +2,7 @@
 //! the kubelet steps ([`crate::cluster::kubelet`]), graceful deletion, and the status writes,
 //! batched once per loop turn.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -13,7 +14,7 @@ use super::super::kubelet::{
 use super::super::nodes;
 use super::super::ownership::controller_uid;
 use super::timers::Timer;
-use super::{Driver, ObjKey, object_key};
+use super::{Driver, NodeState, ObjKey, object_key};
 use crate::store::UpdateScope;
 
 pub(super) struct PodState {
@@ -185,11 +186,7 @@ impl Driver {
         if state.termination_scheduled {
             return;
         }
-        let node_ready = state
-            .node
-            .as_ref()
-            .and_then(|n| self.nodes.get(n))
-            .map(|n| n.ready);
+        let node_ready = node_ready(&self.nodes, state.node.as_deref());
         match node_ready {
             // No kubelet is running there: the pod stays Terminating until the node is back.
             Some(false) => {}
@@ -227,11 +224,7 @@ impl Driver {
         if state.epoch != epoch || state.deleting.is_some() {
             return;
         }
-        let node_ready = state
-            .node
-            .as_ref()
-            .and_then(|n| self.nodes.get(n))
-            .is_some_and(|n| n.ready);
+        let node_ready = node_ready(&self.nodes, state.node.as_deref()) == Some(true);
         if !node_ready {
             state.deferred = Some(step);
             return;
@@ -275,4 +268,9 @@ impl Driver {
         }
         wrote
     }
+}
+
+/// Whether the node `node` names is Ready; `None` when the pod is unbound or its node is gone.
+fn node_ready(nodes: &BTreeMap<String, NodeState>, node: Option<&str>) -> Option<bool> {
+    nodes.get(node?).map(|n| n.ready)
 }
