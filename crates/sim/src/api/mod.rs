@@ -3,7 +3,11 @@
 //! Request handling follows `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/` (get, list,
 //! watch, create, update, patch, delete) with the store semantics of
 //! `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`. Errors are `Status`
-//! bodies with Kubernetes' `reason` and `code`.
+//! bodies with Kubernetes' `reason` and `code`. Reads come as plain JSON, or as the Table kubectl
+//! asks for ([`table`], [`printers`]).
+//!
+//! Layout: this module answers a request (faults, routing, dispatch by verb); `route` and
+//! `query` parse it, `read` and `write` serve the verbs, `response` shapes the bodies.
 
 pub mod discovery;
 mod format;
