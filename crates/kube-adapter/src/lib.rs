@@ -110,3 +110,8 @@ pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};
 pub use error::Error;
 pub use observer::{Observer, Report, Reports, Stats, Transition, Transitions, WriteOutcome};
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,6 +1,6 @@
-//! Server-side defaulting and the DaemonSet template generation, applied on every write as the
-//! API server does (`pkg/apis/apps/v1/defaults.go`, `pkg/apis/core/v1/defaults.go`,
-//! `pkg/registry/apps/daemonset/strategy.go`).
+//! Server-side defaulting, applied on every create and update as the API server's decoder does
+//! (`pkg/apis/apps/v1/defaults.go`, `pkg/apis/core/v1/defaults.go`); the write strategies
+//! ([`crate::strategy`]) call it as their defaulting hook.
 //!
 //! Only the defaults that matter to rollouts and to `kubectl apply` round trips are modelled:
 //! the DaemonSet update strategy and history limit, and the common pod-spec and container
@@ -8,20 +8,17 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::store::ResourceKey;
-
-/// The annotation carrying `spec.templateGeneration` in apps/v1.
-pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+use crate::registry::{BuiltinKind, ResourceKey};
 
 /// Applies the defaults of `key`'s kind to `object` (built-in kinds only).
 pub fn apply_defaults(key: &ResourceKey, object: &mut Map<String, Value>) {
-    match (key.group.as_str(), key.plural.as_str()) {
-        ("apps", "daemonsets") => {
+    match key.builtin_kind() {
+        Some(BuiltinKind::DaemonSet) => {
             if let Some(Value::Object(spec)) = object.get_mut("spec") {
                 default_daemonset_spec(spec);
             }
         }
-        ("", "pods") => {
+        Some(BuiltinKind::Pod) => {
             if let Some(Value::Object(spec)) = object.get_mut("spec") {
                 default_pod_spec(spec);
             }
@@ -104,50 +101,6 @@ fn image_tag_is_latest(image: &str) -> bool {
     }
 }
 
-/// Sets `deprecated.daemonset.template.generation`: 1 on create (unless the client set a
-/// positive value); on update, the old value, plus one when `spec.template` changed.
-pub fn set_template_generation(old: Option<&Map<String, Value>>, next: &mut Map<String, Value>) {
-    let read = |object: &Map<String, Value>| -> Option<i64> {
-        object
-            .get("metadata")?
-            .get("annotations")?
-            .get(TEMPLATE_GENERATION_ANNOTATION)?
-            .as_str()?
-            .parse()
-            .ok()
-    };
-    let generation = match old {
-        None => read(next).filter(|g| *g >= 1).unwrap_or(1),
-        Some(old) => {
-            let previous = read(old).unwrap_or(1);
-            let template =
-                |o: &Map<String, Value>| o.get("spec").and_then(|s| s.get("template")).cloned();
-            if template(old) == template(next) {
-                previous
-            } else {
-                previous + 1
-            }
-        }
-    };
-    let meta = next
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(meta) = meta {
-        let annotations = meta
-            .entry("annotations")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !annotations.is_object() {
-            *annotations = Value::Object(Map::new());
-        }
-        if let Value::Object(annotations) = annotations {
-            annotations.insert(
-                TEMPLATE_GENERATION_ANNOTATION.to_owned(),
-                Value::String(generation.to_string()),
-            );
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,30 +144,6 @@ mod tests {
         assert_eq!(
             object["spec"]["updateStrategy"],
             json!({"type": "OnDelete"})
-        );
-    }
-
-    #[test]
-    fn template_generation_counts_template_changes() {
-        let mut first = ds();
-        set_template_generation(None, &mut first);
-        assert_eq!(
-            first["metadata"]["annotations"][TEMPLATE_GENERATION_ANNOTATION],
-            "1"
-        );
-        let mut same = first.clone();
-        same["spec"]["minReadySeconds"] = json!(5);
-        set_template_generation(Some(&first), &mut same);
-        assert_eq!(
-            same["metadata"]["annotations"][TEMPLATE_GENERATION_ANNOTATION],
-            "1"
-        );
-        let mut changed = same.clone();
-        changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("repo/a:2.0");
-        set_template_generation(Some(&same), &mut changed);
-        assert_eq!(
-            changed["metadata"]["annotations"][TEMPLATE_GENERATION_ANNOTATION],
-            "2"
         );
     }
 }

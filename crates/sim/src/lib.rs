@@ -48,21 +48,28 @@
 pub mod api;
 pub mod clock;
 pub mod cluster;
+pub mod conversion;
 pub mod crds;
 pub mod defaults;
 pub mod faults;
+mod object;
 pub mod registry;
 pub mod service;
 mod sim;
 pub mod store;
+pub mod strategy;
 
 pub use api::ApiServer;
 pub use clock::SimClock;
 pub use faults::{FaultAction, FaultRule, Faults, RequestCounts, RequestRecord, Trigger, Verb};
-pub use registry::ResourceInfo;
+pub use registry::{ResourceInfo, ResourceKey};
 pub use service::{ServedSim, SimService};
 pub use sim::{INITIAL_NAMESPACES, Sim, SimBuilder};
 pub use store::{
-    DeleteOptions, DeleteOutcome, EventKind, ResourceKey, Store, StoreError, StoreEvent,
-    UpdateScope,
+    DeleteOptions, DeleteOutcome, EventKind, Store, StoreError, StoreEvent, UpdateScope,
 };
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

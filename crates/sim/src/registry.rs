@@ -1,11 +1,117 @@
-//! Which resources the simulated API server knows: built-in kinds and registered CRDs.
+//! Which resources the simulated API server knows: the built-in kinds and the kinds of every
+//! registered CustomResourceDefinition, each named by a [`ResourceKey`].
+//!
+//! This is the simulator's counterpart of the API server's REST mapping (the `APIGroupInfo`s
+//! installed in `pkg/controlplane` and the CRD handler's per-version storage in
+//! `staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go`).
+//! Invariant: a key is served iff it is in the [`Registry`]; registering a key again replaces
+//! what was known about it.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use std::collections::BTreeMap;
 
-use crate::store::ResourceKey;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Identifies a resource type: API group (empty for core), version and plural name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceKey {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// API version (`v1`).
+    pub version: String,
+    /// Plural resource name (`daemonsets`).
+    pub plural: String,
+}
+
+impl ResourceKey {
+    /// A key from its parts.
+    pub fn new(group: &str, version: &str, plural: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: plural.to_owned(),
+        }
+    }
+
+    /// The key of a Rust resource type (k8s-openapi types and `#[derive(CustomResource)]` types).
+    pub fn of<K: kube::Resource<DynamicType = ()>>() -> Self {
+        Self::new(&K::group(&()), &K::version(&()), &K::plural(&()))
+    }
+
+    /// `group/version`, or just `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// The built-in kinds the simulator gives rules of their own (write strategies, defaults,
+/// printers), whatever the version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinKind {
+    /// `pods`.
+    Pod,
+    /// `daemonsets.apps`.
+    DaemonSet,
+    /// `nodes`.
+    Node,
+    /// `namespaces`.
+    Namespace,
+    /// `events` and `events.events.k8s.io`.
+    Event,
+    /// `controllerrevisions.apps`.
+    ControllerRevision,
+    /// `leases.coordination.k8s.io`.
+    Lease,
+    /// `configmaps`.
+    ConfigMap,
+    /// `secrets`.
+    Secret,
+    /// `serviceaccounts`.
+    ServiceAccount,
+    /// `customresourcedefinitions.apiextensions.k8s.io`.
+    CustomResourceDefinition,
+}
+
+impl ResourceKey {
+    /// The built-in kind this key names, if any.
+    pub fn builtin_kind(&self) -> Option<BuiltinKind> {
+        use BuiltinKind as K;
+        Some(match (self.group.as_str(), self.plural.as_str()) {
+            ("", "pods") => K::Pod,
+            ("apps", "daemonsets") => K::DaemonSet,
+            ("", "nodes") => K::Node,
+            ("", "namespaces") => K::Namespace,
+            ("" | "events.k8s.io", "events") => K::Event,
+            ("apps", "controllerrevisions") => K::ControllerRevision,
+            ("coordination.k8s.io", "leases") => K::Lease,
+            ("", "configmaps") => K::ConfigMap,
+            ("", "secrets") => K::Secret,
+            ("", "serviceaccounts") => K::ServiceAccount,
+            ("apiextensions.k8s.io", "customresourcedefinitions") => K::CustomResourceDefinition,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
 
 /// What the API server knows about one resource (one group/version/plural).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ResourceInfo {
     /// Group, version and plural name.
     pub key: ResourceKey,
@@ -22,6 +128,9 @@ pub struct ResourceInfo {
     pub short_names: Vec<String>,
     /// Whether strategic merge patch is accepted (built-in kinds only, as in Kubernetes).
     pub strategic_merge: bool,
+    /// The CRD version's `additionalPrinterColumns` for a custom resource (empty: the CRD
+    /// declares none); `None` for a built-in kind, which has its own printer.
+    pub printer_columns: Option<Vec<CustomResourceColumnDefinition>>,
 }
 
 impl ResourceInfo {
@@ -41,6 +150,7 @@ impl ResourceInfo {
             status_subresource,
             short_names: short_names.iter().map(|s| (*s).to_owned()).collect(),
             strategic_merge: true,
+            printer_columns: None,
         }
     }
 
@@ -71,6 +181,12 @@ impl ResourceInfo {
                     .is_some_and(|sub| sub.status.is_some()),
                 short_names: spec.names.short_names.clone().unwrap_or_default(),
                 strategic_merge: false,
+                printer_columns: Some(
+                    version
+                        .additional_printer_columns
+                        .clone()
+                        .unwrap_or_default(),
+                ),
             })
             .collect()
     }
@@ -129,4 +245,48 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             &["crd", "crds"],
         ),
     ]
+}
+
+/// The resources served, by key. Starts with [`builtin_resources`].
+#[derive(Clone, Debug)]
+pub struct Registry {
+    resources: BTreeMap<ResourceKey, ResourceInfo>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            resources: builtin_resources()
+                .into_iter()
+                .map(|info| (info.key.clone(), info))
+                .collect(),
+        }
+    }
+}
+
+impl Registry {
+    /// Serves `info.key` (replacing an earlier registration of the same key).
+    pub fn register(&mut self, info: ResourceInfo) {
+        self.resources.insert(info.key.clone(), info);
+    }
+
+    /// Serves every served version of a stored CustomResourceDefinition; an object that does
+    /// not decode as one registers nothing (the API server's CRD handler ignores it too).
+    pub fn register_crd_object(&mut self, crd: &Value) {
+        if let Ok(crd) = CustomResourceDefinition::deserialize(crd) {
+            for info in ResourceInfo::from_crd(&crd) {
+                self.register(info);
+            }
+        }
+    }
+
+    /// What is known about `key`.
+    pub fn get(&self, key: &ResourceKey) -> Option<&ResourceInfo> {
+        self.resources.get(key)
+    }
+
+    /// Every served resource, sorted by key.
+    pub fn all(&self) -> impl Iterator<Item = &ResourceInfo> {
+        self.resources.values()
+    }
 }

@@ -325,3 +325,117 @@ async fn nodes_carry_well_known_labels() {
     }
     assert_eq!(sim.requests().writes(), 0);
 }
+
+/// kube-runtime's Recorder writes `events.k8s.io/v1` Events; the simulator stores them once, as
+/// the API server does, so the core `v1` API (what `kubectl get events` and `kubectl describe`
+/// read) lists and watches the same events, converted.
+#[tokio::test]
+async fn recorder_events_are_served_through_both_event_apis() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use k8s_openapi::api::events::v1::Event as EventsV1;
+    use kube::runtime::events::{Event as Published, EventType, Recorder, Reporter};
+
+    let sim = Sim::builder().nodes(1).build().unwrap();
+    let client = sim.client();
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let mut watch = core
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "canary.daemonset.dev".into(),
+            instance: Some("replica-1".into()),
+        },
+    );
+    let regarding: ObjectReference = serde_json::from_value(json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1", "kind": "CanaryDaemonSet",
+        "name": "agent", "namespace": "default", "uid": "uid-1",
+    }))
+    .unwrap();
+    let published = Published {
+        type_: EventType::Normal,
+        reason: "RolloutStarted".into(),
+        note: Some("started rollout of v2".into()),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    recorder.publish(&published, &regarding).await.unwrap();
+
+    let seen = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let kube::api::WatchEvent::Added(added) = seen else {
+        panic!("expected ADDED, got {seen:?}");
+    };
+    assert_eq!(added.message.as_deref(), Some("started rollout of v2"));
+
+    let selected = core
+        .list(&ListParams::default().fields(
+            "involvedObject.kind=CanaryDaemonSet,involvedObject.name=agent,involvedObject.uid=uid-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(selected.items.len(), 1);
+    let event = &selected.items[0];
+    assert_eq!(event.reason.as_deref(), Some("RolloutStarted"));
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.involved_object.name.as_deref(), Some("agent"));
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some("canary.daemonset.dev")
+    );
+    assert_eq!(event.reporting_instance.as_deref(), Some("replica-1"));
+    assert!(event.event_time.is_some());
+
+    // The same event again: the Recorder patches a series onto the events.k8s.io object, and
+    // the core view shows the count.
+    recorder.publish(&published, &regarding).await.unwrap();
+    let core_again = core.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(core_again.len(), 1);
+    assert_eq!(core_again[0].series.as_ref().and_then(|s| s.count), Some(2));
+    let modern: Api<EventsV1> = Api::namespaced(client.clone(), "default");
+    let through_events_api = modern.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(through_events_api.len(), 1);
+    assert_eq!(
+        through_events_api[0].note.as_deref(),
+        Some("started rollout of v2")
+    );
+    assert_eq!(
+        through_events_api[0].metadata.resource_version, core_again[0].metadata.resource_version,
+        "one object, one resourceVersion"
+    );
+
+    // A core event is readable through events.k8s.io/v1 as well.
+    let legacy: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Pulled", "message": "image pulled", "type": "Normal",
+        "source": {"component": "kubelet", "host": "node-1"}, "count": 1,
+    }))
+    .unwrap();
+    core.create(&PostParams::default(), &legacy).await.unwrap();
+    let converted = modern.get("legacy").await.unwrap();
+    assert_eq!(converted.note.as_deref(), Some("image pulled"));
+    assert_eq!(
+        converted.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("p")
+    );
+    assert_eq!(
+        converted
+            .deprecated_source
+            .as_ref()
+            .and_then(|s| s.component.as_deref()),
+        Some("kubelet")
+    );
+    assert_eq!(converted.deprecated_count, Some(1));
+    modern
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(core.get_opt("legacy").await.unwrap().is_none());
+}

@@ -36,7 +36,12 @@ struct Kubectl {
 
 impl Kubectl {
     fn new(served: &ServedSim) -> Self {
-        let dir = std::env::temp_dir().join(format!("canary-sim-kubectl-{}", std::process::id()));
+        // One directory per served simulator: tests run in parallel in this process.
+        let dir = std::env::temp_dir().join(format!(
+            "canary-sim-kubectl-{}-{}",
+            std::process::id(),
+            served.addr.port()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         served.write_kubeconfig(&kubeconfig).unwrap();
@@ -70,11 +75,43 @@ impl Kubectl {
         .unwrap()
     }
 
+    /// `kubectl rollout status` of the fixture DaemonSet; its output.
+    async fn rollout_status(&self) -> String {
+        let target = format!("ds/{NAME}");
+        self.ok(&[
+            "rollout",
+            "status",
+            &target,
+            "-n",
+            "kube-system",
+            "--timeout=60s",
+        ])
+        .await
+    }
+
     async fn ok(&self, args: &[&str]) -> String {
         let (success, stdout, stderr) = self.run(args).await;
         assert!(success, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
         stdout
     }
+}
+
+/// `builder` with `nodes` nodes and fast kubelets: the cluster model runs in real time here,
+/// and rollouts should take well under a second per pod.
+fn fast_sim(builder: canary_sim::SimBuilder, nodes: u32) -> Sim {
+    builder
+        .cluster_config(ClusterConfig {
+            kubelet: KubeletConfig {
+                start_latency: Duration::from_millis(50),
+                ready_delay: Duration::from_millis(100),
+                termination_grace: Duration::from_millis(50),
+                ..KubeletConfig::default()
+            },
+            ..ClusterConfig::default()
+        })
+        .nodes(nodes)
+        .build()
+        .unwrap()
 }
 
 fn stored(sim: &Sim) -> DaemonSet {
@@ -85,22 +122,7 @@ fn stored(sim: &Sim) -> DaemonSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_the_simulator() {
-    // Fast kubelets: the cluster model runs in real time here, and rollouts should take
-    // well under a second per pod.
-    let kubelet = KubeletConfig {
-        start_latency: Duration::from_millis(50),
-        ready_delay: Duration::from_millis(100),
-        termination_grace: Duration::from_millis(50),
-        ..KubeletConfig::default()
-    };
-    let sim = Sim::builder()
-        .cluster_config(ClusterConfig {
-            kubelet,
-            ..ClusterConfig::default()
-        })
-        .nodes(3)
-        .build()
-        .unwrap();
+    let sim = fast_sim(Sim::builder(), 3);
     let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let kubectl = Kubectl::new(&served);
     let fixture = format!(
@@ -121,16 +143,7 @@ async fn kubectl_drives_the_simulator() {
         "{out}"
     );
 
-    let rolled = kubectl
-        .ok(&[
-            "rollout",
-            "status",
-            &format!("ds/{NAME}"),
-            "-n",
-            "kube-system",
-            "--timeout=60s",
-        ])
-        .await;
+    let rolled = kubectl.rollout_status().await;
     assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let out = kubectl.ok(&["get", "nodes,ds,pods", "-A"]).await;
     assert!(out.contains("node-1") && out.contains("node-3"), "{out}");
@@ -184,16 +197,7 @@ async fn kubectl_drives_the_simulator() {
             "nvidia-device-plugin-ctr=example/plugin:v2",
         ])
         .await;
-    let rolled = kubectl
-        .ok(&[
-            "rollout",
-            "status",
-            &format!("ds/{NAME}"),
-            "-n",
-            "kube-system",
-            "--timeout=60s",
-        ])
-        .await;
+    let rolled = kubectl.rollout_status().await;
     assert!(rolled.contains("successfully rolled out"), "{rolled}");
     let images = kubectl
         .ok(&[
@@ -247,5 +251,233 @@ async fn kubectl_drives_the_simulator() {
         sim.store()
             .get::<DaemonSet>(Some("kube-system"), NAME)
             .is_none()
+    );
+}
+
+/// The lines of `output` whose first column is `name`, split into columns.
+fn row<'a>(output: &'a str, name: &str) -> Vec<&'a str> {
+    output
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{output}"))
+        .split_whitespace()
+        .collect()
+}
+
+fn header(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// What `kubectl get` and `kubectl describe` print on the served simulator: the API server's
+/// Table columns for built-in kinds and for a CRD's printer columns, and the events a
+/// controller publishes through `events.k8s.io/v1` (kube-runtime's Recorder), which kubectl
+/// reads through core `v1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_server_tables_and_recorded_events() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    // The real time as the epoch: kubectl renders ages the server computes from it.
+    let sim = fast_sim(Sim::builder().epoch(k8s_openapi::jiff::Timestamp::now()), 2);
+    let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let kubectl = Kubectl::new(&served);
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let fixture = format!("{root}/testdata/daemonsets/nvidia-device-plugin.yaml");
+    kubectl
+        .ok(&["apply", "--validate=false", "-f", &fixture])
+        .await;
+    kubectl.rollout_status().await;
+
+    let nodes = kubectl.ok(&["get", "nodes"]).await;
+    assert_eq!(
+        header(&nodes),
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{nodes}"
+    );
+    assert_eq!(row(&nodes, "node-1")[1..3], ["Ready", "<none>"], "{nodes}");
+
+    let daemonsets = kubectl.ok(&["get", "ds", "-n", "kube-system"]).await;
+    assert_eq!(
+        header(&daemonsets),
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "NODE SELECTOR",
+            "AGE"
+        ],
+        "{daemonsets}"
+    );
+    assert_eq!(
+        row(&daemonsets, NAME)[1..7],
+        ["2", "2", "2", "2", "2", "<none>"],
+        "{daemonsets}"
+    );
+
+    let pods = kubectl
+        .ok(&["get", "pods", "-n", "kube-system", "-o", "wide"])
+        .await;
+    assert_eq!(
+        header(&pods)[..7],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"],
+        "{pods}"
+    );
+    let pod_rows: Vec<&str> = pods.lines().skip(1).collect();
+    assert_eq!(pod_rows.len(), 2, "{pods}");
+    for line in &pod_rows {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[1..4], ["1/1", "Running", "0"], "{pods}");
+        assert!(
+            cells[5].starts_with("10.") && cells[6].starts_with("node-"),
+            "{pods}"
+        );
+    }
+    // includeObject=Metadata: kubectl reads the namespace and labels from the rows' objects.
+    let labelled = kubectl.ok(&["get", "pods", "-A", "--show-labels"]).await;
+    assert_eq!(header(&labelled)[0], "NAMESPACE", "{labelled}");
+    assert!(
+        labelled.contains("controller-revision-hash=") && labelled.contains("kube-system"),
+        "{labelled}"
+    );
+    // includeObject=Object: --sort-by evaluates its path on the whole object.
+    let sorted = kubectl
+        .ok(&[
+            "get",
+            "pods",
+            "-n",
+            "kube-system",
+            "--sort-by=.spec.nodeName",
+            "-o",
+            "wide",
+        ])
+        .await;
+    let nodes_in_order: Vec<&str> = sorted
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(6).unwrap_or_default())
+        .collect();
+    assert_eq!(nodes_in_order, ["node-1", "node-2"], "{sorted}");
+
+    // The CanaryDaemonSet CRD's printer columns.
+    let crd = format!("{root}/deploy/crd/canarydaemonsets.yaml");
+    kubectl.ok(&["apply", "--validate=false", "-f", &crd]).await;
+    let dir = std::env::temp_dir().join(format!("canary-sim-kubectl-cds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cds = dir.join("cds.yaml");
+    std::fs::write(
+        &cds,
+        r#"apiVersion: canary.daemonset.dev/v1alpha1
+kind: CanaryDaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  target: {version: v1.9.4}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      selector: {matchLabels: {app: agent}}
+      template:
+        metadata: {labels: {app: agent}}
+        spec: {containers: [{name: agent, image: example/agent:v1.9.4}]}
+"#,
+    )
+    .unwrap();
+    kubectl
+        .ok(&["apply", "--validate=false", "-f", cds.to_str().unwrap()])
+        .await;
+    kubectl
+        .ok(&[
+            "patch",
+            "cds",
+            "agent",
+            "-n",
+            "default",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"canary","readyRatio":"1/2","currentMaxUnavailable":"1"}}"#,
+        ])
+        .await;
+    let listed = kubectl.ok(&["get", "cds", "-n", "default"]).await;
+    assert_eq!(
+        header(&listed),
+        ["NAME", "PHASE", "READY", "VERSION", "AGE"],
+        "{listed}"
+    );
+    let cells = row(&listed, "agent");
+    assert_eq!(cells[1..4], ["canary", "1/2", "v1.9.4"], "{listed}");
+    assert!(cells[4].ends_with('s'), "an age such as 0s: {listed}");
+    let wide = kubectl
+        .ok(&["get", "cds", "-n", "default", "-o", "wide"])
+        .await;
+    assert!(header(&wide).contains(&"MAXUNAVAILABLE"), "{wide}");
+
+    // Events published the way the controller publishes them.
+    let uid = sim
+        .store()
+        .get_value(
+            &canary_sim::ResourceKey::new("canary.daemonset.dev", "v1alpha1", "canarydaemonsets"),
+            Some("default"),
+            "agent",
+        )
+        .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_owned))
+        .unwrap();
+    let recorder = Recorder::new(
+        sim.client(),
+        Reporter {
+            controller: "daemonset-canary".into(),
+            instance: None,
+        },
+    );
+    let regarding = ObjectReference {
+        api_version: Some("canary.daemonset.dev/v1alpha1".into()),
+        kind: Some("CanaryDaemonSet".into()),
+        name: Some("agent".into()),
+        namespace: Some("default".into()),
+        uid: Some(uid),
+        ..ObjectReference::default()
+    };
+    let started = Event {
+        type_: EventType::Normal,
+        reason: "RolloutStarted".into(),
+        note: Some("started rollout of v1.9.4".into()),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    recorder.publish(&started, &regarding).await.unwrap();
+
+    let events = kubectl.ok(&["get", "events", "-n", "default"]).await;
+    assert_eq!(
+        header(&events),
+        ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{events}"
+    );
+    assert!(
+        events.contains("RolloutStarted")
+            && events.contains("canarydaemonset/agent")
+            && events.contains("started rollout of v1.9.4"),
+        "{events}"
+    );
+    let described = kubectl
+        .ok(&["describe", "cds", "agent", "-n", "default"])
+        .await;
+    let events_section = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    assert!(
+        events_section.contains("RolloutStarted")
+            && events_section.contains("daemonset-canary")
+            && events_section.contains("started rollout of v1.9.4"),
+        "{described}"
     );
 }

@@ -92,3 +92,8 @@ pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use strategy::{
     Compatibility, DEFAULT_PROGRESS_DEADLINE, ParseCompatibilityError, Strategy, StrategyError,
 };
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

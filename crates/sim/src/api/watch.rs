@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,6 +15,8 @@ use tokio::time::Instant;
 
 use super::ResponseBody;
 use super::selector::{FieldSelector, LabelSelector};
+use super::table::TableView;
+use crate::clock::SimClock;
 use crate::registry::ResourceInfo;
 use crate::store::{EventKind, Store, StoreError, StoreEvent};
 
@@ -65,10 +66,15 @@ pub struct WatchRequest {
     pub max_events: Option<u64>,
     /// Answer with 410 Gone if resuming from a resourceVersion (a fault).
     pub gone_on_resume: bool,
+    /// Send each object as a one-row Table (kubectl's `get --watch`).
+    pub table: Option<TableView>,
 }
 
 struct WatchState {
     request: WatchRequest,
+    clock: SimClock,
+    /// Whether a Table with the column definitions was sent (only the first carries them).
+    table_headers_sent: bool,
     pending: VecDeque<Bytes>,
     receiver: Option<broadcast::Receiver<StoreEvent>>,
     last_resource_version: u64,
@@ -82,6 +88,8 @@ struct WatchState {
 pub fn watch_body(store: &Store, request: WatchRequest) -> ResponseBody {
     let now = Instant::now();
     let mut state = WatchState {
+        clock: store.clock().clone(),
+        table_headers_sent: false,
         pending: VecDeque::new(),
         receiver: None,
         last_resource_version: 0,
@@ -151,7 +159,17 @@ impl WatchState {
         if self.finished {
             return;
         }
-        self.pending.push_back(event_line(kind, object));
+        match &self.request.table {
+            Some(view) => {
+                let resource_version = object["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default();
+                let headers = !std::mem::replace(&mut self.table_headers_sent, true);
+                let table = view.table([object], resource_version, headers, self.clock.now());
+                self.pending.push_back(event_line(kind, &table));
+            }
+            None => self.pending.push_back(event_line(kind, object)),
+        }
         self.sent += 1;
         if self.request.max_events.is_some_and(|max| self.sent >= max) {
             self.finished = true;
@@ -176,15 +194,12 @@ impl WatchState {
             return;
         }
         self.last_resource_version = event.resource_version;
-        if event.key != self.request.info.key {
+        let Some((object, previous)) = event.served_as(&self.request.info.key) else {
             return;
-        }
+        };
         let selection = &self.request.selection;
-        let now = selection.matches(&event.object);
-        let before = event
-            .previous
-            .as_deref()
-            .is_some_and(|p| selection.matches(p));
+        let now = selection.matches(&object);
+        let before = previous.as_deref().is_some_and(|p| selection.matches(p));
         let kind = match (event.kind, before, now) {
             (EventKind::Added, _, true) => "ADDED",
             (EventKind::Modified, true, true) => "MODIFIED",
@@ -193,7 +208,6 @@ impl WatchState {
             (EventKind::Deleted, _, true) => "DELETED",
             _ => return,
         };
-        let object = Arc::clone(&event.object);
         self.push_event(kind, &object);
     }
 

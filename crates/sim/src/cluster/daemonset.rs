@@ -11,17 +11,12 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use super::revision::REVISION_HASH_LABEL;
+use super::ownership::{REVISION_HASH_LABEL, TEMPLATE_GENERATION_LABEL, controller_ref};
 use super::scheduling::{NODE_NAME_FIELD, NodeFit, add_daemon_tolerations};
-
-/// Label carrying the template generation on DaemonSet pods (`DaemonSetTemplateGenerationKey`).
-pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
-/// Annotation the API server keeps the template generation in on apps/v1 DaemonSets.
-pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+use crate::strategy::TEMPLATE_GENERATION_ANNOTATION;
 
 /// What the controller needs to know about one of its pods.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -550,18 +545,6 @@ pub fn requeue_after(cx: &SyncContext<'_>, status: &DaemonSetStatus) -> Option<D
     let min_ready = cx.min_ready_seconds();
     (min_ready > 0 && Some(status.number_ready) != status.number_available)
         .then(|| Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)))
-}
-
-/// The owner reference the controller puts on what it creates (`NewControllerRef`).
-pub fn controller_ref(ds: &DaemonSet) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".to_owned(),
-        kind: "DaemonSet".to_owned(),
-        name: ds.metadata.name.clone().unwrap_or_default(),
-        uid: ds.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 /// The pod the controller creates on `node` (`CreatePodTemplate` plus

@@ -47,6 +47,7 @@ pub mod daemonset;
 mod driver;
 pub mod kubelet;
 pub mod nodes;
+pub mod ownership;
 pub mod revision;
 mod rng;
 pub mod scheduling;

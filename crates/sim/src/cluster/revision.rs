@@ -10,10 +10,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Value, json};
 
-use super::daemonset::controller_ref;
-
-/// Label holding the template hash on pods and revisions (`DefaultDaemonSetUniqueLabelKey`).
-pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
+use super::ownership::{REVISION_HASH_LABEL, controller_ref};
 
 /// Default `spec.revisionHistoryLimit` (API defaulting in `pkg/apis/apps/v1/defaults.go`).
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;

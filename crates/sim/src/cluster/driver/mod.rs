@@ -1,0 +1,355 @@
+//! The cluster task: consumes store events and timers in order, keeps indexes of nodes,
+//! DaemonSets, pods and revisions, and runs the DaemonSet controller and the kubelets.
+//!
+//! One [`Driver`] owns every index; its work is split by concern: this module runs the loop,
+//! reads the store's events and keeps the nodes; [`daemonsets`] is the DaemonSet controller
+//! (revisions, syncs, status), [`pods`] the kubelets (admission, steps, graceful deletion,
+//! status writes) and [`timers`] the one ordered timer queue they all schedule on.
+//! Invariant: everything happens on this one task, in store-event and timer order.
+
+mod daemonsets;
+mod pods;
+mod timers;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::kubelet::KubeletConfig;
+use super::nodes;
+use super::rng::SimRng;
+use super::scheduling::node_fit;
+use super::{ClusterConfig, Command};
+use crate::store::{EventKind, Store, StoreEvent};
+use daemonsets::DsState;
+use pods::PodState;
+use timers::{Timer, TimerEntry, sleep_until_or_forever};
+
+/// `(namespace, name)`.
+type ObjKey = (String, String);
+
+struct NodeState {
+    node: Node,
+    ready: bool,
+    pods_started: u32,
+}
+
+pub(super) struct Driver {
+    store: Store,
+    kubelet: KubeletConfig,
+    rng: SimRng,
+    events: broadcast::Receiver<StoreEvent>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    commands_open: bool,
+    nodes: BTreeMap<String, NodeState>,
+    daemonsets: BTreeMap<ObjKey, DsState>,
+    ds_by_uid: HashMap<String, ObjKey>,
+    pods: HashMap<ObjKey, PodState>,
+    pods_on_node: HashMap<String, BTreeSet<ObjKey>>,
+    /// Owner uid -> revision name -> revision.
+    revisions: HashMap<String, BTreeMap<String, ControllerRevision>>,
+    timers: BinaryHeap<Reverse<TimerEntry>>,
+    timer_seq: u64,
+    finite_timers: usize,
+    dirty_daemonsets: BTreeSet<ObjKey>,
+    /// DaemonSets whose delayed sync has come.
+    due_daemonsets: BTreeSet<ObjKey>,
+    sync_delay: Duration,
+    /// Delayed syncs scheduled and not fired yet.
+    delayed_syncs: usize,
+    dirty_pod_statuses: BTreeSet<ObjKey>,
+    settle_waiters: Vec<oneshot::Sender<()>>,
+    idle_waiters: Vec<oneshot::Sender<()>>,
+}
+
+fn key_of(namespace: Option<&str>, name: &str) -> ObjKey {
+    (namespace.unwrap_or_default().to_owned(), name.to_owned())
+}
+
+fn object_key(meta: &ObjectMeta) -> ObjKey {
+    key_of(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl Driver {
+    pub(super) fn new(
+        store: Store,
+        config: ClusterConfig,
+        events: broadcast::Receiver<StoreEvent>,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        Self {
+            store,
+            kubelet: config.kubelet,
+            rng: SimRng::new(config.seed),
+            events,
+            commands,
+            commands_open: true,
+            nodes: BTreeMap::new(),
+            daemonsets: BTreeMap::new(),
+            ds_by_uid: HashMap::new(),
+            pods: HashMap::new(),
+            pods_on_node: HashMap::new(),
+            revisions: HashMap::new(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            finite_timers: 0,
+            dirty_daemonsets: BTreeSet::new(),
+            due_daemonsets: BTreeSet::new(),
+            sync_delay: config.controller_sync_delay,
+            delayed_syncs: 0,
+            dirty_pod_statuses: BTreeSet::new(),
+            settle_waiters: Vec::new(),
+            idle_waiters: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> Timestamp {
+        self.store.clock().now()
+    }
+
+    pub(super) async fn run(mut self) {
+        self.relist();
+        loop {
+            if !self.drain_events() {
+                return;
+            }
+            let fired = self.fire_due_timers();
+            let synced = self.sync_dirty_daemonsets();
+            let flushed = self.flush_pod_statuses();
+            if fired || synced || flushed || !self.events.is_empty() {
+                continue;
+            }
+            // A delayed controller sync is the reaction to a change already made: wait for it.
+            if self.delayed_syncs == 0 {
+                for waiter in self.settle_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+            }
+            if self.finite_timers == 0 {
+                for waiter in self.idle_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+            }
+            let next = self.next_timer_at();
+            tokio::select! {
+                biased;
+                received = self.events.recv() => {
+                    if !self.handle_received(received) {
+                        return;
+                    }
+                }
+                command = self.commands.recv(), if self.commands_open => match command {
+                    Some(Command::Settle(tx)) => self.settle_waiters.push(tx),
+                    Some(Command::Idle(tx)) => self.idle_waiters.push(tx),
+                    None => self.commands_open = false,
+                },
+                () = sleep_until_or_forever(next) => {}
+            }
+        }
+    }
+
+    /// Applies every queued event; false when the store is gone.
+    fn drain_events(&mut self) -> bool {
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => self.apply_event(&event),
+                Err(broadcast::error::TryRecvError::Empty) => return true,
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "cluster fell behind the store events; relisting");
+                    self.relist();
+                }
+                Err(broadcast::error::TryRecvError::Closed) => return false,
+            }
+        }
+    }
+
+    fn handle_received(
+        &mut self,
+        received: Result<StoreEvent, broadcast::error::RecvError>,
+    ) -> bool {
+        match received {
+            Ok(event) => self.apply_event(&event),
+            Err(broadcast::error::RecvError::Lagged(_)) => self.relist(),
+            Err(broadcast::error::RecvError::Closed) => return false,
+        }
+        true
+    }
+
+    /// Rebuilds every index from the store (at start and after missing events). Kubelet
+    /// state of pods that still exist is kept.
+    fn relist(&mut self) {
+        let nodes: Vec<Node> = self.store.list(None);
+        let daemonsets: Vec<DaemonSet> = self.store.list(None);
+        let revisions: Vec<ControllerRevision> = self.store.list(None);
+        let pods: Vec<Pod> = self.store.list(None);
+        let live_nodes: BTreeSet<String> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        for gone in self
+            .nodes
+            .keys()
+            .filter(|n| !live_nodes.contains(*n))
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            self.on_node_deleted(&gone);
+        }
+        for node in nodes {
+            self.on_node(node);
+        }
+        let live_ds: BTreeSet<ObjKey> =
+            daemonsets.iter().map(|d| object_key(&d.metadata)).collect();
+        for gone in self
+            .daemonsets
+            .keys()
+            .filter(|k| !live_ds.contains(*k))
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            self.on_daemonset_deleted(&gone);
+        }
+        for ds in daemonsets {
+            self.on_daemonset(ds);
+        }
+        self.revisions.clear();
+        for cr in revisions {
+            self.on_revision(cr);
+        }
+        let live_pods: BTreeSet<ObjKey> = pods.iter().map(|p| object_key(&p.metadata)).collect();
+        for gone in self
+            .pods
+            .keys()
+            .filter(|k| !live_pods.contains(*k))
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            self.on_pod_deleted(&gone);
+        }
+        for pod in pods {
+            self.on_pod(pod);
+        }
+    }
+
+    fn apply_event(&mut self, event: &StoreEvent) {
+        let object = event.object.as_ref();
+        match (
+            event.key.group.as_str(),
+            event.key.plural.as_str(),
+            event.kind,
+        ) {
+            ("", "nodes", EventKind::Deleted) => self.on_node_deleted(&event.name),
+            ("", "nodes", _) => decode(object).map_or((), |node| self.on_node(node)),
+            ("", "pods", EventKind::Deleted) => {
+                self.on_pod_deleted(&key_of(event.namespace.as_deref(), &event.name));
+            }
+            ("", "pods", _) => decode(object).map_or((), |pod| self.on_pod(pod)),
+            ("apps", "daemonsets", EventKind::Deleted) => {
+                self.on_daemonset_deleted(&key_of(event.namespace.as_deref(), &event.name));
+            }
+            ("apps", "daemonsets", _) => decode(object).map_or((), |ds| self.on_daemonset(ds)),
+            ("apps", "controllerrevisions", EventKind::Deleted) => {
+                if let Some(cr) = decode::<ControllerRevision>(object) {
+                    self.on_revision_deleted(&cr);
+                }
+            }
+            ("apps", "controllerrevisions", _) => {
+                decode(object).map_or((), |cr| self.on_revision(cr))
+            }
+            _ => {}
+        }
+    }
+
+    fn on_node(&mut self, node: Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        let ready = nodes::is_ready(&node);
+        let was_ready = self.nodes.get(&name).map(|n| n.ready);
+        for (key, ds) in &mut self.daemonsets {
+            if ds.set_fit(&name, Some(node_fit(&ds.pod_spec, &node))) {
+                self.dirty_daemonsets.insert(key.clone());
+            }
+        }
+        let pods_started = self.nodes.get(&name).map_or(0, |n| n.pods_started);
+        self.nodes.insert(
+            name.clone(),
+            NodeState {
+                node,
+                ready,
+                pods_started,
+            },
+        );
+        if was_ready.is_some_and(|was| was != ready) {
+            self.on_node_readiness(&name, ready);
+        }
+    }
+
+    /// The node lifecycle controller marks the pods of a NotReady node not ready; a kubelet
+    /// coming back reports them again and resumes its work.
+    fn on_node_readiness(&mut self, node: &str, ready: bool) {
+        let now = self.now();
+        let keys: Vec<ObjKey> = self
+            .pods_on_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(pod) = self.pods.get_mut(&key) else {
+                continue;
+            };
+            if let Some(runtime) = pod.runtime.as_mut()
+                && runtime.set_node_ready(ready, now)
+            {
+                self.dirty_pod_statuses.insert(key.clone());
+            }
+            if !ready {
+                continue;
+            }
+            if let Some(step) = pod.deferred.take() {
+                let epoch = pod.epoch;
+                self.schedule(
+                    Duration::ZERO,
+                    Timer::PodStep {
+                        key: key.clone(),
+                        epoch,
+                        step,
+                    },
+                );
+            }
+            self.schedule_termination(&key);
+        }
+    }
+
+    fn on_node_deleted(&mut self, name: &str) {
+        self.nodes.remove(name);
+        for (key, ds) in &mut self.daemonsets {
+            if ds.set_fit(name, None) {
+                self.dirty_daemonsets.insert(key.clone());
+            }
+        }
+        // The pod garbage collector removes pods bound to a node that no longer exists.
+        for (namespace, pod) in self.pods_on_node.remove(name).into_iter().flatten() {
+            if let Err(error) = self.store.remove_now::<Pod>(Some(&namespace), &pod) {
+                tracing::debug!(%namespace, %pod, %error, "orphaned pod already gone");
+            }
+        }
+    }
+}
+
+fn decode<K: for<'de> Deserialize<'de>>(value: &Value) -> Option<K> {
+    K::deserialize(value).ok()
+}

@@ -1,0 +1,111 @@
+//! Why a store operation failed, and the Kubernetes `Status` body each failure is answered with
+//! (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`).
+
+use serde_json::{Value, json};
+
+/// Why a store operation failed. Each variant maps to the HTTP status Kubernetes answers with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// 404 NotFound.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        /// Resource (`daemonsets.apps`).
+        resource: String,
+        /// Object name.
+        name: String,
+    },
+    /// 409 AlreadyExists.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        /// Resource (`daemonsets.apps`).
+        resource: String,
+        /// Object name.
+        name: String,
+    },
+    /// 409 Conflict: a `resourceVersion` or uid precondition failed.
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict {
+        /// Resource (`daemonsets.apps`).
+        resource: String,
+        /// Object name.
+        name: String,
+    },
+    /// 409 Conflict from server-side apply: another field manager owns a field the apply
+    /// changes.
+    #[error("{message}")]
+    ApplyConflict {
+        /// Which managers own which fields.
+        message: String,
+    },
+    /// 422 Invalid: the object is malformed, or a JSON Patch `test` failed.
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+    },
+    /// 400 BadRequest.
+    #[error("{message}")]
+    BadRequest {
+        /// What is wrong.
+        message: String,
+    },
+    /// 410 Gone: the requested `resourceVersion` is older than the retained history.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Gone {
+        /// The `resourceVersion` asked for.
+        requested: u64,
+        /// The oldest `resourceVersion` a watch can still resume from.
+        oldest: u64,
+    },
+}
+
+impl StoreError {
+    /// The HTTP status code Kubernetes answers with.
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::NotFound { .. } => 404,
+            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::ApplyConflict { .. } => 409,
+            Self::Invalid { .. } => 422,
+            Self::BadRequest { .. } => 400,
+            Self::Gone { .. } => 410,
+        }
+    }
+
+    /// The `reason` of the Kubernetes `Status` object.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "NotFound",
+            Self::AlreadyExists { .. } => "AlreadyExists",
+            Self::Conflict { .. } | Self::ApplyConflict { .. } => "Conflict",
+            Self::Invalid { .. } => "Invalid",
+            Self::BadRequest { .. } => "BadRequest",
+            Self::Gone { .. } => "Expired",
+        }
+    }
+
+    /// The Kubernetes `Status` object (`kind: Status`, `status: Failure`) for this error.
+    pub fn to_status(&self) -> Value {
+        status_body(self.code(), self.reason(), &self.to_string())
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::Invalid {
+            message: message.into(),
+        }
+    }
+}
+
+/// A Kubernetes `Status` failure body.
+pub fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    })
+}

@@ -1,0 +1,96 @@
+//! RBAC stays least-privilege: no wildcard, no non-resource URL, no Secret access, no
+//! escalate/bind/impersonate, and leases only through a namespaced Role.
+
+use super::{Lint, describe, kind};
+use anyhow::{Result, ensure};
+use serde_json::Value;
+
+pub(super) fn check(context: &Lint) -> Result<()> {
+    let roles: Vec<&Value> = context
+        .all_documents()
+        .filter(|d| matches!(kind(d), "ClusterRole" | "Role"))
+        .collect();
+    ensure!(!roles.is_empty(), "no Role or ClusterRole in any build");
+    let problems: Vec<String> = roles.iter().flat_map(|role| rbac_problems(role)).collect();
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    eprintln!(
+        "{} roles: no wildcard, no secrets, leases only namespaced",
+        roles.len()
+    );
+    Ok(())
+}
+
+/// What breaks least privilege in one Role or ClusterRole.
+pub(super) fn rbac_problems(role: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let rules = role["rules"].as_array().into_iter().flatten();
+    for (index, rule) in rules.enumerate() {
+        let list = |field: &str| -> Vec<String> {
+            rule[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        };
+        let (groups, resources, verbs) = (list("apiGroups"), list("resources"), list("verbs"));
+        let where_ = format!("{} rule {index}", describe(role));
+        if [&groups, &resources, &verbs]
+            .iter()
+            .any(|l| l.iter().any(|v| v.contains('*')))
+        {
+            problems.push(format!("{where_}: wildcard"));
+        }
+        if !rule["nonResourceURLs"].is_null() {
+            problems.push(format!("{where_}: nonResourceURLs"));
+        }
+        if resources.iter().any(|r| r == "secrets") {
+            problems.push(format!("{where_}: grants access to Secrets"));
+        }
+        let leases = groups.iter().any(|g| g == "coordination.k8s.io")
+            && resources.iter().any(|r| r == "leases");
+        if leases && kind(role) == "ClusterRole" {
+            problems.push(format!(
+                "{where_}: leases through a ClusterRole (use a Role)"
+            ));
+        }
+        if verbs
+            .iter()
+            .any(|v| matches!(v.as_str(), "escalate" | "bind" | "impersonate"))
+        {
+            problems.push(format!("{where_}: escalate, bind or impersonate"));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rbac_problems_flags_wildcards_secrets_and_cluster_wide_leases() {
+        let role = |kind_name: &str, rules: Value| json!({ "kind": kind_name, "metadata": { "name": "r" }, "rules": rules });
+        let clean = role(
+            "ClusterRole",
+            json!([{ "apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "patch"] }]),
+        );
+        assert!(rbac_problems(&clean).is_empty());
+        let wildcard = role(
+            "ClusterRole",
+            json!([{ "apiGroups": ["apps"], "resources": ["*"], "verbs": ["get"] }]),
+        );
+        assert_eq!(rbac_problems(&wildcard).len(), 1);
+        let secrets = role(
+            "Role",
+            json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get"] }]),
+        );
+        assert_eq!(rbac_problems(&secrets).len(), 1);
+        let leases = json!([{
+            "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]
+        }]);
+        assert!(rbac_problems(&role("Role", leases.clone())).is_empty());
+        assert_eq!(rbac_problems(&role("ClusterRole", leases)).len(), 1);
+    }
+}
