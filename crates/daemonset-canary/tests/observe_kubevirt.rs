@@ -7,7 +7,7 @@
 mod support;
 use support::KillOnDrop;
 
-#[path = "../../kube-adapter/tests/kubevirt_standin/mod.rs"]
+#[path = "../../kube-adapter/tests/it/kubevirt_standin.rs"]
 mod kubevirt_standin;
 
 use std::process::Command;

@@ -9,23 +9,25 @@ use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::Error;
 use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::desired::OWNER_LABEL;
+use crate::health::Health;
 use crate::index::OwnerIndex;
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::without_errors;
+use crate::trigger::{WatchBackoff, without_errors};
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +76,8 @@ pub struct ControllerConfig {
     pub requeue: Requeue,
     /// Reconciles running at once (0: unbounded; one object is never reconciled twice at once).
     pub concurrency: u16,
+    /// Readiness and liveness, for the binary's `/readyz` and `/healthz`.
+    pub health: Health,
 }
 
 impl Default for ControllerConfig {
@@ -87,6 +91,7 @@ impl Default for ControllerConfig {
             observer: Observer::default(),
             requeue: Requeue::default(),
             concurrency: 0,
+            health: Health::default(),
         }
     }
 }
@@ -97,12 +102,16 @@ impl Default for ControllerConfig {
 /// starts on acquiring it, stops (in-flight passes finish) on losing it and waits to acquire
 /// it again.
 ///
+/// A reconcile loop that stays wedged ([`Health::wedged`]) stops the controller: a leader gives
+/// up its Lease, so that a standby takes over, and `run` returns [`Error::Wedged`], so that the
+/// process exits and is restarted.
+///
 /// # Errors
 ///
-/// Only [`Error::LeaderElection`], when the lease task dies. API errors are retried: setting up
-/// the Lease with backoff (a replica that cannot reach the Lease waits, as a standby), watches
-/// with backoff, passes by the error policy; a lease release that fails at the stop is logged,
-/// the lease expires on its own.
+/// [`Error::LeaderElection`], when the lease task dies, and [`Error::Wedged`]. API errors are
+/// retried: setting up the Lease with backoff (a replica that cannot reach the Lease waits, as
+/// a standby), watches with backoff, passes by the error policy; a lease release that fails at
+/// the stop is logged, the lease expires on its own.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -111,13 +120,16 @@ pub async fn run(
     let shutdown = shutdown.boxed().shared();
     let Some(election) = config.leader_election.clone() else {
         config.observer.report(Report::Leader(true));
-        run_controller(client, &config, shutdown).await;
-        return Ok(());
+        config.health.set_leading(true);
+        let wedged = run_controller(client, &config, shutdown).await;
+        config.health.set_leading(false);
+        return wedged.map_or(Ok(()), |why| Err(Error::Wedged(why)));
     };
     let Some(manager) = lease_manager(&client, &config, &election, shutdown.clone()).await else {
         return Ok(());
     };
     let (mut leader, lease_task) = manager.watch().await;
+    let mut wedge = None;
     loop {
         // Wait to lead (or stop).
         let acquired = tokio::select! {
@@ -129,13 +141,20 @@ pub async fn run(
         }
         info!(identity = %election.identity, "leading");
         config.observer.report(Report::Leader(true));
+        config.health.set_leading(true);
         let mut watch = leader.clone();
         let lost = async move {
             let _ = watch.wait_for(|is_leader| !*is_leader).await;
         };
         let stop = future::select(shutdown.clone(), lost.boxed()).map(|_| ());
-        run_controller(client.clone(), &config, stop).await;
+        let wedged = run_controller(client.clone(), &config, stop).await;
         config.observer.report(Report::Leader(false));
+        config.health.set_leading(false);
+        if let Some(why) = wedged {
+            warn!(identity = %election.identity, %why, "the reconcile loop is wedged: giving up the lease");
+            wedge = Some(why);
+            break;
+        }
         if shutdown.clone().now_or_never().is_some() {
             break;
         }
@@ -143,6 +162,20 @@ pub async fn run(
     }
     // Dropping the receiver makes the lease task release the lease.
     drop(leader);
+    let released = release(lease_task, &election).await;
+    match wedge {
+        Some(why) => Err(Error::Wedged(why)),
+        None => released,
+    }
+}
+
+/// Waits for the lease task, which releases the lease once its receiver is dropped.
+async fn release(
+    lease_task: tokio::task::JoinHandle<
+        kube_lease_manager::Result<kube_lease_manager::LeaseManager>,
+    >,
+    election: &LeaderElection,
+) -> Result<(), Error> {
     match lease_task.await {
         Ok(Ok(_)) => Ok(()),
         // The lease task only fails here in releasing the lease. The controller has stopped by
@@ -217,12 +250,16 @@ where
     }
 }
 
-/// One controller term: fresh watches and caches, until `stop` completes.
+/// How often the reconcile loop is checked for a wedge.
+const WEDGE_CHECK: Duration = Duration::from_secs(10);
+
+/// One controller term: fresh watches and caches, until `stop` completes or the reconcile loop
+/// wedges (then the reason).
 async fn run_controller(
     client: Client,
     config: &ControllerConfig,
     stop: impl Future<Output = ()> + Send + 'static,
-) {
+) -> Option<String> {
     // The Controller wants a Sync shutdown future; a oneshot receiver is one.
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let stopper = tokio::spawn(async move {
@@ -231,41 +268,49 @@ async fn run_controller(
     });
     let ns = config.namespace.as_deref();
     let owned = watcher::Config::default().labels(OWNER_LABEL);
+    let health = config.health.clone();
+    let listed = Listed::new(health.clone());
 
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
-    let ds_ready = Arc::new(AtomicBool::new(false));
-    let ds_ready_flag = ds_ready.clone();
-    // Every DaemonSet (not only labelled ones), so an existing DaemonSet is found and adopted
-    // instead of being created again.
+    let ds_listed = listed.clone();
+    // Every DaemonSet (not only labelled ones), so that an existing DaemonSet is found (and
+    // adopted when asked) instead of being created again.
     let ds_stream = watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .map_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
-                ds_ready_flag.store(true, Ordering::Release);
-            }
+            ds_listed.note(&event, Source::DaemonSets);
             event
         })
         .reflect(ds_writer)
         .touched_objects();
-    let ds_stream = without_errors(ds_stream, "daemonsets", config.observer.clone());
+    let ds_stream = without_errors(
+        ds_stream,
+        "daemonsets",
+        config.observer.clone(),
+        health.clone(),
+    );
 
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
+    let pod_listed = listed.clone();
     let pod_stream = watcher(api::<Pod>(&client, ns), owned.clone())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             pod_index.apply(&event);
+            pod_listed.note(&event, Source::Pods);
             event
         })
         .touched_objects();
-    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone());
+    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone(), health.clone());
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
+    let revision_listed = listed.clone();
     let revision_stream = watcher(api::<ControllerRevision>(&client, ns), owned)
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             revision_index.apply(&event);
+            revision_listed.note(&event, Source::Revisions);
             event
         })
         .touched_objects();
@@ -273,6 +318,7 @@ async fn run_controller(
         revision_stream,
         "controllerrevisions",
         config.observer.clone(),
+        health.clone(),
     );
 
     let reporter = Reporter {
@@ -281,33 +327,58 @@ async fn run_controller(
     };
     let caches = Caches {
         daemon_sets: ds_store,
-        daemon_sets_ready: ds_ready,
+        daemon_sets_ready: listed.flag(Source::DaemonSets),
         pods,
         revisions,
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        caches,
-        Recorder::new(client.clone(), reporter),
-        config.clock.clone(),
-        config.observer.clone(),
-        config.field_manager.clone(),
-        config.requeue,
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            caches,
+            Recorder::new(client.clone(), reporter),
+            config.clock.clone(),
+            config.observer.clone(),
+            config.field_manager.clone(),
+            config.requeue,
+        )
+        .with_health(health.clone()),
+    );
 
-    // Only spec changes (generation) of a CanaryDaemonSet trigger a pass: its status is written
-    // by this controller, and reacting to our own status writes would double the passes of a
-    // rollout. The store still sees every change.
+    // CanaryDaemonSets are listed and watched untyped and decoded one by one: one object that
+    // does not decode (an out-of-range integer an old API server stored, say) goes to
+    // `undecodable` and ends as an InvalidSpec on that object, and never fails the list, which
+    // would stop every other object's rollout. Only spec changes (generation) trigger a pass:
+    // the status is this controller's own writing. The store still sees every change.
     let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
+    let (undecodable_tx, mut undecodable) = mpsc::unbounded_channel::<(CanaryDaemonSet, String)>();
+    let cds_listed = listed.clone();
+    let cds_ctx = ctx.clone();
     let cds_stream = watcher(
-        api::<CanaryDaemonSet>(&client, ns),
+        crate::crd::dynamic_api(&client, ns),
         watcher::Config::default(),
     )
-    .default_backoff()
+    .backoff(WatchBackoff::default())
+    .try_filter_map(move |event| {
+        cds_listed.note(&event, Source::CanaryDaemonSets);
+        future::ready(Ok(typed_event(event, &undecodable_tx, &cds_ctx)))
+    })
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(predicates::generation, PredicateConfig::default());
-    let cds_stream = without_errors(cds_stream, "canarydaemonsets", config.observer.clone());
+    let cds_stream = without_errors(
+        cds_stream,
+        "canarydaemonsets",
+        config.observer.clone(),
+        health.clone(),
+    );
+    let invalid_ctx = ctx.clone();
+    let invalid_objects = tokio::spawn(async move {
+        while let Some((cds, message)) = undecodable.recv().await {
+            if let Err(error) = invalid_ctx.undecodable(&cds, message).await {
+                warn!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, "cannot report an object that does not decode");
+            }
+        }
+    });
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {
             let cds = rx.recv().await?;
@@ -322,14 +393,17 @@ async fn run_controller(
         }),
         None => controller,
     };
-    controller
+    let served = health.clone();
+    let controller = controller
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .owns_stream(ds_stream)
         .watches_stream(pod_stream, owner_of_labelled)
         .watches_stream(revision_stream, owner_of_labelled)
         .graceful_shutdown_on(stop_rx.map(|_| ()))
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
+        .for_each(move |result| {
+            // Every trigger ends here, as a pass or as an object that is gone: the loop moves.
+            served.served();
             if let Err(error) = result {
                 match error {
                     controller::Error::ObjectNotFound(_) => {}
@@ -337,9 +411,102 @@ async fn run_controller(
                 }
             }
             future::ready(())
-        })
-        .await;
+        });
+    let wedge = async {
+        loop {
+            tokio::time::sleep(WEDGE_CHECK).await;
+            if let Some(why) = health.wedged() {
+                return why;
+            }
+        }
+    };
+    let wedged = tokio::select! {
+        () = controller => None,
+        why = wedge => Some(why),
+    };
     stopper.abort();
+    invalid_objects.abort();
+    wedged
+}
+
+/// A CanaryDaemonSet watch event, decoded object by object. An object that does not decode is
+/// sent to `undecodable` (with why) and kept out of the typed store: left out of a (re)list, and
+/// removed (a `Delete` of a stand-in with its metadata) when it stops decoding. A deleted object
+/// is forgotten.
+fn typed_event(
+    event: watcher::Event<DynamicObject>,
+    undecodable: &mpsc::UnboundedSender<(CanaryDaemonSet, String)>,
+    ctx: &Context,
+) -> Option<watcher::Event<CanaryDaemonSet>> {
+    use watcher::Event;
+    let decoded = |object: DynamicObject| match crate::crd::decode(object) {
+        Ok(cds) => Some(cds),
+        Err(undecoded) => {
+            // A stopped term has dropped the receiver: nothing left to report to.
+            let _ = undecodable.send((undecoded.stand_in, undecoded.why));
+            None
+        }
+    };
+    match event {
+        Event::Init => Some(Event::Init),
+        Event::InitDone => Some(Event::InitDone),
+        Event::InitApply(object) => decoded(object).map(Event::InitApply),
+        Event::Apply(object) => {
+            let stand_in = crate::crd::stand_in(&object);
+            Some(decoded(object).map_or(Event::Delete(stand_in), Event::Apply))
+        }
+        Event::Delete(object) => {
+            let gone = crate::crd::stand_in(&object);
+            ctx.forget(&gone);
+            Some(Event::Delete(gone))
+        }
+    }
+}
+
+/// The four caches of a term, and whether each has listed once: the leader is ready when all
+/// have ([`Health::set_caches_ready`]).
+#[derive(Clone)]
+struct Listed {
+    flags: [Arc<AtomicBool>; 4],
+    health: Health,
+}
+
+/// Which cache an event came from (an index into [`Listed`]).
+#[derive(Clone, Copy)]
+enum Source {
+    DaemonSets = 0,
+    Pods = 1,
+    Revisions = 2,
+    CanaryDaemonSets = 3,
+}
+
+impl Listed {
+    fn new(health: Health) -> Self {
+        health.set_caches_ready(false);
+        Self {
+            flags: Default::default(),
+            health,
+        }
+    }
+
+    fn note<K>(&self, event: &watcher::Event<K>, source: Source) {
+        if matches!(event, watcher::Event::InitDone) {
+            self.flag(source).store(true, Ordering::Release);
+            if self.flags.iter().all(|flag| flag.load(Ordering::Acquire)) {
+                self.health.set_caches_ready(true);
+            }
+        }
+    }
+
+    /// Whether `source` has listed once (shared: the pass reads the DaemonSets' one).
+    fn flag(&self, source: Source) -> Arc<AtomicBool> {
+        match source {
+            Source::DaemonSets => self.flags[0].clone(),
+            Source::Pods => self.flags[1].clone(),
+            Source::Revisions => self.flags[2].clone(),
+            Source::CanaryDaemonSets => self.flags[3].clone(),
+        }
+    }
 }
 
 /// Maps a pod or ControllerRevision to its CanaryDaemonSet through the [`OWNER_LABEL`].

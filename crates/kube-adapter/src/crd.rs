@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use canary_state_machine::Compatibility;
+use canary_state_machine::{Compatibility, DriftPolicy};
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{ApiResource, DynamicObject};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,8 +17,28 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 
 /// The CEL rule every maxUnavailable field of the spec must satisfy: a positive count (`"1"`) or
-/// a percentage from 1 to 100 (`"10%"`). Zero is rejected because a rollout at zero never moves.
-pub const MAX_UNAVAILABLE_RULE: &str = "self.matches('^([1-9][0-9]*|([1-9][0-9]?|100)%)$')";
+/// a percentage from 1 to 100 (`"10%"`). Zero is rejected because a rollout at zero never moves;
+/// a count has at most 9 digits, so it always fits the DaemonSet's 32-bit field.
+pub const MAX_UNAVAILABLE_RULE: &str = "self.matches('^([1-9][0-9]{0,8}|([1-9][0-9]?|100)%)$')";
+
+/// A DNS-1123 subdomain (what a DaemonSet's name must be), as Kubernetes' `IsDNS1123Subdomain`.
+pub const DNS1123_SUBDOMAIN_RULE: &str =
+    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')";
+
+/// A qualified name (what an annotation key must be): an optional DNS subdomain prefix and `/`,
+/// then a name of at most 63 characters, as Kubernetes' `IsQualifiedName`.
+pub const QUALIFIED_NAME_RULE: &str = "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')";
+
+/// The owned DaemonSet's effective name (`spec.daemonSetName`, else the object's name) may not
+/// change: a new name would create a second DaemonSet with the same selector and orphan the
+/// first, two agents on every node.
+pub const DAEMON_SET_NAME_IMMUTABLE_RULE: &str = "(has(self.spec.daemonSetName) ? self.spec.daemonSetName : self.metadata.name) == (has(oldSelf.spec.daemonSetName) ? oldSelf.spec.daemonSetName : oldSelf.metadata.name)";
+
+/// The object's name becomes the value of the `canary.daemonset.dev/owner` label.
+pub const NAME_IS_A_LABEL_VALUE_RULE: &str = "size(self.metadata.name) <= 63";
+
+/// When both maxUnavailable values are pod counts, the canary one may not be the larger.
+pub const CANARY_NOT_ABOVE_FAST_RULE: &str = "!(self.canaryMaxUnavailable.matches('^[0-9]+$') && self.fastMaxUnavailable.matches('^[0-9]+$')) || int(self.canaryMaxUnavailable) <= int(self.fastMaxUnavailable)";
 
 /// Desired state of a canary-managed DaemonSet.
 // printcolumn(..) repeats `type_ = "string"` on purpose: one column each.
@@ -51,15 +72,25 @@ pub const MAX_UNAVAILABLE_RULE: &str = "self.matches('^([1-9][0-9]*|([1-9][0-9]?
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = kube::core::Rule::new(DAEMON_SET_NAME_IMMUTABLE_RULE).message("the DaemonSet's name (spec.daemonSetName, else metadata.name) is immutable: renaming it would create a second DaemonSet beside the first; create a new CanaryDaemonSet instead"),
+    validation = kube::core::Rule::new(NAME_IS_A_LABEL_VALUE_RULE).message("metadata.name must be at most 63 characters: it becomes the value of the canary.daemonset.dev/owner label")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CanaryDaemonSetSpec {
     /// The DaemonSet to own: metadata labels/annotations and an `apps/v1` DaemonSetSpec.
     pub template: DaemonSetTemplate,
-    /// Name of the owned DaemonSet (default: the CanaryDaemonSet's name).
+    /// Name of the owned DaemonSet (default: the CanaryDaemonSet's name). A DNS-1123
+    /// subdomain; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = kube::core::Rule::new(DNS1123_SUBDOMAIN_RULE).message("spec.daemonSetName must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"))]
     pub daemon_set_name: Option<String>,
+    /// Take over an existing DaemonSet of that name that no controller owns (default false).
+    /// Adopting rewrites its template and strategy, so it must be asked for; without it an
+    /// existing unowned DaemonSet is left alone and the status says how to opt in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
     /// The install-strategy target injected as annotations on the DaemonSet and its pods.
     pub target: TargetSpec,
     /// Override of the three install-strategy annotation keys (default: KubeVirt's keys).
@@ -117,13 +148,16 @@ pub struct TargetSpec {
 #[serde(rename_all = "camelCase")]
 pub struct AnnotationKeysSpec {
     /// Key carrying the version.
-    #[x_kube(validation = kube::core::Rule::new("self != ''").message("annotation keys must not be empty"))]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("annotation keys must be qualified names such as example.com/version"))]
     pub version: String,
     /// Key carrying the registry.
-    #[x_kube(validation = kube::core::Rule::new("self != ''").message("annotation keys must not be empty"))]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("annotation keys must be qualified names such as example.com/registry"))]
     pub registry: String,
     /// Key carrying the deployment id.
-    #[x_kube(validation = kube::core::Rule::new("self != ''").message("annotation keys must not be empty"))]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("annotation keys must be qualified names such as example.com/id"))]
     pub id: String,
 }
 
@@ -144,9 +178,9 @@ pub struct CrashLoopSpec {
     /// Policy (default `Strict`).
     #[serde(default)]
     pub policy: CrashLoopPolicyName,
-    /// Strict only: restarts that count as a crash loop (default 3).
+    /// Strict only: restarts that count as a crash loop (default 3, from 1 to 1000).
     #[serde(default = "default_restart_threshold")]
-    #[x_kube(validation = kube::core::Rule::new("self >= 1").message("restartThreshold must be at least 1"))]
+    #[schemars(range(min = 1, max = 1000))]
     pub restart_threshold: i32,
     /// Strict only: also watch init containers (default true).
     #[serde(default = "default_true")]
@@ -166,6 +200,7 @@ impl Default for CrashLoopSpec {
 /// Rollout strategy.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(CANARY_NOT_ABOVE_FAST_RULE).message("canaryMaxUnavailable must not be larger than fastMaxUnavailable"))]
 pub struct StrategySpec {
     /// `KubeVirt` or `Fixed` (default).
     #[serde(default)]
@@ -178,14 +213,20 @@ pub struct StrategySpec {
     #[serde(default = "default_fast_max_unavailable")]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
     pub fast_max_unavailable: String,
-    /// Crash-loop detection.
-    #[serde(default)]
-    pub crash_loop: CrashLoopSpec,
-    /// A rollout without progress for this long fails (default 600; 0 disables; ignored in
-    /// `KubeVirt` compatibility, which has no deadline).
+    /// Crash-loop detection. Unset: the `KubeVirt` policy in `KubeVirt` compatibility (the
+    /// reference's rule), `Strict` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash_loop: Option<CrashLoopSpec>,
+    /// A rollout without progress for this long fails (default 600; 0 disables; at most 30
+    /// days; ignored in `KubeVirt` compatibility, which has no deadline).
     #[serde(default = "default_progress_deadline_seconds")]
-    #[x_kube(validation = kube::core::Rule::new("self >= 0").message("progressDeadlineSeconds must not be negative"))]
+    #[schemars(range(min = 0, max = 2_592_000))]
     pub progress_deadline_seconds: i64,
+    /// What a change of the DaemonSet made by someone else (a hand edit, `kubectl rollout
+    /// undo`) leads to: `Revert` (default) writes the desired template back, canary first;
+    /// `Report` leaves it, with a `Drifted` condition. Ignored in `KubeVirt` compatibility.
+    #[serde(default)]
+    pub drift_policy: DriftPolicy,
 }
 
 impl Default for StrategySpec {
@@ -194,8 +235,9 @@ impl Default for StrategySpec {
             compatibility: Compatibility::default(),
             canary_max_unavailable: default_canary_max_unavailable(),
             fast_max_unavailable: default_fast_max_unavailable(),
-            crash_loop: CrashLoopSpec::default(),
+            crash_loop: None,
             progress_deadline_seconds: default_progress_deadline_seconds(),
+            drift_policy: DriftPolicy::default(),
         }
     }
 }
@@ -290,11 +332,16 @@ pub struct CanaryDaemonSetStatus {
     /// When progress was last seen (progress deadline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_progress_time: Option<Time>,
+    /// Hash of the owned DaemonSet's pod template and update strategy as the API server stored
+    /// them after the controller's last write: a live DaemonSet that hashes otherwise was
+    /// changed by someone else (drift).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon_set_template_hash: Option<String>,
 }
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 12] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 13] = [
         "phase",
         "reason",
         "message",
@@ -307,6 +354,7 @@ impl CanaryDaemonSetStatus {
         "phaseStartTime",
         "progressUpdatedReady",
         "lastProgressTime",
+        "daemonSetTemplateHash",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent
@@ -322,6 +370,72 @@ impl CanaryDaemonSetStatus {
             }
         }
         Ok(serde_json::json!({ "status": value }))
+    }
+}
+
+/// The untyped API of CanaryDaemonSets in `namespace` (or all): the controller lists and watches
+/// them untyped and decodes each with [`decode`], so that one bad object fails alone.
+pub fn dynamic_api(client: &kube::Client, namespace: Option<&str>) -> kube::Api<DynamicObject> {
+    let resource = ApiResource::erase::<CanaryDaemonSet>(&());
+    match namespace {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    }
+}
+
+/// A stored CanaryDaemonSet that does not decode.
+#[derive(Debug, Clone)]
+pub struct Undecoded {
+    /// A stand-in with the object's metadata and status (when those decode), an empty spec.
+    pub stand_in: CanaryDaemonSet,
+    /// Why it does not decode, with the path of the field (`spec.strategy...: invalid value`).
+    pub why: String,
+}
+
+/// Decodes one untyped object, or says why it cannot be decoded.
+pub fn decode(object: DynamicObject) -> Result<CanaryDaemonSet, Box<Undecoded>> {
+    let stand_in = stand_in(&object);
+    let value = serde_json::to_value(&object).map_err(|e| {
+        Box::new(Undecoded {
+            stand_in: stand_in.clone(),
+            why: format!("the object does not serialize: {e}"),
+        })
+    })?;
+    serde_path_to_error::deserialize::<_, CanaryDaemonSet>(value).map_err(|error| {
+        Box::new(Undecoded {
+            stand_in,
+            why: format!(
+                "the stored object does not decode: {}: {}",
+                error.path(),
+                error.inner()
+            ),
+        })
+    })
+}
+
+/// A CanaryDaemonSet with the metadata (and, when it decodes, the status) of `object` and an
+/// empty spec: what the controller knows of an object it cannot decode, or of a deleted one.
+pub fn stand_in(object: &DynamicObject) -> CanaryDaemonSet {
+    let spec = CanaryDaemonSetSpec {
+        template: DaemonSetTemplate {
+            metadata: TemplateMetadata::default(),
+            spec: DaemonSetSpec::default(),
+        },
+        daemon_set_name: None,
+        adopt: false,
+        target: TargetSpec::default(),
+        annotation_keys: None,
+        strategy: StrategySpec::default(),
+        tls_migration: TlsMigrationSpec::default(),
+    };
+    CanaryDaemonSet {
+        metadata: object.metadata.clone(),
+        spec,
+        status: object
+            .data
+            .get("status")
+            .cloned()
+            .and_then(|status| serde_json::from_value(status).ok()),
     }
 }
 
@@ -367,10 +481,61 @@ pub fn crd() -> Result<CustomResourceDefinition, Error> {
                 "/schema/openAPIV3Schema/properties/spec/properties/template/properties/spec";
             if let Some(schema) = version.pointer_mut(template_spec) {
                 strip_descriptions(schema);
+                bound_integers(schema);
             }
         }
     }
     serde_json::from_value(value).map_err(|e| Error::Serialize(e.to_string()))
+}
+
+/// The CEL rule that keeps an int-or-string value in the 32-bit range Kubernetes decodes it into.
+pub const INT_OR_STRING_RANGE_RULE: &str =
+    "type(self) == string || (self >= -2147483648 && self <= 2147483647)";
+
+/// Gives every 32-bit integer of a schema its range, and every int-or-string a CEL rule doing
+/// the same: kube-apiserver before 1.36 stores an out-of-range value in a custom resource, which
+/// no typed client can then decode (one such object used to fail every list of the kind).
+fn bound_integers(schema: &mut serde_json::Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let is_int32 = object.get("type").and_then(|t| t.as_str()) == Some("integer")
+        && object.get("format").and_then(|f| f.as_str()) == Some("int32");
+    if is_int32 {
+        object
+            .entry("minimum")
+            .or_insert_with(|| serde_json::json!(i32::MIN));
+        object
+            .entry("maximum")
+            .or_insert_with(|| serde_json::json!(i32::MAX));
+    }
+    if object.get("x-kubernetes-int-or-string") == Some(&serde_json::Value::Bool(true)) {
+        let rules = object
+            .entry("x-kubernetes-validations")
+            .or_insert_with(|| serde_json::json!([]));
+        if let Some(rules) = rules.as_array_mut() {
+            rules.push(serde_json::json!({
+                "rule": INT_OR_STRING_RANGE_RULE,
+                "message": "must be a string or an integer from -2147483648 to 2147483647",
+            }));
+        }
+    }
+    for (keyword, sub) in object.iter_mut() {
+        match keyword.as_str() {
+            "properties" | "patternProperties" => {
+                for child in sub.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+                    bound_integers(child);
+                }
+            }
+            "items" | "additionalProperties" | "not" => bound_integers(sub),
+            "allOf" | "anyOf" | "oneOf" => {
+                for child in sub.as_array_mut().into_iter().flatten() {
+                    bound_integers(child);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Removes `description` from a schema and its subschemas (never from a `properties` map, where
@@ -546,9 +711,16 @@ mod tests {
         assert_eq!(spec.strategy.compatibility, Compatibility::Fixed);
         assert_eq!(spec.strategy.canary_max_unavailable, "1");
         assert_eq!(spec.strategy.fast_max_unavailable, "10%");
-        assert_eq!(spec.strategy.crash_loop.policy, CrashLoopPolicyName::Strict);
-        assert_eq!(spec.strategy.crash_loop.restart_threshold, 3);
-        assert!(spec.strategy.crash_loop.include_init_containers);
+        assert_eq!(
+            spec.strategy.crash_loop, None,
+            "derived from the compatibility"
+        );
+        assert_eq!(spec.strategy.drift_policy, DriftPolicy::Revert);
+        assert!(!spec.adopt);
+        let crash: CrashLoopSpec = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(crash.policy, CrashLoopPolicyName::Strict);
+        assert_eq!(crash.restart_threshold, 3);
+        assert!(crash.include_init_containers);
         assert_eq!(spec.strategy.progress_deadline_seconds, 600);
         assert!(!spec.tls_migration.enabled);
         assert_eq!(spec.tls_migration.flag, "--migration-cn-types");

@@ -11,7 +11,9 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpda
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use canary_predicates::{AnnotationKeys, MaxUnavailableWire, Target};
+use canary_predicates::{
+    AnnotationKeys, KUBEVIRT_GENERATION_ANNOTATION, MaxUnavailableWire, Target,
+};
 use canary_state_machine::{Compatibility, MaxUnavailable};
 
 use crate::Error;
@@ -50,7 +52,26 @@ pub fn target_of(cds: &CanaryDaemonSet) -> Result<(AnnotationKeys, Target), Erro
 /// The JSON form is deterministic (struct fields in declaration order, maps sorted), so the same
 /// template always hashes the same, across processes and versions of this controller.
 pub fn template_hash(template: &DaemonSetTemplate) -> Result<String, Error> {
-    let bytes = serde_json::to_vec(template).map_err(|e| Error::Serialize(e.to_string()))?;
+    json_hash(template)
+}
+
+/// Hash of a live DaemonSet's pod template and update strategy, as the API server stores them
+/// (defaults filled in). The controller records it after each of its writes (from the write's
+/// response); a live DaemonSet that hashes otherwise was changed by someone else: drift.
+/// Comparing what the controller wrote, not the desired object, keeps the API server's
+/// defaulting out of the comparison.
+pub fn live_template_hash(ds: &DaemonSet) -> Result<String, Error> {
+    let spec = ds.spec.as_ref();
+    json_hash(&(
+        spec.map(|s| &s.template),
+        spec.and_then(|s| s.update_strategy.as_ref()),
+    ))
+}
+
+/// FNV-1a 64 over the JSON form, hex: deterministic (struct fields in declaration order, maps
+/// sorted), so the same value always hashes the same, across processes and versions.
+fn json_hash<T: serde::Serialize>(value: &T) -> Result<String, Error> {
+    let bytes = serde_json::to_vec(value).map_err(|e| Error::Serialize(e.to_string()))?;
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
         hash ^= u64::from(byte);
@@ -58,6 +79,11 @@ pub fn template_hash(template: &DaemonSetTemplate) -> Result<String, Error> {
     }
     Ok(format!("{hash:016x}"))
 }
+
+/// Annotation on the owned DaemonSet (default compatibility): [`template_hash`] of the template
+/// it was written from, so that every change of the desired template changes the DaemonSet's
+/// metadata and is written, also with an explicit `deploymentId` that does not change.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "canary.daemonset.dev/template-hash";
 
 /// The desired DaemonSet of `cds`, with `target` injected.
 ///
@@ -87,6 +113,24 @@ pub fn desired_daemon_set(
     let injected = target.annotations(keys);
     let mut annotations = cds.spec.template.metadata.annotations.clone();
     annotations.extend(injected.clone());
+    // On the DaemonSet only, not on its pods: a change of it alone must not re-roll them.
+    match cds.spec.strategy.compatibility {
+        Compatibility::Fixed => {
+            annotations.insert(
+                TEMPLATE_HASH_ANNOTATION.to_owned(),
+                template_hash(&cds.spec.template)?,
+            );
+        }
+        // In `KubeVirt` compatibility the CanaryDaemonSet's generation, as virt-operator writes
+        // the KubeVirt CR's (spec quirk 4): any spec edit restarts the canary.
+        Compatibility::KubeVirt => {
+            let generation = cds.metadata.generation.unwrap_or_default();
+            annotations.insert(
+                KUBEVIRT_GENERATION_ANNOTATION.to_owned(),
+                generation.to_string(),
+            );
+        }
+    }
 
     let mut spec = cds.spec.template.spec.clone();
     let pod_meta = spec
@@ -188,6 +232,7 @@ mod tests {
                     .unwrap(),
                 },
                 daemon_set_name: None,
+                adopt: false,
                 target: TargetSpec {
                     version: "v1".to_owned(),
                     registry: "reg.example".to_owned(),
@@ -238,7 +283,57 @@ mod tests {
             .as_ref()
             .unwrap();
         assert_eq!(pod_meta.labels.as_ref().unwrap()[OWNER_LABEL], "agent");
-        assert_eq!(pod_meta.annotations.as_ref().unwrap(), annotations);
+        // The pods carry the target; the template hash stays on the DaemonSet, so that a
+        // change of it alone never re-rolls them.
+        let mut on_pods = annotations.clone();
+        assert_eq!(
+            on_pods.remove(TEMPLATE_HASH_ANNOTATION),
+            Some(template_hash(&cds.spec.template).unwrap())
+        );
+        assert_eq!(pod_meta.annotations.as_ref().unwrap(), &on_pods);
+    }
+
+    #[test]
+    fn kubevirt_compatibility_carries_the_generation_instead_of_the_hash() {
+        let mut cds = cds("agent");
+        cds.spec.strategy.compatibility = Compatibility::KubeVirt;
+        cds.metadata.generation = Some(7);
+        let annotations = desired(&cds).metadata.annotations.unwrap();
+        assert_eq!(annotations[KUBEVIRT_GENERATION_ANNOTATION], "7");
+        assert!(!annotations.contains_key(TEMPLATE_HASH_ANNOTATION));
+    }
+
+    #[test]
+    fn live_template_hash_sees_the_template_and_the_strategy_only() {
+        let cds = cds("agent");
+        let ds = desired(&cds);
+        let hash = live_template_hash(&ds).unwrap();
+        let mut relabelled = ds.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert("x".into(), "y".into());
+        assert_eq!(live_template_hash(&relabelled).unwrap(), hash);
+        let mut widened = ds.clone();
+        set_max_unavailable(
+            &mut widened,
+            MaxUnavailable::TEN_PERCENT,
+            RollingUpdateWrite::KeepMaxSurge,
+        );
+        assert_ne!(live_template_hash(&widened).unwrap(), hash);
+        let mut edited = ds;
+        edited
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("agent:hand".into());
+        assert_ne!(live_template_hash(&edited).unwrap(), hash);
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub enum Error {
     /// Leader election failed.
     #[error("leader election: {0}")]
     LeaderElection(String),
+    /// The reconcile loop stopped making progress (see `Health::wedged`); the controller
+    /// stopped and gave up its lease.
+    #[error("the reconcile loop is wedged: {0}")]
+    Wedged(String),
 }
 
 impl Error {
@@ -39,6 +43,7 @@ impl Error {
             Error::MissingField(_) => "MissingField",
             Error::Serialize(_) => "Serialize",
             Error::LeaderElection(_) => "LeaderElection",
+            Error::Wedged(_) => "Wedged",
         }
     }
 
@@ -46,7 +51,7 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         match self {
             Error::Conflict { .. } => true,
-            Error::Kube(kube::Error::Api(status)) => status.is_conflict() || status.code == 422,
+            Error::Kube(kube::Error::Api(status)) => status.is_conflict(),
             _ => false,
         }
     }

@@ -97,6 +97,7 @@ pub mod controller;
 pub mod crd;
 pub mod desired;
 mod error;
+pub mod health;
 pub mod index;
 pub mod kubevirt;
 pub mod meta;
@@ -109,6 +110,7 @@ mod trigger;
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};
 pub use error::Error;
+pub use health::Health;
 pub use observer::{Observer, Report, Reports, Stats, Transition, Transitions, WriteOutcome};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.

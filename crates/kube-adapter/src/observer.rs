@@ -58,6 +58,12 @@ pub struct Transition {
     pub observed_generation: Option<i64>,
     /// The recorded DaemonSet generation after this pass.
     pub recorded_generation: Option<i64>,
+    /// What someone else changed in the owned DaemonSet, while it differs from what the
+    /// controller last wrote (the `Drifted` condition); `None` when it does not.
+    pub drift: Option<String>,
+    /// Hash of the DaemonSet's template and update strategy as stored after the controller's
+    /// write in this pass (or adopted as the reference for drift); `None`: unchanged.
+    pub template_hash: Option<String>,
     /// When the current phase started.
     pub phase_started_at: Timestamp,
     /// When this pass ran.
@@ -117,6 +123,22 @@ pub enum Report {
     },
     /// This replica started or stopped running the controller.
     Leader(bool),
+    /// Someone else changed the owned DaemonSet of a CanaryDaemonSet (reported once per drift).
+    DriftDetected {
+        /// Namespace of the CanaryDaemonSet.
+        namespace: String,
+        /// Name of the CanaryDaemonSet.
+        name: String,
+        /// What changed.
+        what: String,
+    },
+    /// A CanaryDaemonSet is gone: everything reported about it may be forgotten.
+    Deleted {
+        /// Namespace of the CanaryDaemonSet.
+        namespace: String,
+        /// Name of the CanaryDaemonSet.
+        name: String,
+    },
 }
 
 /// Counters of what the controller did, summed from the [`Report`]s; read them with the
@@ -131,6 +153,7 @@ pub struct Stats {
     reconcile_errors: AtomicU64,
     watch_errors: AtomicU64,
     events: AtomicU64,
+    drifts: AtomicU64,
     leader: AtomicBool,
 }
 
@@ -199,6 +222,11 @@ impl Stats {
         self.events.load(Ordering::Relaxed)
     }
 
+    /// Drifts of owned DaemonSets detected.
+    pub fn drifts(&self) -> u64 {
+        self.drifts.load(Ordering::Relaxed)
+    }
+
     /// Whether this replica currently runs the controller (always true without leader election).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)
@@ -209,7 +237,8 @@ impl Stats {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match report {
-            Report::Transition(_) => {}
+            Report::Transition(_) | Report::Deleted { .. } => {}
+            Report::DriftDetected { .. } => add(&self.drifts),
             Report::Reconciled { error, .. } => {
                 add(&self.reconciles);
                 if error.is_some() {

@@ -19,6 +19,8 @@ pub const PROGRESSING: &str = "Progressing";
 pub const AVAILABLE: &str = "Available";
 /// Condition type: the rollout failed or the spec cannot be acted on.
 pub const DEGRADED: &str = "Degraded";
+/// Condition type: someone else changed the owned DaemonSet's template or update strategy.
+pub const DRIFTED: &str = "Drifted";
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
 pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
@@ -59,6 +61,10 @@ pub fn previous_pass(
             .progress_updated_ready
             .unwrap_or(status.updated_ready),
         since_progress,
+        drifted: status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == DRIFTED && c.status == "True"),
     })
 }
 
@@ -128,6 +134,23 @@ pub fn next_status(
         pass.observed_generation,
         now,
     );
+    // Only once a drift was seen: a DaemonSet that never drifted carries no Drifted condition.
+    let ever_drifted = conditions.iter().any(|c| c.type_ == DRIFTED);
+    if pass.drift.is_some() || ever_drifted {
+        let (reason, message) = match &pass.drift {
+            Some(what) => ("ChangedOutsideTheController", Some(what.clone())),
+            None => ("AsDesired", None),
+        };
+        set_condition(
+            &mut conditions,
+            DRIFTED,
+            pass.drift.is_some(),
+            reason,
+            message,
+            pass.observed_generation,
+            now,
+        );
+    }
 
     CanaryDaemonSetStatus {
         phase: Some(phase.to_owned()),
@@ -145,6 +168,10 @@ pub fn next_status(
         phase_start_time,
         progress_updated_ready: Some(pass.updated_ready),
         last_progress_time,
+        daemon_set_template_hash: pass
+            .template_hash
+            .clone()
+            .or_else(|| prev.daemon_set_template_hash.clone()),
     }
 }
 
@@ -216,6 +243,8 @@ mod tests {
             max_unavailable: Some(LiveMaxUnavailable::Int(1)),
             observed_generation: Some(1),
             recorded_generation: Some(3),
+            drift: None,
+            template_hash: None,
             phase_started_at: t(0),
             at: t(0),
         }

@@ -10,24 +10,33 @@
 //! as long as the cluster stays quiet. The deterministic simulation found this (soak seed
 //! 1000827, docs/reliability.md, finding 7).
 //!
-//! So watch errors are handled here: logged, counted ([`Stats::watch_errors`]) and dropped
-//! before the Controller sees them. Nothing is lost: each watcher retries on its own with
-//! backoff (`default_backoff`), and the relist or rewatch that follows an error delivers the
-//! objects again.
+//! So watch errors are handled here: logged, reported ([`Report::WatchError`]), noted in the
+//! [`Health`] and dropped before the Controller sees them. Nothing is lost: each watcher
+//! retries on its own with [`WatchBackoff`], and the relist or rewatch that follows an error
+//! delivers the objects again.
 //!
-//! [`Stats::watch_errors`]: crate::Stats::watch_errors
+//! [`WatchBackoff`] replaces kube-runtime's default: that one starts over at 0.8 s on every
+//! item a watcher delivers, and a list that fails after its `Init` marker delivers one each
+//! time, so a list that always failed was retried about every second for ever.
+
+use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
+use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
+use tokio::time::Instant;
 use tracing::warn;
 
+use crate::health::Health;
 use crate::observer::{Observer, Report};
 
-/// `stream` without its errors, each logged and counted against `resource` first.
+/// `stream` without its errors, each logged and reported against `resource` first; every item
+/// that passes is a trigger of the Controller, and says the watcher works.
 pub(crate) fn without_errors<S, T>(
     stream: S,
     resource: &'static str,
     observer: Observer,
+    health: Health,
 ) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static
 where
     S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
@@ -35,15 +44,86 @@ where
 {
     stream.filter_map(move |item| {
         let kept = match item {
-            Ok(object) => Some(Ok(object)),
+            Ok(object) => {
+                health.watch_succeeded(resource);
+                health.triggered();
+                Some(Ok(object))
+            }
             Err(error) => {
                 observer.report(Report::WatchError { resource });
-                warn!(resource, %error, "watch failed, the watcher retries with backoff");
+                health.watch_failed(resource);
+                warn!(resource, error = %one_line(&error), "watch failed, the watcher retries with backoff");
                 None
             }
         };
         future::ready(kept)
     })
+}
+
+/// A watch error in one line: the error and its innermost cause ("connection refused"), which
+/// kube's own Display leaves out.
+pub(crate) fn one_line(error: &watcher::Error) -> String {
+    let mut innermost: &dyn std::error::Error = error;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    let text = error.to_string();
+    let cause = innermost.to_string();
+    if cause == text || text.contains(&cause) {
+        text
+    } else {
+        format!("{text}: {cause}")
+    }
+}
+
+/// The watchers' backoff: exponential from [`WatchBackoff::MIN`] to [`WatchBackoff::MAX`],
+/// starting over only once the watcher has gone [`WatchBackoff::HEALTHY`] without an error. No
+/// jitter: the deterministic simulation replays it exactly.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchBackoff {
+    next: Duration,
+    last_error: Option<Instant>,
+}
+
+impl WatchBackoff {
+    /// The first delay.
+    pub(crate) const MIN: Duration = Duration::from_secs(1);
+    /// The longest delay.
+    pub(crate) const MAX: Duration = Duration::from_secs(60);
+    /// How long a watcher must go without an error before the delay starts over.
+    pub(crate) const HEALTHY: Duration = Duration::from_secs(120);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self {
+            next: Self::MIN,
+            last_error: None,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        if self
+            .last_error
+            .is_some_and(|at| at.elapsed() > Self::HEALTHY)
+        {
+            self.next = Self::MIN;
+        }
+        self.last_error = Some(Instant::now());
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(delay)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    /// Called on every item the watcher delivers: ignored, the delay starts over only after
+    /// [`WatchBackoff::HEALTHY`] without an error (see [`Iterator::next`]).
+    fn reset(&mut self) {}
 }
 
 #[cfg(test)]
@@ -84,6 +164,7 @@ mod tests {
             watch.reflect(writer).applied_objects(),
             "configmaps",
             observer.clone(),
+            Health::default(),
         );
         let (nudge, nudged) = mpsc::unbounded::<ConfigMap>();
         let passes = Arc::new(AtomicUsize::new(0));
@@ -127,6 +208,24 @@ mod tests {
         .await;
         controller.abort();
         (first_pass.is_ok(), observer.stats().watch_errors())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backoff_grows_until_the_watcher_stays_healthy() {
+        let mut backoff = WatchBackoff::default();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| {
+                backoff.reset();
+                backoff.next().map_or(0, |d| d.as_secs())
+            })
+            .collect();
+        assert_eq!(
+            delays,
+            [1, 2, 4, 8, 16, 32, 60, 60],
+            "resets on items are ignored"
+        );
+        tokio::time::advance(WatchBackoff::HEALTHY + Duration::from_secs(1)).await;
+        assert_eq!(backoff.next(), Some(WatchBackoff::MIN));
     }
 
     /// An error right behind an object must not strand the Controller's queue. Which half of

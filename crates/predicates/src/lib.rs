@@ -109,8 +109,8 @@ pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
 pub use pod_facts::{ContainerFacts, OwnerFacts, PodFacts, PodSummary};
 pub use readiness::{pod_is_ready, pod_is_terminating};
 pub use target::{
-    AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, KUBEVIRT_ID_ANNOTATION,
-    KUBEVIRT_REGISTRY_ANNOTATION, KUBEVIRT_VERSION_ANNOTATION, Target, UpdatedRule,
-    current_revision_hash, daemonset_is_up_to_date, pod_is_up_to_date, pod_is_updated,
+    AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, KUBEVIRT_GENERATION_ANNOTATION,
+    KUBEVIRT_ID_ANNOTATION, KUBEVIRT_REGISTRY_ANNOTATION, KUBEVIRT_VERSION_ANNOTATION, Target,
+    UpdatedRule, current_revision_hash, daemonset_is_up_to_date, pod_is_up_to_date, pod_is_updated,
     pod_revision_hash,
 };

@@ -11,6 +11,9 @@ pub const KUBEVIRT_VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-vers
 pub const KUBEVIRT_REGISTRY_ANNOTATION: &str = "kubevirt.io/install-strategy-registry";
 /// KubeVirt's annotation carrying the install-strategy (deployment) identifier.
 pub const KUBEVIRT_ID_ANNOTATION: &str = "kubevirt.io/install-strategy-identifier";
+/// KubeVirt's annotation carrying the KubeVirt CR's `metadata.generation` on the DaemonSets
+/// virt-operator writes (not on their pods): any CR spec edit changes it (spec quirk 4).
+pub const KUBEVIRT_GENERATION_ANNOTATION: &str = "kubevirt.io/generation";
 /// The label the Kubernetes DaemonSet controller puts on every pod (and every `ControllerRevision`)
 /// with the hash of the pod template revision it was created from.
 pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller-revision-hash";

@@ -19,6 +19,7 @@ fn passes() -> Vec<(&'static str, Observation)> {
             failure: None,
             updated_ready: 0,
             since_progress: Duration::from_secs(30),
+            drifted: false,
         }),
         ..Observation::default()
     };

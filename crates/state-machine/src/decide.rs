@@ -4,9 +4,9 @@
 use crate::decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
 };
-use crate::observation::{Observation, PreviousPass, TlsFacts};
+use crate::observation::{DriftSeen, Observation, PreviousPass, TlsFacts};
 use crate::phase::{FailureReason, Phase};
-use crate::strategy::{Compatibility, Strategy, StrategyError};
+use crate::strategy::{Compatibility, DriftPolicy, Strategy, StrategyError};
 
 /// The three flags of the sync gate (spec section 3, step 3). No flag set: nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,6 +50,12 @@ impl SyncFlags {
 pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Err(error) = strategy.validate() {
         return invalid_strategy(&error, observation);
+    }
+    if strategy.compatibility == Compatibility::Fixed
+        && !observation.object_changed
+        && let Some(drift) = &observation.drift
+    {
+        return drifted(strategy, observation, drift);
     }
     if !SyncFlags::of(strategy, observation).any() {
         return quiet(strategy, observation);
@@ -113,6 +119,61 @@ fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decisio
         event,
         error: Some(message),
         ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// The live DaemonSet was changed by someone else (default table only; KubeVirt mode reverts
+/// it unsupervised at its next row 3a or 4 write, spec quirk 5).
+///
+/// `Revert`: row 1 again, so the desired template goes back out with the canary
+/// `maxUnavailable` and the pods the hand edit replaced come back one at a time, supervised.
+/// `Report`: no write at all while the drift lasts (the rollout holds where it is), only the
+/// event, once. Either way a change of the desired state (row 1) wins over the drift.
+fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) -> Decision {
+    let name = &observation.name;
+    let already = observation.previous.is_some_and(|p| p.drifted);
+    match strategy.drift_policy {
+        DriftPolicy::Revert => Decision {
+            event: Some(warning(
+                event_reason::DRIFT_DETECTED,
+                format!(
+                    "daemonSet {name} was changed outside the controller ({}); reverting to the desired template, canary first",
+                    drift.what
+                ),
+            )),
+            drifted: true,
+            ..start(strategy, observation)
+        },
+        DriftPolicy::Report => {
+            // The rollout holds where it was: a failed one stays failed with its reason.
+            let held = match observation.previous {
+                Some(previous) if previous.phase == Phase::Failed => {
+                    stay_failed(observation, previous)
+                }
+                Some(previous) => Decision {
+                    done: previous.phase == Phase::Successful,
+                    ..Decision::hold(previous.phase)
+                },
+                None => Decision {
+                    done: true,
+                    ..Decision::hold(Phase::Successful)
+                },
+            };
+            let event = (!already).then(|| {
+                warning(
+                    event_reason::DRIFT_DETECTED,
+                    format!(
+                        "daemonSet {name} was changed outside the controller ({}); left as it is (driftPolicy Report), nothing is written until the desired state changes",
+                        drift.what
+                    ),
+                )
+            });
+            Decision {
+                event,
+                drifted: true,
+                ..held
+            }
+        }
     }
 }
 
@@ -226,9 +287,15 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
         return hold(strategy, observation, phase);
     }
     // Fix of quirk 2 (kubevirt#10254): misscheduled or terminating pods, or a stale status, can
-    // put more updated pods than desired; that resolves by itself, so wait instead of failing.
+    // put more updated pods than desired. That is no failure, and no stall either: the rollout
+    // finishes once the DaemonSet itself reports every desired pod on its template and
+    // available, and waits (without a progress deadline, the count cannot move) until then.
     if ready > desired {
-        return hold(strategy, observation, Phase::Waiting);
+        return if observation.daemon_set_rolled_out {
+            fixed_finish(strategy, observation)
+        } else {
+            Decision::hold(Phase::Waiting)
+        };
     }
     // Fix of quirk 1: desired == 0 means nothing to update, which is a finished rollout.
     if ready == desired {

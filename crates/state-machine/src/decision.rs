@@ -90,9 +90,11 @@ pub mod event_reason {
     /// Warning: a phase made no progress within the deadline.
     pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
     /// Warning: the API server rejected the decided write.
-    pub const PATCH_FAILED: &str = "PatchFailed";
+    pub const WRITE_REJECTED: &str = "WriteRejected";
     /// Warning: the strategy does not validate.
     pub const INVALID_STRATEGY: &str = "InvalidStrategy";
+    /// Warning: someone else changed the live DaemonSet's template or update strategy.
+    pub const DRIFT_DETECTED: &str = "DriftDetected";
 }
 
 /// An event to record on the DaemonSet.
@@ -125,6 +127,9 @@ pub struct Decision {
     pub error: Option<String>,
     /// The sync gate found nothing to do: no flag set, no API call.
     pub quiet: bool,
+    /// The live DaemonSet is drifted from what the controller wrote (the caller reports it as
+    /// a condition); with the `Revert` policy this pass writes the desired template back.
+    pub drifted: bool,
 }
 
 impl Decision {
@@ -139,6 +144,7 @@ impl Decision {
             event: None,
             error: None,
             quiet: false,
+            drifted: false,
         }
     }
 
@@ -146,7 +152,7 @@ impl Decision {
     ///
     /// The messages are the reference's in KubeVirt mode, including the literal `<nil>` of
     /// rows 1 and 3a (spec quirk 15, a Go formatting slip). The default strategy names the
-    /// DaemonSet instead and adds a `PatchFailed` Warning event. Conflicts (a failed `test` op,
+    /// DaemonSet instead and adds a `WriteRejected` Warning event. Conflicts (a failed `test` op,
     /// HTTP 409) are not rollout failures: the caller should requeue instead of calling this.
     /// A decision without a write is returned unchanged.
     #[must_use]
@@ -157,11 +163,11 @@ impl Decision {
         let message = write_failure_message(strategy.compatibility, write.kind, name, api_error);
         let event = (strategy.compatibility == Compatibility::Fixed).then(|| Event {
             type_: EventType::Warning,
-            reason: event_reason::PATCH_FAILED,
+            reason: event_reason::WRITE_REJECTED,
             message: message.clone(),
         });
         Decision {
-            failure: Some(FailureReason::PatchFailed),
+            failure: Some(FailureReason::WriteRejected),
             event,
             error: Some(message),
             ..Decision::hold(Phase::Failed)

@@ -87,10 +87,11 @@ pub use decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
 };
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
-pub use observation::{CrashLoopSeen, Observation, PreviousPass, TlsFacts};
+pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use strategy::{
-    Compatibility, DEFAULT_PROGRESS_DEADLINE, ParseCompatibilityError, Strategy, StrategyError,
+    Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, ParseCompatibilityError, Strategy,
+    StrategyError,
 };
 
 /// The README's examples, compiled and run as doc tests so that they stay true.

@@ -26,6 +26,14 @@ pub struct CrashLoopSeen {
     pub reason: String,
 }
 
+/// The live DaemonSet's pod template or update strategy was changed by someone other than the
+/// controller since its last write (a hand edit, `kubectl rollout undo`, another tool).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DriftSeen {
+    /// What changed, for messages, e.g. `"image of container agent: agent:v2 → agent:v1"`.
+    pub what: String,
+}
+
 /// What the previous pass decided, read back from status (the controller's only memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PreviousPass {
@@ -39,6 +47,9 @@ pub struct PreviousPass {
     pub updated_ready: u32,
     /// Time since the phase started or since `updated_ready` last changed, whichever is later.
     pub since_progress: Duration,
+    /// The previous pass found the DaemonSet drifted (its `Drifted` condition), so a drift
+    /// event is not repeated.
+    pub drifted: bool,
 }
 
 /// One pass's view of the DaemonSet, its pods and the controller's memory.
@@ -68,6 +79,15 @@ pub struct Observation {
     /// caught up with the last write, so its counts describe the current template. Only the
     /// default strategy reads it.
     pub rollout_observed: bool,
+    /// The DaemonSet's own status says every desired pod runs its current template and is
+    /// available, with no misscheduled pod left over (`updatedNumberScheduled` and
+    /// `numberAvailable` at `desiredNumberScheduled`, observed). Only the default strategy reads
+    /// it: more updated pods than desired (spec quirk 2) resolve into a finish once it holds.
+    pub daemon_set_rolled_out: bool,
+    /// Someone else changed the live template or update strategy; `None` when it is as the
+    /// controller last wrote it (or when the caller cannot tell). Only the default strategy
+    /// reads it ([`Strategy::drift_policy`](crate::Strategy::drift_policy)).
+    pub drift: Option<DriftSeen>,
     /// TLS migration facts; `None` when TLS migration is off.
     pub tls: Option<TlsFacts>,
     /// The previous pass, from status; `None` on the first pass.
@@ -88,6 +108,8 @@ impl Default for Observation {
             crash_loop: None,
             live_max_unavailable: LiveMaxUnavailable::Unset,
             rollout_observed: true,
+            daemon_set_rolled_out: false,
+            drift: None,
             tls: None,
             previous: None,
         }

@@ -85,7 +85,7 @@ pub enum FailureReason {
     /// An updated pod is crash-looping (per the crash-loop policy the caller applies).
     CanaryCrashLooping,
     /// The DaemonSet write decided on was rejected by the API server.
-    PatchFailed,
+    WriteRejected,
     /// More pods are updated and ready than desired (reference row 5; only in KubeVirt mode).
     UnexpectedState,
     /// A phase made no progress for longer than the strategy's progress deadline.
@@ -102,7 +102,7 @@ impl FailureReason {
     /// Every reason.
     pub const ALL: [FailureReason; 6] = [
         FailureReason::CanaryCrashLooping,
-        FailureReason::PatchFailed,
+        FailureReason::WriteRejected,
         FailureReason::UnexpectedState,
         FailureReason::ProgressDeadlineExceeded,
         FailureReason::InvalidStrategy,
@@ -113,7 +113,7 @@ impl FailureReason {
     pub const fn as_str(self) -> &'static str {
         match self {
             FailureReason::CanaryCrashLooping => "CanaryCrashLooping",
-            FailureReason::PatchFailed => "PatchFailed",
+            FailureReason::WriteRejected => "WriteRejected",
             FailureReason::UnexpectedState => "UnexpectedState",
             FailureReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
             FailureReason::InvalidStrategy => "InvalidStrategy",
@@ -202,7 +202,7 @@ mod tests {
     fn only_version_failures_are_sticky() {
         assert!(FailureReason::CanaryCrashLooping.is_sticky());
         assert!(FailureReason::ProgressDeadlineExceeded.is_sticky());
-        assert!(!FailureReason::PatchFailed.is_sticky());
+        assert!(!FailureReason::WriteRejected.is_sticky());
         assert!(!FailureReason::InvalidStrategy.is_sticky());
     }
 

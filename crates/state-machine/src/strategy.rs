@@ -60,6 +60,34 @@ impl FromStr for Compatibility {
     }
 }
 
+/// What the controller does when someone else changes the live DaemonSet's template or update
+/// strategy (drift). Only the default table reads it; KubeVirt mode reverts at the next row 3a or
+/// 4 write, unsupervised, as the reference does (spec quirk 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
+pub enum DriftPolicy {
+    /// Write the desired template back at once, supervised like any rollout: the canary first
+    /// (the default).
+    #[default]
+    Revert,
+    /// Leave the DaemonSet as it is, report the drift (condition, event) and write nothing
+    /// until the desired state changes.
+    Report,
+}
+
+impl DriftPolicy {
+    /// The stable name (`"Revert"`, `"Report"`), as the custom resource spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DriftPolicy::Revert => "Revert",
+            DriftPolicy::Report => "Report",
+        }
+    }
+}
+
 /// How a rollout proceeds. Build it with [`Strategy::default`] (fixed quirks) or
 /// [`Strategy::kubevirt`] (reference behaviour), adjust the fields, then [`Strategy::validate`].
 ///
@@ -77,6 +105,8 @@ pub struct Strategy {
     /// `ProgressDeadlineExceeded`. Default 10 minutes; `None` in KubeVirt mode (the reference
     /// has no deadline) and when switched off.
     pub progress_deadline: Option<Duration>,
+    /// What a drift of the live DaemonSet leads to (default table only).
+    pub drift_policy: DriftPolicy,
 }
 
 /// The default progress deadline: 10 minutes, like a Deployment's `progressDeadlineSeconds`.
@@ -102,6 +132,15 @@ pub enum StrategyError {
     /// A zero deadline would fail every rollout on its first waiting pass.
     #[error("the progress deadline must be longer than zero")]
     ZeroProgressDeadline,
+    /// Both values are pod counts and the canary one is the larger: the rollout would narrow
+    /// after its canary instead of widening.
+    #[error("the canary maxUnavailable {canary} is larger than the fast maxUnavailable {fast}")]
+    CanaryAboveFast {
+        /// The canary value.
+        canary: MaxUnavailable,
+        /// The fast value.
+        fast: MaxUnavailable,
+    },
 }
 
 impl Strategy {
@@ -112,6 +151,7 @@ impl Strategy {
             canary_max_unavailable: MaxUnavailable::ONE,
             fast_max_unavailable: MaxUnavailable::TEN_PERCENT,
             progress_deadline: None,
+            drift_policy: DriftPolicy::Revert,
         }
     }
 
@@ -125,6 +165,15 @@ impl Strategy {
             .map_err(StrategyError::InvalidFastMaxUnavailable)?;
         if self.canary_max_unavailable == self.fast_max_unavailable {
             return Err(StrategyError::CanaryEqualsFast(self.canary_max_unavailable));
+        }
+        if let (MaxUnavailable::Count(canary), MaxUnavailable::Count(fast)) =
+            (self.canary_max_unavailable, self.fast_max_unavailable)
+            && canary > fast
+        {
+            return Err(StrategyError::CanaryAboveFast {
+                canary: self.canary_max_unavailable,
+                fast: self.fast_max_unavailable,
+            });
         }
         if self.compatibility == Compatibility::KubeVirt
             && self.canary_max_unavailable != MaxUnavailable::ONE
@@ -148,6 +197,7 @@ impl Default for Strategy {
             canary_max_unavailable: MaxUnavailable::ONE,
             fast_max_unavailable: MaxUnavailable::TEN_PERCENT,
             progress_deadline: Some(DEFAULT_PROGRESS_DEADLINE),
+            drift_policy: DriftPolicy::Revert,
         }
     }
 }
@@ -209,6 +259,28 @@ mod tests {
             strategy.validate(),
             Err(StrategyError::ZeroProgressDeadline)
         );
+    }
+
+    #[test]
+    fn a_canary_count_above_the_fast_count_is_refused() {
+        let strategy = Strategy {
+            canary_max_unavailable: MaxUnavailable::Count(5),
+            fast_max_unavailable: MaxUnavailable::Count(2),
+            ..Strategy::default()
+        };
+        assert_eq!(
+            strategy.validate(),
+            Err(StrategyError::CanaryAboveFast {
+                canary: MaxUnavailable::Count(5),
+                fast: MaxUnavailable::Count(2)
+            })
+        );
+        // A count against a percentage depends on the pod count: both are fine.
+        let mixed = Strategy {
+            canary_max_unavailable: MaxUnavailable::Count(5),
+            ..Strategy::default()
+        };
+        assert_eq!(mixed.validate(), Ok(()));
     }
 
     #[test]

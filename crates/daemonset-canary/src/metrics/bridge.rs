@@ -58,6 +58,19 @@ impl MetricsBridge {
                 }
             }
             Report::WatchError { .. } => self.metrics.watch_errors(1),
+            Report::DriftDetected {
+                namespace, name, ..
+            } => self.metrics.drift_detected(namespace, name),
+            Report::Deleted { namespace, name } => {
+                // A deleted CanaryDaemonSet's series would otherwise stay for ever (and its
+                // last phase gauge could keep an alert firing).
+                self.progress.remove(&(namespace.clone(), name.clone()));
+                self.metrics.forget(&RolloutKey {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    mode: self.mode,
+                });
+            }
             Report::Leader(leader) => self.metrics.set_leader(*leader),
             Report::StatusWritten | Report::EventPublished => {}
         }
@@ -184,6 +197,8 @@ mod tests {
             max_unavailable: Some(LiveMaxUnavailable::Str("10%".into())),
             observed_generation: Some(1),
             recorded_generation: None,
+            drift: None,
+            template_hash: None,
             phase_started_at: Timestamp::from_second(at).unwrap(),
             at: Timestamp::from_second(at).unwrap(),
         }

@@ -93,6 +93,7 @@ pub struct Metrics {
     reconcile_duration: HistogramVec,
     reconcile_errors: IntCounterVec,
     watch_errors: IntCounter,
+    drifts: IntCounterVec,
     leader: IntGauge,
 }
 
@@ -179,6 +180,13 @@ impl Metrics {
             "watch_errors_total",
             "List and watch requests of the controller's caches that failed; each is retried with backoff.",
         )?;
+        let drifts = IntCounterVec::new(
+            Opts::new(
+                "drift_detected_total",
+                "Changes of a managed DaemonSet's template or update strategy made outside the controller (hand edits, kubectl rollout undo, other tools).",
+            ),
+            &["namespace", "name"],
+        )?;
         let leader = IntGauge::new(
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election), else 0.",
@@ -202,6 +210,7 @@ impl Metrics {
             Box::new(reconcile_duration.clone()),
             Box::new(reconcile_errors.clone()),
             Box::new(watch_errors.clone()),
+            Box::new(drifts.clone()),
             Box::new(leader.clone()),
             Box::new(build_info),
         ] {
@@ -220,6 +229,7 @@ impl Metrics {
             reconcile_duration,
             reconcile_errors,
             watch_errors,
+            drifts,
             leader,
         })
     }
@@ -323,6 +333,11 @@ impl Metrics {
         self.watch_errors.inc_by(failed);
     }
 
+    /// Counts one drift of the DaemonSet of the CanaryDaemonSet `namespace/name`.
+    pub fn drift_detected(&self, namespace: &str, name: &str) {
+        self.drifts.with_label_values(&[namespace, name]).inc();
+    }
+
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -331,6 +346,7 @@ impl Metrics {
     /// Drops every per-rollout series of `key`, when its CanaryDaemonSet is deleted.
     pub fn forget(&self, key: &RolloutKey) {
         let [namespace, name, mode] = key.labels();
+        let _ = self.drifts.remove_label_values(&[namespace, name]);
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self
                 .phase

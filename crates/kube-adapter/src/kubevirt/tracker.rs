@@ -174,6 +174,8 @@ fn transition(
         max_unavailable: to.max_unavailable.clone(),
         observed_generation: None,
         recorded_generation: None,
+        drift: None,
+        template_hash: None,
         phase_started_at: to.phase_started_at,
         at: now,
     }

@@ -15,7 +15,7 @@ pub const MANAGED_BY_VALUES: [&str; 2] = ["virt-operator", "kubevirt-operator"];
 
 /// `kubevirt.io/generation`: the KubeVirt `metadata.generation` virt-operator injects on the
 /// DaemonSet's metadata (not on the pod template).
-pub const KUBEVIRT_GENERATION_ANNOTATION: &str = "kubevirt.io/generation";
+pub use canary_predicates::KUBEVIRT_GENERATION_ANNOTATION;
 
 /// The label selector of virt-operator's pod cache and of the DaemonSets it manages:
 /// `app.kubernetes.io/managed-by in (virt-operator,kubevirt-operator)`.

@@ -55,6 +55,8 @@ struct Remembered {
     status_written_at: Option<Instant>,
     /// A flush timer is running for this object.
     flush_due: bool,
+    /// The invalid spec last logged: `(generation, message)`.
+    invalid_logged: Option<(i64, String)>,
 }
 
 type Key = ObjectRef<CanaryDaemonSet>;
@@ -213,6 +215,31 @@ impl Memory {
             // A stopped controller has dropped the receiver: nothing left to flush for.
             let _ = tx.send(cds);
         });
+    }
+
+    /// Whether `message` is new for this generation of `cds` (then it is remembered): an invalid
+    /// spec is logged once per generation, not on every pod event.
+    pub(crate) fn first_invalid(
+        &self,
+        cds: &CanaryDaemonSet,
+        generation: i64,
+        message: &str,
+    ) -> bool {
+        self.with(cds, |r| {
+            let new = r
+                .invalid_logged
+                .as_ref()
+                .is_none_or(|(g, m)| *g != generation || m != message);
+            if new {
+                r.invalid_logged = Some((generation, message.to_owned()));
+            }
+            new
+        })
+    }
+
+    /// Forgets everything about a deleted CanaryDaemonSet.
+    pub(crate) fn forget(&self, key: &ObjectRef<CanaryDaemonSet>) {
+        lock(&self.objects).remove(key);
     }
 
     /// A pass of `cds` succeeded: the error backoff starts over.

@@ -22,8 +22,8 @@ use canary_predicates::{
     current_revision_hash, live_max_unavailable,
 };
 use canary_state_machine::{
-    Compatibility, Decision, EventType, FailureReason, Observation, Phase, WriteKind, decide,
-    decide_create,
+    Compatibility, Decision, DriftSeen, EventType, FailureReason, Observation, Phase, WriteKind,
+    decide, decide_create, event_reason,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -37,7 +37,8 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::clock::Clock;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
-use crate::desired::{desired_daemon_set, set_max_unavailable};
+use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
+use crate::health::Health;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{Observer, Report, Transition, WriteOutcome};
@@ -116,6 +117,8 @@ pub struct Context {
     pub field_manager: String,
     /// Requeue delays.
     pub requeue: Requeue,
+    /// Readiness and liveness: every pass is counted as running while it runs.
+    pub health: Health,
     memory: Memory,
 }
 
@@ -148,8 +151,38 @@ impl Context {
             observer,
             field_manager,
             requeue,
+            health: Health::default(),
             memory: Memory::default(),
         }
+    }
+
+    /// The same context, reporting its passes to `health`.
+    #[must_use]
+    pub fn with_health(self, health: Health) -> Self {
+        Self { health, ..self }
+    }
+
+    /// A CanaryDaemonSet is gone: forget what was remembered about it and report it, so that
+    /// its metric series go too.
+    pub fn forget(&self, cds: &CanaryDaemonSet) {
+        self.memory.forget(&ObjectRef::from_obj(cds));
+        self.observer.report(Report::Deleted {
+            namespace: cds.namespace().unwrap_or_default(),
+            name: cds.name_any(),
+        });
+    }
+
+    /// A stored CanaryDaemonSet that does not decode: `stand_in` carries its metadata and status,
+    /// `why` the decode error. It gets what any spec the controller cannot act on gets (a failed
+    /// status with reason `InvalidSpec`, the `Degraded` condition, one Warning event), and
+    /// nothing is written to any DaemonSet.
+    ///
+    /// # Errors
+    ///
+    /// The status write failed.
+    pub async fn undecodable(&self, stand_in: &CanaryDaemonSet, why: String) -> Result<(), Error> {
+        let _pass = self.health.pass_started();
+        Pass::new(stand_in, self)?.invalid_spec(why).await.map(drop)
     }
 
     /// The CanaryDaemonSets whose deferred status is due: the controller reconciles each
@@ -189,12 +222,11 @@ pub async fn reconcile(cds: Arc<CanaryDaemonSet>, ctx: Arc<Context>) -> Result<A
 }
 
 async fn reconcile_pass(cds: &CanaryDaemonSet, ctx: &Context) -> Result<Action, Error> {
+    let _pass = ctx.health.pass_started();
     if !ctx.caches.ready() {
         return Ok(Action::requeue(ctx.requeue.conflict));
     }
-    let action = Pass::new(cds, ctx)?.run().await?;
-    ctx.memory.reset_errors(cds);
-    Ok(action)
+    Pass::new(cds, ctx)?.run().await
 }
 
 /// State of one pass.
@@ -250,6 +282,8 @@ impl<'a> Pass<'a> {
             max_unavailable: None,
             observed_generation: self.cds.metadata.generation,
             recorded_generation: previous.and_then(|s| s.recorded_daemon_set_generation),
+            drift: None,
+            template_hash: None,
             phase_started_at: self.now,
             at: self.now,
         }
@@ -273,12 +307,25 @@ impl<'a> Pass<'a> {
         if live.metadata.deletion_timestamp.is_some() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
-        if let Some((kind, name)) = foreign_controller(&live, self.cds) {
-            let message = format!(
-                "DaemonSet {} is controlled by {kind} {name}, not by this CanaryDaemonSet",
-                self.ds_name
-            );
-            return self.invalid_spec(message).await;
+        match controller_of(&live, self.cds) {
+            Controller::Us => {}
+            Controller::Other { kind, name } => {
+                let message = format!(
+                    "DaemonSet {} is controlled by {kind} {name}, not by this CanaryDaemonSet",
+                    self.ds_name
+                );
+                return self.invalid_spec(message).await;
+            }
+            // Adopting rewrites the DaemonSet's template: kube-proxy or a Helm-managed CNI in
+            // the same namespace must not be taken over by whoever can create this resource.
+            Controller::Nobody if !self.cds.spec.adopt => {
+                let message = format!(
+                    "DaemonSet {} already exists and no controller owns it; set spec.adopt: true to let this CanaryDaemonSet take it over (its template and update strategy will be replaced by spec.template), or choose another spec.daemonSetName",
+                    self.ds_name
+                );
+                return self.invalid_spec(message).await;
+            }
+            Controller::Nobody => {}
         }
         if self.ctx.memory.cache_behind(self.cds, &live) {
             // Our own last write is not in the cache yet: deciding now would redo it.
@@ -294,9 +341,18 @@ impl<'a> Pass<'a> {
         let counts = self.count_pods(&plan, &live);
         let status = self.status.as_ref();
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
+        let live_hash = live_template_hash(&live)?;
+        let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
+        let drift = match written_hash {
+            Some(written) if written != live_hash => Some(DriftSeen {
+                what: describe_drift(&live, &desired, status),
+            }),
+            _ => None,
+        };
         let observation = Observation {
             object_changed: object_meta_modified(&desired.metadata, &live.metadata),
             generation_known: recorded == live.metadata.generation,
+            drift,
             tls,
             previous: previous_pass(status, self.now),
             ..observe_daemon_set(&live, &counts)
@@ -312,6 +368,13 @@ impl<'a> Pass<'a> {
             available: available_pods(&live),
             max_unavailable: Some(observation.live_max_unavailable.clone()),
             recorded_generation: recorded,
+            drift: decision
+                .drifted
+                .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
+                .flatten(),
+            // A status from before drift detection has no reference yet: the live DaemonSet
+            // becomes it (a drift from before cannot be told from the controller's own write).
+            template_hash: written_hash.is_none().then(|| live_hash.clone()),
             ..self.record(&decision)
         };
 
@@ -334,10 +397,11 @@ impl<'a> Pass<'a> {
                 self.report_write(write.kind, WriteOutcome::Ok);
                 self.ctx.memory.remember_write(self.cds, &patched);
                 record.write = Some(write.kind);
+                record.template_hash = Some(live_template_hash(&patched)?);
                 if decision.record_generation {
                     record.recorded_generation = patched.metadata.generation;
                 }
-                info!(ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
                 decision
             }
             Err(error) if error.is_conflict() => {
@@ -347,7 +411,7 @@ impl<'a> Pass<'a> {
             Err(error) => {
                 self.report_write(write.kind, WriteOutcome::Rejected);
                 record.max_unavailable = Some(observation.live_max_unavailable.clone());
-                decision.write_failed(&plan.strategy, &self.ds_name, &error.to_string())
+                decision.write_failed(&plan.strategy, &self.ds_name, &describe_api_error(&error))
             }
         };
         record.to = decision.phase;
@@ -388,6 +452,7 @@ impl<'a> Pass<'a> {
                 self.ctx.memory.note_created(self.cds, &self.ds_name);
                 self.ctx.memory.remember_write(self.cds, &created);
                 record.write = Some(WriteKind::Create);
+                record.template_hash = Some(live_template_hash(&created)?);
                 if decision.record_generation {
                     record.recorded_generation = created.metadata.generation;
                 }
@@ -404,8 +469,9 @@ impl<'a> Pass<'a> {
                 });
             }
             Err(error) => {
+                let error = Error::from(error);
                 self.report_write(WriteKind::Create, WriteOutcome::Rejected);
-                decision.write_failed(&plan.strategy, &self.ds_name, &error.to_string())
+                decision.write_failed(&plan.strategy, &self.ds_name, &describe_api_error(&error))
             }
         };
         record.to = decision.phase;
@@ -459,17 +525,29 @@ impl<'a> Pass<'a> {
             field_manager: Some(self.ctx.field_manager.clone()),
             ..PatchParams::default()
         };
+        let conflict = |message: String| Error::Conflict {
+            what: format!("daemonset {}", self.ds_name),
+            message,
+        };
         match api
             .patch(&self.ds_name, &params, &Patch::Json::<()>(patch))
             .await
         {
             Ok(ds) => Ok(ds),
-            // 422 on a failed `test` op (our cache was stale), 409 on a concurrent write.
-            Err(kube::Error::Api(status)) if status.is_conflict() || status.code == 422 => {
-                Err(Error::Conflict {
-                    what: format!("daemonset {}", self.ds_name),
-                    message: status.message,
-                })
+            // A concurrent write.
+            Err(kube::Error::Api(status)) if status.is_conflict() => Err(conflict(status.message)),
+            // 422 is a failed `test` op when our cache was stale (the generation moved), and a
+            // refused change otherwise (an immutable selector, an invalid template): only the
+            // server's current generation tells them apart (the Status does not).
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                let current = api.get_opt(&self.ds_name).await?;
+                let tested = live.metadata.generation;
+                match current {
+                    Some(current) if current.metadata.generation == tested => {
+                        Err(kube::Error::Api(status).into())
+                    }
+                    _ => Err(conflict(status.message)),
+                }
             }
             Err(error) => Err(error.into()),
         }
@@ -484,7 +562,14 @@ impl<'a> Pass<'a> {
     /// A spec the controller cannot act on: Degraded, one Warning event, no requeue until the
     /// spec changes.
     async fn invalid_spec(&self, message: String) -> Result<Action, Error> {
-        warn!(name = %self.cds.name_any(), %message, "invalid spec");
+        let generation = self.cds.metadata.generation.unwrap_or_default();
+        if self
+            .ctx
+            .memory
+            .first_invalid(self.cds, generation, &message)
+        {
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, "invalid spec: nothing is written until the spec changes");
+        }
         let already = self.status.as_ref().is_some_and(|s| {
             s.reason.as_deref() == Some(FailureReason::InvalidSpec.as_str())
                 && s.message.as_deref() == Some(&message)
@@ -498,10 +583,15 @@ impl<'a> Pass<'a> {
             event: None,
             error: Some(message.clone()),
             quiet: false,
+            drifted: false,
         };
         let live = self.ctx.caches.daemon_sets.get(&self.ds_ref());
+        let owned = self.status.as_ref().and_then(|s| s.daemon_set_name.clone());
         let record = Transition {
             max_unavailable: live.as_deref().map(live_max_unavailable),
+            // The DaemonSet this object owns stays recorded, whatever the spec says now (a
+            // renamed spec.daemonSetName is refused, not adopted on the next pass).
+            daemon_set: owned.unwrap_or_else(|| self.ds_name.clone()),
             ..self.record(&decision)
         };
         self.write_status(record).await?;
@@ -514,13 +604,24 @@ impl<'a> Pass<'a> {
             )
             .await;
         }
+        self.ctx.memory.reset_errors(self.cds);
         Ok(Action::await_change())
     }
 
     /// Status, event and the next requeue.
     async fn finish(&self, record: Transition, decision: Decision) -> Result<Action, Error> {
+        let drift = record.drift.clone();
         self.write_status(record).await?;
         if let Some(event) = &decision.event {
+            if event.reason == event_reason::DRIFT_DETECTED {
+                let what = drift.unwrap_or_default();
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, %what, policy = self.cds.spec.strategy.drift_policy.as_str(), "daemonSet changed outside the controller");
+                self.ctx.observer.report(Report::DriftDetected {
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                    what,
+                });
+            }
             let type_ = match event.type_ {
                 EventType::Normal => KubeEventType::Normal,
                 EventType::Warning => KubeEventType::Warning,
@@ -528,12 +629,23 @@ impl<'a> Pass<'a> {
             self.publish(type_, event.reason, event.message.clone(), true)
                 .await;
         }
+        let requeue = &self.ctx.requeue;
+        // A refused write is tried again, but less and less often: the same write is refused
+        // until something changes (and a change of the spec brings the object back at once).
+        if decision.failure == Some(FailureReason::WriteRejected) {
+            let delay =
+                self.ctx
+                    .memory
+                    .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
+            return Ok(Action::requeue(delay));
+        }
+        self.ctx.memory.reset_errors(self.cds);
         let next = match decision.phase {
-            _ if decision.quiet => self.ctx.requeue.resync,
+            _ if decision.quiet => requeue.resync,
             Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                self.ctx.requeue.resync
+                requeue.resync
             }
-            _ => self.ctx.requeue.in_progress,
+            _ => requeue.in_progress,
         };
         Ok(Action::requeue(next))
     }
@@ -564,13 +676,27 @@ impl<'a> Pass<'a> {
             if let Some(start) = &status.phase_start_time {
                 record.phase_started_at = start.0;
             }
+            if record.from != Some(record.to) {
+                info!(
+                    namespace = %record.namespace,
+                    name = %record.name,
+                    ds = %record.daemon_set,
+                    from = record.from.map_or("-", |p| p.as_str()),
+                    to = record.to.as_str(),
+                    reason = record.failure.map_or("", |f| f.as_str()),
+                    message = record.message.as_deref().unwrap_or(""),
+                    "phase changed"
+                );
+            }
             self.ctx.observer.report(Report::Transition(record));
         }
         Ok(())
     }
 
     async fn patch_status(&self, status: &CanaryDaemonSetStatus) -> Result<(), Error> {
-        let api: Api<CanaryDaemonSet> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        // Untyped: the answer carries the whole object, which need not decode (see
+        // `Context::undecodable`), and nothing of it is read.
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
         let params = PatchParams {
             field_manager: Some(self.ctx.field_manager.clone()),
             ..PatchParams::default()
@@ -656,16 +782,93 @@ fn same_but_counts(previous: &CanaryDaemonSetStatus, next: &CanaryDaemonSetStatu
     significant(previous) == significant(next)
 }
 
-/// The live DaemonSet's controller owner `(kind, name)` when it is not this CanaryDaemonSet.
-fn foreign_controller(live: &DaemonSet, cds: &CanaryDaemonSet) -> Option<(String, String)> {
+/// Who controls a live DaemonSet, as far as this CanaryDaemonSet is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Controller {
+    /// This CanaryDaemonSet (its controller owner reference, by UID).
+    Us,
+    /// Another controller.
+    Other {
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
+    /// No controller: adopting it must be asked for.
+    Nobody,
+}
+
+fn controller_of(live: &DaemonSet, cds: &CanaryDaemonSet) -> Controller {
     let owner = live
         .metadata
         .owner_references
-        .as_ref()?
         .iter()
-        .find(|o| o.controller == Some(true))?;
-    let ours = owner.kind == "CanaryDaemonSet" && Some(&owner.uid) == cds.metadata.uid.as_ref();
-    (!ours).then(|| (owner.kind.clone(), owner.name.clone()))
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match owner {
+        None => Controller::Nobody,
+        Some(owner)
+            if owner.kind == "CanaryDaemonSet" && Some(&owner.uid) == cds.metadata.uid.as_ref() =>
+        {
+            Controller::Us
+        }
+        Some(owner) => Controller::Other {
+            kind: owner.kind.clone(),
+            name: owner.name.clone(),
+        },
+    }
+}
+
+/// What someone else changed in `live` against what the controller wants (`desired`): the
+/// images of the containers that differ, else the update strategy, else "pod template".
+fn describe_drift(
+    live: &DaemonSet,
+    desired: &DaemonSet,
+    status: Option<&CanaryDaemonSetStatus>,
+) -> String {
+    let containers = |ds: &DaemonSet| {
+        ds.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|s| s.containers.clone())
+            .unwrap_or_default()
+    };
+    let wanted = containers(desired);
+    let images: Vec<String> = containers(live)
+        .iter()
+        .filter_map(|container| {
+            let before = wanted.iter().find(|w| w.name == container.name)?;
+            (before.image != container.image).then(|| {
+                format!(
+                    "image of container {}: {} → {}",
+                    container.name,
+                    before.image.as_deref().unwrap_or("-"),
+                    container.image.as_deref().unwrap_or("-")
+                )
+            })
+        })
+        .collect();
+    if !images.is_empty() {
+        return images.join(", ");
+    }
+    let live_max = live_max_unavailable(live).to_string();
+    match status.and_then(|s| s.current_max_unavailable.as_deref()) {
+        Some(written) if written != live_max => {
+            format!("update strategy: maxUnavailable {written} → {live_max}")
+        }
+        _ => "pod template".to_owned(),
+    }
+}
+
+/// One line for a refused request: the API server's code, reason and message, never a debug
+/// dump of its Status.
+fn describe_api_error(error: &Error) -> String {
+    match error {
+        Error::Kube(kube::Error::Api(status)) => {
+            format!("{} {}: {}", status.code, status.reason, status.message)
+        }
+        other => other.to_string(),
+    }
 }
 
 fn tls_facts(
@@ -685,13 +888,14 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn foreign_controller_is_detected() {
+    fn the_controller_of_a_daemon_set_is_told_by_uid() {
         let spec = CanaryDaemonSetSpec {
             template: DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
             },
             daemon_set_name: None,
+            adopt: false,
             target: TargetSpec {
                 version: "v1".into(),
                 registry: String::new(),
@@ -705,15 +909,18 @@ mod tests {
         cds.metadata.namespace = Some("ns".into());
         cds.metadata.uid = Some("u".into());
         let mut live = DaemonSet::default();
-        assert_eq!(foreign_controller(&live, &cds), None, "unowned: adopted");
+        assert_eq!(controller_of(&live, &cds), Controller::Nobody);
         live.metadata.owner_references = Some(vec![cds.controller_owner_ref(&()).unwrap()]);
-        assert_eq!(foreign_controller(&live, &cds), None, "ours");
+        assert_eq!(controller_of(&live, &cds), Controller::Us);
         let mut other = cds.controller_owner_ref(&()).unwrap();
         other.uid = "someone-else".into();
         live.metadata.owner_references = Some(vec![other]);
         assert_eq!(
-            foreign_controller(&live, &cds),
-            Some(("CanaryDaemonSet".into(), "agent".into()))
+            controller_of(&live, &cds),
+            Controller::Other {
+                kind: "CanaryDaemonSet".into(),
+                name: "agent".into()
+            }
         );
     }
 }

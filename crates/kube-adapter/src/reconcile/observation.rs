@@ -14,6 +14,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
     let status = live.status.clone().unwrap_or_default();
     let generation = live.metadata.generation.unwrap_or_default();
+    let observed = status.observed_generation.is_some_and(|g| g >= generation);
+    let desired = status.desired_number_scheduled;
     Observation {
         name: live.metadata.name.clone().unwrap_or_default(),
         desired_pods: u32::try_from(status.desired_number_scheduled).unwrap_or(0),
@@ -27,7 +29,11 @@ pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
                 reason: crash.reason.as_str().to_owned(),
             }),
         live_max_unavailable: live_max_unavailable(live),
-        rollout_observed: status.observed_generation.is_some_and(|g| g >= generation),
+        rollout_observed: observed,
+        daemon_set_rolled_out: observed
+            && status.updated_number_scheduled.unwrap_or(0) >= desired
+            && status.number_available.unwrap_or(0) >= desired
+            && status.number_misscheduled == 0,
         ..Observation::default()
     }
 }

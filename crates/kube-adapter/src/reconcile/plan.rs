@@ -29,11 +29,16 @@ pub(crate) struct Plan {
 }
 
 /// The plan of `cds`, or why its spec cannot be acted on.
+///
+/// Everything the CRD's schema and CEL rules say is checked here again: an API server that
+/// does not run them (an old one, a simulator, an object stored before the rules existed) must
+/// not make the controller act on a spec the rules reject.
 pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
     let spec = &cds.spec;
     if spec.target.version.is_empty() {
         return Err("spec.target.version must not be empty".to_owned());
     }
+    check_names(cds)?;
     let parse = |field: &str, value: &str| {
         value
             .parse::<MaxUnavailable>()
@@ -56,16 +61,36 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         )?,
         fast_max_unavailable: parse("fastMaxUnavailable", &spec.strategy.fast_max_unavailable)?,
         progress_deadline,
+        drift_policy: spec.strategy.drift_policy,
     };
     strategy
         .validate()
         .map_err(|e| format!("spec.strategy: {e}"))?;
-    let crash = &spec.strategy.crash_loop;
-    let crash_loop = match crash.policy {
-        CrashLoopPolicyName::KubeVirt => CrashLoopPolicy::KubeVirt,
-        CrashLoopPolicyName::Strict => CrashLoopPolicy::Strict {
-            restart_threshold: crash.restart_threshold.max(1),
-            include_init_containers: crash.include_init_containers,
+    if !(0..=MAX_PROGRESS_DEADLINE_SECONDS).contains(&seconds) {
+        return Err(format!(
+            "spec.strategy.progressDeadlineSeconds {seconds} is out of range (0 to {MAX_PROGRESS_DEADLINE_SECONDS})"
+        ));
+    }
+    let crash_loop = match &spec.strategy.crash_loop {
+        // The reference's rule comes with the reference's table unless asked otherwise.
+        None => match compatibility {
+            Compatibility::KubeVirt => CrashLoopPolicy::KubeVirt,
+            Compatibility::Fixed => CrashLoopPolicy::default(),
+        },
+        Some(crash) => match crash.policy {
+            CrashLoopPolicyName::KubeVirt => CrashLoopPolicy::KubeVirt,
+            CrashLoopPolicyName::Strict => {
+                if !(1..=MAX_RESTART_THRESHOLD).contains(&crash.restart_threshold) {
+                    return Err(format!(
+                        "spec.strategy.crashLoop.restartThreshold {} is out of range (1 to {MAX_RESTART_THRESHOLD})",
+                        crash.restart_threshold
+                    ));
+                }
+                CrashLoopPolicy::Strict {
+                    restart_threshold: crash.restart_threshold,
+                    include_init_containers: crash.include_init_containers,
+                }
+            }
         },
     };
     let tls = spec.tls_migration.enabled.then(|| {
@@ -96,6 +121,81 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
     })
 }
 
+/// The CRD's bound on `restartThreshold`.
+const MAX_RESTART_THRESHOLD: i32 = 1000;
+/// The CRD's bound on `progressDeadlineSeconds` (30 days).
+const MAX_PROGRESS_DEADLINE_SECONDS: i64 = 2_592_000;
+
+/// The CRD's name rules: the DaemonSet name a DNS-1123 subdomain, the object's name a label
+/// value, the annotation keys qualified names, and the DaemonSet name as it was (the status
+/// remembers the name the controller owns; the CEL rule `self == oldSelf` does the same on an
+/// API server that runs it).
+fn check_names(cds: &CanaryDaemonSet) -> Result<(), String> {
+    let name = cds.metadata.name.as_deref().unwrap_or_default();
+    if name.len() > 63 {
+        return Err(format!(
+            "metadata.name {name:?} is longer than 63 characters: it becomes the value of the canary.daemonset.dev/owner label"
+        ));
+    }
+    let daemon_set = cds.daemon_set_name();
+    if !is_dns1123_subdomain(&daemon_set) {
+        return Err(format!(
+            "spec.daemonSetName {daemon_set:?} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+        ));
+    }
+    let owned = cds
+        .status
+        .as_ref()
+        .and_then(|s| s.daemon_set_name.as_deref());
+    if let Some(owned) = owned.filter(|owned| *owned != daemon_set) {
+        return Err(format!(
+            "spec.daemonSetName changed from {owned:?} to {daemon_set:?}: the DaemonSet's name is immutable (a new name would create a second DaemonSet beside the first); set it back, or create a new CanaryDaemonSet"
+        ));
+    }
+    if let Some(keys) = &cds.spec.annotation_keys {
+        for key in [&keys.version, &keys.registry, &keys.id] {
+            if !is_qualified_name(key) {
+                return Err(format!(
+                    "spec.annotationKeys: {key:?} is not a qualified name such as example.com/version"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Kubernetes' `IsDNS1123Subdomain`.
+fn is_dns1123_subdomain(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 253 && text.split('.').all(is_dns1123_label_part)
+}
+
+/// A label of a DNS-1123 subdomain: lower-case alphanumerics and '-', alphanumeric at both ends.
+fn is_dns1123_label_part(part: &str) -> bool {
+    let bytes = part.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+}
+
+/// Kubernetes' `IsQualifiedName`: `[prefix/]name`, the prefix a DNS-1123 subdomain, the name at
+/// most 63 alphanumerics, '-', '_' and '.', alphanumeric at both ends.
+fn is_qualified_name(text: &str) -> bool {
+    let (prefix, name) = match text.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, text),
+    };
+    let bytes = name.as_bytes();
+    let name_ok = !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    name_ok && prefix.is_none_or(is_dns1123_subdomain)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +209,7 @@ mod tests {
                 spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
             },
             daemon_set_name: None,
+            adopt: false,
             target: TargetSpec {
                 version: "v1".into(),
                 registry: String::new(),
@@ -151,10 +252,71 @@ mod tests {
     }
 
     #[test]
+    fn kubevirt_compatibility_alone_brings_the_reference_crash_rule() {
+        let mut cds = cds();
+        cds.spec.strategy.compatibility = Compatibility::KubeVirt;
+        assert_eq!(plan(&cds).unwrap().crash_loop, CrashLoopPolicy::KubeVirt);
+        cds.spec.strategy.crash_loop = Some(crate::crd::CrashLoopSpec::default());
+        assert_eq!(
+            plan(&cds).unwrap().crash_loop,
+            CrashLoopPolicy::default(),
+            "an explicit crashLoop wins"
+        );
+    }
+
+    #[test]
+    fn names_follow_the_crd_rules() {
+        let mut long = cds();
+        long.metadata.name = Some("a".repeat(64));
+        assert!(plan(&long).unwrap_err().contains("63"));
+        for bad in ["", "Agent", "-agent", "agent-", "a_b"] {
+            let mut cds = cds();
+            cds.spec.daemon_set_name = Some(bad.into());
+            assert!(
+                plan(&cds).unwrap_err().contains("DNS-1123"),
+                "{bad:?} accepted"
+            );
+        }
+        let mut renamed = cds();
+        renamed.status = Some(crate::crd::CanaryDaemonSetStatus {
+            daemon_set_name: Some("agent".into()),
+            ..Default::default()
+        });
+        renamed.spec.daemon_set_name = Some("agent-2".into());
+        assert!(plan(&renamed).unwrap_err().contains("immutable"));
+        let mut keys = cds();
+        keys.spec.annotation_keys = Some(crate::crd::AnnotationKeysSpec {
+            version: "example.com/version".into(),
+            registry: "registry".into(),
+            id: "not a key".into(),
+        });
+        assert!(plan(&keys).unwrap_err().contains("qualified name"));
+        assert!(is_qualified_name("kubevirt.io/install-strategy-version"));
+        assert!(!is_qualified_name("Example.com/x"));
+        assert!(!is_qualified_name(&"x".repeat(64)));
+    }
+
+    #[test]
+    fn out_of_range_integers_are_an_invalid_spec() {
+        let mut cds = cds();
+        cds.spec.strategy.crash_loop = Some(crate::crd::CrashLoopSpec {
+            restart_threshold: i32::MAX,
+            ..Default::default()
+        });
+        assert!(plan(&cds).unwrap_err().contains("restartThreshold"));
+        let mut cds = self::cds();
+        cds.spec.strategy.progress_deadline_seconds = -1;
+        assert!(plan(&cds).unwrap_err().contains("progressDeadlineSeconds"));
+    }
+
+    #[test]
     fn kubevirt_plan_has_no_deadline_and_reference_tls_insert() {
         let mut cds = cds();
         cds.spec.strategy.compatibility = Compatibility::KubeVirt;
-        cds.spec.strategy.crash_loop.policy = CrashLoopPolicyName::KubeVirt;
+        cds.spec.strategy.crash_loop = Some(crate::crd::CrashLoopSpec {
+            policy: CrashLoopPolicyName::KubeVirt,
+            ..Default::default()
+        });
         cds.spec.tls_migration.enabled = true;
         cds.spec.tls_migration.container = Some("handler".into());
         let plan = plan(&cds).unwrap();

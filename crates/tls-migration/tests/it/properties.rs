@@ -1,6 +1,5 @@
 //! Property tests: the plan applied twice equals the plan applied once (Idempotent mode), the
 //! Reference mode duplicates the flag (quirk 16), and nothing ever panics on odd templates.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,4 @@
 //! Property tests: maxUnavailable arithmetic and parsing, Go `Atoi` emulation, and count invariants.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,6 @@
 //! the sync gate; here every pass goes through the gate, so those scenarios carry the flag that
 //! lets them through in a real run (normally `generation_known: false`, the state right after
 //! row 1's unrecorded write).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -15,9 +14,8 @@ use canary_state_machine::{
     decide_create, event_reason,
 };
 
-mod common;
 
-use common::{NAME, handler, write};
+use crate::common::{NAME, handler, write};
 
 fn kubevirt(observation: &Observation) -> Decision {
     decide(&Strategy::kubevirt(), observation)
@@ -407,6 +405,7 @@ fn quirk_07_failure_is_not_sticky_and_the_event_repeats() {
             failure: Some(FailureReason::CanaryCrashLooping),
             updated_ready: 0,
             since_progress: Duration::from_secs(5),
+            drifted: false,
         }),
         ..after_start(2, 0)
     };
@@ -448,7 +447,7 @@ fn quirk_15_failed_writes_carry_a_literal_nil() {
     })
     .write_failed(&strategy, NAME, "conflict");
     assert_eq!(start.phase, Phase::Failed);
-    assert_eq!(start.failure, Some(FailureReason::PatchFailed));
+    assert_eq!(start.failure, Some(FailureReason::WriteRejected));
     assert_eq!(
         start.error.as_deref(),
         Some(

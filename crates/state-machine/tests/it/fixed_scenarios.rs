@@ -1,18 +1,16 @@
 //! The reference scenarios (spec section 8) against the default strategy, each test saying how
 //! the default differs from `Strategy::kubevirt()` (or that it does not), then the quirk fixes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use canary_state_machine::{
-    CrashLoopSeen, Decision, EventType, FailureReason, LiveMaxUnavailable, MaxUnavailable,
-    Observation, Phase, PreviousPass, Strategy, TemplateEdit, TlsFacts, WriteKind, decide,
-    decide_create, event_reason,
+    CrashLoopSeen, Decision, DriftPolicy, DriftSeen, EventType, FailureReason, LiveMaxUnavailable,
+    MaxUnavailable, Observation, Phase, PreviousPass, Strategy, TemplateEdit, TlsFacts, WriteKind,
+    decide, decide_create, event_reason,
 };
 
-mod common;
 
-use common::{NAME, handler, write};
+use crate::common::{NAME, handler, write};
 
 fn fixed(observation: &Observation) -> Decision {
     decide(&Strategy::default(), observation)
@@ -36,6 +34,7 @@ fn previous(
         failure,
         updated_ready: ready,
         since_progress: Duration::from_secs(secs),
+        drifted: false,
     })
 }
 
@@ -350,6 +349,143 @@ fn fix_quirk_02_more_ready_than_desired_waits() {
 }
 
 #[test]
+fn fix_quirk_02_more_ready_than_desired_never_hits_the_deadline() {
+    // kubevirt#10254: a misscheduled updated pod keeps U above D; the count cannot move, so a
+    // progress deadline would fail a rollout that has nothing wrong with it.
+    let stuck = Observation {
+        previous: previous(Phase::Waiting, None, 3, 3_600),
+        ..after_start(2, 3)
+    };
+    let decision = fixed(&stuck);
+    assert_no_write_in(&decision, Phase::Waiting);
+    assert_eq!(decision.failure, None);
+}
+
+#[test]
+fn fix_quirk_02_more_ready_than_desired_finishes_once_the_daemon_set_is_rolled_out() {
+    let rolled_out = Observation {
+        daemon_set_rolled_out: true,
+        ..after_start(2, 3)
+    };
+    assert_reverting(&fixed(&rolled_out));
+}
+
+fn drifted(policy: DriftPolicy, previous_pass: Option<PreviousPass>) -> Decision {
+    let strategy = Strategy {
+        drift_policy: policy,
+        ..Strategy::default()
+    };
+    decide(
+        &strategy,
+        &Observation {
+            generation_known: false,
+            desired_pods: 3,
+            updated_pods: 3,
+            updated_ready_pods: 3,
+            drift: Some(DriftSeen {
+                what: "image of container agent: agent:v2 → agent:v1".into(),
+            }),
+            previous: previous_pass,
+            ..handler()
+        },
+    )
+}
+
+#[test]
+fn a_drift_is_reverted_canary_first() {
+    // A hand edit (`kubectl set image`, `rollout undo`) of a DaemonSet at rest: row 1 again,
+    // with a Warning naming what changed; never the 10% jump of row 3a.
+    let decision = drifted(
+        DriftPolicy::Revert,
+        previous(Phase::Successful, None, 3, 60),
+    );
+    assert!(decision.drifted);
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
+    );
+    assert!(!decision.record_generation);
+    let event = decision.event.unwrap();
+    assert_eq!(
+        (event.type_, event.reason),
+        (EventType::Warning, event_reason::DRIFT_DETECTED)
+    );
+    assert!(
+        event.message.contains("agent:v2 → agent:v1"),
+        "{}",
+        event.message
+    );
+}
+
+#[test]
+fn a_reported_drift_writes_nothing_and_warns_once() {
+    let first = drifted(
+        DriftPolicy::Report,
+        previous(Phase::Successful, None, 3, 60),
+    );
+    assert!(first.drifted);
+    assert_eq!((first.phase, first.write), (Phase::Successful, None));
+    assert!(first.done);
+    assert_eq!(
+        first.event.map(|e| e.reason),
+        Some(event_reason::DRIFT_DETECTED)
+    );
+    let mut seen = previous(Phase::Successful, None, 3, 60);
+    if let Some(pass) = seen.as_mut() {
+        pass.drifted = true;
+    }
+    let again = drifted(DriftPolicy::Report, seen);
+    assert!(again.drifted && again.write.is_none() && again.event.is_none());
+    // A failed rollout stays failed while drifted.
+    let failed = drifted(
+        DriftPolicy::Report,
+        previous(
+            Phase::Failed,
+            Some(FailureReason::CanaryCrashLooping),
+            1,
+            60,
+        ),
+    );
+    assert_eq!(
+        (failed.phase, failed.failure),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
+    );
+}
+
+#[test]
+fn a_change_of_the_desired_state_wins_over_a_drift() {
+    let strategy = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..Strategy::default()
+    };
+    let decision = decide(
+        &strategy,
+        &Observation {
+            object_changed: true,
+            drift: Some(DriftSeen { what: "x".into() }),
+            desired_pods: 3,
+            ..handler()
+        },
+    );
+    assert_started(&decision);
+    assert!(!decision.drifted);
+}
+
+#[test]
+fn kubevirt_mode_does_not_look_at_drift() {
+    // The reference reverts a hand edit at its next row 3a or 4 write, unsupervised (quirk 5).
+    let decision = decide(
+        &Strategy::kubevirt(),
+        &Observation {
+            drift: Some(DriftSeen { what: "x".into() }),
+            ..Observation::default()
+        },
+    );
+    assert!(decision.quiet && !decision.drifted);
+}
+
+#[test]
 fn fix_quirk_07_crash_check_keeps_watching_after_the_canary() {
     for live in [
         LiveMaxUnavailable::Int(1),
@@ -373,7 +509,7 @@ fn fix_quirk_07_crash_check_keeps_watching_after_the_canary() {
 #[test]
 fn fix_quirk_07_patch_failures_are_not_sticky() {
     let decision = fixed(&Observation {
-        previous: previous(Phase::Failed, Some(FailureReason::PatchFailed), 1, 30),
+        previous: previous(Phase::Failed, Some(FailureReason::WriteRejected), 1, 30),
         ..after_start(2, 1)
     });
     assert_eq!(decision.phase, Phase::Increasing, "the widen is retried");
@@ -645,14 +781,14 @@ fn failed_writes_name_the_daemonset_and_warn() {
         assert!(decision.write.is_some());
         let failed = decision.write_failed(&strategy, NAME, "boom");
         assert_eq!(failed.phase, Phase::Failed);
-        assert_eq!(failed.failure, Some(FailureReason::PatchFailed));
+        assert_eq!(failed.failure, Some(FailureReason::WriteRejected));
         assert_eq!(failed.error.as_deref(), Some(message));
         assert_eq!(failed.write, None);
         assert!(!failed.record_generation && !failed.done);
         let event = failed.event.unwrap();
         assert_eq!(
             (event.type_, event.reason),
-            (EventType::Warning, "PatchFailed")
+            (EventType::Warning, "WriteRejected")
         );
     }
 }

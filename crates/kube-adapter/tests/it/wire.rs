@@ -1,7 +1,6 @@
 //! Wire-format checks against a tower-test mock API server: the exact DaemonSet patch (method,
 //! URI, content type, field manager, ops in order), the status write, the event, and the
 //! requests that must NOT happen (quiet pass, conflict).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -47,6 +46,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
                 .unwrap(),
             },
             daemon_set_name: None,
+            adopt: false,
             target: TargetSpec {
                 version: version.into(),
                 registry: "reg".into(),
@@ -341,6 +341,17 @@ async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
         &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422, "reason": "Invalid",
                 "message": "the server rejected our request due to an error in our request"}),
     );
+    // A 422 is told apart by the server's generation: it moved, so the test op failed.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(
+        (request.method(), request.uri().path()),
+        (&Method::GET, "/apis/apps/v1/namespaces/ns/daemonsets/agent")
+    );
+    respond(
+        send,
+        StatusCode::OK,
+        &serde_json::to_value(live_for(&old, 4)).unwrap(),
+    );
     let error = task.await.unwrap().unwrap_err();
     assert!(error.is_conflict(), "{error}");
     assert_eq!(
@@ -351,6 +362,64 @@ async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
     assert_eq!(observer.stats().write_conflicts(), 1);
     assert_eq!(observer.stats().total_daemon_set_writes(), 0);
     assert_eq!(observer.stats().status_writes(), 0);
+}
+
+#[tokio::test]
+async fn a_refused_write_fails_the_rollout_with_the_servers_message_and_backs_off() {
+    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let old = cds("v1");
+    let mut new = cds("v2");
+    new.status = Some(at_rest_status(3));
+    let observer = Observer::default();
+    let ctx = context(client, live_for(&old, 3), observer.clone());
+    let new = Arc::new(new);
+    let task = tokio::spawn(reconcile(new.clone(), ctx.clone()));
+
+    let (_patch, send) = handle.next_request().await.unwrap();
+    let message =
+        "DaemonSet.apps \"agent\" is invalid: spec.selector: Invalid value: {}: field is immutable";
+    respond(
+        send,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422, "reason": "Invalid",
+                "message": message}),
+    );
+    // The generation did not move: the change itself was refused.
+    let (_get, send) = handle.next_request().await.unwrap();
+    respond(
+        send,
+        StatusCode::OK,
+        &serde_json::to_value(live_for(&old, 3)).unwrap(),
+    );
+    let (status_write, send) = handle.next_request().await.unwrap();
+    assert_eq!(status_write.method(), Method::PATCH);
+    let body = body_json(status_write).await;
+    respond(
+        send,
+        StatusCode::OK,
+        &json!({"metadata": {"name": "agent", "namespace": "ns"}}),
+    );
+    assert_eq!(body["status"]["reason"], "WriteRejected");
+    let shown = body["status"]["message"].as_str().unwrap();
+    assert!(
+        shown.contains("422 Invalid: DaemonSet.apps \"agent\" is invalid: spec.selector"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Status {"), "no debug dump: {shown}");
+    // The Warning event.
+    let (event, send) = handle.next_request().await.unwrap();
+    let event = body_json(event).await;
+    respond(send, StatusCode::OK, &event);
+    assert_eq!(event["reason"], "WriteRejected");
+    let action = task.await.unwrap().unwrap();
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(1)),
+        "the first retry"
+    );
+    assert_eq!(observer.stats().write_failures(), 1);
+    assert_eq!(observer.stats().write_conflicts(), 0);
 }
 
 #[tokio::test]

@@ -1,12 +1,12 @@
 //! Properties of `decide()` over arbitrary observations and strategies: whatever the input, the
 //! decision respects the crate invariants.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use canary_state_machine::{
-    Compatibility, CrashLoopSeen, FailureReason, LiveMaxUnavailable, MaxUnavailable, Observation,
-    Phase, PreviousPass, Strategy, SyncFlags, TlsFacts, WriteKind, decide,
+    Compatibility, CrashLoopSeen, DriftPolicy, DriftSeen, FailureReason, LiveMaxUnavailable,
+    MaxUnavailable, Observation, Phase, PreviousPass, Strategy, SyncFlags, TlsFacts, WriteKind,
+    decide,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -24,13 +24,17 @@ fn strategy() -> impl proptest::strategy::Strategy<Value = Strategy> {
         max_unavailable(),
         max_unavailable(),
         proptest::option::of(0u64..1_000),
+        prop_oneof![Just(DriftPolicy::Revert), Just(DriftPolicy::Report)],
     )
-        .prop_map(|(compatibility, canary, fast, deadline)| Strategy {
-            compatibility,
-            canary_max_unavailable: canary,
-            fast_max_unavailable: fast,
-            progress_deadline: deadline.map(Duration::from_secs),
-        })
+        .prop_map(
+            |(compatibility, canary, fast, deadline, drift_policy)| Strategy {
+                compatibility,
+                canary_max_unavailable: canary,
+                fast_max_unavailable: fast,
+                progress_deadline: deadline.map(Duration::from_secs),
+                drift_policy,
+            },
+        )
 }
 
 fn live_max_unavailable() -> impl proptest::strategy::Strategy<Value = LiveMaxUnavailable> {
@@ -60,13 +64,17 @@ fn previous() -> impl proptest::strategy::Strategy<Value = Option<PreviousPass>>
             proptest::option::of(proptest::sample::select(FailureReason::ALL.to_vec())),
             0u32..6,
             0u64..2_000,
+            any::<bool>(),
         )
-            .prop_map(|(phase, failure, updated_ready, secs)| PreviousPass {
-                phase,
-                failure,
-                updated_ready,
-                since_progress: Duration::from_secs(secs),
-            }),
+            .prop_map(
+                |(phase, failure, updated_ready, secs, drifted)| PreviousPass {
+                    phase,
+                    failure,
+                    updated_ready,
+                    since_progress: Duration::from_secs(secs),
+                    drifted,
+                },
+            ),
     )
 }
 
@@ -80,6 +88,8 @@ prop_compose! {
         crash in proptest::option::of("[a-z]{1,5}"),
         live_max_unavailable in live_max_unavailable(),
         rollout_observed: bool,
+        daemon_set_rolled_out: bool,
+        drift in proptest::option::of("[a-z ]{1,8}"),
         tls in proptest::option::of((any::<bool>(), any::<bool>(), any::<bool>())),
         previous in previous(),
     ) -> Observation {
@@ -93,6 +103,8 @@ prop_compose! {
             crash_loop: crash.map(|pod| CrashLoopSeen { pod, reason: "CrashLoopBackOff".into() }),
             live_max_unavailable,
             rollout_observed,
+            daemon_set_rolled_out,
+            drift: drift.map(|what| DriftSeen { what }),
             tls: tls.map(|(supported, live_has_flag, desired_has_cert_volume)| TlsFacts {
                 supported,
                 live_has_flag,
@@ -124,12 +136,21 @@ proptest! {
         }
 
         let flags = SyncFlags::of(&strategy, &observation);
-        prop_assert_eq!(decision.quiet, !flags.any());
+        // A drift of the live DaemonSet (default table, desired state unchanged) is its own row.
+        let drifted = strategy.compatibility == Compatibility::Fixed
+            && !observation.object_changed
+            && observation.drift.is_some();
+        prop_assert_eq!(decision.drifted, drifted);
+        prop_assert_eq!(decision.quiet, !flags.any() && !drifted);
         if decision.quiet {
             prop_assert!(decision.done && decision.write.is_none());
         }
-        // Only a changed object starts a canary, and it always does.
-        prop_assert_eq!(kind == Some(WriteKind::Start), observation.object_changed);
+        // Only a changed object (or a drift to revert) starts a canary, and it always does.
+        let reverts = drifted && strategy.drift_policy == DriftPolicy::Revert;
+        prop_assert_eq!(kind == Some(WriteKind::Start), observation.object_changed || reverts);
+        if drifted && strategy.drift_policy == DriftPolicy::Report {
+            prop_assert!(decision.write.is_none(), "a reported drift is never written over");
+        }
 
         let ready = observation.updated_ready_pods;
         if kind == Some(WriteKind::Widen) {
@@ -150,7 +171,7 @@ proptest! {
         if strategy.compatibility == Compatibility::Fixed {
             prop_assert_eq!(decision.phase == Phase::Successful, decision.done);
             prop_assert!(decision.failure != Some(FailureReason::UnexpectedState));
-            if !observation.object_changed && flags.any() {
+            if !observation.object_changed && !drifted && flags.any() {
                 if observation.crash_loop.is_some() {
                     prop_assert_eq!(decision.phase, Phase::Failed, "a crash loop always fails");
                 }

@@ -1,20 +1,17 @@
 //! Observe mode against canary-sim, with a stand-in virt-operator making the reference writes:
 //! the phase sequence the observer derives from outside must be the one the stand-in went
 //! through, and the observer must make no write request at all.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod kubevirt_standin;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::kubevirt_standin::{HANDLER, NAMESPACE, StandIn, distinct};
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::kubevirt::{self, ObserveConfig, ObserveError, Snapshot};
 use canary_kube_adapter::{Observer, Transition};
 use canary_sim::Sim;
 use canary_state_machine::{Decision, LiveMaxUnavailable, Phase};
 use k8s_openapi::jiff::Timestamp;
-use kubevirt_standin::{HANDLER, NAMESPACE, StandIn, distinct};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 

@@ -1,6 +1,5 @@
 //! The reference spec's predicate quirks (section 10: 3, 6, 7, 8, 9) and the section 8 pod shapes,
 //! each pinned to the reference behaviour and to the alternative that fixes it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 

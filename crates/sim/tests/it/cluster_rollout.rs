@@ -1,5 +1,4 @@
 //! The simulated DaemonSet controller and kubelets end to end, on the Store, in virtual time.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! kube-lease-manager (server-side apply with conflict detection) against the simulator: one
 //! holder at a time, and the lease passes on release. Runs in real time (the crate reads the
 //! wall clock), a few seconds.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

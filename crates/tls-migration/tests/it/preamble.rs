@@ -1,13 +1,11 @@
 //! Every preamble combination: live flag × desired flag × live cert volume × desired cert
 //! volume, in both modes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 
 use canary_tls_migration::{
     PreambleOutcome, apply_preamble, has_cert_volume, has_tls_flag, observe,
 };
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 fn handler(flag: bool, cert: bool) -> DaemonSet {

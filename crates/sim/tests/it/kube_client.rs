@@ -1,5 +1,4 @@
 //! Round trips of an unmodified `kube::Client` through the in-process simulator.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

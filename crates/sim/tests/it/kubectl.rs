@@ -1,7 +1,6 @@
 //! The real `kubectl` against the simulator served over HTTP.
 //!
 //! Needs `/usr/bin/kubectl` (or `kubectl` on PATH); the test fails, never skips, without it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

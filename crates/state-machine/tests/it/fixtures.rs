@@ -3,7 +3,6 @@
 //! This crate has no YAML dependency on purpose, so the few scalar fields it needs are read with
 //! a line scanner (`key: value`, first occurrence, indentation ignored). That is enough for these
 //! files; the structured parsing of the same fixtures is tested in `canary-predicates`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

@@ -14,7 +14,6 @@
 //! step in the default strategy, whose TLS re-rolls are supervised canaries). Checked at the
 //! end: the rollout ended `successful` (done, every pod updated, resting `maxUnavailable`,
 //! generation recorded) or, with a bad node, `failed` with `CanaryCrashLooping`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -173,6 +172,9 @@ impl Model {
                 }),
             live_max_unavailable: self.live_max.clone(),
             rollout_observed: self.observed_generation >= self.generation,
+            // The model never has more updated pods than nodes, nor hand edits.
+            daemon_set_rolled_out: false,
+            drift: None,
             tls: self.params.tls.then_some(TlsFacts {
                 supported: true,
                 live_has_flag: self.live.tls_flag,
@@ -251,6 +253,7 @@ impl Model {
             failure: decision.failure,
             updated_ready: observation.updated_ready_pods,
             since_progress,
+            drifted: false,
         });
     }
 

@@ -1,6 +1,5 @@
 //! Real third-party DaemonSet and Pod manifests (repository `testdata/`, see its README for sources)
 //! parsed into k8s-openapi types and classified by the predicates.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

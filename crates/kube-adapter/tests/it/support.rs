@@ -1,0 +1,294 @@
+//! Shared builders of the adapter's tests against canary-sim: a simulated cluster with the
+//! CRD, a CanaryDaemonSet spec of a node agent, controller replicas, and the waits and checks
+//! every scenario uses.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::controller::{ControllerConfig, LeaderElection, run};
+use canary_kube_adapter::crd::{
+    CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec, crd,
+};
+use canary_kube_adapter::observer::{Observer, Transition, Transitions};
+use canary_sim::Sim;
+use canary_sim::cluster::Cluster;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub(crate) const NS: &str = "default";
+
+pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec {
+    let mut annotations = serde_json::Map::new();
+    if let Some(b) = behavior {
+        annotations.insert("sim.canary.daemonset.dev/behavior".into(), json!(b));
+    }
+    CanaryDaemonSetSpec {
+        template: DaemonSetTemplate {
+            metadata: Default::default(),
+            spec: serde_json::from_value(json!({
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}, "annotations": annotations},
+                    "spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}
+                },
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+            }))
+            .unwrap(),
+        },
+        daemon_set_name: None,
+        adopt: false,
+        target: TargetSpec {
+            version: version.into(),
+            registry: "reg".into(),
+            deployment_id: None,
+        },
+        annotation_keys: None,
+        strategy: Default::default(),
+        tls_migration: Default::default(),
+    }
+}
+
+/// One controller replica running against the sim.
+pub(crate) struct Replica {
+    pub(crate) observer: Observer,
+    pub(crate) stop: Option<oneshot::Sender<()>>,
+    pub(crate) task: JoinHandle<Result<(), canary_kube_adapter::Error>>,
+}
+
+impl Replica {
+    pub(crate) fn start(sim: &Sim, leader: Option<LeaderElection>) -> Self {
+        Self::start_on(sim, sim.client(), leader)
+    }
+
+    /// A replica talking to the sim through `client`.
+    pub(crate) fn start_on(sim: &Sim, client: Client, leader: Option<LeaderElection>) -> Self {
+        let observer = Observer::new();
+        let clock = sim.store().clock().clone();
+        let config = ControllerConfig {
+            clock: Clock::from_fn(move || clock.now()),
+            observer: observer.clone(),
+            leader_election: leader,
+            instance: Some("test".into()),
+            ..ControllerConfig::default()
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(run(client, config, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            observer,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    pub(crate) async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(600), self.task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// A client whose connection can be cut, as a killed process's is: once `alive` is false, no
+/// request reaches the API server any more (each one hangs, like a peer that vanished).
+pub(crate) fn killable_client(sim: &Sim) -> (Client, Arc<AtomicBool>) {
+    use tower::Service;
+    let alive = Arc::new(AtomicBool::new(true));
+    let connected = alive.clone();
+    let api = sim.service();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let mut api = api.clone();
+        let cut = !connected.load(Ordering::Acquire);
+        async move {
+            if cut {
+                std::future::pending::<()>().await;
+            }
+            api.call(request).await
+        }
+    });
+    (Client::new(service, NS), alive)
+}
+
+/// The simulator with the cluster model (DaemonSet controller, kubelets) on `nodes` nodes.
+pub(crate) struct Env {
+    pub(crate) sim: Sim,
+    pub(crate) cluster: Cluster,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Sim;
+    fn deref(&self) -> &Sim {
+        &self.sim
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cluster.shutdown();
+    }
+}
+
+pub(crate) fn sim(nodes: u32) -> Env {
+    let sim = Sim::builder().nodes(nodes).seed(7).build().unwrap();
+    sim.register_crd(&crd().unwrap()).unwrap();
+    let cluster = sim.cluster().clone();
+    Env { sim, cluster }
+}
+
+pub(crate) async fn create_cds(
+    client: &Client,
+    name: &str,
+    spec: CanaryDaemonSetSpec,
+) -> CanaryDaemonSet {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.create(&PostParams::default(), &CanaryDaemonSet::new(name, spec))
+        .await
+        .unwrap()
+}
+
+pub(crate) async fn set_version(client: &Client, name: &str, version: &str) {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let patch = json!({"spec": {"target": {"version": version},
+        "template": {"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}}}}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn get_cds(client: &Client, name: &str) -> CanaryDaemonSet {
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+pub(crate) async fn get_ds(client: &Client, name: &str) -> DaemonSet {
+    Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// Like [`eventually`], but waits in real time: kube-lease-manager decides lease expiry with
+/// the system clock (`SystemTime`), not tokio's, so a takeover needs the lease duration to
+/// pass for real.
+pub(crate) async fn eventually_real<F, Fut>(limit: std::time::Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        // Real time passes (blocking this test's single thread on purpose), then virtual time,
+        // so that the lease managers' tokio sleeps fire and they look at the lease again.
+        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("timed out after {limit:?} (real time) waiting for {what}");
+}
+
+/// A short lease, so that a takeover test waits seconds, not the default 15.
+pub(crate) fn short_lease(identity: &str) -> LeaderElection {
+    LeaderElection {
+        duration_seconds: 2,
+        grace_seconds: 1,
+        ..LeaderElection::new(NS, identity)
+    }
+}
+
+/// Polls `check` every virtual second until it holds, at most `limit` of virtual time.
+pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("timed out after {limit:?} waiting for {what}");
+}
+
+pub(crate) async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
+    get_cds(client, name)
+        .await
+        .status
+        .and_then(|s| s.phase)
+        .as_deref()
+        == Some(phase)
+}
+
+pub(crate) fn drain(rx: &mut Transitions) -> Vec<Transition> {
+    let mut out = Vec::new();
+    while let Some(t) = rx.try_recv() {
+        out.push(t);
+    }
+    out
+}
+
+pub(crate) fn writes_since(observer: &Observer, before: [u64; 5]) -> [u64; 5] {
+    let now = write_counts(observer);
+    std::array::from_fn(|i| now[i] - before[i])
+}
+
+pub(crate) fn write_counts(observer: &Observer) -> [u64; 5] {
+    canary_kube_adapter::observer::WRITE_KINDS.map(|k| observer.stats().daemon_set_writes(k))
+}
+
+/// `[create, start, widen, finish, tls]`
+pub(crate) const START_WIDEN_FINISH: [u64; 5] = [0, 1, 1, 1, 0];
+
+/// The rollout of `version` is complete: successful, every desired pod updated and ready, the
+/// live generation recorded.
+pub(crate) async fn rolled_out(client: &Client, name: &str, version: &str, nodes: u32) -> bool {
+    let cds = get_cds(client, name).await;
+    let Some(status) = cds.status.as_ref() else {
+        return false;
+    };
+    let ds = get_ds(client, name).await;
+    let annotations = ds.metadata.annotations.clone().unwrap_or_default();
+    status.phase.as_deref() == Some("successful")
+        && annotations
+            .get("kubevirt.io/install-strategy-version")
+            .map(String::as_str)
+            == Some(version)
+        && status.desired == nodes
+        && status.updated_ready == nodes
+        && status.recorded_daemon_set_generation == ds.metadata.generation
+        && status.observed_generation == cds.metadata.generation
+}
+
+pub(crate) async fn install(client: &Client, nodes: u32) {
+    create_cds(client, "agent", spec("v1", None)).await;
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(client, "agent", "v1", nodes)
+    })
+    .await;
+}
+
+/// The maxUnavailable written by each successful DaemonSet write, in order.
+pub(crate) fn written_max_unavailable(transitions: &[Transition]) -> Vec<String> {
+    transitions
+        .iter()
+        .filter(|t| t.write.is_some())
+        .filter_map(|t| t.max_unavailable.as_ref().map(ToString::to_string))
+        .collect()
+}

@@ -1,0 +1,433 @@
+//! What the controller will and will not do to a DaemonSet, against canary-sim through the
+//! unmodified kube client: hand edits (drift) reverted canary first or reported, an object that
+//! does not decode failing alone, no adoption without opt-in, refused writes failing with the
+//! API server's message and backing off, every change of the desired template written, the
+//! DaemonSet's name kept.
+
+use std::time::Duration;
+
+use canary_kube_adapter::crd::CanaryDaemonSet;
+use canary_kube_adapter::observer::{Report, Reports};
+use canary_sim::{FaultAction, FaultRule, Verb};
+use canary_state_machine::{Compatibility, DriftPolicy, WriteKind};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::*;
+
+/// `kubectl set image ds/agent agent=<image>`: a strategic merge patch of the template.
+async fn set_image_by_hand(client: &Client, image: &str) {
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}});
+    Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .patch("agent", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+}
+
+fn image_of(ds: &DaemonSet) -> String {
+    ds.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
+}
+
+fn condition(cds: &CanaryDaemonSet, type_: &str) -> Option<(String, String, String)> {
+    cds.status.as_ref()?.conditions.iter().find_map(|c| {
+        (c.type_ == type_).then(|| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    })
+}
+
+async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+/// The DaemonSet writes reported from now on, in order.
+fn writes(reports: &mut Reports) -> Vec<WriteKind> {
+    let mut out = Vec::new();
+    while let Some(report) = reports.try_recv() {
+        if let Report::DaemonSetWrite {
+            kind,
+            outcome: canary_kube_adapter::WriteOutcome::Ok,
+        } = report
+        {
+            out.push(kind);
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hand_edit_is_reverted_canary_first() {
+    let nodes = 6;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let mut reports = replica.observer.reports();
+    set_image_by_hand(&client, "agent:by-hand").await;
+
+    eventually(Duration::from_secs(1800), "the revert", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v1"
+            && rolled_out(&client, "agent", "v1", nodes).await
+    })
+    .await;
+    let written = writes(&mut reports);
+    assert_eq!(
+        written.first(),
+        Some(&WriteKind::Start),
+        "the desired template goes back out at maxUnavailable 1, the canary first: {written:?}"
+    );
+    assert_eq!(replica.observer.stats().drifts(), 1);
+    let events = events_with_reason(&client, "DriftDetected").await;
+    assert_eq!(events.len(), 1);
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("image of container agent: agent:v1 → agent:by-hand"),
+        "{note}"
+    );
+    let cds = get_cds(&client, "agent").await;
+    assert_eq!(
+        condition(&cds, "Drifted").map(|c| c.0),
+        Some("False".into()),
+        "the drift is over"
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reported_drift_is_left_alone_until_the_desired_state_changes() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut reported = spec("v1", None);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    create_cds(&client, "agent", reported).await;
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    let writes_before = replica.observer.stats().total_daemon_set_writes();
+    set_image_by_hand(&client, "agent:by-hand").await;
+    eventually(Duration::from_secs(60), "the Drifted condition", || async {
+        condition(&get_cds(&client, "agent").await, "Drifted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(900)).await;
+    assert_eq!(
+        replica.observer.stats().total_daemon_set_writes(),
+        writes_before,
+        "nothing is written over a reported drift"
+    );
+    assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:by-hand");
+    let (_, reason, message) = condition(&get_cds(&client, "agent").await, "Drifted").unwrap();
+    assert_eq!(reason, "ChangedOutsideTheController");
+    assert!(message.contains("agent:by-hand"), "{message}");
+    assert_eq!(events_with_reason(&client, "DriftDetected").await.len(), 1);
+
+    // A new version is a rollout like any other, and ends the drift.
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert_eq!(
+        condition(&get_cds(&client, "agent").await, "Drifted").map(|c| c.0),
+        Some("False".into())
+    );
+    replica.stop().await;
+}
+
+/// A CanaryDaemonSet an old API server stored with an out-of-range integer: its own status
+/// says what is wrong, and the other objects roll out as if it were not there.
+#[tokio::test(start_paused = true)]
+async fn an_object_that_does_not_decode_fails_alone() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let mut bad = serde_json::to_value(CanaryDaemonSet::new("bad", spec("v1", None))).unwrap();
+    bad["spec"]["strategy"]["crashLoop"] = json!({"restartThreshold": 3_000_000_000_u64});
+    bad["metadata"]["namespace"] = json!(NS);
+    let untyped: DynamicObject = serde_json::from_value(bad).unwrap();
+    canary_kube_adapter::crd::dynamic_api(&client, Some(NS))
+        .create(&PostParams::default(), &untyped)
+        .await
+        .unwrap();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+
+    let bad = canary_kube_adapter::crd::dynamic_api(&client, Some(NS))
+        .get("bad")
+        .await
+        .unwrap();
+    let status = &bad.data["status"];
+    assert_eq!(status["phase"], "failed", "{status}");
+    assert_eq!(status["reason"], "InvalidSpec");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.strategy.crashLoop.restartThreshold"),
+        "{message}"
+    );
+    let events = events_with_reason(&client, "InvalidSpec").await;
+    assert_eq!(events.len(), 1, "one event, not one per pass");
+    assert!(
+        Api::<DaemonSet>::namespaced(client.clone(), NS)
+            .get_opt("bad")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing is written for it"
+    );
+    // The CanaryDaemonSet list is not retried in a loop: it succeeds, object by object.
+    assert!(
+        sim.requests().count(Verb::List, "canarydaemonsets") <= 2,
+        "{:?}",
+        sim.requests().iter().collect::<Vec<_>>()
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unowned_daemon_set_is_adopted_only_when_asked() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    // kube-proxy, or a Helm-installed CNI: a DaemonSet nobody owns, with the same name.
+    let mut existing = DaemonSet {
+        metadata: kube::api::ObjectMeta {
+            name: Some("agent".into()),
+            ..Default::default()
+        },
+        spec: Some(spec("v0", None).template.spec),
+        status: None,
+    };
+    existing.metadata.namespace = Some(NS.into());
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    ds_api
+        .create(&PostParams::default(), &existing)
+        .await
+        .unwrap();
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "agent", spec("v1", None)).await;
+    eventually(Duration::from_secs(60), "the refusal", || async {
+        let cds = get_cds(&client, "agent").await;
+        condition(&cds, "Degraded")
+            .is_some_and(|c| c.1 == "InvalidSpec" && c.2.contains("spec.adopt: true"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(replica.observer.stats().total_daemon_set_writes(), 0);
+    assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v0");
+
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"adopt": true}})),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(1800), "the adoption", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_write_fails_with_the_servers_message_and_backs_off() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("daemonsets"),
+        FaultAction::Error {
+            code: 403,
+            reason: "Forbidden".into(),
+            retry_after_seconds: None,
+        },
+    ));
+    let patches_before = sim.requests().count(Verb::Patch, "daemonsets");
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(60), "the failure", || async {
+        let cds = get_cds(&client, "agent").await;
+        cds.status
+            .is_some_and(|s| s.reason.as_deref() == Some("WriteRejected"))
+    })
+    .await;
+    let message = get_cds(&client, "agent")
+        .await
+        .status
+        .unwrap()
+        .message
+        .unwrap_or_default();
+    assert!(message.contains("403 Forbidden"), "{message}");
+    assert!(
+        !message.contains("ErrorResponse"),
+        "no debug dump: {message}"
+    );
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let attempts = sim.requests().count(Verb::Patch, "daemonsets") - patches_before;
+    // 1, 2, 4, ... s: about ten in ten minutes, where a fixed 15 s requeue made forty.
+    assert!(
+        (2..=12).contains(&attempts),
+        "{attempts} attempts in ten minutes"
+    );
+    sim.faults().clear();
+    eventually(
+        Duration::from_secs(3600),
+        "the upgrade once allowed",
+        || rolled_out(&client, "agent", "v2", nodes),
+    )
+    .await;
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_template_only_change_with_an_explicit_deployment_id_is_written() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut pinned = spec("v1", None);
+    pinned.target.deployment_id = Some("build-1".into());
+    create_cds(&client, "agent", pinned).await;
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    let before = write_counts(&replica.observer);
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"template": {"spec": {
+                "containers": [{"name": "agent", "image": "agent:v1-patched"}]}}}}}})),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(1800), "the new template", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v1-patched"
+            && rolled_out(&client, "agent", "v1", nodes).await
+    })
+    .await;
+    let written = writes_since(&replica.observer, before);
+    assert_eq!(
+        written[1], 1,
+        "one start: a supervised rollout, {written:?}"
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn kubevirt_compatibility_restarts_the_canary_on_any_spec_edit() {
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut reference = spec("v1", None);
+    reference.strategy.compatibility = Compatibility::KubeVirt;
+    create_cds(&client, "agent", reference).await;
+    eventually(Duration::from_secs(1800), "the install", || async {
+        get_cds(&client, "agent")
+            .await
+            .status
+            .is_some_and(|s| s.phase.as_deref() == Some("successful"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let before = write_counts(&replica.observer);
+    // A spec edit that changes nothing of the template: quirk 4, the canary restarts.
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"strategy": {"progressDeadlineSeconds": 900}}})),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(600), "the restarted canary", || async {
+        writes_since(&replica.observer, before)[1] == 1
+    })
+    .await;
+    let annotations = get_ds(&client, "agent")
+        .await
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert_eq!(annotations["kubevirt.io/generation"], "2");
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_daemon_set_name_cannot_change_and_a_deleted_object_is_forgotten() {
+    let nodes = 2;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    let mut reports = replica.observer.reports();
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"daemonSetName": "agent-2"}})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(60), "the refusal", || async {
+        condition(&get_cds(&client, "agent").await, "Degraded")
+            .is_some_and(|c| c.1 == "InvalidSpec" && c.2.contains("immutable"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(
+        Api::<DaemonSet>::namespaced(client.clone(), NS)
+            .get_opt("agent-2")
+            .await
+            .unwrap()
+            .is_none(),
+        "no second DaemonSet beside the first"
+    );
+    assert_eq!(
+        get_cds(&client, "agent")
+            .await
+            .status
+            .unwrap()
+            .daemon_set_name
+            .as_deref(),
+        Some("agent"),
+        "the owned DaemonSet stays recorded"
+    );
+
+    api.delete("agent", &Default::default()).await.unwrap();
+    eventually(Duration::from_secs(60), "the forgetting", || {
+        let mut deleted = false;
+        while let Some(report) = reports.try_recv() {
+            deleted |= matches!(report, Report::Deleted { ref name, .. } if name == "agent");
+        }
+        std::future::ready(deleted)
+    })
+    .await;
+    replica.stop().await;
+}

@@ -1,0 +1,9 @@
+//! The state machine's integration tests, one binary: the reference scenarios and quirks, the default table's scenarios, property tests and a rollout model. Shared builders in [`common`].
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod fixed_scenarios;
+mod fixtures;
+mod properties;
+mod reference_scenarios;
+mod rollout_model;
