@@ -7,6 +7,7 @@
 
 mod bench;
 mod ci;
+mod cluster;
 mod codegen;
 mod deploy;
 mod soak;
@@ -44,6 +45,10 @@ enum Command {
     /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
     /// the seeds, rollouts, faults and restarts exercised.
     Soak(soak::SoakArgs),
+    /// A real control plane on loopback (etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, KWOK nodes), built from released sources through the Go module proxy:
+    /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +75,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
     }
 }
 
