@@ -153,6 +153,9 @@ fn clippy(sh: &Shell) -> Result<()> {
 
 fn test(sh: &Shell) -> Result<()> {
     let cargo = cargo();
+    // The kubectl tests run is the one built from the pinned Kubernetes release.
+    let kubectl = tools::ensure_kubectl()?;
+    let _kubectl = sh.push_env("KUBECTL", kubectl);
     cmd!(
         sh,
         "{cargo} nextest run --workspace --locked --no-fail-fast"

@@ -131,6 +131,9 @@ const CHECKS: &[(&str, Check)] = &[
     ("dashboard", dashboard),
     ("metric names", metric_names),
     ("checkov", checkov),
+    ("server-side dry-run", |_| {
+        crate::cluster::server_dry_run_deploy()
+    }),
 ];
 
 /// Runs every check and fails if any failed.

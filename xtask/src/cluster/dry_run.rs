@@ -67,12 +67,7 @@ fn dry_run(cluster: &Cluster) -> Result<()> {
             ],
             &crd.to_string(),
         )?;
-        cluster.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            &format!("crd/{name}"),
-        ])?;
+        cluster.wait_crd_established(name)?;
         eprintln!("installed CRD {name}");
     }
     let namespaces: BTreeSet<&str> = all()

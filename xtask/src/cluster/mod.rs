@@ -24,7 +24,7 @@ mod process;
 pub use dry_run::server_dry_run_deploy;
 pub use process::{free_port, http_get};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use process::Component;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -181,6 +181,29 @@ impl Cluster {
     /// The same with `input` on stdin.
     pub fn kubectl_with_input(&self, args: &[&str], input: &str) -> Result<String> {
         kubectl(&self.kubectl, &self.kubeconfig, args, Some(input))
+    }
+
+    /// Waits until the CRD `name` is Established (its resource is served). Polled rather than
+    /// `kubectl wait`, which fails at once while a just-created CRD has no conditions yet.
+    pub fn wait_crd_established(&self, name: &str) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let crd: Value =
+                serde_json::from_str(&self.kubectl(&["get", "crd", name, "-o", "json"])?)
+                    .context("kubectl get crd -o json printed no JSON")?;
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Established" && c["status"] == "True");
+            if established {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the CRD {name} is not Established after 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 }
 
@@ -662,12 +685,12 @@ fn kubectl(binary: &Path, kubeconfig: &Path, args: &[&str], input: Option<&str>)
             .context("cannot write to kubectl")?;
     }
     let output = child.wait_with_output().context("kubectl did not finish")?;
-    ensure!(
-        output.status.success(),
-        "kubectl {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
+    if !output.status.success() {
+        // kubectl can print whole objects in an error (jsonpath failures): keep the start.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let shown: String = stderr.trim().chars().take(4000).collect();
+        bail!("kubectl {} failed: {shown}", args.join(" "));
+    }
     String::from_utf8(output.stdout).context("kubectl printed non-UTF-8")
 }
 
