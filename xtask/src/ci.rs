@@ -64,6 +64,11 @@ const STEPS: &[Step] = &[
         run: |_| crate::deploy::run(&crate::deploy::LintArgs::from_demo()),
     },
     Step {
+        name: "e2e",
+        what: "end-to-end suite on a real control plane with 50 KWOK nodes (cargo xtask e2e)",
+        run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
+    },
+    Step {
         name: "bench-build",
         what: "benches compile (dev profile)",
         run: bench_build,
