@@ -2,8 +2,9 @@
 //!
 //! Job: start the cluster with [`NODES`] KWOK nodes (or reuse a running one, matching the node
 //! count), install the CanaryDaemonSet CRD as a user does (`daemonset-canary crd | kubectl apply
-//! -f -`), start the real `daemonset-canary run --kubeconfig` binary, and run the ignored test
-//! target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
+//! -f -`) and the controller's ServiceAccount and RBAC from deploy/, start the real
+//! `daemonset-canary run --kubeconfig --leader-election` binary with that ServiceAccount's token,
+//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
 //! is from the environment variables named below.
 //!
 //! Invariants: what this command started (the controller, and the cluster unless it was running
@@ -13,6 +14,7 @@
 use crate::cargo;
 use crate::cluster::{self, Layout, UpArgs};
 use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,6 +32,17 @@ const ENV_METRICS: &str = "DAEMONSET_CANARY_E2E_METRICS";
 const ENV_CONTROLLER_LOG: &str = "DAEMONSET_CANARY_E2E_CONTROLLER_LOG";
 /// The kubectl the tests run (the one built with the cluster).
 const ENV_KUBECTL: &str = "KUBECTL";
+/// Namespace of the controller's ServiceAccount and Lease in deploy/default.
+const RBAC_NAMESPACE: &str = "daemonset-canary-system";
+/// The kinds of deploy/default that make the controller's identity and permissions.
+const RBAC_KINDS: &[&str] = &[
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
 
 /// Options of `cargo xtask e2e`.
 #[derive(clap::Args, Default)]
@@ -98,12 +111,13 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         .join("debug")
         .join("daemonset-canary");
     install_crd(cluster, &binary)?;
+    let identity = controller_identity(layout, cluster)?;
     let metrics_port = cluster::free_port()?;
     let log = layout.logs().join("daemonset-canary.log");
-    let _controller = start_controller(&binary, cluster, metrics_port, &log)?;
+    let _controller = start_controller(&binary, &identity, metrics_port, &log)?;
     eprintln!(
-        "==> e2e: daemonset-canary run against {} (metrics 127.0.0.1:{metrics_port}, log {})",
-        cluster.kubeconfig.display(),
+        "==> e2e: daemonset-canary run as ServiceAccount {RBAC_NAMESPACE}/daemonset-canary \
+         (deploy/rbac), metrics 127.0.0.1:{metrics_port}, log {}",
         log.display()
     );
     let mut test = Command::new(&cargo);
@@ -119,6 +133,8 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         // One scenario at a time: each reads its own increase of the controller's global
         // counters (tests/e2e.rs).
         "--test-threads=1",
+        // Each scenario prints its figures (makespan, phases); show them in CI's log.
+        "--nocapture",
     ]);
     if let Some(filter) = &args.filter {
         test.arg(filter);
@@ -141,7 +157,7 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
 }
 
 /// `daemonset-canary crd | kubectl apply --server-side -f -`, then waits until it is served.
-fn install_crd(cluster: &cluster::Cluster, binary: &Path) -> Result<()> {
+pub fn install_crd(cluster: &cluster::Cluster, binary: &Path) -> Result<()> {
     let output = Command::new(binary)
         .arg("crd")
         .output()
@@ -167,9 +183,46 @@ fn install_crd(cluster: &cluster::Cluster, binary: &Path) -> Result<()> {
     cluster.wait_crd_established("canarydaemonsets.canary.daemonset.dev")
 }
 
+/// Installs the controller's identity and permissions as deploy/ defines them (the ServiceAccount,
+/// ClusterRole, leader-election Role and their bindings of `deploy/default`) and writes a
+/// kubeconfig with a token of that ServiceAccount: the suite then also proves the least-privilege
+/// RBAC is enough.
+pub fn controller_identity(layout: &Layout, cluster: &cluster::Cluster) -> Result<PathBuf> {
+    let built = cluster.kubectl(&["kustomize", "deploy/default"])?;
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(&built).context("kubectl kustomize printed no YAML")?;
+    let rbac: Vec<Value> = documents
+        .into_iter()
+        .filter(|d| RBAC_KINDS.contains(&d["kind"].as_str().unwrap_or_default()))
+        .collect();
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+    cluster.kubectl_with_input(
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=xtask-e2e",
+            "-f",
+            "-",
+        ],
+        &list.to_string(),
+    )?;
+    let token = cluster.kubectl(&[
+        "create",
+        "token",
+        "daemonset-canary",
+        "-n",
+        RBAC_NAMESPACE,
+        "--duration=6h",
+    ])?;
+    let kubeconfig = layout.run_dir().join("daemonset-canary.kubeconfig");
+    cluster.write_kubeconfig_with_token(token.trim(), &kubeconfig)?;
+    Ok(kubeconfig)
+}
+
 fn start_controller(
     binary: &Path,
-    cluster: &cluster::Cluster,
+    kubeconfig: &Path,
     metrics_port: u16,
     log: &PathBuf,
 ) -> Result<Controller> {
@@ -181,8 +234,11 @@ fn start_controller(
     let child = Command::new(binary)
         .arg("run")
         .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
+        .arg(kubeconfig)
         .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+        // As deployed: leader election on, the Lease in the controller's namespace (the Role of
+        // deploy/rbac allows exactly that).
+        .args(["--leader-election", "--lease-namespace", RBAC_NAMESPACE])
         .env("CANARY_LOG_FORMAT", "json")
         .stdin(Stdio::null())
         .stdout(out)

@@ -522,11 +522,15 @@ async fn crash_looping_canary_fails_the_rollout_after_one_pod() {
         &[r#"reason="CanaryCrashLooping""#],
     );
 
+    let started = Instant::now();
     let generation = e2e.upgrade("v2", "crashloop").await;
     let phases = e2e
         .wait_phase(generation, "failed", Duration::from_secs(240))
         .await;
-    eprintln!("crash-looping canary on {nodes} KWOK nodes: phases {phases:?}");
+    eprintln!(
+        "crash-looping canary on {nodes} KWOK nodes: failed after {:.1} s, phases {phases:?}",
+        started.elapsed().as_secs_f64()
+    );
 
     // Only the canary was replaced, and it is the crash-looping one.
     let check_one_replaced = |pods: &[Pod]| {

@@ -44,6 +44,9 @@ const NODE_LEASE_SECONDS: u32 = 120;
 /// kube-controller-manager's grace before it marks a node whose lease is not renewed Unknown:
 /// above one lease period, so a busy machine does not flap nodes.
 const NODE_MONITOR_GRACE: &str = "240s";
+/// The controller's identity as deploy/ installs it; the API server's audit log records every
+/// request of this user (and nobody else's), so a benchmark can count the controller's requests.
+pub const CONTROLLER_USER: &str = "system:serviceaccount:daemonset-canary-system:daemonset-canary";
 /// Components in start order (`down` stops them in reverse).
 const COMPONENTS: &[&str] = &[
     "etcd",
@@ -152,6 +155,16 @@ impl Layout {
         &self.logs
     }
 
+    /// The API server's audit log: one JSON line per request of [`CONTROLLER_USER`].
+    pub fn audit_log(&self) -> PathBuf {
+        self.logs.join("audit.log")
+    }
+
+    /// The directory of pid files and other files of the running cluster.
+    pub fn run_dir(&self) -> &Path {
+        &self.run
+    }
+
     fn component(&self, name: &'static str) -> Component {
         Component {
             name,
@@ -181,6 +194,25 @@ impl Cluster {
     /// The same with `input` on stdin.
     pub fn kubectl_with_input(&self, args: &[&str], input: &str) -> Result<String> {
         kubectl(&self.kubectl, &self.kubeconfig, args, Some(input))
+    }
+
+    /// Writes a kubeconfig for the same API server that authenticates with `token` (another
+    /// identity, e.g. a ServiceAccount token from `kubectl create token`) to `path`.
+    pub fn write_kubeconfig_with_token(&self, token: &str, path: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(&self.kubeconfig)
+            .with_context(|| format!("cannot read {}", self.kubeconfig.display()))?;
+        let config: Value = serde_saphyr::from_str(&text)
+            .with_context(|| format!("{} is not YAML", self.kubeconfig.display()))?;
+        let cluster = &config["clusters"][0]["cluster"];
+        let (Some(server), Some(ca)) = (
+            cluster["server"].as_str(),
+            cluster["certificate-authority"].as_str(),
+        ) else {
+            bail!("{} names no server and CA", self.kubeconfig.display());
+        };
+        let pki = pki::Pki::for_token(PathBuf::from(ca), token);
+        std::fs::write(path, pki::kubeconfig(&pki, server))
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Waits until the CRD `name` is Established (its resource is served). Polled rather than
@@ -373,8 +405,23 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         http_get(ports.etcd_client, "/health").is_some_and(|(code, _)| code == 200)
     })?;
 
+    let audit_policy = layout.run.join("audit-policy.yaml");
+    std::fs::write(
+        &audit_policy,
+        format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+             - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
+        ),
+    )
+    .with_context(|| format!("cannot write {}", audit_policy.display()))?;
     let apiserver = layout.component("kube-apiserver");
     apiserver.start(&strings(&[
+        &format!("--audit-policy-file={}", audit_policy.display()),
+        &format!("--audit-log-path={}", layout.audit_log().display()),
+        "--audit-log-format=json",
+        // Written as requests finish rather than in batches, so a reader sees every request
+        // that has completed.
+        "--audit-log-mode=blocking",
         &format!("--etcd-servers={etcd_client}"),
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",

@@ -32,6 +32,21 @@ pub struct Pki {
     pub token: String,
 }
 
+impl Pki {
+    /// Only what a kubeconfig needs: the CA and a bearer token (the other paths stay empty).
+    pub fn for_token(ca_cert: PathBuf, token: &str) -> Self {
+        Self {
+            ca_cert,
+            serving_cert: PathBuf::new(),
+            serving_key: PathBuf::new(),
+            sa_key: PathBuf::new(),
+            sa_pub: PathBuf::new(),
+            token_file: PathBuf::new(),
+            token: token.to_owned(),
+        }
+    }
+}
+
 /// Creates the credentials in `dir` unless they are all there already.
 pub fn ensure(dir: &Path) -> Result<Pki> {
     let pki = Pki {
