@@ -471,6 +471,24 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
         Some(i32::try_from(nodes).unwrap())
     );
 
+    // Every event of the namespace, by reason (the `count` of aggregated ones added up), for
+    // docs/simulator.md's comparison: the DaemonSet controller's own events are real here.
+    let mut by_reason = std::collections::BTreeMap::<String, u64>::new();
+    let listed = e2e.kubectl(&[
+        "get",
+        "events",
+        "-o",
+        "jsonpath={range .items[*]}{.reason} {.count}{\"\\n\"}{end}",
+    ]);
+    for line in listed.lines() {
+        let mut fields = line.split_whitespace();
+        if let Some(reason) = fields.next() {
+            let count = fields.next().and_then(|c| c.parse().ok()).unwrap_or(1);
+            *by_reason.entry(reason.to_owned()).or_default() += count;
+        }
+    }
+    eprintln!("events in the namespace (install and upgrade): {by_reason:?}");
+
     // Events as a user reads them.
     let reasons = e2e.event_reasons();
     for reason in [
