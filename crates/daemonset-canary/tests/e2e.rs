@@ -625,3 +625,149 @@ async fn crash_looping_canary_fails_the_rollout_after_one_pod() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     check_one_replaced(&e2e.pods().await);
 }
+
+/// The first container's status of the one pod of DaemonSet `name`, and the pod's phase and
+/// Ready condition.
+fn pod_state(
+    pods: &[Pod],
+    name: &str,
+) -> Option<(String, bool, k8s_openapi::api::core::v1::ContainerStatus)> {
+    let pod = pods.iter().find(|p| {
+        p.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .is_some_and(|app| app == name)
+    })?;
+    let status = pod.status.as_ref()?;
+    let container = status.container_statuses.as_ref()?.first()?.clone();
+    let ready = image_and_ready(pod).1;
+    Some((status.phase.clone().unwrap_or_default(), ready, container))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a cluster: run with `cargo xtask e2e`"]
+async fn kwok_plays_every_pod_behaviour_of_the_simulator() {
+    // The test bed itself: each value of sim.canary.daemonset.dev/behavior on one node, through
+    // a plain DaemonSet (no controller involved).
+    let e2e = E2e::start("behaviours").await;
+    let behaviours = [
+        ("healthy", "healthy"),
+        ("slow-start", "slow-start=8s"),
+        ("never-ready", "never-ready"),
+        ("crashloop", "crashloop"),
+        ("crash-after-ready", "crash-after-ready=2s"),
+        ("image-pull-backoff", "image-pull-backoff"),
+    ];
+    for (name, behaviour) in behaviours {
+        let manifest = serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": name},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {
+                        "labels": {"app": name},
+                        "annotations": {"sim.canary.daemonset.dev/behavior": behaviour}
+                    },
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+                        "containers": [{"name": "agent", "image": "registry.example/agent:v1"}]
+                    }
+                }
+            }
+        });
+        let object: DaemonSet = serde_json::from_value(manifest).unwrap();
+        Api::<DaemonSet>::namespaced(e2e.client.clone(), &e2e.namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    }
+    let pods_api: Api<Pod> = Api::namespaced(e2e.client.clone(), &e2e.namespace);
+    let list = || async { pods_api.list(&ListParams::default()).await.unwrap().items };
+    let waiting = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+        c.state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let pods = list().await;
+        let state = |name| pod_state(&pods, name);
+        let checks = [
+            state("healthy").is_some_and(|(phase, ready, _)| phase == "Running" && ready),
+            state("slow-start").is_some_and(|(_, ready, _)| ready),
+            state("never-ready").is_some_and(|(phase, ready, c)| {
+                phase == "Running"
+                    && !ready
+                    && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            }),
+            state("crashloop").is_some_and(|(phase, ready, c)| {
+                phase == "Running"
+                    && !ready
+                    && c.restart_count >= 2
+                    && waiting(&c) == "CrashLoopBackOff"
+            }),
+            state("crash-after-ready").is_some_and(|(_, _, c)| c.restart_count >= 1),
+            state("image-pull-backoff").is_some_and(|(phase, _, c)| {
+                phase == "Pending"
+                    && ["ErrImagePull", "ImagePullBackOff"].contains(&waiting(&c).as_str())
+            }),
+        ];
+        if checks.iter().all(|ok| *ok) {
+            break format!("{checks:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 60 s, behaviours shown (healthy, slow-start, never-ready, crashloop, \
+             crash-after-ready, image-pull-backoff): {checks:?}\n{pods:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!("every behaviour shown: {last}");
+
+    // Readiness timing: healthy pods are Ready the ready delay (3 s) after their containers
+    // start, slow-start=8s ones 8 s after.
+    let pods = list().await;
+    let ready_after_start = |name: &str| {
+        let pod = pods
+            .iter()
+            .find(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .is_some_and(|a| a == name)
+            })
+            .unwrap();
+        let status = pod.status.as_ref().unwrap();
+        let started = status.container_statuses.as_ref().unwrap()[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.clone())
+            .unwrap();
+        let ready = status
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .and_then(|c| c.last_transition_time.clone())
+            .unwrap();
+        ready.0.as_second() - started.0.as_second()
+    };
+    let healthy = ready_after_start("healthy");
+    let slow = ready_after_start("slow-start");
+    assert!(
+        (2..=5).contains(&healthy),
+        "healthy Ready {healthy} s after start"
+    );
+    assert!(
+        (7..=11).contains(&slow),
+        "slow-start=8s Ready {slow} s after start"
+    );
+}
