@@ -70,6 +70,11 @@ const STEPS: &[Step] = &[
         run: |_| crate::deploy::run(&crate::deploy::LintArgs::scraping_the_binary()),
     },
     Step {
+        name: "e2e",
+        what: "end-to-end suite on a real control plane with 50 KWOK nodes (cargo xtask e2e)",
+        run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
+    },
+    Step {
         name: "bench-build",
         what: "benches compile (dev profile)",
         run: bench_build,
@@ -159,6 +164,9 @@ fn clippy(sh: &Shell) -> Result<()> {
 
 fn test(sh: &Shell) -> Result<()> {
     let cargo = cargo();
+    // The kubectl tests run is the one built from the pinned Kubernetes release.
+    let kubectl = tools::ensure_kubectl()?;
+    let _kubectl = sh.push_env("KUBECTL", kubectl);
     cmd!(
         sh,
         "{cargo} nextest run --workspace --locked --no-fail-fast"

@@ -7,8 +7,10 @@
 
 mod bench;
 mod ci;
+mod cluster;
 mod codegen;
 mod deploy;
+mod e2e;
 mod soak;
 mod tools;
 
@@ -32,8 +34,9 @@ enum Command {
     /// Regenerate the files generated from the code (the CRD in deploy/crd/); `--check` only
     /// compares and fails on a difference.
     Codegen(codegen::CodegenArgs),
-    /// Install (or check for) the external tools the tests need: kubectl, promtool, prometheus,
-    /// and kubernetes-validate and checkov in a virtualenv.
+    /// Install (or check for) the external tools the tests need: kubectl (built with the local
+    /// cluster's binaries), promtool, prometheus, and kubernetes-validate and checkov in a
+    /// virtualenv.
     Tools,
     /// Check deploy/: kustomize builds, kubernetes-validate, CRD schemas, promtool rules and
     /// tests, metric names, checkov.
@@ -44,6 +47,13 @@ enum Command {
     /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
     /// the seeds, rollouts, faults and restarts exercised.
     Soak(soak::SoakArgs),
+    /// A real control plane on loopback (etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, KWOK nodes), built from released sources through the Go module proxy:
+    /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
+    Cluster(cluster::ClusterArgs),
+    /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
+    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e.rs against them.
+    E2e(e2e::E2eArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +80,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
+        Command::E2e(args) => e2e::run(&args),
     }
 }
 

@@ -132,7 +132,14 @@ fn draw(progress: &str, failures: u64, started: Instant, terminal: bool) {
 fn fuzz(args: &SoakArgs, cases: u32) -> Result<()> {
     eprintln!("fuzz: {cases} cases per property (crates/kube-adapter/tests/fuzz_spec.rs)");
     let status = Command::new(cargo())
-        .args(["test", "-p", "canary-kube-adapter", "--test", "it", "fuzz_spec::"])
+        .args([
+            "test",
+            "-p",
+            "canary-kube-adapter",
+            "--test",
+            "it",
+            "fuzz_spec::",
+        ])
         .args(profile_args(args))
         .env("PROPTEST_CASES", cases.to_string())
         .status()

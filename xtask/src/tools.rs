@@ -3,6 +3,9 @@
 //! Tests that need a tool never skip when it is absent: they fail. This module makes sure the tools
 //! are there first. As root it installs Debian packages with apt-get and the pinned Python tools
 //! into a virtualenv under the target directory; otherwise it stops with the exact command to run.
+//! kubectl is not a Debian package: it is built from Kubernetes' sources with the local cluster's
+//! binaries (`cargo xtask cluster build`, cached) into `target/cluster/bin/`, which `.ci/run`
+//! puts first on PATH; the tests are told its path in `KUBECTL`.
 
 use crate::cargo;
 use anyhow::{Context, Result, bail};
@@ -18,10 +21,6 @@ struct Tool {
 
 /// Everything the test suite runs besides cargo.
 const TOOLS: &[Tool] = &[
-    Tool {
-        binary: "kubectl",
-        debian_package: "kubectl",
-    },
     Tool {
         binary: "promtool",
         debian_package: "prometheus",
@@ -45,6 +44,7 @@ const PYTHON_TOOLS: &[(&str, &str)] = &[
 pub fn ensure_all() -> Result<()> {
     let sh = Shell::new()?;
     ensure_debian_tools(&sh)?;
+    ensure_kubectl()?;
     ensure_python_tools(&sh)?;
     ensure_nextest(&sh)
 }
@@ -54,7 +54,28 @@ pub fn ensure_all() -> Result<()> {
 pub fn ensure_deploy_tools() -> Result<PathBuf> {
     let sh = Shell::new()?;
     ensure_debian_tools(&sh)?;
+    ensure_kubectl()?;
     ensure_python_tools(&sh)
+}
+
+/// Builds kubectl (cached) and checks that a kubectl is on PATH for the steps that run it by
+/// name (`kubectl kustomize`). Returns the built one, which the tests get in `KUBECTL`.
+pub fn ensure_kubectl() -> Result<PathBuf> {
+    let built = crate::cluster::ensure_kubectl()?;
+    if !on_path("kubectl") {
+        let dir = built.parent().unwrap_or(&built).display().to_string();
+        bail!(
+            "kubectl is built at {} but not on PATH; run: export PATH={dir}:$PATH (.ci/run does)",
+            built.display()
+        );
+    }
+    eprintln!(
+        "tool {:<12} {} ({})",
+        "kubectl",
+        version_line(&built.display().to_string()),
+        built.display()
+    );
+    Ok(built)
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` when set, else `target` in the workspace root
@@ -166,7 +187,7 @@ fn on_path(binary: &str) -> bool {
 }
 
 fn version_line(binary: &str) -> String {
-    let args: &[&str] = if binary == "kubectl" {
+    let args: &[&str] = if binary.ends_with("kubectl") {
         &["version", "--client"]
     } else {
         &["--version"]

@@ -1,33 +1,54 @@
 //! The HTTP endpoints of the binary: `/metrics`, `/healthz` and `/readyz`, served by hyper.
 //!
-//! `/healthz` answers 200 while the process serves at all; `/readyz` answers 200 once the
-//! [`ServerState::ready`] flag is set. `run` sets it when the API server has answered and the CRD
-//! is installed, on the leader and on a standby replica alike: a standby is healthy, it only waits
-//! for the lease.
+//! `/readyz` answers 200 while [`Health::not_ready`] has nothing to say (the process started,
+//! no watcher keeps failing, a leader's caches listed; a standby is ready, it only waits for the
+//! lease); `/healthz` answers 200 while the reconcile loop is not wedged ([`Health::wedged`]).
+//! Otherwise both answer 503 with the reason.
+//!
+//! # Invariants
+//!
+//! The server cannot be made to hold the process or its memory: at most [`MAX_CONNECTIONS`]
+//! connections are served at once (more wait in the kernel's backlog), a client has
+//! [`HEADER_READ_TIMEOUT`] to send its request headers and a connection lives at most
+//! [`CONNECTION_LIFETIME`], a failing `accept` (file descriptors exhausted) backs off instead of
+//! spinning, and a graceful stop waits at most [`SHUTDOWN_GRACE`] for open connections.
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
 use bytes::Bytes;
+use canary_kube_adapter::Health;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
-/// What the endpoints read: the metrics and the readiness flag.
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send its request headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection may stay open (scrapers reconnect after it).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// How long a graceful stop waits for open connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The longest pause after a failed `accept`.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// What the endpoints read: the metrics and the health.
 #[derive(Clone)]
 pub struct ServerState {
     /// Metrics encoded on every scrape.
     pub metrics: Arc<Metrics>,
-    /// Set once the process can do its job (see the module docs).
-    pub ready: Arc<AtomicBool>,
+    /// Readiness and liveness (see the module docs).
+    pub health: Health,
 }
 
 /// A bound listener, so callers learn the port before serving (useful with port 0).
@@ -48,31 +69,64 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` completes, then lets open connections finish.
+    /// Serves until `shutdown` completes, then lets open connections finish (at most
+    /// [`SHUTDOWN_GRACE`]).
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
         let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let mut backoff = Duration::from_millis(10);
         tokio::pin!(shutdown);
         loop {
-            tokio::select! {
-                accepted = self.listener.accept() => {
-                    let Ok((stream, _peer)) = accepted else { continue };
-                    let state = self.state.clone();
-                    let service = service_fn(move |request| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(route(&state, &request)) }
-                    });
-                    let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-                    let connection = graceful.watch(connection);
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%error, "metrics connection ended with an error");
-                        }
-                    });
-                }
+            // A free slot first: beyond the cap, connections wait in the listen backlog.
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot,
                 () = &mut shutdown => break,
-            }
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = &mut shutdown => break,
+            };
+            let stream = match accepted {
+                Ok((stream, _peer)) => {
+                    backoff = Duration::from_millis(10);
+                    stream
+                }
+                Err(error) => {
+                    // EMFILE and friends: retrying at once would spin a core.
+                    tracing::warn!(%error, ?backoff, "accepting a metrics connection failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            let state = self.state.clone();
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(route(&state, &request)) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                match tokio::time::timeout(CONNECTION_LIFETIME, connection).await {
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "metrics connection ended with an error");
+                    }
+                    Err(_) => tracing::debug!("metrics connection closed after its lifetime"),
+                    Ok(Ok(())) => {}
+                }
+                drop(slot);
+            });
         }
-        graceful.shutdown().await;
+        if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::debug!("metrics connections still open at the stop: closed");
+        }
     }
 }
 
@@ -88,9 +142,17 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
                 &format!("cannot encode metrics: {error}\n"),
             ),
         },
-        "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if state.ready.load(Ordering::Relaxed) => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "not ready yet\n"),
+        "/healthz" => match state.health.wedged() {
+            None => text(StatusCode::OK, "ok\n"),
+            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("wedged: {why}\n")),
+        },
+        "/readyz" => match state.health.not_ready() {
+            None => text(StatusCode::OK, "ready\n"),
+            Some(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("not ready: {why}\n"),
+            ),
+        },
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try /metrics, /healthz or /readyz\n",
@@ -113,13 +175,13 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
     response
 }
 
-/// Fresh metrics served in the background on a bound address, with readiness initially false:
-/// what `run` and `observe-kubevirt` both start with.
+/// Fresh metrics served in the background on a bound address, not ready until the caller says
+/// [`Health::set_started`]: what `run` and `observe-kubevirt` both start with.
 pub struct BackgroundServer {
     /// The metrics the server encodes.
     pub metrics: Arc<Metrics>,
-    /// The `/readyz` flag; set it once the caller is ready.
-    pub ready: Arc<AtomicBool>,
+    /// What `/readyz` and `/healthz` answer from; hand it to the controller.
+    pub health: Health,
     /// The address actually bound.
     pub addr: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -131,10 +193,10 @@ impl BackgroundServer {
     pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
         use anyhow::Context;
         let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
-        let ready = Arc::new(AtomicBool::new(false));
+        let health = Health::default();
         let state = ServerState {
             metrics: metrics.clone(),
-            ready: ready.clone(),
+            health: health.clone(),
         };
         let server = Server::bind(addr, state)
             .await
@@ -146,14 +208,15 @@ impl BackgroundServer {
         }));
         Ok(Self {
             metrics,
-            ready,
+            health,
             addr: bound,
             stop,
             task,
         })
     }
 
-    /// Stops accepting, lets open connections finish, and waits for the server task.
+    /// Stops accepting, lets open connections finish (at most [`SHUTDOWN_GRACE`]), and waits
+    /// for the server task.
     pub async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;

@@ -4,10 +4,10 @@
 
 mod support;
 
+use canary_kube_adapter::Health;
 use daemonset_canary::metrics::{Metrics, Mode, PodCounts, RolloutKey};
 use daemonset_canary::server::{Server, ServerState};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends one HTTP/1.1 GET and returns (status line, headers, body).
@@ -49,9 +49,13 @@ fn populated_metrics() -> Arc<Metrics> {
 }
 
 async fn start_server(ready: bool) -> std::net::SocketAddr {
+    let health = Health::default();
+    if ready {
+        health.set_started();
+    }
     let state = ServerState {
         metrics: populated_metrics(),
-        ready: Arc::new(AtomicBool::new(ready)),
+        health,
     };
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), state)
         .await

@@ -12,9 +12,9 @@ mod kubevirt_standin;
 
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use canary_kube_adapter::Health;
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::kubevirt::ObserveConfig;
 use canary_sim::Sim;
@@ -56,12 +56,12 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
     sim.cluster().wait_idle().await.unwrap();
 
     let metrics = Arc::new(Metrics::new().unwrap());
-    let ready = Arc::new(AtomicBool::new(false));
+    let health = Health::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let observer = tokio::spawn(kubevirt_observe::run(
         sim.client(),
         metrics.clone(),
-        ready.clone(),
+        health.clone(),
         ObserveConfig {
             observer: Observer::default(),
             ..ObserveConfig::default()
@@ -71,15 +71,12 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
         },
     ));
     for _ in 0..200 {
-        if ready.load(Ordering::Acquire) {
+        if health.not_ready().is_none() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(
-        ready.load(Ordering::Acquire),
-        "ready once the caches listed"
-    );
+    assert_eq!(health.not_ready(), None, "ready once the caches listed");
 
     standin.upgrade("v1.6.0", "healthy").await;
     for _ in 0..600 {

@@ -492,10 +492,18 @@ pub fn crd() -> Result<CustomResourceDefinition, Error> {
 pub const INT_OR_STRING_RANGE_RULE: &str =
     "type(self) == string || (self >= -2147483648 && self <= 2147483647)";
 
-/// Gives every 32-bit integer of a schema its range, and every int-or-string a CEL rule doing
-/// the same: kube-apiserver before 1.36 stores an out-of-range value in a custom resource, which
-/// no typed client can then decode (one such object used to fail every list of the kind).
+/// Gives every 32-bit integer of a schema its range, and every int-or-string outside a list or
+/// map a CEL rule doing the same: kube-apiserver before 1.36 stores an out-of-range value in a
+/// custom resource, which no typed client can then decode (one such object used to fail every
+/// list of the kind). Inside lists and maps (probe ports, resource quantities) the API server
+/// refuses such rules: their estimated cost, multiplied by the unbounded number of elements,
+/// exceeds its budget. Those values are left to the controller, which decodes every object on
+/// its own and reports one that does not decode as an invalid spec.
 fn bound_integers(schema: &mut serde_json::Value) {
+    bound_integers_in(schema, false);
+}
+
+fn bound_integers_in(schema: &mut serde_json::Value, in_collection: bool) {
     let Some(object) = schema.as_object_mut() else {
         return;
     };
@@ -509,7 +517,9 @@ fn bound_integers(schema: &mut serde_json::Value) {
             .entry("maximum")
             .or_insert_with(|| serde_json::json!(i32::MAX));
     }
-    if object.get("x-kubernetes-int-or-string") == Some(&serde_json::Value::Bool(true)) {
+    let int_or_string =
+        object.get("x-kubernetes-int-or-string") == Some(&serde_json::Value::Bool(true));
+    if int_or_string && !in_collection {
         let rules = object
             .entry("x-kubernetes-validations")
             .or_insert_with(|| serde_json::json!([]));
@@ -524,13 +534,14 @@ fn bound_integers(schema: &mut serde_json::Value) {
         match keyword.as_str() {
             "properties" | "patternProperties" => {
                 for child in sub.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
-                    bound_integers(child);
+                    bound_integers_in(child, in_collection);
                 }
             }
-            "items" | "additionalProperties" | "not" => bound_integers(sub),
+            "items" | "additionalProperties" => bound_integers_in(sub, true),
+            "not" => bound_integers_in(sub, in_collection),
             "allOf" | "anyOf" | "oneOf" => {
                 for child in sub.as_array_mut().into_iter().flatten() {
-                    bound_integers(child);
+                    bound_integers_in(child, in_collection);
                 }
             }
             _ => {}

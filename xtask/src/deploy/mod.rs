@@ -82,6 +82,9 @@ const CHECKS: &[(&str, Check)] = &[
     ("dashboard", dashboard::check),
     ("metric names", metrics::check),
     ("checkov", checkov::check),
+    ("server-side dry-run", |_| {
+        crate::cluster::server_dry_run_deploy()
+    }),
 ];
 
 /// Runs every check and fails if any failed.

@@ -64,6 +64,17 @@ struct Cli {
     /// Also write every figure as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also measure the controller process on a real control plane (`cargo xtask bench
+    /// --real-cluster` sets this and the two options below): a kubeconfig allowed to create
+    /// namespaces and CanaryDaemonSets there. The cluster must have `--process-nodes` nodes.
+    #[arg(long, requires_all = ["cluster_controller_kubeconfig", "cluster_audit_log"])]
+    cluster_kubeconfig: Option<PathBuf>,
+    /// The controller's kubeconfig on that cluster.
+    #[arg(long)]
+    cluster_controller_kubeconfig: Option<PathBuf>,
+    /// The API server's audit log of the controller's requests.
+    #[arg(long)]
+    cluster_audit_log: Option<PathBuf>,
 }
 
 /// Roles of the harness executable itself.
@@ -136,15 +147,34 @@ fn run(cli: Cli) -> Result<()> {
             None => default_binary()?,
         };
         let runtime = tokio::runtime::Runtime::new().context("cannot build a runtime")?;
-        for &daemon_sets in &cli.process_daemon_sets {
-            eprintln!(
-                "controller process: {} nodes x {daemon_sets} CanaryDaemonSets ...",
-                cli.process_nodes
-            );
-            let figures =
-                runtime.block_on(process::run(&binary, cli.process_nodes, daemon_sets))?;
-            eprintln!("  {figures:?}");
-            report.processes.push(figures);
+        let mut targets = vec![process::Target::Sim];
+        if let (Some(admin), Some(controller), Some(audit_log)) = (
+            &cli.cluster_kubeconfig,
+            &cli.cluster_controller_kubeconfig,
+            &cli.cluster_audit_log,
+        ) {
+            targets.push(process::Target::Real {
+                admin: admin.clone(),
+                controller: controller.clone(),
+                audit_log: audit_log.clone(),
+            });
+        }
+        for target in &targets {
+            for &daemon_sets in &cli.process_daemon_sets {
+                eprintln!(
+                    "controller process on {}: {} nodes x {daemon_sets} CanaryDaemonSets ...",
+                    target.name(),
+                    cli.process_nodes
+                );
+                let figures = runtime.block_on(process::run(
+                    &binary,
+                    cli.process_nodes,
+                    daemon_sets,
+                    target,
+                ))?;
+                eprintln!("  {figures:?}");
+                report.processes.push(figures);
+            }
         }
     }
 

@@ -1,9 +1,12 @@
 //! Controller CPU time and peak memory, with the controller in a process of its own.
 //!
-//! `daemonset-canary sim serve` runs the cluster; `daemonset-canary run --kubeconfig` runs the
-//! controller against it over loopback HTTP, in real time. The harness creates the
-//! CanaryDaemonSets, installs `v1`, rolls out `v2`, and reads the controller process's
-//! `/proc/<pid>/status` (VmHWM: peak resident memory) and `/proc/<pid>/stat` (utime + stime).
+//! `daemonset-canary sim serve` runs the cluster, or, with [`Target::Real`], the real control
+//! plane of `cargo xtask cluster up` (kube-apiserver, kube-controller-manager, KWOK nodes) does;
+//! `daemonset-canary run --kubeconfig` runs the controller against it over loopback, in real
+//! time. The harness creates the CanaryDaemonSets, installs `v1`, rolls out `v2`, and reads the
+//! controller process's `/proc/<pid>/status` (VmHWM: peak resident memory) and `/proc/<pid>/stat`
+//! (utime + stime). On the real cluster it also counts the controller's API requests during the
+//! rollout, from the API server's audit log (which records that user's requests only).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,14 +16,45 @@ use anyhow::{Context, Result, bail};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+/// Where the controller process runs.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// `daemonset-canary sim serve`, started and stopped by the measurement.
+    Sim,
+    /// A running real control plane (`cargo xtask cluster up`) with the CRD installed.
+    Real {
+        /// A kubeconfig with rights to create namespaces and CanaryDaemonSets.
+        admin: PathBuf,
+        /// The controller's kubeconfig (its ServiceAccount token).
+        controller: PathBuf,
+        /// The API server's audit log of the controller's requests.
+        audit_log: PathBuf,
+    },
+}
+
+impl Target {
+    /// The name in the report.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::Sim => "canary-sim",
+            Target::Real { .. } => "kube-apiserver + KWOK",
+        }
+    }
+}
+
 /// What the controller process cost.
 #[derive(Debug, Clone)]
 pub struct ProcessFigures {
+    /// Which cluster (`Target::name`).
+    pub target: &'static str,
+    /// API requests of the controller during the `v2` rollout (real cluster: audit log).
+    pub rollout_requests: Option<u64>,
     /// Nodes of the cluster.
     pub nodes: u32,
     /// CanaryDaemonSets rolled out at once.
@@ -48,39 +82,65 @@ impl Drop for Owned {
 }
 
 /// Runs one measurement with `binary` (the daemonset-canary executable).
-pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessFigures> {
+pub async fn run(
+    binary: &Path,
+    nodes: u32,
+    daemon_sets: u32,
+    target: &Target,
+) -> Result<ProcessFigures> {
     let dir = std::env::temp_dir().join(format!(
         "canary-bench-{}-{nodes}-{daemon_sets}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let kubeconfig = dir.join("kubeconfig");
-    let _ = std::fs::remove_file(&kubeconfig);
-    let _sim = Owned(
-        Command::new(binary)
-            .args([
-                "sim",
-                "serve",
-                "--nodes",
-                &nodes.to_string(),
-                "--kubeconfig",
-            ])
-            .arg(&kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("cannot start {} sim serve", binary.display()))?,
-    );
-    wait_for_file(&kubeconfig, Duration::from_secs(120)).await?;
-    let client = client(&kubeconfig).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &canary_kube_adapter::crd()?)
-        .await
-        .context("cannot create the CanaryDaemonSet CRD")?;
-    let (controller, command) = start_controller(binary, &kubeconfig)?;
+    let mut _sim = None;
+    let (client, controller_kubeconfig, namespace) = match target {
+        Target::Sim => {
+            let kubeconfig = dir.join("kubeconfig");
+            let _ = std::fs::remove_file(&kubeconfig);
+            _sim = Some(Owned(
+                Command::new(binary)
+                    .args([
+                        "sim",
+                        "serve",
+                        "--nodes",
+                        &nodes.to_string(),
+                        "--kubeconfig",
+                    ])
+                    .arg(&kubeconfig)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .with_context(|| format!("cannot start {} sim serve", binary.display()))?,
+            ));
+            wait_for_file(&kubeconfig, Duration::from_secs(120)).await?;
+            let client = client(&kubeconfig).await?;
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            crds.create(&PostParams::default(), &canary_kube_adapter::crd()?)
+                .await
+                .context("cannot create the CanaryDaemonSet CRD")?;
+            (client, kubeconfig, scenario::NAMESPACE.to_owned())
+        }
+        Target::Real {
+            admin, controller, ..
+        } => {
+            let client = client(admin).await?;
+            // A namespace of its own: the cluster may be reused across measurements.
+            let namespace = format!("bench-{}-{daemon_sets}", std::process::id());
+            let object: Namespace =
+                serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
+            Api::<Namespace>::all(client.clone())
+                .create(&PostParams::default(), &object)
+                .await
+                .context("cannot create the benchmark namespace")?;
+            wait_for_service_account(&client, &namespace).await?;
+            (client, controller.clone(), namespace)
+        }
+    };
+    let (controller, command) = start_controller(binary, &controller_kubeconfig)?;
     let pid = controller.0.id();
 
-    let api: Api<CanaryDaemonSet> = Api::namespaced(client, scenario::NAMESPACE);
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), &namespace);
     let names: Vec<String> = (0..daemon_sets)
         .map(|i| format!("{}-{i}", scenario::NAME))
         .collect();
@@ -88,18 +148,25 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
         let object: CanaryDaemonSet = serde_json::from_value(named(
             scenario::manifest(Compatibility::Fixed, "v1", "healthy"),
             name,
+            &namespace,
         ))?;
         api.create(&PostParams::default(), &object)
             .await
             .context("cannot create a CanaryDaemonSet")?;
     }
     wait_successful(&api, &names, nodes, "v1").await?;
+    let audit_log = match target {
+        Target::Real { audit_log, .. } => Some(audit_log),
+        Target::Sim => None,
+    };
+    let requests_before = audit_log.map(|log| audit_lines(log)).transpose()?;
     let cpu_before = cpu_seconds(pid)?;
     let started = Instant::now();
     for name in &names {
         let spec = named(
             scenario::manifest(Compatibility::Fixed, "v2", "healthy"),
             name,
+            &namespace,
         )["spec"]
             .clone();
         api.patch(
@@ -114,9 +181,22 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
     let rollout_wall = started.elapsed();
     let cpu_total = cpu_seconds(pid)?;
     let peak_memory = peak_memory(pid)?;
+    // Minus the harness's own patches, which the audit log does not record (another user).
+    let rollout_requests = match (audit_log, requests_before) {
+        (Some(log), Some(before)) => Some(audit_lines(log)? - before),
+        _ => None,
+    };
     drop(controller);
+    if let Target::Real { .. } = target {
+        // The namespace (and its DaemonSets and pods) goes in the background.
+        let _ = Api::<Namespace>::all(client)
+            .delete(&namespace, &Default::default())
+            .await;
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ProcessFigures {
+        target: target.name(),
+        rollout_requests,
         nodes,
         daemon_sets,
         cpu_total,
@@ -127,9 +207,45 @@ pub async fn run(binary: &Path, nodes: u32, daemon_sets: u32) -> Result<ProcessF
     })
 }
 
-/// The scenario's manifest renamed to `name` (object, labels and selector).
-fn named(mut manifest: Value, name: &str) -> Value {
+/// The controller's requests in the audit log so far: each request once, a watch when it opens
+/// (its `ResponseStarted` line; the `ResponseComplete` line when it closes is not counted again),
+/// as canary-sim's request counters count them.
+fn audit_lines(log: &Path) -> Result<u64> {
+    let text =
+        std::fs::read_to_string(log).with_context(|| format!("cannot read {}", log.display()))?;
+    let mut requests = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let event: Value = serde_json::from_str(line).context("an audit line is not JSON")?;
+        let closing_watch = event["verb"] == "watch" && event["stage"] == "ResponseComplete";
+        if !closing_watch {
+            requests += 1;
+        }
+    }
+    Ok(requests)
+}
+
+/// Waits until the namespace's `default` ServiceAccount exists (pods are admitted then).
+async fn wait_for_service_account(client: &Client, namespace: &str) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let started = Instant::now();
+    while accounts
+        .get_opt("default")
+        .await
+        .context("cannot read ServiceAccounts")?
+        .is_none()
+    {
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("no default ServiceAccount in {namespace} after 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// The scenario's manifest renamed to `name` (object, labels and selector), in `namespace`.
+fn named(mut manifest: Value, name: &str, namespace: &str) -> Value {
     manifest["metadata"]["name"] = json!(name);
+    manifest["metadata"]["namespace"] = json!(namespace);
     let labels = json!({"app.kubernetes.io/name": name});
     let template = &mut manifest["spec"]["template"];
     template["metadata"]["labels"] = labels.clone();

@@ -197,19 +197,22 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "| nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |"
+                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) | API requests in the rollout |"
             );
-            let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
             for p in &self.processes {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {:.1} | {:.2} | {:.2} | {:.1} |",
+                    "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
+                    p.target,
                     p.nodes,
                     p.daemon_sets,
                     p.peak_memory as f64 / MIB,
                     p.cpu_total,
                     p.cpu_rollout,
-                    p.rollout_wall.as_secs_f64()
+                    p.rollout_wall.as_secs_f64(),
+                    p.rollout_requests
+                        .map_or_else(|| "—".to_owned(), |n| n.to_string())
                 );
             }
             if let Some(p) = self.processes.first() {
@@ -273,7 +276,7 @@ impl Report {
             let mib = p.peak_memory as f64 / MIB;
             goals.push((
                 mib < limit,
-                format!("peak memory under {limit:.0} MiB for {} CanaryDaemonSets on {} nodes ({mib:.1} MiB)", p.daemon_sets, p.nodes),
+                format!("peak memory under {limit:.0} MiB for {} CanaryDaemonSets on {} nodes of {} ({mib:.1} MiB)", p.daemon_sets, p.nodes, p.target),
             ));
         }
         let all: Vec<&RolloutFigures> = self.rollouts.iter().collect();
@@ -315,6 +318,8 @@ impl Report {
             .iter()
             .map(|p| {
                 json!({
+                    "cluster": p.target,
+                    "rollout_requests": p.rollout_requests,
                     "nodes": p.nodes,
                     "daemon_sets": p.daemon_sets,
                     "peak_memory_bytes": p.peak_memory,

@@ -9,6 +9,7 @@
 
 use super::shutdown_signal;
 use anyhow::Context;
+use canary_kube_adapter::Health;
 use canary_state_machine::Compatibility;
 use clap::builder::TypedValueParser;
 use daemonset_canary::demo::plot;
@@ -23,7 +24,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// Arguments of `demo`.
@@ -254,10 +254,9 @@ impl MetricsServer {
             .enable_all()
             .build()
             .context("cannot start the metrics server's runtime")?;
-        let state = ServerState {
-            metrics,
-            ready: Arc::new(AtomicBool::new(true)),
-        };
+        let health = Health::default();
+        health.set_started();
+        let state = ServerState { metrics, health };
         let server = runtime
             .block_on(Server::bind(addr, state))
             .with_context(|| format!("cannot listen on {addr}"))?;

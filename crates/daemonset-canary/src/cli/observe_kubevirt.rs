@@ -46,7 +46,7 @@ pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let result = kubevirt_metrics::run(
         connection.client.clone(),
         server.metrics.clone(),
-        server.ready.clone(),
+        server.health.clone(),
         config,
         shutdown_signal(),
     )

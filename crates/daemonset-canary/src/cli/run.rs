@@ -19,7 +19,6 @@ use daemonset_canary::metrics::{Mode, bridge};
 use daemonset_canary::server::BackgroundServer;
 use kube::api::ListParams;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// How long the first request to the API server may take before `run` gives up.
@@ -69,8 +68,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
-    server.ready.store(true, Ordering::Release);
-    let config = controller_config(&args, &connection, Observer::new())?;
+    server.health.set_started();
+    let config = ControllerConfig {
+        health: server.health.clone(),
+        ..controller_config(&args, &connection, Observer::new())?
+    };
     tracing::info!(
         api = %connection.url,
         namespace = args.namespace.as_deref().unwrap_or("(all)"),

@@ -10,12 +10,12 @@
 
 use crate::metrics::{Metrics, Mode, RolloutKey, bridge};
 use anyhow::Context;
+use canary_kube_adapter::Health;
 use canary_kube_adapter::kubevirt::{self, ObserveConfig, Snapshot};
 use prometheus::{IntGaugeVec, Opts};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `canary_kubevirt_version_info{namespace,name,target_version,observed_version} 1`: one series
 /// per KubeVirt object, replaced when a version changes (so the label set stays bounded).
@@ -55,7 +55,7 @@ impl KubeVirtVersionInfo {
 }
 
 /// Observes KubeVirt with `client` until `shutdown` completes, exporting into `metrics` and
-/// setting `ready` once the caches are synced. The reports of `config.observer` feed the
+/// marking `health` started (ready) once the caches are synced. The reports of `config.observer` feed the
 /// bridge (each derivation pass is one observed reconcile) and `config.snapshot` drives the
 /// version info; namespace and clock are the
 /// caller's. Fails at start when KubeVirt objects cannot be listed (the root of the error is a
@@ -63,7 +63,7 @@ impl KubeVirtVersionInfo {
 pub async fn run(
     client: kube::Client,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
+    health: Health,
     config: ObserveConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
@@ -78,7 +78,7 @@ pub async fn run(
         config.snapshot.subscribe(),
         metrics,
         info,
-        ready,
+        health,
     ));
     // Keep the typed error as the root of the chain, so callers can tell a missing KubeVirt CRD.
     let result = kubevirt::run(client, config, shutdown)
@@ -93,13 +93,13 @@ async fn follow_snapshots(
     mut snapshots: tokio::sync::watch::Receiver<Snapshot>,
     metrics: Arc<Metrics>,
     info: KubeVirtVersionInfo,
-    ready: Arc<AtomicBool>,
+    health: Health,
 ) {
     let mut known = BTreeSet::new();
     loop {
         let snapshot = snapshots.borrow_and_update().clone();
         if snapshot.synced {
-            ready.store(true, Ordering::Release);
+            health.set_started();
         }
         info.update(&snapshot);
         let present: BTreeSet<(String, String)> = snapshot

@@ -1,6 +1,8 @@
 //! The real `kubectl` against the simulator served over HTTP.
 //!
-//! Needs `/usr/bin/kubectl` (or `kubectl` on PATH); the test fails, never skips, without it.
+//! Runs the kubectl named by `KUBECTL` (what `cargo xtask ci` sets: the one it builds from the
+//! pinned Kubernetes release into `target/cluster/bin/`), else `kubectl` on PATH; the test fails,
+//! never skips, without one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,9 +16,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 const NAME: &str = "nvidia-device-plugin-daemonset";
 
 fn kubectl_binary() -> PathBuf {
-    let fixed = PathBuf::from("/usr/bin/kubectl");
-    if fixed.exists() {
-        return fixed;
+    if let Some(named) = std::env::var_os("KUBECTL") {
+        return PathBuf::from(named);
     }
     let on_path = std::env::var_os("PATH")
         .into_iter()
@@ -24,7 +25,7 @@ fn kubectl_binary() -> PathBuf {
         .map(|dir| dir.join("kubectl"))
         .find(|candidate| candidate.exists());
     on_path.unwrap_or_else(|| {
-        panic!("kubectl is not installed: install it (e.g. `apt-get install kubectl`, or `.ci/run` does it) to run this test")
+        panic!("no kubectl: set KUBECTL, or build one with `cargo xtask cluster build` and put target/cluster/bin on PATH (`cargo xtask ci` does)")
     })
 }
 

@@ -9,7 +9,6 @@ use canary_state_machine::{
     decide, decide_create, event_reason,
 };
 
-
 use crate::common::{NAME, handler, write};
 
 fn fixed(observation: &Observation) -> Decision {

@@ -14,7 +14,6 @@ use canary_state_machine::{
     decide_create, event_reason,
 };
 
-
 use crate::common::{NAME, handler, write};
 
 fn kubevirt(observation: &Observation) -> Decision {

@@ -1,12 +1,11 @@
 //! Bad inputs as typed errors, container selection, and what detaching leaves behind.
 
-
+use crate::common::*;
 use canary_tls_migration::{
     ContainerSelector, TemplateEdit, TlsConfig, TlsError, apply_preamble, apply_step,
     detach_cert_secret, has_cert_volume, has_tls_flag, insert_tls_flag, observe,
     prepare_for_create,
 };
-use crate::common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Container, VolumeMount};
 

@@ -1,11 +1,10 @@
 //! The plan on real third-party DaemonSets (testdata/daemonsets/).
 
-
+use crate::common::*;
 use canary_tls_migration::{
     ContainerSelector, TemplateEdit, TlsConfig, apply_preamble, apply_step, has_cert_volume,
     has_tls_flag, observe, prepare_for_create, supports_tls, tls_step,
 };
-use crate::common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{SecretVolumeSource, Volume, VolumeMount};
 

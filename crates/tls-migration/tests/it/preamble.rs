@@ -1,11 +1,10 @@
 //! Every preamble combination: live flag × desired flag × live cert volume × desired cert
 //! volume, in both modes.
 
-
+use crate::common::*;
 use canary_tls_migration::{
     PreambleOutcome, apply_preamble, has_cert_volume, has_tls_flag, observe,
 };
-use crate::common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 fn handler(flag: bool, cert: bool) -> DaemonSet {

@@ -1,12 +1,11 @@
 //! Reference scenarios 13 and 14 (spec section 8, TLS era) and the create path, at the
 //! DaemonSet level: what the desired DaemonSet looks like after the step.
 
-
+use crate::common::*;
 use canary_tls_migration::{
     InsertMode, PreambleOutcome, TemplateEdit, TlsConfig, TlsFacts, apply_preamble, apply_step,
     has_cert_volume, has_tls_flag, observe, prepare_for_create, tls_step,
 };
-use crate::common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 const FLAG: &str = "--migration-cn-types";
