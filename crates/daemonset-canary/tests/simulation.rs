@@ -179,6 +179,8 @@ fn totals(results: &[SeedResult]) -> Exercised {
             .peak_requests_per_minute
             .max(e.peak_requests_per_minute);
         total.error_exits += e.error_exits;
+        total.hand_edits += e.hand_edits;
+        total.bad_objects += e.bad_objects;
     }
     total
 }
@@ -187,7 +189,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -200,6 +202,8 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.virtual_seconds as f64 / 3600.0,
         t.peak_requests_per_minute,
         t.error_exits,
+        t.hand_edits,
+        t.bad_objects,
         wall.as_secs_f64()
     )
 }
@@ -386,6 +390,7 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         failed,
         unchanged,
         kills,
+        hand_edits: 0,
     };
     assert_eq!(tally(3, 0, 0, 0).excess(), 0, "start, widen, finish");
     assert_eq!(tally(4, 0, 0, 0).excess(), 1, "a fourth write");
@@ -402,6 +407,16 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         "nor a no-op write without a kill"
     );
     assert_eq!(tally(5, 0, 2, 1).excess(), 1, "one repeat per kill");
+    let edited = world::WriteTally {
+        hand_edits: 1,
+        ..tally(6, 0, 0, 0)
+    };
+    assert_eq!(edited.excess(), 0, "a hand edit's revert is a rollout of its own");
+    let more = world::WriteTally {
+        hand_edits: 1,
+        ..tally(7, 0, 0, 0)
+    };
+    assert_eq!(more.excess(), 1);
 }
 
 /// Regression test of the defect the simulation found: a graceful stop of the leader whose

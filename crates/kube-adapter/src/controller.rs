@@ -28,6 +28,7 @@ use crate::index::OwnerIndex;
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
 use crate::trigger::{WatchBackoff, without_errors};
+use crate::undecodable::Notice;
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,7 +351,7 @@ async fn run_controller(
     // would stop every other object's rollout. Only spec changes (generation) trigger a pass:
     // the status is this controller's own writing. The store still sees every change.
     let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
-    let (undecodable_tx, mut undecodable) = mpsc::unbounded_channel::<(CanaryDaemonSet, String)>();
+    let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
     let cds_listed = listed.clone();
     let cds_ctx = ctx.clone();
     let cds_stream = watcher(
@@ -371,14 +372,7 @@ async fn run_controller(
         config.observer.clone(),
         health.clone(),
     );
-    let invalid_ctx = ctx.clone();
-    let invalid_objects = tokio::spawn(async move {
-        while let Some((cds, message)) = undecodable.recv().await {
-            if let Err(error) = invalid_ctx.undecodable(&cds, message).await {
-                warn!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, "cannot report an object that does not decode");
-            }
-        }
-    });
+    let invalid_objects = tokio::spawn(crate::undecodable::report(undecodable, ctx.clone()));
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {
             let cds = rx.recv().await?;
@@ -430,20 +424,27 @@ async fn run_controller(
 }
 
 /// A CanaryDaemonSet watch event, decoded object by object. An object that does not decode is
-/// sent to `undecodable` (with why) and kept out of the typed store: left out of a (re)list, and
-/// removed (a `Delete` of a stand-in with its metadata) when it stops decoding. A deleted object
-/// is forgotten.
+/// sent to the `undecodable` reporter (with why) and kept out of the typed store: left out of a
+/// (re)list, and removed (a `Delete` of a stand-in with its metadata) when it stops decoding. A
+/// deleted object is forgotten.
 fn typed_event(
     event: watcher::Event<DynamicObject>,
-    undecodable: &mpsc::UnboundedSender<(CanaryDaemonSet, String)>,
+    undecodable: &mpsc::UnboundedSender<Notice>,
     ctx: &Context,
 ) -> Option<watcher::Event<CanaryDaemonSet>> {
     use watcher::Event;
+    // A stopped term has dropped the receiver: nothing left to report to.
     let decoded = |object: DynamicObject| match crate::crd::decode(object) {
-        Ok(cds) => Some(cds),
+        Ok(cds) => {
+            let _ = undecodable.send(Notice::Cleared(ObjectRef::from_obj(&cds)));
+            Some(cds)
+        }
         Err(undecoded) => {
-            // A stopped term has dropped the receiver: nothing left to report to.
-            let _ = undecodable.send((undecoded.stand_in, undecoded.why));
+            let undecoded = *undecoded;
+            let _ = undecodable.send(Notice::Invalid(
+                Box::new(undecoded.stand_in),
+                undecoded.why,
+            ));
             None
         }
     };
@@ -457,6 +458,7 @@ fn typed_event(
         }
         Event::Delete(object) => {
             let gone = crate::crd::stand_in(&object);
+            let _ = undecodable.send(Notice::Cleared(ObjectRef::from_obj(&gone)));
             ctx.forget(&gone);
             Some(Event::Delete(gone))
         }

@@ -106,6 +106,7 @@ pub mod patch;
 pub mod reconcile;
 pub mod status;
 mod trigger;
+mod undecodable;
 
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};

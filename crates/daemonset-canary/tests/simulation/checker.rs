@@ -30,6 +30,9 @@ pub struct Intent {
     pub node_not_ready_seen: bool,
     /// When (virtual seconds) the latest version was asked for.
     pub last_change_at: f64,
+    /// The DaemonSet was edited by hand since the latest version was asked for: its revert
+    /// may go back to the canary value mid-rollout.
+    pub hand_edit_since_change: bool,
 }
 
 /// Shared [`Intent`].
@@ -383,6 +386,14 @@ impl Checker {
     /// Invariant 5: back to the canary value without a new target is a finish, so every pod
     /// must already be updated (a pod on a node that joined just now aside).
     fn check_not_restarted(&self, ds: &DaemonSet) {
+        // A drift revert is a restart of the canary by design (invariant 9 checks it).
+        if self
+            .intent
+            .lock()
+            .is_ok_and(|intent| intent.hand_edit_since_change)
+        {
+            return;
+        }
         let now = self.world.now();
         let target = ds_target(ds);
         let old = self.pods.values().find(|s| {

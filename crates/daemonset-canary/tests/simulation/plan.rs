@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
+use canary_state_machine::DriftPolicy;
 
 use super::rng::Rng;
 
@@ -127,6 +128,8 @@ pub enum Action {
     NodeNotReady { pick: u64, for_: Duration },
     /// A node is cordoned for a while.
     Cordon { pick: u64, for_: Duration },
+    /// Someone edits the DaemonSet's template by hand (`kubectl set image`).
+    HandEdit,
     /// A controller replica is stopped, then started again after `down`.
     Kill {
         replica: usize,
@@ -160,6 +163,14 @@ pub struct Plan {
     pub error_rate: f64,
     /// Largest added latency.
     pub max_latency: Duration,
+    /// `spec.strategy.driftPolicy`. Hand edits during the run only come with `Revert` (a
+    /// reported drift holds a rollout where it is, by design); `Report` meets its edit at rest.
+    pub drift_policy: DriftPolicy,
+    /// Whether a second CanaryDaemonSet, stored with a spec that does not decode, sits beside.
+    pub bad_object: bool,
+    /// Whether the DaemonSet is edited by hand once everything is at rest, and checked a
+    /// minute later.
+    pub edit_at_rest: bool,
 }
 
 /// Resources the controller reads and writes: the faults target these.
@@ -251,6 +262,20 @@ impl Plan {
             Duration::ZERO
         };
         let faults = fault_rules(&mut rng, error_rate, max_latency);
+        // Drawn after everything above, so that the scenarios of older seeds keep their shape.
+        let drift_policy = if rng.chance(0.8) {
+            DriftPolicy::Revert
+        } else {
+            DriftPolicy::Report
+        };
+        if drift_policy == DriftPolicy::Revert && rng.chance(0.4) {
+            for _ in 0..rng.between(1, 2) {
+                actions.push((Duration::from_secs(rng.between(1, horizon)), Action::HandEdit));
+            }
+            actions.sort_by_key(|(at, _)| *at);
+        }
+        let bad_object = rng.chance(0.3);
+        let edit_at_rest = rng.chance(0.4);
         Plan {
             seed,
             profile,
@@ -263,6 +288,9 @@ impl Plan {
             faults,
             error_rate,
             max_latency,
+            drift_policy,
+            bad_object,
+            edit_at_rest,
         }
     }
 
@@ -357,11 +385,22 @@ impl fmt::Display for Plan {
         }
         write!(
             f,
-            "; {} timed actions, error rate {:.1}%, latency up to {:?}, {} fault rules",
+            "; {} timed actions, error rate {:.1}%, latency up to {:?}, {} fault rules; drift policy {}{}{}",
             self.actions.len(),
             self.error_rate * 100.0,
             self.max_latency,
-            self.faults.len()
+            self.faults.len(),
+            self.drift_policy.as_str(),
+            if self.edit_at_rest {
+                ", a hand edit at rest"
+            } else {
+                ""
+            },
+            if self.bad_object {
+                ", an undecodable object beside"
+            } else {
+                ""
+            }
         )
     }
 }

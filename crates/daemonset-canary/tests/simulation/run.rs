@@ -9,6 +9,8 @@ use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
+use canary_state_machine::DriftPolicy;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::oneshot;
@@ -266,6 +268,10 @@ impl Harness<'_> {
                         .trace(format!("node {name} cordoned for {for_:?}"));
                 }
             }
+            Action::HandEdit => {
+                self.hand_edit();
+                return;
+            }
             Action::Kill {
                 replica,
                 graceful,
@@ -316,9 +322,100 @@ impl Harness<'_> {
         }
     }
 
+    /// `kubectl set image` on the managed DaemonSet: another image in its template. Returns the
+    /// image, or `None` when there is no DaemonSet yet.
+    fn hand_edit(&mut self) -> Option<String> {
+        let image = format!("registry.example/by-hand:{}", self.rng.next_u64() % 100_000);
+        let store = self.sim.store();
+        let version = super::recorder::live_version(store);
+        let edited = store
+            .modify::<DaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |ds| {
+                let container = ds
+                    .spec
+                    .as_mut()
+                    .and_then(|s| s.template.spec.as_mut())
+                    .and_then(|p| p.containers.first_mut());
+                if let Some(container) = container {
+                    container.image = Some(image.clone());
+                }
+            })
+            .is_ok();
+        if !edited {
+            return None;
+        }
+        self.world.tally(&version, |t| t.hand_edits += 1);
+        self.world.count(|e| e.hand_edits += 1);
+        if let Ok(mut intent) = self.intent.lock() {
+            intent.hand_edit_since_change = true;
+        }
+        self.world.trace(format!("hand edit: image {image}"));
+        Some(image)
+    }
+
+    /// Invariant 9 at rest: a hand edit is written over within [`DRIFT_BOUND`] (`Revert`), or
+    /// left as it is with nothing written and the `Drifted` condition set (`Report`).
+    async fn edit_at_rest(&mut self) {
+        let writes_before = self.world.exercised().daemon_set_writes;
+        let Some(image) = self.hand_edit() else {
+            return;
+        };
+        tokio::time::sleep(DRIFT_BOUND).await;
+        let store = self.sim.store();
+        let live = daemon_set_image(store);
+        match self.plan.drift_policy {
+            DriftPolicy::Revert => {
+                if live.as_deref() == Some(image.as_str()) {
+                    self.world.violate(
+                        Invariant::DriftHandled,
+                        format!("the hand edit ({image}) is still there {DRIFT_BOUND:?} later"),
+                    );
+                }
+            }
+            DriftPolicy::Report => {
+                let written = self.world.exercised().daemon_set_writes - writes_before;
+                let drifted = store
+                    .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+                    .and_then(|cds| cds.status)
+                    .is_some_and(|status| {
+                        status
+                            .conditions
+                            .iter()
+                            .any(|c| c.type_ == "Drifted" && c.status == "True")
+                    });
+                if live.as_deref() != Some(image.as_str()) || written > 0 || !drifted {
+                    self.world.violate(
+                        Invariant::DriftHandled,
+                        format!(
+                            "a reported drift: image now {live:?} (edited to {image}), {written} DaemonSet writes since, Drifted condition {drifted}"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A second CanaryDaemonSet stored with an integer out of range (as kube-apiserver before
+    /// 1.36 stores it): it must fail alone.
+    fn store_bad_object(&self) {
+        let mut bad = manifest("v1", "healthy");
+        bad["metadata"]["name"] = serde_json::json!(BAD_NAME);
+        bad["spec"]["daemonSetName"] = serde_json::json!(BAD_NAME);
+        bad["spec"]["strategy"]["crashLoop"] =
+            serde_json::json!({"restartThreshold": 3_000_000_000_u64});
+        let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
+        if self.sim.store().create_value(&key, bad).is_err() {
+            self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                "harness: could not store the bad object",
+            );
+        }
+        self.world.count(|e| e.bad_objects += 1);
+    }
+
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
-        let spec = manifest(&name, &behavior.annotation());
+        let mut spec = manifest(&name, &behavior.annotation());
+        spec["spec"]["strategy"]["driftPolicy"] = serde_json::json!(self.plan.drift_policy.as_str());
         let store = self.sim.store();
         let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
             Ok(object) if version == 1 => store.create(&object).is_ok(),
@@ -338,6 +435,7 @@ impl Harness<'_> {
         if let Ok(mut intent) = self.intent.lock() {
             intent.versions.push((name.clone(), behavior));
             intent.last_change_at = self.world.now();
+            intent.hand_edit_since_change = false;
         }
         self.world.count(|e| e.rollouts += 1);
         self.world
@@ -359,6 +457,64 @@ impl Harness<'_> {
         }
         self.world
             .trace("heal: faults cleared, nodes Ready, replicas running");
+    }
+}
+
+/// How long a hand edit at rest may stay before it is written over (`Revert`): the
+/// controller reacts to the DaemonSet's watch event at once; a minute covers a leader's pass.
+const DRIFT_BOUND: Duration = Duration::from_secs(60);
+
+/// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
+const BAD_NAME: &str = "undecodable";
+
+/// The image of the first container of the scenario's DaemonSet's template.
+fn daemon_set_image(store: &canary_sim::Store) -> Option<String> {
+    store
+        .get::<DaemonSet>(Some(NAMESPACE), NAME)?
+        .spec?
+        .template
+        .spec?
+        .containers
+        .first()?
+        .image
+        .clone()
+}
+
+/// Invariants 9 and 10 at quiescence: the DaemonSet runs the desired image (a hand edit during
+/// the run was written over; only `Revert` meets edits during the run), and the undecodable
+/// object failed as `InvalidSpec` without a DaemonSet of its own.
+fn check_drift_and_bad_object(harness: &Harness<'_>) {
+    let store = harness.sim.store();
+    let desired = store
+        .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+        .and_then(|cds| cds.spec.template.spec.template.spec)
+        .and_then(|pod| pod.containers.first().and_then(|c| c.image.clone()));
+    let live = daemon_set_image(store);
+    if live.is_some() && live != desired {
+        harness.world.violate(
+            Invariant::DriftHandled,
+            format!("at quiescence the DaemonSet runs {live:?}, the spec asks for {desired:?}"),
+        );
+    }
+    if harness.plan.bad_object {
+        let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
+        let status = store
+            .get_value(&key, Some(NAMESPACE), BAD_NAME)
+            .map(|object| object["status"].clone())
+            .unwrap_or_default();
+        let message = status["message"].as_str().unwrap_or_default();
+        if status["reason"] != "InvalidSpec" || !message.contains("restartThreshold") {
+            harness.world.violate(
+                Invariant::BadObjectFailsAlone,
+                format!("the undecodable object's status is {status}"),
+            );
+        }
+        if store.get::<DaemonSet>(Some(NAMESPACE), BAD_NAME).is_some() {
+            harness.world.violate(
+                Invariant::BadObjectFailsAlone,
+                "a DaemonSet was written for the undecodable object",
+            );
+        }
     }
 }
 
@@ -422,6 +578,9 @@ pub async fn run(plan: &Plan) -> Outcome {
         harness.sim.faults().add(rule.clone());
     }
     harness.set_version(1, plan.initial);
+    if plan.bad_object {
+        harness.store_bad_object();
+    }
     for index in 0..plan.replicas {
         harness.start_replica(index);
     }
@@ -487,6 +646,10 @@ pub async fn run(plan: &Plan) -> Outcome {
         {
             counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent);
+            check_drift_and_bad_object(&harness);
+            if plan.edit_at_rest {
+                harness.edit_at_rest().await;
+            }
             end = Some(p.clone());
             break;
         }

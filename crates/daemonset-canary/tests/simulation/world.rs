@@ -33,6 +33,13 @@ pub enum Invariant {
     BoundedLeaderOnlyWrites,
     /// 8. No panic, no hot loop.
     NoPanicNoHotLoop,
+    /// 9. A hand edit of the DaemonSet is written over (policy `Revert`) or left alone and
+    ///    reported (policy `Report`): back on the desired template within a minute at rest, and
+    ///    on it at quiescence.
+    DriftHandled,
+    /// 10. A CanaryDaemonSet that does not decode fails alone (`InvalidSpec` on it), and never
+    ///     holds up the other's rollout (invariant 3 bounds that one as before).
+    BadObjectFailsAlone,
 }
 
 impl Invariant {
@@ -47,6 +54,8 @@ impl Invariant {
             Invariant::StatusAgreesAtQuiescence => "6 status-agrees-at-quiescence",
             Invariant::BoundedLeaderOnlyWrites => "7 bounded-leader-only-writes",
             Invariant::NoPanicNoHotLoop => "8 no-panic-no-hot-loop",
+            Invariant::DriftHandled => "9 drift-handled",
+            Invariant::BadObjectFailsAlone => "10 bad-object-fails-alone",
         }
     }
 }
@@ -90,6 +99,10 @@ pub struct Exercised {
     /// Replicas whose `run` returned an error (e.g. the lease could not be set up because the
     /// API answered an injected error): restarted like a crashed pod, counted, not a violation.
     pub error_exits: u64,
+    /// Hand edits of the DaemonSet's template (drift).
+    pub hand_edits: u64,
+    /// CanaryDaemonSets stored with a spec that does not decode.
+    pub bad_objects: u64,
 }
 
 /// DaemonSet writes attributed to one version.
@@ -103,13 +116,15 @@ pub struct WriteTally {
     pub unchanged: u64,
     /// Replica kills while this version was live: each may lose the record of one write.
     pub kills: u64,
+    /// Hand edits while this version was live: each may be reverted by a rollout of its own.
+    pub hand_edits: u64,
 }
 
 impl WriteTally {
     /// Writes beyond the three of a rollout and its retries: a failed write allows one more,
-    /// and a kill allows one more that changes nothing.
+    /// a kill allows one more that changes nothing, a hand edit three more (its revert).
     pub fn excess(&self) -> u64 {
-        let allowed = 3 + self.failed + self.unchanged.min(self.kills);
+        let allowed = 3 + self.failed + self.unchanged.min(self.kills) + 3 * self.hand_edits;
         self.succeeded.saturating_sub(allowed)
     }
 }

@@ -172,6 +172,12 @@ impl Context {
         });
     }
 
+    /// The backoff before trying `cds` again after one more failure.
+    pub(crate) fn error_delay(&self, cds: &CanaryDaemonSet) -> Duration {
+        self.memory
+            .next_error_delay(cds, self.requeue.error_base, self.requeue.error_max)
+    }
+
     /// A stored CanaryDaemonSet that does not decode: `stand_in` carries its metadata and status,
     /// `why` the decode error. It gets what any spec the controller cannot act on gets (a failed
     /// status with reason `InvalidSpec`, the `Degraded` condition, one Warning event), and
