@@ -411,7 +411,11 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         hand_edits: 1,
         ..tally(6, 0, 0, 0)
     };
-    assert_eq!(edited.excess(), 0, "a hand edit's revert is a rollout of its own");
+    assert_eq!(
+        edited.excess(),
+        0,
+        "a hand edit's revert is a rollout of its own"
+    );
     let more = world::WriteTally {
         hand_edits: 1,
         ..tally(7, 0, 0, 0)

@@ -441,10 +441,7 @@ fn typed_event(
         }
         Err(undecoded) => {
             let undecoded = *undecoded;
-            let _ = undecodable.send(Notice::Invalid(
-                Box::new(undecoded.stand_in),
-                undecoded.why,
-            ));
+            let _ = undecodable.send(Notice::Invalid(Box::new(undecoded.stand_in), undecoded.why));
             None
         }
     };

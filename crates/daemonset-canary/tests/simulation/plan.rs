@@ -270,7 +270,10 @@ impl Plan {
         };
         if drift_policy == DriftPolicy::Revert && rng.chance(0.4) {
             for _ in 0..rng.between(1, 2) {
-                actions.push((Duration::from_secs(rng.between(1, horizon)), Action::HandEdit));
+                actions.push((
+                    Duration::from_secs(rng.between(1, horizon)),
+                    Action::HandEdit,
+                ));
             }
             actions.sort_by_key(|(at, _)| *at);
         }

@@ -415,7 +415,8 @@ impl Harness<'_> {
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
         let mut spec = manifest(&name, &behavior.annotation());
-        spec["spec"]["strategy"]["driftPolicy"] = serde_json::json!(self.plan.drift_policy.as_str());
+        spec["spec"]["strategy"]["driftPolicy"] =
+            serde_json::json!(self.plan.drift_policy.as_str());
         let store = self.sim.store();
         let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
             Ok(object) if version == 1 => store.create(&object).is_ok(),
