@@ -106,7 +106,7 @@ pub fn decide_create(strategy: &Strategy, name: &str) -> Decision {
     }
 }
 
-fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decision {
+pub(crate) fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decision {
     let message = format!(
         "daemonSet {} has an invalid strategy: {error}",
         observation.name
@@ -381,7 +381,10 @@ fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decisio
 
 /// No progress: the previous pass was in progress, the ready count did not move, and the time
 /// since the phase started or the count last moved is over the deadline.
-fn deadline_exceeded(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
+pub(crate) fn deadline_exceeded(
+    strategy: &Strategy,
+    observation: &Observation,
+) -> Option<Decision> {
     let deadline = strategy.progress_deadline?;
     let previous = observation.previous?;
     let stalled = previous.phase.is_in_progress()
@@ -435,7 +438,7 @@ fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
 }
 
 /// A failed decision whose Warning event is emitted only on the transition into it.
-fn failed(
+pub(crate) fn failed(
     observation: &Observation,
     failure: FailureReason,
     reason: &'static str,
@@ -453,13 +456,13 @@ fn failed(
 
 /// The default strategy keeps a rollout failure until the target changes (row 1 restarts).
 /// A rejected write or an invalid strategy is not sticky: see [`FailureReason::is_sticky`].
-fn sticky_failure(observation: &Observation) -> Option<PreviousPass> {
+pub(crate) fn sticky_failure(observation: &Observation) -> Option<PreviousPass> {
     observation.previous.filter(|previous| {
         previous.phase == Phase::Failed && previous.failure.is_none_or(FailureReason::is_sticky)
     })
 }
 
-fn stay_failed(observation: &Observation, previous: PreviousPass) -> Decision {
+pub(crate) fn stay_failed(observation: &Observation, previous: PreviousPass) -> Decision {
     let failure = previous
         .failure
         .unwrap_or(FailureReason::CanaryCrashLooping);
@@ -473,7 +476,11 @@ fn stay_failed(observation: &Observation, previous: PreviousPass) -> Decision {
     }
 }
 
-fn repeats(previous: Option<&PreviousPass>, phase: Phase, failure: Option<FailureReason>) -> bool {
+pub(crate) fn repeats(
+    previous: Option<&PreviousPass>,
+    phase: Phase,
+    failure: Option<FailureReason>,
+) -> bool {
     previous.is_some_and(|previous| previous.phase == phase && previous.failure == failure)
 }
 
@@ -489,7 +496,7 @@ fn write(
     }
 }
 
-fn completed_event(name: &str) -> Event {
+pub(crate) fn completed_event(name: &str) -> Event {
     normal(
         event_reason::ROLLOUT_COMPLETED,
         format!("daemonSet {name} is ready"),
@@ -507,7 +514,7 @@ fn tls_event(name: &str, edit: TemplateEdit) -> Event {
     )
 }
 
-fn normal(reason: &'static str, message: String) -> Event {
+pub(crate) fn normal(reason: &'static str, message: String) -> Event {
     Event {
         type_: EventType::Normal,
         reason,
@@ -515,7 +522,7 @@ fn normal(reason: &'static str, message: String) -> Event {
     }
 }
 
-fn warning(reason: &'static str, message: String) -> Event {
+pub(crate) fn warning(reason: &'static str, message: String) -> Event {
     Event {
         type_: EventType::Warning,
         reason,

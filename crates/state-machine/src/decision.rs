@@ -95,6 +95,14 @@ pub mod event_reason {
     pub const INVALID_STRATEGY: &str = "InvalidStrategy";
     /// Warning: someone else changed the live DaemonSet's template or update strategy.
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// Normal: a step of the Pods driver began.
+    pub const STEP_STARTED: &str = "StepStarted";
+    /// Normal: a step of the Pods driver is done (its nodes updated and ready, or its pause over).
+    pub const STEP_COMPLETED: &str = "StepCompleted";
+    /// Normal: a promotion ended a pause or skipped a step.
+    pub const PROMOTED: &str = "Promoted";
+    /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, old pod not ready).
+    pub const NODES_DEFERRED: &str = "NodesDeferred";
 }
 
 /// An event to record on the DaemonSet.

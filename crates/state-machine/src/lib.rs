@@ -80,6 +80,7 @@ mod decision;
 mod max_unavailable;
 mod observation;
 mod phase;
+mod pods;
 mod strategy;
 
 pub use decide::{SyncFlags, decide, decide_create, tls_step};
@@ -89,6 +90,10 @@ pub use decision::{
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
+pub use pods::{
+    Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,
+    PodObservation, PodState, Step, StepPlan, StepPosition, decide_pods,
+};
 pub use strategy::{
     Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, ParseCompatibilityError, Strategy,
     StrategyError,

@@ -17,6 +17,9 @@ pub enum Phase {
     Increasing,
     /// Waiting for the remaining pods (or, in the default strategy, for the revert to be observed).
     Waiting,
+    /// Held on purpose: a pause step of the Pods driver (a timed soak, or until promoted).
+    /// Crashes and readiness are still watched; nothing is updated.
+    Paused,
     /// Every pod is updated and ready and the DaemonSet rests at the canary `maxUnavailable`.
     Successful,
     /// The rollout stopped; [`FailureReason`] says why.
@@ -25,11 +28,12 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in rollout order.
-    pub const ALL: [Phase; 6] = [
+    pub const ALL: [Phase; 7] = [
         Phase::Started,
         Phase::Canary,
         Phase::Increasing,
         Phase::Waiting,
+        Phase::Paused,
         Phase::Successful,
         Phase::Failed,
     ];
@@ -41,16 +45,17 @@ impl Phase {
             Phase::Canary => "canary",
             Phase::Increasing => "increasing",
             Phase::Waiting => "waiting",
+            Phase::Paused => "paused",
             Phase::Successful => "successful",
             Phase::Failed => "failed",
         }
     }
 
-    /// True for the phases of a rollout that is still moving (`started` to `waiting`).
+    /// True for the phases of a rollout that has not ended (`started` to `paused`).
     pub const fn is_in_progress(self) -> bool {
         matches!(
             self,
-            Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting
+            Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
         )
     }
 }
@@ -64,7 +69,7 @@ impl fmt::Display for Phase {
 /// A string that is not one of the six phase names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown phase {0:?}: expected one of started, canary, increasing, waiting, successful, failed"
+    "unknown phase {0:?}: expected one of started, canary, increasing, waiting, paused, successful, failed"
 )]
 pub struct ParsePhaseError(pub String);
 
@@ -174,6 +179,7 @@ mod tests {
                 "canary",
                 "increasing",
                 "waiting",
+                "paused",
                 "successful",
                 "failed"
             ]
@@ -207,7 +213,7 @@ mod tests {
     }
 
     #[test]
-    fn only_moving_phases_are_in_progress() {
+    fn only_phases_of_an_unended_rollout_are_in_progress() {
         let moving: Vec<_> = Phase::ALL
             .into_iter()
             .filter(|p| p.is_in_progress())
@@ -218,7 +224,8 @@ mod tests {
                 Phase::Started,
                 Phase::Canary,
                 Phase::Increasing,
-                Phase::Waiting
+                Phase::Waiting,
+                Phase::Paused
             ]
         );
     }

@@ -132,6 +132,23 @@ pub enum StrategyError {
     /// A zero deadline would fail every rollout on its first waiting pass.
     #[error("the progress deadline must be longer than zero")]
     ZeroProgressDeadline,
+    /// More steps than [`MAX_STEPS`](crate::MAX_STEPS).
+    #[error("{0} steps, more than the {max} allowed", max = crate::MAX_STEPS)]
+    TooManySteps(usize),
+    /// A step of the Pods driver is out of bounds.
+    #[error("step {index}: {reason}")]
+    InvalidStep {
+        /// The step's index in `spec.strategy.steps`.
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The Pods driver decides pod by pod, which the reference never does: it cannot be
+    /// combined with the reference's table.
+    #[error(
+        "the Pods driver needs compatibility Fixed; KubeVirt compatibility supports only the MaxUnavailable driver"
+    )]
+    PodsDriverNeedsFixed,
     /// Both values are pod counts and the canary one is the larger: the rollout would narrow
     /// after its canary instead of widening.
     #[error("the canary maxUnavailable {canary} is larger than the fast maxUnavailable {fast}")]

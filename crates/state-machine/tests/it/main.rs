@@ -4,6 +4,7 @@
 mod common;
 mod fixed_scenarios;
 mod fixtures;
+mod pods;
 mod properties;
 mod reference_scenarios;
 mod rollout_model;

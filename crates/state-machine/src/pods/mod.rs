@@ -1,0 +1,558 @@
+//! The Pods driver's decision table: which old-revision pods to delete this pass, and why.
+//!
+//! With the Pods driver the DaemonSet's `updateStrategy` is `OnDelete`: the DaemonSet controller
+//! recreates a deleted pod from the current template, and the controller decides which pods go,
+//! node by node, through a list of [`Step`]s: `{nodes: "1"}` (update until one node runs the new
+//! revision), `{pause: {duration: 10m}}` (a soak), `{pause: {}}` (hold until promoted). The caller
+//! (the adapter) observes the nodes and their pods into a [`PodObservation`], calls
+//! [`decide_pods`], deletes the pods of [`PodDecision::delete`] (each with a UID precondition)
+//! and records [`PodDecision::step`] in the status.
+//!
+//! # Rows, in order
+//!
+//! 1. An invalid strategy or step list: `failed`, `InvalidStrategy`, nothing deleted.
+//! 2. The desired template changed (only when the controller owns the template): write it
+//!    (`OnDelete`, no `maxUnavailable`), `started` at step 0. A drift of the live template is
+//!    answered as in [`decide`](crate::decide): `Revert` writes it back, `Report` holds.
+//! 3. The DaemonSet controller has not caught up with the last template write: hold.
+//! 4. A new target revision (the owner changed the DaemonSet, or our write was observed):
+//!    `started` at step 0, nothing deleted in this pass.
+//! 5. A sticky failure stays failed; nothing is deleted until the revision changes.
+//! 6. A crash-looping updated pod on any node: `failed` (`CanaryCrashLooping`), the node named
+//!    among the failed nodes, nothing deleted.
+//! 7. The steps, from the step the previous pass was in: a promotion skips the current step;
+//!    a pause holds (`paused`) until its duration has passed or it is promoted; a nodes step
+//!    deletes old pods until its target is updated and ready, then the next step begins in the
+//!    same pass. A nodes step that makes no progress within the progress deadline fails.
+//! 8. Every step done: `successful`, with the deferred nodes named. A deferred node that comes
+//!    back is updated then, one at a time, without leaving `successful`.
+//!
+//! # Invariants
+//!
+//! - Never more pods unavailable than the step's budget: `unavailable + deletions <= budget`,
+//!   where `unavailable` counts every desired pod on a counted node that is not ready (missing,
+//!   terminating, starting, crashing), whatever the reason.
+//! - Deferred nodes (NotReady, cordoned, or whose old pod is not ready) are left out of the
+//!   budget, the step targets and the progress; none of their pods is deleted.
+//! - No deletion in a pass that fails, pauses, holds or starts a rollout.
+//! - A nodes step after the first, with a topology key, never disrupts two zones at once.
+//! - The order is stable: canary-selector nodes first in the first nodes step, then by zone
+//!   (when zoned) and name.
+//! - [`decide_pods`] never panics, whatever the input.
+
+mod walk;
+
+use std::time::Duration;
+
+use crate::decide::{failed, invalid_strategy, normal, stay_failed, sticky_failure, warning};
+use crate::decision::{DaemonSetWrite, Decision, Event, WriteKind, event_reason};
+use crate::max_unavailable::MaxUnavailable;
+use crate::observation::{DriftSeen, Observation, PreviousPass};
+use crate::phase::{FailureReason, Phase};
+use crate::strategy::{Compatibility, DriftPolicy, Strategy, StrategyError};
+use walk::{Classes, Walk};
+
+/// The most steps a rollout may have (the CRD's `maxItems`).
+pub const MAX_STEPS: usize = 32;
+
+/// Node names listed in an event or a status list at most; the rest is a count.
+pub const LISTED_NODES: usize = 10;
+
+/// One step of a Pods-driver rollout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Delete old pods until `nodes` nodes run the new revision, updated and ready: a count, or
+    /// a percentage of the counted nodes rounded up (deferred nodes are not counted).
+    Nodes {
+        /// How many nodes run the new revision at the end of the step.
+        nodes: MaxUnavailable,
+        /// Pods unavailable at once during the step. Default: the canary `maxUnavailable` in
+        /// the first nodes step, the fast one after.
+        max_unavailable: Option<MaxUnavailable>,
+    },
+    /// Hold: for `duration`, or until promoted when `None`. Crashes are still watched.
+    Pause {
+        /// How long; `None` holds until promoted.
+        duration: Option<Duration>,
+    },
+}
+
+impl Step {
+    /// Every node, at the step's default budget: the last step of every rollout.
+    pub const ALL_NODES: Step = Step::Nodes {
+        nodes: MaxUnavailable::Percent(100),
+        max_unavailable: None,
+    };
+}
+
+/// The steps of a Pods-driver rollout and how nodes are ordered.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StepPlan {
+    steps: Vec<Step>,
+    /// Nodes steps after the first go zone by zone (a topology key is set).
+    pub zoned: bool,
+}
+
+impl Default for StepPlan {
+    /// The reference's shape: one canary node, then every node at the fast budget.
+    fn default() -> Self {
+        StepPlan::new(vec![
+            Step::Nodes {
+                nodes: MaxUnavailable::ONE,
+                max_unavailable: None,
+            },
+            Step::ALL_NODES,
+        ])
+    }
+}
+
+impl StepPlan {
+    /// The plan of `steps`. Every rollout ends with every node updated: when the last nodes
+    /// step is not `100%`, a `{nodes: 100%}` step is appended. No steps at all is the default.
+    pub fn new(mut steps: Vec<Step>) -> Self {
+        if steps.is_empty() {
+            return StepPlan::default();
+        }
+        let last_nodes = steps.iter().rev().find_map(|step| match step {
+            Step::Nodes { nodes, .. } => Some(*nodes),
+            Step::Pause { .. } => None,
+        });
+        if last_nodes != Some(MaxUnavailable::Percent(100)) {
+            steps.push(Step::ALL_NODES);
+        }
+        StepPlan {
+            steps,
+            zoned: false,
+        }
+    }
+
+    /// The same plan, zone by zone after the first nodes step.
+    #[must_use]
+    pub fn zoned(self, zoned: bool) -> Self {
+        StepPlan { zoned, ..self }
+    }
+
+    /// The steps, the appended last one included.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The number of steps (what the status reports as the step count).
+    pub fn len(&self) -> u32 {
+        u32::try_from(self.steps.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Never true: a plan has at least the all-nodes step.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Checks the steps; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), StrategyError> {
+        if self.steps.len() > MAX_STEPS {
+            return Err(StrategyError::TooManySteps(self.steps.len()));
+        }
+        for (index, step) in self.steps.iter().enumerate() {
+            let invalid = |reason: String| StrategyError::InvalidStep { index, reason };
+            match step {
+                Step::Nodes {
+                    nodes,
+                    max_unavailable,
+                } => {
+                    nodes
+                        .validate()
+                        .map_err(|e| invalid(format!("nodes: {e}")))?;
+                    if let Some(max) = max_unavailable {
+                        max.validate()
+                            .map_err(|e| invalid(format!("maxUnavailable: {e}")))?;
+                    }
+                }
+                Step::Pause {
+                    duration: Some(duration),
+                } if duration.is_zero() => {
+                    return Err(invalid("a pause must last longer than zero".to_owned()));
+                }
+                Step::Pause { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn first_nodes_step(&self) -> Option<usize> {
+        self.steps
+            .iter()
+            .position(|step| matches!(step, Step::Nodes { .. }))
+    }
+}
+
+/// Why a node is left out of the rollout for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Deferral {
+    /// The node is not Ready (or its Ready condition is unknown).
+    NodeNotReady,
+    /// The node is cordoned (`spec.unschedulable`).
+    NodeCordoned,
+    /// The node object is gone (its pod is an orphan the garbage collector will remove).
+    NodeMissing,
+    /// The node is healthy but its old pod is not ready: replacing it would hide a problem
+    /// that is not the new revision's.
+    OldPodNotReady,
+}
+
+impl Deferral {
+    /// A few words for messages, e.g. `"NotReady"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Deferral::NodeNotReady => "NotReady",
+            Deferral::NodeCordoned => "cordoned",
+            Deferral::NodeMissing => "node gone",
+            Deferral::OldPodNotReady => "old pod not ready",
+        }
+    }
+}
+
+/// The health of a node, as the caller read it from the Node object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NodeHealth {
+    /// Ready and schedulable.
+    #[default]
+    Healthy,
+    /// Not Ready, or Ready unknown.
+    NotReady,
+    /// Cordoned.
+    Cordoned,
+    /// No Node object of that name.
+    Missing,
+}
+
+/// The one non-terminating pod of the DaemonSet on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct PodState {
+    /// Pod name.
+    pub name: String,
+    /// Pod UID, the precondition of its deletion.
+    pub uid: String,
+    /// It runs the target revision.
+    pub updated: bool,
+    /// It is ready.
+    pub ready: bool,
+    /// Why it counts as crash-looping (per the crash-loop policy), if it does.
+    pub crash_loop: Option<String>,
+}
+
+/// One node the DaemonSet runs (or is replacing) a pod on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct NodeState {
+    /// Node name.
+    pub name: String,
+    /// The value of the topology key label, when zoned.
+    pub zone: Option<String>,
+    /// The node matches the canary node selector.
+    pub canary: bool,
+    /// Ready and schedulable, or why not.
+    pub health: NodeHealth,
+    /// The node's non-terminating pod of the DaemonSet; `None` while it is being replaced (its
+    /// old pod terminating or just deleted, the new one not created yet).
+    pub pod: Option<PodState>,
+}
+
+/// Where the previous pass left the steps, from status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StepPosition {
+    /// The step index (`steps.len()` when every step is done).
+    pub index: u32,
+    /// Time since that step began.
+    pub elapsed: Duration,
+    /// Nodes deferred by the previous pass (to announce a change once).
+    pub deferred: u32,
+}
+
+/// One pass's view for the Pods driver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct PodObservation {
+    /// The DaemonSet name, for messages.
+    pub name: String,
+    /// The desired template differs from the live one (only when the controller owns it).
+    pub template_changed: bool,
+    /// Someone else changed the live template (only when the controller owns it).
+    pub drift: Option<DriftSeen>,
+    /// The DaemonSet controller has observed the live generation: the current revision is
+    /// the one pods are created from.
+    pub rollout_observed: bool,
+    /// The DaemonSet's current revision is not the one the status records as the target.
+    pub new_revision: bool,
+    /// Live `status.desiredNumberScheduled`.
+    pub desired_pods: u32,
+    /// The nodes with a pod of the DaemonSet, or being replaced.
+    pub nodes: Vec<NodeState>,
+    /// A promotion was asked for and not yet acted on.
+    pub promoted: bool,
+    /// Where the previous pass left the steps; `None` before the first rollout.
+    pub position: Option<StepPosition>,
+    /// The previous pass (phase, failure, progress), from status.
+    pub previous: Option<PreviousPass>,
+}
+
+/// An old pod to delete.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Deletion {
+    /// Pod name.
+    pub pod: String,
+    /// Pod UID (the delete's precondition: a pod recreated under the same name is spared).
+    pub uid: String,
+    /// Its node.
+    pub node: String,
+}
+
+/// The counts a pass saw, for the status and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NodeTally {
+    /// Desired pods (`desiredNumberScheduled`).
+    pub desired: u32,
+    /// Desired pods on nodes that are not deferred: what targets and budgets scale from.
+    pub counted: u32,
+    /// Counted nodes whose pod runs the target revision.
+    pub updated: u32,
+    /// Of those, ready.
+    pub updated_ready: u32,
+    /// Counted nodes still on an old revision.
+    pub old: u32,
+    /// Deferred nodes.
+    pub deferred: u32,
+    /// Counted pods not ready, whatever the reason (missing ones included).
+    pub unavailable: u32,
+    /// Pods allowed unavailable in the current step (0 outside nodes steps).
+    pub budget: u32,
+    /// Nodes the current step wants updated and ready (0 outside nodes steps).
+    pub target: u32,
+}
+
+/// What one pass of the Pods driver decided.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodDecision {
+    /// The phase to report.
+    pub phase: Phase,
+    /// Why, when failed.
+    pub failure: Option<FailureReason>,
+    /// The template write (only the controller's own template, on a change or a revert).
+    pub write: Option<DaemonSetWrite>,
+    /// The step the rollout is in after this pass.
+    pub step: u32,
+    /// The pods to delete, in order.
+    pub delete: Vec<Deletion>,
+    /// Deferred nodes and why, by name.
+    pub deferred: Vec<(String, Deferral)>,
+    /// Nodes whose updated pod crash-loops.
+    pub failed_nodes: Vec<String>,
+    /// The first nodes step completed in this pass: its nodes (the canary nodes).
+    pub canary_nodes: Option<Vec<String>>,
+    /// This pass acted on the pending promotion (the caller records it as consumed).
+    pub promotion_consumed: bool,
+    /// Events to record, in order.
+    pub events: Vec<Event>,
+    /// The error to report (a Degraded condition).
+    pub error: Option<String>,
+    /// Every step is done and nothing is in flight.
+    pub done: bool,
+    /// The live template drifted (see [`Decision::drifted`]).
+    pub drifted: bool,
+    /// Come back after this long at the latest (a timed pause ends).
+    pub wake_after: Option<Duration>,
+    /// The counts this pass saw.
+    pub tally: NodeTally,
+}
+
+impl PodDecision {
+    pub(crate) fn from_decision(decision: Decision, step: u32, tally: NodeTally) -> Self {
+        PodDecision {
+            phase: decision.phase,
+            failure: decision.failure,
+            write: decision.write,
+            step,
+            delete: Vec::new(),
+            deferred: Vec::new(),
+            failed_nodes: Vec::new(),
+            canary_nodes: None,
+            promotion_consumed: false,
+            events: decision.event.into_iter().collect(),
+            error: decision.error,
+            done: decision.done,
+            drifted: decision.drifted,
+            wake_after: None,
+            tally,
+        }
+    }
+
+    /// Maps a rejected template write to a failed decision, as [`Decision::write_failed`].
+    #[must_use]
+    pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> PodDecision {
+        let decision = Decision {
+            phase: self.phase,
+            failure: self.failure,
+            write: self.write,
+            record_generation: false,
+            done: self.done,
+            event: None,
+            error: self.error.clone(),
+            quiet: false,
+            drifted: self.drifted,
+        }
+        .write_failed(strategy, name, api_error);
+        PodDecision::from_decision(decision, self.step, self.tally)
+    }
+}
+
+/// Decides one pass of the Pods driver. Pure: no I/O, no clock. See the module documentation
+/// for the rows.
+pub fn decide_pods(
+    strategy: &Strategy,
+    plan: &StepPlan,
+    observation: &PodObservation,
+) -> PodDecision {
+    let step = observation.position.map_or(0, |p| p.index).min(plan.len());
+    let view = Observation {
+        name: observation.name.clone(),
+        desired_pods: observation.desired_pods,
+        previous: observation.previous,
+        ..Observation::default()
+    };
+    let driver = match strategy.compatibility {
+        Compatibility::KubeVirt => Err(StrategyError::PodsDriverNeedsFixed),
+        Compatibility::Fixed => Ok(()),
+    };
+    let valid = strategy
+        .validate()
+        .and_then(|()| plan.validate())
+        .and(driver);
+    if let Err(error) = valid {
+        return PodDecision::from_decision(
+            invalid_strategy(&error, &view),
+            step,
+            NodeTally::default(),
+        );
+    }
+    if !observation.template_changed
+        && let Some(drift) = &observation.drift
+    {
+        return drifted(strategy, &view, drift, step);
+    }
+    if observation.template_changed {
+        return start(&view, true, false);
+    }
+    if !observation.rollout_observed {
+        let phase = observation
+            .previous
+            .map_or(Phase::Started, |previous| previous.phase);
+        return PodDecision::from_decision(Decision::hold(phase), step, NodeTally::default());
+    }
+    if observation.new_revision {
+        let announced = observation
+            .previous
+            .is_some_and(|p| p.phase == Phase::Started);
+        return start(&view, false, announced);
+    }
+    let classes = Classes::of(observation);
+    if let Some(previous) = sticky_failure(&view) {
+        let mut decision =
+            PodDecision::from_decision(stay_failed(&view, previous), step, classes.tally);
+        decision.failed_nodes = classes.crashing_nodes();
+        decision.deferred = classes.deferred.clone();
+        return decision;
+    }
+    // At rest a crash is no rollout's failure: a caught-up node's pod that crashes holds the
+    // catch-up (see `Walk::finished`) without failing what already succeeded.
+    let at_rest = observation
+        .previous
+        .is_some_and(|p| p.phase == Phase::Successful);
+    if !at_rest && let Some((node, pod, reason)) = classes.first_crash() {
+        let message = format!(
+            "daemonSet {} rollout failed: updated pod {pod} on node {node} is crash-looping ({reason}); no further pod is deleted",
+            observation.name
+        );
+        let mut decision = PodDecision::from_decision(
+            failed(
+                &view,
+                FailureReason::CanaryCrashLooping,
+                event_reason::FAILED_UPDATE,
+                message,
+            ),
+            step,
+            classes.tally,
+        );
+        decision.failed_nodes = classes.crashing_nodes();
+        decision.deferred = classes.deferred.clone();
+        return decision;
+    }
+    Walk {
+        strategy,
+        plan,
+        observation,
+        classes,
+        view,
+    }
+    .run(step)
+}
+
+/// Row 2: the template goes out (when `write`), or a new revision was observed; step 0.
+/// `announced`: the start event went out already (with the write).
+fn start(view: &Observation, write: bool, announced: bool) -> PodDecision {
+    let event = (!announced).then(|| {
+        normal(
+            event_reason::ROLLOUT_STARTED,
+            format!("daemonSet {} started upgrade", view.name),
+        )
+    });
+    let decision = Decision {
+        write: write.then_some(DaemonSetWrite {
+            kind: WriteKind::Start,
+            max_unavailable: None,
+            template_edit: None,
+        }),
+        event,
+        ..Decision::hold(Phase::Started)
+    };
+    PodDecision::from_decision(decision, 0, NodeTally::default())
+}
+
+/// A drift of the controller's own template: `Revert` writes it back (a new rollout),
+/// `Report` holds where the rollout was, nothing deleted.
+fn drifted(strategy: &Strategy, view: &Observation, drift: &DriftSeen, step: u32) -> PodDecision {
+    let name = &view.name;
+    let already = view.previous.is_some_and(|p| p.drifted);
+    let mut decision = match strategy.drift_policy {
+        DriftPolicy::Revert => {
+            let mut decision = start(view, true, true);
+            decision.events = vec![warning(
+                event_reason::DRIFT_DETECTED,
+                format!(
+                    "daemonSet {name} was changed outside the controller ({}); reverting to the desired template, canary first",
+                    drift.what
+                ),
+            )];
+            decision
+        }
+        DriftPolicy::Report => {
+            let held = match view.previous {
+                Some(previous) if previous.phase == Phase::Failed => stay_failed(view, previous),
+                Some(previous) => Decision::hold(previous.phase),
+                None => Decision::hold(Phase::Successful),
+            };
+            let mut decision = PodDecision::from_decision(held, step, NodeTally::default());
+            decision.events = (!already)
+                .then(|| {
+                    warning(
+                        event_reason::DRIFT_DETECTED,
+                        format!(
+                            "daemonSet {name} was changed outside the controller ({}); left as it is (driftPolicy Report), no pod is deleted until the desired state changes",
+                            drift.what
+                        ),
+                    )
+                })
+                .into_iter()
+                .collect();
+            decision
+        }
+    };
+    decision.drifted = true;
+    decision
+}

@@ -1,0 +1,478 @@
+//! Rows 6 to 8 of the Pods driver: the nodes sorted into classes (deferred, old, updated,
+//! unavailable), then the walk through the steps from where the previous pass left them.
+//!
+//! The budget arithmetic lives here: `unavailable` counts every desired pod on a counted node
+//! that is not ready; a nodes step deletes `min(target - on the way, budget - unavailable)`
+//! old pods, so that `unavailable + deletions <= budget` holds after every pass.
+
+use std::time::Duration;
+
+use super::{
+    Deferral, Deletion, LISTED_NODES, NodeHealth, NodeState, NodeTally, PodDecision,
+    PodObservation, Step, StepPlan,
+};
+use crate::decide::{completed_event, deadline_exceeded, normal, warning};
+use crate::decision::{Decision, Event, event_reason};
+use crate::observation::Observation;
+use crate::phase::Phase;
+use crate::strategy::Strategy;
+
+/// The nodes sorted into what the rollout does with them.
+#[derive(Debug, Clone)]
+pub(super) struct Classes<'a> {
+    /// Counted nodes with an old pod (ready: a not-ready old pod defers its node).
+    old: Vec<&'a NodeState>,
+    /// Counted nodes, unavailable (no pod, or a pod not ready), with their zone.
+    disrupted_zones: Vec<&'a str>,
+    pub(super) deferred: Vec<(String, Deferral)>,
+    /// Updated pods that crash-loop: (node, pod, reason), on any node.
+    crashing: Vec<(&'a str, &'a str, &'a str)>,
+    /// Counted nodes with a ready updated pod, by name.
+    updated_ready_nodes: Vec<&'a str>,
+    pub(super) tally: NodeTally,
+}
+
+impl<'a> Classes<'a> {
+    pub(super) fn of(observation: &'a PodObservation) -> Self {
+        let mut classes = Classes {
+            old: Vec::new(),
+            disrupted_zones: Vec::new(),
+            deferred: Vec::new(),
+            crashing: Vec::new(),
+            updated_ready_nodes: Vec::new(),
+            tally: NodeTally {
+                desired: observation.desired_pods,
+                ..NodeTally::default()
+            },
+        };
+        let mut ready_counted: u32 = 0;
+        let mut unavailable_known: u32 = 0;
+        for node in &observation.nodes {
+            if let Some(pod) = &node.pod
+                && pod.updated
+                && let Some(reason) = &pod.crash_loop
+            {
+                classes.crashing.push((&node.name, &pod.name, reason));
+            }
+            if let Some(deferral) = deferral(node) {
+                classes.deferred.push((node.name.clone(), deferral));
+                continue;
+            }
+            match &node.pod {
+                Some(pod) if pod.updated => {
+                    classes.tally.updated += 1;
+                    if pod.ready {
+                        classes.tally.updated_ready += 1;
+                        classes.updated_ready_nodes.push(&node.name);
+                    }
+                }
+                Some(_) => classes.old.push(node),
+                None => {}
+            }
+            if node.pod.as_ref().is_some_and(|pod| pod.ready) {
+                ready_counted += 1;
+            } else {
+                unavailable_known += 1;
+                classes
+                    .disrupted_zones
+                    .push(node.zone.as_deref().unwrap_or_default());
+            }
+        }
+        classes.deferred.sort();
+        classes.updated_ready_nodes.sort_unstable();
+        let deferred = u32::try_from(classes.deferred.len()).unwrap_or(u32::MAX);
+        let counted = observation.desired_pods.saturating_sub(deferred);
+        let unavailable = counted.saturating_sub(ready_counted);
+        classes.tally.deferred = deferred;
+        classes.tally.counted = counted;
+        classes.tally.unavailable = unavailable;
+        classes.tally.old = u32::try_from(classes.old.len()).unwrap_or(u32::MAX);
+        // Missing pods the nodes do not show (a pod not created yet on a node that had none):
+        // their zone is unknown, which the zone rule treats as a disruption of its own.
+        if unavailable > unavailable_known {
+            classes.disrupted_zones.push(UNKNOWN_ZONE);
+        }
+        classes.disrupted_zones.sort_unstable();
+        classes.disrupted_zones.dedup();
+        classes
+    }
+
+    pub(super) fn first_crash(&self) -> Option<(&'a str, &'a str, &'a str)> {
+        self.crashing.iter().min().copied()
+    }
+
+    pub(super) fn crashing_nodes(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = self
+            .crashing
+            .iter()
+            .map(|(node, _, _)| (*node).to_owned())
+            .collect();
+        nodes.sort_unstable();
+        nodes
+    }
+
+    /// Counted nodes that will run the new revision without another deletion.
+    fn on_the_way(&self) -> u32 {
+        self.tally.counted.saturating_sub(self.tally.old)
+    }
+}
+
+/// A zone name no label has: the zone of a missing pod the nodes do not show.
+const UNKNOWN_ZONE: &str = "\u{0}unknown";
+
+fn deferral(node: &NodeState) -> Option<Deferral> {
+    match node.health {
+        NodeHealth::NotReady => Some(Deferral::NodeNotReady),
+        NodeHealth::Cordoned => Some(Deferral::NodeCordoned),
+        NodeHealth::Missing => Some(Deferral::NodeMissing),
+        NodeHealth::Healthy => node
+            .pod
+            .as_ref()
+            .filter(|pod| !pod.updated && !pod.ready)
+            .map(|_| Deferral::OldPodNotReady),
+    }
+}
+
+/// Rows 7 and 8: through the steps from where the previous pass left them.
+pub(super) struct Walk<'a> {
+    pub(super) strategy: &'a Strategy,
+    pub(super) plan: &'a StepPlan,
+    pub(super) observation: &'a PodObservation,
+    pub(super) classes: Classes<'a>,
+    pub(super) view: Observation,
+}
+
+impl Walk<'_> {
+    pub(super) fn run(self, start: u32) -> PodDecision {
+        let name = &self.observation.name;
+        let steps = self.plan.steps();
+        let count = self.plan.len();
+        let mut index = start.min(count);
+        let mut events = Vec::new();
+        let mut canary_nodes = None;
+        let mut promotion_consumed = false;
+        // Time spent in the current step; a step entered in this pass has just begun.
+        let mut elapsed = self
+            .observation
+            .position
+            .map_or(Duration::ZERO, |p| p.elapsed);
+        if self.observation.promoted {
+            promotion_consumed = true;
+            if index < count {
+                events.push(normal(
+                    event_reason::PROMOTED,
+                    format!(
+                        "daemonSet {name}: promoted, step {} of {count} skipped",
+                        index + 1
+                    ),
+                ));
+                index += 1;
+                elapsed = Duration::ZERO;
+                if let Some(event) = self.step_started_event(index) {
+                    events.push(event);
+                }
+            }
+        }
+        if self
+            .observation
+            .previous
+            .is_some_and(|p| p.phase == Phase::Started)
+            && let Some(event) = self.step_started_event(index)
+        {
+            events.push(event);
+        }
+        let first_nodes = self.plan.first_nodes_step();
+        let mut tally = self.classes.tally;
+        loop {
+            let Some(step) = steps.get(index as usize) else {
+                return self.finished(index, events, canary_nodes, promotion_consumed);
+            };
+            match *step {
+                Step::Pause { duration } => {
+                    let remaining = duration.map(|d| d.saturating_sub(elapsed));
+                    if remaining.is_some_and(|r| r.is_zero()) {
+                        events.push(self.step_completed_event(index, None));
+                        index += 1;
+                        elapsed = Duration::ZERO;
+                        if let Some(event) = self.step_started_event(index) {
+                            events.push(event);
+                        }
+                        continue;
+                    }
+                    tally.budget = 0;
+                    tally.target = 0;
+                    let mut decision =
+                        PodDecision::from_decision(Decision::hold(Phase::Paused), index, tally);
+                    decision.wake_after = remaining;
+                    return self.finish(decision, events, canary_nodes, promotion_consumed);
+                }
+                Step::Nodes {
+                    nodes,
+                    max_unavailable,
+                } => {
+                    let first = Some(index as usize) == first_nodes;
+                    let counted = tally.counted;
+                    let target = nodes.scaled(counted).min(counted);
+                    let default_budget = if first {
+                        self.strategy.canary_max_unavailable
+                    } else {
+                        self.strategy.fast_max_unavailable
+                    };
+                    let budget = max_unavailable
+                        .unwrap_or(default_budget)
+                        .scaled(tally.desired)
+                        .max(1);
+                    tally.target = target;
+                    tally.budget = budget;
+                    if tally.updated_ready >= target {
+                        if first {
+                            canary_nodes = Some(
+                                self.classes
+                                    .updated_ready_nodes
+                                    .iter()
+                                    .map(|n| (*n).to_owned())
+                                    .collect(),
+                            );
+                        }
+                        events.push(self.step_completed_event(index, Some(first)));
+                        index += 1;
+                        elapsed = Duration::ZERO;
+                        if let Some(event) = self.step_started_event(index) {
+                            events.push(event);
+                        }
+                        continue;
+                    }
+                    let phase = if first {
+                        Phase::Canary
+                    } else {
+                        Phase::Increasing
+                    };
+                    // The deadline measures a nodes step that was already running: not one
+                    // entered in this pass, and not the time spent paused before it.
+                    let same_step = index == start.min(count)
+                        && self.observation.previous.is_some_and(|p| p.phase == phase);
+                    if same_step
+                        && let Some(failure) = deadline_exceeded(
+                            self.strategy,
+                            &Observation {
+                                updated_ready_pods: tally.updated_ready,
+                                desired_pods: tally.counted,
+                                ..self.view.clone()
+                            },
+                        )
+                    {
+                        let mut decision = PodDecision::from_decision(failure, index, tally);
+                        decision.deferred = self.classes.deferred.clone();
+                        return decision;
+                    }
+                    let need = target.saturating_sub(self.classes.on_the_way());
+                    let room = budget.saturating_sub(tally.unavailable);
+                    let delete = self.choose(need.min(room), first);
+                    let mut decision =
+                        PodDecision::from_decision(Decision::hold(phase), index, tally);
+                    decision.delete = delete;
+                    return self.finish(decision, events, canary_nodes, promotion_consumed);
+                }
+            }
+        }
+    }
+
+    /// Every step done: `successful`; a deferred node that came back is updated at the canary
+    /// budget without leaving `successful`.
+    fn finished(
+        &self,
+        index: u32,
+        mut events: Vec<Event>,
+        canary_nodes: Option<Vec<String>>,
+        promotion_consumed: bool,
+    ) -> PodDecision {
+        let mut tally = self.classes.tally;
+        let budget = self
+            .strategy
+            .canary_max_unavailable
+            .scaled(tally.desired)
+            .max(1);
+        tally.budget = budget;
+        tally.target = tally.counted;
+        let room = budget.saturating_sub(tally.unavailable);
+        let delete = if self.classes.crashing.is_empty() {
+            self.choose(tally.old.min(room), false)
+        } else {
+            Vec::new()
+        };
+        let was_in_progress = self
+            .observation
+            .previous
+            .is_some_and(|p| p.phase.is_in_progress());
+        if was_in_progress {
+            events.push(self.completed_event());
+        }
+        let mut decision =
+            PodDecision::from_decision(Decision::hold(Phase::Successful), index, tally);
+        decision.done = tally.old == 0 && tally.unavailable == 0;
+        decision.delete = delete;
+        self.finish(decision, events, canary_nodes, promotion_consumed)
+    }
+
+    fn finish(
+        &self,
+        mut decision: PodDecision,
+        mut events: Vec<Event>,
+        canary_nodes: Option<Vec<String>>,
+        promotion_consumed: bool,
+    ) -> PodDecision {
+        let previously = self.observation.position.map(|p| p.deferred);
+        if previously.is_some_and(|p| p != decision.tally.deferred) && decision.tally.deferred > 0 {
+            events.insert(
+                0,
+                warning(
+                    event_reason::NODES_DEFERRED,
+                    format!(
+                        "daemonSet {}: {} deferred to the end of the rollout: {}",
+                        self.observation.name,
+                        plural(decision.tally.deferred, "node"),
+                        list(
+                            self.classes
+                                .deferred
+                                .iter()
+                                .map(|(node, why)| format!("{node} ({})", why.as_str()))
+                        )
+                    ),
+                ),
+            );
+        }
+        events.append(&mut decision.events);
+        decision.events = events;
+        decision.deferred = self.classes.deferred.clone();
+        decision.canary_nodes = canary_nodes;
+        decision.promotion_consumed = promotion_consumed;
+        decision
+    }
+
+    /// Up to `count` old pods to delete, in the rollout's order. In a nodes step after the
+    /// first, zoned, only from the one zone already disrupted (none if two are, or the zone
+    /// is unknown), else from the first zone in order.
+    fn choose(&self, count: u32, first: bool) -> Vec<Deletion> {
+        if count == 0 {
+            return Vec::new();
+        }
+        let mut order: Vec<&NodeState> = self.classes.old.clone();
+        let zone = |node: &NodeState| node.zone.clone().unwrap_or_default();
+        if first {
+            order.sort_by(|a, b| (!a.canary, &a.name).cmp(&(!b.canary, &b.name)));
+        } else if self.plan.zoned {
+            order.sort_by(|a, b| (zone(a), &a.name).cmp(&(zone(b), &b.name)));
+            let allowed = match self.classes.disrupted_zones.as_slice() {
+                [] => order.first().map(|node| zone(node)),
+                [only] if *only != UNKNOWN_ZONE => Some((*only).to_owned()),
+                _ => None,
+            };
+            let Some(allowed) = allowed else {
+                return Vec::new();
+            };
+            order.retain(|node| zone(node) == allowed);
+        } else {
+            order.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        order
+            .into_iter()
+            .take(count as usize)
+            .filter_map(|node| {
+                let pod = node.pod.as_ref()?;
+                Some(Deletion {
+                    pod: pod.name.clone(),
+                    uid: pod.uid.clone(),
+                    node: node.name.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn step_started_event(&self, index: u32) -> Option<Event> {
+        let step = self.plan.steps().get(index as usize)?;
+        let name = &self.observation.name;
+        let count = self.plan.len();
+        let what = match *step {
+            Step::Nodes { nodes, .. } => {
+                let target = nodes.scaled(self.classes.tally.counted);
+                let target = target.min(self.classes.tally.counted);
+                format!("nodes {nodes} ({})", plural(target, "node"))
+            }
+            Step::Pause {
+                duration: Some(duration),
+            } => format!("paused for {}s", duration.as_secs()),
+            Step::Pause { duration: None } => "paused until promoted".to_owned(),
+        };
+        Some(normal(
+            event_reason::STEP_STARTED,
+            format!(
+                "daemonSet {name}: step {} of {count} started: {what}",
+                index + 1
+            ),
+        ))
+    }
+
+    /// `first`: `Some` for a nodes step (whether it is the first), `None` for a pause.
+    fn step_completed_event(&self, index: u32, first: Option<bool>) -> Event {
+        let name = &self.observation.name;
+        let count = self.plan.len();
+        let nodes = &self.classes.updated_ready_nodes;
+        let what = match first {
+            None => "pause over".to_owned(),
+            Some(true) => format!("canary on {}", list(nodes.iter())),
+            Some(false) if nodes.len() <= LISTED_NODES => {
+                format!("updated and ready: {}", list(nodes.iter()))
+            }
+            Some(false) => format!(
+                "{} updated and ready",
+                plural(self.classes.tally.updated_ready, "node")
+            ),
+        };
+        normal(
+            event_reason::STEP_COMPLETED,
+            format!(
+                "daemonSet {name}: step {} of {count} completed: {what}",
+                index + 1
+            ),
+        )
+    }
+
+    fn completed_event(&self) -> Event {
+        let deferred = &self.classes.deferred;
+        if deferred.is_empty() {
+            return completed_event(&self.observation.name);
+        }
+        let mut event = completed_event(&self.observation.name);
+        event.message = format!(
+            "{}; {} deferred, updated when they come back: {}",
+            event.message,
+            plural(self.classes.tally.deferred, "node"),
+            list(
+                deferred
+                    .iter()
+                    .map(|(node, why)| format!("{node} ({})", why.as_str()))
+            )
+        );
+        event
+    }
+}
+
+/// `"1 node"`, `"3 nodes"`.
+fn plural(count: u32, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
+/// At most [`LISTED_NODES`] items, comma-separated, then how many more.
+fn list<T: std::fmt::Display>(items: impl ExactSizeIterator<Item = T>) -> String {
+    let total = items.len();
+    let shown: Vec<String> = items.take(LISTED_NODES).map(|i| i.to_string()).collect();
+    let mut text = shown.join(", ");
+    if total > LISTED_NODES {
+        text.push_str(&format!(" and {} more", total - LISTED_NODES));
+    }
+    text
+}

@@ -1,0 +1,667 @@
+//! The Pods driver's table (`decide_pods`), row by row, and its invariants over arbitrary
+//! clusters: the budget is never exceeded, deferred nodes are never touched, nothing is deleted
+//! in a pass that fails, pauses or starts.
+
+use std::time::Duration;
+
+use canary_state_machine::{
+    Compatibility, Deferral, DriftPolicy, DriftSeen, FailureReason, MaxUnavailable, NodeHealth,
+    NodeState, Phase, PodDecision, PodObservation, PodState, PreviousPass, Step, StepPlan,
+    StepPosition, Strategy, StrategyError, WriteKind, decide_pods, event_reason,
+};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as _;
+
+const NAME: &str = "node-agent";
+
+fn node(name: &str, updated: bool, ready: bool) -> NodeState {
+    NodeState {
+        name: name.into(),
+        zone: None,
+        canary: false,
+        health: NodeHealth::Healthy,
+        pod: Some(PodState {
+            name: format!("{NAME}-{name}"),
+            uid: format!("uid-{name}"),
+            updated,
+            ready,
+            crash_loop: None,
+        }),
+    }
+}
+
+/// `old` nodes on the old revision and `new` nodes updated and ready, named `n00`, `n01`, ...
+fn cluster(old: usize, new: usize) -> Vec<NodeState> {
+    (0..old + new)
+        .map(|i| node(&format!("n{i:02}"), i >= old, true))
+        .collect()
+}
+
+fn previous(phase: Phase) -> PreviousPass {
+    PreviousPass {
+        phase,
+        failure: None,
+        updated_ready: 0,
+        since_progress: Duration::from_secs(1),
+        drifted: false,
+    }
+}
+
+/// A rollout in progress at `step`, previous pass in `phase`, over `nodes`.
+fn at(step: u32, phase: Phase, nodes: Vec<NodeState>) -> PodObservation {
+    let desired = u32::try_from(nodes.len()).unwrap();
+    PodObservation {
+        name: NAME.into(),
+        rollout_observed: true,
+        desired_pods: desired,
+        nodes,
+        position: Some(StepPosition {
+            index: step,
+            elapsed: Duration::from_secs(1),
+            deferred: 0,
+        }),
+        previous: Some(previous(phase)),
+        ..PodObservation::default()
+    }
+}
+
+fn deleted_nodes(decision: &PodDecision) -> Vec<&str> {
+    decision.delete.iter().map(|d| d.node.as_str()).collect()
+}
+
+fn reasons(decision: &PodDecision) -> Vec<&str> {
+    decision.events.iter().map(|e| e.reason).collect()
+}
+
+fn pods() -> Strategy {
+    Strategy::default()
+}
+
+#[test]
+fn the_default_plan_is_the_reference_shape_and_every_plan_ends_at_all_nodes() {
+    let one = Step::Nodes {
+        nodes: MaxUnavailable::ONE,
+        max_unavailable: None,
+    };
+    assert_eq!(StepPlan::default().steps(), &[one, Step::ALL_NODES]);
+    assert_eq!(StepPlan::new(vec![]), StepPlan::default());
+    let pause = Step::Pause { duration: None };
+    assert_eq!(
+        StepPlan::new(vec![one, pause]).steps(),
+        &[one, pause, Step::ALL_NODES],
+        "a plan that stops short of every node is completed"
+    );
+    assert_eq!(StepPlan::new(vec![Step::ALL_NODES]).len(), 1);
+}
+
+#[test]
+fn row_1_an_invalid_plan_or_the_reference_table_fails_without_deleting() {
+    let zero_pause = StepPlan::new(vec![Step::Pause {
+        duration: Some(Duration::ZERO),
+    }]);
+    let decision = decide_pods(&pods(), &zero_pause, &at(0, Phase::Canary, cluster(3, 0)));
+    assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
+    assert!(decision.delete.is_empty());
+    assert!(matches!(
+        zero_pause.validate(),
+        Err(StrategyError::InvalidStep { index: 0, .. })
+    ));
+
+    let many = StepPlan::new(vec![Step::Pause { duration: None }; 40]);
+    assert_eq!(many.validate(), Err(StrategyError::TooManySteps(41)));
+
+    let kubevirt = Strategy::kubevirt();
+    let decision = decide_pods(
+        &kubevirt,
+        &StepPlan::default(),
+        &at(0, Phase::Canary, cluster(3, 0)),
+    );
+    assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
+    assert!(
+        decision
+            .error
+            .unwrap()
+            .contains("Pods driver needs compatibility Fixed")
+    );
+    assert!(decision.delete.is_empty());
+}
+
+#[test]
+fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
+    let observation = PodObservation {
+        template_changed: true,
+        ..at(2, Phase::Successful, cluster(3, 0))
+    };
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let write = decision.write.unwrap();
+    assert_eq!(
+        (write.kind, write.max_unavailable),
+        (WriteKind::Start, None)
+    );
+    assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
+    assert!(decision.delete.is_empty());
+    assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
+}
+
+#[test]
+fn row_2_drift_reverts_or_holds_by_policy() {
+    let drifted = PodObservation {
+        drift: Some(DriftSeen {
+            what: "image".into(),
+        }),
+        ..at(1, Phase::Increasing, cluster(3, 1))
+    };
+    let revert = decide_pods(&pods(), &StepPlan::default(), &drifted);
+    assert!(revert.drifted && revert.write.is_some());
+    assert_eq!(reasons(&revert), [event_reason::DRIFT_DETECTED]);
+    let report = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..pods()
+    };
+    let hold = decide_pods(&report, &StepPlan::default(), &drifted);
+    assert!(hold.drifted && hold.write.is_none() && hold.delete.is_empty());
+    assert_eq!(hold.phase, Phase::Increasing);
+}
+
+#[test]
+fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
+    let observation = PodObservation {
+        rollout_observed: false,
+        ..at(0, Phase::Started, cluster(3, 0))
+    };
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert_eq!(decision.phase, Phase::Started);
+    assert!(decision.delete.is_empty());
+}
+
+#[test]
+fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
+    let observation = PodObservation {
+        new_revision: true,
+        ..at(2, Phase::Successful, cluster(3, 0))
+    };
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
+    assert!(decision.delete.is_empty());
+    assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
+    // After our own write the start was announced already.
+    let observed = PodObservation {
+        new_revision: true,
+        ..at(0, Phase::Started, cluster(3, 0))
+    };
+    assert!(
+        decide_pods(&pods(), &StepPlan::default(), &observed)
+            .events
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_canary_goes_to_a_selected_node_one_pod_at_a_time() {
+    let mut nodes = cluster(5, 0);
+    nodes[3].canary = true;
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Started, nodes));
+    assert_eq!(decision.phase, Phase::Canary);
+    assert_eq!(deleted_nodes(&decision), ["n03"]);
+    assert_eq!(decision.delete[0].uid, "uid-n03");
+    assert_eq!(reasons(&decision), [event_reason::STEP_STARTED]);
+    assert_eq!((decision.tally.budget, decision.tally.target), (1, 1));
+
+    // The canary pod is gone and its replacement not ready yet: nothing more.
+    let mut nodes = cluster(5, 0);
+    nodes[3].pod = None;
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    assert!(decision.delete.is_empty());
+    assert_eq!(decision.tally.unavailable, 1);
+}
+
+#[test]
+fn without_a_selector_the_order_is_by_name() {
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(0, Phase::Started, cluster(4, 0)),
+    );
+    assert_eq!(deleted_nodes(&decision), ["n00"]);
+}
+
+#[test]
+fn a_ready_canary_completes_the_step_and_the_next_one_begins_in_the_same_pass() {
+    // 20 nodes, the canary ready: 10% of 20 is 2 pods at a time.
+    let mut nodes = cluster(19, 0);
+    nodes.push(node("n99", true, true));
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 1));
+    assert_eq!(decision.canary_nodes, Some(vec!["n99".to_owned()]));
+    assert_eq!(deleted_nodes(&decision), ["n00", "n01"]);
+    assert_eq!(
+        reasons(&decision),
+        [event_reason::STEP_COMPLETED, event_reason::STEP_STARTED]
+    );
+    assert!(decision.events[0].message.contains("canary on n99"));
+}
+
+#[test]
+fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause {
+            duration: Some(Duration::from_secs(30)),
+        },
+    ]);
+    let mut nodes = cluster(4, 0);
+    nodes.push(node("n99", true, true));
+    let entering = decide_pods(&pods(), &plan, &at(0, Phase::Canary, nodes.clone()));
+    assert_eq!((entering.phase, entering.step), (Phase::Paused, 1));
+    assert!(entering.delete.is_empty());
+    assert_eq!(entering.wake_after, Some(Duration::from_secs(30)));
+
+    let mut during = at(1, Phase::Paused, nodes.clone());
+    during.position = Some(StepPosition {
+        index: 1,
+        elapsed: Duration::from_secs(12),
+        deferred: 0,
+    });
+    let held = decide_pods(&pods(), &plan, &during);
+    assert_eq!(held.phase, Phase::Paused);
+    assert!(held.delete.is_empty());
+    assert_eq!(held.wake_after, Some(Duration::from_secs(18)));
+
+    let mut over = during.clone();
+    over.position = Some(StepPosition {
+        index: 1,
+        elapsed: Duration::from_secs(30),
+        deferred: 0,
+    });
+    let moved = decide_pods(&pods(), &plan, &over);
+    assert_eq!((moved.phase, moved.step), (Phase::Increasing, 2));
+    assert_eq!(deleted_nodes(&moved), ["n00"]);
+}
+
+#[test]
+fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    let mut nodes = cluster(4, 0);
+    nodes.push(node("n99", true, true));
+    let mut paused = at(1, Phase::Paused, nodes);
+    paused.position = Some(StepPosition {
+        index: 1,
+        elapsed: Duration::from_secs(86_400),
+        deferred: 0,
+    });
+    let held = decide_pods(&pods(), &plan, &paused);
+    assert_eq!((held.phase, held.wake_after), (Phase::Paused, None));
+    assert!(!held.promotion_consumed);
+
+    let promoted = PodObservation {
+        promoted: true,
+        ..paused
+    };
+    let decision = decide_pods(&pods(), &plan, &promoted);
+    assert!(decision.promotion_consumed);
+    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 2));
+    assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
+    assert_eq!(deleted_nodes(&decision), ["n00"]);
+}
+
+#[test]
+fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_end() {
+    let mut nodes = cluster(4, 0);
+    nodes[0].health = NodeHealth::NotReady;
+    nodes[0].pod.as_mut().unwrap().ready = false;
+    nodes[1].health = NodeHealth::Cordoned;
+    nodes[2].pod.as_mut().unwrap().ready = false;
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Started, nodes));
+    assert_eq!(
+        decision.deferred,
+        [
+            ("n00".to_owned(), Deferral::NodeNotReady),
+            ("n01".to_owned(), Deferral::NodeCordoned),
+            ("n02".to_owned(), Deferral::OldPodNotReady),
+        ]
+    );
+    // The NotReady node's pod does not take the canary's budget.
+    assert_eq!(deleted_nodes(&decision), ["n03"]);
+    assert_eq!((decision.tally.counted, decision.tally.unavailable), (1, 0));
+
+    // n03 updated: every counted node is done, the rollout succeeds with three deferred.
+    let mut nodes = cluster(3, 1);
+    nodes[0].health = NodeHealth::NotReady;
+    nodes[1].health = NodeHealth::Cordoned;
+    nodes[2].pod.as_mut().unwrap().ready = false;
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(1, Phase::Increasing, nodes),
+    );
+    assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
+    assert!(decision.delete.is_empty());
+    assert_eq!(decision.deferred.len(), 3);
+    let completed = decision.events.last().unwrap();
+    assert_eq!(completed.reason, event_reason::ROLLOUT_COMPLETED);
+    assert!(
+        completed.message.contains("n00 (NotReady)"),
+        "{}",
+        completed.message
+    );
+}
+
+#[test]
+fn a_deferred_node_that_comes_back_is_updated_after_success_one_at_a_time() {
+    let nodes = cluster(2, 3);
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(2, Phase::Successful, nodes),
+    );
+    assert_eq!(decision.phase, Phase::Successful);
+    assert_eq!(deleted_nodes(&decision), ["n00"]);
+    assert!(!decision.done);
+    assert!(decision.events.is_empty(), "no second completion");
+}
+
+#[test]
+fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
+    let mut nodes = cluster(10, 2);
+    nodes[11].pod.as_mut().unwrap().crash_loop = Some("CrashLoopBackOff".into());
+    for phase in [Phase::Canary, Phase::Increasing, Phase::Paused] {
+        let decision = decide_pods(&pods(), &StepPlan::default(), &at(1, phase, nodes.clone()));
+        assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
+        assert!(decision.delete.is_empty());
+        assert_eq!(decision.failed_nodes, ["n11"]);
+        assert!(decision.error.unwrap().contains("on node n11"));
+    }
+    // Sticky: still failed once the pod stops crashing, nothing deleted.
+    let mut failed = previous(Phase::Failed);
+    failed.failure = Some(FailureReason::CanaryCrashLooping);
+    let observation = PodObservation {
+        previous: Some(failed),
+        ..at(1, Phase::Failed, cluster(10, 2))
+    };
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert!(decision.delete.is_empty());
+}
+
+#[test]
+fn a_step_that_stalls_past_the_deadline_fails_but_a_pause_does_not_count() {
+    let mut nodes = cluster(4, 0);
+    nodes.push(node("n99", true, false));
+    let mut stalled = at(0, Phase::Canary, nodes);
+    stalled.previous = Some(PreviousPass {
+        since_progress: Duration::from_secs(601),
+        ..previous(Phase::Canary)
+    });
+    let decision = decide_pods(&pods(), &StepPlan::default(), &stalled);
+    assert_eq!(
+        decision.failure,
+        Some(FailureReason::ProgressDeadlineExceeded)
+    );
+    assert!(decision.delete.is_empty());
+
+    let after_pause = PodObservation {
+        previous: Some(PreviousPass {
+            since_progress: Duration::from_secs(3_600),
+            ..previous(Phase::Paused)
+        }),
+        position: Some(StepPosition {
+            index: 2,
+            elapsed: Duration::ZERO,
+            deferred: 0,
+        }),
+        ..stalled
+    };
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    let decision = decide_pods(&pods(), &plan, &after_pause);
+    assert_eq!(decision.failure, None, "{decision:?}");
+}
+
+fn zoned_cluster() -> Vec<NodeState> {
+    // Three zones of four nodes; the canary (z-a/n00) is done.
+    (0..12)
+        .map(|i| {
+            let mut n = node(&format!("n{i:02}"), i == 0, true);
+            n.zone = Some(["z-a", "z-b", "z-c"][i / 4].to_owned());
+            n
+        })
+        .collect()
+}
+
+fn zoned_plan() -> StepPlan {
+    StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Nodes {
+            nodes: MaxUnavailable::Percent(100),
+            max_unavailable: Some(MaxUnavailable::Percent(100)),
+        },
+    ])
+    .zoned(true)
+}
+
+#[test]
+fn later_steps_go_zone_by_zone_never_two_zones_at_once() {
+    let decision = decide_pods(
+        &pods(),
+        &zoned_plan(),
+        &at(1, Phase::Increasing, zoned_cluster()),
+    );
+    assert_eq!(
+        deleted_nodes(&decision),
+        ["n01", "n02", "n03"],
+        "zone a first"
+    );
+
+    // Zone b is disrupted (a pod not ready): only zone b may lose pods.
+    let mut nodes = zoned_cluster();
+    for n in &mut nodes[1..4] {
+        n.pod.as_mut().unwrap().updated = true;
+    }
+    nodes[5].pod = None;
+    let decision = decide_pods(
+        &pods(),
+        &zoned_plan(),
+        &at(1, Phase::Increasing, nodes.clone()),
+    );
+    assert_eq!(deleted_nodes(&decision), ["n04", "n06", "n07"]);
+
+    // Two zones disrupted: nothing more.
+    nodes[9].pod.as_mut().unwrap().ready = false;
+    nodes[9].pod.as_mut().unwrap().updated = true;
+    let decision = decide_pods(&pods(), &zoned_plan(), &at(1, Phase::Increasing, nodes));
+    assert!(decision.delete.is_empty());
+
+    // A missing pod the nodes do not show: its zone is unknown, so nothing either.
+    let mut observation = at(1, Phase::Increasing, zoned_cluster());
+    observation.desired_pods += 1;
+    let decision = decide_pods(&pods(), &zoned_plan(), &observation);
+    assert!(decision.delete.is_empty());
+}
+
+#[test]
+fn the_first_step_ignores_zones() {
+    let plan = StepPlan::new(vec![Step::Nodes {
+        nodes: MaxUnavailable::Count(3),
+        max_unavailable: Some(MaxUnavailable::Count(3)),
+    }])
+    .zoned(true);
+    let mut nodes = zoned_cluster();
+    nodes[0].pod.as_mut().unwrap().updated = false;
+    for i in [0, 4, 8] {
+        nodes[i].canary = true;
+    }
+    let decision = decide_pods(&pods(), &plan, &at(0, Phase::Canary, nodes));
+    assert_eq!(
+        deleted_nodes(&decision),
+        ["n00", "n04", "n08"],
+        "one per zone"
+    );
+}
+
+#[test]
+fn a_promotion_in_a_nodes_step_skips_it() {
+    let observation = PodObservation {
+        promoted: true,
+        ..at(0, Phase::Canary, cluster(20, 0))
+    };
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert!(decision.promotion_consumed);
+    assert_eq!(decision.step, 1);
+    assert_eq!(decision.delete.len(), 2, "10% of 20 at once");
+}
+
+#[test]
+fn the_step_budget_may_be_set_per_step() {
+    let plan = StepPlan::new(vec![Step::Nodes {
+        nodes: MaxUnavailable::Percent(50),
+        max_unavailable: Some(MaxUnavailable::Count(3)),
+    }]);
+    let decision = decide_pods(&pods(), &plan, &at(0, Phase::Canary, cluster(10, 0)));
+    assert_eq!(decision.delete.len(), 3);
+    assert_eq!(decision.tally.target, 5);
+}
+
+fn arbitrary_node() -> impl proptest::strategy::Strategy<Value = NodeState> {
+    (
+        0u8..40,
+        0u8..4,
+        any::<bool>(),
+        prop_oneof![
+            6 => Just(NodeHealth::Healthy),
+            1 => Just(NodeHealth::NotReady),
+            1 => Just(NodeHealth::Cordoned),
+            1 => Just(NodeHealth::Missing),
+        ],
+        proptest::option::weighted(
+            0.9,
+            (any::<bool>(), any::<bool>(), proptest::bool::weighted(0.05)),
+        ),
+    )
+        .prop_map(|(id, zone, canary, health, pod)| NodeState {
+            name: format!("n{id:02}"),
+            zone: Some(format!("z{zone}")),
+            canary,
+            health,
+            pod: pod.map(|(updated, ready, crash)| PodState {
+                name: format!("p{id:02}"),
+                uid: format!("u{id:02}"),
+                updated,
+                ready,
+                crash_loop: crash.then(|| "CrashLoopBackOff".to_owned()),
+            }),
+        })
+}
+
+fn arbitrary_step() -> impl proptest::strategy::Strategy<Value = Step> {
+    let amount = prop_oneof![
+        (1u32..6).prop_map(MaxUnavailable::Count),
+        (1u32..=100).prop_map(MaxUnavailable::Percent),
+    ];
+    prop_oneof![
+        (amount.clone(), proptest::option::of(amount)).prop_map(|(nodes, max_unavailable)| {
+            Step::Nodes {
+                nodes,
+                max_unavailable,
+            }
+        }),
+        proptest::option::of(1u64..100).prop_map(|d| Step::Pause {
+            duration: d.map(Duration::from_secs)
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn never_over_budget_never_a_deferred_node_never_while_holding(
+        nodes in proptest::collection::vec(arbitrary_node(), 0..30),
+        extra_desired in 0u32..3,
+        steps in proptest::collection::vec(arbitrary_step(), 0..5),
+        zoned in any::<bool>(),
+        index in 0u32..6,
+        elapsed in 0u64..200,
+        phase in proptest::sample::select(Phase::ALL.to_vec()),
+        promoted in any::<bool>(),
+        new_revision in any::<bool>(),
+    ) {
+        // One pod per node name, as a DaemonSet has.
+        let mut nodes = nodes;
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        nodes.dedup_by(|a, b| a.name == b.name);
+        let desired = u32::try_from(nodes.len()).unwrap() + extra_desired;
+        let plan = StepPlan::new(steps).zoned(zoned);
+        let observation = PodObservation {
+            name: NAME.into(),
+            rollout_observed: true,
+            new_revision,
+            desired_pods: desired,
+            promoted,
+            position: Some(StepPosition { index, elapsed: Duration::from_secs(elapsed), deferred: 0 }),
+            previous: Some(previous(phase)),
+            nodes: nodes.clone(),
+            ..PodObservation::default()
+        };
+        let decision = decide_pods(&pods(), &plan, &observation);
+        let tally = decision.tally;
+        let deletions = u32::try_from(decision.delete.len()).unwrap();
+        if deletions > 0 {
+            prop_assert!(tally.unavailable + deletions <= tally.budget, "{tally:?} + {deletions}");
+            prop_assert!(matches!(decision.phase, Phase::Canary | Phase::Increasing | Phase::Successful));
+            prop_assert!(decision.failure.is_none());
+        }
+        for deletion in &decision.delete {
+            let node = nodes.iter().find(|n| n.name == deletion.node).unwrap();
+            prop_assert_eq!(node.health, NodeHealth::Healthy);
+            let pod = node.pod.as_ref().unwrap();
+            prop_assert!(!pod.updated && pod.ready, "only ready old pods go");
+            prop_assert_eq!(&pod.uid, &deletion.uid);
+            prop_assert!(!decision.deferred.iter().any(|(n, _)| n == &deletion.node));
+        }
+        if decision.phase == Phase::Failed || decision.phase == Phase::Paused || decision.phase == Phase::Started {
+            prop_assert!(decision.delete.is_empty());
+        }
+        let mut names: Vec<_> = decision.delete.iter().map(|d| &d.node).collect();
+        names.dedup();
+        prop_assert_eq!(names.len(), decision.delete.len(), "a node at most once");
+        prop_assert!(decision.step <= plan.len());
+        if zoned && decision.step > 0 && deletions > 0 {
+            let zones: std::collections::BTreeSet<_> = decision.delete.iter()
+                .map(|d| nodes.iter().find(|n| n.name == d.node).and_then(|n| n.zone.clone()))
+                .collect();
+            let first_nodes = plan.steps().iter().position(|s| matches!(s, Step::Nodes { .. }));
+            if Some(decision.step as usize) != first_nodes {
+                prop_assert_eq!(zones.len(), 1, "one zone at a time");
+            }
+        }
+    }
+}
+
+#[test]
+fn kubevirt_compatibility_is_refused_not_panicked() {
+    let strategy = Strategy {
+        compatibility: Compatibility::KubeVirt,
+        ..Strategy::kubevirt()
+    };
+    assert_eq!(
+        decide_pods(&strategy, &StepPlan::default(), &PodObservation::default()).phase,
+        Phase::Failed
+    );
+}
