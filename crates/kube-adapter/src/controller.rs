@@ -8,7 +8,7 @@ use std::time::Duration;
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -29,6 +29,8 @@ use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
 use crate::trigger::{WatchBackoff, without_errors};
 use crate::undecodable::Notice;
+use crate::workload::WorkloadWatches;
+use canary_state_machine::Driver;
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +324,40 @@ async fn run_controller(
         health.clone(),
     );
 
+    // Nodes, for the Pods driver: health, zone and canary labels, nothing else (a node's
+    // status carries its image list and more, several KiB each). Not part of readiness: a
+    // controller without node permissions still runs the MaxUnavailable driver.
+    let (node_store, node_writer) = reflector::store::<Node>();
+    let nodes_ready = Arc::new(AtomicBool::new(false));
+    let nodes_listed = nodes_ready.clone();
+    let node_stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .backoff(WatchBackoff::default())
+        .map_ok(|event| event.modify(slim_node))
+        .map_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                nodes_listed.store(true, Ordering::Release);
+            }
+            event
+        })
+        .reflect(node_writer)
+        .touched_objects()
+        // Kubelets report their status every few minutes: only what the driver reads triggers.
+        .predicate_filter(node_fingerprint, PredicateConfig::default());
+    let node_stream = without_errors(
+        node_stream,
+        "nodes",
+        config.observer.clone(),
+        health.clone(),
+    );
+
+    let (workload_tx, workload_triggers) = mpsc::unbounded_channel();
+    let workloads = Arc::new(WorkloadWatches::new(
+        client.clone(),
+        config.observer.clone(),
+        health.clone(),
+        workload_tx,
+    ));
+
     let reporter = Reporter {
         controller: config.field_manager.clone(),
         instance: config.instance.clone(),
@@ -331,6 +367,9 @@ async fn run_controller(
         daemon_sets_ready: listed.flag(Source::DaemonSets),
         pods,
         revisions,
+        nodes: node_store,
+        nodes_ready,
+        workloads: workloads.clone(),
     };
     let ctx = Arc::new(
         Context::new(
@@ -379,6 +418,8 @@ async fn run_controller(
             Some((Ok::<_, watcher::Error>((*cds).clone()), rx))
         })
     });
+    let referrers = cds_store.clone();
+    let pods_driven = cds_store.clone();
     let controller = Controller::for_stream(cds_stream, cds_store);
     let controller = match flushes {
         // Deferred status writes that came due (see `Context::take_status_flushes`).
@@ -390,9 +431,27 @@ async fn run_controller(
     let served = health.clone();
     let controller = controller
         .with_config(controller::Config::default().concurrency(config.concurrency))
-        .owns_stream(ds_stream)
+        .watches_stream(ds_stream, move |ds: DaemonSet| {
+            owner_or_referrers(&ds, &referrers.state())
+        })
         .watches_stream(pod_stream, owner_of_labelled)
         .watches_stream(revision_stream, owner_of_labelled)
+        // A node that changes (NotReady, cordoned, back) matters to Pods-driver rollouts only.
+        .watches_stream(node_stream, move |_node: Node| {
+            pods_driven
+                .state()
+                .into_iter()
+                .filter(|cds| cds.spec.strategy.driver == Driver::Pods)
+                .map(|cds| ObjectRef::from_obj(&*cds))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_on(futures::stream::unfold(
+            workload_triggers,
+            |mut rx| async move {
+                let cds = rx.recv().await?;
+                Some((cds, rx))
+            },
+        ))
         .graceful_shutdown_on(stop_rx.map(|_| ()))
         .run(reconcile, error_policy, ctx)
         .for_each(move |result| {
@@ -420,7 +479,91 @@ async fn run_controller(
     };
     stopper.abort();
     invalid_objects.abort();
+    // The referenced DaemonSets' watches end with the term.
+    drop(workloads);
     wedged
+}
+
+/// The CanaryDaemonSets a DaemonSet event concerns: its controller owner, and every one that
+/// references it through `spec.workloadRef`.
+fn owner_or_referrers(
+    ds: &DaemonSet,
+    all: &[Arc<CanaryDaemonSet>],
+) -> Vec<ObjectRef<CanaryDaemonSet>> {
+    let namespace = ds.namespace();
+    let name = ds.name_any();
+    let owner = ds
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "CanaryDaemonSet")
+        .and_then(|o| {
+            Some(ObjectRef::<CanaryDaemonSet>::new(&o.name).within(namespace.as_deref()?))
+        });
+    let referrers = all.iter().filter(|cds| {
+        cds.namespace() == namespace
+            && cds
+                .spec
+                .workload_ref
+                .as_ref()
+                .is_some_and(|w| w.name == name)
+    });
+    owner
+        .into_iter()
+        .chain(referrers.map(|cds| ObjectRef::from_obj(&**cds)))
+        .collect()
+}
+
+/// A hash of what the Pods driver reads of a (slimmed) node: a change of anything else is
+/// no reason for a pass.
+fn node_fingerprint(node: &Node) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    node.metadata.labels.hash(&mut hasher);
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .hash(&mut hasher);
+    for condition in node
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+    {
+        (&condition.type_, &condition.status).hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+/// A node as the Pods driver reads it: name, labels, `spec.unschedulable` and the `Ready`
+/// condition. Everything else (images, capacity, addresses, managed fields) is dropped before
+/// the cache keeps it.
+fn slim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    if let Some(spec) = node.spec.as_mut() {
+        let unschedulable = spec.unschedulable;
+        *spec = k8s_openapi::api::core::v1::NodeSpec {
+            unschedulable,
+            ..Default::default()
+        };
+    }
+    if let Some(status) = node.status.as_mut() {
+        let ready = status
+            .conditions
+            .take()
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .map(|c| k8s_openapi::api::core::v1::NodeCondition {
+                message: None,
+                last_heartbeat_time: None,
+                ..c
+            })
+            .collect();
+        *status = k8s_openapi::api::core::v1::NodeStatus {
+            conditions: Some(ready),
+            ..Default::default()
+        };
+    }
 }
 
 /// A CanaryDaemonSet watch event, decoded object by object. An object that does not decode is

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use canary_state_machine::{Compatibility, DriftPolicy};
+use canary_state_machine::{Compatibility, DriftPolicy, Driver};
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
@@ -36,6 +36,28 @@ pub const DAEMON_SET_NAME_IMMUTABLE_RULE: &str = "(has(self.spec.daemonSetName) 
 
 /// The object's name becomes the value of the `canary.daemonset.dev/owner` label.
 pub const NAME_IS_A_LABEL_VALUE_RULE: &str = "size(self.metadata.name) <= 63";
+
+/// The annotation that promotes a Pods-driver rollout: a new non-empty value ends the current
+/// pause (or skips the current step) once; the status remembers the value acted on
+/// (`status.promotion`). `kubectl annotate cds NAME canary.daemonset.dev/promote=$(date +%s) --overwrite`.
+pub const PROMOTE_ANNOTATION: &str = "canary.daemonset.dev/promote";
+
+/// A spec has either a template (the controller owns the DaemonSet) or a workload reference
+/// (someone else owns it), never both.
+pub const TEMPLATE_OR_WORKLOAD_RULE: &str = "has(self.spec.template) != has(self.spec.workloadRef)";
+
+/// A referenced DaemonSet is only ever driven pod by pod: its template is not the controller's.
+pub const WORKLOAD_NEEDS_PODS_DRIVER_RULE: &str = "!has(self.spec.workloadRef) || (has(self.spec.strategy) && has(self.spec.strategy.driver) && self.spec.strategy.driver == 'Pods')";
+
+/// The Pods driver is not the reference's: it cannot run with the reference's table.
+pub const PODS_DRIVER_NOT_KUBEVIRT_RULE: &str = "!(has(self.driver) && self.driver == 'Pods' && has(self.compatibility) && self.compatibility == 'KubeVirt')";
+
+/// A step is either `{nodes: ...}` (with an optional `maxUnavailable`) or `{pause: ...}`.
+pub const STEP_IS_NODES_OR_PAUSE_RULE: &str =
+    "has(self.nodes) != has(self.pause) && (!has(self.maxUnavailable) || has(self.nodes))";
+
+/// A duration as `kubectl` users write them: `30s`, `10m`, `1h30m` (hours, minutes, seconds).
+pub const DURATION_RULE: &str = "self.matches('^([0-9]{1,7}(h|m|s))+$')";
 
 /// When both maxUnavailable values are pod counts, the canary one may not be the larger.
 pub const CANARY_NOT_ABOVE_FAST_RULE: &str = "!(self.canaryMaxUnavailable.matches('^[0-9]+$') && self.fastMaxUnavailable.matches('^[0-9]+$')) || int(self.canaryMaxUnavailable) <= int(self.fastMaxUnavailable)";
@@ -74,12 +96,21 @@ pub const CANARY_NOT_ABOVE_FAST_RULE: &str = "!(self.canaryMaxUnavailable.matche
         json_path = ".metadata.creationTimestamp"
     ),
     validation = kube::core::Rule::new(DAEMON_SET_NAME_IMMUTABLE_RULE).message("the DaemonSet's name (spec.daemonSetName, else metadata.name) is immutable: renaming it would create a second DaemonSet beside the first; create a new CanaryDaemonSet instead"),
-    validation = kube::core::Rule::new(NAME_IS_A_LABEL_VALUE_RULE).message("metadata.name must be at most 63 characters: it becomes the value of the canary.daemonset.dev/owner label")
+    validation = kube::core::Rule::new(NAME_IS_A_LABEL_VALUE_RULE).message("metadata.name must be at most 63 characters: it becomes the value of the canary.daemonset.dev/owner label"),
+    validation = kube::core::Rule::new(TEMPLATE_OR_WORKLOAD_RULE).message("set exactly one of spec.template (the controller owns the DaemonSet) and spec.workloadRef (Helm, Argo CD or Flux owns it)"),
+    validation = kube::core::Rule::new(WORKLOAD_NEEDS_PODS_DRIVER_RULE).message("spec.workloadRef needs spec.strategy.driver: Pods (the controller never writes a referenced DaemonSet's template)")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CanaryDaemonSetSpec {
     /// The DaemonSet to own: metadata labels/annotations and an `apps/v1` DaemonSetSpec.
-    pub template: DaemonSetTemplate,
+    /// Exactly one of `template` and `workloadRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<DaemonSetTemplate>,
+    /// A DaemonSet someone else owns (a Helm release, an Argo CD or Flux application), driven
+    /// pod by pod (`strategy.driver: Pods`) without ever writing its template. It must have
+    /// `updateStrategy: OnDelete`. Exactly one of `template` and `workloadRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_ref: Option<WorkloadRef>,
     /// Name of the owned DaemonSet (default: the CanaryDaemonSet's name). A DNS-1123
     /// subdomain; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +133,16 @@ pub struct CanaryDaemonSetSpec {
     /// KubeVirt's TLS migration steps (off by default).
     #[serde(default)]
     pub tls_migration: TlsMigrationSpec,
+}
+
+/// A DaemonSet in the CanaryDaemonSet's namespace, owned by someone else.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRef {
+    /// The DaemonSet's name.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = kube::core::Rule::new(DNS1123_SUBDOMAIN_RULE).message("workloadRef.name must be a DNS-1123 subdomain"))]
+    pub name: String,
 }
 
 /// The DaemonSet template: metadata plus spec.
@@ -201,6 +242,7 @@ impl Default for CrashLoopSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = kube::core::Rule::new(CANARY_NOT_ABOVE_FAST_RULE).message("canaryMaxUnavailable must not be larger than fastMaxUnavailable"))]
+#[x_kube(validation = kube::core::Rule::new(PODS_DRIVER_NOT_KUBEVIRT_RULE).message("driver Pods needs compatibility Fixed: KubeVirt compatibility supports only the MaxUnavailable driver"))]
 pub struct StrategySpec {
     /// `KubeVirt` or `Fixed` (default).
     #[serde(default)]
@@ -227,6 +269,58 @@ pub struct StrategySpec {
     /// `Report` leaves it, with a `Drifted` condition. Ignored in `KubeVirt` compatibility.
     #[serde(default)]
     pub drift_policy: DriftPolicy,
+    /// `MaxUnavailable` (default: the DaemonSet controller replaces pods, steered through
+    /// maxUnavailable, the reference's way) or `Pods` (the DaemonSet is `OnDelete` and the
+    /// controller deletes old pods node by node, through `steps`). `Pods` needs `Fixed`
+    /// compatibility.
+    #[serde(default)]
+    pub driver: Driver,
+    /// Pods driver: the steps (default `[{nodes: "1"}, {nodes: "100%"}]`). A rollout always
+    /// ends with every node updated: a last `{nodes: "100%"}` is added when missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub steps: Vec<StepSpec>,
+    /// Pods driver: the first nodes step takes its nodes from the nodes this selector matches
+    /// first, then from the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_node_selector: Option<LabelSelector>,
+    /// Pods driver: a node label (for example `topology.kubernetes.io/zone`); nodes steps after
+    /// the first go zone by zone, never disrupting two zones at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("topologyKey must be a label key such as topology.kubernetes.io/zone"))]
+    pub topology_key: Option<String>,
+}
+
+/// One step of the Pods driver: `{nodes: "10%"}` (optionally with `maxUnavailable`) or
+/// `{pause: {duration: "10m"}}` / `{pause: {}}` (until promoted).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new(STEP_IS_NODES_OR_PAUSE_RULE).message("a step is either {nodes: ...} (with an optional maxUnavailable) or {pause: ...}"))]
+pub struct StepSpec {
+    /// How many nodes run the new revision at the end of the step: a count (`"1"`) or a
+    /// percentage of the nodes (`"10%"`), deferred nodes left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive node count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
+    pub nodes: Option<String>,
+    /// Pods unavailable at once during this step (default: `canaryMaxUnavailable` in the first
+    /// nodes step, `fastMaxUnavailable` after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
+    pub max_unavailable: Option<String>,
+    /// Hold: for `duration`, or until promoted (the `canary.daemonset.dev/promote` annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseSpec>,
+}
+
+/// A pause step.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseSpec {
+    /// How long (`30s`, `10m`, `1h30m`); unset: until promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 30s, 10m or 1h30m"))]
+    pub duration: Option<String>,
 }
 
 impl Default for StrategySpec {
@@ -238,6 +332,10 @@ impl Default for StrategySpec {
             crash_loop: None,
             progress_deadline_seconds: default_progress_deadline_seconds(),
             drift_policy: DriftPolicy::default(),
+            driver: Driver::default(),
+            steps: Vec::new(),
+            canary_node_selector: None,
+            topology_key: None,
         }
     }
 }
@@ -297,7 +395,11 @@ pub struct CanaryDaemonSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// `Progressing`, `Available` and `Degraded`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
     pub conditions: Vec<Condition>,
     /// The CanaryDaemonSet generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,11 +439,82 @@ pub struct CanaryDaemonSetStatus {
     /// changed by someone else (drift).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_set_template_hash: Option<String>,
+    /// Pods driver: the step the rollout is in, from 0 (`stepCount` once every step is done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step_index: Option<u32>,
+    /// Pods driver: the number of steps (a last `{nodes: 100%}` included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_count: Option<u32>,
+    /// Pods driver: when the current step began (a timed pause ends from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_start_time: Option<Time>,
+    /// Pods driver: the DaemonSet revision (`controller-revision-hash`) the pods move to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_revision: Option<String>,
+    /// Pods driver: the nodes that took the canary (the first nodes step), at most 10.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    pub canary_nodes: Vec<String>,
+    /// Pods driver: nodes left for later (NotReady, cordoned, old pod not ready), at most 10.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    pub deferred_nodes: Vec<NodeNote>,
+    /// Pods driver: how many nodes are deferred.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_node_count: Option<u32>,
+    /// Pods driver: nodes whose updated pod crash-loops, at most 10.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    pub failed_nodes: Vec<String>,
+    /// Pods driver: how many nodes failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_node_count: Option<u32>,
+    /// Pods driver: pods per revision, the target first, at most 5 revisions.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    pub revisions: Vec<RevisionPods>,
+    /// The last `canary.daemonset.dev/promote` value acted on: a promotion counts once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<String>,
+}
+
+/// A node and why it is listed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeNote {
+    /// Node name.
+    pub name: String,
+    /// Why: `NotReady`, `cordoned`, `node gone`, `old pod not ready`.
+    pub reason: String,
+}
+
+/// The pods of one DaemonSet revision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionPods {
+    /// The `controller-revision-hash`.
+    pub revision: String,
+    /// Pods on it (terminating ones left out).
+    pub pods: u32,
+    /// Of those, ready.
+    pub ready: u32,
 }
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 13] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 24] = [
         "phase",
         "reason",
         "message",
@@ -355,6 +528,17 @@ impl CanaryDaemonSetStatus {
         "progressUpdatedReady",
         "lastProgressTime",
         "daemonSetTemplateHash",
+        "currentStepIndex",
+        "stepCount",
+        "stepStartTime",
+        "targetRevision",
+        "canaryNodes",
+        "deferredNodes",
+        "deferredNodeCount",
+        "failedNodes",
+        "failedNodeCount",
+        "revisions",
+        "promotion",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent
@@ -417,10 +601,11 @@ pub fn decode(object: DynamicObject) -> Result<CanaryDaemonSet, Box<Undecoded>> 
 /// empty spec: what the controller knows of an object it cannot decode, or of a deleted one.
 pub fn stand_in(object: &DynamicObject) -> CanaryDaemonSet {
     let spec = CanaryDaemonSetSpec {
-        template: DaemonSetTemplate {
+        template: Some(DaemonSetTemplate {
             metadata: TemplateMetadata::default(),
             spec: DaemonSetSpec::default(),
-        },
+        }),
+        workload_ref: None,
         daemon_set_name: None,
         adopt: false,
         target: TargetSpec::default(),
@@ -443,8 +628,10 @@ impl CanaryDaemonSet {
     /// Name of the DaemonSet this resource owns.
     pub fn daemon_set_name(&self) -> String {
         self.spec
-            .daemon_set_name
-            .clone()
+            .workload_ref
+            .as_ref()
+            .map(|w| w.name.clone())
+            .or_else(|| self.spec.daemon_set_name.clone())
             .or_else(|| self.metadata.name.clone())
             .unwrap_or_default()
     }
@@ -572,6 +759,15 @@ fn strip_descriptions(schema: &mut serde_json::Value) {
             _ => {}
         }
     }
+}
+
+/// A list a merge patch cleared (`null`) reads as empty, as the API server stores it.
+fn null_is_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<Vec<T>>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
 fn default_restart_threshold() -> i32 {

@@ -14,7 +14,7 @@ use kube::Resource;
 use canary_predicates::{
     AnnotationKeys, KUBEVIRT_GENERATION_ANNOTATION, MaxUnavailableWire, Target,
 };
-use canary_state_machine::{Compatibility, MaxUnavailable};
+use canary_state_machine::{Compatibility, Driver, MaxUnavailable};
 
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, DaemonSetTemplate};
@@ -35,9 +35,12 @@ pub fn target_of(cds: &CanaryDaemonSet) -> Result<(AnnotationKeys, Target), Erro
         None => AnnotationKeys::default(),
     };
     let spec = &cds.spec.target;
-    let deployment_id = match &spec.deployment_id {
-        Some(id) => id.clone(),
-        None => template_hash(&cds.spec.template)?,
+    let deployment_id = match (&spec.deployment_id, &cds.spec.template) {
+        (Some(id), _) => id.clone(),
+        (None, Some(template)) => template_hash(template)?,
+        // A referenced DaemonSet: its pods carry no install-strategy annotations, the revision
+        // says which are updated (`UpdatedRule::Revision`).
+        (None, None) => String::new(),
     };
     let target = Target {
         version: spec.version.clone(),
@@ -87,8 +90,10 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "canary.daemonset.dev/template-hash";
 
 /// The desired DaemonSet of `cds`, with `target` injected.
 ///
-/// `updateStrategy` is left as the template has it; the caller sets maxUnavailable with
-/// [`set_max_unavailable`] (create path, or as the state machine's decision says).
+/// `updateStrategy` is left as the template has it, except with the Pods driver (`OnDelete`);
+/// the MaxUnavailable driver sets maxUnavailable with [`set_max_unavailable`] (create path, or
+/// as the state machine's decision says). A spec without a template (a `workloadRef`) has no
+/// desired DaemonSet: [`Error::MissingField`].
 pub fn desired_daemon_set(
     cds: &CanaryDaemonSet,
     keys: &AnnotationKeys,
@@ -107,18 +112,23 @@ pub fn desired_daemon_set(
     let owner = cds
         .controller_owner_ref(&())
         .ok_or(Error::MissingField("metadata.uid"))?;
+    let template = cds
+        .spec
+        .template
+        .as_ref()
+        .ok_or(Error::MissingField("spec.template"))?;
 
-    let mut labels = cds.spec.template.metadata.labels.clone();
+    let mut labels = template.metadata.labels.clone();
     labels.insert(OWNER_LABEL.to_owned(), cds_name.clone());
     let injected = target.annotations(keys);
-    let mut annotations = cds.spec.template.metadata.annotations.clone();
+    let mut annotations = template.metadata.annotations.clone();
     annotations.extend(injected.clone());
     // On the DaemonSet only, not on its pods: a change of it alone must not re-roll them.
     match cds.spec.strategy.compatibility {
         Compatibility::Fixed => {
             annotations.insert(
                 TEMPLATE_HASH_ANNOTATION.to_owned(),
-                template_hash(&cds.spec.template)?,
+                template_hash(template)?,
             );
         }
         // In `KubeVirt` compatibility the CanaryDaemonSet's generation, as virt-operator writes
@@ -132,7 +142,15 @@ pub fn desired_daemon_set(
         }
     }
 
-    let mut spec = cds.spec.template.spec.clone();
+    let mut spec = template.spec.clone();
+    // The Pods driver replaces pods itself: the DaemonSet controller must only recreate the
+    // pods it deletes, never replace one on its own.
+    if cds.spec.strategy.driver == Driver::Pods {
+        spec.update_strategy = Some(DaemonSetUpdateStrategy {
+            type_: Some("OnDelete".to_owned()),
+            rolling_update: None,
+        });
+    }
     let pod_meta = spec
         .template
         .metadata
@@ -216,7 +234,7 @@ mod tests {
         let mut cds = CanaryDaemonSet::new(
             name,
             CanaryDaemonSetSpec {
-                template: DaemonSetTemplate {
+                template: Some(DaemonSetTemplate {
                     metadata: TemplateMetadata {
                         labels: BTreeMap::from([("app".to_owned(), "agent".to_owned())]),
                         annotations: BTreeMap::new(),
@@ -230,7 +248,8 @@ mod tests {
                         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
                     }))
                     .unwrap(),
-                },
+                }),
+                workload_ref: None,
                 daemon_set_name: None,
                 adopt: false,
                 target: TargetSpec {
@@ -266,7 +285,10 @@ mod tests {
             "reg.example"
         );
         let id = &annotations["kubevirt.io/install-strategy-identifier"];
-        assert_eq!(id, &template_hash(&cds.spec.template).unwrap());
+        assert_eq!(
+            id,
+            &template_hash(cds.spec.template.as_ref().unwrap()).unwrap()
+        );
         let owner = &meta.owner_references.as_ref().unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
@@ -288,7 +310,7 @@ mod tests {
         let mut on_pods = annotations.clone();
         assert_eq!(
             on_pods.remove(TEMPLATE_HASH_ANNOTATION),
-            Some(template_hash(&cds.spec.template).unwrap())
+            Some(template_hash(cds.spec.template.as_ref().unwrap()).unwrap())
         );
         assert_eq!(pod_meta.annotations.as_ref().unwrap(), &on_pods);
     }
@@ -364,11 +386,13 @@ mod tests {
         let a = cds("agent");
         let mut b = cds("agent");
         assert_eq!(
-            template_hash(&a.spec.template).unwrap(),
-            template_hash(&b.spec.template).unwrap()
+            template_hash(a.spec.template.as_ref().unwrap()).unwrap(),
+            template_hash(b.spec.template.as_ref().unwrap()).unwrap()
         );
         b.spec
             .template
+            .as_mut()
+            .unwrap()
             .spec
             .template
             .spec
@@ -377,12 +401,15 @@ mod tests {
             .containers[0]
             .image = Some("agent:v2".to_owned());
         assert_ne!(
-            template_hash(&a.spec.template).unwrap(),
-            template_hash(&b.spec.template).unwrap()
+            template_hash(a.spec.template.as_ref().unwrap()).unwrap(),
+            template_hash(b.spec.template.as_ref().unwrap()).unwrap()
         );
         // Known value: a change of serialization or hash function would silently change every
         // deployment id and restart every canary, so pin it.
-        assert_eq!(template_hash(&a.spec.template).unwrap(), "f8fa7f96060f512a");
+        assert_eq!(
+            template_hash(a.spec.template.as_ref().unwrap()).unwrap(),
+            "f8fa7f96060f512a"
+        );
     }
 
     #[test]

@@ -20,7 +20,11 @@
 //!   The status is written once per pass, and only when it changed.
 //! - **A reconcile never scans all pods**: pods and ControllerRevisions are indexed by their
 //!   owning DaemonSet ([`index::OwnerIndex`]), watched with the [`desired::OWNER_LABEL`]
-//!   selector and stored slimmed.
+//!   selector (a referenced DaemonSet's by its own selector, [`workload`]) and stored slimmed.
+//! - **Two drivers**: `MaxUnavailable` steers the DaemonSet controller with at most one
+//!   DaemonSet write per pass; `Pods` keeps the DaemonSet `OnDelete` and deletes the old pods the
+//!   state machine's `decide_pods` chooses, one DELETE per pod with a UID precondition
+//!   (`reconcile` module, `pods`).
 //! - **A spec it cannot act on** (bad maxUnavailable, empty version, missing TLS container, a
 //!   DaemonSet controlled by someone else) sets `Degraded` with reason `InvalidSpec`, emits one
 //!   Warning event and waits for the next spec change: no hot loop, no panic.
@@ -107,12 +111,15 @@ pub mod reconcile;
 pub mod status;
 mod trigger;
 mod undecodable;
+pub mod workload;
 
 pub use controller::{ControllerConfig, LeaderElection, run};
 pub use crd::{CanaryDaemonSet, crd, crd_yaml};
 pub use error::Error;
 pub use health::Health;
-pub use observer::{Observer, Report, Reports, Stats, Transition, Transitions, WriteOutcome};
+pub use observer::{
+    Observer, PodsRecord, Report, Reports, Stats, Transition, Transitions, WriteOutcome,
+};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

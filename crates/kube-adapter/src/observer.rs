@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase, WriteKind};
+use canary_state_machine::{
+    Deferral, FailureReason, LiveMaxUnavailable, NodeTally, Phase, WriteKind,
+};
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
 
@@ -68,6 +70,33 @@ pub struct Transition {
     pub phase_started_at: Timestamp,
     /// When this pass ran.
     pub at: Timestamp,
+    /// What a pass of the Pods driver saw and did; `None` for the MaxUnavailable driver.
+    pub pods: Option<Box<PodsRecord>>,
+}
+
+/// The Pods driver's part of a [`Transition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodsRecord {
+    /// The step the rollout is in after the pass (`step_count` once every step is done).
+    pub step: u32,
+    /// The number of steps.
+    pub step_count: u32,
+    /// The revision the pods move to, once the DaemonSet controller has one.
+    pub target_revision: Option<String>,
+    /// The canary nodes, when the first nodes step completed in this pass.
+    pub canary_nodes: Option<Vec<String>>,
+    /// Deferred nodes, by name.
+    pub deferred: Vec<(String, Deferral)>,
+    /// Nodes whose updated pod crash-loops.
+    pub failed_nodes: Vec<String>,
+    /// `(revision, pods, ready)`, the target first.
+    pub revisions: Vec<(String, u32, u32)>,
+    /// The promotion mark acted on (in this pass or before).
+    pub promotion: Option<String>,
+    /// The counts of the pass.
+    pub tally: NodeTally,
+    /// Pods deleted in this pass.
+    pub deleted: Vec<String>,
 }
 
 /// What became of a DaemonSet write.
@@ -132,6 +161,8 @@ pub enum Report {
         /// What changed.
         what: String,
     },
+    /// The Pods driver deleted an old pod (one DELETE request, accepted).
+    PodDeleted,
     /// A CanaryDaemonSet is gone: everything reported about it may be forgotten.
     Deleted {
         /// Namespace of the CanaryDaemonSet.
@@ -154,6 +185,7 @@ pub struct Stats {
     watch_errors: AtomicU64,
     events: AtomicU64,
     drifts: AtomicU64,
+    pod_deletions: AtomicU64,
     leader: AtomicBool,
 }
 
@@ -227,6 +259,11 @@ impl Stats {
         self.drifts.load(Ordering::Relaxed)
     }
 
+    /// Pods the Pods driver deleted.
+    pub fn pod_deletions(&self) -> u64 {
+        self.pod_deletions.load(Ordering::Relaxed)
+    }
+
     /// Whether this replica currently runs the controller (always true without leader election).
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)
@@ -239,6 +276,7 @@ impl Stats {
         match report {
             Report::Transition(_) | Report::Deleted { .. } => {}
             Report::DriftDetected { .. } => add(&self.drifts),
+            Report::PodDeleted => add(&self.pod_deletions),
             Report::Reconciled { error, .. } => {
                 add(&self.reconciles);
                 if error.is_some() {

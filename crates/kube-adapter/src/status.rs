@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use canary_state_machine::{FailureReason, Phase, PreviousPass};
+use canary_state_machine::{FailureReason, LISTED_NODES, Phase, PreviousPass, StepPosition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::CanaryDaemonSetStatus;
+use crate::crd::{CanaryDaemonSetStatus, NodeNote, RevisionPods};
 use crate::observer::Transition;
 
 /// Condition type: a rollout is in progress.
@@ -67,6 +67,29 @@ pub fn previous_pass(
             .any(|c| c.type_ == DRIFTED && c.status == "True"),
     })
 }
+
+/// Where the previous pass of the Pods driver left the steps: the step, how long ago it began,
+/// and how many nodes were deferred. `None` before the first Pods-driver pass.
+pub fn step_position(
+    status: Option<&CanaryDaemonSetStatus>,
+    now: Timestamp,
+) -> Option<StepPosition> {
+    let status = status?;
+    let index = status.current_step_index?;
+    let elapsed = status
+        .step_start_time
+        .as_ref()
+        .and_then(|t| Duration::try_from(now.duration_since(t.0)).ok())
+        .unwrap_or(Duration::ZERO);
+    Some(StepPosition {
+        index,
+        elapsed,
+        deferred: status.deferred_node_count.unwrap_or(0),
+    })
+}
+
+/// Most revisions listed in the status.
+const LISTED_REVISIONS: usize = 5;
 
 /// The status after a pass, as its [`Transition`] describes it (its `phase_started_at` is not
 /// read: the status decides when the phase started).
@@ -152,7 +175,65 @@ pub fn next_status(
         );
     }
 
+    let pods = pass.pods.as_deref();
+    let step_changed = pods.is_some_and(|p| {
+        prev.current_step_index != Some(p.step) || (phase_changed && pass.to == Phase::Started)
+    });
+    let step_start_time = match (pods, &prev.step_start_time, step_changed) {
+        (None, _, _) => None,
+        (Some(_), Some(start), false) => Some(start.clone()),
+        (Some(_), _, _) => Some(Time(now)),
+    };
+    // The canary nodes belong to one rollout: a new one forgets them until its canary is done.
+    let canary_nodes = match pods {
+        None => Vec::new(),
+        Some(p) => match &p.canary_nodes {
+            Some(nodes) => nodes.iter().take(LISTED_NODES).cloned().collect(),
+            None if pass.to == Phase::Started => Vec::new(),
+            None => prev.canary_nodes.clone(),
+        },
+    };
+    let count = |n: usize| (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX));
+
     CanaryDaemonSetStatus {
+        current_step_index: pods.map(|p| p.step),
+        step_count: pods.map(|p| p.step_count),
+        step_start_time,
+        target_revision: pods.and_then(|p| p.target_revision.clone()),
+        canary_nodes,
+        deferred_nodes: pods
+            .map(|p| {
+                p.deferred
+                    .iter()
+                    .take(LISTED_NODES)
+                    .map(|(name, why)| NodeNote {
+                        name: name.clone(),
+                        reason: why.as_str().to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        deferred_node_count: pods.and_then(|p| count(p.deferred.len())),
+        failed_nodes: pods
+            .map(|p| p.failed_nodes.iter().take(LISTED_NODES).cloned().collect())
+            .unwrap_or_default(),
+        failed_node_count: pods.and_then(|p| count(p.failed_nodes.len())),
+        revisions: pods
+            .map(|p| {
+                p.revisions
+                    .iter()
+                    .take(LISTED_REVISIONS)
+                    .map(|(revision, pods, ready)| RevisionPods {
+                        revision: revision.clone(),
+                        pods: *pods,
+                        ready: *ready,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        promotion: pods
+            .and_then(|p| p.promotion.clone())
+            .or_else(|| prev.promotion.clone()),
         phase: Some(phase.to_owned()),
         reason: pass.failure.map(|failure| failure.as_str().to_owned()),
         message: pass.message.clone(),
@@ -181,6 +262,7 @@ fn progressing(pass: &Transition) -> (bool, &'static str) {
         Phase::Canary => (true, "WaitingForCanary"),
         Phase::Increasing => (true, "RolloutWidened"),
         Phase::Waiting => (true, "WaitingForRollout"),
+        Phase::Paused => (true, "Paused"),
         Phase::Successful => (false, "RolloutComplete"),
         Phase::Failed => (false, "RolloutFailed"),
     }
@@ -247,6 +329,7 @@ mod tests {
             template_hash: None,
             phase_started_at: t(0),
             at: t(0),
+            pods: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! | is the pod updated? | [`UpdatedRule::Annotations`] | [`UpdatedRule::AnnotationsAndRevision`] (`controller-revision-hash`) |
 //! | is the pod ready? | [`pod_is_ready`] | – |
 //! | is the pod crash-looping, and why? | [`CrashLoopPolicy::KubeVirt`] | [`CrashLoopPolicy::Strict`] (the default) |
+//! //! | may the node take a new pod now? | – | [`node_health`] (Ready, not cordoned) |
 //! | does the pod belong to the DaemonSet? | [`OwnerMatch::NameOnly`] | [`OwnerMatch::Uid`] |
 //! | is the strategy at rest? | [`has_default_rollout_strategy`] (Go `IntValue` quirk) | [`MaxUnavailable`] parsed and [`MaxUnavailable::scaled`] as Kubernetes does |
 //! | how many pods go down at once? | [`reference_max_unavailable`] | [`kubernetes_max_unavailable`] (API defaults, rounding up, the controller's fallback to 1) |
@@ -92,6 +93,7 @@ struct ReadmeDoctests;
 mod count;
 mod crash_loop;
 mod max_unavailable;
+mod nodes;
 mod ownership;
 mod pod_facts;
 mod readiness;
@@ -105,6 +107,7 @@ pub use max_unavailable::{
     has_default_rollout_strategy, kubernetes_max_unavailable, live_max_surge, live_max_unavailable,
     max_unavailable_field, reference_max_unavailable,
 };
+pub use nodes::{InvalidSelector, label_selector_matches, node_health, node_label};
 pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
 pub use pod_facts::{ContainerFacts, OwnerFacts, PodFacts, PodSummary};
 pub use readiness::{pod_is_ready, pod_is_terminating};

@@ -81,6 +81,10 @@ pub trait PodFacts {
     fn containers(&self) -> impl Iterator<Item = ContainerFacts<'_>>;
     /// `status.initContainerStatuses`, in order.
     fn init_containers(&self) -> impl Iterator<Item = ContainerFacts<'_>>;
+    /// `spec.nodeName`: the node the pod is bound to.
+    fn node_name(&self) -> Option<&str>;
+    /// `metadata.uid` (`""` when absent).
+    fn uid(&self) -> &str;
 }
 
 impl PodFacts for Pod {
@@ -133,6 +137,14 @@ impl PodFacts for Pod {
             .flat_map(|status| status.init_container_statuses.iter().flatten())
             .map(ContainerFacts::of)
     }
+
+    fn node_name(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
+    }
+
+    fn uid(&self) -> &str {
+        self.metadata.uid.as_deref().unwrap_or_default()
+    }
 }
 
 /// A container status as [`PodSummary`] keeps it.
@@ -173,8 +185,8 @@ impl ContainerSummary {
     }
 }
 
-/// The compact, owned form of a pod: its namespace and name, annotations, revision hash,
-/// controller owner, termination, phase and container statuses, and nothing else.
+/// The compact, owned form of a pod: its namespace, name and UID, annotations, revision hash,
+/// controller owner, node, termination, phase and container statuses, and nothing else.
 ///
 /// ```
 /// use canary_predicates::k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
@@ -196,6 +208,8 @@ impl ContainerSummary {
 pub struct PodSummary {
     namespace: Box<str>,
     name: Box<str>,
+    uid: Box<str>,
+    node_name: Option<Box<str>>,
     annotations: Box<[(Box<str>, Box<str>)]>,
     revision_hash: Option<Box<str>>,
     controller: Option<Box<[Box<str>; 3]>>,
@@ -218,6 +232,8 @@ impl PodSummary {
         PodSummary {
             namespace: pod.metadata.namespace.as_deref().unwrap_or_default().into(),
             name: pod.name().into(),
+            uid: pod.uid().into(),
+            node_name: pod.node_name().map(Box::from),
             annotations,
             revision_hash: pod.revision_hash().map(Box::from),
             controller: pod
@@ -273,6 +289,14 @@ impl PodFacts for PodSummary {
     fn init_containers(&self) -> impl Iterator<Item = ContainerFacts<'_>> {
         self.init_containers.iter().map(ContainerSummary::facts)
     }
+
+    fn node_name(&self) -> Option<&str> {
+        self.node_name.as_deref()
+    }
+
+    fn uid(&self) -> &str {
+        &self.uid
+    }
 }
 
 /// References too, so that `&&Pod` from iterator adaptors can be passed as they are.
@@ -307,5 +331,13 @@ impl<T: PodFacts + ?Sized> PodFacts for &T {
 
     fn init_containers(&self) -> impl Iterator<Item = ContainerFacts<'_>> {
         (**self).init_containers()
+    }
+
+    fn node_name(&self) -> Option<&str> {
+        (**self).node_name()
+    }
+
+    fn uid(&self) -> &str {
+        (**self).uid()
     }
 }

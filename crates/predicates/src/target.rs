@@ -176,6 +176,12 @@ pub enum UpdatedRule {
         /// The DaemonSet's current revision hash.
         revision_hash: String,
     },
+    /// `controller-revision-hash == revision_hash` alone: for a DaemonSet whose template
+    /// belongs to someone else (Helm, Argo CD), which carries no install-strategy annotations.
+    Revision {
+        /// The DaemonSet's current revision hash.
+        revision_hash: String,
+    },
 }
 
 /// Whether `pod` counts as updated under `rule`.
@@ -185,12 +191,13 @@ pub fn pod_is_updated<P: PodFacts + ?Sized>(
     keys: &AnnotationKeys,
     rule: &UpdatedRule,
 ) -> bool {
-    if !pod_is_up_to_date(pod, target, keys) {
-        return false;
-    }
     match rule {
-        UpdatedRule::Annotations => true,
+        UpdatedRule::Annotations => pod_is_up_to_date(pod, target, keys),
         UpdatedRule::AnnotationsAndRevision { revision_hash } => {
+            pod_is_up_to_date(pod, target, keys)
+                && pod_revision_hash(pod) == Some(revision_hash.as_str())
+        }
+        UpdatedRule::Revision { revision_hash } => {
             pod_revision_hash(pod) == Some(revision_hash.as_str())
         }
     }

@@ -95,8 +95,8 @@ pub use pods::{
     PodObservation, PodState, Step, StepPlan, StepPosition, decide_pods,
 };
 pub use strategy::{
-    Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, ParseCompatibilityError, Strategy,
-    StrategyError,
+    Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, ParseCompatibilityError,
+    ParseDriverError, Strategy, StrategyError,
 };
 
 /// The README's examples, compiled and run as doc tests so that they stay true.

@@ -60,6 +60,62 @@ impl FromStr for Compatibility {
     }
 }
 
+/// How the new template reaches the pods.
+///
+/// The one driver switch of the project: the custom resource's `spec.strategy.driver` (with the
+/// `serde` feature) and the demo's `--driver` flag ([`FromStr`]) read this type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
+pub enum Driver {
+    /// The reference's: the DaemonSet controller replaces pods (`RollingUpdate`), the controller
+    /// steers it through `maxUnavailable` (1, then 10%, then back to 1); [`decide`](crate::decide).
+    #[default]
+    MaxUnavailable,
+    /// The DaemonSet is `OnDelete` and the controller deletes old pods node by node, through
+    /// steps; [`decide_pods`](crate::decide_pods).
+    Pods,
+}
+
+impl Driver {
+    /// The stable name (`"MaxUnavailable"`, `"Pods"`), as the custom resource spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Driver::MaxUnavailable => "MaxUnavailable",
+            Driver::Pods => "Pods",
+        }
+    }
+
+    /// Both drivers, the reference's first.
+    pub const ALL: [Driver; 2] = [Driver::MaxUnavailable, Driver::Pods];
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names neither driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown driver {0:?}: expected MaxUnavailable or Pods")]
+pub struct ParseDriverError(pub String);
+
+impl FromStr for Driver {
+    type Err = ParseDriverError;
+
+    /// `MaxUnavailable` or `Pods`, in any letter case, `max-unavailable` too.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.replace('-', "");
+        Driver::ALL
+            .into_iter()
+            .find(|driver| driver.as_str().eq_ignore_ascii_case(&wanted))
+            .ok_or_else(|| ParseDriverError(s.to_owned()))
+    }
+}
+
 /// What the controller does when someone else changes the live DaemonSet's template or update
 /// strategy (drift). Only the default table reads it; KubeVirt mode reverts at the next row 3a or
 /// 4 write, unsupervised, as the reference does (spec quirk 5).
@@ -327,5 +383,19 @@ mod tests {
         assert!(strategy.validate().is_ok());
         assert_eq!(Compatibility::KubeVirt.as_str(), "KubeVirt");
         assert_eq!(Compatibility::default().as_str(), "Fixed");
+    }
+
+    #[test]
+    fn drivers_parse_as_users_type_them() {
+        for (text, driver) in [
+            ("pods", Driver::Pods),
+            ("Pods", Driver::Pods),
+            ("max-unavailable", Driver::MaxUnavailable),
+            ("MaxUnavailable", Driver::MaxUnavailable),
+        ] {
+            assert_eq!(text.parse(), Ok(driver));
+        }
+        assert!("nodes".parse::<Driver>().is_err());
+        assert_eq!(Driver::default(), Driver::MaxUnavailable);
     }
 }

@@ -72,6 +72,7 @@ impl MetricsBridge {
                 });
             }
             Report::Leader(leader) => self.metrics.set_leader(*leader),
+            Report::PodDeleted => self.metrics.pod_deleted(),
             Report::StatusWritten | Report::EventPublished => {}
         }
     }
@@ -102,6 +103,22 @@ impl MetricsBridge {
             updated_ready: transition.updated_ready,
         };
         self.metrics.set_counts(&key, counts, max_unavailable_pods);
+        if let Some(pods) = &transition.pods {
+            let tally = pods.tally;
+            let failed = u32::try_from(pods.failed_nodes.len()).unwrap_or(u32::MAX);
+            self.metrics.set_pods_driver(
+                &transition.namespace,
+                &transition.name,
+                pods.step,
+                [
+                    tally.updated_ready,
+                    tally.old,
+                    tally.unavailable,
+                    tally.deferred,
+                    failed,
+                ],
+            );
+        }
     }
 
     fn enter_phase(
@@ -201,6 +218,7 @@ mod tests {
             template_hash: None,
             phase_started_at: Timestamp::from_second(at).unwrap(),
             at: Timestamp::from_second(at).unwrap(),
+            pods: None,
         }
     }
 

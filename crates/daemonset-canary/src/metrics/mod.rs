@@ -94,8 +94,14 @@ pub struct Metrics {
     reconcile_errors: IntCounterVec,
     watch_errors: IntCounter,
     drifts: IntCounterVec,
+    step: IntGaugeVec,
+    nodes: IntGaugeVec,
+    pod_deletions: IntCounter,
     leader: IntGauge,
 }
+
+/// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands.
+pub const NODE_STATES: [&str; 5] = ["updated", "old", "unavailable", "deferred", "failed"];
 
 const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
 
@@ -187,6 +193,24 @@ impl Metrics {
             ),
             &["namespace", "name"],
         )?;
+        let step = IntGaugeVec::new(
+            Opts::new(
+                "rollout_step",
+                "Pods driver: the step the rollout is in, from 0 (the step count once every step is done).",
+            ),
+            &["namespace", "name"],
+        )?;
+        let nodes = IntGaugeVec::new(
+            Opts::new(
+                "nodes",
+                "Pods driver: nodes by state: updated (and ready), old (still to update), unavailable, deferred (NotReady, cordoned, old pod not ready), failed (crash-looping updated pod).",
+            ),
+            &["namespace", "name", "state"],
+        )?;
+        let pod_deletions = IntCounter::new(
+            "pod_deletions_total",
+            "Pods driver: old pods deleted by the controller (one DELETE request each).",
+        )?;
         let leader = IntGauge::new(
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election), else 0.",
@@ -211,6 +235,9 @@ impl Metrics {
             Box::new(reconcile_errors.clone()),
             Box::new(watch_errors.clone()),
             Box::new(drifts.clone()),
+            Box::new(step.clone()),
+            Box::new(nodes.clone()),
+            Box::new(pod_deletions.clone()),
             Box::new(leader.clone()),
             Box::new(build_info),
         ] {
@@ -230,6 +257,9 @@ impl Metrics {
             reconcile_errors,
             watch_errors,
             drifts,
+            step,
+            nodes,
+            pod_deletions,
             leader,
         })
     }
@@ -338,6 +368,23 @@ impl Metrics {
         self.drifts.with_label_values(&[namespace, name]).inc();
     }
 
+    /// Sets the step and the node counts of a Pods-driver rollout.
+    pub fn set_pods_driver(&self, namespace: &str, name: &str, step: u32, nodes: [u32; 5]) {
+        self.step
+            .with_label_values(&[namespace, name])
+            .set(i64::from(step));
+        for (state, count) in NODE_STATES.iter().zip(nodes) {
+            self.nodes
+                .with_label_values(&[namespace, name, state])
+                .set(i64::from(count));
+        }
+    }
+
+    /// Counts one pod deleted by the Pods driver.
+    pub fn pod_deleted(&self) {
+        self.pod_deletions.inc();
+    }
+
     /// Sets whether this replica leads.
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -347,6 +394,10 @@ impl Metrics {
     pub fn forget(&self, key: &RolloutKey) {
         let [namespace, name, mode] = key.labels();
         let _ = self.drifts.remove_label_values(&[namespace, name]);
+        let _ = self.step.remove_label_values(&[namespace, name]);
+        for state in NODE_STATES {
+            let _ = self.nodes.remove_label_values(&[namespace, name, state]);
+        }
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self
                 .phase

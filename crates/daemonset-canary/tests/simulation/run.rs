@@ -488,7 +488,7 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
     let store = harness.sim.store();
     let desired = store
         .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
-        .and_then(|cds| cds.spec.template.spec.template.spec)
+        .and_then(|cds| cds.spec.template.and_then(|t| t.spec.template.spec))
         .and_then(|pod| pod.containers.first().and_then(|c| c.image.clone()));
     let live = daemon_set_image(store);
     if live.is_some() && live != desired {

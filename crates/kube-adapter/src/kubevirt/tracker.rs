@@ -177,6 +177,7 @@ fn transition(
         drift: None,
         template_hash: None,
         phase_started_at: to.phase_started_at,
+        pods: None,
         at: now,
     }
 }

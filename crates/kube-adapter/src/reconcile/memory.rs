@@ -30,6 +30,11 @@ use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
 /// Without it, every pod event during a watch outage would send a create the server refuses.
 pub(crate) const CREATE_GRACE: Duration = Duration::from_secs(30);
 
+/// How long a node whose pod was deleted counts as being replaced without a new pod: the
+/// DaemonSet controller normally creates it within seconds; one that never comes is left to the
+/// DaemonSet's own desired count.
+pub(crate) const REPLACE_GRACE: Duration = Duration::from_secs(300);
+
 /// The last status this controller computed for an object.
 #[derive(Debug, Clone)]
 struct RememberedStatus {
@@ -57,6 +62,10 @@ struct Remembered {
     flush_due: bool,
     /// The invalid spec last logged: `(generation, message)`.
     invalid_logged: Option<(i64, String)>,
+    /// Pods driver: nodes whose pod this controller deleted, by node name: the deleted pod's
+    /// UID and when. The node has no pod until the DaemonSet controller creates the new one;
+    /// until then it still counts as unavailable in its zone.
+    replacing: HashMap<String, (String, Instant)>,
 }
 
 type Key = ObjectRef<CanaryDaemonSet>;
@@ -234,6 +243,25 @@ impl Memory {
                 r.invalid_logged = Some((generation, message.to_owned()));
             }
             new
+        })
+    }
+
+    /// Notes that the pod `uid` on `node` was deleted: the node is being replaced.
+    pub(crate) fn note_replacing(&self, cds: &CanaryDaemonSet, node: &str, uid: &str) {
+        self.with(cds, |r| {
+            r.replacing
+                .insert(node.to_owned(), (uid.to_owned(), Instant::now()));
+        });
+    }
+
+    /// The nodes still being replaced: not among `with_pods` (nodes that have a live pod again)
+    /// and deleted less than [`REPLACE_GRACE`] ago. The others are forgotten.
+    pub(crate) fn replacing(&self, cds: &CanaryDaemonSet, with_pods: &[&str]) -> Vec<String> {
+        self.with(cds, |r| {
+            r.replacing.retain(|node, (_, at)| {
+                !with_pods.contains(&node.as_str()) && at.elapsed() < REPLACE_GRACE
+            });
+            r.replacing.keys().cloned().collect()
         })
     }
 

@@ -12,6 +12,7 @@
 mod memory;
 pub mod observation;
 mod plan;
+mod pods;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +27,7 @@ use canary_state_machine::{
     decide, decide_create, event_reason,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
@@ -44,9 +45,10 @@ use crate::meta::object_meta_modified;
 use crate::observer::{Observer, Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
 use crate::status::{AVAILABLE, next_status, previous_pass};
+use crate::workload::WorkloadWatches;
 use memory::Memory;
 use observation::{available_pods, observe_daemon_set};
-use plan::{Plan, plan};
+use plan::{DriverPlan, Plan, plan};
 
 /// How long to wait before looking again, by situation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +93,13 @@ pub struct Caches {
     pub pods: OwnerIndex<PodSummary>,
     /// ControllerRevisions by controller-owner UID.
     pub revisions: OwnerIndex<ControllerRevision>,
+    /// Nodes, slimmed to what the Pods driver reads (labels, `unschedulable`, `Ready`).
+    pub nodes: Store<Node>,
+    /// Whether the node cache has completed its first list (only the Pods driver waits for it:
+    /// a controller without node permissions still runs the MaxUnavailable driver).
+    pub nodes_ready: Arc<AtomicBool>,
+    /// The watches of DaemonSets someone else owns (`spec.workloadRef`).
+    pub workloads: Arc<WorkloadWatches>,
 }
 
 impl Caches {
@@ -166,6 +175,7 @@ impl Context {
     /// its metric series go too.
     pub fn forget(&self, cds: &CanaryDaemonSet) {
         self.memory.forget(&ObjectRef::from_obj(cds));
+        self.caches.workloads.release(&ObjectRef::from_obj(cds));
         self.observer.report(Report::Deleted {
             namespace: cds.namespace().unwrap_or_default(),
             name: cds.name_any(),
@@ -291,8 +301,24 @@ impl<'a> Pass<'a> {
             drift: None,
             template_hash: None,
             phase_started_at: self.now,
+            pods: None,
             at: self.now,
         }
+    }
+
+    /// [`Pass::record`] before anything is decided.
+    fn blank_record(&self) -> Transition {
+        self.record(&Decision {
+            phase: Phase::Started,
+            failure: None,
+            write: None,
+            record_generation: false,
+            done: false,
+            event: None,
+            error: None,
+            quiet: false,
+            drifted: false,
+        })
     }
 
     async fn run(&self) -> Result<Action, Error> {
@@ -301,7 +327,16 @@ impl<'a> Pass<'a> {
             Ok(plan) => plan,
             Err(message) => return self.invalid_spec(message).await,
         };
-        let mut desired = desired_daemon_set(self.cds, &plan.keys, &plan.target)?;
+        if let DriverPlan::Pods(pods) = &plan.driver
+            && let Some(workload) = &pods.workload
+        {
+            return self.run_workload(&plan, pods, workload).await;
+        }
+        self.ctx
+            .caches
+            .workloads
+            .release(&ObjectRef::from_obj(self.cds));
+        let desired = desired_daemon_set(self.cds, &plan.keys, &plan.target)?;
         let Some(live) = self.ctx.caches.daemon_sets.get(&self.ds_ref()) else {
             if self.ctx.memory.create_in_flight(self.cds, &self.ds_name) {
                 // Ours, or known to exist: the watch has not delivered it yet.
@@ -337,6 +372,25 @@ impl<'a> Pass<'a> {
             // Our own last write is not in the cache yet: deciding now would redo it.
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
+        match &plan.driver {
+            DriverPlan::Pods(pods) => {
+                let revisions = self.ctx.caches.revisions.clone();
+                let pod_index = self.ctx.caches.pods.clone();
+                self.run_pods(&plan, pods, &live, Some(desired), &pod_index, &revisions)
+                    .await
+            }
+            DriverPlan::MaxUnavailable => self.run_max_unavailable(&plan, &live, desired).await,
+        }
+    }
+
+    /// The MaxUnavailable driver's pass over the live DaemonSet: observe, decide, write.
+    async fn run_max_unavailable(
+        &self,
+        plan: &Plan,
+        live: &DaemonSet,
+        mut desired: DaemonSet,
+    ) -> Result<Action, Error> {
+        let live = live.clone();
         let tls = match &plan.tls {
             Some(cfg) => match tls_facts(&live, &mut desired, cfg) {
                 Ok(facts) => Some(facts),
@@ -344,7 +398,7 @@ impl<'a> Pass<'a> {
             },
             None => None,
         };
-        let counts = self.count_pods(&plan, &live);
+        let counts = self.count_pods(plan, &live);
         let status = self.status.as_ref();
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let live_hash = live_template_hash(&live)?;
@@ -434,7 +488,11 @@ impl<'a> Pass<'a> {
         {
             return self.invalid_spec(format!("TLS migration: {e}")).await;
         }
-        let max = decision.write.and_then(|w| w.max_unavailable);
+        let max = match plan.driver {
+            // `desired` is OnDelete already: the Pods driver never sets a maxUnavailable.
+            DriverPlan::Pods(_) => None,
+            DriverPlan::MaxUnavailable => decision.write.and_then(|w| w.max_unavailable),
+        };
         if let Some(max) = max {
             set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
         }
@@ -896,10 +954,11 @@ mod tests {
     #[test]
     fn the_controller_of_a_daemon_set_is_told_by_uid() {
         let spec = CanaryDaemonSetSpec {
-            template: DaemonSetTemplate {
+            template: Some(DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
-            },
+            }),
+            workload_ref: None,
             daemon_set_name: None,
             adopt: false,
             target: TargetSpec {

@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
-use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target};
-use canary_state_machine::{Compatibility, MaxUnavailable, Strategy};
+use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
+use canary_state_machine::{Compatibility, Driver, MaxUnavailable, Step, StepPlan, Strategy};
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName};
+use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, StepSpec};
 use crate::desired::target_of;
 
 /// The settings derived from a spec.
@@ -26,6 +27,30 @@ pub(crate) struct Plan {
     pub(crate) crash_loop: CrashLoopPolicy,
     /// The TLS migration, when enabled.
     pub(crate) tls: Option<TlsConfig>,
+    /// Which driver moves the pods, and its settings.
+    pub(crate) driver: DriverPlan,
+}
+
+/// The driver and, for the Pods driver, its steps and node choice.
+#[derive(Debug)]
+pub(crate) enum DriverPlan {
+    /// The reference's: `maxUnavailable` steers the DaemonSet controller.
+    MaxUnavailable,
+    /// Old pods deleted node by node.
+    Pods(PodsPlan),
+}
+
+/// The Pods driver's settings.
+#[derive(Debug)]
+pub(crate) struct PodsPlan {
+    /// The steps (a last all-nodes step included), zoned when a topology key is set.
+    pub(crate) steps: StepPlan,
+    /// Nodes the first nodes step prefers.
+    pub(crate) canary_selector: Option<LabelSelector>,
+    /// The node label that names zones.
+    pub(crate) topology_key: Option<String>,
+    /// The referenced DaemonSet, when someone else owns it (`spec.workloadRef`).
+    pub(crate) workload: Option<String>,
 }
 
 /// The plan of `cds`, or why its spec cannot be acted on.
@@ -111,6 +136,12 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             },
         }
     });
+    let driver = driver_plan(cds)?;
+    if matches!(driver, DriverPlan::Pods(_)) && tls.is_some() {
+        return Err(
+            "spec.tlsMigration is KubeVirt's and runs with the MaxUnavailable driver only; disable it or use driver MaxUnavailable".to_owned(),
+        );
+    }
     let (keys, target) = target_of(cds).map_err(|e| e.to_string())?;
     Ok(Plan {
         strategy,
@@ -118,7 +149,143 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         target,
         crash_loop,
         tls,
+        driver,
     })
+}
+
+/// The driver of `cds` and its settings, checked as the CRD's rules do.
+fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
+    let spec = &cds.spec;
+    let strategy = &spec.strategy;
+    match (&spec.template, &spec.workload_ref) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err("set exactly one of spec.template (the controller owns the DaemonSet) and spec.workloadRef (Helm, Argo CD or Flux owns it)".to_owned());
+        }
+        (None, Some(_)) if strategy.driver != Driver::Pods => {
+            return Err("spec.workloadRef needs spec.strategy.driver: Pods (the controller never writes a referenced DaemonSet's template)".to_owned());
+        }
+        (None, Some(_)) if spec.adopt => {
+            return Err("spec.adopt takes over a DaemonSet's template; with spec.workloadRef the template stays its owner's: remove spec.adopt".to_owned());
+        }
+        _ => {}
+    }
+    if strategy.driver == Driver::MaxUnavailable {
+        let pods_only = [
+            (!strategy.steps.is_empty(), "steps"),
+            (
+                strategy.canary_node_selector.is_some(),
+                "canaryNodeSelector",
+            ),
+            (strategy.topology_key.is_some(), "topologyKey"),
+        ];
+        if let Some((_, field)) = pods_only.iter().find(|(set, _)| *set) {
+            return Err(format!(
+                "spec.strategy.{field} is a setting of the Pods driver; set spec.strategy.driver: Pods"
+            ));
+        }
+        return Ok(DriverPlan::MaxUnavailable);
+    }
+    if strategy.compatibility == Compatibility::KubeVirt {
+        return Err("spec.strategy.driver Pods needs compatibility Fixed: KubeVirt compatibility supports only the MaxUnavailable driver".to_owned());
+    }
+    let steps = strategy
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| parse_step(index, step))
+        .collect::<Result<Vec<_>, _>>()?;
+    let steps = StepPlan::new(steps).zoned(strategy.topology_key.is_some());
+    steps
+        .validate()
+        .map_err(|e| format!("spec.strategy.steps: {e}"))?;
+    if let Some(selector) = &strategy.canary_node_selector {
+        label_selector_matches(selector, &std::collections::BTreeMap::new())
+            .map_err(|e| format!("spec.strategy.canaryNodeSelector: {e}"))?;
+    }
+    if let Some(key) = &strategy.topology_key
+        && !is_qualified_name(key)
+    {
+        return Err(format!(
+            "spec.strategy.topologyKey {key:?} is not a label key such as topology.kubernetes.io/zone"
+        ));
+    }
+    Ok(DriverPlan::Pods(PodsPlan {
+        steps,
+        canary_selector: strategy.canary_node_selector.clone(),
+        topology_key: strategy.topology_key.clone(),
+        workload: spec.workload_ref.as_ref().map(|w| w.name.clone()),
+    }))
+}
+
+fn parse_step(index: usize, step: &StepSpec) -> Result<Step, String> {
+    let field = |name: &str| format!("spec.strategy.steps[{index}].{name}");
+    let amount = |name: &str, value: &str| {
+        value.parse::<MaxUnavailable>().map_err(|_| {
+            format!(
+                "{} {value:?}: a positive count such as \"1\" or a percentage from \"1%\" to \"100%\"",
+                field(name)
+            )
+        })
+    };
+    match (&step.nodes, &step.pause) {
+        (Some(nodes), None) => Ok(Step::Nodes {
+            nodes: amount("nodes", nodes)?,
+            max_unavailable: step
+                .max_unavailable
+                .as_deref()
+                .map(|max| amount("maxUnavailable", max))
+                .transpose()?,
+        }),
+        (None, Some(pause)) if step.max_unavailable.is_none() => Ok(Step::Pause {
+            duration: pause
+                .duration
+                .as_deref()
+                .map(|text| {
+                    parse_duration(text).map_err(|e| format!("{}: {e}", field("pause.duration")))
+                })
+                .transpose()?,
+        }),
+        _ => Err(format!(
+            "spec.strategy.steps[{index}]: a step is either {{nodes: ...}} (with an optional maxUnavailable) or {{pause: ...}}"
+        )),
+    }
+}
+
+/// The longest pause: 30 days, like the progress deadline.
+const MAX_PAUSE: Duration = Duration::from_secs(2_592_000);
+
+/// `30s`, `10m`, `1h30m`: hours, minutes and seconds, as the CRD's rule allows; more than zero,
+/// at most 30 days.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let malformed = || format!("{text:?} is not a duration such as 30s, 10m or 1h30m");
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(malformed()),
+        };
+        let value: u64 = digits.parse().map_err(|_| malformed())?;
+        digits.clear();
+        total = value
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(malformed)?;
+    }
+    if !digits.is_empty() || text.is_empty() {
+        return Err(malformed());
+    }
+    let duration = Duration::from_secs(total);
+    if duration.is_zero() || duration > MAX_PAUSE {
+        return Err(format!("{text:?} must be more than 0s and at most 720h"));
+    }
+    Ok(duration)
 }
 
 /// The CRD's bound on `restartThreshold`.
@@ -204,10 +371,11 @@ mod tests {
 
     fn cds() -> CanaryDaemonSet {
         let spec = CanaryDaemonSetSpec {
-            template: DaemonSetTemplate {
+            template: Some(DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
-            },
+            }),
+            workload_ref: None,
             daemon_set_name: None,
             adopt: false,
             target: TargetSpec {
@@ -325,6 +493,89 @@ mod tests {
         let tls = plan.tls.unwrap();
         assert_eq!(tls.insert, InsertMode::Reference);
         assert_eq!(tls.container, ContainerSelector::Name("handler".into()));
+    }
+
+    #[test]
+    fn the_pods_driver_plans_its_steps_and_refuses_what_it_cannot_do() {
+        let mut cds = cds();
+        cds.spec.strategy.driver = Driver::Pods;
+        cds.spec.strategy.topology_key = Some("topology.kubernetes.io/zone".into());
+        cds.spec.strategy.steps = vec![
+            StepSpec {
+                nodes: Some("1".into()),
+                ..StepSpec::default()
+            },
+            StepSpec {
+                pause: Some(crate::crd::PauseSpec {
+                    duration: Some("1h30m".into()),
+                }),
+                ..StepSpec::default()
+            },
+        ];
+        let DriverPlan::Pods(pods) = plan(&cds).unwrap().driver else {
+            panic!("not the Pods driver");
+        };
+        assert!(pods.steps.zoned);
+        assert_eq!(
+            pods.steps.steps()[1],
+            Step::Pause {
+                duration: Some(Duration::from_secs(5400))
+            }
+        );
+        assert_eq!(pods.steps.len(), 3, "the all-nodes step is appended");
+
+        let mut kubevirt = cds.clone();
+        kubevirt.spec.strategy.compatibility = Compatibility::KubeVirt;
+        assert!(
+            plan(&kubevirt)
+                .unwrap_err()
+                .contains("needs compatibility Fixed")
+        );
+        let mut tls = cds.clone();
+        tls.spec.tls_migration.enabled = true;
+        assert!(plan(&tls).unwrap_err().contains("tlsMigration"));
+        let mut both = cds.clone();
+        both.spec.strategy.steps[0].pause = Some(Default::default());
+        assert!(plan(&both).unwrap_err().contains("either"));
+        let mut workload = cds.clone();
+        workload.spec.workload_ref = Some(crate::crd::WorkloadRef {
+            name: "cilium".into(),
+        });
+        assert!(plan(&workload).unwrap_err().contains("exactly one"));
+        workload.spec.template = None;
+        assert!(plan(&workload).is_ok());
+        workload.spec.strategy.driver = Driver::MaxUnavailable;
+        assert!(
+            plan(&workload)
+                .unwrap_err()
+                .contains("needs spec.strategy.driver: Pods")
+        );
+        let mut stray = self::cds();
+        stray.spec.strategy.topology_key = Some("zone".into());
+        assert!(
+            plan(&stray)
+                .unwrap_err()
+                .contains("setting of the Pods driver")
+        );
+    }
+
+    #[test]
+    fn durations_read_as_kubectl_users_write_them() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h1m1s"), Ok(Duration::from_secs(3661)));
+        for bad in [
+            "",
+            "10",
+            "m",
+            "1d",
+            "0s",
+            "-1s",
+            "721h",
+            "99999999999999999999s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

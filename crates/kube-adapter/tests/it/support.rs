@@ -30,7 +30,7 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
         annotations.insert("sim.canary.daemonset.dev/behavior".into(), json!(b));
     }
     CanaryDaemonSetSpec {
-        template: DaemonSetTemplate {
+        template: Some(DaemonSetTemplate {
             metadata: Default::default(),
             spec: serde_json::from_value(json!({
                 "selector": {"matchLabels": {"app": "agent"}},
@@ -41,7 +41,8 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
             }))
             .unwrap(),
-        },
+        }),
+        workload_ref: None,
         daemon_set_name: None,
         adopt: false,
         target: TargetSpec {

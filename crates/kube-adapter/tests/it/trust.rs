@@ -215,7 +215,7 @@ async fn an_unowned_daemon_set_is_adopted_only_when_asked() {
             name: Some("agent".into()),
             ..Default::default()
         },
-        spec: Some(spec("v0", None).template.spec),
+        spec: spec("v0", None).template.map(|t| t.spec),
         status: None,
     };
     existing.metadata.namespace = Some(NS.into());

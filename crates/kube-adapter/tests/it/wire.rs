@@ -16,6 +16,7 @@ use canary_kube_adapter::desired::{
 use canary_kube_adapter::index::OwnerIndex;
 use canary_kube_adapter::observer::Observer;
 use canary_kube_adapter::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
+use canary_kube_adapter::workload::WorkloadWatches;
 use canary_state_machine::{MaxUnavailable, WriteKind};
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
@@ -34,7 +35,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
     let mut cds = CanaryDaemonSet::new(
         "agent",
         CanaryDaemonSetSpec {
-            template: DaemonSetTemplate {
+            template: Some(DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({
                     "selector": {"matchLabels": {"app": "agent"}},
@@ -44,7 +45,8 @@ fn cds(version: &str) -> CanaryDaemonSet {
                     }
                 }))
                 .unwrap(),
-            },
+            }),
+            workload_ref: None,
             daemon_set_name: None,
             adopt: false,
             target: TargetSpec {
@@ -111,6 +113,14 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
         daemon_sets_ready: Arc::new(AtomicBool::new(true)),
         pods,
         revisions,
+        nodes: reflector::store::<k8s_openapi::api::core::v1::Node>().0,
+        nodes_ready: Arc::new(AtomicBool::new(true)),
+        workloads: Arc::new(WorkloadWatches::new(
+            client.clone(),
+            observer.clone(),
+            canary_kube_adapter::Health::default(),
+            tokio::sync::mpsc::unbounded_channel().0,
+        )),
     };
     Arc::new(Context::new(
         client,

@@ -16,7 +16,8 @@
 //!    answered as in [`decide`](crate::decide): `Revert` writes it back, `Report` holds.
 //! 3. The DaemonSet controller has not caught up with the last template write: hold.
 //! 4. A new target revision (the owner changed the DaemonSet, or our write was observed):
-//!    `started` at step 0, nothing deleted in this pass.
+//!    `started` at step 0, nothing deleted in this pass. When no pod runs an older revision
+//!    (a first install) the steps are skipped: the rollout only waits for the pods.
 //! 5. A sticky failure stays failed; nothing is deleted until the revision changes.
 //! 6. A crash-looping updated pod on any node: `failed` (`CanaryCrashLooping`), the node named
 //!    among the failed nodes, nothing deleted.
@@ -24,7 +25,8 @@
 //!    a pause holds (`paused`) until its duration has passed or it is promoted; a nodes step
 //!    deletes old pods until its target is updated and ready, then the next step begins in the
 //!    same pass. A nodes step that makes no progress within the progress deadline fails.
-//! 8. Every step done: `successful`, with the deferred nodes named. A deferred node that comes
+//! 8. Every step done: `waiting` until every counted pod is ready (the progress deadline
+//!    applies), then `successful`, with the deferred nodes named. A deferred node that comes
 //!    back is updated then, one at a time, without leaving `successful`.
 //!
 //! # Invariants
@@ -449,7 +451,18 @@ pub fn decide_pods(
         let announced = observation
             .previous
             .is_some_and(|p| p.phase == Phase::Started);
-        return start(&view, false, announced);
+        let mut started = start(&view, false, announced);
+        // Nothing runs an older revision (a DaemonSet just created, or adopted as it is):
+        // there is nothing to canary, so the steps are skipped and the rollout only waits for
+        // every pod to be ready, as Argo Rollouts does with a first deployment.
+        let nothing_old = observation
+            .nodes
+            .iter()
+            .all(|node| node.pod.as_ref().is_none_or(|pod| pod.updated));
+        if nothing_old {
+            started.step = plan.len();
+        }
+        return started;
     }
     let classes = Classes::of(observation);
     if let Some(previous) = sticky_failure(&view) {

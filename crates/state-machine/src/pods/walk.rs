@@ -300,11 +300,32 @@ impl Walk<'_> {
         } else {
             Vec::new()
         };
-        let was_in_progress = self
-            .observation
-            .previous
-            .is_some_and(|p| p.phase.is_in_progress());
-        if was_in_progress {
+        let previous = self.observation.previous;
+        let at_rest = previous.is_some_and(|p| p.phase == Phase::Successful);
+        if !at_rest && tally.unavailable > 0 {
+            // Every step is done but pods are still starting (a first install): wait for
+            // them, under the progress deadline.
+            let waiting = previous.is_some_and(|p| p.phase == Phase::Waiting);
+            let stalled = waiting
+                .then(|| {
+                    deadline_exceeded(
+                        self.strategy,
+                        &Observation {
+                            updated_ready_pods: tally.updated_ready,
+                            desired_pods: tally.counted,
+                            ..self.view.clone()
+                        },
+                    )
+                })
+                .flatten();
+            let decision = stalled.unwrap_or_else(|| Decision::hold(Phase::Waiting));
+            let mut decision = PodDecision::from_decision(decision, index, tally);
+            if decision.phase != Phase::Failed {
+                decision.delete = delete;
+            }
+            return self.finish(decision, events, canary_nodes, promotion_consumed);
+        }
+        if previous.is_some_and(|p| p.phase.is_in_progress()) {
             events.push(self.completed_event());
         }
         let mut decision =

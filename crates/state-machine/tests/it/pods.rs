@@ -197,6 +197,34 @@ fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
 }
 
 #[test]
+fn row_4_a_first_install_skips_the_steps_and_waits_for_the_pods() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    let mut nodes = cluster(0, 3);
+    nodes[1].pod.as_mut().unwrap().ready = false;
+    let observation = PodObservation {
+        new_revision: true,
+        ..at(0, Phase::Started, nodes.clone())
+    };
+    let started = decide_pods(&pods(), &plan, &observation);
+    assert_eq!((started.phase, started.step), (Phase::Started, plan.len()));
+    let waiting = decide_pods(&pods(), &plan, &at(plan.len(), Phase::Started, nodes));
+    assert_eq!(waiting.phase, Phase::Waiting, "no pause on a first install");
+    let ready = decide_pods(
+        &pods(),
+        &plan,
+        &at(plan.len(), Phase::Waiting, cluster(0, 3)),
+    );
+    assert_eq!((ready.phase, ready.done), (Phase::Successful, true));
+    assert_eq!(reasons(&ready), [event_reason::ROLLOUT_COMPLETED]);
+}
+
+#[test]
 fn the_canary_goes_to_a_selected_node_one_pod_at_a_time() {
     let mut nodes = cluster(5, 0);
     nodes[3].canary = true;

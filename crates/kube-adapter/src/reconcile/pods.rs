@@ -1,0 +1,415 @@
+//! One pass of the Pods driver: the DaemonSet is `OnDelete`, and the controller deletes old
+//! pods on the nodes the state machine's [`decide_pods`] chooses.
+//!
+//! Read the DaemonSet (the controller's own, or a referenced one through [`WorkloadWatches`]),
+//! its pods by node, the nodes (health, zone, canary selector), its ControllerRevisions (the
+//! target revision) and the promotion mark; decide; write the template when the decision says
+//! so (only the controller's own); delete the chosen pods, each with a UID precondition; write
+//! the status; publish the events.
+//!
+//! # Invariants
+//!
+//! - A referenced DaemonSet (`spec.workloadRef`) is never written; one that is not `OnDelete`
+//!   gets a condition and nothing else.
+//! - One DELETE per chosen pod, no more: a pod that is gone (404) or was replaced under the same
+//!   name (409, the UID precondition) is skipped, not retried.
+//! - Nothing is decided from a cache that has not listed (nodes, or a referenced DaemonSet's
+//!   pods and revisions).
+//!
+//! [`WorkloadWatches`]: crate::workload::WorkloadWatches
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use canary_predicates::{
+    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches,
+    live_max_unavailable, node_health, node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
+};
+use canary_state_machine::{
+    DriftSeen, EventType, FailureReason, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
+    PodState, decide_pods, event_reason,
+};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType as KubeEventType;
+use kube::runtime::reflector::ObjectRef;
+use tracing::{info, warn};
+
+use super::observation::available_pods;
+use super::plan::{Plan, PodsPlan};
+use super::{Pass, describe_api_error, describe_drift};
+use crate::Error;
+use crate::crd::PROMOTE_ANNOTATION;
+use crate::desired::live_template_hash;
+use crate::index::OwnerIndex;
+use crate::meta::object_meta_modified;
+use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
+use crate::status::{previous_pass, step_position};
+
+impl Pass<'_> {
+    /// A DaemonSet someone else owns: checked (it exists, it is `OnDelete`), its pods watched,
+    /// then driven as any Pods-driver DaemonSet, without a template.
+    pub(super) async fn run_workload(
+        &self,
+        plan: &Plan,
+        pods: &PodsPlan,
+        workload: &str,
+    ) -> Result<Action, Error> {
+        let Some(live) = self.ctx.caches.daemon_sets.get(&self.ds_ref()) else {
+            let message = format!(
+                "DaemonSet {workload} (spec.workloadRef) does not exist in namespace {}; the rollout begins once its owner creates it",
+                self.namespace
+            );
+            return self.invalid_spec(message).await;
+        };
+        if live.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::requeue(self.ctx.requeue.conflict));
+        }
+        let update_strategy = live
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|s| s.type_.as_deref())
+            .unwrap_or("RollingUpdate");
+        if update_strategy != "OnDelete" {
+            let message = format!(
+                "DaemonSet {workload} has updateStrategy {update_strategy}: the Pods driver needs OnDelete, so that only the pods it deletes are replaced; set it where the DaemonSet is defined (docs/operations.md shows the values for Cilium, Calico and node-exporter). Nothing is done until then"
+            );
+            return self.invalid_spec(message).await;
+        }
+        let indexes = match self.ctx.caches.workloads.indexes(self.cds, &live) {
+            Ok(indexes) => indexes,
+            Err(error) => {
+                return self
+                    .invalid_spec(format!("DaemonSet {workload}: {error}"))
+                    .await;
+            }
+        };
+        if !indexes.ready() {
+            return Ok(Action::requeue(self.ctx.requeue.conflict));
+        }
+        self.run_pods(plan, pods, &live, None, &indexes.pods, &indexes.revisions)
+            .await
+    }
+
+    /// Observe, decide, write the template (own DaemonSets only), delete, report.
+    pub(super) async fn run_pods(
+        &self,
+        plan: &Plan,
+        pods_plan: &PodsPlan,
+        live: &DaemonSet,
+        desired: Option<DaemonSet>,
+        pod_index: &OwnerIndex<PodSummary>,
+        revisions: &OwnerIndex<ControllerRevision>,
+    ) -> Result<Action, Error> {
+        if !self.ctx.caches.nodes_ready.load(Ordering::Acquire) {
+            return Ok(Action::requeue(self.ctx.requeue.conflict));
+        }
+        let status = self.status.as_ref();
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        let generation = live.metadata.generation.unwrap_or_default();
+        let ds_status = live.status.clone().unwrap_or_default();
+        let observed = ds_status
+            .observed_generation
+            .is_some_and(|g| g >= generation);
+        let current = {
+            let revisions = revisions.get(&uid);
+            current_revision_hash(revisions.iter().map(|r| &**r)).map(str::to_owned)
+        };
+        let target = status.and_then(|s| s.target_revision.clone());
+        let new_revision = observed && current.is_some() && current != target;
+
+        let live_hash = live_template_hash(live)?;
+        let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
+        let (template_changed, drift) = match &desired {
+            Some(desired) => {
+                let drift = match &written_hash {
+                    Some(written) if *written != live_hash => Some(DriftSeen {
+                        what: describe_drift(live, desired, status),
+                    }),
+                    _ => None,
+                };
+                (
+                    object_meta_modified(&desired.metadata, &live.metadata),
+                    drift,
+                )
+            }
+            None => (false, None),
+        };
+        let (nodes, by_revision) =
+            self.node_states(plan, pods_plan, live, pod_index, current.as_deref());
+        let mark = self
+            .cds
+            .annotations()
+            .get(PROMOTE_ANNOTATION)
+            .filter(|value| !value.is_empty())
+            .cloned();
+        let promoted = mark.is_some() && mark != status.and_then(|s| s.promotion.clone());
+        let observation = PodObservation {
+            name: self.ds_name.clone(),
+            template_changed,
+            drift,
+            rollout_observed: observed,
+            new_revision,
+            desired_pods: u32::try_from(ds_status.desired_number_scheduled).unwrap_or(0),
+            nodes,
+            promoted,
+            position: step_position(status, self.now),
+            previous: previous_pass(status, self.now),
+        };
+        let mut decision = decide_pods(&plan.strategy, &pods_plan.steps, &observation);
+        tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
+
+        let mut record = Transition {
+            desired: decision.tally.desired,
+            updated: decision.tally.updated,
+            updated_ready: decision.tally.updated_ready,
+            available: available_pods(live),
+            max_unavailable: Some(live_max_unavailable(live)),
+            recorded_generation: status.and_then(|s| s.recorded_daemon_set_generation),
+            drift: decision
+                .drifted
+                .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
+                .flatten(),
+            template_hash: (desired.is_some() && written_hash.is_none()).then(|| live_hash.clone()),
+            ..self.blank_record()
+        };
+
+        // Write the template (the controller's own DaemonSet only).
+        if let (Some(write), Some(desired)) = (decision.write, &desired) {
+            match self.patch(live, desired).await {
+                Ok(patched) => {
+                    self.report_write(write.kind, WriteOutcome::Ok);
+                    self.ctx.memory.remember_write(self.cds, &patched);
+                    record.write = Some(write.kind);
+                    record.template_hash = Some(live_template_hash(&patched)?);
+                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), "daemonSet written (OnDelete)");
+                }
+                Err(error) if error.is_conflict() => {
+                    self.report_write(write.kind, WriteOutcome::Conflict);
+                    return Err(error);
+                }
+                Err(error) => {
+                    self.report_write(write.kind, WriteOutcome::Rejected);
+                    decision = decision.write_failed(
+                        &plan.strategy,
+                        &self.ds_name,
+                        &describe_api_error(&error),
+                    );
+                }
+            }
+        }
+
+        // Delete.
+        let (deleted, delete_error) = self.delete_pods(&decision).await;
+
+        let promotion = if decision.promotion_consumed {
+            mark
+        } else {
+            status.and_then(|s| s.promotion.clone())
+        };
+        record.to = decision.phase;
+        record.failure = decision.failure;
+        record.message = decision.error.clone();
+        record.pods = Some(Box::new(PodsRecord {
+            step: decision.step,
+            step_count: pods_plan.steps.len(),
+            target_revision: if observed { current.clone() } else { target },
+            canary_nodes: decision.canary_nodes.clone(),
+            deferred: decision.deferred.clone(),
+            failed_nodes: decision.failed_nodes.clone(),
+            revisions: revision_counts(by_revision, current.as_deref()),
+            promotion,
+            tally: decision.tally,
+            deleted,
+        }));
+        let action = self.finish_pods(record, &decision).await?;
+        match delete_error {
+            Some(error) => Err(error),
+            None => Ok(action),
+        }
+    }
+
+    /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
+    /// `(pods, ready)` per revision.
+    fn node_states(
+        &self,
+        plan: &Plan,
+        pods_plan: &PodsPlan,
+        live: &DaemonSet,
+        pod_index: &OwnerIndex<PodSummary>,
+        current: Option<&str>,
+    ) -> (Vec<NodeState>, BTreeMap<String, (u32, u32)>) {
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        let owner = OwnerMatch::Uid {
+            name: &self.ds_name,
+            uid: &uid,
+        };
+        let mut by_node: BTreeMap<String, Option<PodState>> = BTreeMap::new();
+        let mut by_revision: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        pod_index.with_group(&self.ds_name, |pods| {
+            for pod in pods.filter(|pod| pod_is_owned_by(&***pod, &owner)) {
+                let Some(node) = pod.node_name() else {
+                    continue; // Not scheduled yet: it has no node to count on.
+                };
+                let slot = by_node.entry(node.to_owned()).or_default();
+                if pod.is_terminating() {
+                    continue; // The node is being replaced: an entry without a pod.
+                }
+                let ready = pod_is_ready(&**pod);
+                let revision = pod.revision_hash().unwrap_or_default();
+                let counts = by_revision.entry(revision.to_owned()).or_default();
+                counts.0 += 1;
+                counts.1 += u32::from(ready);
+                let updated = current.is_some_and(|c| c == revision);
+                let state = PodState {
+                    name: pod.name().to_owned(),
+                    uid: pod.uid().to_owned(),
+                    updated,
+                    ready,
+                    crash_loop: pod_crash_loop(&**pod, &plan.crash_loop)
+                        .map(|crash| crash.reason.as_str().to_owned()),
+                };
+                // Two live pods on one node (a surge): the updated one speaks for the node.
+                if slot.as_ref().is_none_or(|held| !held.updated) {
+                    *slot = Some(state);
+                }
+            }
+        });
+        let with_pods: Vec<&str> = by_node
+            .iter()
+            .filter(|(_, pod)| pod.is_some())
+            .map(|(node, _)| node.as_str())
+            .collect();
+        for node in self.ctx.memory.replacing(self.cds, &with_pods) {
+            by_node.entry(node).or_default();
+        }
+        let selector = pods_plan.canary_selector.as_ref();
+        let nodes = by_node
+            .into_iter()
+            .map(|(name, pod)| {
+                let node = self.ctx.caches.nodes.get(&ObjectRef::<Node>::new(&name));
+                let labels = node
+                    .as_ref()
+                    .map(|n| n.labels().clone())
+                    .unwrap_or_default();
+                NodeState {
+                    zone: pods_plan
+                        .topology_key
+                        .as_deref()
+                        .and_then(|key| node.as_deref().and_then(|n| node_label(n, key)))
+                        .map(str::to_owned),
+                    canary: selector
+                        .is_some_and(|s| label_selector_matches(s, &labels).unwrap_or(false)),
+                    health: node.as_deref().map_or(NodeHealth::Missing, node_health),
+                    pod,
+                    name,
+                }
+            })
+            .collect();
+        (nodes, by_revision)
+    }
+
+    /// Deletes the decided pods, one request each, with a UID precondition. Returns the pods
+    /// deleted and the first error that is not "already gone" or "replaced".
+    async fn delete_pods(&self, decision: &PodDecision) -> (Vec<String>, Option<Error>) {
+        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        let mut deleted = Vec::new();
+        let mut first_error = None;
+        for deletion in &decision.delete {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(deletion.uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&deletion.pod, &params).await {
+                Ok(_) => {
+                    self.ctx
+                        .memory
+                        .note_replacing(self.cds, &deletion.node, &deletion.uid);
+                    self.ctx.observer.report(Report::PodDeleted);
+                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.step, "pod deleted");
+                    deleted.push(deletion.pod.clone());
+                }
+                // Gone already, or replaced under the same name (the UID precondition): the
+                // next pass sees the node as it is now.
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+                Err(error) => {
+                    let error = Error::from(error);
+                    warn!(namespace = %self.namespace, name = %self.cds.name_any(), pod = %deletion.pod, error = %describe_api_error(&error), "could not delete pod");
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        (deleted, first_error)
+    }
+
+    /// Status, events and the next requeue of a Pods-driver pass.
+    async fn finish_pods(
+        &self,
+        record: Transition,
+        decision: &PodDecision,
+    ) -> Result<Action, Error> {
+        let drift = record.drift.clone();
+        self.write_status(record).await?;
+        for event in &decision.events {
+            if event.reason == event_reason::DRIFT_DETECTED {
+                self.ctx.observer.report(Report::DriftDetected {
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                    what: drift.clone().unwrap_or_default(),
+                });
+            }
+            let type_ = match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            };
+            self.publish(type_, event.reason, event.message.clone(), true)
+                .await;
+        }
+        let requeue = &self.ctx.requeue;
+        if decision.failure == Some(FailureReason::WriteRejected) {
+            let delay =
+                self.ctx
+                    .memory
+                    .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
+            return Ok(Action::requeue(delay));
+        }
+        self.ctx.memory.reset_errors(self.cds);
+        let next = match decision.phase {
+            Phase::Successful if decision.done => requeue.resync,
+            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
+                requeue.resync
+            }
+            _ => decision
+                .wake_after
+                .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
+        };
+        Ok(Action::requeue(next))
+    }
+}
+
+/// `(revision, pods, ready)`, the target revision first, then by pod count.
+fn revision_counts(
+    by_revision: BTreeMap<String, (u32, u32)>,
+    current: Option<&str>,
+) -> Vec<(String, u32, u32)> {
+    let mut counts: Vec<_> = by_revision
+        .into_iter()
+        .map(|(revision, (pods, ready))| (revision, pods, ready))
+        .collect();
+    counts.sort_by(|a, b| {
+        let target = |r: &str| current != Some(r);
+        (target(&a.0), std::cmp::Reverse(a.1), &a.0).cmp(&(
+            target(&b.0),
+            std::cmp::Reverse(b.1),
+            &b.0,
+        ))
+    });
+    counts
+}

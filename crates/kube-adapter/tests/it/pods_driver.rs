@@ -1,0 +1,484 @@
+//! The Pods driver against canary-sim through the unmodified kube client: the canary lands on
+//! the selected node, a pause holds exactly the first step's nodes, zones go one at a time, a
+//! NotReady node is deferred without stalling, a crash-looping canary stops every deletion, a
+//! promotion ends an open pause, and a DaemonSet someone else owns (`workloadRef`) follows its
+//! owner's template changes without the controller ever writing it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use canary_kube_adapter::crd::{
+    CanaryDaemonSetSpec, PROMOTE_ANNOTATION, PauseSpec, StepSpec, WorkloadRef,
+};
+use canary_kube_adapter::observer::Report;
+use canary_state_machine::Driver;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::*;
+
+fn nodes_step(nodes: &str) -> StepSpec {
+    StepSpec {
+        nodes: Some(nodes.into()),
+        ..StepSpec::default()
+    }
+}
+
+fn pause(duration: Option<&str>) -> StepSpec {
+    StepSpec {
+        pause: Some(PauseSpec {
+            duration: duration.map(str::to_owned),
+        }),
+        ..StepSpec::default()
+    }
+}
+
+fn pods_spec(version: &str, behavior: Option<&str>, steps: Vec<StepSpec>) -> CanaryDaemonSetSpec {
+    let mut spec = spec(version, behavior);
+    spec.strategy.driver = Driver::Pods;
+    spec.strategy.steps = steps;
+    spec
+}
+
+/// `(node, image, ready)` of every live pod of DaemonSet `agent`, by node.
+async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, bool)> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let node = p.spec.as_ref()?.node_name.clone()?;
+            let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            Some((node, (image, ready)))
+        })
+        .collect()
+}
+
+async fn nodes_on(client: &Client, image: &str) -> Vec<String> {
+    pods_by_node(client)
+        .await
+        .into_iter()
+        .filter(|(_, (i, _))| i == image)
+        .map(|(node, _)| node)
+        .collect()
+}
+
+async fn node_names(client: &Client) -> Vec<String> {
+    let mut names: Vec<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+async fn label_node(client: &Client, node: &str, key: &str, value: &str) {
+    Api::<Node>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn status_field(client: &Client, name: &str) -> serde_json::Value {
+    serde_json::to_value(get_cds(client, name).await.status).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it() {
+    let sim = sim(6);
+    let client = sim.client();
+    let nodes = node_names(&client).await;
+    let chosen = nodes[4].clone();
+    label_node(&client, &chosen, "canary.example/first", "yes").await;
+    let replica = Replica::start(&sim, None);
+    let mut spec = pods_spec("v1", None, vec![nodes_step("1"), pause(Some("30s"))]);
+    spec.strategy.canary_node_selector = Some(LabelSelector {
+        match_labels: Some([("canary.example/first".to_owned(), "yes".to_owned())].into()),
+        ..LabelSelector::default()
+    });
+    create_cds(&client, "agent", spec).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    let ds = get_ds(&client, "agent").await;
+    let strategy = ds.spec.unwrap().update_strategy.unwrap();
+    assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
+
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "paused after the canary", || {
+        phase_is(&client, "agent", "paused")
+    })
+    .await;
+    assert_eq!(
+        nodes_on(&client, "agent:v2").await,
+        std::slice::from_ref(&chosen)
+    );
+    let status = status_field(&client, "agent").await;
+    assert_eq!(status["canaryNodes"], json!([chosen]));
+    assert_eq!(
+        (
+            status["currentStepIndex"].clone(),
+            status["stepCount"].clone()
+        ),
+        (json!(1), json!(3))
+    );
+    // During the pause, nothing else moves.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            nodes_on(&client, "agent:v2").await,
+            std::slice::from_ref(&chosen)
+        );
+    }
+    eventually(Duration::from_secs(300), "the rest after the pause", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    assert_eq!(nodes_on(&client, "agent:v2").await, nodes);
+    assert_eq!(
+        replica.observer.stats().pod_deletions(),
+        6,
+        "one deletion per old pod, no more"
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn later_steps_go_zone_by_zone_never_two_zones_at_once() {
+    let sim = sim(9);
+    let client = sim.client();
+    let nodes = node_names(&client).await;
+    let zone_of: BTreeMap<String, String> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), ["zone-a", "zone-b", "zone-c"][i % 3].to_owned()))
+        .collect();
+    for (node, zone) in &zone_of {
+        label_node(&client, node, "topology.kubernetes.io/zone", zone).await;
+    }
+    let replica = Replica::start(&sim, None);
+    let mut wide = nodes_step("100%");
+    wide.max_unavailable = Some("100%".into());
+    let mut spec = pods_spec("v1", None, vec![nodes_step("1"), wide]);
+    spec.strategy.topology_key = Some("topology.kubernetes.io/zone".into());
+    create_cds(&client, "agent", spec).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+
+    set_version(&client, "agent", "v2").await;
+    let mut disrupted_at_once = 0;
+    let mut zone_order: Vec<String> = Vec::new();
+    for _ in 0..600 {
+        let pods = pods_by_node(&client).await;
+        let disrupted: std::collections::BTreeSet<&String> = zone_of
+            .iter()
+            .filter(|(node, _)| !pods.get(*node).is_some_and(|(_, ready)| *ready))
+            .map(|(_, zone)| zone)
+            .collect();
+        let step = status_field(&client, "agent").await["currentStepIndex"].clone();
+        if step == json!(1) {
+            disrupted_at_once = disrupted_at_once.max(disrupted.len());
+        }
+        for zone in disrupted {
+            if zone_order.last() != Some(zone) && !zone_order.contains(zone) {
+                zone_order.push(zone.clone());
+            }
+        }
+        if phase_is(&client, "agent", "successful").await
+            && nodes_on(&client, "agent:v2").await.len() == 9
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 9, "rolled out");
+    assert_eq!(disrupted_at_once, 1, "one zone at a time after the canary");
+    assert_eq!(
+        zone_order,
+        ["zone-a", "zone-b", "zone-c"],
+        "the canary's zone first, then in order"
+    );
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updated_when_back() {
+    let sim = sim(5);
+    let client = sim.client();
+    let nodes = node_names(&client).await;
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    let sick = nodes[2].clone();
+    sim.cluster.set_node_ready(&sick, false).unwrap();
+
+    set_version(&client, "agent", "v2").await;
+    eventually(
+        Duration::from_secs(600),
+        "successful with a deferred node",
+        || async {
+            phase_is(&client, "agent", "successful").await
+                && nodes_on(&client, "agent:v2").await.len() == 4
+        },
+    )
+    .await;
+    let status = status_field(&client, "agent").await;
+    assert_eq!(
+        status["deferredNodes"],
+        json!([{"name": sick, "reason": "NotReady"}]),
+        "{status}"
+    );
+    assert_eq!(status["deferredNodeCount"], json!(1));
+    assert!(!nodes_on(&client, "agent:v2").await.contains(&sick));
+
+    sim.cluster.set_node_ready(&sick, true).unwrap();
+    eventually(Duration::from_secs(300), "the node caught up", || async {
+        nodes_on(&client, "agent:v2").await.len() == 5
+    })
+    .await;
+    assert!(phase_is(&client, "agent", "successful").await);
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_looping_canary_stops_all_deletions() {
+    let sim = sim(6);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let broken = pods_spec("v2", Some("crashloop"), vec![]);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"target": broken.target, "template": broken.template}})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(600), "failed", || {
+        phase_is(&client, "agent", "failed")
+    })
+    .await;
+    let status = status_field(&client, "agent").await;
+    assert_eq!(status["reason"], "CanaryCrashLooping");
+    assert_eq!(status["failedNodeCount"], json!(1));
+    let deleted = replica.observer.stats().pod_deletions();
+    assert_eq!(deleted, 1, "only the canary's old pod");
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(replica.observer.stats().pod_deletions(), deleted);
+    assert_eq!(nodes_on(&client, "agent:v1").await.len(), 5);
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_without_duration_holds_until_promoted_once() {
+    let sim = sim(4);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    create_cds(
+        &client,
+        "agent",
+        pods_spec("v1", None, vec![nodes_step("1"), pause(None)]),
+    )
+    .await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "paused", || {
+        phase_is(&client, "agent", "paused")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert!(
+        phase_is(&client, "agent", "paused").await,
+        "an hour later, still held"
+    );
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
+
+    // `kubectl annotate cds agent canary.daemonset.dev/promote=1`
+    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: "1"}}})),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(300), "promoted to the end", || async {
+        phase_is(&client, "agent", "successful").await
+            && nodes_on(&client, "agent:v2").await.len() == 4
+    })
+    .await;
+    assert_eq!(status_field(&client, "agent").await["promotion"], "1");
+
+    // The same mark does not promote the next rollout's pause.
+    set_version(&client, "agent", "v3").await;
+    eventually(Duration::from_secs(120), "paused again", || {
+        phase_is(&client, "agent", "paused")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(phase_is(&client, "agent", "paused").await);
+    replica.stop().await;
+}
+
+/// A DaemonSet as a Helm chart installs it: no owner, `OnDelete`.
+fn helm_daemon_set(image: &str, update: &str) -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "cilium", "namespace": NS,
+                     "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {
+            "selector": {"matchLabels": {"k8s-app": "cilium"}},
+            "updateStrategy": {"type": update},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "cilium"}},
+                "spec": {"containers": [{"name": "agent", "image": image}]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn workload_spec() -> CanaryDaemonSetSpec {
+    let mut spec = pods_spec("1.16.0", None, vec![]);
+    spec.template = None;
+    spec.workload_ref = Some(WorkloadRef {
+        name: "cilium".into(),
+    });
+    spec
+}
+
+async fn cilium_images(client: &Client) -> Vec<String> {
+    let mut images: Vec<String> = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("k8s-app=cilium"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.spec?.containers.first()?.image.clone())
+        .collect();
+    images.sort();
+    images
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workload_ref_follows_a_template_changed_by_its_owner_and_is_never_written() {
+    let sim = sim(5);
+    let client = sim.client();
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    ds_api
+        .create(
+            &PostParams::default(),
+            &helm_daemon_set("cilium:1.15", "OnDelete"),
+        )
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(120), "cilium 1.15 running", || async {
+        cilium_images(&client).await.len() == 5
+    })
+    .await;
+    let mut reports = {
+        let replica_reports = Replica::start(&sim, None);
+        (replica_reports.observer.reports(), replica_reports)
+    };
+    create_cds(&client, "cilium", workload_spec()).await;
+    eventually(Duration::from_secs(120), "adopted at rest", || {
+        phase_is(&client, "cilium", "successful")
+    })
+    .await;
+
+    // `helm upgrade`, as far as the API server can tell.
+    ds_api
+        .patch(
+            "cilium",
+            &PatchParams::apply("helm").force(),
+            &Patch::Apply(helm_daemon_set("cilium:1.16", "OnDelete")),
+        )
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(600),
+        "rolled out by the controller",
+        || async {
+            phase_is(&client, "cilium", "successful").await
+                && cilium_images(&client).await == vec!["cilium:1.16".to_owned(); 5]
+        },
+    )
+    .await;
+    let (reports, replica) = (&mut reports.0, reports.1);
+    let mut writes = 0;
+    while let Some(report) = reports.try_recv() {
+        if matches!(report, Report::DaemonSetWrite { .. }) {
+            writes += 1;
+        }
+    }
+    assert_eq!(writes, 0, "the referenced DaemonSet is never written");
+    assert_eq!(replica.observer.stats().pod_deletions(), 5);
+    let ds = ds_api.get("cilium").await.unwrap();
+    assert!(ds.metadata.owner_references.is_none());
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workload_ref_that_is_not_on_delete_gets_a_condition_and_nothing_else() {
+    let sim = sim(3);
+    let client = sim.client();
+    Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &helm_daemon_set("cilium:1.15", "RollingUpdate"),
+        )
+        .await
+        .unwrap();
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "cilium", workload_spec()).await;
+    eventually(Duration::from_secs(120), "refused", || {
+        phase_is(&client, "cilium", "failed")
+    })
+    .await;
+    let status = status_field(&client, "cilium").await;
+    assert_eq!(status["reason"], "InvalidSpec");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("needs OnDelete"),
+        "{status}"
+    );
+    assert_eq!(replica.observer.stats().pod_deletions(), 0);
+    assert_eq!(replica.observer.stats().total_daemon_set_writes(), 0);
+    replica.stop().await;
+}
