@@ -388,7 +388,8 @@ async fn run_controller(
     // does not decode (an out-of-range integer an old API server stored, say) goes to
     // `undecodable` and ends as an InvalidSpec on that object, and never fails the list, which
     // would stop every other object's rollout. Only spec changes (generation) trigger a pass:
-    // the status is this controller's own writing. The store still sees every change.
+    // the status is this controller's own writing (and so is the promotion mark's, see
+    // `spec_or_promotion`). The store still sees every change.
     let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
     let cds_listed = listed.clone();
@@ -404,7 +405,7 @@ async fn run_controller(
     })
     .reflect(cds_writer)
     .applied_objects()
-    .predicate_filter(predicates::generation, PredicateConfig::default());
+    .predicate_filter(spec_or_promotion, PredicateConfig::default());
     let cds_stream = without_errors(
         cds_stream,
         "canarydaemonsets",
@@ -511,6 +512,18 @@ fn owner_or_referrers(
         .into_iter()
         .chain(referrers.map(|cds| ObjectRef::from_obj(&**cds)))
         .collect()
+}
+
+/// What of a CanaryDaemonSet triggers a pass: its spec (the generation) and the promotion
+/// mark, an annotation a user sets to end a pause; the status is this controller's own writing.
+fn spec_or_promotion(cds: &CanaryDaemonSet) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    predicates::generation(cds).hash(&mut hasher);
+    cds.annotations()
+        .get(crate::crd::PROMOTE_ANNOTATION)
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// A hash of what the Pods driver reads of a (slimmed) node: a change of anything else is

@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use canary_predicates::{
-    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches,
-    live_max_unavailable, node_health, node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
+    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches, node_health,
+    node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
     DriftSeen, EventType, FailureReason, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
@@ -168,7 +168,8 @@ impl Pass<'_> {
             updated: decision.tally.updated,
             updated_ready: decision.tally.updated_ready,
             available: available_pods(live),
-            max_unavailable: Some(live_max_unavailable(live)),
+            // OnDelete: no maxUnavailable to report.
+            max_unavailable: None,
             recorded_generation: status.and_then(|s| s.recorded_daemon_set_generation),
             drift: decision
                 .drifted
@@ -382,6 +383,9 @@ impl Pass<'_> {
         }
         self.ctx.memory.reset_errors(self.cds);
         let next = match decision.phase {
+            // The next pass acts at once (the target revision recorded, the steps begin): no
+            // watch event would bring it.
+            Phase::Started => requeue.conflict,
             Phase::Successful if decision.done => requeue.resync,
             Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
                 requeue.resync

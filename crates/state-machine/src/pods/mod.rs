@@ -385,6 +385,10 @@ impl PodDecision {
         }
     }
 
+    fn counted(self, tally: NodeTally) -> Self {
+        PodDecision { tally, ..self }
+    }
+
     /// Maps a rejected template write to a failed decision, as [`Decision::write_failed`].
     #[must_use]
     pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> PodDecision {
@@ -438,14 +442,15 @@ pub fn decide_pods(
     {
         return drifted(strategy, &view, drift, step);
     }
+    let classes = Classes::of(observation);
     if observation.template_changed {
-        return start(&view, true, false);
+        return start(&view, true, false).counted(classes.tally);
     }
     if !observation.rollout_observed {
         let phase = observation
             .previous
             .map_or(Phase::Started, |previous| previous.phase);
-        return PodDecision::from_decision(Decision::hold(phase), step, NodeTally::default());
+        return PodDecision::from_decision(Decision::hold(phase), step, classes.tally);
     }
     if observation.new_revision {
         let announced = observation
@@ -462,9 +467,8 @@ pub fn decide_pods(
         if nothing_old {
             started.step = plan.len();
         }
-        return started;
+        return started.counted(classes.tally);
     }
-    let classes = Classes::of(observation);
     if let Some(previous) = sticky_failure(&view) {
         let mut decision =
             PodDecision::from_decision(stay_failed(&view, previous), step, classes.tally);
