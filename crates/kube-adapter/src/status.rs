@@ -406,6 +406,81 @@ mod tests {
         assert_eq!(previous_pass(Some(&bogus), t(0)), None);
     }
 
+    fn pods_record(step: u32, nodes: usize) -> crate::observer::PodsRecord {
+        use canary_state_machine::{Deferral, NodeTally};
+        crate::observer::PodsRecord {
+            step,
+            step_count: 4,
+            target_revision: Some("7b9f5d4c6d".into()),
+            canary_nodes: Some((0..nodes).map(|i| format!("node-{i:05}")).collect()),
+            deferred: (0..nodes)
+                .map(|i| {
+                    (
+                        format!("ip-10-0-{i}-1.eu-west-1.compute.internal"),
+                        Deferral::NodeNotReady,
+                    )
+                })
+                .collect(),
+            failed_nodes: (0..nodes).map(|i| format!("node-{i:05}")).collect(),
+            revisions: (0..nodes).map(|i| (format!("{i:010}"), 1, 1)).collect(),
+            promotion: None,
+            tally: NodeTally::default(),
+            deleted: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_status_at_5000_nodes_stays_small() {
+        // Every list at its worst: 5,000 deferred, failed and canary nodes, 5,000 revisions.
+        let mut pass = pass(Phase::Increasing, 2_500);
+        pass.desired = 5_000;
+        pass.message = Some("m".repeat(1_024));
+        pass.pods = Some(Box::new(pods_record(2, 5_000)));
+        let status = next_status(None, &pass, t(0));
+        let bytes = serde_json::to_vec(&status.merge_patch().unwrap())
+            .unwrap()
+            .len();
+        assert!(bytes < 64 * 1024, "{bytes} bytes");
+        assert_eq!(status.deferred_nodes.len(), LISTED_NODES);
+        assert_eq!(status.deferred_node_count, Some(5_000));
+        assert_eq!(status.failed_node_count, Some(5_000));
+        assert_eq!(status.revisions.len(), LISTED_REVISIONS);
+    }
+
+    #[test]
+    fn the_step_start_moves_with_the_step_and_the_canary_nodes_with_the_rollout() {
+        let mut first = pass(Phase::Canary, 0);
+        first.pods = Some(Box::new(pods_record(0, 1)));
+        let canary = next_status(None, &first, t(0));
+        assert_eq!(canary.step_start_time, Some(Time(t(0))));
+        let mut same = first.clone();
+        same.pods.as_mut().unwrap().canary_nodes = None;
+        let later = next_status(Some(&canary), &same, t(30));
+        assert_eq!(later.step_start_time, Some(Time(t(0))), "same step");
+        assert_eq!(later.canary_nodes, ["node-00000"], "kept");
+        let mut next = same.clone();
+        next.pods.as_mut().unwrap().step = 1;
+        let moved = next_status(Some(&later), &next, t(40));
+        assert_eq!(moved.step_start_time, Some(Time(t(40))));
+        let position = step_position(Some(&moved), t(70)).unwrap();
+        assert_eq!(
+            (position.index, position.elapsed),
+            (1, Duration::from_secs(30))
+        );
+        let mut restart = same;
+        restart.to = Phase::Started;
+        let started = next_status(Some(&moved), &restart, t(50));
+        assert!(
+            started.canary_nodes.is_empty(),
+            "a new rollout forgets them"
+        );
+        assert_eq!(pass(Phase::Canary, 0).pods, None);
+        assert_eq!(
+            next_status(None, &pass(Phase::Canary, 0), t(0)).current_step_index,
+            None
+        );
+    }
+
     #[test]
     fn clock_going_backwards_is_zero_progress_time() {
         let status = next_status(None, &pass(Phase::Canary, 0), t(100));
