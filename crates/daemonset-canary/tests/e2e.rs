@@ -895,3 +895,206 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
         1
     );
 }
+
+/// The Pods driver on the real DaemonSet controller: the DaemonSet is `OnDelete`, the canary goes
+/// to the node the selector picks, a pause holds exactly it, then every node follows, one DELETE
+/// per old pod. The CRD's new rules (steps, driver) pass the real API server's CEL cost checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
+    let e2e = E2e::start("pods").await;
+    let nodes: Vec<String> = Api::<Node>::all(e2e.client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let chosen = nodes.last().cloned().unwrap();
+    let label = format!("e2e-canary-{}", std::process::id());
+    let (ok, _, stderr) = Command::new(&e2e.kubectl)
+        .arg("--kubeconfig")
+        .arg(&e2e.kubeconfig)
+        .args([
+            "label",
+            "node",
+            &chosen,
+            &format!("{label}=yes"),
+            "--overwrite",
+        ])
+        .output()
+        .map(|o| {
+            (
+                o.status.success(),
+                String::new(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .unwrap();
+    assert!(ok, "{stderr}");
+    let pods_driver = |version: &str| {
+        let mut cds = E2e::node_agent(version, "healthy", &e2e.namespace);
+        let strategy = serde_json::json!({
+            "driver": "Pods",
+            "canaryNodeSelector": {"matchLabels": {label.clone(): "yes"}},
+            "steps": [{"nodes": "1"}, {"pause": {"duration": "20s"}}, {"nodes": "100%", "maxUnavailable": "50%"}]
+        });
+        let mut value = serde_json::to_value(&cds).unwrap();
+        json_patch::merge(
+            &mut value,
+            &serde_json::json!({"spec": {"strategy": strategy}}),
+        );
+        cds = serde_json::from_value(value).unwrap();
+        cds
+    };
+    let created = e2e
+        .canaries()
+        .create(&PostParams::default(), &pods_driver("v1"))
+        .await
+        .unwrap();
+    e2e.wait_phase(
+        created.metadata.generation,
+        "successful",
+        Duration::from_secs(300),
+    )
+    .await;
+    let strategy = e2e
+        .daemon_set()
+        .await
+        .spec
+        .unwrap()
+        .update_strategy
+        .unwrap();
+    assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
+    let deletions_before = sum_samples(&e2e.scrape(), "canary_pod_deletions_total", &[]);
+
+    let next = pods_driver("v2");
+    let patch = serde_json::json!({"spec": serde_json::to_value(&next.spec).unwrap()});
+    let generation = e2e
+        .canaries()
+        .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    e2e.wait_phase(generation, "paused", Duration::from_secs(300))
+        .await;
+    let on_v2 = |pods: Vec<Pod>| -> Vec<String> {
+        pods.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| image_and_ready(p).0.ends_with(":v2"))
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect()
+    };
+    assert_eq!(on_v2(e2e.pods().await), std::slice::from_ref(&chosen));
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        on_v2(e2e.pods().await),
+        std::slice::from_ref(&chosen),
+        "held during the pause"
+    );
+    e2e.wait_phase(generation, "successful", Duration::from_secs(600))
+        .await;
+    let total = e2e.node_count().await;
+    assert_eq!(on_v2(e2e.pods().await).len(), total as usize);
+    let deleted = sum_samples(&e2e.scrape(), "canary_pod_deletions_total", &[]) - deletions_before;
+    assert_eq!(deleted, u64::from(total), "one DELETE per old pod");
+}
+
+/// A DaemonSet the controller does not own (as Helm installs one), `OnDelete`, changed with
+/// `kubectl set image`: the controller rolls the new revision out and never writes the DaemonSet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn a_workload_ref_daemon_set_follows_its_owner_and_is_never_written() {
+    let e2e = E2e::start("workload").await;
+    let owned = E2e::node_agent("v1", "healthy", &e2e.namespace);
+    let mut ds: DaemonSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "helm-agent", "namespace": e2e.namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "spec": serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap()
+    }))
+    .unwrap();
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.update_strategy = Some(k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy {
+            type_: Some("OnDelete".into()),
+            rolling_update: None,
+        });
+    }
+    Api::<DaemonSet>::namespaced(e2e.client.clone(), &e2e.namespace)
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap();
+    let writes_before = e2e.daemon_set_writes();
+    let total = e2e.node_count().await as usize;
+    let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": NAME, "namespace": e2e.namespace},
+        "spec": {"workloadRef": {"name": "helm-agent"}, "target": {"version": "chart-1"},
+                 "strategy": {"driver": "Pods"}}
+    }))
+    .unwrap();
+    let created = e2e
+        .canaries()
+        .create(&PostParams::default(), &cds)
+        .await
+        .unwrap();
+    e2e.wait_phase(
+        created.metadata.generation,
+        "successful",
+        Duration::from_secs(300),
+    )
+    .await;
+    let container = ds
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .name
+        .clone();
+    let image = "registry.example/by-helm:2";
+    e2e.kubectl(&[
+        "set",
+        "image",
+        "daemonset/helm-agent",
+        &format!("{container}={image}"),
+    ]);
+    e2e.wait_for(
+        "every pod on the owner's new image",
+        Duration::from_secs(600),
+        || async {
+            let pods = Api::<Pod>::namespaced(e2e.client.clone(), &e2e.namespace)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items;
+            let live: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            let phase = e2e
+                .canaries()
+                .get(NAME)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.phase);
+            live.len() == total
+                && live
+                    .iter()
+                    .all(|p| image_and_ready(p) == (image.to_owned(), true))
+                && phase.as_deref() == Some("successful")
+        },
+    )
+    .await;
+    assert_eq!(
+        e2e.daemon_set_writes(),
+        writes_before,
+        "the DaemonSet is never written"
+    );
+}

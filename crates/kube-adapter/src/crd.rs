@@ -249,10 +249,12 @@ pub struct StrategySpec {
     pub compatibility: Compatibility,
     /// maxUnavailable while the canary runs and at rest (default `"1"`).
     #[serde(default = "default_canary_max_unavailable")]
+    #[schemars(length(min = 1, max = 12))]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
     pub canary_max_unavailable: String,
     /// maxUnavailable once the canary is ready (default `"10%"`).
     #[serde(default = "default_fast_max_unavailable")]
+    #[schemars(length(min = 1, max = 12))]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
     pub fast_max_unavailable: String,
     /// Crash-loop detection. Unset: the `KubeVirt` policy in `KubeVirt` compatibility (the
@@ -301,11 +303,13 @@ pub struct StepSpec {
     /// How many nodes run the new revision at the end of the step: a count (`"1"`) or a
     /// percentage of the nodes (`"10%"`), deferred nodes left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 12))]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive node count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
     pub nodes: Option<String>,
     /// Pods unavailable at once during this step (default: `canaryMaxUnavailable` in the first
     /// nodes step, `fastMaxUnavailable` after).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 12))]
     #[x_kube(validation = kube::core::Rule::new(MAX_UNAVAILABLE_RULE).message("a positive count such as \"1\" or a percentage from \"1%\" to \"100%\""))]
     pub max_unavailable: Option<String>,
     /// Hold: for `duration`, or until promoted (the `canary.daemonset.dev/promote` annotation).
@@ -319,6 +323,7 @@ pub struct StepSpec {
 pub struct PauseSpec {
     /// How long (`30s`, `10m`, `1h30m`); unset: until promoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 24))]
     #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 30s, 10m or 1h30m"))]
     pub duration: Option<String>,
 }
