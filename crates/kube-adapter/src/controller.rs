@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -288,7 +288,7 @@ async fn run_controller(
     let ctx = Arc::new(Context::new(
         client.clone(),
         caches,
-        Recorder::new(client.clone(), reporter),
+        reporter,
         config.clock.clone(),
         config.observer.clone(),
         config.field_manager.clone(),

@@ -29,7 +29,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
@@ -106,8 +106,9 @@ pub struct Context {
     pub client: Client,
     /// The caches.
     pub caches: Caches,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Who publishes the events (controller name and instance); each spec generation of a
+    /// CanaryDaemonSet gets its own `Recorder` from it (see `publish`).
+    pub reporter: Reporter,
     /// Source of "now" for status times.
     pub clock: Clock,
     /// Where the passes report to.
@@ -134,7 +135,7 @@ impl Context {
     pub fn new(
         client: Client,
         caches: Caches,
-        recorder: Recorder,
+        reporter: Reporter,
         clock: Clock,
         observer: Observer,
         field_manager: String,
@@ -143,7 +144,7 @@ impl Context {
         Self {
             client,
             caches,
-            recorder,
+            reporter,
             clock,
             observer,
             field_manager,
@@ -295,6 +296,7 @@ impl<'a> Pass<'a> {
         let status = self.status.as_ref();
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let observation = Observation {
+            version: plan.target.version.clone(),
             object_changed: object_meta_modified(&desired.metadata, &live.metadata),
             generation_known: recorded == live.metadata.generation,
             tls,
@@ -358,7 +360,7 @@ impl<'a> Pass<'a> {
 
     /// Create path (spec section 3 step 2).
     async fn create(&self, plan: &Plan, mut desired: DaemonSet) -> Result<Action, Error> {
-        let decision = decide_create(&plan.strategy, &self.ds_name);
+        let decision = decide_create(&plan.strategy, &self.ds_name, &plan.target.version);
         if let Some(cfg) = &plan.tls
             && let Err(e) = canary_tls_migration::prepare_for_create(&mut desired, cfg)
         {
@@ -622,12 +624,12 @@ impl<'a> Pass<'a> {
             action: "Rollout".to_owned(),
             secondary,
         };
-        match self
-            .ctx
-            .recorder
-            .publish(&event, &self.cds.object_ref(&()))
-            .await
-        {
+        // A recorder per spec generation: a new rollout's event is never folded into the
+        // previous rollout's series (see `Memory::recorder`).
+        let recorder = self.ctx.memory.recorder(self.cds, || {
+            Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
+        });
+        match recorder.publish(&event, &self.cds.object_ref(&())).await {
             Ok(()) => self.ctx.observer.report(Report::EventPublished),
             // An event is best effort: losing one must not fail or repeat the pass.
             Err(error) => warn!(%error, reason, "could not publish event"),
