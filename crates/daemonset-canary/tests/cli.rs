@@ -190,7 +190,12 @@ fn an_unreachable_cluster_is_one_line_and_a_failure() {
             stderr(&output)
         );
         assert_one_error_line(&output);
-        assert!(stderr(&output).contains("cannot reach the Kubernetes API at http://127.0.0.1:"));
+        let text = stderr(&output);
+        assert!(
+            text.contains("cannot reach the Kubernetes API at http://127.0.0.1:")
+                && text.contains("connection refused"),
+            "{text}"
+        );
     }
 }
 
@@ -199,7 +204,32 @@ fn a_missing_kubeconfig_is_one_line_and_a_failure() {
     let output = run(&["run", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(output.status.code(), Some(1));
     assert_one_error_line(&output);
-    assert!(stderr(&output).contains("/nonexistent/kubeconfig"));
+    assert!(
+        stderr(&output).contains("the kubeconfig /nonexistent/kubeconfig does not exist"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// KUBECONFIG naming a file that is not there is said once, as kubectl users know it: not
+/// "no KUBECONFIG" with the cause repeated three times.
+#[test]
+fn kubeconfig_naming_a_missing_file_says_it_does_not_exist() {
+    for command in [&["status", "x"][..], &["run"][..], &["observe-kubevirt"][..]] {
+        let output = binary()
+            .args(command)
+            .env("KUBECONFIG", "/missing")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command:?}");
+        assert_one_error_line(&output);
+        let text = stderr(&output);
+        assert!(
+            text.contains("KUBECONFIG names /missing, which does not exist"),
+            "{command:?}: {text}"
+        );
+        assert_eq!(text.matches("/missing").count(), 1, "{text}");
+    }
 }
 
 #[test]

@@ -183,28 +183,14 @@ fn wait_for(what: &str, mut probe: impl FnMut() -> bool) {
 
 #[test]
 fn the_subcommand_observes_a_served_cluster_and_stops_on_sigterm() {
-    let dir = std::env::temp_dir().join(format!("observe-kubevirt-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let _ = std::fs::remove_file(&kubeconfig);
+    let sim = support::serve_sim("observe-kubevirt", &["--nodes", "2"]);
+    let kubeconfig = &sim.kubeconfig;
     let binary = env!("CARGO_BIN_EXE_daemonset-canary");
-    let _sim = KillOnDrop(
-        Command::new(binary)
-            .args(["sim", "serve", "--nodes", "2", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the simulator's kubeconfig", || kubeconfig.exists());
 
     // virt-handler installed by the stand-in, over real sockets.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(config).unwrap();
+        let client = support::client(kubeconfig).await;
         StandIn::new(&client).install("v1.5.0").await;
     });
 
@@ -217,7 +203,7 @@ fn the_subcommand_observes_a_served_cluster_and_stops_on_sigterm() {
     let mut observer = KillOnDrop(
         Command::new(binary)
             .args(["observe-kubevirt", "--log-format", "json", "--kubeconfig"])
-            .arg(&kubeconfig)
+            .arg(kubeconfig)
             .args(["--metrics-addr", &addr])
             .spawn()
             .unwrap(),

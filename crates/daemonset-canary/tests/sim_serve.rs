@@ -2,29 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use support::KillOnDrop;
-
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn sim_serve_writes_a_kubeconfig_and_serves_nodes() {
-    let dir = std::env::temp_dir().join(format!("sim-serve-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let _ = std::fs::remove_file(&kubeconfig);
-    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .args(["sim", "serve", "--nodes", "4", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .spawn()
-        .unwrap();
-    let _child = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !kubeconfig.exists() {
-        assert!(Instant::now() < deadline, "no kubeconfig after 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let config = std::fs::read_to_string(&kubeconfig).unwrap();
+    let sim = support::serve_sim("sim-serve", &["--nodes", "4"]);
+    let kubeconfig = &sim.kubeconfig;
+    let config = std::fs::read_to_string(kubeconfig).unwrap();
     let server = config
         .lines()
         .find_map(|line| line.trim().strip_prefix("server: http://"))

@@ -25,7 +25,7 @@ use crate::desired::OWNER_LABEL;
 use crate::index::OwnerIndex;
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::without_errors;
+use crate::trigger::{WatchLog, without_errors};
 
 /// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +74,9 @@ pub struct ControllerConfig {
     pub requeue: Requeue,
     /// Reconciles running at once (0: unbounded; one object is never reconciled twice at once).
     pub concurrency: u16,
+    /// The API server's URL, named in the warning when the watches cannot reach it (the client
+    /// does not know it).
+    pub server_url: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -87,6 +90,7 @@ impl Default for ControllerConfig {
             observer: Observer::default(),
             requeue: Requeue::default(),
             concurrency: 0,
+            server_url: None,
         }
     }
 }
@@ -231,6 +235,7 @@ async fn run_controller(
     });
     let ns = config.namespace.as_deref();
     let owned = watcher::Config::default().labels(OWNER_LABEL);
+    let log = WatchLog::new(config.server_url.clone());
 
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let ds_ready = Arc::new(AtomicBool::new(false));
@@ -247,7 +252,12 @@ async fn run_controller(
         })
         .reflect(ds_writer)
         .touched_objects();
-    let ds_stream = without_errors(ds_stream, "daemonsets", config.observer.clone());
+    let ds_stream = without_errors(
+        ds_stream,
+        "daemonsets",
+        config.observer.clone(),
+        log.clone(),
+    );
 
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
@@ -258,7 +268,7 @@ async fn run_controller(
             event
         })
         .touched_objects();
-    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone());
+    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone(), log.clone());
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
@@ -273,6 +283,7 @@ async fn run_controller(
         revision_stream,
         "controllerrevisions",
         config.observer.clone(),
+        log.clone(),
     );
 
     let reporter = Reporter {
@@ -304,10 +315,11 @@ async fn run_controller(
         watcher::Config::default(),
     )
     .default_backoff()
+    .map_ok(say_when_none(ns))
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(predicates::generation, PredicateConfig::default());
-    let cds_stream = without_errors(cds_stream, "canarydaemonsets", config.observer.clone());
+    let cds_stream = without_errors(cds_stream, "canarydaemonsets", config.observer.clone(), log);
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {
             let cds = rx.recv().await?;
@@ -340,6 +352,33 @@ async fn run_controller(
         })
         .await;
     stopper.abort();
+}
+
+/// A pass-through of the CanaryDaemonSet watch events that says once, at info, when the first
+/// complete list finds none: a controller with nothing to do is otherwise silent, and its user
+/// wonders whether it works.
+fn say_when_none(
+    namespace: Option<&str>,
+) -> impl FnMut(watcher::Event<CanaryDaemonSet>) -> watcher::Event<CanaryDaemonSet> + Send + 'static
+{
+    let place = match namespace {
+        Some(ns) => format!("in namespace {ns}"),
+        None => "in any namespace".to_owned(),
+    };
+    let mut listed = 0_usize;
+    let mut said = false;
+    move |event| {
+        match &event {
+            watcher::Event::Init => listed = 0,
+            watcher::Event::InitApply(_) => listed += 1,
+            watcher::Event::InitDone if listed == 0 && !said => {
+                said = true;
+                info!("no CanaryDaemonSet {place} yet: nothing to roll out until one is created");
+            }
+            _ => {}
+        }
+        event
+    }
 }
 
 /// Maps a pod or ControllerRevision to its CanaryDaemonSet through the [`OWNER_LABEL`].

@@ -34,13 +34,14 @@ pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
         "observing KubeVirt (read-only)"
     );
     let config = ObserveConfig {
         namespace: args.namespace.clone(),
         observer: Observer::new(),
+        server_url: Some(connection.url.clone()),
         ..ObserveConfig::default()
     };
     let result = kubevirt_metrics::run(

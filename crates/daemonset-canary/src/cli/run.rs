@@ -73,7 +73,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = controller_config(&args, &connection, Observer::new())?;
     tracing::info!(
         api = %connection.url,
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
         leader_election = args.leader_election,
         "controller starting"
@@ -141,6 +141,7 @@ fn controller_config(
         leader_election,
         observer,
         concurrency: args.concurrency,
+        server_url: Some(connection.url.clone()),
         ..ControllerConfig::default()
     })
 }

@@ -166,14 +166,14 @@ impl Context {
 /// exponentially per object (reset by the next successful pass).
 pub fn error_policy(cds: Arc<CanaryDaemonSet>, error: &Error, ctx: Arc<Context>) -> Action {
     if error.is_conflict() {
-        debug!(name = %cds.name_any(), %error, "conflict, retrying shortly");
+        debug!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, "conflict, retrying shortly");
         return Action::requeue(ctx.requeue.conflict);
     }
     let requeue = &ctx.requeue;
     let delay = ctx
         .memory
         .next_error_delay(&cds, requeue.error_base, requeue.error_max);
-    warn!(name = %cds.name_any(), %error, ?delay, "reconcile failed");
+    warn!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
@@ -306,7 +306,7 @@ impl<'a> Pass<'a> {
 
         // Decide.
         let decision = decide(&plan.strategy, &observation);
-        debug!(ds = %self.ds_name, ?observation, ?decision, "decided");
+        debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?observation, ?decision, "decided");
         let mut record = Transition {
             desired: observation.desired_pods,
             updated: counts.updated,
@@ -339,7 +339,7 @@ impl<'a> Pass<'a> {
                 if decision.record_generation {
                     record.recorded_generation = patched.metadata.generation;
                 }
-                info!(ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
                 decision
             }
             Err(error) if error.is_conflict() => {
@@ -393,7 +393,7 @@ impl<'a> Pass<'a> {
                 if decision.record_generation {
                     record.recorded_generation = created.metadata.generation;
                 }
-                info!(ds = %self.ds_name, "daemonSet created");
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "daemonSet created");
                 decision
             }
             // Created meanwhile (or our cache is behind): come back once the watch has it.
@@ -486,7 +486,7 @@ impl<'a> Pass<'a> {
     /// A spec the controller cannot act on: Degraded, one Warning event, no requeue until the
     /// spec changes.
     async fn invalid_spec(&self, message: String) -> Result<Action, Error> {
-        warn!(name = %self.cds.name_any(), %message, "invalid spec");
+        warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, "invalid spec");
         let already = self.status.as_ref().is_some_and(|s| {
             s.reason.as_deref() == Some(FailureReason::InvalidSpec.as_str())
                 && s.message.as_deref() == Some(&message)
@@ -632,7 +632,9 @@ impl<'a> Pass<'a> {
         match recorder.publish(&event, &self.cds.object_ref(&())).await {
             Ok(()) => self.ctx.observer.report(Report::EventPublished),
             // An event is best effort: losing one must not fail or repeat the pass.
-            Err(error) => warn!(%error, reason, "could not publish event"),
+            Err(error) => {
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
+            }
         }
     }
 }
