@@ -16,6 +16,7 @@ use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, S
 use daemonset_canary::demo::timeline::{
     Sample, phase_change_json, phase_change_line, summary_json, summary_line,
 };
+use daemonset_canary::listen::{bind_error, parse_listen_addr};
 use daemonset_canary::metrics::{Metrics, Mode, bridge};
 use daemonset_canary::server::{Server, ServerState};
 use std::io::{IsTerminal, Write};
@@ -56,7 +57,7 @@ pub struct DemoArgs {
     plot: Option<PathBuf>,
     /// Serve /metrics, /healthz and /readyz on this address while the demo runs (port 0: any
     /// free port, printed on stderr).
-    #[arg(long, env = "CANARY_METRICS_ADDR")]
+    #[arg(long, env = "CANARY_METRICS_ADDR", value_parser = parse_listen_addr)]
     metrics_addr: Option<SocketAddr>,
     /// Keep serving /metrics this many seconds after the rollout ended (so Prometheus can scrape
     /// the end state); SIGINT/SIGTERM end it early.
@@ -260,7 +261,7 @@ impl MetricsServer {
         };
         let server = runtime
             .block_on(Server::bind(addr, state))
-            .with_context(|| format!("cannot listen on {addr}"))?;
+            .map_err(|error| anyhow::anyhow!(bind_error(addr, &error)))?;
         let bound = server.local_addr().unwrap_or(addr);
         eprintln!("serving metrics on http://{bound}/metrics");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
