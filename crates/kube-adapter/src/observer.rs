@@ -33,6 +33,9 @@ pub struct Transition {
     pub name: String,
     /// Name of the owned DaemonSet.
     pub daemon_set: String,
+    /// The target version of this pass (empty when the spec cannot be acted on and no
+    /// earlier pass knew one).
+    pub version: String,
     /// Phase before this pass (`None` for a new object).
     pub from: Option<Phase>,
     /// Phase after this pass.

@@ -123,6 +123,10 @@ fn spec_json() -> impl Strategy<Value = Value> {
                 if let Some(id) = deployment_id {
                     spec["target"]["deploymentId"] = json!(id);
                 }
+                // No version written: take it from the container's image tag instead.
+                if version.is_empty() {
+                    spec["target"] = json!({"fromContainer": "agent", "registry": registry});
+                }
                 if let Some((v, r, i)) = keys {
                     spec["annotationKeys"] = json!({"version": v, "registry": r, "id": i});
                 }
@@ -176,7 +180,37 @@ fn cds_from(spec: CanaryDaemonSetSpec) -> CanaryDaemonSet {
 /// Checks what must hold for any spec that deserialized.
 fn check_desired(spec: CanaryDaemonSetSpec, live_generation: i64) -> Result<(), TestCaseError> {
     let cds = cds_from(spec);
-    let (keys, target) = target_of(&cds).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let (keys, target) = match target_of(&cds) {
+        Ok(resolved) => resolved,
+        // A target naming no version (or both, or a container that is not there) cannot be
+        // resolved: the controller reports it as InvalidSpec, the schema refuses most of them.
+        Err(canary_kube_adapter::Error::InvalidSpec(_)) => {
+            let target = &cds.spec.target;
+            let containers = cds
+                .spec
+                .template
+                .spec
+                .template
+                .spec
+                .as_ref()
+                .map(|pod| pod.containers.clone())
+                .unwrap_or_default();
+            let resolvable = match (target.version.is_empty(), &target.from_container) {
+                (false, None) => true,
+                (true, Some(name)) => containers.iter().any(|c| {
+                    &c.name == name
+                        && c.image
+                            .as_deref()
+                            .and_then(canary_kube_adapter::desired::image_tag)
+                            .is_some()
+                }),
+                _ => false,
+            };
+            prop_assert!(!resolvable, "a resolvable target was refused: {target:?}");
+            return Ok(());
+        }
+        Err(e) => return Err(TestCaseError::fail(e.to_string())),
+    };
     // The default deployment id is a pure function of the template.
     if cds.spec.target.deployment_id.is_none() {
         prop_assert_eq!(

@@ -46,6 +46,7 @@ fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec {
         daemon_set_name: None,
         target: TargetSpec {
             version: version.into(),
+            from_container: None,
             registry: "reg".into(),
             deployment_id: None,
         },
@@ -574,6 +575,50 @@ async fn each_rollout_has_its_own_events_naming_its_version() {
         );
         assert_eq!(*series, None, "{note}");
     }
+    replica.stop().await;
+}
+
+/// `target.fromContainer`: the version is the image tag of that container, so changing the
+/// image is the whole upgrade; the status says which version it resolved.
+#[tokio::test(start_paused = true)]
+async fn the_version_can_come_from_a_container_image_tag() {
+    let sim = sim(3);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut from_image = spec("v1", None);
+    from_image.target.version = String::new();
+    from_image.target.from_container = Some("agent".into());
+    create_cds(&client, "agent", from_image).await;
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", 3)
+    })
+    .await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let image_only = json!({"spec": {"template": {"spec": {"template": {"spec": {
+        "containers": [{"name": "agent", "image": "registry.example:5000/agent:v1.2.3@sha256:0123"}]}}}}}});
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(image_only))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v1.2.3", 3)
+    })
+    .await;
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    assert_eq!(status.target_version.as_deref(), Some("v1.2.3"));
+
+    // A container that is not there: the spec cannot be acted on, and says why.
+    let wrong = json!({"spec": {"target": {"fromContainer": "sidecar"}}});
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(wrong))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "InvalidSpec", || async {
+        let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+        status.reason.as_deref() == Some("InvalidSpec")
+            && status.message.as_deref().is_some_and(|m| {
+                m.contains("no container named \"sidecar\"") && m.contains("its containers: agent")
+            })
+    })
+    .await;
     replica.stop().await;
 }
 

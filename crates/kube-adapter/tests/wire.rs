@@ -49,6 +49,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
             daemon_set_name: None,
             target: TargetSpec {
                 version: version.into(),
+                from_container: None,
                 registry: "reg".into(),
                 deployment_id: Some("id".into()),
             },

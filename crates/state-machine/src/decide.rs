@@ -332,7 +332,7 @@ fn deadline_exceeded(strategy: &Strategy, observation: &Observation) -> Option<D
         return None;
     }
     let message = format!(
-        "daemonSet {}: {} made no progress in phase {} for {}s (deadline {}s): {} of {} pods updated and ready",
+        "daemonSet {}: {} made no progress in phase {} for {}s (deadline {}s): {} of {} {} updated and ready",
         observation.name,
         rollout_of(&observation.version),
         previous.phase,
@@ -340,6 +340,11 @@ fn deadline_exceeded(strategy: &Strategy, observation: &Observation) -> Option<D
         deadline.as_secs(),
         observation.updated_ready_pods,
         observation.desired_pods,
+        if observation.desired_pods == 1 {
+            "pod"
+        } else {
+            "pods"
+        },
     );
     Some(failed(
         observation,

@@ -283,6 +283,7 @@ mod tests {
             namespace: "default".into(),
             name: "node-agent".into(),
             daemon_set: "node-agent".into(),
+            version: "v2".into(),
             from: Some(from),
             to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),

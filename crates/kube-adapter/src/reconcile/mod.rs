@@ -237,6 +237,10 @@ impl<'a> Pass<'a> {
             namespace: self.namespace.clone(),
             name: self.cds.name_any(),
             daemon_set: self.ds_name.clone(),
+            // The version a pass that cannot read the spec leaves is the last one known.
+            version: previous
+                .and_then(|s| s.target_version.clone())
+                .unwrap_or_default(),
             from: previous
                 .and_then(|s| s.phase.as_deref())
                 .and_then(|p| p.parse().ok()),
@@ -308,6 +312,7 @@ impl<'a> Pass<'a> {
         let decision = decide(&plan.strategy, &observation);
         debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?observation, ?decision, "decided");
         let mut record = Transition {
+            version: plan.target.version.clone(),
             desired: observation.desired_pods,
             updated: counts.updated,
             updated_ready: counts.updated_ready,
@@ -371,6 +376,7 @@ impl<'a> Pass<'a> {
             set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
         }
         let mut record = Transition {
+            version: plan.target.version.clone(),
             desired: 0,
             updated: 0,
             updated_ready: 0,
@@ -698,6 +704,7 @@ mod tests {
             daemon_set_name: None,
             target: TargetSpec {
                 version: "v1".into(),
+                from_container: None,
                 registry: String::new(),
                 deployment_id: None,
             },

@@ -31,9 +31,12 @@ pub(crate) struct Plan {
 /// The plan of `cds`, or why its spec cannot be acted on.
 pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
     let spec = &cds.spec;
-    if spec.target.version.is_empty() {
-        return Err("spec.target.version must not be empty".to_owned());
-    }
+    // The version first: a spec naming no version, or a container that is not there, says so.
+    let (keys, target) = match target_of(cds) {
+        Ok(resolved) => resolved,
+        Err(crate::Error::InvalidSpec(message)) => return Err(message),
+        Err(error) => return Err(error.to_string()),
+    };
     let parse = |field: &str, value: &str| {
         value
             .parse::<MaxUnavailable>()
@@ -86,7 +89,6 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             },
         }
     });
-    let (keys, target) = target_of(cds).map_err(|e| e.to_string())?;
     Ok(Plan {
         strategy,
         keys,
@@ -111,6 +113,7 @@ mod tests {
             daemon_set_name: None,
             target: TargetSpec {
                 version: "v1".into(),
+                from_container: None,
                 registry: String::new(),
                 deployment_id: None,
             },
