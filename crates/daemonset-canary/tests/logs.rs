@@ -126,3 +126,27 @@ fn json_logs_name_the_object_in_fields_of_their_own() {
     assert_eq!(created["level"], "INFO", "{created}");
     assert!(created.get("fields").is_none(), "flattened: {created}");
 }
+
+/// observe-kubevirt on a cluster without a KubeVirt object says so, once.
+#[test]
+fn observe_kubevirt_says_once_when_there_is_nothing_to_observe() {
+    let sim = support::serve_sim("logs-observe", &["--nodes", "1"]);
+    let log = sim.dir.join("observe.log");
+    let _observer = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(["observe-kubevirt", "--kubeconfig"])
+            .arg(&sim.kubeconfig)
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_line(&log, "no KubeVirt object found");
+    // Later passes (the simulator's node heartbeats and pods change nothing here) stay quiet.
+    std::thread::sleep(Duration::from_secs(2));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("no KubeVirt object found").count(), 1, "{text}");
+    assert_eq!(text.matches("observing KubeVirt").count(), 1, "{text}");
+}

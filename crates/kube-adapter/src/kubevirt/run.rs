@@ -182,7 +182,8 @@ pub async fn run(
     let mut passes = 0_u64;
     let shutdown = shutdown.fuse();
     tokio::pin!(shutdown);
-    info!(
+    // The binary says it at info, with the API server's address.
+    debug!(
         watching = ns.unwrap_or("all namespaces"),
         "observing KubeVirt"
     );
