@@ -147,6 +147,10 @@ fn observe_kubevirt_says_once_when_there_is_nothing_to_observe() {
     // Later passes (the simulator's node heartbeats and pods change nothing here) stay quiet.
     std::thread::sleep(Duration::from_secs(2));
     let text = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(text.matches("no KubeVirt object found").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("no KubeVirt object found").count(),
+        1,
+        "{text}"
+    );
     assert_eq!(text.matches("observing KubeVirt").count(), 1, "{text}");
 }
