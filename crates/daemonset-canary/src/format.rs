@@ -1,9 +1,18 @@
-//! Shared formatting of durations, ages and progress for everything the binary prints (the
-//! demo's timeline and plot, the status view).
+//! Shared formatting of durations, ages, counts and progress for everything the binary prints
+//! (the demo's timeline and plot, the status view).
 //!
 //! Pure functions of their arguments; one home, so that every view says `1m15s` the same way.
 
 use k8s_openapi::jiff::Timestamp;
+
+/// `1 pod`, `3 pods`: a count and its noun, singular for exactly one.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
 
 /// A fixed-width bar of `done` out of `total`.
 pub fn progress_bar(done: u32, total: u32, width: usize) -> String {
@@ -50,6 +59,16 @@ mod tests {
         assert_eq!(format_seconds(3725.0), "1h02m");
         assert_eq!(format_seconds(12.5), "12.5s");
         assert_eq!(format_seconds(12.0), "12s");
+    }
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1, "node", "nodes"), "1 node");
+        assert_eq!(count(0, "pod", "pods"), "0 pods");
+        assert_eq!(
+            count(3, "DaemonSet write", "DaemonSet writes"),
+            "3 DaemonSet writes"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   the controller's reports, and the KubeVirt observe mode's extras ([`metrics::kubevirt`]).
 //! - [`demo`]: the scenarios on the embedded simulator, their timeline and plot.
 //! - [`status_view`]: `daemonset-canary status NAME`; [`format`](mod@format): durations, ages, bars.
-//! - [`server`]: `/metrics`, `/healthz`, `/readyz`; [`telemetry`]: logs.
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`; [`listen`]: listening addresses and what a
+//!   failed bind means; [`telemetry`]: logs.
 //!
 //! The command line (`main.rs`, module `cli`): `run` (the controller), `demo` (a rollout on the
 //! embedded simulator, [`demo::scenario`]), `crd`, `status NAME` ([`status_view`]),
@@ -39,6 +40,7 @@
 
 pub mod demo;
 pub mod format;
+pub mod listen;
 pub mod metrics;
 pub mod server;
 pub mod status_view;

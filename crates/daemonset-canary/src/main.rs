@@ -24,7 +24,9 @@ use std::process::ExitCode;
 #[command(name = "daemonset-canary", version, about, long_about)]
 struct Cli {
     /// Log filter in tracing's EnvFilter syntax (e.g. `info` or `canary_kube_adapter=debug,info`);
-    /// RUST_LOG wins when set. Default: `info`, `warn` for `demo` (its output is the timeline).
+    /// RUST_LOG wins when set. Default: `info` without the Kubernetes client library's lines
+    /// below warn (the controller reports failed requests itself), `warn` for `demo` (its
+    /// output is the timeline).
     #[arg(long, global = true, env = "CANARY_LOG_LEVEL")]
     log_level: Option<String>,
     /// Log line format: `plain` for people, `json` for log collectors. Logs go to stderr.
@@ -62,10 +64,6 @@ enum SimCommand {
     Serve(cli::sim_serve::SimServeArgs),
 }
 
-/// `info`, without kube's own line per failed request: the preflight check and the controller
-/// report failures themselves, once, with context.
-const DEFAULT_LOG_LEVEL: &str = "info,kube_client::client::builder=off";
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Print the error chain ourselves: returning anyhow from main prints a Debug dump (and a
@@ -88,8 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let default_level = match cli.command {
         // The demo prints its own timeline; logs only say what goes wrong.
         Command::Demo(_) => "warn",
-        Command::ObserveKubevirt(_) => "info",
-        _ => DEFAULT_LOG_LEVEL,
+        _ => telemetry::DEFAULT_FILTER,
     };
     telemetry::init(
         cli.log_level.as_deref().unwrap_or(default_level),

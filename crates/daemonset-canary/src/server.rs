@@ -189,10 +189,9 @@ pub struct BackgroundServer {
 }
 
 impl BackgroundServer {
-    /// Creates the metrics, binds `addr` and serves until [`BackgroundServer::stop`].
-    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
-        use anyhow::Context;
-        let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
+    /// Binds `addr` and serves `metrics` until [`BackgroundServer::stop`].
+    pub async fn start(addr: SocketAddr, metrics: Metrics) -> anyhow::Result<Self> {
+        let metrics = Arc::new(metrics);
         let health = Health::default();
         let state = ServerState {
             metrics: metrics.clone(),
@@ -200,7 +199,7 @@ impl BackgroundServer {
         };
         let server = Server::bind(addr, state)
             .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+            .map_err(|error| anyhow::anyhow!(crate::listen::bind_error(addr, &error)))?;
         let bound = server.local_addr().unwrap_or(addr);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.serve(async {

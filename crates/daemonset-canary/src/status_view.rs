@@ -89,7 +89,14 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
 
 fn target(cds: &CanaryDaemonSet) -> String {
     let target = &cds.spec.target;
-    let mut text = target.version.clone();
+    let resolved = cds.status.as_ref().and_then(|s| s.target_version.clone());
+    let mut text = match (target.from_container.as_deref(), resolved) {
+        (Some(container), Some(version)) => {
+            format!("{version} (the tag of container {container}'s image)")
+        }
+        (Some(container), None) => format!("the tag of container {container}'s image"),
+        (None, _) => target.version.clone(),
+    };
     if !target.registry.is_empty() {
         let _ = write!(text, ", registry {}", target.registry);
     }

@@ -1,6 +1,9 @@
 //! The command line as a user meets it: help text, bad input, an unreachable cluster, a missing
-//! CRD, `crd` output, and the demo's exit codes.
+//! kubeconfig, listening addresses (host names, a port in use), `status` looking in the wrong
+//! namespace, `crd` output, and the demo's exit codes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use std::process::{Command, Output};
 
@@ -190,7 +193,12 @@ fn an_unreachable_cluster_is_one_line_and_a_failure() {
             stderr(&output)
         );
         assert_one_error_line(&output);
-        assert!(stderr(&output).contains("cannot reach the Kubernetes API at http://127.0.0.1:"));
+        let text = stderr(&output);
+        assert!(
+            text.contains("cannot reach the Kubernetes API at http://127.0.0.1:")
+                && text.contains("connection refused"),
+            "{text}"
+        );
     }
 }
 
@@ -199,7 +207,36 @@ fn a_missing_kubeconfig_is_one_line_and_a_failure() {
     let output = run(&["run", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(output.status.code(), Some(1));
     assert_one_error_line(&output);
-    assert!(stderr(&output).contains("/nonexistent/kubeconfig"));
+    assert!(
+        stderr(&output).contains("the kubeconfig /nonexistent/kubeconfig does not exist"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// KUBECONFIG naming a file that is not there is said once, as kubectl users know it: not
+/// "no KUBECONFIG" with the cause repeated three times.
+#[test]
+fn kubeconfig_naming_a_missing_file_says_it_does_not_exist() {
+    for command in [
+        &["status", "x"][..],
+        &["run"][..],
+        &["observe-kubevirt"][..],
+    ] {
+        let output = binary()
+            .args(command)
+            .env("KUBECONFIG", "/missing")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{command:?}");
+        assert_one_error_line(&output);
+        let text = stderr(&output);
+        assert!(
+            text.contains("KUBECONFIG names /missing, which does not exist"),
+            "{command:?}: {text}"
+        );
+        assert_eq!(text.matches("/missing").count(), 1, "{text}");
+    }
 }
 
 #[test]
@@ -258,4 +295,131 @@ fn demo_exit_codes_follow_the_expected_end() {
         "{}",
         stderr(&too_short)
     );
+}
+
+/// `--metrics-addr` takes host names, and a port in use says who holds it and what to use.
+#[test]
+fn metrics_addresses_take_host_names_and_a_busy_port_is_explained() {
+    let kubeconfig = write_kubeconfig(
+        "metrics-addr",
+        &format!("http://127.0.0.1:{}", closed_port()),
+    );
+    // Accepted: the command gets as far as the cluster (exit 1, not a usage error).
+    let output = binary()
+        .args(["run", "--metrics-addr", "localhost:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("cannot reach the Kubernetes API"));
+
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    for command in ["run", "observe-kubevirt"] {
+        let output = binary()
+            .args([
+                command,
+                "--metrics-addr",
+                &format!("localhost:{port}"),
+                "--kubeconfig",
+            ])
+            .arg(&kubeconfig)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        assert_one_error_line(&output);
+        let text = stderr(&output);
+        assert!(
+            text.contains(&format!(
+                "cannot listen on 127.0.0.1:{port}: the port is already in use by "
+            )) && text.contains(&format!("(pid {})", std::process::id()))
+                && text.contains("127.0.0.1:0"),
+            "{text}"
+        );
+    }
+    let demo = run(&[
+        "demo",
+        "--nodes",
+        "1",
+        "--metrics-addr",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    assert_eq!(demo.status.code(), Some(1), "{}", stderr(&demo));
+    assert!(
+        stderr(&demo).contains("already in use"),
+        "{}",
+        stderr(&demo)
+    );
+}
+
+/// `status NAME` in the wrong namespace says where it is; `-A` finds it anywhere.
+#[test]
+fn status_in_the_wrong_namespace_points_to_the_right_one() {
+    use canary_kube_adapter::CanaryDaemonSet;
+    use canary_state_machine::Compatibility;
+    use daemonset_canary::demo::scenario::manifest;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::Api;
+    use kube::api::PostParams;
+
+    let sim = support::serve_sim("status", &["--nodes", "1"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = support::client(&sim.kubeconfig).await;
+        support::install_crd(&client).await;
+        let namespace: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "monitoring"}}))
+                .unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+        let mut object = manifest(Compatibility::Fixed, "v1", "healthy");
+        object["metadata"]["namespace"] = "monitoring".into();
+        let object: CanaryDaemonSet = serde_json::from_value(object).unwrap();
+        Api::<CanaryDaemonSet>::namespaced(client, "monitoring")
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+    });
+    let status = |args: &[&str]| {
+        binary()
+            .arg("status")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&sim.kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let wrong = status(&["node-agent"]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert_one_error_line(&wrong);
+    assert!(
+        stderr(&wrong).contains(r#"no CanaryDaemonSet "node-agent" in namespace "default", but there is one in "monitoring": add `-n monitoring` (or -A)"#),
+        "{}",
+        stderr(&wrong)
+    );
+    let anywhere = status(&["node-agent", "-A"]);
+    assert!(anywhere.status.success(), "{}", stderr(&anywhere));
+    assert!(
+        stdout(&anywhere).contains("Namespace:       monitoring"),
+        "{}",
+        stdout(&anywhere)
+    );
+    let nowhere = status(&["nothing"]);
+    assert_eq!(nowhere.status.code(), Some(1));
+    assert!(
+        stderr(&nowhere).contains("-A looks in every namespace"),
+        "{}",
+        stderr(&nowhere)
+    );
+    let nowhere = status(&["nothing", "--all-namespaces"]);
+    assert_eq!(nowhere.status.code(), Some(1));
+    assert!(
+        stderr(&nowhere).contains(r#"no CanaryDaemonSet "nothing" in any namespace"#),
+        "{}",
+        stderr(&nowhere)
+    );
+    let both = status(&["x", "-A", "-n", "default"]);
+    assert_eq!(both.status.code(), Some(2), "-A and -n conflict");
 }

@@ -11,11 +11,8 @@ use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,32 +23,6 @@ fn http_get(port: u16, path: &str) -> Option<(String, String)> {
     let raw = support::http_get(&format!("127.0.0.1:{port}"), path, Duration::from_secs(5))?;
     let (head, body) = raw.split_once("\r\n\r\n")?;
     Some((head.lines().next()?.to_owned(), body.to_owned()))
-}
-
-fn start_sim(dir: &Path) -> (KillOnDrop, PathBuf) {
-    let kubeconfig = dir.join("kubeconfig");
-    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .args(["sim", "serve", "--nodes", "3", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sim = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !kubeconfig.exists() {
-        assert!(Instant::now() < deadline, "no kubeconfig after 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (sim, kubeconfig)
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let file = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 /// Waits until the CanaryDaemonSet's status describes spec generation `generation` and is
@@ -82,24 +53,17 @@ async fn wait_successful(api: &Api<CanaryDaemonSet>, generation: Option<i64>, wh
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
-    let dir = std::env::temp_dir().join(format!("canary-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (_sim, kubeconfig) = start_sim(&dir);
-    let client = client(&kubeconfig).await;
-
+    let sim = support::serve_sim("run", &["--nodes", "3"]);
+    let (kubeconfig, dir) = (&sim.kubeconfig, &sim.dir);
+    let client = support::client(kubeconfig).await;
     // What a user does first: install the CRD (here through the API, as kubectl would).
-    let crd = canary_kube_adapter::crd().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    support::install_crd(&client).await;
 
     let metrics_port = free_port();
     let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .args(["run", "--leader-election", "--lease-namespace", "default"])
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
         .env("POD_NAME", IDENTITY)
         .env("CANARY_LOG_FORMAT", "json")
@@ -139,7 +103,7 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     // `status` shows the end of the upgrade the way a user reads it.
     let status = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .args(["status", NAME, "-n", NAMESPACE, "--kubeconfig"])
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&status.stdout);
@@ -210,20 +174,15 @@ fn rss_kib(pid: u32) -> u64 {
 /// 289 MB and one kept the process alive 45 s after SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_neither_exhaust_nor_hold_the_process() {
-    let dir = std::env::temp_dir().join(format!("canary-slow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (_sim, kubeconfig) = start_sim(&dir);
-    let client = client(&kubeconfig).await;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &canary_kube_adapter::crd().unwrap())
-        .await
-        .unwrap();
+    let sim = support::serve_sim("slow", &[]);
+    let kubeconfig = &sim.kubeconfig;
+    let client = support::client(kubeconfig).await;
+    support::install_crd(&client).await;
     let metrics_port = free_port();
     let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .arg("run")
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())

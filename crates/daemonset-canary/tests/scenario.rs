@@ -14,17 +14,21 @@ async fn run(kind: ScenarioKind, nodes: u32, compatibility: Compatibility) -> Sc
     };
     let scenario = Scenario::start(config).await.unwrap();
     scenario.install().await.unwrap();
-    let report = scenario.upgrade(|_, _| {}).await.unwrap();
+    let report = scenario.upgrade(|_| {}).await.unwrap();
     scenario.stop().await.unwrap();
     report
 }
 
-fn phases(report: &ScenarioReport) -> Vec<String> {
+fn phases(report: &ScenarioReport) -> Vec<&str> {
+    report.timeline.phases()
+}
+
+/// `(phase, write)` of every step: phase changes and DaemonSet writes, in order.
+fn steps(report: &ScenarioReport) -> Vec<(&str, Option<&str>)> {
     report
         .timeline
-        .phase_changes()
-        .iter()
-        .map(|s| s.phase.clone())
+        .steps()
+        .map(|s| (s.phase.as_str(), s.write.as_deref()))
         .collect()
 }
 
@@ -34,12 +38,22 @@ async fn healthy_rollout_goes_canary_widen_revert_in_three_writes() {
     assert!(report.as_expected, "{:?}", report.summary);
     assert_eq!(report.summary.result, "successful");
     assert_eq!(report.summary.daemon_set_writes, 3, "start, widen, revert");
-    let seen = phases(&report);
-    assert!(seen.contains(&"canary".to_owned()), "{seen:?}");
+    // Every phase the controller went through, including those inside one instant.
     assert_eq!(
-        seen.last().map(String::as_str),
-        Some("successful"),
-        "{seen:?}"
+        phases(&report),
+        ["started", "canary", "increasing", "waiting", "successful"]
+    );
+    // The default strategy writes the revert in `waiting` and reports done once it sees it.
+    assert_eq!(
+        steps(&report),
+        [
+            ("started", Some("start")),
+            ("canary", None),
+            ("increasing", Some("widen")),
+            ("waiting", None),
+            ("waiting", Some("revert")),
+            ("successful", None),
+        ]
     );
     let widest = report
         .timeline
@@ -71,9 +85,40 @@ async fn crash_looping_canary_fails_without_widening() {
     assert_eq!(report.summary.daemon_set_writes, 1, "only the start write");
 }
 
+/// The reference reports done in the revert's own pass (kubevirt#18666): `successful` comes with
+/// the revert write, where the default strategy has a `waiting` step first.
 #[tokio::test(start_paused = true)]
-async fn kubevirt_compatibility_also_completes() {
+async fn kubevirt_compatibility_reports_done_with_the_revert() {
     let report = run(ScenarioKind::Healthy, 10, Compatibility::KubeVirt).await;
     assert_eq!(report.summary.result, "successful", "{:?}", report.summary);
     assert_eq!(report.summary.daemon_set_writes, 3);
+    assert_eq!(
+        steps(&report),
+        [
+            ("started", Some("start")),
+            ("canary", None),
+            ("increasing", Some("widen")),
+            ("waiting", None),
+            ("successful", Some("revert")),
+        ]
+    );
+}
+
+/// On one node there is nothing to widen: two writes.
+#[tokio::test(start_paused = true)]
+async fn one_node_takes_two_writes() {
+    let report = run(ScenarioKind::Healthy, 1, Compatibility::Fixed).await;
+    assert_eq!(report.summary.result, "successful", "{:?}", report.summary);
+    assert_eq!(report.summary.daemon_set_writes, 2, "{:?}", steps(&report));
+}
+
+/// A crash-looping canary: its restarts are recorded before the failure they cause.
+#[tokio::test(start_paused = true)]
+async fn a_crash_looping_canary_restarts_before_it_fails() {
+    for compatibility in [Compatibility::Fixed, Compatibility::KubeVirt] {
+        let report = run(ScenarioKind::CrashloopCanary, 5, compatibility).await;
+        let last = report.timeline.last().unwrap();
+        assert_eq!(last.phase, "failed", "{compatibility}");
+        assert!(last.restarts >= 1, "{compatibility}: {last:?}");
+    }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -27,7 +27,7 @@ use crate::health::Health;
 use crate::index::OwnerIndex;
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::{WatchBackoff, without_errors};
+use crate::trigger::{WatchBackoff, WatchLog, without_errors};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -81,6 +81,9 @@ pub struct ControllerConfig {
     pub concurrency: u16,
     /// Readiness and liveness, for the binary's `/readyz` and `/healthz`.
     pub health: Health,
+    /// The API server's URL, named in the warning when the watches cannot reach it (the client
+    /// does not know it).
+    pub server_url: Option<String>,
 }
 
 impl Default for ControllerConfig {
@@ -95,6 +98,7 @@ impl Default for ControllerConfig {
             requeue: Requeue::default(),
             concurrency: 0,
             health: Health::default(),
+            server_url: None,
         }
     }
 }
@@ -273,6 +277,7 @@ async fn run_controller(
     let owned = watcher::Config::default().labels(OWNER_LABEL);
     let health = config.health.clone();
     let listed = Listed::new(health.clone());
+    let log = WatchLog::new(config.server_url.clone());
 
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let ds_listed = listed.clone();
@@ -291,6 +296,7 @@ async fn run_controller(
         "daemonsets",
         config.observer.clone(),
         health.clone(),
+        log.clone(),
     );
 
     let pods = OwnerIndex::<PodSummary>::new();
@@ -304,7 +310,13 @@ async fn run_controller(
             event
         })
         .touched_objects();
-    let pod_stream = without_errors(pod_stream, "pods", config.observer.clone(), health.clone());
+    let pod_stream = without_errors(
+        pod_stream,
+        "pods",
+        config.observer.clone(),
+        health.clone(),
+        log.clone(),
+    );
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
@@ -322,6 +334,7 @@ async fn run_controller(
         "controllerrevisions",
         config.observer.clone(),
         health.clone(),
+        log.clone(),
     );
 
     // Nodes, for the Pods driver: health, zone and canary labels, nothing else (a node's
@@ -348,15 +361,19 @@ async fn run_controller(
         "nodes",
         config.observer.clone(),
         health.clone(),
+        log.clone(),
     );
 
     let (workload_tx, workload_triggers) = mpsc::unbounded_channel();
-    let workloads = Arc::new(WorkloadWatches::new(
-        client.clone(),
-        config.observer.clone(),
-        health.clone(),
-        workload_tx,
-    ));
+    let workloads = Arc::new(
+        WorkloadWatches::new(
+            client.clone(),
+            config.observer.clone(),
+            health.clone(),
+            workload_tx,
+        )
+        .with_log(log.clone()),
+    );
 
     let reporter = Reporter {
         controller: config.field_manager.clone(),
@@ -375,7 +392,7 @@ async fn run_controller(
         Context::new(
             client.clone(),
             caches,
-            Recorder::new(client.clone(), reporter),
+            reporter,
             config.clock.clone(),
             config.observer.clone(),
             config.field_manager.clone(),
@@ -403,6 +420,7 @@ async fn run_controller(
         cds_listed.note(&event, Source::CanaryDaemonSets);
         future::ready(Ok(typed_event(event, &undecodable_tx, &cds_ctx)))
     })
+    .map_ok(say_when_none(ns))
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(spec_or_promotion, PredicateConfig::default());
@@ -411,6 +429,7 @@ async fn run_controller(
         "canarydaemonsets",
         config.observer.clone(),
         health.clone(),
+        log.clone(),
     );
     let invalid_objects = tokio::spawn(crate::undecodable::report(undecodable, ctx.clone()));
     let flushes = ctx.take_status_flushes().map(|rx| {
@@ -661,6 +680,33 @@ impl Listed {
             Source::Revisions => self.flags[2].clone(),
             Source::CanaryDaemonSets => self.flags[3].clone(),
         }
+    }
+}
+
+/// A pass-through of the CanaryDaemonSet watch events that says once, at info, when the first
+/// complete list finds none: a controller with nothing to do is otherwise silent, and its user
+/// wonders whether it works.
+fn say_when_none(
+    namespace: Option<&str>,
+) -> impl FnMut(watcher::Event<CanaryDaemonSet>) -> watcher::Event<CanaryDaemonSet> + Send + 'static
+{
+    let place = match namespace {
+        Some(ns) => format!("in namespace {ns}"),
+        None => "in any namespace".to_owned(),
+    };
+    let mut listed = 0_usize;
+    let mut said = false;
+    move |event| {
+        match &event {
+            watcher::Event::Init => listed = 0,
+            watcher::Event::InitApply(_) => listed += 1,
+            watcher::Event::InitDone if listed == 0 && !said => {
+                said = true;
+                info!("no CanaryDaemonSet {place} yet: nothing to roll out until one is created");
+            }
+            _ => {}
+        }
+        event
     }
 }
 

@@ -83,7 +83,12 @@ pub const CANARY_NOT_ABOVE_FAST_RULE: &str = "!(self.canaryMaxUnavailable.matche
         json_path = ".status.readyRatio",
         description = "updated-and-ready / desired pods"
     ),
-    printcolumn(name = "Version", type_ = "string", json_path = ".spec.target.version"),
+    printcolumn(
+        name = "Version",
+        type_ = "string",
+        json_path = ".status.targetVersion",
+        description = "the version rolled out (spec.target.version, or the tag of spec.target.fromContainer's image)"
+    ),
     printcolumn(
         name = "MaxUnavailable",
         type_ = "string",
@@ -168,13 +173,23 @@ pub struct TemplateMetadata {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// The target every pod must reach to count as updated.
+/// The target every pod must reach to count as updated. The version is given either as
+/// `version` or as `fromContainer`, the name of the template's container whose image tag is the
+/// version (so that changing the image is the whole upgrade).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("has(self.version) != has(self.fromContainer)").message("set exactly one of target.version and target.fromContainer"))]
 pub struct TargetSpec {
-    /// Version (required, non-empty).
+    /// The version, written out. Exactly one of `version` and `fromContainer`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[x_kube(validation = kube::core::Rule::new("self != ''").message("target.version must not be empty"))]
     pub version: String,
+    /// The name of a container of the template whose image tag is the version
+    /// (`quay.io/prometheus/node-exporter:v1.9.1` gives `v1.9.1`). Exactly one of `version` and
+    /// `fromContainer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new("self != ''").message("target.fromContainer must not be empty"))]
+    pub from_container: Option<String>,
     /// Registry (default: empty).
     #[serde(default)]
     pub registry: String,
@@ -415,6 +430,10 @@ pub struct CanaryDaemonSetStatus {
     /// Name of the owned DaemonSet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon_set_name: Option<String>,
+    /// The version rolled out: `spec.target.version`, or the tag of the image of
+    /// `spec.target.fromContainer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<String>,
     /// Pods the DaemonSet should run (`desiredNumberScheduled`).
     #[serde(default)]
     pub desired: u32,
@@ -519,7 +538,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 24] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 25] = [
         "phase",
         "reason",
         "message",
@@ -527,6 +546,7 @@ impl CanaryDaemonSetStatus {
         "observedGeneration",
         "recordedDaemonSetGeneration",
         "daemonSetName",
+        "targetVersion",
         "readyRatio",
         "currentMaxUnavailable",
         "phaseStartTime",

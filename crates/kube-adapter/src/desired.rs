@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
@@ -17,14 +19,18 @@ use canary_predicates::{
 use canary_state_machine::{Compatibility, Driver, MaxUnavailable};
 
 use crate::Error;
-use crate::crd::{CanaryDaemonSet, DaemonSetTemplate};
+use crate::crd::{CanaryDaemonSet, DaemonSetTemplate, TargetSpec};
 
 /// Label set on the owned DaemonSet and its pod template; its value is the CanaryDaemonSet name.
 pub const OWNER_LABEL: &str = "canary.daemonset.dev/owner";
 
 /// The resolved install-strategy target of `cds`: the annotation keys from
-/// `spec.annotationKeys` (default KubeVirt's) and the target, its deployment id defaulting to
-/// [`template_hash`].
+/// `spec.annotationKeys` (default KubeVirt's) and the target, its version from
+/// [`target_version`] and its deployment id defaulting to [`template_hash`].
+///
+/// # Errors
+///
+/// [`Error::InvalidSpec`] when the version cannot be resolved (see [`target_version`]).
 pub fn target_of(cds: &CanaryDaemonSet) -> Result<(AnnotationKeys, Target), Error> {
     let keys = match &cds.spec.annotation_keys {
         Some(k) => AnnotationKeys {
@@ -43,11 +49,74 @@ pub fn target_of(cds: &CanaryDaemonSet) -> Result<(AnnotationKeys, Target), Erro
         (None, None) => String::new(),
     };
     let target = Target {
-        version: spec.version.clone(),
+        version: target_version(spec, cds.spec.template.as_ref().map(|t| &t.spec))?,
         registry: spec.registry.clone(),
         deployment_id,
     };
     Ok((keys, target))
+}
+
+/// The version `target` names: `version` as written, or the tag of the image of the
+/// DaemonSet spec's container `fromContainer` (`registry:5000/agent:v2@sha256:…` gives `v2`).
+///
+/// `spec` is the template's DaemonSet spec; `None` for a referenced DaemonSet (`workloadRef`),
+/// whose `fromContainer` is resolved from the live DaemonSet by each pass (an empty version
+/// here).
+///
+/// # Errors
+///
+/// [`Error::InvalidSpec`] with the message the user sees: neither or both set, no container
+/// of that name, or an image without a tag.
+pub fn target_version(target: &TargetSpec, spec: Option<&DaemonSetSpec>) -> Result<String, Error> {
+    let invalid = |message: String| Err(Error::InvalidSpec(message));
+    let container = match (target.version.as_str(), target.from_container.as_deref()) {
+        ("", Some(container)) if !container.is_empty() => container,
+        (version, None) if !version.is_empty() => return Ok(version.to_owned()),
+        ("", None) => return invalid("spec.target.version must not be empty".to_owned()),
+        _ => {
+            return invalid(
+                "set exactly one of spec.target.version and spec.target.fromContainer".to_owned(),
+            );
+        }
+    };
+    let Some(spec) = spec else {
+        return Ok(String::new());
+    };
+    let containers = spec
+        .template
+        .spec
+        .as_ref()
+        .map(|pod| pod.containers.as_slice())
+        .unwrap_or_default();
+    let Some(found) = containers.iter().find(|c| c.name == container) else {
+        let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
+        return invalid(format!(
+            "spec.target.fromContainer: the template has no container named {container:?} (its containers: {})",
+            names.join(", ")
+        ));
+    };
+    let Some(image) = found.image.as_deref().filter(|i| !i.is_empty()) else {
+        return invalid(format!(
+            "spec.target.fromContainer: container {container:?} has no image"
+        ));
+    };
+    match image_tag(image) {
+        Some(tag) => Ok(tag.to_owned()),
+        None => invalid(format!(
+            "spec.target.fromContainer: the image {image:?} of container {container:?} has no tag to take the version from; tag it, or set spec.target.version"
+        )),
+    }
+}
+
+/// The tag of an image reference: after the last `:` of its last path segment (a registry
+/// port is not a tag), before any `@digest`.
+pub fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split('@').next().unwrap_or(image);
+    let last_segment = name.rsplit('/').next().unwrap_or(name);
+    last_segment
+        .rsplit_once(':')
+        .map(|(_, tag)| tag)
+        .filter(|tag| !tag.is_empty())
 }
 
 /// A stable hash of the template (FNV-1a 64 over its JSON form, hex): the default deployment id.
@@ -254,6 +323,7 @@ mod tests {
                 adopt: false,
                 target: TargetSpec {
                     version: "v1".to_owned(),
+                    from_container: None,
                     registry: "reg.example".to_owned(),
                     deployment_id: None,
                 },
@@ -265,6 +335,45 @@ mod tests {
         cds.metadata.namespace = Some("ns".to_owned());
         cds.metadata.uid = Some("cds-uid".to_owned());
         cds
+    }
+
+    #[test]
+    fn image_tags_skip_registry_ports_and_digests() {
+        assert_eq!(
+            image_tag("quay.io/prometheus/node-exporter:v1.9.1"),
+            Some("v1.9.1")
+        );
+        assert_eq!(image_tag("registry:5000/agent:v2@sha256:abcd"), Some("v2"));
+        assert_eq!(image_tag("agent:1.2.3-rc.1"), Some("1.2.3-rc.1"));
+        assert_eq!(
+            image_tag("registry:5000/agent"),
+            None,
+            "a port is not a tag"
+        );
+        assert_eq!(image_tag("agent@sha256:abcd"), None);
+        assert_eq!(image_tag("agent:"), None);
+    }
+
+    #[test]
+    fn the_version_comes_from_the_named_container_image() {
+        let mut cds = cds("agent");
+        cds.spec.target.version = String::new();
+        cds.spec.target.from_container = Some("agent".into());
+        let (_, target) = target_of(&cds).unwrap();
+        assert_eq!(target.version, "v1", "agent:v1");
+        let message = |cds: &CanaryDaemonSet| match target_of(cds) {
+            Err(Error::InvalidSpec(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        cds.spec.target.from_container = Some("sidecar".into());
+        assert_eq!(
+            message(&cds),
+            "spec.target.fromContainer: the template has no container named \"sidecar\" (its containers: agent)"
+        );
+        cds.spec.target.version = "v9".into();
+        assert!(message(&cds).contains("exactly one of"));
+        cds.spec.target.from_container = None;
+        assert_eq!(target_of(&cds).unwrap().1.version, "v9");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The adapter's error type.
+//! The adapter's error type, and the one-line descriptions of errors that the adapter and the
+//! binary print ([`transport_failure`], [`chain`]).
 
 /// Everything that can go wrong in the adapter.
 #[derive(Debug, thiserror::Error)]
@@ -54,5 +55,77 @@ impl Error {
             Error::Kube(kube::Error::Api(status)) => status.is_conflict(),
             _ => false,
         }
+    }
+}
+
+/// The operating system's words for a failure to reach the server (`connection refused (os
+/// error 111)`), when the cause of `error` is one: the innermost I/O error of its chain.
+///
+/// kube's own messages for a refused connection (`ServiceError: client error (Connect)`) do
+/// not say what happened; the I/O error at the bottom of the chain does.
+pub fn transport_failure(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut source = Some(error);
+    let mut io = None;
+    while let Some(current) = source {
+        if let Some(found) = current.downcast_ref::<std::io::Error>() {
+            io = Some(found);
+        }
+        source = current.source();
+    }
+    io.map(|io| lower_first(&io.to_string()))
+}
+
+/// Every message of `error`'s source chain, each once, joined by `: ` (kube's messages
+/// repeat their source's text; a part already contained in an earlier one is left out).
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = Some(error);
+    while let Some(current) = source {
+        let text = current.to_string();
+        if !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+        source = current.source();
+    }
+    parts.join(": ")
+}
+
+fn lower_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to start watching object: client error (Connect)")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Inner(#[source] std::io::Error);
+
+    #[test]
+    fn a_refused_connection_reads_as_the_system_says_it() {
+        let error = Outer(Inner(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        )));
+        assert_eq!(
+            transport_failure(&error).as_deref(),
+            Some("connection refused (os error 111)")
+        );
+        assert_eq!(
+            chain(&error),
+            "failed to start watching object: client error (Connect): Connection refused (os error 111)"
+        );
+        let no_io = Error::InvalidSpec("bad".into());
+        assert_eq!(transport_failure(&no_io), None);
+        assert_eq!(chain(&no_io), "invalid spec: bad");
     }
 }

@@ -46,6 +46,7 @@
 //!   reference's `EnsureObjectMeta` comparison, the JSON Patch, status and conditions).
 //! - [`index`], [`reconcile`], [`controller`], [`observer`], [`clock`]: the running controller.
 //! - [`kubevirt`]: KubeVirt observe mode, the phase of virt-operator's own upgrade, read-only.
+//! - [`error`]: the error type and one-line descriptions of failed requests.
 //!
 //! # Example
 //!
@@ -100,7 +101,7 @@ pub mod clock;
 pub mod controller;
 pub mod crd;
 pub mod desired;
-mod error;
+pub mod error;
 pub mod health;
 pub mod index;
 pub mod kubevirt;

@@ -35,6 +35,9 @@ pub struct Transition {
     pub name: String,
     /// Name of the owned DaemonSet.
     pub daemon_set: String,
+    /// The target version of this pass (empty when the spec cannot be acted on and no
+    /// earlier pass knew one).
+    pub version: String,
     /// Phase before this pass (`None` for a new object).
     pub from: Option<Phase>,
     /// Phase after this pass.
@@ -125,7 +128,7 @@ impl WriteOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// A pass changed the status.
-    Transition(Transition),
+    Transition(Box<Transition>),
     /// A pass finished: its wall-clock duration and, when it failed, the error's
     /// [`metric_label`](crate::Error::metric_label).
     Reconciled {
@@ -330,7 +333,7 @@ impl Transitions {
     pub async fn recv(&mut self) -> Result<Transition, Closed> {
         loop {
             match self.reports.recv().await {
-                Some(Report::Transition(transition)) => return Ok(transition),
+                Some(Report::Transition(transition)) => return Ok(*transition),
                 Some(_) => {}
                 None => return Err(Closed),
             }
@@ -341,7 +344,7 @@ impl Transitions {
     pub fn try_recv(&mut self) -> Option<Transition> {
         while let Some(report) = self.reports.try_recv() {
             if let Report::Transition(transition) = report {
-                return Some(transition);
+                return Some(*transition);
             }
         }
         None

@@ -134,9 +134,10 @@ pub fn next_status(
             "PodsUnavailable"
         },
         Some(format!(
-            "{} of {} pods available",
+            "{} of {} {} available",
             pass.available.min(pass.desired),
-            pass.desired
+            pass.desired,
+            if pass.desired == 1 { "pod" } else { "pods" }
         )),
         pass.observed_generation,
         now,
@@ -241,6 +242,7 @@ pub fn next_status(
         observed_generation: pass.observed_generation,
         recorded_daemon_set_generation: pass.recorded_generation,
         daemon_set_name: Some(pass.daemon_set.clone()),
+        target_version: (!pass.version.is_empty()).then(|| pass.version.clone()),
         desired: pass.desired,
         updated: pass.updated,
         updated_ready: pass.updated_ready,
@@ -313,6 +315,7 @@ mod tests {
             namespace: "ns".into(),
             name: "agent".into(),
             daemon_set: "agent".into(),
+            version: "v2".into(),
             from: None,
             to: phase,
             failure: None,
@@ -384,6 +387,14 @@ mod tests {
         assert_eq!(
             condition(&failed, AVAILABLE).message,
             "3 of 4 pods available"
+        );
+        let mut one = pass(Phase::Successful, 1);
+        one.desired = 1;
+        one.available = 1;
+        let single = next_status(None, &one, t(6));
+        assert_eq!(
+            condition(&single, AVAILABLE).message,
+            "1 of 1 pod available"
         );
 
         let still = next_status(Some(&failed), &failing, t(60));

@@ -10,33 +10,155 @@
 //! as long as the cluster stays quiet. The deterministic simulation found this (soak seed
 //! 1000827, docs/reliability.md, finding 7).
 //!
-//! So watch errors are handled here: logged, reported ([`Report::WatchError`]), noted in the
-//! [`Health`] and dropped before the Controller sees them. Nothing is lost: each watcher
-//! retries on its own with [`WatchBackoff`], and the relist or rewatch that follows an error
-//! delivers the objects again.
+//! So watch errors are handled here: counted ([`Stats::watch_errors`]), noted in the
+//! [`Health`], logged through the [`WatchLog`] and dropped before the Controller sees them.
+//! Nothing is lost: each watcher retries on its own with [`WatchBackoff`], and the relist or
+//! rewatch that follows an error delivers the objects again.
+//!
+//! The [`WatchLog`] of one controller term is shared by its watchers, so that an outage of the
+//! API server (every watcher failing on every retry, for the same reason) is one warning line
+//! saying why, repeated at most every [`REPEAT_WARNING`] while it lasts, and one line when every
+//! watch works again. A different cause is warned at once. A failure is warned when the retry
+//! fails too: a blip that the first retry mends is only counted (and logged at debug), and the
+//! retry's error is the one that says why the server cannot be reached (the first error of an
+//! outage is often a reset connection, the next ones "connection refused").
 //!
 //! [`WatchBackoff`] replaces kube-runtime's default: that one starts over at 0.8 s on every
 //! item a watcher delivers, and a list that fails after its `Init` marker delivers one each
 //! time, so a list that always failed was retried about every second for ever.
+//!
+//! [`Stats::watch_errors`]: crate::Stats::watch_errors
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, info, warn};
 
+use crate::error::{chain, transport_failure};
 use crate::health::Health;
 use crate::observer::{Observer, Report};
 
-/// `stream` without its errors, each logged and reported against `resource` first; every item
-/// that passes is a trigger of the Controller, and says the watcher works.
+/// How often the same watch failure is warned again while it lasts.
+pub(crate) const REPEAT_WARNING: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Default)]
+struct WatchLogState {
+    /// Resources whose last watch item was an error, with their consecutive failures.
+    failing: BTreeMap<&'static str, u32>,
+    /// The last cause warned (`unreachable` for every failure to reach the server), and when.
+    warned: Option<(String, Instant)>,
+}
+
+/// The watch failures of one controller term, logged once per cause (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WatchLog {
+    /// The API server's URL, named in the message when it cannot be reached.
+    server: Option<Arc<str>>,
+    /// Fast path for every successful watch item: nothing is failing.
+    any_failing: Arc<AtomicBool>,
+    state: Arc<Mutex<WatchLogState>>,
+}
+
+impl WatchLog {
+    /// A log naming `server` (the API server's URL) in its messages, when known.
+    pub(crate) fn new(server: Option<String>) -> Self {
+        Self {
+            server: server.map(Arc::from),
+            ..Self::default()
+        }
+    }
+
+    /// One line saying why a watch failed: the API server's address and the operating
+    /// system's words when it cannot be reached, else the error's chain.
+    pub(crate) fn describe(&self, error: &watcher::Error) -> String {
+        match transport_failure(error) {
+            Some(why) => match &self.server {
+                Some(server) => format!("cannot reach the API server at {server}: {why}"),
+                None => format!("cannot reach the API server: {why}"),
+            },
+            None => chain(error),
+        }
+    }
+
+    /// Records a failed watch of `resource`; true when it was warned (not a repeat).
+    ///
+    /// A watch stream that breaks (`WatchFailed`: the server closed it, or went away) is only
+    /// logged at debug: the watcher starts a new one at once, and that attempt says whether the
+    /// server is there. Every failure to reach the server counts as one cause, whatever words
+    /// the system used (a reset, then refused connections).
+    pub(crate) fn failed(&self, resource: &'static str, error: &watcher::Error) -> bool {
+        let why = self.describe(error);
+        if matches!(error, watcher::Error::WatchFailed(_)) {
+            debug!(resource, error = %why, "watch stream broke, the watcher starts a new one");
+            return false;
+        }
+        let cause = match transport_failure(error) {
+            Some(_) => "unreachable".to_owned(),
+            None => why.clone(),
+        };
+        let now = Instant::now();
+        let mut state = lock(&self.state);
+        let failures = state.failing.entry(resource).or_insert(0);
+        *failures += 1;
+        let first = *failures == 1;
+        self.any_failing.store(true, Ordering::Release);
+        if first {
+            debug!(resource, error = %why, "watch failed, the watcher retries with backoff");
+            return false;
+        }
+        let repeat = state
+            .warned
+            .as_ref()
+            .is_some_and(|(last, at)| *last == cause && now.duration_since(*at) < REPEAT_WARNING);
+        if repeat {
+            debug!(resource, error = %why, "watch failed again, the watcher retries with backoff");
+            false
+        } else {
+            warn!(resource, error = %why, "watch failed, the watchers retry with backoff");
+            state.warned = Some((cause, now));
+            true
+        }
+    }
+
+    /// Records a working watch of `resource`; true when that ends a warned outage (logged).
+    pub(crate) fn succeeded(&self, resource: &'static str) -> bool {
+        if !self.any_failing.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut state = lock(&self.state);
+        if state.failing.remove(resource).is_some() && state.failing.is_empty() {
+            self.any_failing.store(false, Ordering::Release);
+            if state.warned.take().is_some() {
+                info!("watches work again");
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section leaves the state consistent: a poisoned lock is still usable.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `stream` without its errors, each counted against `resource`, noted in `health` and logged
+/// through `log` first; every item that passes is a trigger of the Controller, and says the
+/// watcher works.
 pub(crate) fn without_errors<S, T>(
     stream: S,
     resource: &'static str,
     observer: Observer,
     health: Health,
+    log: WatchLog,
 ) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static
 where
     S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
@@ -47,33 +169,18 @@ where
             Ok(object) => {
                 health.watch_succeeded(resource);
                 health.triggered();
+                let _resumed = log.succeeded(resource);
                 Some(Ok(object))
             }
             Err(error) => {
                 observer.report(Report::WatchError { resource });
                 health.watch_failed(resource);
-                warn!(resource, error = %one_line(&error), "watch failed, the watcher retries with backoff");
+                let _warned = log.failed(resource, &error);
                 None
             }
         };
         future::ready(kept)
     })
-}
-
-/// A watch error in one line: the error and its innermost cause ("connection refused"), which
-/// kube's own Display leaves out.
-pub(crate) fn one_line(error: &watcher::Error) -> String {
-    let mut innermost: &dyn std::error::Error = error;
-    while let Some(source) = innermost.source() {
-        innermost = source;
-    }
-    let text = error.to_string();
-    let cause = innermost.to_string();
-    if cause == text || text.contains(&cause) {
-        text
-    } else {
-        format!("{text}: {cause}")
-    }
 }
 
 /// The watchers' backoff: exponential from [`WatchBackoff::MIN`] to [`WatchBackoff::MAX`],
@@ -165,6 +272,7 @@ mod tests {
             "configmaps",
             observer.clone(),
             Health::default(),
+            WatchLog::default(),
         );
         let (nudge, nudged) = mpsc::unbounded::<ConfigMap>();
         let passes = Arc::new(AtomicUsize::new(0));
@@ -241,5 +349,82 @@ mod tests {
             );
             assert_eq!(errors, 1, "after {nudges} nudges");
         }
+    }
+
+    fn refused() -> watcher::Error {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Connect(#[source] std::io::Error);
+        let io = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        watcher::Error::WatchStartFailed(kube::Error::Service(Box::new(Connect(io))))
+    }
+
+    /// An outage of the API server is one warning naming the server and the cause, on the first
+    /// retry, not one per watcher and retry; it is warned again after `REPEAT_WARNING`, or at
+    /// once when the cause changes; its end is one line. A blip mended by the retry and a
+    /// broken stream are not warned.
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_is_one_warning_and_its_end_one_line() {
+        let log = WatchLog::new(Some("http://127.0.0.1:6443/".into()));
+        assert_eq!(
+            log.describe(&refused()),
+            "cannot reach the API server at http://127.0.0.1:6443/: connection refused (os error 111)"
+        );
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let reset = watcher::Error::WatchStartFailed(kube::Error::Service(Box::new(reset)));
+        let broken = watcher::Error::WatchFailed(kube::Error::LinesCodecMaxLineLengthExceeded);
+        assert!(
+            !log.failed("pods", &broken),
+            "a broken stream is restarted at once"
+        );
+        assert!(
+            !log.failed("pods", &reset),
+            "a first failure waits for the retry"
+        );
+        assert!(!log.succeeded("pods"), "a mended blip is not an outage");
+
+        let resources = [
+            "pods",
+            "daemonsets",
+            "controllerrevisions",
+            "canarydaemonsets",
+        ];
+        let mut warned = Vec::new();
+        for _retry in 0..5 {
+            for resource in resources {
+                if log.failed(resource, &refused()) {
+                    warned.push(resource);
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+        assert_eq!(
+            warned,
+            ["pods"],
+            "20 failures, one warning, on the first retry"
+        );
+        assert!(
+            !log.failed("pods", &reset),
+            "another way of not reaching the server"
+        );
+        tokio::time::sleep(REPEAT_WARNING).await;
+        assert!(
+            log.failed("pods", &refused()),
+            "a lasting outage is warned again"
+        );
+        assert!(
+            log.failed("pods", &watcher::Error::NoResourceVersion),
+            "a new cause is warned at once"
+        );
+        let resumed: Vec<bool> = resources.iter().map(|r| log.succeeded(r)).collect();
+        assert_eq!(
+            resumed,
+            [false, false, false, true],
+            "the last watch back ends it"
+        );
+        assert!(!log.succeeded("pods"), "nothing to end any more");
     }
 }

@@ -35,7 +35,7 @@ use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
 use crate::index::OwnerIndex;
 use crate::observer::Observer;
-use crate::trigger::{WatchBackoff, without_errors};
+use crate::trigger::{WatchBackoff, WatchLog, without_errors};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]
@@ -72,6 +72,7 @@ pub struct WorkloadWatches {
     client: Client,
     observer: Observer,
     health: Health,
+    log: WatchLog,
     triggers: mpsc::UnboundedSender<ObjectRef<CanaryDaemonSet>>,
     watches: Mutex<HashMap<(String, String), Watch>>,
 }
@@ -107,9 +108,17 @@ impl WorkloadWatches {
             client,
             observer,
             health,
+            log: WatchLog::default(),
             triggers,
             watches: Mutex::default(),
         }
+    }
+
+    /// The same, logging watch failures through the controller term's `log` (one warning per
+    /// outage for every watcher of the term).
+    #[must_use]
+    pub(crate) fn with_log(self, log: WatchLog) -> Self {
+        Self { log, ..self }
     }
 
     /// The indexes of `ds` for `cds`, starting its watches on first use.
@@ -209,7 +218,13 @@ impl WorkloadWatches {
                 index.apply(&event);
                 event
             });
-        let stream = without_errors(stream, resource, self.observer.clone(), self.health.clone());
+        let stream = without_errors(
+            stream,
+            resource,
+            self.observer.clone(),
+            self.health.clone(),
+            self.log.clone(),
+        );
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while stream.next().await.is_some() {

@@ -76,10 +76,13 @@ pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
 /// and does **not** record the generation, so the following passes supervise the new pods
 /// (crash check, progress deadline) and report done only once every pod is ready and the
 /// resting state is observed (kubevirt#18666).
-pub fn decide_create(strategy: &Strategy, name: &str) -> Decision {
+///
+/// `version` is the target version, named in the event (`"started rollout of v1.9.4"`).
+pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision {
     if let Err(error) = strategy.validate() {
         let observation = Observation {
             name: name.to_owned(),
+            version: version.to_owned(),
             ..Observation::default()
         };
         return invalid_strategy(&error, &observation);
@@ -99,7 +102,7 @@ pub fn decide_create(strategy: &Strategy, name: &str) -> Decision {
             )),
             event: Some(normal(
                 event_reason::ROLLOUT_STARTED,
-                format!("daemonSet {name} created"),
+                format!("daemonSet {name} created: started {}", rollout_of(version)),
             )),
             ..Decision::hold(Phase::Started)
         },
@@ -184,7 +187,7 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         .previous
         .is_some_and(|previous| previous.phase.is_in_progress());
     let event = (strategy.compatibility == Compatibility::Fixed && finished_a_rollout)
-        .then(|| completed_event(&observation.name));
+        .then(|| completed_event(observation));
     Decision {
         done: true,
         quiet: true,
@@ -203,7 +206,11 @@ fn start(strategy: &Strategy, observation: &Observation) -> Decision {
         )),
         event: Some(normal(
             event_reason::ROLLOUT_STARTED,
-            format!("daemonSet {} started upgrade", observation.name),
+            format!(
+                "daemonSet {}: started {}",
+                observation.name,
+                rollout_of(&observation.version)
+            ),
         )),
         ..Decision::hold(Phase::Started)
     }
@@ -248,7 +255,7 @@ fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision 
         return Decision {
             write: Some(write(WriteKind::TlsStep, None, Some(edit))),
             record_generation: true,
-            event: Some(tls_event(&observation.name, edit)),
+            event: Some(tls_event(observation, edit)),
             ..Decision::hold(Phase::Waiting)
         };
     }
@@ -260,7 +267,7 @@ fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision 
         )),
         record_generation: true,
         done: true,
-        event: Some(completed_event(&observation.name)),
+        event: Some(completed_event(observation)),
         ..Decision::hold(Phase::Successful)
     }
 }
@@ -324,7 +331,7 @@ fn fixed_finish(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(edit) = observation.tls.and_then(tls_step) {
         return Decision {
             write: Some(write(WriteKind::TlsStep, canary, Some(edit))),
-            event: Some(tls_event(&observation.name, edit)),
+            event: Some(tls_event(observation, edit)),
             ..Decision::hold(Phase::Started)
         };
     }
@@ -363,8 +370,9 @@ fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
         event: Some(normal(
             event_reason::ROLLOUT_WIDENED,
             format!(
-                "daemonSet {} updated: canary ready, maxUnavailable {fast}",
-                observation.name
+                "daemonSet {}: canary of {} ready, maxUnavailable {fast}",
+                observation.name,
+                version_or_target(&observation.version)
             ),
         )),
         ..Decision::hold(Phase::Increasing)
@@ -394,13 +402,19 @@ pub(crate) fn deadline_exceeded(
         return None;
     }
     let message = format!(
-        "daemonSet {} made no progress in phase {} for {}s (deadline {}s): {} of {} pods updated and ready",
+        "daemonSet {}: {} made no progress in phase {} for {}s (deadline {}s): {} of {} {} updated and ready",
         observation.name,
+        rollout_of(&observation.version),
         previous.phase,
         previous.since_progress.as_secs(),
         deadline.as_secs(),
         observation.updated_ready_pods,
         observation.desired_pods,
+        if observation.desired_pods == 1 {
+            "pod"
+        } else {
+            "pods"
+        },
     );
     Some(failed(
         observation,
@@ -421,8 +435,10 @@ fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
             failure,
             event_reason::FAILED_UPDATE,
             format!(
-                "daemonSet {name} rollout failed: updated pod {} is crash-looping ({})",
-                seen.pod, seen.reason
+                "daemonSet {name}: {} failed: updated pod {} is crash-looping ({})",
+                rollout_of(&observation.version),
+                seen.pod,
+                seen.reason
             ),
         ),
         _ => {
@@ -469,8 +485,9 @@ pub(crate) fn stay_failed(observation: &Observation, previous: PreviousPass) -> 
     Decision {
         failure: Some(failure),
         error: Some(format!(
-            "daemonSet {} rollout failed ({failure}); it stays failed until the target changes",
-            observation.name
+            "daemonSet {}: {} failed ({failure}); it stays failed until the target changes",
+            observation.name,
+            rollout_of(&observation.version)
         )),
         ..Decision::hold(Phase::Failed)
     }
@@ -496,22 +513,49 @@ fn write(
     }
 }
 
-pub(crate) fn completed_event(name: &str) -> Event {
+pub(crate) fn completed_event(observation: &Observation) -> Event {
     normal(
         event_reason::ROLLOUT_COMPLETED,
-        format!("daemonSet {name} is ready"),
+        format!(
+            "daemonSet {}: {} complete, every pod updated and ready",
+            observation.name,
+            rollout_of(&observation.version)
+        ),
     )
 }
 
-fn tls_event(name: &str, edit: TemplateEdit) -> Event {
+fn tls_event(observation: &Observation, edit: TemplateEdit) -> Event {
     let step = match edit {
         TemplateEdit::InsertTlsFlag => "inserting the TLS flag",
         TemplateEdit::DetachCertSecret => "detaching the client certificate secret",
     };
     normal(
         event_reason::TLS_MIGRATION_STEP,
-        format!("daemonSet {name}: {step}"),
+        format!(
+            "daemonSet {} at {}: {step}",
+            observation.name,
+            version_or_target(&observation.version)
+        ),
     )
+}
+
+/// `rollout of v1.9.4`, or `rollout` when the version is not known. Every message of a
+/// rollout names its version, so that two rollouts' events read apart (`kubectl get events`).
+pub(crate) fn rollout_of(version: &str) -> String {
+    if version.is_empty() {
+        "rollout".to_owned()
+    } else {
+        format!("rollout of {version}")
+    }
+}
+
+/// `v1.9.4`, or `the target` when the version is not known.
+pub(crate) fn version_or_target(version: &str) -> &str {
+    if version.is_empty() {
+        "the target"
+    } else {
+        version
+    }
 }
 
 pub(crate) fn normal(reason: &'static str, message: String) -> Event {

@@ -60,6 +60,9 @@ pub struct PreviousPass {
 pub struct Observation {
     /// The DaemonSet name, used in messages (`"daemonSet <name> rollout failed"`).
     pub name: String,
+    /// The target version, used in messages (`"started rollout of v1.9.4"`): each rollout's
+    /// events and messages say which version it rolls out. Empty when unknown.
+    pub version: String,
     /// Desired metadata/spec differs from the live DaemonSet (the reference's `specChanged`).
     /// The only flag that starts a canary.
     pub object_changed: bool,
@@ -100,6 +103,7 @@ impl Default for Observation {
     fn default() -> Self {
         Observation {
             name: String::new(),
+            version: String::new(),
             object_changed: false,
             generation_known: true,
             desired_pods: 0,

@@ -1,6 +1,7 @@
 //! Custom resources: CanaryDaemonSets are checked strictly against the schema and CEL rules of
-//! the CRD in deploy/crd (cel-python, in the tools' virtualenv); ServiceMonitors must select the
-//! metrics Service and name ports it has.
+//! the CRD in deploy/crd (cel-python, in the tools' virtualenv), and the CRD must reject what its
+//! rules are there for (a target with both or neither of `version` and `fromContainer`);
+//! ServiceMonitors must select the metrics Service and name ports it has.
 
 use super::{Lint, describe, to_multi_document};
 use anyhow::{Context, Result, ensure};
@@ -28,6 +29,20 @@ pub(super) fn check(context: &Lint) -> Result<()> {
     cmd!(context.sh, "{python} {script} {crd_file} {resource_file}")
         .run()
         .context("a CanaryDaemonSet does not match the CRD schema")?;
+    let rejected = context.write(
+        "must-be-rejected.yaml",
+        &to_multi_document(&bad_targets(&canaries[0]))?,
+    )?;
+    let output = cmd!(context.sh, "{python} {script} {crd_file} {rejected}")
+        .ignore_status()
+        .quiet()
+        .output()?;
+    let report = String::from_utf8_lossy(&output.stdout);
+    ensure!(
+        !output.status.success() && report.matches(TARGET_RULE_MESSAGE).count() == 2,
+        "the CRD should reject a target with both and with neither of version and fromContainer ({TARGET_RULE_MESSAGE:?}):\n{report}"
+    );
+    eprintln!("ok the CRD rejects a target with both, or neither, of version and fromContainer");
     let monitors: Vec<&Value> = context.documents_of_kind("ServiceMonitor").collect();
     ensure!(!monitors.is_empty(), "no ServiceMonitor in any build");
     let services: Vec<&Value> = context.documents_of_kind("Service").collect();
@@ -36,6 +51,24 @@ pub(super) fn check(context: &Lint) -> Result<()> {
         eprintln!("ok {} scrapes a Service port by name", describe(monitor));
     }
     Ok(())
+}
+
+/// The message of the CRD's rule on `spec.target`.
+const TARGET_RULE_MESSAGE: &str = "set exactly one of target.version and target.fromContainer";
+
+/// `example` twice, its target naming both a version and a container, then neither.
+fn bad_targets(example: &Value) -> Vec<Value> {
+    let mut both = example.clone();
+    both["metadata"]["name"] = "both-version-and-from-container".into();
+    both["spec"]["target"]["version"] = "v1".into();
+    both["spec"]["target"]["fromContainer"] = "agent".into();
+    let mut neither = example.clone();
+    neither["metadata"]["name"] = "neither-version-nor-from-container".into();
+    if let Some(target) = neither["spec"]["target"].as_object_mut() {
+        target.remove("version");
+        target.remove("fromContainer");
+    }
+    vec![both, neither]
 }
 
 /// A ServiceMonitor must select a Service in its namespace and name ports that Service has.

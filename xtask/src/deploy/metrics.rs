@@ -346,11 +346,20 @@ canary_untyped_total 2
     #[test]
     fn a_metric_of_one_mode_missing_from_the_scrapes_is_reported() {
         let registered = exported_metrics(METRICS).unwrap();
+        // The controller (demo) exports the leader gauge; the observe mode does not.
         let demo = exposition_metrics(
-            "# TYPE canary_rollout_phase gauge\n# TYPE canary_reconcile_duration_seconds histogram\n",
+            "# TYPE canary_rollout_phase gauge\n# TYPE canary_leader gauge\ncanary_leader 1\n",
         );
-        assert_eq!(missing_from(&registered, &demo), ["canary_leader"]);
-        let observe = exposition_metrics("# TYPE canary_leader gauge\ncanary_leader 0\n");
+        assert_eq!(
+            missing_from(&registered, &demo),
+            [
+                "canary_reconcile_duration_seconds",
+                "canary_reconcile_duration_seconds_bucket",
+                "canary_reconcile_duration_seconds_count",
+                "canary_reconcile_duration_seconds_sum",
+            ]
+        );
+        let observe = exposition_metrics("# TYPE canary_reconcile_duration_seconds histogram\n");
         let both: BTreeSet<String> = demo.union(&observe).cloned().collect();
         assert!(missing_from(&registered, &both).is_empty());
     }

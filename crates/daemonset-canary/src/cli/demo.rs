@@ -6,19 +6,24 @@
 //! rollout of hours takes seconds; `--real-time` runs on the wall clock, for watching it live or
 //! letting Prometheus scrape it. The metrics server, when asked for, runs on its own thread with a
 //! real clock, so scrapes and `--hold` work whichever clock the rollout uses.
+//!
+//! Output: one line per step of the controller (every phase change and every DaemonSet write,
+//! in order), one JSON object per step with `--json`, and on a terminal a live bar (indicatif)
+//! below the lines. `--plot` is checked before the rollout and written after it.
 
 use super::shutdown_signal;
 use anyhow::Context;
 use canary_kube_adapter::Health;
 use canary_state_machine::Compatibility;
 use clap::builder::TypedValueParser;
-use daemonset_canary::demo::plot;
+use daemonset_canary::demo::plot::PlotFile;
 use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
-use daemonset_canary::demo::timeline::{
-    Sample, phase_change_json, phase_change_line, summary_json, summary_line,
-};
+use daemonset_canary::demo::timeline::{Sample, step_json, step_line, summary_json, summary_line};
+use daemonset_canary::format::count;
+use daemonset_canary::listen::{bind_error, parse_listen_addr};
 use daemonset_canary::metrics::{Metrics, Mode, bridge};
 use daemonset_canary::server::{Server, ServerState};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,15 +53,16 @@ pub struct DemoArgs {
     /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).
     #[arg(long, env = "CANARY_DEMO_REAL_TIME")]
     real_time: bool,
-    /// Print one JSON object per phase change, then a summary object, instead of text.
+    /// Print one JSON object per step (phase change or DaemonSet write), then a summary object,
+    /// instead of text.
     #[arg(long, env = "CANARY_DEMO_JSON")]
     json: bool,
-    /// Also draw the rollout as an SVG picture into this file.
-    #[arg(long, env = "CANARY_DEMO_PLOT", value_name = "FILE.svg")]
+    /// Also draw the rollout into this file: SVG for a name ending in .svg, PNG for .png.
+    #[arg(long, env = "CANARY_DEMO_PLOT", value_name = "FILE.svg|FILE.png")]
     plot: Option<PathBuf>,
     /// Serve /metrics, /healthz and /readyz on this address while the demo runs (port 0: any
     /// free port, printed on stderr).
-    #[arg(long, env = "CANARY_METRICS_ADDR")]
+    #[arg(long, env = "CANARY_METRICS_ADDR", value_parser = parse_listen_addr)]
     metrics_addr: Option<SocketAddr>,
     /// Keep serving /metrics this many seconds after the rollout ended (so Prometheus can scrape
     /// the end state); SIGINT/SIGTERM end it early.
@@ -79,6 +85,8 @@ pub struct DemoArgs {
 
 /// Runs the demo; the exit code says whether the scenario ended as it should.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    // A bad plot path fails now, not after the rollout.
+    let plot = args.plot.as_deref().map(PlotFile::check).transpose()?;
     let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
     let served = args
         .metrics_addr
@@ -106,8 +114,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     printer.finish(&report);
     if !args.json {
         eprintln!(
-            "({} nodes, {} in {:.1}s of wall time)",
-            args.nodes,
+            "({}, {} in {:.1}s of wall time)",
+            count(u64::from(args.nodes), "node", "nodes"),
             if args.real_time {
                 "real time"
             } else {
@@ -116,15 +124,15 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             started.elapsed().as_secs_f64()
         );
     }
-    if let Some(path) = &args.plot {
+    if let Some(plot) = &plot {
         let title = format!(
-            "{} nodes, scenario {}, {}",
-            args.nodes,
+            "{}, scenario {}, compatibility {}",
+            count(u64::from(args.nodes), "node", "nodes"),
             scenario_name(args.scenario),
             args.compatibility
         );
-        let svg = plot::render(&title, report.timeline.samples(), &report.summary);
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        plot.write(&title, report.timeline.samples(), &report.summary)?;
+        eprintln!("plot written to {}", plot.path.display());
     }
     if let Some(path) = &args.metrics_file {
         let text = metrics.encode().context("cannot encode the metrics")?;
@@ -156,9 +164,7 @@ async fn rollout(
     let scenario = Scenario::start(config).await?;
     let bridge = tokio::spawn(bridge::run(reports, metrics, Mode::Driven));
     scenario.install().await?;
-    let report = scenario
-        .upgrade(|sample, new_phase| printer.sample(sample, new_phase))
-        .await?;
+    let report = scenario.upgrade(|sample| printer.sample(sample)).await?;
     // Let the bridge take the last reports before the controller goes.
     tokio::time::sleep(Duration::from_secs(2)).await;
     scenario.stop().await?;
@@ -178,64 +184,90 @@ fn scenario_name(kind: ScenarioKind) -> String {
         .unwrap_or_else(|| format!("{kind:?}"))
 }
 
-/// Prints the rollout: JSON lines, plain lines, or, on a terminal, one live bar per phase.
+/// What `--compatibility` changes, said before the rollout (the timeline shows it: in KubeVirt
+/// mode `successful` comes with the revert write, in the default strategy one pass later).
+fn compatibility_note(compatibility: Compatibility) -> &'static str {
+    match compatibility {
+        Compatibility::Fixed => {
+            "compatibility Fixed: virt-operator's quirks fixed: done once the revert is observed, crash loops watched for the whole rollout, a 10-minute progress deadline (--compatibility kubevirt shows the reference)"
+        }
+        Compatibility::KubeVirt => {
+            "compatibility KubeVirt: virt-operator's decision table quirk for quirk: done in the revert's own pass (kubevirt#18666), any restart of a new pod fails the canary but only until one is ready, no progress deadline"
+        }
+    }
+}
+
+/// Prints the rollout: JSON lines, plain lines, and on a terminal a live bar under the lines.
 struct Printer {
     json: bool,
-    live: bool,
-    line_open: bool,
+    bar: Option<ProgressBar>,
 }
 
 impl Printer {
     fn new(json: bool) -> Self {
-        Self {
-            json,
-            live: !json && std::io::stdout().is_terminal(),
-            line_open: false,
-        }
+        let live = !json && std::io::stdout().is_terminal();
+        let bar = live.then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+            // The template is a constant: it parses, else the bar is plain.
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix:>7}  {msg:<11} [{bar:24}] {pos:>5}/{len:<5} ready",
+            ) {
+                bar.set_style(style.progress_chars("#>."));
+            }
+            bar
+        });
+        Self { json, bar }
     }
 
     fn intro(&self, args: &DemoArgs) {
         println!(
-            "daemonset-canary demo: {} nodes, scenario {}, compatibility {}, seed {}",
-            args.nodes,
+            "daemonset-canary demo: {}, scenario {}, compatibility {}, seed {}",
+            count(u64::from(args.nodes), "node", "nodes"),
             scenario_name(args.scenario),
             args.compatibility,
             args.seed
         );
-        println!("installing v1, then rolling out v2 (times are seconds since the upgrade began)");
+        println!("{}", compatibility_note(args.compatibility));
+        println!(
+            "installing v1, then rolling out v2: one line per phase change or DaemonSet write (times are seconds since the upgrade began)"
+        );
     }
 
-    fn sample(&mut self, sample: &Sample, new_phase: bool) {
+    fn sample(&mut self, sample: &Sample) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(u64::from(sample.desired));
+            bar.set_position(u64::from(sample.updated_ready));
+            bar.set_prefix(daemonset_canary::format::format_seconds(sample.t));
+            bar.set_message(sample.phase.clone());
+            if sample.is_step() {
+                bar.println(step_line(sample));
+            }
+            return;
+        }
+        if !sample.is_step() {
+            return;
+        }
+        let line = if self.json {
+            step_json(sample)
+        } else {
+            step_line(sample)
+        };
         let mut stdout = std::io::stdout().lock();
         // A closed stdout must not stop the rollout: output errors are ignored here.
-        if self.json {
-            if new_phase {
-                let _ = writeln!(stdout, "{}", phase_change_json(sample));
-            }
-        } else if self.live {
-            // Each phase keeps its own line; the line of the current phase is redrawn in place.
-            if new_phase && self.line_open {
-                let _ = writeln!(stdout);
-            }
-            let _ = write!(stdout, "\r\x1b[2K{}", phase_change_line(sample));
-            self.line_open = true;
-        } else if new_phase {
-            let _ = writeln!(stdout, "{}", phase_change_line(sample));
-        }
+        let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
     }
 
     fn finish(&mut self, report: &ScenarioReport) {
-        let mut stdout = std::io::stdout().lock();
-        if self.line_open {
-            let _ = writeln!(stdout);
-            self.line_open = false;
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
         }
         let line = if self.json {
             summary_json(&report.summary)
         } else {
             summary_line(&report.summary)
         };
+        let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
     }
@@ -259,7 +291,7 @@ impl MetricsServer {
         let state = ServerState { metrics, health };
         let server = runtime
             .block_on(Server::bind(addr, state))
-            .with_context(|| format!("cannot listen on {addr}"))?;
+            .map_err(|error| anyhow::anyhow!(bind_error(addr, &error)))?;
         let bound = server.local_addr().unwrap_or(addr);
         eprintln!("serving metrics on http://{bound}/metrics");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

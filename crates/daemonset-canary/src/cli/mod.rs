@@ -13,6 +13,7 @@ pub mod sim_serve;
 pub mod status;
 
 use anyhow::Context;
+use canary_kube_adapter::error::{chain, transport_failure};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::{Path, PathBuf};
 
@@ -43,45 +44,97 @@ pub struct Connection {
     pub url: String,
 }
 
-/// Connects with `kubeconfig` when given, else the default chain: `KUBECONFIG`, `~/.kube/config`,
-/// then the in-cluster service account. Nothing is sent yet.
+/// Connects with `kubeconfig` when given, else the default chain: the files `KUBECONFIG` names,
+/// `~/.kube/config`, then the in-cluster service account. Nothing is sent yet.
+///
+/// A kubeconfig that does not exist is said so, once, with its path: kube's own error for it
+/// falls through to the in-cluster config and repeats the cause three times.
 pub async fn connect(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> anyhow::Result<Connection> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot read the kubeconfig {}: {}",
-                    path.display(),
-                    root_cause(&e)
-                )
-            })?;
-            let options = KubeConfigOptions {
-                context: context.map(str::to_owned),
-                ..KubeConfigOptions::default()
-            };
-            kube::Config::from_custom_kubeconfig(file, &options)
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    let config = match kubeconfig_files(kubeconfig)? {
+        Some(files) => {
+            let merged = read_kubeconfigs(&files)?;
+            kube::Config::from_custom_kubeconfig(merged, &options)
                 .await
-                .with_context(|| format!("cannot use the kubeconfig {}", path.display()))?
+                .with_context(|| format!("cannot use the kubeconfig {}", join_paths(&files)))?
         }
-        None if context.is_some() => {
-            let options = KubeConfigOptions {
-                context: context.map(str::to_owned),
-                ..KubeConfigOptions::default()
-            };
-            kube::Config::from_kubeconfig(&options)
-                .await
-                .context("cannot load the kubeconfig")?
-        }
-        None => kube::Config::infer().await.context(
-            "no Kubernetes configuration found (no KUBECONFIG, no ~/.kube/config, not in a cluster); pass --kubeconfig PATH",
-        )?,
+        None if context.is_some() => anyhow::bail!(
+            "--context needs a kubeconfig, and there is none (no KUBECONFIG, no ~/.kube/config); pass --kubeconfig PATH"
+        ),
+        None => kube::Config::incluster().map_err(|_| {
+            anyhow::anyhow!(
+                "no Kubernetes configuration found (no KUBECONFIG, no ~/.kube/config, not in a cluster); pass --kubeconfig PATH"
+            )
+        })?,
     };
     let url = config.cluster_url.to_string();
     let client = kube::Client::try_from(config).context("cannot build a Kubernetes client")?;
     Ok(Connection { client, url })
+}
+
+/// The kubeconfig files to read, as kubectl picks them: `--kubeconfig`, else every file
+/// `KUBECONFIG` names that exists (kubectl skips the missing ones; all missing is an error),
+/// else `~/.kube/config` when it exists; `None` for the in-cluster config.
+fn kubeconfig_files(flag: Option<&Path>) -> anyhow::Result<Option<Vec<PathBuf>>> {
+    if let Some(path) = flag {
+        if !path.exists() {
+            anyhow::bail!("the kubeconfig {} does not exist", path.display());
+        }
+        return Ok(Some(vec![path.to_owned()]));
+    }
+    if let Some(value) = std::env::var_os("KUBECONFIG") {
+        let named: Vec<PathBuf> = std::env::split_paths(&value)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        if !named.is_empty() {
+            let existing: Vec<PathBuf> = named.iter().filter(|p| p.exists()).cloned().collect();
+            return match (existing.is_empty(), named.len()) {
+                (false, _) => Ok(Some(existing)),
+                (true, 1) => anyhow::bail!(
+                    "KUBECONFIG names {}, which does not exist",
+                    join_paths(&named)
+                ),
+                (true, _) => anyhow::bail!(
+                    "KUBECONFIG names {}, none of which exists",
+                    join_paths(&named)
+                ),
+            };
+        }
+    }
+    let home = std::env::var_os("HOME").map(|home| Path::new(&home).join(".kube/config"));
+    Ok(home.filter(|path| path.exists()).map(|path| vec![path]))
+}
+
+/// The files merged the way kubectl merges them (the first to set a value wins).
+fn read_kubeconfigs(files: &[PathBuf]) -> anyhow::Result<Kubeconfig> {
+    let mut merged = Kubeconfig::default();
+    for path in files {
+        let file = Kubeconfig::read_from(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the kubeconfig {}: {}",
+                path.display(),
+                root_cause(&e)
+            )
+        })?;
+        merged = merged
+            .merge(file)
+            .with_context(|| format!("cannot merge the kubeconfig {}", path.display()))?;
+    }
+    Ok(merged)
+}
+
+fn join_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One line saying why a request to the API server failed, without kube's Debug dump.
@@ -101,7 +154,7 @@ pub fn describe(error: &kube::Error, url: &str) -> String {
         ),
         other => format!(
             "cannot reach the Kubernetes API at {url}: {}",
-            error_chain(other)
+            transport_failure(other).unwrap_or_else(|| chain(other))
         ),
     }
 }
@@ -113,20 +166,6 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         innermost = source;
     }
     innermost.to_string()
-}
-
-/// kube's own Display of transport errors is short; the chain says what actually failed.
-fn error_chain(error: &kube::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    parts.join(": ")
 }
 
 /// Completes on SIGINT or SIGTERM.

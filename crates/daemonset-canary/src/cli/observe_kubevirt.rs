@@ -7,8 +7,11 @@
 //! caches have listed. The process never writes to the cluster; its RBAC is get/list/watch.
 
 use super::{KubeArgs, describe, shutdown_signal};
+use anyhow::Context;
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::kubevirt::{ObserveConfig, ObserveError};
+use daemonset_canary::listen::parse_listen_addr;
+use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::kubevirt as kubevirt_metrics;
 use daemonset_canary::server::BackgroundServer;
 use std::net::SocketAddr;
@@ -23,24 +26,27 @@ pub struct ObserveKubeVirtArgs {
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
     /// Address of the /metrics, /healthz and /readyz endpoints.
-    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
+    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
     metrics_addr: SocketAddr,
 }
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
-    let server = BackgroundServer::start(args.metrics_addr).await?;
+    let metrics = Metrics::observed().context("cannot create the metrics")?;
+    let server = BackgroundServer::start(args.metrics_addr, metrics).await?;
     let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
         "observing KubeVirt (read-only)"
     );
     let config = ObserveConfig {
         namespace: args.namespace.clone(),
         observer: Observer::new(),
+        server_url: Some(connection.url.clone()),
         ..ObserveConfig::default()
     };
     let result = kubevirt_metrics::run(

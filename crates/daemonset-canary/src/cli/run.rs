@@ -15,6 +15,8 @@ use super::{Connection, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
 use canary_kube_adapter::controller::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
+use daemonset_canary::listen::parse_listen_addr;
+use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::{Mode, bridge};
 use daemonset_canary::server::BackgroundServer;
 use kube::api::ListParams;
@@ -34,7 +36,8 @@ pub struct RunArgs {
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
     /// Address of the /metrics, /healthz and /readyz endpoints.
-    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
+    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
     metrics_addr: SocketAddr,
     /// Only run the controller while this replica holds a Lease, so several replicas can run and
     /// exactly one acts. Required with more than one replica.
@@ -64,7 +67,8 @@ pub struct RunArgs {
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
-    let server = BackgroundServer::start(args.metrics_addr).await?;
+    let metrics = Metrics::new().context("cannot create the metrics")?;
+    let server = BackgroundServer::start(args.metrics_addr, metrics).await?;
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
@@ -75,7 +79,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tracing::info!(
         api = %connection.url,
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
+        watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
         leader_election = args.leader_election,
         "controller starting"
@@ -143,6 +147,7 @@ fn controller_config(
         leader_election,
         observer,
         concurrency: args.concurrency,
+        server_url: Some(connection.url.clone()),
         ..ControllerConfig::default()
     })
 }

@@ -1,13 +1,17 @@
 //! `daemonset-canary status NAME`: fetches one CanaryDaemonSet and its events and prints them
 //! with [`daemonset_canary::status_view::render`].
+//!
+//! Where it looks: `-n NAMESPACE`, else the kubeconfig's namespace; `-A` searches every
+//! namespace (one match is shown, several are listed). A name missing from the namespace
+//! looked in is searched in the others, so the error can say where it is, or suggest `-A`.
 
-use super::{KubeArgs, describe};
+use super::{Connection, KubeArgs, describe};
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::status_view;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
@@ -17,6 +21,9 @@ pub struct StatusArgs {
     /// Its namespace. Default: the kubeconfig's namespace.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
+    /// Look for NAME in every namespace (as `kubectl get -A`).
+    #[arg(long, short = 'A', conflicts_with = "namespace")]
+    all_namespaces: bool,
     #[command(flatten)]
     kube: KubeArgs,
 }
@@ -24,19 +31,16 @@ pub struct StatusArgs {
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| connection.client.default_namespace().to_owned());
-    let api: Api<CanaryDaemonSet> = Api::namespaced(connection.client.clone(), &namespace);
-    let cds = match api.get_opt(&args.name).await {
-        Ok(Some(cds)) => cds,
-        Ok(None) => anyhow::bail!(
-            "no CanaryDaemonSet {:?} in namespace {namespace:?} (list them with `kubectl get cds -n {namespace}`)",
-            args.name
-        ),
-        Err(error) => anyhow::bail!(describe(&error, &connection.url)),
+    let cds = if args.all_namespaces {
+        find_anywhere(&connection, &args.name).await?
+    } else {
+        let namespace = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
+        find_in(&connection, &args.name, &namespace).await?
     };
+    let namespace = cds.namespace().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(connection.client.clone(), &namespace);
     // Events are a courtesy: without permission to list them the rest is still worth showing.
     let about: Vec<Event> = match events.list(&ListParams::default()).await {
@@ -52,4 +56,75 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     };
     print!("{}", status_view::render(&cds, &about, Timestamp::now()));
     Ok(())
+}
+
+/// The CanaryDaemonSets named `name` in every namespace.
+async fn everywhere(
+    connection: &Connection,
+    name: &str,
+) -> Result<Vec<CanaryDaemonSet>, kube::Error> {
+    let api: Api<CanaryDaemonSet> = Api::all(connection.client.clone());
+    let params = ListParams::default().fields(&format!("metadata.name={name}"));
+    Ok(api
+        .list(&params)
+        .await?
+        .items
+        .into_iter()
+        .filter(|cds| cds.name_any() == name)
+        .collect())
+}
+
+async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<CanaryDaemonSet> {
+    let mut found = everywhere(connection, name)
+        .await
+        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
+    match found.len() {
+        0 => anyhow::bail!(
+            "no CanaryDaemonSet {name:?} in any namespace (list them with `kubectl get cds -A`)"
+        ),
+        1 => Ok(found.remove(0)),
+        _ => anyhow::bail!(
+            "CanaryDaemonSets named {name:?} are in namespaces {}: choose one with -n",
+            namespaces(&found)
+        ),
+    }
+}
+
+async fn find_in(
+    connection: &Connection,
+    name: &str,
+    namespace: &str,
+) -> anyhow::Result<CanaryDaemonSet> {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(connection.client.clone(), namespace);
+    match api.get_opt(name).await {
+        Ok(Some(cds)) => Ok(cds),
+        Ok(None) => {
+            // Where is it, then? Best effort: listing every namespace may not be allowed.
+            let elsewhere = everywhere(connection, name).await.unwrap_or_default();
+            match elsewhere.as_slice() {
+                [] => anyhow::bail!(
+                    "no CanaryDaemonSet {name:?} in namespace {namespace:?}; -A looks in every namespace (or list them with `kubectl get cds -A`)"
+                ),
+                [one] => anyhow::bail!(
+                    "no CanaryDaemonSet {name:?} in namespace {namespace:?}, but there is one in {:?}: add `-n {}` (or -A)",
+                    one.namespace().unwrap_or_default(),
+                    one.namespace().unwrap_or_default()
+                ),
+                several => anyhow::bail!(
+                    "no CanaryDaemonSet {name:?} in namespace {namespace:?}; there are in namespaces {}: choose one with -n",
+                    namespaces(several)
+                ),
+            }
+        }
+        Err(error) => anyhow::bail!(describe(&error, &connection.url)),
+    }
+}
+
+fn namespaces(found: &[CanaryDaemonSet]) -> String {
+    let mut names: Vec<String> = found
+        .iter()
+        .map(|c| c.namespace().unwrap_or_default())
+        .collect();
+    names.sort();
+    names.join(", ")
 }

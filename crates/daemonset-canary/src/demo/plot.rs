@@ -1,289 +1,502 @@
-//! The rollout as a picture: an SVG with updated and ready pods and the maxUnavailable over time,
-//! phases shaded, and the failure marked. Plain SVG text, no plotting dependency.
+//! The rollout as a picture, drawn with plotters: pods over time (desired, updated, updated and
+//! ready, the maxUnavailable in pods, and the new pods' restarts when they restart), the phases
+//! as coloured bands, their names in a strip above the chart where no line crosses them, the
+//! failure marked, round ticks (seconds as `1m30s`, whole pods), and the legend beside the
+//! chart. SVG for `.svg`, PNG for `.png`.
+//!
+//! Text is laid out (and, in a PNG, drawn) with a Latin-1 subset of DejaVu Sans compiled into
+//! the binary (`assets/`, 41 KB), so the plot looks the same on every machine and needs no
+//! system font or library. [`PlotFile::check`] validates the path before the rollout, so a bad
+//! path fails at once instead of after it.
 
 use super::timeline::{Sample, Summary};
 use crate::format::format_seconds;
-use std::fmt::Write;
+use anyhow::{Context, Result, bail};
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, RGBColor, register_font};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-const WIDTH: f64 = 960.0;
-const HEIGHT: f64 = 420.0;
-const LEFT: f64 = 60.0;
-const RIGHT: f64 = 200.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 50.0;
+const WIDTH: u32 = 1000;
+const HEIGHT: u32 = 480;
+const TITLE_HEIGHT: u32 = 34;
+/// Rows of phase names above the chart: phases of one instant (`started`, `canary`) stack.
+const LABEL_ROWS: u32 = 3;
+const LABEL_ROW_HEIGHT: u32 = 15;
+const LEGEND_WIDTH: u32 = 200;
+const Y_LABEL_AREA: u32 = 55;
+const FONT: &str = "sans-serif";
+/// DejaVu Sans, Basic Latin and Latin-1 plus a few symbols (see assets/README.md).
+static FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans-Latin1.ttf");
+
+const DESIRED: RGBColor = RGBColor(0x75, 0x75, 0x75);
+const UPDATED: RGBColor = RGBColor(0x15, 0x65, 0xc0);
+const READY: RGBColor = RGBColor(0x2e, 0x7d, 0x32);
+const MAX_UNAVAILABLE: RGBColor = RGBColor(0xef, 0x6c, 0x00);
+const RESTARTS: RGBColor = RGBColor(0xc6, 0x28, 0x28);
 
 /// Fill colour of each phase band.
-fn phase_colour(phase: &str) -> &'static str {
+fn phase_colour(phase: &str) -> RGBColor {
     match phase {
-        "started" => "#e8eaf6",
-        "canary" => "#fff3e0",
-        "increasing" => "#e3f2fd",
-        "waiting" => "#e0f7fa",
-        "successful" => "#e8f5e9",
-        "failed" => "#ffebee",
-        _ => "#f5f5f5",
+        "started" => RGBColor(0xe8, 0xea, 0xf6),
+        "canary" => RGBColor(0xff, 0xf3, 0xe0),
+        "increasing" => RGBColor(0xe3, 0xf2, 0xfd),
+        "waiting" => RGBColor(0xe0, 0xf7, 0xfa),
+        "successful" => RGBColor(0xe8, 0xf5, 0xe9),
+        "failed" => RGBColor(0xff, 0xeb, 0xee),
+        _ => RGBColor(0xf5, 0xf5, 0xf5),
     }
 }
 
-struct Scale {
-    t_max: f64,
-    y_max: f64,
+/// The picture formats, by file extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.svg`: text stays text, any size.
+    Svg,
+    /// `.png`: 1000×480 pixels.
+    Png,
 }
 
-impl Scale {
-    fn x(&self, t: f64) -> f64 {
-        LEFT + (t / self.t_max) * (WIDTH - LEFT - RIGHT)
+/// Where the plot goes, checked before the rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlotFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: Format,
+}
+
+impl PlotFile {
+    /// Checks `path` before anything runs: a `.svg` or `.png` name, in a directory that exists
+    /// and can be written (probed with a file created and removed), not a directory itself.
+    pub fn check(path: &Path) -> Result<Self> {
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        let format = match extension.as_deref() {
+            Some("svg") => Format::Svg,
+            Some("png") => Format::Png,
+            other => bail!(
+                "--plot {}: the plot is written as SVG (name ending in .svg) or PNG (.png), not {}",
+                path.display(),
+                other.map_or_else(
+                    || "a name without extension".to_owned(),
+                    |e| format!(".{e}")
+                )
+            ),
+        };
+        if path.is_dir() {
+            bail!("--plot {}: is a directory", path.display());
+        }
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            bail!(
+                "--plot {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            );
+        }
+        let probe = dir.join(format!(
+            ".daemonset-canary-plot-{}.probe",
+            std::process::id()
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .with_context(|| {
+                format!(
+                    "--plot {}: cannot write in {}",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(Self {
+            path: path.to_owned(),
+            format,
+        })
     }
-    fn y(&self, value: f64) -> f64 {
-        HEIGHT - BOTTOM - (value / self.y_max) * (HEIGHT - TOP - BOTTOM)
+
+    /// Draws the rollout into the file.
+    pub fn write(&self, title: &str, samples: &[Sample], summary: &Summary) -> Result<()> {
+        match self.format {
+            Format::Svg => {
+                let svg = render_svg(title, samples, summary)?;
+                std::fs::write(&self.path, svg)
+                    .with_context(|| format!("cannot write {}", self.path.display()))
+            }
+            Format::Png => {
+                ensure_font()?;
+                let root = BitMapBackend::new(&self.path, (WIDTH, HEIGHT)).into_drawing_area();
+                draw(&root, title, samples, summary)
+                    .and_then(|()| root.present().map_err(|e| anyhow::anyhow!("{e}")))
+                    .with_context(|| format!("cannot draw {}", self.path.display()))
+            }
+        }
     }
 }
 
-/// Renders the samples (in time order) and the summary as an SVG document.
-pub fn render(title: &str, samples: &[Sample], summary: &Summary) -> String {
-    let t_max = samples
-        .last()
-        .map_or(1.0, |s| s.t)
-        .max(summary.duration_seconds)
-        .max(1.0);
-    let y_max = samples
-        .iter()
-        .map(|s| s.desired.max(s.max_unavailable_pods))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let scale = Scale { t_max, y_max };
+/// The rollout as an SVG document.
+pub fn render_svg(title: &str, samples: &[Sample], summary: &Summary) -> Result<String> {
+    ensure_font()?;
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = writeln!(svg, r##"<rect width="100%" height="100%" fill="white"/>"##);
-    let _ = writeln!(
-        svg,
-        r##"<text x="{LEFT}" y="24" font-size="15" font-weight="bold">{}</text>"##,
-        escape(title)
-    );
-    phase_bands(&mut svg, samples, &scale);
-    axes(&mut svg, &scale);
-    series(
-        &mut svg,
-        samples,
-        &scale,
-        |s| f64::from(s.updated_ready),
-        "#2e7d32",
-        "updated and ready",
-    );
-    series(
-        &mut svg,
-        samples,
-        &scale,
-        |s| f64::from(s.updated),
-        "#1565c0",
-        "updated",
-    );
-    series(
-        &mut svg,
-        samples,
-        &scale,
-        |s| f64::from(s.max_unavailable_pods),
-        "#ef6c00",
-        "maxUnavailable (pods)",
-    );
-    if summary.result == "failed" {
-        failure_marker(&mut svg, summary, &scale);
-    }
-    legend(&mut svg);
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn phase_bands(svg: &mut String, samples: &[Sample], scale: &Scale) {
-    // One band per run of samples in the same phase: a rectangle per sample would leave hairline
-    // gaps between neighbours once rounded to pixels.
-    let mut index = 0;
-    while let Some(first) = samples.get(index) {
-        let run = samples[index..]
-            .iter()
-            .take_while(|s| s.phase == first.phase)
-            .count();
-        let end = samples.get(index + run).map_or(scale.t_max, |next| next.t);
-        let (x0, x1) = (scale.x(first.t), scale.x(end));
-        if x1 > x0 {
-            let _ = writeln!(
-                svg,
-                r##"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"##,
-                x1 - x0,
-                HEIGHT - TOP - BOTTOM,
-                phase_colour(&first.phase),
-                escape(&first.phase)
-            );
-        }
-        index += run;
-    }
-    let mut previous = "";
-    for sample in samples {
-        if sample.phase != previous {
-            let x = scale.x(sample.t);
-            let _ = writeln!(
-                svg,
-                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#555" transform="rotate(-90 {:.1} {:.1})">{}</text>"##,
-                x + 11.0,
-                HEIGHT - BOTTOM - 4.0,
-                x + 11.0,
-                HEIGHT - BOTTOM - 4.0,
-                escape(&sample.phase)
-            );
-            previous = &sample.phase;
-        }
-    }
-}
-
-fn axes(svg: &mut String, scale: &Scale) {
-    let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP);
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="black"/>"##
-    );
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="black"/>"##
-    );
-    for tick in 0..=4 {
-        let fraction = f64::from(tick) / 4.0;
-        let t = scale.t_max * fraction;
-        let pods = scale.y_max * fraction;
-        let _ = writeln!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            scale.x(t),
-            y0 + 16.0,
-            format_seconds(t)
-        );
-        let _ = writeln!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{:.0}</text>"##,
-            x0 - 6.0,
-            scale.y(pods) + 4.0,
-            pods
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since the rollout began</text>"##,
-        (x0 + x1) / 2.0,
-        y0 + 36.0
-    );
-    let _ = writeln!(
-        svg,
-        r##"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle">pods</text>"##,
-        (y0 + y1) / 2.0,
-        (y0 + y1) / 2.0
-    );
-}
-
-/// A step line: the value holds until the next sample.
-fn series(
-    svg: &mut String,
-    samples: &[Sample],
-    scale: &Scale,
-    value: impl Fn(&Sample) -> f64,
-    colour: &str,
-    label: &str,
-) {
-    let mut points = String::new();
-    let mut previous_y: Option<f64> = None;
-    for sample in samples {
-        let (x, y) = (scale.x(sample.t), scale.y(value(sample)));
-        if let Some(py) = previous_y {
-            let _ = write!(points, "{x:.1},{py:.1} ");
-        }
-        let _ = write!(points, "{x:.1},{y:.1} ");
-        previous_y = Some(y);
-    }
-    if let (Some(py), false) = (previous_y, samples.is_empty()) {
-        let _ = write!(points, "{:.1},{py:.1}", scale.x(scale.t_max));
-    }
-    let _ = writeln!(
-        svg,
-        r##"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"><title>{}</title></polyline>"##,
-        points.trim_end(),
-        escape(label)
-    );
-}
-
-fn failure_marker(svg: &mut String, summary: &Summary, scale: &Scale) {
-    let x = scale.x(summary.duration_seconds);
-    let reason = summary.reason.as_deref().unwrap_or("failed");
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#c62828" stroke-width="2" stroke-dasharray="6 3"/>"##,
-        HEIGHT - BOTTOM
-    );
-    let _ = writeln!(
-        svg,
-        r##"<text x="{:.1}" y="{:.1}" fill="#c62828" text-anchor="end" font-weight="bold">✗ {}</text>"##,
-        x - 4.0,
-        TOP + 14.0,
-        escape(reason)
-    );
-}
-
-fn legend(svg: &mut String) {
-    let x = WIDTH - RIGHT + 12.0;
-    for (index, (colour, label)) in [
-        ("#2e7d32", "updated and ready"),
-        ("#1565c0", "updated"),
-        ("#ef6c00", "maxUnavailable (pods)"),
-    ]
-    .into_iter()
-    .enumerate()
     {
-        let y = TOP + 10.0 + index as f64 * 18.0;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{colour}" stroke-width="3"/>"##,
-            x + 18.0
-        );
-        let _ = writeln!(
-            svg,
-            r##"<text x="{}" y="{}">{label}</text>"##,
-            x + 24.0,
-            y + 4.0
-        );
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, title, samples, summary)?;
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(svg)
+}
+
+/// Registers the compiled-in font once for every drawing.
+fn ensure_font() -> Result<()> {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| register_font(FONT, FontStyle::Normal, FONT_BYTES).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        bail!("the plot's font (assets/DejaVuSans-Latin1.ttf) does not load")
     }
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// What is drawn, derived from the samples.
+struct Scene<'a> {
+    samples: &'a [Sample],
+    t_end: f64,
+    t_ticks: Vec<f64>,
+    y_end: f64,
+    y_ticks: Vec<f64>,
+    restarts: bool,
+}
+
+impl<'a> Scene<'a> {
+    fn new(samples: &'a [Sample], summary: &'a Summary) -> Self {
+        let t_max = samples
+            .last()
+            .map_or(0.0, |s| s.t)
+            .max(summary.duration_seconds);
+        let (t_end, t_ticks) = ticks(t_max, &TIME_STEPS);
+        let restarts = samples.iter().any(|s| s.restarts > 0);
+        let y_max = samples
+            .iter()
+            .map(|s| {
+                s.desired
+                    .max(s.max_unavailable_pods)
+                    .max(if restarts { s.restarts } else { 0 })
+            })
+            .max()
+            .unwrap_or(0);
+        let (y_end, y_ticks) = ticks(f64::from(y_max) * 1.05, &COUNT_STEPS);
+        Self {
+            samples,
+            t_end,
+            t_ticks,
+            y_end,
+            y_ticks,
+            restarts,
+        }
+    }
+
+    /// A step line of `value`: it holds until the next sample, and to the end of the axis.
+    fn steps(&self, value: impl Fn(&Sample) -> u32) -> Vec<(f64, f64)> {
+        let mut points = Vec::new();
+        let mut previous: Option<f64> = None;
+        for sample in self.samples {
+            let v = f64::from(value(sample));
+            if let Some(p) = previous {
+                points.push((sample.t, p));
+            }
+            points.push((sample.t, v));
+            previous = Some(v);
+        }
+        if let Some(p) = previous {
+            points.push((self.t_end, p));
+        }
+        points
+    }
+
+    /// `(phase, from, to)` for each run of samples in one phase.
+    fn bands(&self) -> Vec<(&'a str, f64, f64)> {
+        let mut bands: Vec<(&str, f64, f64)> = Vec::new();
+        for sample in self.samples {
+            match bands.last_mut() {
+                Some(last) if last.0 == sample.phase => {}
+                _ => {
+                    if let Some(last) = bands.last_mut() {
+                        last.2 = sample.t;
+                    }
+                    bands.push((&sample.phase, sample.t, self.t_end));
+                }
+            }
+        }
+        bands
+    }
+}
+
+/// An axis from 0 to `end` whose ticks are exactly `ticks` (plotters' own f64 axis picks its
+/// ticks itself and cannot be given a label formatter together with fixed ticks).
+#[derive(Clone)]
+struct Axis {
+    end: f64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = f64::from(limit.1 - limit.0);
+        limit.0 + (span * value / self.end).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        0.0..self.end
+    }
+}
+
+/// Tick spacings: seconds (up to days) and pods.
+const TIME_STEPS: [f64; 17] = [
+    1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
+    10800.0, 21600.0, 43200.0,
+];
+const COUNT_STEPS: [f64; 15] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0, 1000.0, 2000.0, 5000.0,
+    10000.0,
+];
+
+/// The axis end and its ticks: the smallest step from `steps` that needs at most 8 ticks, the
+/// axis ending on a tick.
+fn ticks(max: f64, steps: &[f64]) -> (f64, Vec<f64>) {
+    let max = max.max(f64::MIN_POSITIVE);
+    let step = steps
+        .iter()
+        .copied()
+        .find(|step| max / step <= 8.0)
+        .unwrap_or_else(|| (max / 8.0).ceil());
+    let count = (max / step).ceil().max(1.0) as u32;
+    let ticks = (0..=count).map(|i| f64::from(i) * step).collect();
+    (f64::from(count) * step, ticks)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    samples: &[Sample],
+    summary: &Summary,
+) -> Result<()> {
+    let scene = Scene::new(samples, summary);
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("{e}");
+    root.fill(&WHITE).map_err(err)?;
+    let (top, rest) = root.split_vertically(TITLE_HEIGHT + LABEL_ROWS * LABEL_ROW_HEIGHT + 6);
+    let (chart_area, legend_area) = rest.split_horizontally(WIDTH - LEGEND_WIDTH);
+    top.draw(&Text::new(
+        title.to_owned(),
+        (Y_LABEL_AREA as i32, 8),
+        (FONT, 18).into_font().color(&BLACK),
+    ))
+    .map_err(err)?;
+
+    let mut chart = ChartBuilder::on(&chart_area)
+        .margin_right(12)
+        .margin_top(4)
+        .x_label_area_size(44)
+        .y_label_area_size(Y_LABEL_AREA)
+        .build_cartesian_2d(
+            Axis {
+                end: scene.t_end,
+                ticks: scene.t_ticks.clone(),
+            },
+            Axis {
+                end: scene.y_end,
+                ticks: scene.y_ticks.clone(),
+            },
+        )
+        .map_err(err)?;
+    for (phase, from, to) in scene.bands() {
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(from, 0.0), (to, scene.y_end)],
+                phase_colour(phase).filled(),
+            )))
+            .map_err(err)?;
+    }
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(RGBColor(0xdd, 0xdd, 0xdd))
+        .x_desc("time since the upgrade began")
+        .y_desc("pods")
+        .x_label_formatter(&|t| format_seconds(*t))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .draw()
+        .map_err(err)?;
+
+    let mut legend: Vec<(&str, RGBColor, bool)> = vec![("desired", DESIRED, true)];
+    chart
+        .draw_series(DashedLineSeries::new(
+            scene.steps(|s| s.desired),
+            6,
+            4,
+            DESIRED.stroke_width(2),
+        ))
+        .map_err(err)?;
+    for (label, colour, value) in [
+        (
+            "maxUnavailable (pods)",
+            MAX_UNAVAILABLE,
+            (|s: &Sample| s.max_unavailable_pods) as fn(&Sample) -> u32,
+        ),
+        ("updated", UPDATED, |s| s.updated),
+        ("updated and ready", READY, |s| s.updated_ready),
+    ] {
+        chart
+            .draw_series(LineSeries::new(scene.steps(value), colour.stroke_width(2)))
+            .map_err(err)?;
+        legend.push((label, colour, false));
+    }
+    if scene.restarts {
+        // From the first restart on: before it, a line at 0 would hide the ones beneath.
+        let line: Vec<(f64, f64)> = scene
+            .steps(|s| s.restarts)
+            .into_iter()
+            .skip_while(|(_, v)| *v == 0.0)
+            .collect();
+        chart
+            .draw_series(LineSeries::new(line, RESTARTS.stroke_width(2)))
+            .map_err(err)?;
+        // A dot per restart: the line alone can hide under another at the same count.
+        let mut before = 0;
+        let dots: Vec<(f64, f64)> = scene
+            .samples
+            .iter()
+            .filter(|s| std::mem::replace(&mut before, s.restarts) < s.restarts)
+            .map(|s| (s.t, f64::from(s.restarts)))
+            .collect();
+        chart
+            .draw_series(
+                dots.into_iter()
+                    .map(|p| Circle::new(p, 4, RESTARTS.filled())),
+            )
+            .map_err(err)?;
+        legend.push(("restarts (new pods)", RESTARTS, false));
+    }
+    let failed_at = (summary.result == "failed").then_some(summary.duration_seconds);
+    if let Some(t) = failed_at {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(t, 0.0), (t, scene.y_end)],
+                6,
+                3,
+                RESTARTS.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+
+    // Phase names in rows above the chart, at the x where each phase begins; a name goes in
+    // the first row where it does not overlap the previous one.
+    let label_style = (FONT, 12).into_font().color(&BLACK);
+    let mut row_ends = [i32::MIN; LABEL_ROWS as usize];
+    let mut labels: Vec<(String, f64, RGBColor)> = scene
+        .samples
+        .iter()
+        .filter(|s| s.phase_changed)
+        .map(|s| (s.phase.clone(), s.t, phase_colour(&s.phase)))
+        .collect();
+    if let Some(t) = failed_at {
+        let reason = summary.reason.as_deref().unwrap_or("failed");
+        labels.push((format!("✗ {reason}"), t, RESTARTS));
+    }
+    for (text, t, colour) in labels {
+        let x = chart.backend_coord(&(t, 0.0)).0;
+        let (width, _) = root.estimate_text_size(&text, &label_style).map_err(err)?;
+        let width = i32::try_from(width).unwrap_or(i32::MAX);
+        let row = row_ends.iter().position(|end| *end < x).unwrap_or_else(|| {
+            (0..row_ends.len())
+                .min_by_key(|r| row_ends[*r])
+                .unwrap_or(0)
+        });
+        let y = (TITLE_HEIGHT + row as u32 * LABEL_ROW_HEIGHT) as i32;
+        root.draw(&Rectangle::new(
+            [(x, y + 2), (x + 9, y + 11)],
+            colour.filled(),
+        ))
+        .map_err(err)?;
+        root.draw(&Rectangle::new(
+            [(x, y + 2), (x + 9, y + 11)],
+            RGBColor(0x90, 0x90, 0x90).stroke_width(1),
+        ))
+        .map_err(err)?;
+        root.draw(&Text::new(text, (x + 12, y), label_style.clone()))
+            .map_err(err)?;
+        row_ends[row] = x + 12 + width + 6;
+    }
+
+    // The legend, beside the chart so that no line crosses it.
+    for (index, (label, colour, dashed)) in legend.iter().enumerate() {
+        let y = 30 + index as i32 * 20;
+        let line = [(10, y), (38, y)];
+        if *dashed {
+            legend_area
+                .draw(&DashedPathElement::new(line, 5, 3, colour.stroke_width(2)))
+                .map_err(err)?;
+        } else {
+            legend_area
+                .draw(&PathElement::new(line, colour.stroke_width(2)))
+                .map_err(err)?;
+        }
+        legend_area
+            .draw(&Text::new(
+                (*label).to_owned(),
+                (46, y - 7),
+                (FONT, 13).into_font().color(&BLACK),
+            ))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sample(t: f64, phase: &str, ready: u32, max_pods: u32) -> Sample {
+    fn sample(t: f64, phase: &str, ready: u32, max_pods: u32, restarts: u32) -> Sample {
         Sample {
             t,
             phase: phase.into(),
+            phase_changed: true,
+            write: None,
             max_unavailable: String::new(),
             max_unavailable_pods: max_pods,
             desired: 20,
             updated: ready,
             updated_ready: ready,
             daemon_set_writes: 0,
+            restarts,
+            reason: None,
         }
     }
 
-    #[test]
-    fn svg_has_bands_series_and_the_failure_mark() {
-        let samples = [
-            sample(0.0, "started", 0, 1),
-            sample(5.0, "canary", 0, 1),
-            sample(30.0, "failed", 0, 1),
+    fn failed() -> (Vec<Sample>, Summary) {
+        let samples = vec![
+            sample(0.0, "started", 0, 1, 0),
+            sample(0.0, "canary", 0, 1, 0),
+            sample(4.0, "canary", 0, 1, 1),
+            sample(30.0, "failed", 0, 1, 1),
         ];
         let summary = Summary {
             result: "failed".into(),
@@ -291,48 +504,103 @@ mod tests {
             duration_seconds: 30.0,
             reason: Some("CanaryCrashLooping".into()),
         };
-        let svg = render("crash <loop>", &samples, &summary);
-        assert!(svg.starts_with("<svg"));
-        assert!(svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 3);
-        assert!(svg.contains("CanaryCrashLooping"));
-        assert!(svg.contains("crash &lt;loop&gt;"), "title is escaped");
-        assert!(svg.contains(phase_colour("canary")));
+        (samples, summary)
+    }
+
+    #[test]
+    fn ticks_are_round_and_end_the_axis() {
+        assert_eq!(
+            ticks(66.0, &TIME_STEPS),
+            (70.0, vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0])
+        );
+        assert_eq!(
+            ticks(600.0, &TIME_STEPS).1[1],
+            120.0,
+            "2-minute ticks for 10 minutes"
+        );
+        assert_eq!(ticks(52.5, &COUNT_STEPS).0, 60.0);
+        assert_eq!(ticks(52.5, &COUNT_STEPS).1.len(), 7, "0 to 60 by 10");
+        assert_eq!(ticks(1.05, &COUNT_STEPS), (2.0, vec![0.0, 1.0, 2.0]));
+        assert_eq!(ticks(0.0, &TIME_STEPS), (1.0, vec![0.0, 1.0]));
+    }
+
+    #[test]
+    fn svg_has_the_phases_the_failure_the_restarts_and_the_legend() {
+        let (samples, summary) = failed();
+        let svg = render_svg("20 nodes, crash <loop>", &samples, &summary).unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for text in [
+            "started",
+            "canary",
+            "failed",
+            "✗ CanaryCrashLooping",
+            "restarts (new pods)",
+            "desired",
+            "updated and ready",
+            "maxUnavailable (pods)",
+            "time since the upgrade began",
+            "crash &lt;loop&gt;",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
         assert!(!svg.contains("NaN"));
     }
 
     #[test]
-    fn one_band_per_run_of_the_same_phase() {
+    fn a_healthy_rollout_shows_no_restarts() {
         let samples = [
-            sample(0.0, "canary", 0, 1),
-            sample(1.0, "canary", 1, 1),
-            sample(2.0, "waiting", 2, 2),
-            sample(3.0, "waiting", 3, 2),
+            sample(0.0, "started", 0, 1, 0),
+            sample(10.0, "successful", 20, 1, 0),
         ];
         let summary = Summary {
             result: "successful".into(),
-            daemon_set_writes: 3,
-            duration_seconds: 4.0,
-            reason: None,
-        };
-        let svg = render("bands", &samples, &summary);
-        // The white background plus one band for canary and one for waiting.
-        assert_eq!(svg.matches("<rect").count(), 3, "{svg}");
-    }
-
-    #[test]
-    fn successful_rollout_has_no_failure_mark() {
-        let samples = [
-            sample(0.0, "canary", 0, 1),
-            sample(10.0, "successful", 20, 1),
-        ];
-        let summary = Summary {
-            result: "successful".into(),
-            daemon_set_writes: 3,
+            daemon_set_writes: 2,
             duration_seconds: 10.0,
             reason: None,
         };
-        let svg = render("ok", &samples, &summary);
-        assert!(!svg.contains("stroke-dasharray"));
+        let svg = render_svg("ok", &samples, &summary).unwrap();
+        assert!(!svg.contains("restarts"), "no restart line nor legend");
+        assert!(!svg.contains('✗'));
+    }
+
+    #[test]
+    fn the_path_is_checked_before_anything_runs() {
+        let dir = std::env::temp_dir().join(format!("plot-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(
+            PlotFile::check(&dir.join("a.svg")).unwrap().format,
+            Format::Svg
+        );
+        assert_eq!(
+            PlotFile::check(&dir.join("a.PNG")).unwrap().format,
+            Format::Png
+        );
+        let no = |path: PathBuf, needle: &str| {
+            let error = PlotFile::check(&path).unwrap_err().to_string();
+            assert!(error.contains(needle), "{error}");
+        };
+        no(dir.join("a.pdf"), "not .pdf");
+        no(dir.join("plot"), "without extension");
+        no(dir.join("missing/a.svg"), "does not exist");
+        std::fs::create_dir_all(dir.join("d.svg")).unwrap();
+        no(dir.join("d.svg"), "is a directory");
+        assert!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .all(|e| !e.file_name().to_string_lossy().ends_with(".probe"))
+        );
+    }
+
+    #[test]
+    fn a_png_is_written_with_text() {
+        let (samples, summary) = failed();
+        let dir = std::env::temp_dir().join(format!("plot-png-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = PlotFile::check(&dir.join("rollout.png")).unwrap();
+        file.write("crash", &samples, &summary).unwrap();
+        let bytes = std::fs::read(&file.path).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG file");
+        assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
     }
 }

@@ -5,23 +5,28 @@
 //! waits until it rests, then moves the target to `v2` and records the rollout until it ends.
 //! The demo, the Prometheus tests and the benchmarks all run rollouts through this module.
 //!
+//! The rollout is recorded from the controller's [`Transition`]s (every status change it
+//! made, in order, from its observer), so the record has every phase, even one that lasts less
+//! than an instant; crash scenarios also watch the new pods' restart counts in the simulator.
+//!
 //! Invariant: nothing here decides or shortcuts anything the controller does; the scenario only
 //! writes what a user would (the CanaryDaemonSet, and node changes the scenario calls for) and
-//! reads what a user could (the status, the DaemonSet). Under `tokio::time::pause()` it runs in
-//! virtual time, deterministically for a seed.
+//! reads what a user could (the status, the controller's reports, the pods). Under
+//! `tokio::time::pause()` it runs in virtual time, deterministically for a seed.
 
 use crate::demo::timeline::{Sample, Summary, Timeline};
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer};
-use canary_predicates::{LiveMaxUnavailable, live_max_unavailable};
-use canary_sim::Sim;
-use canary_state_machine::{Compatibility, Phase};
-use k8s_openapi::api::apps::v1::DaemonSet;
+use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer, Transition};
+use canary_sim::cluster::Cluster;
+use canary_sim::{Sim, StoreEvent};
+use canary_state_machine::Compatibility;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -32,6 +37,8 @@ pub const NAMESPACE: &str = "default";
 pub const NAME: &str = "node-agent";
 /// Annotation the simulated kubelet reads to choose a pod's behaviour.
 const BEHAVIOR_ANNOTATION: &str = "sim.canary.daemonset.dev/behavior";
+/// The install-strategy version annotation the controller puts on the pods (the default key).
+const VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
 
 /// What happens to the new version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,7 +83,7 @@ pub struct ScenarioConfig {
     pub kind: ScenarioKind,
     /// `spec.strategy.compatibility` of the CanaryDaemonSet.
     pub compatibility: Compatibility,
-    /// How often the rollout is sampled.
+    /// How often the install is checked for its end.
     pub sample_every: Duration,
     /// When to give up waiting (in scenario time).
     pub timeout: Duration,
@@ -114,6 +121,7 @@ pub struct Scenario {
     config: ScenarioConfig,
     sim: Sim,
     observer: Observer,
+    clock: Clock,
     stop: Option<oneshot::Sender<()>>,
     controller: JoinHandle<Result<(), canary_kube_adapter::Error>>,
 }
@@ -130,8 +138,9 @@ impl Scenario {
             .build()
             .context("cannot start the simulator")?;
         let observer = config.observer.clone();
+        let clock = Clock::tokio_virtual(scenario_epoch());
         let controller_config = ControllerConfig {
-            clock: Clock::tokio_virtual(scenario_epoch()),
+            clock: clock.clone(),
             observer: observer.clone(),
             ..ControllerConfig::default()
         };
@@ -148,6 +157,7 @@ impl Scenario {
             config,
             sim,
             observer,
+            clock,
             stop: Some(stop),
             controller,
         })
@@ -201,13 +211,14 @@ impl Scenario {
         }
     }
 
-    /// Moves the target to `v2` and records the rollout until it ends or times out;
-    /// `on_sample` sees every sample, with `true` when it starts a new phase.
-    pub async fn upgrade(
-        &self,
-        mut on_sample: impl FnMut(&Sample, bool),
-    ) -> Result<ScenarioReport> {
-        let writes_before = self.observer.stats().total_daemon_set_writes();
+    /// Moves the target to `v2` and records the rollout until it ends or times out, from the
+    /// controller's transitions; `on_sample` sees every sample as it is recorded (see
+    /// [`Sample::is_step`] for the ones that make a line).
+    pub async fn upgrade(&self, mut on_sample: impl FnMut(&Sample)) -> Result<ScenarioReport> {
+        // Subscribed before the patch: nothing the controller reports about v2 is missed.
+        let mut transitions = self.observer.subscribe();
+        let watch_restarts = self.config.kind == ScenarioKind::CrashloopCanary;
+        let mut pod_changes = watch_restarts.then(|| self.sim.store().subscribe());
         let upgraded = manifest(
             self.config.compatibility,
             "v2",
@@ -221,54 +232,65 @@ impl Scenario {
             .context("cannot move the CanaryDaemonSet to v2")?
             .metadata
             .generation;
-        let started = tokio::time::Instant::now();
+        let start = self.clock.now();
+        let deadline = tokio::time::Instant::now() + self.config.timeout;
+        let churn = (self.config.kind == ScenarioKind::NodeChurn)
+            .then(|| tokio::spawn(node_churn(self.sim.cluster().clone())));
         let mut timeline = Timeline::default();
-        let mut churn = NodeChurn::new(self.config.kind == ScenarioKind::NodeChurn);
-        loop {
-            let t = started.elapsed().as_secs_f64();
-            churn.step(&self.sim, t);
-            // Until the controller has seen v2, the status still describes the v1 rollout (on
-            // the wall clock this takes a moment; in virtual time it is done before t = 0).
-            if !self.status_describes(generation) && started.elapsed() <= self.config.timeout {
-                tokio::time::sleep(self.config.sample_every.min(Duration::from_millis(100))).await;
-                continue;
+        let mut restarts = Restarts::default();
+        let ended = loop {
+            tokio::select! {
+                // The simulator's changes first: a restart comes before the failure it causes
+                // (the controller's transition about it is sent after the pod change).
+                biased;
+                change = next_change(&mut pod_changes) => {
+                    if restarts.record(&change) && let Some(last) = timeline.last() {
+                        let sample = Sample {
+                            t: self.clock.now().duration_since(start).as_secs_f64(),
+                            phase_changed: false,
+                            write: None,
+                            restarts: restarts.total(),
+                            reason: None,
+                            ..last.clone()
+                        };
+                        on_sample(&sample);
+                        timeline.push(sample);
+                    }
+                }
+                transition = transitions.recv() => {
+                    let transition = transition.context("the controller stopped during the rollout")?;
+                    if !is_about_upgrade(&transition, generation) {
+                        continue;
+                    }
+                    let sample = Sample::from_transition(&transition, start, timeline.last());
+                    on_sample(&sample);
+                    let done = sample.is_final();
+                    timeline.push(sample);
+                    if done {
+                        break true;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => break false,
             }
-            let sample = self.sample(t, writes_before).await?;
-            let ended = is_final(&sample.phase) && self.status_describes(generation);
-            let new_phase = timeline.push(sample.clone());
-            on_sample(&sample, new_phase);
-            if ended || started.elapsed() > self.config.timeout {
-                return Ok(self.report(timeline, &sample, ended, t));
-            }
-            tokio::time::sleep(self.config.sample_every).await;
-        }
-    }
-
-    /// Whether the status was written for the spec `generation` (or a later one).
-    fn status_describes(&self, generation: Option<i64>) -> bool {
-        let observed = self
-            .sim
-            .store()
-            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
-            .and_then(|cds| cds.status)
-            .and_then(|status| status.observed_generation);
-        observed >= generation
-    }
-
-    fn report(&self, timeline: Timeline, last: &Sample, ended: bool, t: f64) -> ScenarioReport {
-        let result = if ended {
-            last.phase.clone()
-        } else {
-            "timeout".to_owned()
         };
-        let reason = (result == "failed")
-            .then(|| self.failure_reason())
-            .flatten();
+        if let Some(churn) = churn {
+            churn.abort();
+        }
+        let t = self.clock.now().duration_since(start).as_secs_f64();
+        Ok(self.report(timeline, ended, t))
+    }
+
+    fn report(&self, timeline: Timeline, ended: bool, t: f64) -> ScenarioReport {
+        let last = timeline.last();
+        let result = match last {
+            Some(last) if ended => last.phase.clone(),
+            _ => "timeout".to_owned(),
+        };
         let summary = Summary {
             result,
-            daemon_set_writes: last.daemon_set_writes,
-            duration_seconds: t,
-            reason,
+            daemon_set_writes: last.map_or(0, |s| s.daemon_set_writes),
+            duration_seconds: if ended { last.map_or(t, |s| s.t) } else { t },
+            reason: last.and_then(|s| s.reason.clone()).filter(|_| ended),
         };
         let as_expected = summary.result == self.config.kind.expected_result();
         ScenarioReport {
@@ -278,12 +300,6 @@ impl Scenario {
         }
     }
 
-    fn failure_reason(&self) -> Option<String> {
-        let store = self.sim.store();
-        let object = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?;
-        object.status.and_then(|s| s.reason)
-    }
-
     async fn status(&self) -> Result<canary_kube_adapter::crd::CanaryDaemonSetStatus> {
         let object = self
             .api()
@@ -291,36 +307,6 @@ impl Scenario {
             .await
             .context("cannot read the CanaryDaemonSet")?;
         Ok(object.status.unwrap_or_default())
-    }
-
-    async fn sample(&self, t: f64, writes_before: u64) -> Result<Sample> {
-        let status = self.status().await?;
-        let daemon_sets: Api<DaemonSet> = Api::namespaced(self.sim.client(), NAMESPACE);
-        let live = daemon_sets
-            .get_opt(NAME)
-            .await
-            .context("cannot read the DaemonSet")?;
-        let live_max = live.as_ref().map(live_max_unavailable);
-        let max_unavailable_pods = live_max
-            .as_ref()
-            .and_then(LiveMaxUnavailable::value)
-            .map_or(0, |m| m.scaled(status.desired));
-        let max_unavailable = live_max.map(|m| m.to_string()).unwrap_or_default();
-        let writes = self
-            .observer
-            .stats()
-            .total_daemon_set_writes()
-            .saturating_sub(writes_before);
-        Ok(Sample {
-            t,
-            phase: status.phase.unwrap_or_else(|| "pending".to_owned()),
-            max_unavailable,
-            max_unavailable_pods,
-            desired: status.desired,
-            updated: status.updated,
-            updated_ready: status.updated_ready,
-            daemon_set_writes: u32::try_from(writes).unwrap_or(u32::MAX),
-        })
     }
 
     /// Stops the controller and waits for it to finish its in-flight work.
@@ -335,11 +321,72 @@ impl Scenario {
     }
 }
 
-/// Whether the status phase `phase` ends a rollout (`successful` or `failed`).
-fn is_final(phase: &str) -> bool {
-    phase
-        .parse::<Phase>()
-        .is_ok_and(|phase| !phase.is_in_progress())
+/// Whether `transition` is about the scenario's CanaryDaemonSet at the upgraded spec (or later):
+/// the v1 rollout's last count updates can still be in flight when v2 is written.
+fn is_about_upgrade(transition: &Transition, generation: Option<i64>) -> bool {
+    transition.namespace == NAMESPACE
+        && transition.name == NAME
+        && transition.observed_generation >= generation
+}
+
+/// The next store change, or never when not watching.
+async fn next_change(
+    changes: &mut Option<tokio::sync::broadcast::Receiver<StoreEvent>>,
+) -> Option<StoreEvent> {
+    match changes {
+        Some(receiver) => loop {
+            match receiver.recv().await {
+                Ok(change) => return Some(change),
+                // A slow reader misses some pod updates; the next ones carry the counts again.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return std::future::pending().await;
+                }
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Container restarts of the new version's pods, per pod, from the simulator's pod changes.
+#[derive(Debug, Default)]
+struct Restarts {
+    by_pod: BTreeMap<String, u32>,
+}
+
+impl Restarts {
+    /// Takes one store change in; true when the total moved.
+    fn record(&mut self, change: &Option<StoreEvent>) -> bool {
+        let Some(change) = change else { return false };
+        if change.key.plural != "pods" || change.namespace.as_deref() != Some(NAMESPACE) {
+            return false;
+        }
+        let Ok(pod) = serde_json::from_value::<Pod>((*change.object).clone()) else {
+            return false;
+        };
+        let new_version = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(VERSION_ANNOTATION))
+            .is_some_and(|v| v == "v2");
+        if !new_version {
+            return false;
+        }
+        let restarts: i32 = pod
+            .status
+            .iter()
+            .flat_map(|s| s.container_statuses.iter().flatten())
+            .map(|c| c.restart_count)
+            .sum();
+        let restarts = u32::try_from(restarts).unwrap_or(0);
+        let before = self.by_pod.insert(change.name.clone(), restarts);
+        before != Some(restarts) && (restarts > 0 || before.is_some_and(|b| b > 0))
+    }
+
+    fn total(&self) -> u32 {
+        self.by_pod.values().sum()
+    }
 }
 
 /// The fixed wall-clock start of scenario time, so timestamps in status are reproducible.
@@ -349,14 +396,23 @@ fn scenario_epoch() -> Timestamp {
 
 /// The scenario's CanaryDaemonSet: a node agent tolerating every taint, at `version`, whose pods
 /// the simulated kubelet runs with `behavior`.
+/// In `KubeVirt` compatibility the crash-loop policy is KubeVirt's too (any restart of an
+/// updated pod fails the canary), as virt-operator has it.
 pub fn manifest(compatibility: Compatibility, version: &str, behavior: &str) -> serde_json::Value {
+    let crash_loop_policy = match compatibility {
+        Compatibility::KubeVirt => "KubeVirt",
+        Compatibility::Fixed => "Strict",
+    };
     json!({
         "apiVersion": "canary.daemonset.dev/v1alpha1",
         "kind": "CanaryDaemonSet",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {
             "target": {"version": version, "registry": "registry.example"},
-            "strategy": {"compatibility": compatibility.as_str()},
+            "strategy": {
+                "compatibility": compatibility.as_str(),
+                "crashLoop": {"policy": crash_loop_policy}
+            },
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": NAME}},
                 "spec": {
@@ -377,36 +433,24 @@ pub fn manifest(compatibility: Compatibility, version: &str, behavior: &str) -> 
     })
 }
 
-/// Node changes of the `node-churn` scenario, each made once when scenario time passes it.
-struct NodeChurn {
-    enabled: bool,
-    done: usize,
-}
-
-impl NodeChurn {
-    fn new(enabled: bool) -> Self {
-        Self { enabled, done: 0 }
-    }
-
-    fn step(&mut self, sim: &Sim, t: f64) {
-        const PLAN: [f64; 4] = [5.0, 15.0, 30.0, 60.0];
-        while self.enabled && self.done < PLAN.len() && t >= PLAN[self.done] {
-            let cluster = sim.cluster();
-            let outcome = match self.done {
-                0 => cluster.add_node("churn-1").map(|_| "added node churn-1"),
-                1 => cluster
-                    .set_node_ready("node-2", false)
-                    .map(|_| "node-2 NotReady"),
-                2 => cluster.remove_node("node-3").map(|_| "removed node-3"),
-                _ => cluster
-                    .set_node_ready("node-2", true)
-                    .map(|_| "node-2 Ready again"),
-            };
-            match outcome {
-                Ok(what) => tracing::info!(t, "{what}"),
-                Err(error) => tracing::warn!(t, %error, "node churn step failed"),
-            }
-            self.done += 1;
+/// The node changes of the `node-churn` scenario, each at its time after the upgrade began.
+async fn node_churn(cluster: Cluster) {
+    let start = tokio::time::Instant::now();
+    for (at, step) in [(5, 0), (15, 1), (30, 2), (60, 3)] {
+        tokio::time::sleep_until(start + Duration::from_secs(at)).await;
+        let outcome = match step {
+            0 => cluster.add_node("churn-1").map(|_| "added node churn-1"),
+            1 => cluster
+                .set_node_ready("node-2", false)
+                .map(|_| "node-2 NotReady"),
+            2 => cluster.remove_node("node-3").map(|_| "removed node-3"),
+            _ => cluster
+                .set_node_ready("node-2", true)
+                .map(|_| "node-2 Ready again"),
+        };
+        match outcome {
+            Ok(what) => tracing::info!(at, "{what}"),
+            Err(error) => tracing::warn!(at, %error, "node churn step failed"),
         }
     }
 }

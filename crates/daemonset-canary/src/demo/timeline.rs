@@ -1,18 +1,37 @@
-//! What the demo records of a rollout and how it prints it: phase-change lines for people, JSON lines
-//! for machines, and a summary.
+//! What the demo records of a rollout and how it prints it: one line per step for people, one
+//! JSON object per step for machines, and a summary.
+//!
+//! The record is made of the controller's own [`Transition`]s (its typed report of every status
+//! change, `canary_kube_adapter::observer`), not of samples of the status: a phase that lasts
+//! less than a virtual instant (`started`, often `increasing`) is still there, in the order the
+//! controller went through it. A *step* is a transition that changed the phase or wrote the
+//! DaemonSet; the other transitions only move the pod counts (the live bar and the plot use
+//! them). Crash scenarios add samples when the new pods' restart count moves.
+//!
+//! Pure: rendering is a function of the samples, so the output is pinned by golden tests.
 
-use crate::format::{format_seconds, progress_bar};
+use crate::format::{count, format_seconds, progress_bar};
+use canary_kube_adapter::Transition;
+use canary_predicates::LiveMaxUnavailable;
+use canary_state_machine::{Phase, WriteKind};
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-/// The rollout as seen at one moment (virtual or real seconds since the rollout began).
+/// The rollout as it stood after one transition (or one restart).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sample {
-    /// Seconds since the rollout began.
+    /// Seconds since the upgrade began (virtual or real).
     pub t: f64,
-    /// Phase name of the CanaryDaemonSet's status.
+    /// Phase of the CanaryDaemonSet's status after the transition.
     pub phase: String,
-    /// The DaemonSet's maxUnavailable as written (`1`, `10%`), empty when unset.
+    /// Whether the transition changed the phase (`started` is a change from the previous
+    /// rollout's `successful`).
+    pub phase_changed: bool,
+    /// The DaemonSet write this transition made: `create`, `start`, `widen`, `revert` or
+    /// `TLS step`.
+    pub write: Option<String>,
+    /// The DaemonSet's maxUnavailable as written (`1`, `10%`), empty when unset or unknown.
     pub max_unavailable: String,
     /// The maxUnavailable scaled to pods.
     pub max_unavailable_pods: u32,
@@ -22,8 +41,68 @@ pub struct Sample {
     pub updated: u32,
     /// Updated and ready pods.
     pub updated_ready: u32,
-    /// DaemonSet writes made by the controller so far.
+    /// DaemonSet writes made by the controller since the upgrade began, this one included.
     pub daemon_set_writes: u32,
+    /// Container restarts of the new version's pods so far (crash scenarios watch them).
+    pub restarts: u32,
+    /// Why the rollout failed, when this transition failed it.
+    pub reason: Option<String>,
+}
+
+impl Sample {
+    /// The sample after `transition`, `t` seconds into the upgrade that began at `start`;
+    /// `previous` is the sample before it (writes and restarts carry over).
+    pub fn from_transition(
+        transition: &Transition,
+        start: Timestamp,
+        previous: Option<&Sample>,
+    ) -> Self {
+        let t = transition.at.duration_since(start).as_secs_f64().max(0.0);
+        let writes = previous.map_or(0, |p| p.daemon_set_writes);
+        let max_unavailable = transition.max_unavailable.as_ref();
+        Self {
+            t,
+            phase: transition.to.as_str().to_owned(),
+            phase_changed: transition.from != Some(transition.to),
+            write: transition.write.map(|w| write_name(w).to_owned()),
+            max_unavailable: max_unavailable
+                .filter(|m| !matches!(m, LiveMaxUnavailable::Unset))
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            max_unavailable_pods: max_unavailable
+                .and_then(LiveMaxUnavailable::value)
+                .map_or(0, |m| m.scaled(transition.desired)),
+            desired: transition.desired,
+            updated: transition.updated,
+            updated_ready: transition.updated_ready,
+            daemon_set_writes: writes + u32::from(transition.write.is_some()),
+            restarts: previous.map_or(0, |p| p.restarts),
+            reason: transition.failure.map(|f| f.as_str().to_owned()),
+        }
+    }
+
+    /// A step: the phase changed, or the DaemonSet was written.
+    pub fn is_step(&self) -> bool {
+        self.phase_changed || self.write.is_some()
+    }
+
+    /// Whether the rollout ended here (`successful` or `failed`).
+    pub fn is_final(&self) -> bool {
+        self.phase
+            .parse::<Phase>()
+            .is_ok_and(|phase| !phase.is_in_progress())
+    }
+}
+
+/// How a write reads in the timeline.
+fn write_name(kind: WriteKind) -> &'static str {
+    match kind {
+        WriteKind::Create => "create",
+        WriteKind::Start => "start",
+        WriteKind::Widen => "widen",
+        WriteKind::Finish => "revert",
+        WriteKind::TlsStep => "TLS step",
+    }
 }
 
 /// How the rollout ended.
@@ -48,14 +127,14 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Adds a sample; returns true when it starts a new phase (the first sample does).
-    pub fn push(&mut self, sample: Sample) -> bool {
-        let new_phase = self
-            .samples
-            .last()
-            .is_none_or(|last| last.phase != sample.phase);
+    /// Adds a sample.
+    pub fn push(&mut self, sample: Sample) {
         self.samples.push(sample);
-        new_phase
+    }
+
+    /// The last sample.
+    pub fn last(&self) -> Option<&Sample> {
+        self.samples.last()
     }
 
     /// Every sample, in time order.
@@ -63,24 +142,26 @@ impl Timeline {
         &self.samples
     }
 
-    /// The first sample of each phase visit.
-    pub fn phase_changes(&self) -> Vec<&Sample> {
-        let mut previous: Option<&str> = None;
-        let mut changes = Vec::new();
-        for sample in &self.samples {
-            if previous != Some(sample.phase.as_str()) {
-                changes.push(sample);
-                previous = Some(&sample.phase);
-            }
-        }
-        changes
+    /// The steps: phase changes and writes, in order.
+    pub fn steps(&self) -> impl Iterator<Item = &Sample> {
+        self.samples.iter().filter(|s| s.is_step())
+    }
+
+    /// The phases gone through, in order (each visit once).
+    pub fn phases(&self) -> Vec<&str> {
+        self.samples
+            .iter()
+            .filter(|s| s.phase_changed)
+            .map(|s| s.phase.as_str())
+            .collect()
     }
 }
 
-/// One JSON object for a phase change (the `--json` output).
-pub fn phase_change_json(sample: &Sample) -> String {
-    serde_json::json!({
-        "event": "phase",
+/// One JSON object for a step (the `--json` output): `event` is `phase` for a phase change,
+/// `write` for a write in the same phase.
+pub fn step_json(sample: &Sample) -> String {
+    let mut value = serde_json::json!({
+        "event": if sample.phase_changed { "phase" } else { "write" },
         "phase": sample.phase,
         "maxUnavailable": sample.max_unavailable,
         "desired": sample.desired,
@@ -88,8 +169,19 @@ pub fn phase_change_json(sample: &Sample) -> String {
         "updatedReady": sample.updated_ready,
         "daemonSetWrites": sample.daemon_set_writes,
         "t": round_ms(sample.t),
-    })
-    .to_string()
+    });
+    if let Some(map) = value.as_object_mut() {
+        if let Some(write) = &sample.write {
+            map.insert("write".to_owned(), write.clone().into());
+        }
+        if let Some(reason) = &sample.reason {
+            map.insert("reason".to_owned(), reason.clone().into());
+        }
+        if sample.restarts > 0 {
+            map.insert("restarts".to_owned(), sample.restarts.into());
+        }
+    }
+    value.to_string()
 }
 
 /// The summary JSON object (the last line of `--json` output).
@@ -109,10 +201,11 @@ pub fn summary_json(summary: &Summary) -> String {
     value.to_string()
 }
 
-/// A human line for a phase change: time, phase, a bar of updated-ready pods, counts, maxUnavailable.
-pub fn phase_change_line(sample: &Sample) -> String {
-    format!(
-        "{:>8}  {:<11} {} {:>5}/{:<5} ready  maxUnavailable {:<4} ({} pods)  writes {}",
+/// A human line for a step: time, phase, a bar of updated-ready pods, counts, maxUnavailable,
+/// and the write the step made.
+pub fn step_line(sample: &Sample) -> String {
+    let mut line = format!(
+        "{:>7}  {:<11} {} {:>5}/{:<5} ready  maxUnavailable {:<4} {:<10}",
         format_seconds(sample.t),
         sample.phase,
         progress_bar(sample.updated_ready, sample.desired, 24),
@@ -123,9 +216,27 @@ pub fn phase_change_line(sample: &Sample) -> String {
         } else {
             &sample.max_unavailable
         },
-        sample.max_unavailable_pods,
-        sample.daemon_set_writes,
-    )
+        format!(
+            "({})",
+            count(u64::from(sample.max_unavailable_pods), "pod", "pods")
+        ),
+    );
+    if let Some(write) = &sample.write {
+        line.push_str(&format!(
+            "  DaemonSet write {}: {write}",
+            sample.daemon_set_writes
+        ));
+    }
+    if let Some(reason) = &sample.reason {
+        line.push_str(&format!("  {reason}"));
+    }
+    if sample.restarts > 0 {
+        line.push_str(&format!(
+            "  {}",
+            count(u64::from(sample.restarts), "restart", "restarts")
+        ));
+    }
+    line.trim_end().to_owned()
 }
 
 /// The closing human line.
@@ -136,10 +247,14 @@ pub fn summary_line(summary: &Summary) -> String {
         .map(|r| format!(" ({r})"))
         .unwrap_or_default();
     format!(
-        "rollout {}{reason} after {} with {} DaemonSet writes",
+        "rollout {}{reason} after {} with {}",
         summary.result,
         format_seconds(summary.duration_seconds),
-        summary.daemon_set_writes
+        count(
+            u64::from(summary.daemon_set_writes),
+            "DaemonSet write",
+            "DaemonSet writes"
+        )
     )
 }
 
@@ -150,62 +265,149 @@ fn round_ms(seconds: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use canary_state_machine::FailureReason;
 
-    fn sample(t: f64, phase: &str, ready: u32) -> Sample {
-        Sample {
-            t,
-            phase: phase.into(),
-            max_unavailable: "1".into(),
-            max_unavailable_pods: 1,
-            desired: 10,
+    fn at(seconds: f64) -> Timestamp {
+        Timestamp::from_millisecond((seconds * 1000.0) as i64).unwrap()
+    }
+
+    fn transition(
+        seconds: f64,
+        from: Phase,
+        to: Phase,
+        write: Option<WriteKind>,
+        ready: u32,
+        max: &str,
+    ) -> Transition {
+        Transition {
+            namespace: "default".into(),
+            name: "node-agent".into(),
+            daemon_set: "node-agent".into(),
+            version: "v2".into(),
+            from: Some(from),
+            to,
+            failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),
+            message: None,
+            write,
+            desired: 20,
             updated: ready,
             updated_ready: ready,
-            daemon_set_writes: 1,
+            available: 20,
+            max_unavailable: Some(if max.ends_with('%') {
+                LiveMaxUnavailable::Str(max.into())
+            } else {
+                LiveMaxUnavailable::Int(max.parse().unwrap())
+            }),
+            observed_generation: Some(2),
+            recorded_generation: None,
+            drift: None,
+            template_hash: None,
+            pods: None,
+            phase_started_at: at(seconds),
+            at: at(seconds),
         }
     }
 
-    #[test]
-    fn phase_changes_keep_the_first_sample_of_each_visit() {
+    fn record(transitions: &[Transition]) -> Timeline {
         let mut timeline = Timeline::default();
-        assert!(timeline.push(sample(0.0, "started", 0)));
-        assert!(timeline.push(sample(1.0, "canary", 0)));
-        assert!(!timeline.push(sample(2.0, "canary", 1)));
-        assert!(timeline.push(sample(3.0, "increasing", 1)));
-        let phases: Vec<(&str, f64)> = timeline
-            .phase_changes()
-            .iter()
-            .map(|s| (s.phase.as_str(), s.t))
-            .collect();
+        for transition in transitions {
+            let sample = Sample::from_transition(transition, at(0.0), timeline.last());
+            timeline.push(sample);
+        }
+        timeline
+    }
+
+    /// Golden: the lines of a healthy rollout of the default strategy, every step including the
+    /// ones inside one instant (`started` then `canary` at 0 s, `increasing` then `waiting`),
+    /// and the revert written in `waiting` before `successful` is observed.
+    #[test]
+    fn golden_lines_of_a_healthy_rollout() {
+        use Phase::*;
+        let timeline = record(&[
+            transition(0.0, Successful, Started, Some(WriteKind::Start), 0, "1"),
+            transition(0.0, Started, Canary, None, 0, "1"),
+            transition(3.0, Canary, Canary, None, 0, "1"),
+            transition(6.1, Canary, Increasing, Some(WriteKind::Widen), 1, "10%"),
+            transition(6.1, Increasing, Waiting, None, 1, "10%"),
+            transition(30.0, Waiting, Waiting, None, 11, "10%"),
+            transition(66.0, Waiting, Waiting, Some(WriteKind::Finish), 20, "1"),
+            transition(66.0, Waiting, Successful, None, 20, "1"),
+        ]);
+        let lines: Vec<String> = timeline.steps().map(step_line).collect();
+        let expected = [
+            "     0s  started     [........................]     0/20    ready  maxUnavailable 1    (1 pod)     DaemonSet write 1: start",
+            "     0s  canary      [........................]     0/20    ready  maxUnavailable 1    (1 pod)",
+            "   6.1s  increasing  [#.......................]     1/20    ready  maxUnavailable 10%  (2 pods)    DaemonSet write 2: widen",
+            "   6.1s  waiting     [#.......................]     1/20    ready  maxUnavailable 10%  (2 pods)",
+            "  1m06s  waiting     [########################]    20/20    ready  maxUnavailable 1    (1 pod)     DaemonSet write 3: revert",
+            "  1m06s  successful  [########################]    20/20    ready  maxUnavailable 1    (1 pod)",
+        ];
+        assert_eq!(lines, expected, "\n{}", lines.join("\n"));
         assert_eq!(
-            phases,
-            vec![("started", 0.0), ("canary", 1.0), ("increasing", 3.0)]
+            timeline.phases(),
+            ["started", "canary", "increasing", "waiting", "successful"]
+        );
+        assert_eq!(
+            timeline.samples().len(),
+            8,
+            "count-only transitions are kept"
+        );
+        let summary = Summary {
+            result: "successful".into(),
+            daemon_set_writes: 3,
+            duration_seconds: 66.0,
+            reason: None,
+        };
+        assert_eq!(
+            summary_line(&summary),
+            "rollout successful after 1m06s with 3 DaemonSet writes"
         );
     }
 
+    /// Golden: JSON lines start with `started`; a write in the same phase is a `write` event.
     #[test]
-    fn json_lines_carry_the_documented_keys() {
-        let line: serde_json::Value =
-            serde_json::from_str(&phase_change_json(&sample(1.23456, "canary", 1))).unwrap();
-        for key in [
-            "phase",
-            "maxUnavailable",
-            "desired",
-            "updatedReady",
-            "daemonSetWrites",
-            "t",
-        ] {
-            assert!(line.get(key).is_some(), "missing {key} in {line}");
-        }
-        assert_eq!(line["t"], 1.235);
+    fn golden_json_of_a_failed_canary_and_singular_wording() {
+        use Phase::*;
+        let mut timeline = record(&[
+            transition(0.0, Successful, Started, Some(WriteKind::Start), 0, "1"),
+            transition(0.0, Started, Canary, None, 0, "1"),
+        ]);
+        let mut restarted = timeline.last().unwrap().clone();
+        restarted.t = 4.0;
+        restarted.restarts = 1;
+        restarted.phase_changed = false;
+        restarted.write = None;
+        timeline.push(restarted);
+        let failed = transition(5.1, Canary, Failed, None, 0, "1");
+        let sample = Sample::from_transition(&failed, at(0.0), timeline.last());
+        timeline.push(sample);
+        let json: Vec<String> = timeline.steps().map(step_json).collect();
+        assert_eq!(
+            json,
+            [
+                r#"{"daemonSetWrites":1,"desired":20,"event":"phase","maxUnavailable":"1","phase":"started","t":0.0,"updated":0,"updatedReady":0,"write":"start"}"#,
+                r#"{"daemonSetWrites":1,"desired":20,"event":"phase","maxUnavailable":"1","phase":"canary","t":0.0,"updated":0,"updatedReady":0}"#,
+                r#"{"daemonSetWrites":1,"desired":20,"event":"phase","maxUnavailable":"1","phase":"failed","reason":"CanaryCrashLooping","restarts":1,"t":5.1,"updated":0,"updatedReady":0}"#,
+            ]
+        );
+        let last = step_line(timeline.last().unwrap());
+        assert!(
+            last.ends_with("(1 pod)     CanaryCrashLooping  1 restart"),
+            "{last}"
+        );
         let summary = Summary {
             result: "failed".into(),
             daemon_set_writes: 1,
-            duration_seconds: 40.0,
+            duration_seconds: 5.1,
             reason: Some("CanaryCrashLooping".into()),
         };
-        let line: serde_json::Value = serde_json::from_str(&summary_json(&summary)).unwrap();
-        assert_eq!(line["result"], "failed");
-        assert_eq!(line["reason"], "CanaryCrashLooping");
-        assert_eq!(line["durationSeconds"], 40.0);
+        assert_eq!(
+            summary_line(&summary),
+            "rollout failed (CanaryCrashLooping) after 5.1s with 1 DaemonSet write"
+        );
+        assert_eq!(
+            summary_json(&summary),
+            r#"{"daemonSetWrites":1,"durationSeconds":5.1,"event":"summary","reason":"CanaryCrashLooping","result":"failed"}"#
+        );
     }
 }

@@ -202,6 +202,7 @@ mod tests {
             namespace: "default".into(),
             name: "agent".into(),
             daemon_set: "agent".into(),
+            version: "v2".into(),
             from,
             to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),

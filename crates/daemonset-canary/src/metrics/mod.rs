@@ -4,6 +4,12 @@
 //! it is a counter, so the exposition passes `promtool check metrics`. Label values are bounded:
 //! namespaces and names of CanaryDaemonSets, the six phase names, the failure reasons of the state
 //! machine, and a few fixed words; never pod names or UIDs.
+//!
+//! Each mode exports what it means: [`Metrics::new`] (the controller, `run` and the demo) has
+//! every metric; [`Metrics::observed`] (`observe-kubevirt`, which writes nothing and elects no
+//! leader) leaves out `canary_leader`, `canary_daemonset_writes_total` and
+//! `canary_reconcile_errors_total` (its derivation passes cannot fail). Updating a metric that
+//! is not registered changes nothing anyone sees.
 
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
@@ -106,8 +112,19 @@ pub const NODE_STATES: [&str; 5] = ["updated", "old", "unavailable", "deferred",
 const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
 
 impl Metrics {
-    /// Creates and registers every metric, with `build_info` set for this build.
+    /// The controller's metrics (mode `driven`): every metric, with `build_info` set for this
+    /// build.
     pub fn new() -> Result<Self, prometheus::Error> {
+        Self::for_mode(Mode::Driven)
+    }
+
+    /// The metrics of the read-only observe mode: the rollout metrics, the reconcile duration,
+    /// the watch errors and `build_info`; no leader, no DaemonSet writes, no reconcile errors.
+    pub fn observed() -> Result<Self, prometheus::Error> {
+        Self::for_mode(Mode::Observed)
+    }
+
+    fn for_mode(mode: Mode) -> Result<Self, prometheus::Error> {
         let registry = Registry::new_custom(Some("canary".to_owned()), None)?;
         let phase = IntGaugeVec::new(
             Opts::new(
@@ -222,7 +239,7 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        for collector in [
+        let mut collectors = vec![
             Box::new(phase.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(phase_start.clone()),
             Box::new(phase_duration.clone()),
@@ -230,17 +247,20 @@ impl Metrics {
             Box::new(pods.clone()),
             Box::new(max_unavailable.clone()),
             Box::new(failures.clone()),
-            Box::new(daemonset_writes.clone()),
             Box::new(reconcile_duration.clone()),
-            Box::new(reconcile_errors.clone()),
             Box::new(watch_errors.clone()),
-            Box::new(drifts.clone()),
-            Box::new(step.clone()),
-            Box::new(nodes.clone()),
-            Box::new(pod_deletions.clone()),
-            Box::new(leader.clone()),
             Box::new(build_info),
-        ] {
+        ];
+        if mode == Mode::Driven {
+            collectors.push(Box::new(daemonset_writes.clone()));
+            collectors.push(Box::new(reconcile_errors.clone()));
+            collectors.push(Box::new(leader.clone()));
+            collectors.push(Box::new(drifts.clone()));
+            collectors.push(Box::new(step.clone()));
+            collectors.push(Box::new(nodes.clone()));
+            collectors.push(Box::new(pod_deletions.clone()));
+        }
+        for collector in collectors {
             registry.register(collector)?;
         }
         Ok(Self {
@@ -460,6 +480,26 @@ mod tests {
         assert!(text.contains(
             "canary_rollout_phase_duration_seconds_count{mode=\"driven\",phase=\"started\"} 1"
         ));
+    }
+
+    #[test]
+    fn observe_mode_exports_no_leader_and_no_writes() {
+        let metrics = Metrics::observed().unwrap();
+        metrics.set_leader(true);
+        metrics.daemonset_write("start", "ok");
+        metrics.reconcile(Mode::Observed, 0.001, None);
+        let text = metrics.encode().unwrap();
+        for absent in [
+            "canary_leader",
+            "canary_daemonset_writes_total",
+            "canary_reconcile_errors_total",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        assert!(text.contains("canary_reconcile_duration_seconds_count{mode=\"observed\"} 1"));
+        assert!(text.contains("canary_build_info{"));
+        let driven = Metrics::new().unwrap().encode().unwrap();
+        assert!(driven.contains("canary_leader 0"), "{driven}");
     }
 
     #[test]

@@ -67,3 +67,67 @@ pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Op
     stream.read_to_end(&mut raw).ok()?;
     Some(String::from_utf8_lossy(&raw).into_owned())
 }
+
+/// `daemonset-canary sim serve` in a child process: its kubeconfig, in a directory of the
+/// test's own (removed and made afresh).
+pub struct ServedSim {
+    /// The process; killed when dropped.
+    pub process: KillOnDrop,
+    /// The kubeconfig it wrote.
+    pub kubeconfig: std::path::PathBuf,
+    /// The test's directory.
+    pub dir: std::path::PathBuf,
+}
+
+/// Starts `sim serve` with `args` (after `--kubeconfig`) in a directory named after `test`, and
+/// waits (30 s at most) for its kubeconfig. Its stderr goes to `sim.log` in that directory.
+pub fn serve_sim(test: &str, args: &[&str]) -> ServedSim {
+    let dir = std::env::temp_dir().join(format!("canary-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["sim", "serve", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("sim.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let process = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !kubeconfig.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no kubeconfig after 30 s; sim serve said:\n{}",
+            std::fs::read_to_string(dir.join("sim.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    ServedSim {
+        process,
+        kubeconfig,
+        dir,
+    }
+}
+
+/// A client for the cluster of `kubeconfig`.
+pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Installs the CanaryDaemonSet CRD, as `daemonset-canary crd | kubectl apply -f -` would.
+pub async fn install_crd(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    kube::Api::<CustomResourceDefinition>::all(client.clone())
+        .create(
+            &kube::api::PostParams::default(),
+            &canary_kube_adapter::crd().unwrap(),
+        )
+        .await
+        .unwrap();
+}

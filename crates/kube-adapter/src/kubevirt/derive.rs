@@ -71,6 +71,7 @@ pub fn derive<'p>(
     };
     let counts = count_pods_owned_by(pods, &OwnerMatch::NameOnly { name: &name }, &rule);
     let observation = Observation {
+        version: kv.target.version.clone(),
         object_changed: target_changed || kubevirt_generation_changed,
         generation_known: ds.metadata.generation.unwrap_or(0) == expected,
         // Only the default strategy reads it; KubeVirt mode never looks.

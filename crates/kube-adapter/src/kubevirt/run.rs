@@ -23,6 +23,7 @@ use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 use crate::clock::Clock;
 use crate::controller::api;
 use crate::observer::{Observer, Report};
+use crate::trigger::WatchLog;
 
 /// How the observer runs.
 #[derive(Clone)]
@@ -38,6 +39,8 @@ pub struct ObserveConfig {
     pub observer: Observer,
     /// The latest [`Snapshot`], replaced after every pass.
     pub snapshot: watch::Sender<Snapshot>,
+    /// The API server's URL, named in the warning when the watches cannot reach it.
+    pub server_url: Option<String>,
 }
 
 impl Default for ObserveConfig {
@@ -47,6 +50,7 @@ impl Default for ObserveConfig {
             clock: Clock::system(),
             observer: Observer::default(),
             snapshot: watch::Sender::new(Snapshot::default()),
+            server_url: None,
         }
     }
 }
@@ -166,6 +170,8 @@ pub async fn run(
         ),
     ];
     let mut changes = stream::select_all(changes);
+    let log = WatchLog::new(config.server_url.clone());
+    let mut said_none = false;
     let caches = Caches {
         kubevirts: kv_store,
         daemon_sets: ds_store,
@@ -176,7 +182,11 @@ pub async fn run(
     let mut passes = 0_u64;
     let shutdown = shutdown.fuse();
     tokio::pin!(shutdown);
-    info!(namespace = ns.unwrap_or("<all>"), "observing KubeVirt");
+    // The binary says it at info, with the API server's address.
+    debug!(
+        watching = ns.unwrap_or("all namespaces"),
+        "observing KubeVirt"
+    );
     loop {
         let first = tokio::select! {
             () = &mut shutdown => break,
@@ -190,13 +200,18 @@ pub async fn run(
         }
         for change in batch {
             match change {
-                Change::Synced(source) => synced[source as usize] = true,
-                Change::Object => {}
+                Change::Synced(source) => {
+                    synced[source as usize] = true;
+                    let _resumed = log.succeeded(source.resource());
+                }
+                Change::Object(source) => {
+                    let _resumed = log.succeeded(source.resource());
+                }
                 Change::Error(source, error) => {
                     config.observer.report(Report::WatchError {
                         resource: source.resource(),
                     });
-                    warn!(?source, %error, "watch error (retried with back-off)");
+                    let _warned = log.failed(source.resource(), &error);
                 }
             }
         }
@@ -204,6 +219,14 @@ pub async fn run(
             let started = Instant::now();
             let snapshot = pass(&caches, &mut tracker, &config, passes + 1);
             passes = snapshot.passes;
+            if snapshot.kubevirts.is_empty() && !said_none {
+                // Silence would look like a broken observer.
+                said_none = true;
+                info!(
+                    watching = ns.unwrap_or("all namespaces"),
+                    "no KubeVirt object found: nothing to observe until KubeVirt is deployed"
+                );
+            }
             config.snapshot.send_replace(snapshot);
             config.observer.report(Report::Reconciled {
                 took: started.elapsed(),
@@ -237,8 +260,8 @@ impl Source {
 enum Change {
     /// The initial list of a source is complete.
     Synced(Source),
-    /// An object changed (the cache already has it).
-    Object,
+    /// An object of a source changed (the cache already has it).
+    Object(Source),
     /// A watch error; the watcher retries.
     Error(Source, watcher::Error),
 }
@@ -250,7 +273,7 @@ fn changes<K: Send + 'static>(
     events
         .map(move |event| match event {
             Ok(watcher::Event::InitDone) => Change::Synced(source),
-            Ok(_) => Change::Object,
+            Ok(_) => Change::Object(source),
             Err(error) => Change::Error(source, error),
         })
         .boxed()
@@ -294,7 +317,7 @@ fn pass(
             let derived = derive(&kv, &ds, pods.iter().map(AsRef::as_ref));
             for transition in tracker.observe(&ds, &derived, now) {
                 debug!(daemon_set = %transition.daemon_set, from = ?transition.from, to = %transition.to.as_str(), "observed phase");
-                config.observer.report(Report::Transition(transition));
+                config.observer.report(Report::Transition(Box::new(transition)));
             }
             daemon_sets.push(ObservedDaemonSet {
                 namespace: kv.namespace.clone(),

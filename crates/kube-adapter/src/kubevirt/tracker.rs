@@ -161,6 +161,7 @@ fn transition(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         daemon_set: name.to_owned(),
+        version: to.target.version.clone(),
         from: from.map(|reported| reported.phase),
         to: to.phase,
         failure: to.failure,

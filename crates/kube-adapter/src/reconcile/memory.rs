@@ -4,7 +4,8 @@
 //! The status is the controller's memory across restarts; this is the short-term memory of one
 //! process, which only ever makes a pass *more* careful: our last DaemonSet write not yet in the
 //! cache, a DaemonSet we created that the watch has not delivered, our last status (fresher than
-//! the cache's), the error streak for the backoff, when the status was last written.
+//! the cache's), the error streak for the backoff, when the status was last written, and the
+//! event recorder of the current spec generation.
 //!
 //! # Invariants
 //!
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -47,7 +49,7 @@ struct RememberedStatus {
 }
 
 /// Everything remembered about one CanaryDaemonSet.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Remembered {
     /// Our last successful DaemonSet write: `(DaemonSet name, its UID, the generation it got)`.
     written_generation: Option<(String, String, i64)>,
@@ -66,6 +68,32 @@ struct Remembered {
     /// UID and when. The node has no pod until the DaemonSet controller creates the new one;
     /// until then it still counts as unavailable in its zone.
     replacing: HashMap<String, (String, Instant)>,
+    /// The event recorder of one spec and series: `(UID, metadata.generation, series,
+    /// recorder)`.
+    recorder: Option<(String, Option<i64>, String, Recorder)>,
+}
+
+impl std::fmt::Debug for Remembered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // kube's Recorder is not Debug; which spec it serves is what matters.
+        f.debug_struct("Remembered")
+            .field("written_generation", &self.written_generation)
+            .field("created", &self.created)
+            .field("status", &self.status)
+            .field("error_streak", &self.error_streak)
+            .field("status_written_at", &self.status_written_at)
+            .field("flush_due", &self.flush_due)
+            .field("invalid_logged", &self.invalid_logged)
+            .field("replacing", &self.replacing)
+            .field(
+                "recorder",
+                &self
+                    .recorder
+                    .as_ref()
+                    .map(|(uid, generation, series, _)| (uid, generation, series)),
+            )
+            .finish()
+    }
 }
 
 type Key = ObjectRef<CanaryDaemonSet>;
@@ -268,6 +296,38 @@ impl Memory {
     /// Forgets everything about a deleted CanaryDaemonSet.
     pub(crate) fn forget(&self, key: &ObjectRef<CanaryDaemonSet>) {
         lock(&self.objects).remove(key);
+    }
+
+    /// The event recorder for the current spec (UID and `metadata.generation`) of `cds`; a new
+    /// one, made by `new`, when the spec changed.
+    ///
+    /// kube-runtime's `Recorder` folds an event into an earlier one with the same type,
+    /// reason, action, regarding and related objects (its cache key has no note), for six
+    /// minutes, and the series keeps the first note: the second rollout's `RolloutStarted`
+    /// would show as the first one's message `(x2)`. Events of one spec still fold (a
+    /// repeated `FailedUpdate` is one series); a new spec, i.e. a new rollout, starts with a
+    /// fresh cache, so its events are new Event objects with their own notes.
+    ///
+    /// `series` splits a spec further: the Pods driver's events of each target revision and
+    /// step (several `StepStarted` in one spec) get a recorder of their own.
+    pub(crate) fn recorder(
+        &self,
+        cds: &CanaryDaemonSet,
+        series: &str,
+        new: impl FnOnce() -> Recorder,
+    ) -> Recorder {
+        let uid = cds.metadata.uid.clone().unwrap_or_default();
+        let generation = cds.metadata.generation;
+        self.with(cds, |r| match &r.recorder {
+            Some((u, g, s, recorder)) if *u == uid && *g == generation && s == series => {
+                recorder.clone()
+            }
+            _ => {
+                let recorder = new();
+                r.recorder = Some((uid, generation, series.to_owned(), recorder.clone()));
+                recorder
+            }
+        })
     }
 
     /// A pass of `cds` succeeded: the error backoff starts over.

@@ -30,7 +30,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
@@ -116,8 +116,9 @@ pub struct Context {
     pub client: Client,
     /// The caches.
     pub caches: Caches,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Who publishes the events (controller name and instance); each spec generation of a
+    /// CanaryDaemonSet gets its own `Recorder` from it (see `publish`).
+    pub reporter: Reporter,
     /// Source of "now" for status times.
     pub clock: Clock,
     /// Where the passes report to.
@@ -146,7 +147,7 @@ impl Context {
     pub fn new(
         client: Client,
         caches: Caches,
-        recorder: Recorder,
+        reporter: Reporter,
         clock: Clock,
         observer: Observer,
         field_manager: String,
@@ -155,7 +156,7 @@ impl Context {
         Self {
             client,
             caches,
-            recorder,
+            reporter,
             clock,
             observer,
             field_manager,
@@ -214,14 +215,14 @@ impl Context {
 /// exponentially per object (reset by the next successful pass).
 pub fn error_policy(cds: Arc<CanaryDaemonSet>, error: &Error, ctx: Arc<Context>) -> Action {
     if error.is_conflict() {
-        debug!(name = %cds.name_any(), %error, "conflict, retrying shortly");
+        debug!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, "conflict, retrying shortly");
         return Action::requeue(ctx.requeue.conflict);
     }
     let requeue = &ctx.requeue;
     let delay = ctx
         .memory
         .next_error_delay(&cds, requeue.error_base, requeue.error_max);
-    warn!(name = %cds.name_any(), %error, ?delay, "reconcile failed");
+    warn!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, ?delay, "reconcile failed");
     Action::requeue(delay)
 }
 
@@ -284,6 +285,10 @@ impl<'a> Pass<'a> {
             namespace: self.namespace.clone(),
             name: self.cds.name_any(),
             daemon_set: self.ds_name.clone(),
+            // The version a pass that cannot read the spec leaves is the last one known.
+            version: previous
+                .and_then(|s| s.target_version.clone())
+                .unwrap_or_default(),
             from: previous
                 .and_then(|s| s.phase.as_deref())
                 .and_then(|p| p.parse().ok()),
@@ -410,6 +415,7 @@ impl<'a> Pass<'a> {
             _ => None,
         };
         let observation = Observation {
+            version: plan.target.version.clone(),
             object_changed: object_meta_modified(&desired.metadata, &live.metadata),
             generation_known: recorded == live.metadata.generation,
             drift,
@@ -420,8 +426,9 @@ impl<'a> Pass<'a> {
 
         // Decide.
         let decision = decide(&plan.strategy, &observation);
-        debug!(ds = %self.ds_name, ?observation, ?decision, "decided");
+        debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?observation, ?decision, "decided");
         let mut record = Transition {
+            version: plan.target.version.clone(),
             desired: observation.desired_pods,
             updated: counts.updated,
             updated_ready: counts.updated_ready,
@@ -482,7 +489,7 @@ impl<'a> Pass<'a> {
 
     /// Create path (spec section 3 step 2).
     async fn create(&self, plan: &Plan, mut desired: DaemonSet) -> Result<Action, Error> {
-        let decision = decide_create(&plan.strategy, &self.ds_name);
+        let decision = decide_create(&plan.strategy, &self.ds_name, &plan.target.version);
         if let Some(cfg) = &plan.tls
             && let Err(e) = canary_tls_migration::prepare_for_create(&mut desired, cfg)
         {
@@ -497,6 +504,7 @@ impl<'a> Pass<'a> {
             set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
         }
         let mut record = Transition {
+            version: plan.target.version.clone(),
             desired: 0,
             updated: 0,
             updated_ready: 0,
@@ -520,7 +528,7 @@ impl<'a> Pass<'a> {
                 if decision.record_generation {
                     record.recorded_generation = created.metadata.generation;
                 }
-                info!(ds = %self.ds_name, "daemonSet created");
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "daemonSet created");
                 decision
             }
             // Created meanwhile (or our cache is behind): come back once the watch has it.
@@ -665,6 +673,7 @@ impl<'a> Pass<'a> {
                 FailureReason::InvalidSpec.as_str(),
                 message,
                 false,
+                "",
             )
             .await;
         }
@@ -690,7 +699,7 @@ impl<'a> Pass<'a> {
                 EventType::Normal => KubeEventType::Normal,
                 EventType::Warning => KubeEventType::Warning,
             };
-            self.publish(type_, event.reason, event.message.clone(), true)
+            self.publish(type_, event.reason, event.message.clone(), true, "")
                 .await;
         }
         let requeue = &self.ctx.requeue;
@@ -752,7 +761,7 @@ impl<'a> Pass<'a> {
                     "phase changed"
                 );
             }
-            self.ctx.observer.report(Report::Transition(record));
+            self.ctx.observer.report(Report::Transition(Box::new(record)));
         }
         Ok(())
     }
@@ -785,12 +794,15 @@ impl<'a> Pass<'a> {
 
     /// Publishes an event on the CanaryDaemonSet; `about_daemon_set` names the owned DaemonSet
     /// as the related object.
+    /// `series` names the rollout within the spec generation the event belongs to (the Pods
+    /// driver's target revision and step; empty otherwise): a new series starts a new recorder.
     async fn publish(
         &self,
         type_: KubeEventType,
         reason: &str,
         note: String,
         about_daemon_set: bool,
+        series: &str,
     ) {
         let secondary = about_daemon_set.then(|| ObjectReference {
             api_version: Some("apps/v1".to_owned()),
@@ -812,15 +824,17 @@ impl<'a> Pass<'a> {
             action: "Rollout".to_owned(),
             secondary,
         };
-        match self
-            .ctx
-            .recorder
-            .publish(&event, &self.cds.object_ref(&()))
-            .await
-        {
+        // A recorder per spec generation and series: a new rollout's event is never folded
+        // into the previous rollout's series (see `Memory::recorder`).
+        let recorder = self.ctx.memory.recorder(self.cds, series, || {
+            Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
+        });
+        match recorder.publish(&event, &self.cds.object_ref(&())).await {
             Ok(()) => self.ctx.observer.report(Report::EventPublished),
             // An event is best effort: losing one must not fail or repeat the pass.
-            Err(error) => warn!(%error, reason, "could not publish event"),
+            Err(error) => {
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
+            }
         }
     }
 }
@@ -963,6 +977,7 @@ mod tests {
             adopt: false,
             target: TargetSpec {
                 version: "v1".into(),
+                from_container: None,
                 registry: String::new(),
                 deployment_id: None,
             },

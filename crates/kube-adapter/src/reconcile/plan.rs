@@ -60,9 +60,12 @@ pub(crate) struct PodsPlan {
 /// not make the controller act on a spec the rules reject.
 pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
     let spec = &cds.spec;
-    if spec.target.version.is_empty() {
-        return Err("spec.target.version must not be empty".to_owned());
-    }
+    // The version first: a spec naming no version, or a container that is not there, says so.
+    let (keys, target) = match target_of(cds) {
+        Ok(resolved) => resolved,
+        Err(crate::Error::InvalidSpec(message)) => return Err(message),
+        Err(error) => return Err(error.to_string()),
+    };
     check_names(cds)?;
     let parse = |field: &str, value: &str| {
         value
@@ -142,7 +145,6 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             "spec.tlsMigration is KubeVirt's and runs with the MaxUnavailable driver only; disable it or use driver MaxUnavailable".to_owned(),
         );
     }
-    let (keys, target) = target_of(cds).map_err(|e| e.to_string())?;
     Ok(Plan {
         strategy,
         keys,
@@ -380,6 +382,7 @@ mod tests {
             adopt: false,
             target: TargetSpec {
                 version: "v1".into(),
+                from_container: None,
                 registry: String::new(),
                 deployment_id: None,
             },

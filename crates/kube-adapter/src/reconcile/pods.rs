@@ -148,8 +148,15 @@ impl Pass<'_> {
             .filter(|value| !value.is_empty())
             .cloned();
         let promoted = mark.is_some() && mark != status.and_then(|s| s.promotion.clone());
+        let version = match &desired {
+            Some(_) => plan.target.version.clone(),
+            // A referenced DaemonSet: `fromContainer` reads the live template.
+            None => crate::desired::target_version(&self.cds.spec.target, live.spec.as_ref())
+                .unwrap_or_default(),
+        };
         let observation = PodObservation {
             name: self.ds_name.clone(),
+            version: version.clone(),
             template_changed,
             drift,
             rollout_observed: observed,
@@ -357,6 +364,17 @@ impl Pass<'_> {
         decision: &PodDecision,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
+        // Each step's events are a series of their own: kube's recorder would fold a second
+        // `StepStarted` into the first one (same reason, same objects) and keep its note.
+        let series = format!(
+            "{}/{}",
+            record
+                .pods
+                .as_ref()
+                .and_then(|p| p.target_revision.clone())
+                .unwrap_or_default(),
+            decision.step
+        );
         self.write_status(record).await?;
         for event in &decision.events {
             if event.reason == event_reason::DRIFT_DETECTED {
@@ -370,7 +388,7 @@ impl Pass<'_> {
                 EventType::Normal => KubeEventType::Normal,
                 EventType::Warning => KubeEventType::Warning,
             };
-            self.publish(type_, event.reason, event.message.clone(), true)
+            self.publish(type_, event.reason, event.message.clone(), true, &series)
                 .await;
         }
         let requeue = &self.ctx.requeue;

@@ -86,7 +86,7 @@ impl StandIn {
         self.writes += 1;
         self.set_targets(version).await;
         let kv = self.kubevirt().await;
-        let decision = decide_create(&Strategy::kubevirt(), HANDLER);
+        let decision = decide_create(&Strategy::kubevirt(), HANDLER, version);
         assert!(decision.write.is_some() && decision.record_generation);
         let created = self
             .daemon_sets

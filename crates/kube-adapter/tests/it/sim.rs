@@ -241,6 +241,110 @@ async fn crash_looping_canary_fails_without_widening() {
     replica.stop().await;
 }
 
+/// Each rollout's events name its version, and a new rollout's `RolloutStarted` is an event
+/// of its own, not a repeat folded into the previous rollout's series (kube-runtime's Recorder
+/// keys its series on the reason, not the note, and keeps the first note).
+#[tokio::test(start_paused = true)]
+async fn each_rollout_has_its_own_events_naming_its_version() {
+    let sim = sim(3);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, 3).await;
+    for version in ["v2", "v3"] {
+        set_version(&client, "agent", version).await;
+        eventually(Duration::from_secs(3600), version, || {
+            rolled_out(&client, "agent", version, 3)
+        })
+        .await;
+    }
+    // The completion event comes from the pass after the revert.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let notes = |reason: &str| -> Vec<(String, Option<i32>)> {
+        let mut notes: Vec<_> = events
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .map(|e| {
+                (
+                    e.note.clone().unwrap_or_default(),
+                    e.series.as_ref().map(|s| s.count),
+                )
+            })
+            .collect();
+        notes.sort();
+        notes
+    };
+    assert_eq!(
+        notes("RolloutStarted"),
+        vec![
+            (
+                "daemonSet agent created: started rollout of v1".to_owned(),
+                None
+            ),
+            ("daemonSet agent: started rollout of v2".to_owned(), None),
+            ("daemonSet agent: started rollout of v3".to_owned(), None),
+        ]
+    );
+    let completed = notes("RolloutCompleted");
+    assert_eq!(completed.len(), 3, "{completed:?}");
+    for (version, (note, series)) in ["v1", "v2", "v3"].iter().zip(&completed) {
+        assert!(
+            note.contains(&format!("rollout of {version} complete")),
+            "{note}"
+        );
+        assert_eq!(*series, None, "{note}");
+    }
+    replica.stop().await;
+}
+
+/// `target.fromContainer`: the version is the image tag of that container, so changing the
+/// image is the whole upgrade; the status says which version it resolved.
+#[tokio::test(start_paused = true)]
+async fn the_version_can_come_from_a_container_image_tag() {
+    let sim = sim(3);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    let mut from_image = spec("v1", None);
+    from_image.target.version = String::new();
+    from_image.target.from_container = Some("agent".into());
+    create_cds(&client, "agent", from_image).await;
+    eventually(Duration::from_secs(1800), "the install", || {
+        rolled_out(&client, "agent", "v1", 3)
+    })
+    .await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let image_only = json!({"spec": {"template": {"spec": {"template": {"spec": {
+        "containers": [{"name": "agent", "image": "registry.example:5000/agent:v1.2.3@sha256:0123"}]}}}}}});
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(image_only))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(3600), "the upgrade", || {
+        rolled_out(&client, "agent", "v1.2.3", 3)
+    })
+    .await;
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    assert_eq!(status.target_version.as_deref(), Some("v1.2.3"));
+
+    // A container that is not there: the spec cannot be acted on, and says why.
+    let wrong = json!({"spec": {"target": {"fromContainer": "sidecar"}}});
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(wrong))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "InvalidSpec", || async {
+        let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+        status.reason.as_deref() == Some("InvalidSpec")
+            && status.message.as_deref().is_some_and(|m| {
+                m.contains("no container named \"sidecar\"") && m.contains("its containers: agent")
+            })
+    })
+    .await;
+    replica.stop().await;
+}
+
 /// Stops the controller right after it reports `phase`, starts a new one, and checks that the
 /// rollout completes with exactly one start overall.
 async fn restart_in(phase: &str) {

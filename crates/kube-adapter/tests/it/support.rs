@@ -47,6 +47,7 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
         adopt: false,
         target: TargetSpec {
             version: version.into(),
+            from_container: None,
             registry: "reg".into(),
             deployment_id: None,
         },

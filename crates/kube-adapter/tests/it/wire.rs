@@ -23,7 +23,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 use kube::Client;
 use kube::client::Body;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -51,6 +51,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
             adopt: false,
             target: TargetSpec {
                 version: version.into(),
+                from_container: None,
                 registry: "reg".into(),
                 deployment_id: Some("id".into()),
             },
@@ -101,13 +102,10 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
     pods.apply(&watcher::Event::InitDone);
     let revisions = OwnerIndex::new();
     revisions.apply(&watcher::Event::InitDone);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "daemonset-canary".into(),
-            instance: None,
-        },
-    );
+    let reporter = Reporter {
+        controller: "daemonset-canary".into(),
+        instance: None,
+    };
     let caches = Caches {
         daemon_sets: store,
         daemon_sets_ready: Arc::new(AtomicBool::new(true)),
@@ -125,7 +123,7 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
     Arc::new(Context::new(
         client,
         caches,
-        recorder,
+        reporter,
         Clock::system(),
         observer,
         "daemonset-canary".into(),

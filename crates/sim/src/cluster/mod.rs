@@ -79,6 +79,12 @@ pub struct ClusterConfig {
     /// meanwhile are handled by one sync (informer and workqueue latency). Zero syncs after
     /// every change; the default, 10ms, keeps 5,000-node rollouts fast.
     pub controller_sync_delay: Duration,
+    /// How many times faster than configured the cluster's own delays elapse: every timer of
+    /// the cluster task (kubelet start latency, readiness, crash and image-pull back-off,
+    /// termination grace, the DaemonSet controller's sync delay and resyncs) is divided by it.
+    /// `1.0` (the default) is real timing. Times written in objects and compared with the
+    /// clock (`minReadySeconds`, condition timestamps) are not scaled: the clock is not.
+    pub speed: f64,
 }
 
 impl Default for ClusterConfig {
@@ -89,6 +95,7 @@ impl Default for ClusterConfig {
             kubelet: KubeletConfig::default(),
             seed: 0,
             controller_sync_delay: Duration::from_millis(10),
+            speed: 1.0,
         }
     }
 }

@@ -889,3 +889,39 @@ async fn a_lagging_cluster_relists_and_completes_the_rollout() {
     assert_rolled_out(&store, "agent", 30, "agent:v2");
     cluster.shutdown();
 }
+
+/// Virtual seconds a rolling update of a 4-node DaemonSet (maxUnavailable 1) takes at `speed`.
+async fn rollout_seconds(speed: f64) -> f64 {
+    let store = Store::new(SimClock::new());
+    let cluster = Cluster::start(
+        store.clone(),
+        ClusterConfig {
+            nodes: 4,
+            seed: 3,
+            speed,
+            ..ClusterConfig::default()
+        },
+    );
+    store
+        .create(&daemonset("agent", "agent:v1", IntOrString::Int(1)))
+        .unwrap();
+    cluster.wait_idle().await.unwrap();
+    let started = tokio::time::Instant::now();
+    set_image(&store, "agent", "agent:v2");
+    cluster.wait_idle().await.unwrap();
+    let took = started.elapsed().as_secs_f64();
+    assert_rolled_out(&store, "agent", 4, "agent:v2");
+    cluster.shutdown();
+    took
+}
+
+/// `speed` divides every delay of the cluster model: the same rollout (same seed, so the same
+/// jitter) takes a tenth of the time at speed 10.
+#[tokio::test(start_paused = true)]
+async fn speed_divides_every_delay_of_the_cluster() {
+    let normal = rollout_seconds(1.0).await;
+    let fast = rollout_seconds(10.0).await;
+    assert!(normal > 10.0, "4 pods one at a time take seconds: {normal}");
+    let ratio = normal / fast;
+    assert!((9.5..=10.5).contains(&ratio), "{normal} s vs {fast} s");
+}

@@ -404,7 +404,8 @@ spec:
             "--subresource=status",
             "--type=merge",
             "-p",
-            r#"{"status":{"phase":"canary","readyRatio":"1/2","currentMaxUnavailable":"1"}}"#,
+            // As the controller writes it: the VERSION column reads status.targetVersion.
+            r#"{"status":{"phase":"canary","readyRatio":"1/2","currentMaxUnavailable":"1","targetVersion":"v1.9.4"}}"#,
         ])
         .await;
     let listed = kubectl.ok(&["get", "cds", "-n", "default"]).await;

@@ -46,7 +46,9 @@ mod walk;
 
 use std::time::Duration;
 
-use crate::decide::{failed, invalid_strategy, normal, stay_failed, sticky_failure, warning};
+use crate::decide::{
+    failed, invalid_strategy, normal, rollout_of, stay_failed, sticky_failure, warning,
+};
 use crate::decision::{DaemonSetWrite, Decision, Event, WriteKind, event_reason};
 use crate::max_unavailable::MaxUnavailable;
 use crate::observation::{DriftSeen, Observation, PreviousPass};
@@ -274,6 +276,8 @@ pub struct StepPosition {
 pub struct PodObservation {
     /// The DaemonSet name, for messages.
     pub name: String,
+    /// The target version, for messages (`"started rollout of v1.9.4"`); empty when unknown.
+    pub version: String,
     /// The desired template differs from the live one (only when the controller owns it).
     pub template_changed: bool,
     /// Someone else changed the live template (only when the controller owns it).
@@ -418,6 +422,7 @@ pub fn decide_pods(
     let step = observation.position.map_or(0, |p| p.index).min(plan.len());
     let view = Observation {
         name: observation.name.clone(),
+        version: observation.version.clone(),
         desired_pods: observation.desired_pods,
         previous: observation.previous,
         ..Observation::default()
@@ -516,7 +521,11 @@ fn start(view: &Observation, write: bool, announced: bool) -> PodDecision {
     let event = (!announced).then(|| {
         normal(
             event_reason::ROLLOUT_STARTED,
-            format!("daemonSet {} started upgrade", view.name),
+            format!(
+                "daemonSet {}: started {}",
+                view.name,
+                rollout_of(&view.version)
+            ),
         )
     });
     let decision = Decision {

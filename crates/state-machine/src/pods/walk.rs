@@ -461,9 +461,9 @@ impl Walk<'_> {
     fn completed_event(&self) -> Event {
         let deferred = &self.classes.deferred;
         if deferred.is_empty() {
-            return completed_event(&self.observation.name);
+            return completed_event(&self.view);
         }
-        let mut event = completed_event(&self.observation.name);
+        let mut event = completed_event(&self.view);
         event.message = format!(
             "{}; {} deferred, updated when they come back: {}",
             event.message,

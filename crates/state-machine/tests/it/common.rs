@@ -6,11 +6,14 @@ use canary_state_machine::{
 
 /// The DaemonSet every scenario is about.
 pub const NAME: &str = "virt-handler";
+/// The version every scenario rolls out.
+pub const VERSION: &str = "v1.6.0";
 
 /// A virt-handler DaemonSet at rest (`maxUnavailable: 1`).
 pub fn handler() -> Observation {
     Observation {
         name: NAME.into(),
+        version: VERSION.into(),
         live_max_unavailable: LiveMaxUnavailable::Int(1),
         ..Observation::default()
     }

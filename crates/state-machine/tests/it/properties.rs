@@ -95,6 +95,7 @@ prop_compose! {
     ) -> Observation {
         Observation {
             name: "ds".into(),
+            version: "v2".into(),
             object_changed,
             generation_known,
             desired_pods,

@@ -14,7 +14,7 @@ use canary_state_machine::{
     decide_create, event_reason,
 };
 
-use crate::common::{NAME, handler, write};
+use crate::common::{NAME, VERSION, handler, write};
 
 fn kubevirt(observation: &Observation) -> Decision {
     decide(&Strategy::kubevirt(), observation)
@@ -71,7 +71,7 @@ fn assert_completed(decision: &Decision) {
 
 #[test]
 fn scenario_01_create_reports_done_at_once() {
-    let decision = decide_create(&Strategy::kubevirt(), NAME);
+    let decision = decide_create(&Strategy::kubevirt(), NAME, VERSION);
     assert_eq!(decision.phase, Phase::Successful);
     assert_eq!(decision.write, Some(write(WriteKind::Create, None, None)));
     assert!(decision.record_generation);
@@ -421,7 +421,7 @@ fn quirk_07_failure_is_not_sticky_and_the_event_repeats() {
 
 #[test]
 fn quirk_10_create_and_revert_report_done_immediately() {
-    assert!(decide_create(&Strategy::kubevirt(), NAME).done);
+    assert!(decide_create(&Strategy::kubevirt(), NAME, VERSION).done);
     assert!(kubevirt(&after_start(5, 5)).done);
 }
 
@@ -472,7 +472,7 @@ fn quirk_15_failed_writes_carry_a_literal_nil() {
     );
     assert!(!finish.done && !finish.record_generation);
 
-    let create = decide_create(&strategy, NAME).write_failed(&strategy, NAME, "exists");
+    let create = decide_create(&strategy, NAME, VERSION).write_failed(&strategy, NAME, "exists");
     assert_eq!(
         create.error.as_deref(),
         Some("unable to create daemonset virt-handler: exists")
@@ -511,7 +511,7 @@ fn invalid_strategy_fails_without_writing() {
         decision.event.unwrap().reason,
         event_reason::INVALID_STRATEGY
     );
-    let create = decide_create(&strategy, NAME);
+    let create = decide_create(&strategy, NAME, VERSION);
     assert_eq!(create.failure, Some(FailureReason::InvalidStrategy));
     assert_eq!(create.write, None);
 }

@@ -158,6 +158,7 @@ impl Model {
             .collect();
         Observation {
             name: "agent".into(),
+            version: format!("v{}", desired.target),
             object_changed: self.live_metadata_target != desired.target,
             generation_known: self.recorded == Some(self.generation),
             desired_pods: self.params.nodes,

@@ -301,7 +301,7 @@ impl Driver {
     /// `enqueueDaemonSetAfter`: like a workqueue's `AddAfter`, only the earliest pending
     /// resync of a DaemonSet is kept.
     pub(super) fn requeue(&mut self, key: &ObjKey, delay: Duration) {
-        let at = Instant::now() + delay;
+        let at = Instant::now() + self.scaled(delay);
         let Some(state) = self.daemonsets.get_mut(key) else {
             return;
         };

@@ -63,6 +63,8 @@ pub(super) struct Driver {
     /// DaemonSets whose delayed sync has come.
     due_daemonsets: BTreeSet<ObjKey>,
     sync_delay: Duration,
+    /// [`ClusterConfig::speed`], checked positive and finite (else 1).
+    speed: f64,
     /// Delayed syncs scheduled and not fired yet.
     delayed_syncs: usize,
     dirty_pod_statuses: BTreeSet<ObjKey>,
@@ -107,6 +109,11 @@ impl Driver {
             dirty_daemonsets: BTreeSet::new(),
             due_daemonsets: BTreeSet::new(),
             sync_delay: config.controller_sync_delay,
+            speed: if config.speed.is_finite() && config.speed > 0.0 {
+                config.speed
+            } else {
+                1.0
+            },
             delayed_syncs: 0,
             dirty_pod_statuses: BTreeSet::new(),
             settle_waiters: Vec::new(),

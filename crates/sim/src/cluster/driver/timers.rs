@@ -1,6 +1,7 @@
 //! The cluster task's one timer queue: kubelet steps, graceful-deletion ends and DaemonSet
 //! resyncs, ordered by due time and then by scheduling order, so that equal deadlines fire
-//! in a reproducible order.
+//! in a reproducible order. Every delay is divided by the cluster's speed here, the one place
+//! all of them pass.
 
 use std::cmp::{Ordering, Reverse};
 use std::time::Duration;
@@ -60,7 +61,18 @@ impl Ord for TimerEntry {
 }
 
 impl Driver {
+    /// `delay` of the cluster model as it elapses at the cluster's speed.
+    pub(super) fn scaled(&self, delay: Duration) -> Duration {
+        if self.speed == 1.0 {
+            delay
+        } else {
+            delay.div_f64(self.speed)
+        }
+    }
+
+    /// Fires `timer` once `delay` (of the cluster model, see [`Driver::scaled`]) has elapsed.
     pub(super) fn schedule(&mut self, delay: Duration, timer: Timer) {
+        let delay = self.scaled(delay);
         if !timer.is_perpetual() {
             self.finite_timers += 1;
         }

@@ -1,0 +1,133 @@
+//! The demo as a user runs it: its output pinned by golden files (the timeline of every step,
+//! the JSON lines, the wording), and `--plot` checked before the rollout and written after.
+//!
+//! The demo runs in virtual time, deterministic for a seed, so its output is the same on every
+//! run. `UPDATE_GOLDEN=1 cargo test -p daemonset-canary --test demo` rewrites the files after an
+//! intended change; review the diff.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn demo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("demo")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("CANARY_LOG_LEVEL")
+        .output()
+        .unwrap()
+}
+
+fn golden(name: &str, args: &[&str]) {
+    let output = demo(args);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &stdout).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(
+        stdout,
+        expected,
+        "demo {args:?} differs from {} (UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
+}
+
+#[test]
+fn the_default_rollout_prints_every_step() {
+    golden("healthy-5-nodes.txt", &["--nodes", "5"]);
+}
+
+#[test]
+fn kubevirt_compatibility_says_what_differs_and_shows_it() {
+    golden(
+        "healthy-5-nodes-kubevirt.txt",
+        &["--nodes", "5", "--compatibility", "kubevirt"],
+    );
+}
+
+#[test]
+fn one_node_reads_in_the_singular_with_two_writes() {
+    golden("healthy-1-node.txt", &["--nodes", "1"]);
+}
+
+#[test]
+fn json_lines_start_with_started_and_end_with_the_summary() {
+    golden(
+        "crashloop-5-nodes.jsonl",
+        &["--nodes", "5", "--scenario", "crashloop-canary", "--json"],
+    );
+}
+
+#[test]
+fn the_plot_path_is_checked_before_the_rollout() {
+    let dir = std::env::temp_dir().join(format!("demo-plot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (path, needle) in [
+        (dir.join("missing/rollout.svg"), "does not exist"),
+        (
+            dir.join("rollout.pdf"),
+            "SVG (name ending in .svg) or PNG (.png), not .pdf",
+        ),
+    ] {
+        let started = Instant::now();
+        // 2,000 nodes: a rollout that would take a while, were it run.
+        let output = demo(&["--nodes", "2000", "--plot", path.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.starts_with("error: --plot ") && stderr.contains(needle),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "nothing ran");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    for name in ["rollout.svg", "rollout.png"] {
+        let path = dir.join(name);
+        let output = demo(&[
+            "--nodes",
+            "5",
+            "--scenario",
+            "crashloop-canary",
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        assert!(output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("plot written to {}", path.display())),
+            "{stderr}"
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        if name.ends_with(".svg") {
+            let svg = String::from_utf8(bytes).unwrap();
+            for text in [
+                "failed",
+                "✗ CanaryCrashLooping",
+                "restarts (new pods)",
+                "desired",
+            ] {
+                assert!(svg.contains(text), "{text} missing from the SVG");
+            }
+        } else {
+            assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+        }
+    }
+}

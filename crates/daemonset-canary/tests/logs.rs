@@ -1,0 +1,156 @@
+//! What `run` logs, as a user reads it: plain lines without colour off a terminal, JSON lines
+//! with the object's `namespace` and `name` as fields of their own, one line when there is
+//! nothing to do, and one line saying why when the API server goes away (not one per watcher
+//! and retry, and nothing from the client library).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+use support::{KillOnDrop, free_port};
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario::{NAMESPACE, manifest};
+use kube::Api;
+use kube::api::PostParams;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `run` against `kubeconfig` with `args`, its stderr into `log`.
+fn start_run(kubeconfig: &Path, log: &Path, args: &[&str]) -> KillOnDrop {
+    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["run", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("CANARY_LOG_LEVEL")
+        .env_remove("CANARY_LOG_FORMAT")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    KillOnDrop(child)
+}
+
+/// Waits (30 s at most) until the log at `path` has a line containing `needle`; the log.
+fn wait_for_line(path: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.lines().any(|line| line.contains(needle)) {
+            return log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} after 30 s:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn plain_logs_are_uncoloured_off_a_terminal_and_an_outage_is_one_line() {
+    let mut sim = support::serve_sim("logs-plain", &["--nodes", "2"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        support::install_crd(&support::client(&sim.kubeconfig).await).await;
+    });
+    let log = sim.dir.join("run.log");
+    let _run = start_run(&sim.kubeconfig, &log, &[]);
+    let text = wait_for_line(&log, "no CanaryDaemonSet in any namespace yet");
+    let url = text
+        .split("api=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+
+    // The API server goes away for good; every watcher fails on every retry.
+    sim.process.0.kill().unwrap();
+    let _ = sim.process.0.wait();
+    wait_for_line(&log, "watch failed");
+    // Several backoff rounds of four watchers (the first retries come within seconds).
+    std::thread::sleep(Duration::from_secs(8));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains('\x1b'),
+        "ANSI escapes off a terminal:\n{text}"
+    );
+    let failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert_eq!(failures.len(), 1, "one line for the outage:\n{text}");
+    assert!(failures[0].contains("watch failed"), "{}", failures[0]);
+    assert!(
+        failures[0].contains(&format!("cannot reach the API server at {url}"))
+            && failures[0].contains("connection refused"),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        !text.contains("kube_client"),
+        "client library noise:\n{text}"
+    );
+    assert_eq!(
+        text.matches("no CanaryDaemonSet").count(),
+        1,
+        "said once:\n{text}"
+    );
+}
+
+#[test]
+fn json_logs_name_the_object_in_fields_of_their_own() {
+    let sim = support::serve_sim("logs-json", &["--nodes", "2"]);
+    let log = sim.dir.join("run.log");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(support::client(&sim.kubeconfig));
+    runtime.block_on(support::install_crd(&client));
+    let _run = start_run(&sim.kubeconfig, &log, &["--log-format", "json"]);
+    wait_for_line(&log, "controller starting");
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client, NAMESPACE);
+    let object: CanaryDaemonSet =
+        serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap();
+    runtime
+        .block_on(api.create(&PostParams::default(), &object))
+        .unwrap();
+    let text = wait_for_line(&log, "daemonSet created");
+    let created: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["message"] == "daemonSet created")
+        .unwrap();
+    assert_eq!(created["namespace"], NAMESPACE, "{created}");
+    assert_eq!(created["name"], "node-agent", "{created}");
+    assert_eq!(created["level"], "INFO", "{created}");
+    assert!(created.get("fields").is_none(), "flattened: {created}");
+}
+
+/// observe-kubevirt on a cluster without a KubeVirt object says so, once.
+#[test]
+fn observe_kubevirt_says_once_when_there_is_nothing_to_observe() {
+    let sim = support::serve_sim("logs-observe", &["--nodes", "1"]);
+    let log = sim.dir.join("observe.log");
+    let _observer = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(["observe-kubevirt", "--kubeconfig"])
+            .arg(&sim.kubeconfig)
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_line(&log, "no KubeVirt object found");
+    // Later passes (the simulator's node heartbeats and pods change nothing here) stay quiet.
+    std::thread::sleep(Duration::from_secs(2));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("no KubeVirt object found").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(text.matches("observing KubeVirt").count(), 1, "{text}");
+}
