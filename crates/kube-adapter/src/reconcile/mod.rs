@@ -23,8 +23,8 @@ use canary_predicates::{
     current_revision_hash, live_max_unavailable,
 };
 use canary_state_machine::{
-    Compatibility, Decision, DriftSeen, EventType, FailureReason, Observation, Phase, WriteKind,
-    decide, decide_create, event_reason,
+    Compatibility, Decision, DriftSeen, EventType, FailureReason, MaxUnavailable, Observation,
+    Phase, Strategy, WriteKind, decide, decide_create, event_reason,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
@@ -38,7 +38,9 @@ use tracing::{debug, info, warn};
 use crate::Error;
 use crate::clock::Clock;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
-use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
+use crate::desired::{
+    RollingUpdateWrite, desired_daemon_set, live_template_hash, set_max_unavailable,
+};
 use crate::health::Health;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -408,10 +410,15 @@ impl<'a> Pass<'a> {
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let live_hash = live_template_hash(&live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
-        let drift = match written_hash {
-            Some(written) if written != live_hash => Some(DriftSeen {
-                what: describe_drift(&live, &desired, status),
-            }),
+        let drift = match (written_hash, status) {
+            (Some(written), Some(status))
+                if written != live_hash
+                    && !own_unrecorded_write(&live, status, written, &plan.strategy)? =>
+            {
+                Some(DriftSeen {
+                    what: describe_drift(&live, &desired, status),
+                })
+            }
             _ => None,
         };
         let observation = Observation {
@@ -897,13 +904,51 @@ fn controller_of(live: &DaemonSet, cds: &CanaryDaemonSet) -> Controller {
     }
 }
 
+/// Whether a template hash that differs from the recorded one is this controller's own write
+/// whose record was lost: the process died, or the status write was refused, between the
+/// DaemonSet write and the status write. Its widen and finish writes move only
+/// `maxUnavailable`, to the canary or the fast value, while a rollout is under way; the live
+/// DaemonSet is then the recorded one with only that field moved. That is the rollout's own
+/// progress, not drift (the state machine reads `maxUnavailable` from the live object anyway),
+/// and calling it drift would restart a finished rollout after every such crash.
+fn own_unrecorded_write(
+    live: &DaemonSet,
+    status: &CanaryDaemonSetStatus,
+    written_hash: &str,
+    strategy: &Strategy,
+) -> Result<bool, Error> {
+    let in_flight = status
+        .phase
+        .as_deref()
+        .and_then(|p| p.parse::<Phase>().ok())
+        .is_some_and(|phase| {
+            matches!(
+                phase,
+                Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting
+            )
+        });
+    let live_max = live_max_unavailable(live);
+    let written_by_us = [
+        strategy.canary_max_unavailable,
+        strategy.fast_max_unavailable,
+    ]
+    .iter()
+    .any(|max| max.to_live() == live_max);
+    let recorded = status
+        .current_max_unavailable
+        .as_deref()
+        .and_then(|max| max.parse::<MaxUnavailable>().ok());
+    let (true, true, Some(recorded)) = (in_flight, written_by_us, recorded) else {
+        return Ok(false);
+    };
+    let mut as_recorded = live.clone();
+    set_max_unavailable(&mut as_recorded, recorded, RollingUpdateWrite::KeepMaxSurge);
+    Ok(live_template_hash(&as_recorded)? == written_hash)
+}
+
 /// What someone else changed in `live` against what the controller wants (`desired`): the
 /// images of the containers that differ, else the update strategy, else "pod template".
-fn describe_drift(
-    live: &DaemonSet,
-    desired: &DaemonSet,
-    status: Option<&CanaryDaemonSetStatus>,
-) -> String {
+fn describe_drift(live: &DaemonSet, desired: &DaemonSet, status: &CanaryDaemonSetStatus) -> String {
     let containers = |ds: &DaemonSet| {
         ds.spec
             .as_ref()
@@ -930,7 +975,7 @@ fn describe_drift(
         return images.join(", ");
     }
     let live_max = live_max_unavailable(live).to_string();
-    match status.and_then(|s| s.current_max_unavailable.as_deref()) {
+    match status.current_max_unavailable.as_deref() {
         Some(written) if written != live_max => {
             format!("update strategy: maxUnavailable {written} → {live_max}")
         }

@@ -126,8 +126,8 @@ impl Pass<'_> {
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
         let (template_changed, drift) = match &desired {
             Some(desired) => {
-                let drift = match &written_hash {
-                    Some(written) if *written != live_hash => Some(DriftSeen {
+                let drift = match (&written_hash, status) {
+                    (Some(written), Some(status)) if *written != live_hash => Some(DriftSeen {
                         what: describe_drift(live, desired, status),
                     }),
                     _ => None,

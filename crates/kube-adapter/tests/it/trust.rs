@@ -431,3 +431,57 @@ async fn the_daemon_set_name_cannot_change_and_a_deleted_object_is_forgotten() {
     .await;
     replica.stop().await;
 }
+
+/// A crash between the finishing write (maxUnavailable back to 1) and the status write that
+/// records it leaves the status at `waiting`, 10%, with the template hash of the widened
+/// DaemonSet. The next replica reads that as the rollout's own progress: it finishes the
+/// rollout, and neither calls it drift nor restarts it canary first.
+#[tokio::test(start_paused = true)]
+async fn a_write_whose_status_was_lost_is_not_drift() {
+    use canary_kube_adapter::desired::{
+        RollingUpdateWrite, live_template_hash, set_max_unavailable,
+    };
+    use canary_state_machine::MaxUnavailable;
+
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    install(&client, nodes).await;
+    replica.stop().await;
+
+    let mut widened = get_ds(&client, "agent").await;
+    set_max_unavailable(
+        &mut widened,
+        MaxUnavailable::Percent(10),
+        RollingUpdateWrite::KeepMaxSurge,
+    );
+    let lost = json!({"status": {
+        "phase": "waiting",
+        "currentMaxUnavailable": "10%",
+        "daemonSetTemplateHash": live_template_hash(&widened).unwrap(),
+    }});
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch_status("agent", &PatchParams::default(), &Patch::Merge(lost))
+        .await
+        .unwrap();
+
+    let replica = Replica::start(&sim, None);
+    let mut reports = replica.observer.reports();
+    eventually(Duration::from_secs(600), "the finished rollout", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    let written = writes(&mut reports);
+    assert!(
+        !written.contains(&WriteKind::Start),
+        "no canary restart over the rollout's own write: {written:?}"
+    );
+    assert_eq!(replica.observer.stats().drifts(), 0);
+    assert!(
+        events_with_reason(&client, "DriftDetected")
+            .await
+            .is_empty()
+    );
+    replica.stop().await;
+}
