@@ -452,6 +452,48 @@ fn a_reported_drift_writes_nothing_and_warns_once() {
     );
 }
 
+/// Regression, fuzz target `decide` (input `crash-40f6d208f6d093a2c4961d4e7291dfe465eb3af3`: a
+/// reported drift after a pass that failed with `InvalidSpec`): the Report hold kept the
+/// previous failure whatever it was, so `decide` answered `InvalidSpec`, which only the caller
+/// decides, and a spec (or strategy) fixed without changing the desired DaemonSet stayed
+/// "failed" until the next target. A configuration failure is not held (the configuration is
+/// valid, or this pass would not be here): as on a first pass. Rollout failures still are.
+/// Rows: (previous failure, phase, failure, done).
+#[test]
+fn a_reported_drift_holds_rollout_failures_not_fixed_configuration_failures() {
+    use FailureReason::*;
+    let rows = [
+        (InvalidSpec, Phase::Successful, None, true),
+        (InvalidStrategy, Phase::Successful, None, true),
+        (
+            CanaryCrashLooping,
+            Phase::Failed,
+            Some(CanaryCrashLooping),
+            false,
+        ),
+        (
+            ProgressDeadlineExceeded,
+            Phase::Failed,
+            Some(ProgressDeadlineExceeded),
+            false,
+        ),
+        (WriteRejected, Phase::Failed, Some(WriteRejected), false),
+    ];
+    for (failure, phase, held, done) in rows {
+        let decision = drifted(
+            DriftPolicy::Report,
+            previous(Phase::Failed, Some(failure), 3, 60),
+        );
+        assert!(decision.drifted, "{failure}");
+        assert_eq!(decision.write, None, "{failure}");
+        assert_eq!(
+            (decision.phase, decision.failure, decision.done),
+            (phase, held, done),
+            "{failure}"
+        );
+    }
+}
+
 #[test]
 fn a_change_of_the_desired_state_wins_over_a_drift() {
     let strategy = Strategy {
