@@ -859,3 +859,63 @@ fn invalid_strategy_event_is_not_repeated() {
     });
     assert_eq!(repaired.phase, Phase::Increasing);
 }
+
+/// Pins the events of the write rows (mutation testing found them unchecked): the create, the
+/// widen, and a failure whose reason differs from the previous pass's, which is a new failure
+/// and warns again (`repeats` compares the phase **and** the reason). Rows: (decision, type,
+/// reason, message).
+#[test]
+fn each_transition_carries_its_event() {
+    let crash_after_rejection = fixed(&Observation {
+        updated_pods: 1,
+        crash_loop: crash(),
+        previous: previous(Phase::Failed, Some(FailureReason::WriteRejected), 0, 5),
+        ..after_start(2, 0)
+    });
+    let rows = [
+        (
+            decide_create(&Strategy::default(), NAME),
+            EventType::Normal,
+            event_reason::ROLLOUT_STARTED,
+            "daemonSet virt-handler created",
+        ),
+        (
+            fixed(&after_start(3, 1)),
+            EventType::Normal,
+            event_reason::ROLLOUT_WIDENED,
+            "daemonSet virt-handler updated: canary ready, maxUnavailable 10%",
+        ),
+        (
+            crash_after_rejection,
+            EventType::Warning,
+            event_reason::FAILED_UPDATE,
+            "daemonSet virt-handler rollout failed: updated pod virt-handler-abcde is crash-looping (CrashLoopBackOff)",
+        ),
+    ];
+    for (decision, type_, reason, message) in rows {
+        let event = decision.event.expect(reason);
+        assert_eq!(
+            (event.type_, event.reason, event.message.as_str()),
+            (type_, reason, message)
+        );
+    }
+}
+
+/// Pins the name in the message of a create refused for an invalid strategy (the create path
+/// builds its own observation, mutation testing found the name unchecked).
+#[test]
+fn an_invalid_strategy_on_the_create_path_names_the_daemon_set() {
+    let strategy = Strategy {
+        fast_max_unavailable: MaxUnavailable::ONE,
+        ..Strategy::default()
+    };
+    let decision = decide_create(&strategy, NAME);
+    assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
+    assert_eq!(decision.write, None);
+    assert_eq!(
+        decision.error.as_deref(),
+        Some(
+            "daemonSet virt-handler has an invalid strategy: the canary and fast maxUnavailable are both 1; they must differ"
+        )
+    );
+}
