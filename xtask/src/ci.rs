@@ -80,6 +80,11 @@ const STEPS: &[Step] = &[
         run: bench_build,
     },
     Step {
+        name: "fuzz-build",
+        what: "the cargo-fuzz targets compile on stable (cargo check of fuzz/, so they never rot)",
+        run: fuzz_build,
+    },
+    Step {
         name: "bench-smoke",
         what: "the benchmark harness runs on a tiny size (no timed assertions)",
         run: |_| crate::bench::run(&crate::bench::BenchArgs::smoke()),
@@ -157,6 +162,19 @@ fn clippy(sh: &Shell) -> Result<()> {
     cmd!(
         sh,
         "{cargo} clippy --workspace --all-targets --locked -- -D warnings"
+    )
+    .run()?;
+    Ok(())
+}
+
+/// `cargo xtask fuzz` needs nightly and runs for minutes; a check on stable is enough to keep
+/// the targets compiling against the crates they fuzz. Its own target directory: the fuzz crate
+/// is outside the workspace and would otherwise rebuild the workspace's dependencies in place.
+fn fuzz_build(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    cmd!(
+        sh,
+        "{cargo} check --manifest-path fuzz/Cargo.toml --all-targets --locked --target-dir target/fuzz-check"
     )
     .run()?;
     Ok(())

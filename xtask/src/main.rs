@@ -11,6 +11,7 @@ mod cluster;
 mod codegen;
 mod deploy;
 mod e2e;
+mod fuzz;
 mod soak;
 mod tools;
 
@@ -47,6 +48,9 @@ enum Command {
     /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
     /// the seeds, rollouts, faults and restarts exercised.
     Soak(soak::SoakArgs),
+    /// Every cargo-fuzz target of fuzz/ for --seconds each (nightly and cargo-fuzz needed),
+    /// seeded from testdata/ and deploy/examples/; fails on a crash or a timeout.
+    Fuzz(fuzz::FuzzArgs),
     /// A real control plane on loopback (etcd, kube-apiserver, kube-controller-manager,
     /// kube-scheduler, KWOK nodes), built from released sources through the Go module proxy:
     /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
@@ -80,6 +84,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
     }

@@ -148,8 +148,21 @@ fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) ->
             ..start(strategy, observation)
         },
         DriftPolicy::Report => {
-            // The rollout holds where it was: a failed one stays failed with its reason.
-            let held = match observation.previous {
+            // The rollout holds where it was: a failed one stays failed with its reason. A
+            // configuration the previous pass could not act on (an invalid strategy or spec) is
+            // valid now that this pass got here, and left no rollout to hold: as on a first pass.
+            // So is the reference's UnexpectedState under the fixed table, which never gives it
+            // (a status left by `compatibility: KubeVirt` before the switch to `Fixed`).
+            let fixed = strategy.compatibility == Compatibility::Fixed;
+            let previous = observation.previous.filter(|previous| {
+                !(previous.phase == Phase::Failed
+                    && match previous.failure {
+                        Some(FailureReason::InvalidStrategy | FailureReason::InvalidSpec) => true,
+                        Some(FailureReason::UnexpectedState) => fixed,
+                        _ => false,
+                    })
+            });
+            let held = match previous {
                 Some(previous) if previous.phase == Phase::Failed => {
                     stay_failed(observation, previous)
                 }

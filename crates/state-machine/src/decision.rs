@@ -213,3 +213,25 @@ fn write_failure_message(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pins the stable names: metric labels (`WriteKind`) and the Kubernetes event types.
+    #[test]
+    fn names_are_stable() {
+        let rows = [
+            (WriteKind::Create.as_str(), "create"),
+            (WriteKind::Start.as_str(), "start"),
+            (WriteKind::Widen.as_str(), "widen"),
+            (WriteKind::Finish.as_str(), "finish"),
+            (WriteKind::TlsStep.as_str(), "tls_step"),
+            (EventType::Normal.as_str(), "Normal"),
+            (EventType::Warning.as_str(), "Warning"),
+        ];
+        for (name, expected) in rows {
+            assert_eq!(name, expected);
+        }
+    }
+}

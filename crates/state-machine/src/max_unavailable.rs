@@ -330,9 +330,34 @@ mod tests {
         assert_eq!(NoRollingUpdate.to_string(), "<no rollingUpdate>");
     }
 
+    /// Pins Kubernetes' scaling (`GetScaledValueFromIntOrPercent`, rounding up): a count as
+    /// is, a percentage of the desired pods rounded up. Rows: (value, desired, scaled).
+    #[test]
+    fn scaled_rounds_percentages_up_and_keeps_counts() {
+        let rows = [
+            (MaxUnavailable::Count(3), 10, 3),
+            (MaxUnavailable::Count(3), 1, 3),
+            (MaxUnavailable::Percent(10), 25, 3),
+            (MaxUnavailable::Percent(10), 11, 2),
+            (MaxUnavailable::Percent(10), 10, 1),
+            (MaxUnavailable::Percent(1), 1, 1),
+            (MaxUnavailable::Percent(50), 7, 4),
+            (MaxUnavailable::Percent(100), 7, 7),
+            (MaxUnavailable::Percent(10), 0, 0),
+            (MaxUnavailable::Percent(200), u32::MAX, u32::MAX),
+        ];
+        for (value, desired, scaled) in rows {
+            assert_eq!(value.scaled(desired), scaled, "{value} of {desired}");
+        }
+    }
+
     #[test]
     fn value_reads_what_the_daemon_set_controller_reads() {
         use LiveMaxUnavailable::*;
+        // A sign is no digit: "+5%" is rejected as Kubernetes' `^[0-9]+%$` does (Rust's `u32`
+        // parser alone would accept it).
+        assert_eq!(Str("+5%".into()).value(), None);
+        assert_eq!(Str("5%".into()).value(), Some(MaxUnavailable::Percent(5)));
         assert_eq!(Unset.value(), Some(MaxUnavailable::ONE));
         assert_eq!(Int(3).value(), Some(MaxUnavailable::Count(3)));
         assert_eq!(Str("10%".into()).value(), Some(MaxUnavailable::TEN_PERCENT));

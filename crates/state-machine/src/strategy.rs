@@ -371,6 +371,34 @@ mod tests {
         assert_eq!(fixed.validate(), Ok(()));
     }
 
+    /// Pins the stable names (the CRD's and the metrics' spelling) and the parser of the
+    /// compatibility switch: any letter case, nothing else.
+    #[test]
+    fn names_are_stable_and_parse_back() {
+        let rows = [
+            (Compatibility::KubeVirt.to_string(), "KubeVirt"),
+            (Compatibility::Fixed.to_string(), "Fixed"),
+            (DriftPolicy::Revert.as_str().to_owned(), "Revert"),
+            (DriftPolicy::Report.as_str().to_owned(), "Report"),
+        ];
+        for (name, expected) in rows {
+            assert_eq!(name, expected);
+        }
+        let parsed = [
+            ("KubeVirt", Ok(Compatibility::KubeVirt)),
+            ("kubevirt", Ok(Compatibility::KubeVirt)),
+            ("FIXED", Ok(Compatibility::Fixed)),
+            (
+                "reference",
+                Err(ParseCompatibilityError("reference".into())),
+            ),
+            ("", Err(ParseCompatibilityError(String::new()))),
+        ];
+        for (text, expected) in parsed {
+            assert_eq!(text.parse::<Compatibility>(), expected, "{text:?}");
+        }
+    }
+
     #[test]
     fn custom_values_validate() {
         let strategy = Strategy {

@@ -103,8 +103,8 @@ impl TlsConfig {
     ///
     /// # Errors
     /// [`TlsError::InvalidConfig`] if the flag has no name (empty or only dashes, which would
-    /// match every argument), if the flag name contains `=` or whitespace, or if the
-    /// certificate volume name is empty.
+    /// match every argument), if the flag name contains `=` or whitespace, if the flag does
+    /// not start with exactly one or two dashes, or if the certificate volume name is empty.
     pub fn validate(&self) -> Result<(), TlsError> {
         let name = self.flag_name();
         if name.is_empty() {
@@ -117,6 +117,14 @@ impl TlsConfig {
             return Err(TlsError::InvalidConfig {
                 field: "flag",
                 reason: "the flag name must not contain '=' or whitespace",
+            });
+        }
+        // The idempotent mode finds the flag as `-name` or `--name`: a flag spelled otherwise
+        // would never be found once inserted, and would be inserted again at every step.
+        if !(1..=2).contains(&(self.flag.len() - name.len())) {
+            return Err(TlsError::InvalidConfig {
+                field: "flag",
+                reason: "the flag must start with one or two dashes (-name or --name)",
             });
         }
         if self.cert_volume.is_empty() {

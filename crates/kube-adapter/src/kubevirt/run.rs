@@ -317,7 +317,9 @@ fn pass(
             let derived = derive(&kv, &ds, pods.iter().map(AsRef::as_ref));
             for transition in tracker.observe(&ds, &derived, now) {
                 debug!(daemon_set = %transition.daemon_set, from = ?transition.from, to = %transition.to.as_str(), "observed phase");
-                config.observer.report(Report::Transition(Box::new(transition)));
+                config
+                    .observer
+                    .report(Report::Transition(Box::new(transition)));
             }
             daemon_sets.push(ObservedDaemonSet {
                 namespace: kv.namespace.clone(),

@@ -52,6 +52,16 @@ use memory::Memory;
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
 
+/// Whether a pass can act on the spec of `cds`, or the message of the `InvalidSpec` it would
+/// report: the verdict of the pass's (private) plan, which checks everything the CRD's schema
+/// and CEL rules check, and more.
+///
+/// Public for the fuzz targets (`fuzz/`), which reach every input parser through public
+/// functions; the plan itself stays private, its shape is the pass's business.
+pub fn check_spec(cds: &CanaryDaemonSet) -> Result<(), String> {
+    plan(cds).map(|_| ())
+}
+
 /// How long to wait before looking again, by situation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requeue {
@@ -768,7 +778,9 @@ impl<'a> Pass<'a> {
                     "phase changed"
                 );
             }
-            self.ctx.observer.report(Report::Transition(Box::new(record)));
+            self.ctx
+                .observer
+                .report(Report::Transition(Box::new(record)));
         }
         Ok(())
     }

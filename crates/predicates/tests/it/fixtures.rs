@@ -378,3 +378,89 @@ fn counting_the_fixture_pods_as_if_all_were_updated() {
         (1, 1, 0)
     );
 }
+
+/// What the predicates read of a pod through [`PodFacts`], owned, with the value of one
+/// annotation (`key`).
+#[allow(clippy::type_complexity)]
+fn facts<P: PodFacts>(
+    pod: &P,
+    key: &str,
+) -> (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<(String, String, String)>,
+    bool,
+    Option<String>,
+    Vec<(String, bool, i32)>,
+    Vec<(String, bool, i32)>,
+) {
+    let containers = |facts: &mut dyn Iterator<Item = ContainerFacts<'_>>| {
+        facts
+            .map(|c| (c.name.to_owned(), c.ready, c.restart_count))
+            .collect::<Vec<_>>()
+    };
+    (
+        pod.name().to_owned(),
+        pod.annotation(key).map(str::to_owned),
+        pod.revision_hash().map(str::to_owned),
+        pod.controller()
+            .map(|o| (o.kind.to_owned(), o.name.to_owned(), o.uid.to_owned())),
+        pod.is_terminating(),
+        pod.phase().map(str::to_owned),
+        containers(&mut pod.containers()),
+        containers(&mut pod.init_containers()),
+    )
+}
+
+/// Pins `PodSummary` and the blanket `PodFacts for &T`: every fact of each fixture pod reads
+/// the same from the pod, from a reference to it, from its summary and from a reference to the
+/// summary; the summary keeps the namespace; the revision hash and init containers are the
+/// fixture's (so an empty answer is told apart).
+#[test]
+fn every_fact_reads_the_same_from_the_pod_its_summary_and_references() {
+    /// (file, namespace, one annotation key, revision hash, init containers)
+    type Row<'a> = (&'a str, &'a str, &'a str, Option<&'a str>, &'a [&'a str]);
+    let rows: [Row<'_>; 5] = [
+        ("crashloopbackoff.yaml", "argocd", "none", None, &[]),
+        (
+            "daemonset-pod-healthy.yaml",
+            "kube-system",
+            "none",
+            Some("69494898cd"),
+            &[],
+        ),
+        ("imagepullbackoff.yaml", "default", "none", None, &[]),
+        (
+            "init-crashloopbackoff.json",
+            "di-288312",
+            "openshift.io/scc",
+            None,
+            &["vsystem-hana-init"],
+        ),
+        ("running-not-ready.yaml", "argocd", "none", None, &[]),
+    ];
+    for (file, namespace, key, revision, init) in rows {
+        let pod = pod(file);
+        let summary = PodSummary::of(&pod);
+        assert_eq!(summary.namespace(), namespace, "{file}");
+        let direct = facts(&pod, key);
+        assert_eq!(facts(&&pod, key), direct, "{file}: through a reference");
+        assert_eq!(facts(&summary, key), direct, "{file}: its summary");
+        assert_eq!(
+            facts(&&summary, key),
+            direct,
+            "{file}: a reference to its summary"
+        );
+        assert_eq!(direct.0, pod.metadata.name.clone().unwrap(), "{file}: name");
+        assert_eq!(direct.1.is_some(), key != "none", "{file}: annotation");
+        assert_eq!(direct.2.as_deref(), revision, "{file}: revision hash");
+        let init_names: Vec<&str> = direct.7.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(init_names, init, "{file}: init containers");
+    }
+    assert_eq!(
+        PodSummary::of(&Pod::default()).namespace(),
+        "",
+        "no namespace"
+    );
+}

@@ -148,7 +148,11 @@ fn merge_map(
                 merge_list(field, existing, patch_list)?;
             }
             _ => {
+                // A value taken whole (new, or of another type): Kubernetes drops the nulls in
+                // it (`discardNullValuesFromPatch`, the API server merges with
+                // `IgnoreUnmatchedNulls`), as a JSON merge patch does.
                 let mut fresh = value.clone();
+                discard_nulls(&mut fresh);
                 strip_directives_value(&mut fresh);
                 target.insert(field.clone(), fresh);
             }
@@ -218,6 +222,19 @@ fn merge_list(field: &str, target: &mut Vec<Value>, patch: &[Value]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Removes every null map value, in maps and lists at any depth (Kubernetes'
+/// `discardNullValuesFromPatch`).
+fn discard_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(discard_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(discard_nulls),
+        _ => {}
+    }
 }
 
 fn strip_directives_value(value: &mut Value) {
@@ -336,6 +353,46 @@ mod tests {
         let patch = json!({"metadata": {"labels": {"$patch": "replace", "z": "9"}}});
         apply_strategic_merge(&mut target, &patch).unwrap();
         assert_eq!(target["metadata"]["labels"], json!({"z": "9"}));
+    }
+
+    /// Regression, fuzz target `sim_patch` (input `crash-b04b6accb7e04ed00ef1629899f62048eb302a8a`:
+    /// the strategic patch `{"metadata": {"labels": {"a": null, "b": "c"}}}` on the
+    /// nvidia-device-plugin fixture, which has no labels): a value the patch adds whole kept
+    /// its nulls, where Kubernetes drops them (`discardNullValuesFromPatch`), as a merge patch
+    /// does (which leaves lists alone, so only the rows without lists compare with it). Rows:
+    /// (target, patch, result, same as a merge patch).
+    #[test]
+    fn nulls_inside_a_value_added_whole_are_dropped() {
+        let rows = [
+            (
+                json!({"metadata": {"name": "x"}}),
+                json!({"metadata": {"labels": {"a": null, "b": "c"}}}),
+                json!({"metadata": {"name": "x", "labels": {"b": "c"}}}),
+                true,
+            ),
+            // Another type: replaced whole, its nulls dropped at any depth, lists included.
+            (
+                json!({"spec": {"x": 1}}),
+                json!({"spec": {"x": {"y": null, "z": [{"k": null, "v": 1}]}}}),
+                json!({"spec": {"x": {"z": [{"v": 1}]}}}),
+                false,
+            ),
+            // A null for an existing key still deletes it.
+            (
+                json!({"metadata": {"labels": {"a": "1", "b": "2"}}}),
+                json!({"metadata": {"labels": {"a": null}}}),
+                json!({"metadata": {"labels": {"b": "2"}}}),
+                true,
+            ),
+        ];
+        for (target, patch, expected, as_merge) in rows {
+            let mut strategic = target.clone();
+            apply_strategic_merge(&mut strategic, &patch).unwrap();
+            assert_eq!(strategic, expected, "{patch}");
+            let mut merged = target.clone();
+            apply_merge_patch(&mut merged, &patch);
+            assert_eq!(strategic == merged, as_merge, "{patch}: as a merge patch");
+        }
     }
 
     #[test]

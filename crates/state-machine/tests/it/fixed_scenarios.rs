@@ -452,6 +452,51 @@ fn a_reported_drift_writes_nothing_and_warns_once() {
     );
 }
 
+/// Regression, fuzz target `decide` (input `crash-40f6d208f6d093a2c4961d4e7291dfe465eb3af3`: a
+/// reported drift after a pass that failed with `InvalidSpec`): the Report hold kept the
+/// previous failure whatever it was, so `decide` answered `InvalidSpec`, which only the caller
+/// decides, and a spec (or strategy) fixed without changing the desired DaemonSet stayed
+/// "failed" until the next target. A configuration failure is not held (the configuration is
+/// valid, or this pass would not be here): as on a first pass. Rollout failures still are.
+/// Rows: (previous failure, phase, failure, done).
+#[test]
+fn a_reported_drift_holds_rollout_failures_not_fixed_configuration_failures() {
+    use FailureReason::*;
+    let rows = [
+        (InvalidSpec, Phase::Successful, None, true),
+        (InvalidStrategy, Phase::Successful, None, true),
+        (
+            CanaryCrashLooping,
+            Phase::Failed,
+            Some(CanaryCrashLooping),
+            false,
+        ),
+        (
+            ProgressDeadlineExceeded,
+            Phase::Failed,
+            Some(ProgressDeadlineExceeded),
+            false,
+        ),
+        (WriteRejected, Phase::Failed, Some(WriteRejected), false),
+        // Only the reference table gives it: a status left by `compatibility: KubeVirt`
+        // (found by the decide property).
+        (UnexpectedState, Phase::Successful, None, true),
+    ];
+    for (failure, phase, held, done) in rows {
+        let decision = drifted(
+            DriftPolicy::Report,
+            previous(Phase::Failed, Some(failure), 3, 60),
+        );
+        assert!(decision.drifted, "{failure}");
+        assert_eq!(decision.write, None, "{failure}");
+        assert_eq!(
+            (decision.phase, decision.failure, decision.done),
+            (phase, held, done),
+            "{failure}"
+        );
+    }
+}
+
 #[test]
 fn a_change_of_the_desired_state_wins_over_a_drift() {
     let strategy = Strategy {
@@ -884,5 +929,65 @@ fn every_rollout_event_names_its_version() {
         reference_failure.event.map(|e| e.message).as_deref(),
         Some("daemonSet virt-handler rollout failed"),
         "the reference's message, whatever the version"
+    );
+}
+
+/// Pins the events of the write rows (mutation testing found them unchecked): the create, the
+/// widen, and a failure whose reason differs from the previous pass's, which is a new failure
+/// and warns again (`repeats` compares the phase **and** the reason). Rows: (decision, type,
+/// reason, message).
+#[test]
+fn each_transition_carries_its_event() {
+    let crash_after_rejection = fixed(&Observation {
+        updated_pods: 1,
+        crash_loop: crash(),
+        previous: previous(Phase::Failed, Some(FailureReason::WriteRejected), 0, 5),
+        ..after_start(2, 0)
+    });
+    let rows = [
+        (
+            decide_create(&Strategy::default(), NAME, "v1.9.4"),
+            EventType::Normal,
+            event_reason::ROLLOUT_STARTED,
+            "daemonSet virt-handler created: started rollout of v1.9.4",
+        ),
+        (
+            fixed(&after_start(3, 1)),
+            EventType::Normal,
+            event_reason::ROLLOUT_WIDENED,
+            "daemonSet virt-handler: canary of v1.6.0 ready, maxUnavailable 10%",
+        ),
+        (
+            crash_after_rejection,
+            EventType::Warning,
+            event_reason::FAILED_UPDATE,
+            "daemonSet virt-handler: rollout of v1.6.0 failed: updated pod virt-handler-abcde is crash-looping (CrashLoopBackOff)",
+        ),
+    ];
+    for (decision, type_, reason, message) in rows {
+        let event = decision.event.expect(reason);
+        assert_eq!(
+            (event.type_, event.reason, event.message.as_str()),
+            (type_, reason, message)
+        );
+    }
+}
+
+/// Pins the name in the message of a create refused for an invalid strategy (the create path
+/// builds its own observation, mutation testing found the name unchecked).
+#[test]
+fn an_invalid_strategy_on_the_create_path_names_the_daemon_set() {
+    let strategy = Strategy {
+        fast_max_unavailable: MaxUnavailable::ONE,
+        ..Strategy::default()
+    };
+    let decision = decide_create(&strategy, NAME, "v1.9.4");
+    assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
+    assert_eq!(decision.write, None);
+    assert_eq!(
+        decision.error.as_deref(),
+        Some(
+            "daemonSet virt-handler has an invalid strategy: the canary and fast maxUnavailable are both 1; they must differ"
+        )
     );
 }

@@ -186,6 +186,15 @@ fn scenario_09_widen_to_ten_percent_from_unset_max_unavailable() {
     assert!(decision.record_generation);
     assert!(!decision.done);
     assert_eq!(decision.error, None);
+    let event = decision.event.unwrap();
+    assert_eq!(
+        (event.type_, event.reason, event.message.as_str()),
+        (
+            EventType::Normal,
+            event_reason::ROLLOUT_WIDENED,
+            "daemonSet virt-handler: canary of v1.6.0 ready, maxUnavailable 10%"
+        )
+    );
 }
 
 #[test]
@@ -255,6 +264,15 @@ fn scenario_13_detach_the_secret_before_completing() {
     assert!(decision.record_generation);
     assert!(!decision.done);
     assert_eq!(decision.error, None);
+    let event = decision.event.unwrap();
+    assert_eq!(
+        (event.type_, event.reason, event.message.as_str()),
+        (
+            EventType::Normal,
+            event_reason::TLS_MIGRATION_STEP,
+            "daemonSet virt-handler at v1.6.0: detaching the client certificate secret"
+        )
+    );
 }
 
 #[test]
@@ -279,6 +297,13 @@ fn scenario_14_switch_to_the_tls_rollout() {
     );
     assert!(decision.record_generation);
     assert!(!decision.done);
+    assert_eq!(
+        decision.event.map(|e| (e.reason, e.message)),
+        Some((
+            event_reason::TLS_MIGRATION_STEP,
+            "daemonSet virt-handler at v1.6.0: inserting the TLS flag".to_owned()
+        ))
+    );
 }
 
 #[test]

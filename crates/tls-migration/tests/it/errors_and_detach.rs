@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use canary_tls_migration::{
-    ContainerSelector, TemplateEdit, TlsConfig, TlsError, apply_preamble, apply_step,
+    ContainerSelector, InsertMode, TemplateEdit, TlsConfig, TlsError, apply_preamble, apply_step,
     detach_cert_secret, has_cert_volume, has_tls_flag, insert_tls_flag, observe,
     prepare_for_create,
 };
@@ -124,6 +124,43 @@ fn invalid_config_is_a_typed_error() {
         })
     ));
     assert_eq!(ds, virt_handler());
+}
+
+/// Regression, fuzz target `tls_plan` (input `crash-bbe2fa129a7ff7e6e907b2613102b3b19d8e2ff5`:
+/// the node-exporter fixture with the flag `migration-cn-types`): a flag without one or two
+/// leading dashes was accepted, but the idempotent mode only finds `-name` and `--name`, so the
+/// flag inserted was never found again and every step inserted it once more. Such a flag is
+/// now an invalid configuration, in both modes, and nothing is edited.
+#[test]
+fn a_flag_without_one_or_two_dashes_is_refused() {
+    for flag in ["migration-cn-types", "---migration-cn-types"] {
+        for insert in [InsertMode::Idempotent, InsertMode::Reference] {
+            let cfg = TlsConfig {
+                flag: flag.into(),
+                insert,
+                ..TlsConfig::default()
+            };
+            let mut ds = virt_handler();
+            let refused = |result: Result<bool, TlsError>| {
+                matches!(result, Err(TlsError::InvalidConfig { field: "flag", .. }))
+            };
+            assert!(
+                refused(insert_tls_flag(&mut ds, &cfg)),
+                "{flag:?} {insert:?}"
+            );
+            assert!(refused(has_tls_flag(&ds, &cfg)), "{flag:?} {insert:?}");
+            assert_eq!(ds, virt_handler(), "{flag:?} {insert:?}: nothing edited");
+        }
+    }
+    for flag in ["-m", "--migration-cn-types"] {
+        let cfg = TlsConfig {
+            flag: flag.into(),
+            ..TlsConfig::default()
+        };
+        let mut ds = virt_handler();
+        assert_eq!(insert_tls_flag(&mut ds, &cfg), Ok(true), "{flag:?}");
+        assert_eq!(insert_tls_flag(&mut ds, &cfg), Ok(false), "{flag:?} twice");
+    }
 }
 
 #[test]
