@@ -131,3 +131,63 @@ fn the_plot_path_is_checked_before_the_rollout() {
         }
     }
 }
+
+#[test]
+fn the_pods_driver_shows_its_steps_and_deletions() {
+    golden(
+        "pods-driver-10-nodes.txt",
+        &["--nodes", "10", "--driver", "pods"],
+    );
+}
+
+/// `unhealthy-node` keeps one node NotReady through the rollout: it still ends `successful`,
+/// with that node deferred and every other node's pod deleted once; `--json` carries the step.
+#[test]
+fn an_unhealthy_node_is_deferred_and_the_json_carries_the_step() {
+    let output = demo(&["--nodes", "10", "--scenario", "unhealthy-node", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["result"], "successful");
+    assert_eq!(
+        summary["podDeletions"], 9,
+        "one per healthy node: {summary}"
+    );
+    let steps: Vec<u64> = lines
+        .iter()
+        .filter_map(|line| line["step"].as_u64())
+        .collect();
+    assert!(
+        steps.windows(2).all(|w| w[0] <= w[1]) && steps.first() == Some(&0),
+        "steps only move forward from the first: {steps:?}"
+    );
+    let last_step = &lines[lines.len() - 2];
+    assert_eq!(last_step["phase"], "successful");
+    assert_eq!(last_step["step"], last_step["stepCount"], "every step done");
+    assert_eq!(last_step["deferred"], 1);
+    assert_eq!(last_step["updatedReady"], 9);
+}
+
+#[test]
+fn zone_by_zone_ends_successful_and_the_kubevirt_table_refuses_the_pods_driver() {
+    let zones = demo(&["--nodes", "9", "--scenario", "zone-by-zone"]);
+    let stdout = String::from_utf8_lossy(&zones.stdout);
+    assert!(zones.status.success(), "{stdout}");
+    assert!(stdout.contains("one zone at a time"), "{stdout}");
+    assert!(
+        stdout.contains("rollout successful") && stdout.contains("9 pod deletions"),
+        "{stdout}"
+    );
+
+    let refused = demo(&["--driver", "pods", "--compatibility", "kubevirt"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("needs --compatibility fixed"), "{stderr}");
+}

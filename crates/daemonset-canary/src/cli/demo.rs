@@ -14,7 +14,7 @@
 use super::shutdown_signal;
 use anyhow::Context;
 use canary_kube_adapter::Health;
-use canary_state_machine::Compatibility;
+use canary_state_machine::{Compatibility, Driver};
 use clap::builder::TypedValueParser;
 use daemonset_canary::demo::plot::PlotFile;
 use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
@@ -50,6 +50,12 @@ pub struct DemoArgs {
     /// Decision table: `fixed` (quirks fixed) or `kubevirt` (the reference, quirk for quirk).
     #[arg(long, env = "CANARY_DEMO_COMPATIBILITY", default_value = "fixed", value_parser = compatibility_arg())]
     compatibility: Compatibility,
+    /// Driver: `max-unavailable` (the DaemonSet controller replaces the pods, steered through
+    /// maxUnavailable) or `pods` (the DaemonSet is OnDelete; the controller deletes old pods
+    /// step by step: one canary node, a 30 s soak, half the nodes 10% at a time, the rest).
+    /// `zone-by-zone` and `unhealthy-node` use `pods` whatever this says.
+    #[arg(long, env = "CANARY_DEMO_DRIVER", default_value = "max-unavailable", value_parser = driver_arg())]
+    driver: Driver,
     /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).
     #[arg(long, env = "CANARY_DEMO_REAL_TIME")]
     real_time: bool,
@@ -85,6 +91,13 @@ pub struct DemoArgs {
 
 /// Runs the demo; the exit code says whether the scenario ended as it should.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let driver = args.scenario.required_driver().unwrap_or(args.driver);
+    if driver == Driver::Pods && args.compatibility == Compatibility::KubeVirt {
+        anyhow::bail!(
+            "the {} driver needs --compatibility fixed: virt-operator (KubeVirt compatibility) only steers maxUnavailable",
+            driver
+        );
+    }
     // A bad plot path fails now, not after the rollout.
     let plot = args.plot.as_deref().map(PlotFile::check).transpose()?;
     let metrics = Arc::new(Metrics::new().context("cannot create the metrics")?);
@@ -104,6 +117,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         kind: args.scenario,
         compatibility: args.compatibility,
+        driver: args.driver,
         timeout: Duration::from_secs(args.timeout),
         ..ScenarioConfig::default()
     };
@@ -172,6 +186,13 @@ async fn rollout(
     Ok(report)
 }
 
+/// `--driver`: the state machine's names in any letter case, listed as `max-unavailable` and
+/// `pods` in `--help`.
+fn driver_arg() -> impl TypedValueParser<Value = Driver> {
+    clap::builder::PossibleValuesParser::new(["max-unavailable", "pods"])
+        .try_map(|name| name.parse())
+}
+
 /// `--compatibility`: the state machine's names in any letter case, listed as `fixed` and
 /// `kubevirt` in `--help`.
 fn compatibility_arg() -> impl TypedValueParser<Value = Compatibility> {
@@ -228,6 +249,20 @@ impl Printer {
             args.seed
         );
         println!("{}", compatibility_note(args.compatibility));
+        if args.scenario.required_driver().unwrap_or(args.driver) == Driver::Pods {
+            println!(
+                "driver Pods: the DaemonSet is OnDelete and the controller deletes old pods itself: one canary node, a 30 s soak, half the nodes at most 10% at a time, then the rest{}",
+                if args.scenario == ScenarioKind::ZoneByZone {
+                    ", one zone at a time"
+                } else {
+                    ""
+                }
+            );
+            println!(
+                "installing v1, then rolling out v2: one line per phase change, step or DaemonSet write (times are seconds since the upgrade began)"
+            );
+            return;
+        }
         println!(
             "installing v1, then rolling out v2: one line per phase change or DaemonSet write (times are seconds since the upgrade began)"
         );

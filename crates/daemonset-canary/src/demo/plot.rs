@@ -488,6 +488,10 @@ mod tests {
             daemon_set_writes: 0,
             restarts,
             reason: None,
+            step: None,
+            step_changed: false,
+            pod_deletions: 0,
+            deferred: 0,
         }
     }
 
@@ -503,6 +507,7 @@ mod tests {
             daemon_set_writes: 1,
             duration_seconds: 30.0,
             reason: Some("CanaryCrashLooping".into()),
+            pod_deletions: 0,
         };
         (samples, summary)
     }
@@ -557,6 +562,7 @@ mod tests {
             daemon_set_writes: 2,
             duration_seconds: 10.0,
             reason: None,
+            pod_deletions: 0,
         };
         let svg = render_svg("ok", &samples, &summary).unwrap();
         assert!(!svg.contains("restarts"), "no restart line nor legend");

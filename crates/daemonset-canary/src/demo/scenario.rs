@@ -20,8 +20,8 @@ use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer, Transition};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, StoreEvent};
-use canary_state_machine::Compatibility;
-use k8s_openapi::api::core::v1::Pod;
+use canary_state_machine::{Compatibility, Driver};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -35,6 +35,12 @@ use tokio::task::JoinHandle;
 pub const NAMESPACE: &str = "default";
 /// Name of the scenario's CanaryDaemonSet and DaemonSet.
 pub const NAME: &str = "node-agent";
+/// The zone label of the `zone-by-zone` scenario.
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// The zones of the `zone-by-zone` scenario.
+const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+/// The node the `unhealthy-node` scenario keeps NotReady through the rollout.
+pub const UNHEALTHY_NODE: &str = "node-1";
 /// Annotation the simulated kubelet reads to choose a pod's behaviour.
 const BEHAVIOR_ANNOTATION: &str = "sim.canary.daemonset.dev/behavior";
 /// The install-strategy version annotation the controller puts on the pods (the default key).
@@ -51,6 +57,12 @@ pub enum ScenarioKind {
     SlowStart,
     /// Nodes join, leave and go NotReady while the rollout runs; it still completes.
     NodeChurn,
+    /// The Pods driver, zone by zone: the nodes are labelled into three zones
+    /// (`topology.kubernetes.io/zone`), one canary node, then each zone whole before the next.
+    ZoneByZone,
+    /// The Pods driver with one node NotReady through the whole rollout: the rollout still ends
+    /// `successful`, that node named as deferred.
+    UnhealthyNode,
 }
 
 impl ScenarioKind {
@@ -67,7 +79,19 @@ impl ScenarioKind {
         match self {
             ScenarioKind::CrashloopCanary => "crashloop",
             ScenarioKind::SlowStart => "slow-start=90s",
-            ScenarioKind::Healthy | ScenarioKind::NodeChurn => "healthy",
+            ScenarioKind::Healthy
+            | ScenarioKind::NodeChurn
+            | ScenarioKind::ZoneByZone
+            | ScenarioKind::UnhealthyNode => "healthy",
+        }
+    }
+
+    /// The driver this scenario needs, if it needs one: zones and deferred nodes are the Pods
+    /// driver's.
+    pub fn required_driver(self) -> Option<Driver> {
+        match self {
+            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode => Some(Driver::Pods),
+            _ => None,
         }
     }
 }
@@ -83,6 +107,9 @@ pub struct ScenarioConfig {
     pub kind: ScenarioKind,
     /// `spec.strategy.compatibility` of the CanaryDaemonSet.
     pub compatibility: Compatibility,
+    /// `spec.strategy.driver` of the CanaryDaemonSet (a scenario that needs the Pods driver
+    /// uses it whatever this says, [`ScenarioKind::required_driver`]).
+    pub driver: Driver,
     /// How often the install is checked for its end.
     pub sample_every: Duration,
     /// When to give up waiting (in scenario time).
@@ -98,6 +125,7 @@ impl Default for ScenarioConfig {
             seed: 1,
             kind: ScenarioKind::Healthy,
             compatibility: Compatibility::Fixed,
+            driver: Driver::MaxUnavailable,
             sample_every: Duration::from_secs(1),
             timeout: Duration::from_secs(6 * 3600),
             observer: Observer::new(),
@@ -179,9 +207,11 @@ impl Scenario {
 
     /// Creates the CanaryDaemonSet at `v1` and waits until its rollout rests.
     pub async fn install(&self) -> Result<()> {
-        let object: CanaryDaemonSet =
-            serde_json::from_value(manifest(self.config.compatibility, "v1", "healthy"))
-                .context("the scenario's CanaryDaemonSet does not match the CRD types")?;
+        if self.config.kind == ScenarioKind::ZoneByZone {
+            self.label_zones().await?;
+        }
+        let object: CanaryDaemonSet = serde_json::from_value(self.manifest("v1", "healthy"))
+            .context("the scenario's CanaryDaemonSet does not match the CRD types")?;
         self.api()
             .create(&PostParams::default(), &object)
             .await
@@ -219,11 +249,14 @@ impl Scenario {
         let mut transitions = self.observer.subscribe();
         let watch_restarts = self.config.kind == ScenarioKind::CrashloopCanary;
         let mut pod_changes = watch_restarts.then(|| self.sim.store().subscribe());
-        let upgraded = manifest(
-            self.config.compatibility,
-            "v2",
-            self.config.kind.new_pod_behavior(),
-        );
+        if self.config.kind == ScenarioKind::UnhealthyNode {
+            // NotReady from before the upgrade to its end: the rollout defers it.
+            self.sim
+                .cluster()
+                .set_node_ready(UNHEALTHY_NODE, false)
+                .with_context(|| format!("cannot make {UNHEALTHY_NODE} NotReady"))?;
+        }
+        let upgraded = self.manifest("v2", self.config.kind.new_pod_behavior());
         let patch = json!({"spec": upgraded["spec"]});
         let generation = self
             .api()
@@ -291,6 +324,7 @@ impl Scenario {
             daemon_set_writes: last.map_or(0, |s| s.daemon_set_writes),
             duration_seconds: if ended { last.map_or(t, |s| s.t) } else { t },
             reason: last.and_then(|s| s.reason.clone()).filter(|_| ended),
+            pod_deletions: last.map_or(0, |s| s.pod_deletions),
         };
         let as_expected = summary.result == self.config.kind.expected_result();
         ScenarioReport {
@@ -298,6 +332,50 @@ impl Scenario {
             summary,
             as_expected,
         }
+    }
+
+    /// The driver the CanaryDaemonSet uses: the scenario's own need first.
+    pub fn driver(&self) -> Driver {
+        self.config
+            .kind
+            .required_driver()
+            .unwrap_or(self.config.driver)
+    }
+
+    fn manifest(&self, version: &str, behavior: &str) -> serde_json::Value {
+        let topology = (self.config.kind == ScenarioKind::ZoneByZone).then_some(ZONE_LABEL);
+        manifest_for(
+            self.config.compatibility,
+            self.driver(),
+            topology,
+            version,
+            behavior,
+        )
+    }
+
+    /// Labels the nodes into three zones, round robin, as `kubectl label node` would.
+    async fn label_zones(&self) -> Result<()> {
+        let nodes: Api<Node> = Api::all(self.sim.client());
+        let names: Vec<String> = nodes
+            .list(&Default::default())
+            .await
+            .context("cannot list the nodes")?
+            .items
+            .into_iter()
+            .filter_map(|node| node.metadata.name)
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            let zone = ZONES[i % ZONES.len()];
+            nodes
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {ZONE_LABEL: zone}}})),
+                )
+                .await
+                .with_context(|| format!("cannot label node {name}"))?;
+        }
+        Ok(())
     }
 
     async fn status(&self) -> Result<canary_kube_adapter::crd::CanaryDaemonSetStatus> {
@@ -399,20 +477,51 @@ fn scenario_epoch() -> Timestamp {
 /// In `KubeVirt` compatibility the crash-loop policy is KubeVirt's too (any restart of an
 /// updated pod fails the canary), as virt-operator has it.
 pub fn manifest(compatibility: Compatibility, version: &str, behavior: &str) -> serde_json::Value {
+    manifest_for(
+        compatibility,
+        Driver::MaxUnavailable,
+        None,
+        version,
+        behavior,
+    )
+}
+
+/// [`manifest`] with a driver: the Pods driver goes one canary node, a 30 s soak, half the
+/// nodes at most 10% at a time, then the rest; with `topology_key`, those later steps go one
+/// zone at a time.
+pub fn manifest_for(
+    compatibility: Compatibility,
+    driver: Driver,
+    topology_key: Option<&str>,
+    version: &str,
+    behavior: &str,
+) -> serde_json::Value {
     let crash_loop_policy = match compatibility {
         Compatibility::KubeVirt => "KubeVirt",
         Compatibility::Fixed => "Strict",
     };
+    let mut strategy = json!({
+        "compatibility": compatibility.as_str(),
+        "crashLoop": {"policy": crash_loop_policy}
+    });
+    if driver == Driver::Pods {
+        strategy["driver"] = json!(driver.as_str());
+        strategy["steps"] = json!([
+            {"nodes": "1"},
+            {"pause": {"duration": "30s"}},
+            {"nodes": "50%", "maxUnavailable": "10%"}
+        ]);
+        if let Some(key) = topology_key {
+            strategy["topologyKey"] = json!(key);
+        }
+    }
     json!({
         "apiVersion": "canary.daemonset.dev/v1alpha1",
         "kind": "CanaryDaemonSet",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {
             "target": {"version": version, "registry": "registry.example"},
-            "strategy": {
-                "compatibility": compatibility.as_str(),
-                "crashLoop": {"policy": crash_loop_policy}
-            },
+            "strategy": strategy,
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": NAME}},
                 "spec": {

@@ -47,6 +47,15 @@ pub struct Sample {
     pub restarts: u32,
     /// Why the rollout failed, when this transition failed it.
     pub reason: Option<String>,
+    /// The Pods driver's step after the transition, `(index, count)`: `index == count` once
+    /// every step is done. `None` with the MaxUnavailable driver.
+    pub step: Option<(u32, u32)>,
+    /// Whether the transition moved the step (a line of its own, as a phase change is).
+    pub step_changed: bool,
+    /// Pods the controller deleted since the upgrade began (the Pods driver's writes).
+    pub pod_deletions: u32,
+    /// Nodes deferred (NotReady, cordoned, unschedulable) after the transition.
+    pub deferred: u32,
 }
 
 impl Sample {
@@ -60,6 +69,9 @@ impl Sample {
         let t = transition.at.duration_since(start).as_secs_f64().max(0.0);
         let writes = previous.map_or(0, |p| p.daemon_set_writes);
         let max_unavailable = transition.max_unavailable.as_ref();
+        let pods = transition.pods.as_deref();
+        let step = pods.map(|p| (p.step, p.step_count));
+        let deleted = pods.map_or(0, |p| u32::try_from(p.deleted.len()).unwrap_or(u32::MAX));
         Self {
             t,
             phase: transition.to.as_str().to_owned(),
@@ -78,12 +90,18 @@ impl Sample {
             daemon_set_writes: writes + u32::from(transition.write.is_some()),
             restarts: previous.map_or(0, |p| p.restarts),
             reason: transition.failure.map(|f| f.as_str().to_owned()),
+            step,
+            step_changed: step.is_some() && step != previous.and_then(|p| p.step),
+            pod_deletions: previous
+                .map_or(0, |p| p.pod_deletions)
+                .saturating_add(deleted),
+            deferred: pods.map_or(0, |p| u32::try_from(p.deferred.len()).unwrap_or(u32::MAX)),
         }
     }
 
-    /// A step: the phase changed, or the DaemonSet was written.
+    /// A step: the phase changed, the DaemonSet was written, or the Pods driver's step moved.
     pub fn is_step(&self) -> bool {
-        self.phase_changed || self.write.is_some()
+        self.phase_changed || self.write.is_some() || self.step_changed
     }
 
     /// Whether the rollout ended here (`successful` or `failed`).
@@ -118,6 +136,8 @@ pub struct Summary {
     /// Why it failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Pods the controller deleted (the Pods driver: one per node updated).
+    pub pod_deletions: u32,
 }
 
 /// The recorded history of one rollout.
@@ -158,10 +178,18 @@ impl Timeline {
 }
 
 /// One JSON object for a step (the `--json` output): `event` is `phase` for a phase change,
-/// `write` for a write in the same phase.
+/// `write` for a write in the same phase, `step` for a move of the Pods driver's step; that
+/// driver's objects also carry `step`, `stepCount`, `podDeletions` and `deferred`.
 pub fn step_json(sample: &Sample) -> String {
+    let event = if sample.phase_changed {
+        "phase"
+    } else if sample.write.is_some() {
+        "write"
+    } else {
+        "step"
+    };
     let mut value = serde_json::json!({
-        "event": if sample.phase_changed { "phase" } else { "write" },
+        "event": event,
         "phase": sample.phase,
         "maxUnavailable": sample.max_unavailable,
         "desired": sample.desired,
@@ -180,6 +208,12 @@ pub fn step_json(sample: &Sample) -> String {
         if sample.restarts > 0 {
             map.insert("restarts".to_owned(), sample.restarts.into());
         }
+        if let Some((step, step_count)) = sample.step {
+            map.insert("step".to_owned(), step.into());
+            map.insert("stepCount".to_owned(), step_count.into());
+            map.insert("podDeletions".to_owned(), sample.pod_deletions.into());
+            map.insert("deferred".to_owned(), sample.deferred.into());
+        }
     }
     value.to_string()
 }
@@ -192,18 +226,26 @@ pub fn summary_json(summary: &Summary) -> String {
         "daemonSetWrites": summary.daemon_set_writes,
         "durationSeconds": round_ms(summary.duration_seconds),
     });
-    if let (Some(reason), Some(map)) = (&summary.reason, value.as_object_mut()) {
-        map.insert(
-            "reason".to_owned(),
-            serde_json::Value::String(reason.clone()),
-        );
+    if let Some(map) = value.as_object_mut() {
+        if let Some(reason) = &summary.reason {
+            map.insert(
+                "reason".to_owned(),
+                serde_json::Value::String(reason.clone()),
+            );
+        }
+        if summary.pod_deletions > 0 {
+            map.insert("podDeletions".to_owned(), summary.pod_deletions.into());
+        }
     }
     value.to_string()
 }
 
-/// A human line for a step: time, phase, a bar of updated-ready pods, counts, maxUnavailable,
-/// and the write the step made.
+/// A human line for a step: time, phase, a bar of updated-ready pods, counts, maxUnavailable
+/// (the Pods driver: its step, pods deleted, nodes deferred), and the write the step made.
 pub fn step_line(sample: &Sample) -> String {
+    if let Some((step, step_count)) = sample.step {
+        return pods_step_line(sample, step, step_count);
+    }
     let mut line = format!(
         "{:>7}  {:<11} {} {:>5}/{:<5} ready  maxUnavailable {:<4} {:<10}",
         format_seconds(sample.t),
@@ -239,6 +281,55 @@ pub fn step_line(sample: &Sample) -> String {
     line.trim_end().to_owned()
 }
 
+/// [`step_line`] of the Pods driver: the DaemonSet is `OnDelete`, there is no maxUnavailable to
+/// show; the step and the pods deleted say how far it is.
+fn pods_step_line(sample: &Sample, step: u32, step_count: u32) -> String {
+    let step = if step >= step_count {
+        "all steps done".to_owned()
+    } else {
+        format!("step {}/{step_count}", step + 1)
+    };
+    let mut line = format!(
+        "{:>7}  {:<11} {} {:>5}/{:<5} ready  {step:<15} {}",
+        format_seconds(sample.t),
+        sample.phase,
+        progress_bar(sample.updated_ready, sample.desired, 24),
+        sample.updated_ready,
+        sample.desired,
+        count(
+            u64::from(sample.pod_deletions),
+            "pod deleted",
+            "pods deleted"
+        ),
+    );
+    if sample.deferred > 0 {
+        line.push_str(&format!(
+            ", {}",
+            count(
+                u64::from(sample.deferred),
+                "node deferred",
+                "nodes deferred"
+            )
+        ));
+    }
+    if let Some(write) = &sample.write {
+        line.push_str(&format!(
+            "  DaemonSet write {}: {write}",
+            sample.daemon_set_writes
+        ));
+    }
+    if let Some(reason) = &sample.reason {
+        line.push_str(&format!("  {reason}"));
+    }
+    if sample.restarts > 0 {
+        line.push_str(&format!(
+            "  {}",
+            count(u64::from(sample.restarts), "restart", "restarts")
+        ));
+    }
+    line.trim_end().to_owned()
+}
+
 /// The closing human line.
 pub fn summary_line(summary: &Summary) -> String {
     let reason = summary
@@ -246,8 +337,20 @@ pub fn summary_line(summary: &Summary) -> String {
         .as_deref()
         .map(|r| format!(" ({r})"))
         .unwrap_or_default();
+    let deletions = if summary.pod_deletions > 0 {
+        format!(
+            " and {}",
+            count(
+                u64::from(summary.pod_deletions),
+                "pod deletion",
+                "pod deletions"
+            )
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "rollout {}{reason} after {} with {}",
+        "rollout {}{reason} after {} with {}{deletions}",
         summary.result,
         format_seconds(summary.duration_seconds),
         count(
@@ -357,6 +460,7 @@ mod tests {
             daemon_set_writes: 3,
             duration_seconds: 66.0,
             reason: None,
+            pod_deletions: 0,
         };
         assert_eq!(
             summary_line(&summary),
@@ -400,6 +504,7 @@ mod tests {
             daemon_set_writes: 1,
             duration_seconds: 5.1,
             reason: Some("CanaryCrashLooping".into()),
+            pod_deletions: 0,
         };
         assert_eq!(
             summary_line(&summary),

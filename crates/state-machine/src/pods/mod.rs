@@ -449,7 +449,15 @@ pub fn decide_pods(
     }
     let classes = Classes::of(observation);
     if observation.template_changed {
-        return start(&view, true, false).counted(classes.tally);
+        // The pods are counted against the template written now: none runs it yet (the
+        // revision they run is the one being replaced).
+        let tally = NodeTally {
+            old: classes.tally.old + classes.tally.updated,
+            updated: 0,
+            updated_ready: 0,
+            ..classes.tally
+        };
+        return start(&view, true, false).counted(tally);
     }
     if !observation.rollout_observed {
         let phase = observation

@@ -141,6 +141,17 @@ fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
     assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
     assert!(decision.delete.is_empty());
     assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
+
+    // Every pod runs the revision the status still names: none runs the template written now.
+    let rolled_out = PodObservation {
+        template_changed: true,
+        ..at(2, Phase::Successful, cluster(0, 3))
+    };
+    let tally = decide_pods(&pods(), &StepPlan::default(), &rolled_out).tally;
+    assert_eq!(
+        (tally.desired, tally.updated, tally.updated_ready, tally.old),
+        (3, 0, 0, 3)
+    );
 }
 
 #[test]
