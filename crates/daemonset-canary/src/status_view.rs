@@ -7,8 +7,16 @@
 
 use crate::format::{age, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_predicates::{
+    CONTROLLER_REVISION_HASH_LABEL, current_revision_hash, node_health, pod_is_ready,
+    pod_is_terminating, pod_revision_hash,
+};
+use canary_state_machine::NodeHealth;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// How many of the most recent events [`render`] shows.
@@ -217,6 +225,164 @@ pub fn is_about(event: &Event, name: &str) -> bool {
     })
 }
 
+/// One node of the ledger `status NAME --nodes` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    /// The node's name.
+    pub node: String,
+    /// The revision its pod runs: `#3 5d4b8c7f9` (the ControllerRevision's number and hash),
+    /// `-` without a pod.
+    pub revision: String,
+    /// When its pod was created, that is when the node last changed revision.
+    pub since: Option<Timestamp>,
+    /// `updated`, `old`, `deferred`, `failed` or `no pod`.
+    pub state: &'static str,
+    /// Why, when there is more to say (`not ready`, a deferral's reason).
+    pub note: String,
+}
+
+/// The per-node ledger of `cds`'s DaemonSet, derived from what the cluster holds: its pods, its
+/// ControllerRevisions and the nodes, with the status's own lists of deferred and failed nodes
+/// (bounded, so a node past them is judged by its health). Nothing here grows the status.
+pub fn node_ledger(
+    cds: &CanaryDaemonSet,
+    pods: &[Pod],
+    revisions: &[ControllerRevision],
+    nodes: &[Node],
+) -> Vec<NodeRow> {
+    let status = cds.status.clone().unwrap_or_default();
+    let target = status
+        .target_revision
+        .clone()
+        .or_else(|| current_revision_hash(revisions).map(str::to_owned));
+    let number_of = |hash: &str| {
+        revisions.iter().find_map(|revision| {
+            let labels = revision.metadata.labels.as_ref()?;
+            (labels.get(CONTROLLER_REVISION_HASH_LABEL)? == hash).then_some(revision.revision)
+        })
+    };
+    let mut by_node: BTreeMap<String, Option<&Node>> = nodes
+        .iter()
+        .filter_map(|node| Some((node.metadata.name.clone()?, Some(node))))
+        .collect();
+    for pod in pods {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+            by_node.entry(node).or_insert(None);
+        }
+    }
+    by_node
+        .into_iter()
+        .map(|(name, node)| {
+            // The node's live pod: the newest that is not terminating.
+            let pod = pods
+                .iter()
+                .filter(|pod| {
+                    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
+                        && !pod_is_terminating(*pod)
+                })
+                .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0));
+            let hash = pod.and_then(|pod| pod_revision_hash(pod));
+            let revision = match hash {
+                Some(hash) => match number_of(hash) {
+                    Some(number) => format!("#{number} {hash}"),
+                    None => hash.to_owned(),
+                },
+                None => "-".to_owned(),
+            };
+            let health = node.map_or(NodeHealth::Missing, node_health);
+            let deferral = status
+                .deferred_nodes
+                .iter()
+                .find(|note| note.name == name)
+                .map(|note| note.reason.clone());
+            let updated = hash.is_some() && hash == target.as_deref();
+            // What the pods say wins over the status's lists, which may be a pass behind.
+            let (state, note) = if status.failed_nodes.contains(&name) {
+                ("failed", "its updated pod crash-loops".to_owned())
+            } else if updated {
+                let ready = pod.is_some_and(pod_is_ready);
+                let mut note = health_note(health);
+                if !ready {
+                    note = [note.as_str(), "not ready"]
+                        .into_iter()
+                        .filter(|part| !part.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                }
+                ("updated", note)
+            } else if let Some(reason) = deferral {
+                ("deferred", reason)
+            } else if pod.is_none() {
+                ("no pod", health_note(health))
+            } else if health != NodeHealth::Healthy {
+                ("deferred", health_note(health))
+            } else {
+                ("old", String::new())
+            };
+            NodeRow {
+                node: name,
+                revision,
+                since: pod.and_then(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0)),
+                state,
+                note,
+            }
+        })
+        .collect()
+}
+
+fn health_note(health: NodeHealth) -> String {
+    match health {
+        NodeHealth::Healthy => String::new(),
+        NodeHealth::NotReady => "node NotReady".to_owned(),
+        NodeHealth::Cordoned => "node cordoned".to_owned(),
+        NodeHealth::Missing => "node gone".to_owned(),
+    }
+}
+
+/// The ledger as a table, with a line of totals, as seen at `now`.
+pub fn render_nodes(rows: &[NodeRow], now: Timestamp) -> String {
+    let mut out = String::new();
+    let width = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
+    let revision_width = rows
+        .iter()
+        .map(|r| r.revision.len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<revision_width$}  {:>7}  {:<8}  NOTE",
+        "NODE", "REVISION", "SINCE", "STATE"
+    );
+    for row in rows {
+        let since = row.since.map_or_else(|| "-".to_owned(), |t| age(t, now));
+        let line = format!(
+            "{:<width$}  {:<revision_width$}  {since:>7}  {:<8}  {}",
+            row.node, row.revision, row.state, row.note
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in rows {
+        *totals.entry(row.state).or_default() += 1;
+    }
+    let totals: Vec<String> = ["updated", "old", "deferred", "failed", "no pod"]
+        .into_iter()
+        .filter_map(|state| totals.get(state).map(|n| format!("{n} {state}")))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n{}: {}",
+        crate::format::count(rows.len() as u64, "node", "nodes"),
+        if totals.is_empty() {
+            "none".to_owned()
+        } else {
+            totals.join(", ")
+        }
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -351,5 +517,105 @@ mod tests {
             r.kind = Some("DaemonSet".into());
         }
         assert!(!is_about(&of_daemon_set, "node-agent"));
+    }
+
+    fn pod(node: &str, hash: &str, created: i64, ready: bool) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("a-{node}"), "namespace": "default",
+                         "creationTimestamp": at(created).to_string(),
+                         "labels": {"app": "a", "controller-revision-hash": hash}},
+            "spec": {"nodeName": node, "containers": [{"name": "a"}]},
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "a", "ready": ready, "restartCount": 0, "image": "a", "imageID": ""
+            }]}
+        }))
+        .unwrap()
+    }
+
+    fn revision(number: i64, hash: &str) -> ControllerRevision {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("a-{hash}"), "labels": {"controller-revision-hash": hash}},
+            "revision": number
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str, ready: bool, cordoned: bool) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"unschedulable": cordoned},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        }))
+        .unwrap()
+    }
+
+    /// Every state of the ledger from the cluster's own objects: the pods' revisions wins over
+    /// the status's lists, an unhealthy node with an old pod is deferred even past the status's
+    /// bounded list, a node without a pod says so, a pod on a node that is gone still shows.
+    #[test]
+    fn the_node_ledger_reads_each_nodes_revision_and_state() {
+        let mut cds = cds();
+        let status = cds.status.get_or_insert_default();
+        status.target_revision = Some("new".into());
+        status.failed_nodes = vec!["n3".into()];
+        status.deferred_nodes = vec![canary_kube_adapter::crd::NodeNote {
+            name: "n1".into(),
+            reason: "cordoned".into(),
+        }];
+        let pods = [
+            pod("n0", "new", 100, true),
+            pod("n1", "new", 90, true),
+            pod("n2", "old", 10, true),
+            pod("n3", "new", 100, false),
+            pod("n4", "old", 10, true),
+            pod("gone", "old", 10, true),
+        ];
+        let revisions = [revision(1, "old"), revision(2, "new")];
+        let nodes = [
+            node("n0", true, false),
+            node("n1", true, true),
+            node("n2", true, false),
+            node("n3", true, false),
+            node("n4", false, false),
+            node("n5", true, false),
+        ];
+        let rows = node_ledger(&cds, &pods, &revisions, &nodes);
+        let got: Vec<(&str, &str, &str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.node.as_str(),
+                    r.revision.as_str(),
+                    r.state,
+                    r.note.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("gone", "#1 old", "deferred", "node gone"),
+                ("n0", "#2 new", "updated", ""),
+                ("n1", "#2 new", "updated", "node cordoned"),
+                ("n2", "#1 old", "old", ""),
+                ("n3", "#2 new", "failed", "its updated pod crash-loops"),
+                ("n4", "#1 old", "deferred", "node NotReady"),
+                ("n5", "-", "no pod", ""),
+            ]
+        );
+        assert_eq!(rows[1].since, Some(at(100)));
+        let table = render_nodes(&rows, at(160));
+        assert!(
+            table.starts_with("NODE  REVISION    SINCE  STATE"),
+            "{table}"
+        );
+        assert!(
+            table.contains("\nn0    #2 new      1m00s  updated\n"),
+            "{table}"
+        );
+        assert!(
+            table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
+            "{table}"
+        );
     }
 }

@@ -102,7 +102,7 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
 
     // `status` shows the end of the upgrade the way a user reads it.
     let status = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .args(["status", NAME, "-n", NAMESPACE, "--kubeconfig"])
+        .args(["status", NAME, "-n", NAMESPACE, "--nodes", "--kubeconfig"])
         .arg(kubeconfig)
         .output()
         .unwrap();
@@ -115,6 +115,9 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     assert!(shown.contains("✔ successful"), "{shown}");
     assert!(shown.contains("3/3 updated and ready"), "{shown}");
     assert!(shown.contains("Target:          v2"), "{shown}");
+    // The per-node ledger: every node on the DaemonSet's second revision.
+    assert!(shown.contains("3 nodes: 3 updated"), "{shown}");
+    assert_eq!(shown.matches(" #2 ").count(), 3, "{shown}");
 
     let (_, metrics) = http_get(metrics_port, "/metrics").unwrap();
     assert!(metrics.contains("canary_leader 1"), "{metrics}");

@@ -1,5 +1,7 @@
 //! `daemonset-canary status NAME`: fetches one CanaryDaemonSet and its events and prints them
-//! with [`daemonset_canary::status_view::render`].
+//! with [`daemonset_canary::status_view::render`]; `--nodes` adds the per-node ledger
+//! ([`daemonset_canary::status_view::node_ledger`]) from the DaemonSet's pods, its
+//! ControllerRevisions and the nodes.
 //!
 //! Where it looks: `-n NAMESPACE`, else the kubeconfig's namespace; `-A` searches every
 //! namespace (one match is shown, several are listed). A name missing from the namespace
@@ -7,7 +9,10 @@
 
 use super::{Connection, KubeArgs, describe};
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::workload::selector_string;
 use daemonset_canary::status_view;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
@@ -24,6 +29,11 @@ pub struct StatusArgs {
     /// Look for NAME in every namespace (as `kubectl get -A`).
     #[arg(long, short = 'A', conflicts_with = "namespace")]
     all_namespaces: bool,
+    /// Also print the per-node ledger: for each node, the revision its pod runs, since when,
+    /// and where it stands (updated, old, deferred, failed), from the DaemonSet's pods and
+    /// ControllerRevisions and the nodes.
+    #[arg(long)]
+    nodes: bool,
     #[command(flatten)]
     kube: KubeArgs,
 }
@@ -55,7 +65,81 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
         }
     };
     print!("{}", status_view::render(&cds, &about, Timestamp::now()));
+    if args.nodes {
+        let rows = ledger(&connection, &cds, &namespace).await?;
+        println!("\nNodes:");
+        if rows.is_empty() {
+            println!("  (no DaemonSet {} yet)", cds.daemon_set_name());
+        } else {
+            print!("{}", status_view::render_nodes(&rows, Timestamp::now()));
+        }
+    }
     Ok(())
+}
+
+/// The per-node ledger of `cds`'s DaemonSet: its pods and ControllerRevisions (by its
+/// selector, the revisions it owns) and the nodes (best effort: without permission to list
+/// them, the nodes with a pod are still shown).
+async fn ledger(
+    connection: &Connection,
+    cds: &CanaryDaemonSet,
+    namespace: &str,
+) -> anyhow::Result<Vec<status_view::NodeRow>> {
+    let client = &connection.client;
+    let name = cds
+        .status
+        .as_ref()
+        .and_then(|s| s.daemon_set_name.clone())
+        .filter(|_| cds.spec.workload_ref.is_none())
+        .unwrap_or_else(|| cds.daemon_set_name());
+    let Some(daemon_set) = Api::<DaemonSet>::namespaced(client.clone(), namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?
+    else {
+        return Ok(Vec::new());
+    };
+    let selector = daemon_set
+        .spec
+        .as_ref()
+        .map(|spec| selector_string(&spec.selector))
+        .transpose()
+        .map_err(|why| anyhow::anyhow!("DaemonSet {name}: its selector {why}"))?
+        .unwrap_or_default();
+    let by_selector = ListParams::default().labels(&selector);
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&by_selector)
+        .await
+        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?
+        .items;
+    let owner = daemon_set.metadata.uid.clone();
+    let revisions: Vec<ControllerRevision> =
+        Api::<ControllerRevision>::namespaced(client.clone(), namespace)
+            .list(&by_selector)
+            .await
+            .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?
+            .items
+            .into_iter()
+            .filter(|revision| {
+                revision
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|reference| Some(&reference.uid) == owner.as_ref())
+            })
+            .collect();
+    let nodes = match Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list.items,
+        Err(error) => {
+            tracing::warn!("cannot list nodes: {}", describe(&error, &connection.url));
+            Vec::new()
+        }
+    };
+    Ok(status_view::node_ledger(cds, &pods, &revisions, &nodes))
 }
 
 /// The CanaryDaemonSets named `name` in every namespace.

@@ -171,6 +171,7 @@ impl Pass<'_> {
         tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
 
         let mut record = Transition {
+            version: observation.version.clone(),
             desired: decision.tally.desired,
             updated: decision.tally.updated,
             updated_ready: decision.tally.updated_ready,

@@ -137,6 +137,10 @@ async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it(
     let status = status_field(&client, "agent").await;
     assert_eq!(status["canaryNodes"], json!([chosen]));
     assert_eq!(
+        status["targetVersion"], "v2",
+        "the version being rolled out"
+    );
+    assert_eq!(
         (
             status["currentStepIndex"].clone(),
             status["stepCount"].clone()

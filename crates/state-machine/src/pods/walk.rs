@@ -47,6 +47,7 @@ impl<'a> Classes<'a> {
         };
         let mut ready_counted: u32 = 0;
         let mut unavailable_known: u32 = 0;
+        let mut set_aside: u32 = 0;
         for node in &observation.nodes {
             if let Some(pod) = &node.pod
                 && pod.updated
@@ -55,7 +56,14 @@ impl<'a> Classes<'a> {
                 classes.crashing.push((&node.name, &pod.name, reason));
             }
             if let Some(deferral) = deferral(node) {
-                classes.deferred.push((node.name.clone(), deferral));
+                // An unhealthy node whose pod already runs the target has nothing left to do:
+                // it is left out of targets and budgets like a deferred node, but not named as
+                // one ("updated when it comes back" would be false).
+                if node.pod.as_ref().is_some_and(|pod| pod.updated) {
+                    set_aside += 1;
+                } else {
+                    classes.deferred.push((node.name.clone(), deferral));
+                }
                 continue;
             }
             match &node.pod {
@@ -81,7 +89,10 @@ impl<'a> Classes<'a> {
         classes.deferred.sort();
         classes.updated_ready_nodes.sort_unstable();
         let deferred = u32::try_from(classes.deferred.len()).unwrap_or(u32::MAX);
-        let counted = observation.desired_pods.saturating_sub(deferred);
+        let counted = observation
+            .desired_pods
+            .saturating_sub(deferred)
+            .saturating_sub(set_aside);
         let unavailable = counted.saturating_sub(ready_counted);
         classes.tally.deferred = deferred;
         classes.tally.counted = counted;

@@ -392,6 +392,19 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
         "{}",
         completed.message
     );
+
+    // A cordoned node whose pod already runs the target (the DaemonSet controller placed it
+    // there) has nothing left to do: not deferred, not named, not counted.
+    let mut nodes = cluster(0, 3);
+    nodes[1].health = NodeHealth::Cordoned;
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(1, Phase::Increasing, nodes),
+    );
+    assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
+    assert!(decision.deferred.is_empty(), "{:?}", decision.deferred);
+    assert_eq!(decision.tally.counted, 2);
 }
 
 #[test]
