@@ -1,7 +1,8 @@
 //! daemonset-canary: the controller binary.
 //!
 //! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
-//! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet) and
+//! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet),
+//! `promote NAME` (end a pause step) and
 //! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
@@ -47,6 +48,8 @@ enum Command {
     /// Show one CanaryDaemonSet: phase and since when, pod counts, maxUnavailable, conditions,
     /// recent events.
     Status(cli::status::StatusArgs),
+    /// End the pause step a Pods-driver rollout is held in (refused when it is not paused).
+    Promote(cli::promote::PromoteArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -97,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => return cli::demo::run(args),
         Command::Run(args) => multi_thread()?.block_on(cli::run::run(args))?,
         Command::Status(args) => multi_thread()?.block_on(cli::status::run(args))?,
+        Command::Promote(args) => multi_thread()?.block_on(cli::promote::run(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

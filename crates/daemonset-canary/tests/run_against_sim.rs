@@ -262,3 +262,84 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
     drop(slow);
     drop(fresh);
 }
+
+/// The `promote` verb as a user types it: refused while nothing is paused, then, on a
+/// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
+    let sim = support::serve_sim("promote", &["--nodes", "3"]);
+    let kubeconfig = &sim.kubeconfig;
+    let client = support::client(kubeconfig).await;
+    support::install_crd(&client).await;
+    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _run = KillOnDrop(run);
+    let promote = || {
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(["promote", NAME, "-n", NAMESPACE, "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let held = |version: &str| {
+        let mut manifest = daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::Pods,
+            None,
+            version,
+            "healthy",
+        );
+        manifest["spec"]["strategy"]["steps"] = serde_json::json!([{"nodes": "1"}, {"pause": {}}]);
+        manifest
+    };
+    let v1: CanaryDaemonSet = serde_json::from_value(held("v1")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    let refused = promote();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("is not paused (phase successful)"), "{said}");
+
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": held("v2")["spec"]})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase) != Some("paused".into()) {
+        assert!(Instant::now() < deadline, "v2 never paused");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Held: nothing moves on its own.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = api.get(NAME).await.unwrap().status.unwrap();
+    assert_eq!(
+        (status.phase.as_deref(), status.updated),
+        (Some("paused"), 1)
+    );
+
+    let promoted = promote();
+    let said = String::from_utf8_lossy(&promoted.stdout);
+    assert!(
+        promoted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&promoted.stderr)
+    );
+    assert!(
+        said.contains("promoted: step 2 of 3 (a pause) ends"),
+        "{said}"
+    );
+    wait_successful(&api, patched.metadata.generation, "v2 after the promotion").await;
+}

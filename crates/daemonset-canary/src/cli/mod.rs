@@ -8,6 +8,7 @@
 pub mod crd;
 pub mod demo;
 pub mod observe_kubevirt;
+pub mod promote;
 pub mod run;
 pub mod sim_serve;
 pub mod status;

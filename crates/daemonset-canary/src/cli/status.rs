@@ -158,7 +158,10 @@ async fn everywhere(
         .collect())
 }
 
-async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<CanaryDaemonSet> {
+pub(super) async fn find_anywhere(
+    connection: &Connection,
+    name: &str,
+) -> anyhow::Result<CanaryDaemonSet> {
     let mut found = everywhere(connection, name)
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
@@ -174,7 +177,7 @@ async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<Ca
     }
 }
 
-async fn find_in(
+pub(super) async fn find_in(
     connection: &Connection,
     name: &str,
     namespace: &str,

@@ -1,0 +1,70 @@
+//! `daemonset-canary promote NAME`: ends the pause step a Pods-driver rollout is held in.
+//!
+//! The verb marks the CanaryDaemonSet with the annotation `canary.daemonset.dev/promote` (a
+//! new value each time: the time it was asked); the controller acts on a mark once and records
+//! it in `status.promotion`. An annotation, not a spec field: a GitOps sync neither undoes it nor
+//! shows it as drift, and it bumps no generation. Refused, with the reason, when the rollout is
+//! not paused, so a promote typed a moment too late does not skip the next step instead.
+
+use super::{KubeArgs, describe};
+use anyhow::bail;
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::PROMOTE_ANNOTATION;
+use canary_state_machine::Driver;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+/// Arguments of `promote`.
+#[derive(Debug, clap::Args)]
+pub struct PromoteArgs {
+    /// Name of the CanaryDaemonSet.
+    name: String,
+    /// Its namespace. Default: the kubeconfig's namespace.
+    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
+    namespace: Option<String>,
+    /// Look for NAME in every namespace (as `kubectl get -A`).
+    #[arg(long, short = 'A', conflicts_with = "namespace")]
+    all_namespaces: bool,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+/// Marks the CanaryDaemonSet and prints one line saying what that ends.
+pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
+    let connection = args.kube.connect().await?;
+    let cds = if args.all_namespaces {
+        super::status::find_anywhere(&connection, &args.name).await?
+    } else {
+        let namespace = args
+            .namespace
+            .clone()
+            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
+        super::status::find_in(&connection, &args.name, &namespace).await?
+    };
+    let namespace = cds.namespace().unwrap_or_default();
+    let which = format!("canarydaemonset {namespace}/{}", args.name);
+    if cds.spec.strategy.driver != Driver::Pods {
+        bail!(
+            "{which} uses the {} driver: promote ends a pause step, which only the Pods driver has",
+            cds.spec.strategy.driver
+        );
+    }
+    let status = cds.status.clone().unwrap_or_default();
+    let phase = status.phase.as_deref().unwrap_or("pending");
+    if phase != "paused" {
+        bail!("{which} is not paused (phase {phase}): nothing to promote");
+    }
+    let step = match (status.current_step_index, status.step_count) {
+        (Some(index), Some(count)) => format!("step {} of {count}", index + 1),
+        _ => "the current step".to_owned(),
+    };
+    let mark = Timestamp::now().to_string();
+    let patch = serde_json::json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: mark}}});
+    Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), &namespace)
+        .patch(&args.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
+    println!("{which} promoted: {step} (a pause) ends, the rollout goes on");
+    Ok(())
+}
