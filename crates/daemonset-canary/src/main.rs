@@ -2,7 +2,7 @@
 //!
 //! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
 //! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet),
-//! `promote NAME` (end a pause step) and
+//! `get` (a line per CanaryDaemonSet), `promote NAME` (end a pause step) and
 //! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
@@ -45,6 +45,8 @@ enum Command {
     Demo(cli::demo::DemoArgs),
     /// Print the CanaryDaemonSet CustomResourceDefinition as YAML (pipe it to `kubectl apply -f -`).
     Crd,
+    /// List CanaryDaemonSets (`-A`: in every namespace): phase, step, ready, version, age.
+    Get(cli::get::GetArgs),
     /// Show one CanaryDaemonSet: phase and since when, pod counts, maxUnavailable, conditions,
     /// recent events.
     Status(cli::status::StatusArgs),
@@ -100,6 +102,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => return cli::demo::run(args),
         Command::Run(args) => multi_thread()?.block_on(cli::run::run(args))?,
         Command::Status(args) => multi_thread()?.block_on(cli::status::run(args))?,
+        Command::Get(args) => multi_thread()?.block_on(cli::get::run(args))?,
         Command::Promote(args) => multi_thread()?.block_on(cli::promote::run(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;

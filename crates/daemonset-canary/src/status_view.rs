@@ -383,6 +383,67 @@ pub fn render_nodes(rows: &[NodeRow], now: Timestamp) -> String {
     out
 }
 
+/// `daemonset-canary get`: one line per CanaryDaemonSet, like `kubectl get`: name, phase, the
+/// Pods driver's step, updated-and-ready over desired, version and age (with the namespace
+/// first when `all_namespaces`), sorted by namespace and name.
+pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timestamp) -> String {
+    let mut rows: Vec<[String; 7]> = items
+        .iter()
+        .map(|cds| {
+            let status = cds.status.clone().unwrap_or_default();
+            let step = match (status.current_step_index, status.step_count) {
+                (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
+                (Some(index), Some(count)) => format!("{}/{count}", index + 1),
+                _ => "-".to_owned(),
+            };
+            [
+                cds.metadata.namespace.clone().unwrap_or_default(),
+                cds.metadata.name.clone().unwrap_or_default(),
+                status.phase.clone().unwrap_or_else(|| "pending".to_owned()),
+                step,
+                format!("{}/{}", status.updated_ready, status.desired),
+                status
+                    .target_version
+                    .clone()
+                    .unwrap_or_else(|| "-".to_owned()),
+                cds.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
+            ]
+        })
+        .collect();
+    rows.sort();
+    let header = [
+        "NAMESPACE",
+        "NAME",
+        "PHASE",
+        "STEP",
+        "READY",
+        "VERSION",
+        "AGE",
+    ]
+    .map(str::to_owned);
+    let skip = usize::from(!all_namespaces);
+    let mut widths = [0usize; 7];
+    for row in std::iter::once(&header).chain(rows.iter()) {
+        for (width, cell) in widths.iter_mut().zip(row.iter()) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(rows.iter()) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .skip(skip)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", line.join("   ").trim_end());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,5 +678,37 @@ mod tests {
             table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_list_has_a_line_per_object_with_its_step_and_the_namespace_only_with_all() {
+        let mut second = cds();
+        second.metadata.name = Some("agent".into());
+        second.metadata.creation_timestamp = Some(Time(at(0)));
+        let status = second.status.get_or_insert_default();
+        status.phase = Some("paused".into());
+        status.current_step_index = Some(1);
+        status.step_count = Some(4);
+        status.updated_ready = 3;
+        status.desired = 12;
+        status.target_version = Some("v1.9.3".into());
+        let items = [cds(), second];
+        let list = render_list(&items, false, at(90));
+        let lines: Vec<&str> = list.lines().collect();
+        assert_eq!(
+            lines[0],
+            "NAME         PHASE    STEP   READY   VERSION   AGE"
+        );
+        assert_eq!(
+            lines[1],
+            "agent        paused   2/4    3/12    v1.9.3    1m30s"
+        );
+        assert!(
+            lines[2].starts_with("node-agent   canary   -      0/50 "),
+            "{list}"
+        );
+        let all = render_list(&items, true, at(90));
+        assert!(all.starts_with("NAMESPACE   NAME "), "{all}");
+        assert!(all.contains("\ndefault     agent "), "{all}");
     }
 }

@@ -264,7 +264,8 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
 }
 
 /// The `promote` verb as a user types it: refused while nothing is paused, then, on a
-/// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes.
+/// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
+/// lists it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let sim = support::serve_sim("promote", &["--nodes", "3"]);
@@ -342,4 +343,19 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         "{said}"
     );
     wait_successful(&api, patched.metadata.generation, "v2 after the promotion").await;
+
+    // `get -A` lists it on one line, the steps all done.
+    let listed = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["get", "-A", "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&listed.stdout);
+    let line = shown.lines().nth(1).unwrap_or_default();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        [NAMESPACE, NAME, "successful", "3/3", "3/3", "v2"],
+        "{shown}"
+    );
 }

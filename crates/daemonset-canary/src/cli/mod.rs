@@ -7,6 +7,7 @@
 
 pub mod crd;
 pub mod demo;
+pub mod get;
 pub mod observe_kubevirt;
 pub mod promote;
 pub mod run;
