@@ -6,7 +6,8 @@
 //! shows it as drift, and it bumps no generation. Refused, with the reason, when the rollout is
 //! not paused, so a promote typed a moment too late does not skip the next step instead.
 
-use super::{KubeArgs, describe};
+use super::describe;
+use super::status::ObjectArgs;
 use anyhow::bail;
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::PROMOTE_ANNOTATION;
@@ -18,32 +19,16 @@ use kube::{Api, ResourceExt};
 /// Arguments of `promote`.
 #[derive(Debug, clap::Args)]
 pub struct PromoteArgs {
-    /// Name of the CanaryDaemonSet.
-    name: String,
-    /// Its namespace. Default: the kubeconfig's namespace.
-    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
-    namespace: Option<String>,
-    /// Look for NAME in every namespace (as `kubectl get -A`).
-    #[arg(long, short = 'A', conflicts_with = "namespace")]
-    all_namespaces: bool,
     #[command(flatten)]
-    kube: KubeArgs,
+    object: ObjectArgs,
 }
 
 /// Marks the CanaryDaemonSet and prints one line saying what that ends.
 pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    let connection = args.kube.connect().await?;
-    let cds = if args.all_namespaces {
-        super::status::find_anywhere(&connection, &args.name).await?
-    } else {
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
-        super::status::find_in(&connection, &args.name, &namespace).await?
-    };
+    let (connection, cds) = args.object.find().await?;
+    let name = &args.object.name;
     let namespace = cds.namespace().unwrap_or_default();
-    let which = format!("canarydaemonset {namespace}/{}", args.name);
+    let which = format!("canarydaemonset {namespace}/{name}");
     if cds.spec.strategy.driver != Driver::Pods {
         bail!(
             "{which} uses the {} driver: promote ends a pause step, which only the Pods driver has",
@@ -62,7 +47,7 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let mark = Timestamp::now().to_string();
     let patch = serde_json::json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: mark}}});
     Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), &namespace)
-        .patch(&args.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
     println!("{which} promoted: {step} (a pause) ends, the rollout goes on");

@@ -21,35 +21,52 @@ use kube::{Api, ResourceExt};
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Name of the CanaryDaemonSet.
-    name: String,
-    /// Its namespace. Default: the kubeconfig's namespace.
-    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
-    namespace: Option<String>,
-    /// Look for NAME in every namespace (as `kubectl get -A`).
-    #[arg(long, short = 'A', conflicts_with = "namespace")]
-    all_namespaces: bool,
+    #[command(flatten)]
+    object: ObjectArgs,
     /// Also print the per-node ledger: for each node, the revision its pod runs, since when,
     /// and where it stands (updated, old, deferred, failed), from the DaemonSet's pods and
     /// ControllerRevisions and the nodes.
     #[arg(long)]
     nodes: bool,
+}
+
+/// Which CanaryDaemonSet a command is about, and how to reach its cluster: the flags `status`
+/// and the verbs share.
+#[derive(Debug, clap::Args)]
+pub struct ObjectArgs {
+    /// Name of the CanaryDaemonSet.
+    pub name: String,
+    /// Its namespace. Default: the kubeconfig's namespace.
+    #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Look for NAME in every namespace (as `kubectl get -A`).
+    #[arg(long, short = 'A', conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     #[command(flatten)]
-    kube: KubeArgs,
+    pub kube: KubeArgs,
+}
+
+impl ObjectArgs {
+    /// Connects and fetches the CanaryDaemonSet, or fails with one line (not found, and where
+    /// it is instead; unreachable; no CRD).
+    pub async fn find(&self) -> anyhow::Result<(Connection, CanaryDaemonSet)> {
+        let connection = self.kube.connect().await?;
+        let cds = if self.all_namespaces {
+            find_anywhere(&connection, &self.name).await?
+        } else {
+            let namespace = self
+                .namespace
+                .clone()
+                .unwrap_or_else(|| connection.client.default_namespace().to_owned());
+            find_in(&connection, &self.name, &namespace).await?
+        };
+        Ok((connection, cds))
+    }
 }
 
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let connection = args.kube.connect().await?;
-    let cds = if args.all_namespaces {
-        find_anywhere(&connection, &args.name).await?
-    } else {
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
-        find_in(&connection, &args.name, &namespace).await?
-    };
+    let (connection, cds) = args.object.find().await?;
     let namespace = cds.namespace().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(connection.client.clone(), &namespace);
     // Events are a courtesy: without permission to list them the rest is still worth showing.
@@ -57,7 +74,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
         Ok(list) => list
             .items
             .into_iter()
-            .filter(|e| status_view::is_about(e, &args.name))
+            .filter(|e| status_view::is_about(e, &args.object.name))
             .collect(),
         Err(error) => {
             tracing::warn!("cannot list events: {}", describe(&error, &connection.url));
@@ -158,10 +175,7 @@ async fn everywhere(
         .collect())
 }
 
-pub(super) async fn find_anywhere(
-    connection: &Connection,
-    name: &str,
-) -> anyhow::Result<CanaryDaemonSet> {
+async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<CanaryDaemonSet> {
     let mut found = everywhere(connection, name)
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
@@ -177,7 +191,7 @@ pub(super) async fn find_anywhere(
     }
 }
 
-pub(super) async fn find_in(
+async fn find_in(
     connection: &Connection,
     name: &str,
     namespace: &str,

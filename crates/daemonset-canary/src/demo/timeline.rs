@@ -246,7 +246,7 @@ pub fn step_line(sample: &Sample) -> String {
     if let Some((step, step_count)) = sample.step {
         return pods_step_line(sample, step, step_count);
     }
-    let mut line = format!(
+    let line = format!(
         "{:>7}  {:<11} {} {:>5}/{:<5} ready  maxUnavailable {:<4} {:<10}",
         format_seconds(sample.t),
         sample.phase,
@@ -263,22 +263,7 @@ pub fn step_line(sample: &Sample) -> String {
             count(u64::from(sample.max_unavailable_pods), "pod", "pods")
         ),
     );
-    if let Some(write) = &sample.write {
-        line.push_str(&format!(
-            "  DaemonSet write {}: {write}",
-            sample.daemon_set_writes
-        ));
-    }
-    if let Some(reason) = &sample.reason {
-        line.push_str(&format!("  {reason}"));
-    }
-    if sample.restarts > 0 {
-        line.push_str(&format!(
-            "  {}",
-            count(u64::from(sample.restarts), "restart", "restarts")
-        ));
-    }
-    line.trim_end().to_owned()
+    with_what_happened(line, sample)
 }
 
 /// [`step_line`] of the Pods driver: the DaemonSet is `OnDelete`, there is no maxUnavailable to
@@ -312,6 +297,12 @@ fn pods_step_line(sample: &Sample, step: u32, step_count: u32) -> String {
             )
         ));
     }
+    with_what_happened(line, sample)
+}
+
+/// The end of a step line, whichever the driver: the write the step made, why it failed, the
+/// restarts seen.
+fn with_what_happened(mut line: String, sample: &Sample) -> String {
     if let Some(write) = &sample.write {
         line.push_str(&format!(
             "  DaemonSet write {}: {write}",
