@@ -312,7 +312,11 @@ impl Drop for E2e {
 fn sum_samples(exposition: &str, family: &str, labels: &[&str]) -> u64 {
     exposition
         .lines()
-        .filter(|line| line.starts_with(&format!("{family}{{")))
+        // `family{labels} value`, or `family value` for a family without labels.
+        .filter(|line| {
+            line.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
         .filter(|line| labels.iter().all(|label| line.contains(label)))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|value| value as u64)
