@@ -363,14 +363,24 @@ fn plans_cover_the_fault_model() {
         |s: &plan::PlanStep| matches!(s, plan::PlanStep::Pause(Some(_))),
         |s: &plan::PlanStep| matches!(s, plan::PlanStep::Nodes { nodes, .. } if nodes.ends_with('%')),
         |s: &plan::PlanStep| matches!(s, plan::PlanStep::Nodes { nodes, .. } if !nodes.ends_with('%')),
-        |s: &plan::PlanStep| matches!(s, plan::PlanStep::Nodes { max_unavailable: Some(_), .. }),
+        |s: &plan::PlanStep| {
+            matches!(
+                s,
+                plan::PlanStep::Nodes {
+                    max_unavailable: Some(_),
+                    ..
+                }
+            )
+        },
     ] {
         assert!(pods.iter().any(|p| p.steps.iter().any(step)));
     }
-    assert!(plans.iter().any(|p| p.pods.is_some()
-        && p.actions
-            .iter()
-            .any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))));
+    assert!(plans.iter().any(|p| {
+        p.pods.is_some()
+            && p.actions
+                .iter()
+                .any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))
+    }));
     let soak_max = (0..500)
         .map(|s| Plan::generate(s, Profile::Soak).nodes)
         .max()

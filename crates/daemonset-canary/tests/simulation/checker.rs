@@ -501,7 +501,11 @@ impl Checker {
 }
 
 fn node_is_healthy(node: &Node) -> bool {
-    node_is_ready(node) && !node.spec.as_ref().is_some_and(|s| s.unschedulable == Some(true))
+    node_is_ready(node)
+        && !node
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.unschedulable == Some(true))
 }
 
 fn revision_of(pod: &Pod) -> Option<&str> {
@@ -523,8 +527,12 @@ impl Checker {
                     && pod_is_ready(&state.pod)
                     && !terminating(&state.pod)
             });
-            if !replaced && self.nodes.contains_key(&deletion.node) {
-                self.down.insert(deletion.node.clone(), deletion.uid.clone());
+            // A pod that was not ready takes no availability away: its node is down only if
+            // it already was (then the new pod is the one to wait for).
+            let counts = deletion.ready || self.down.contains_key(&deletion.node);
+            if !replaced && counts && self.nodes.contains_key(&deletion.node) {
+                self.down
+                    .insert(deletion.node.clone(), deletion.uid.clone());
             }
             let now = self.world.now();
             let stale = self.stale;
@@ -637,8 +645,8 @@ impl Checker {
             .iter()
             .map(|note| note.name.as_str())
             .collect();
-        let unlisted_allowed = (status.deferred_node_count.unwrap_or(0) as usize)
-            .saturating_sub(listed.len());
+        let unlisted_allowed =
+            (status.deferred_node_count.unwrap_or(0) as usize).saturating_sub(listed.len());
         let old: Vec<String> = self
             .pods
             .values()

@@ -231,9 +231,7 @@ impl PodsPlan {
                     };
                     // At most a dozen waves per step, so that a seed stays within its wall-clock
                     // limit at 500 nodes.
-                    let budget = max_unavailable
-                        .as_deref()
-                        .unwrap_or(default_budget(first));
+                    let budget = max_unavailable.as_deref().unwrap_or(default_budget(first));
                     let waves = scale(&target, u64::from(nodes))
                         .min(u64::from(nodes))
                         .div_ceil(scale(budget, u64::from(nodes)).max(1));
@@ -299,7 +297,12 @@ impl PodsPlan {
 
     /// The zone of the node at `index` (nodes added later take their name's hash).
     pub fn zone(&self, index: u64) -> Option<String> {
-        (self.zones > 0).then(|| format!("zone-{}", (b'a' + (index % u64::from(self.zones)) as u8) as char))
+        (self.zones > 0).then(|| {
+            format!(
+                "zone-{}",
+                (b'a' + (index % u64::from(self.zones)) as u8) as char
+            )
+        })
     }
 
     /// Nodes steps, their budgets as written (`None`: the default), in order; the appended

@@ -238,11 +238,10 @@ impl Recorded {
         let count = self.world.pod_deleted(Deleted {
             uid: uid.clone(),
             node: node.clone(),
+            ready: canary_predicates::pod_is_ready(&pod),
         });
-        self.world.trace(format!(
-            "{} deleted pod {name} on {node}",
-            self.identity
-        ));
+        self.world
+            .trace(format!("{} deleted pod {name} on {node}", self.identity));
         if count > 1 {
             self.world.violate(
                 Invariant::OneDeletePerPod,

@@ -46,9 +46,7 @@ fn rollout_bound(plan: &Plan) -> Duration {
             let waves = u64::from(plan.nodes.min(10)) + 1;
             Duration::from_secs(1200 + waves * 240)
         }
-        Some(pods) => {
-            Duration::from_secs(1200 + pods.waves(plan.nodes) * 240) + pods.pause_time()
-        }
+        Some(pods) => Duration::from_secs(1200 + pods.waves(plan.nodes) * 240) + pods.pause_time(),
     }
 }
 
@@ -454,7 +452,8 @@ impl Harness<'_> {
         for pick in &pods.canary_picks {
             if let Some(name) = self.pick_node(*pick) {
                 self.label_node(&name, CANARY_LABEL, "yes");
-                self.world.trace(format!("node {name} labelled {CANARY_LABEL}=yes"));
+                self.world
+                    .trace(format!("node {name} labelled {CANARY_LABEL}=yes"));
             }
         }
         for (index, name) in names.iter().enumerate() {

@@ -41,9 +41,10 @@ pub enum Invariant {
     /// 10. A CanaryDaemonSet that does not decode fails alone (`InvalidSpec` on it), and never
     ///     holds up the other's rollout (invariant 3 bounds that one as before).
     BadObjectFailsAlone,
-    /// 11. Pods driver: never more nodes whose pod the controller deleted and that do not run
-    ///     a ready pod again than the budget of the step the deletion was made in (its
-    ///     `maxUnavailable` scaled to the desired pods, at least 1). Nodes NotReady or cordoned
+    /// 11. Pods driver: never more nodes whose ready pod the controller deleted and that do
+    ///     not run a ready pod again than the budget of the step the deletion was made in (its
+    ///     `maxUnavailable` scaled to the desired pods, at least 1). Deleting a pod that is not
+    ///     ready takes no availability away (the controller replaces those first, free). Nodes NotReady or cordoned
     ///     (now or within the staleness window) are left out, as the controller defers them.
     ///     It replaces invariant 1 for `OnDelete` DaemonSets, whose update strategy allows no
     ///     unavailable pod at all to the DaemonSet controller (which deletes none).
@@ -170,6 +171,8 @@ pub struct Deleted {
     pub uid: String,
     /// Its node.
     pub node: String,
+    /// It was ready when deleted (a not-ready pod's deletion takes no availability away).
+    pub ready: bool,
 }
 
 #[derive(Debug, Default)]
