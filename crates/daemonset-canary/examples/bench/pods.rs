@@ -129,9 +129,7 @@ pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<PodsFigures
 }
 
 /// Waits for a transition from a phase in progress to `successful`.
-async fn wait_for(
-    mut transitions: canary_kube_adapter::observer::Transitions,
-) -> Result<()> {
+async fn wait_for(mut transitions: canary_kube_adapter::observer::Transitions) -> Result<()> {
     let deadline = Duration::from_secs(6 * 3600);
     loop {
         let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
