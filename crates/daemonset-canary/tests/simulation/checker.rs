@@ -225,7 +225,12 @@ impl Checker {
             return;
         }
         if let Some(node) = decode::<Node>(&event.object) {
-            if !node_is_healthy(&node) {
+            // Unhealthy now, or until now (the controller may not have seen it back yet).
+            let was_unhealthy = self
+                .nodes
+                .get(&event.name)
+                .is_some_and(|(n, _)| !node_is_healthy(n));
+            if !node_is_healthy(&node) || was_unhealthy {
                 self.unhealthy_at.insert(event.name.clone(), now);
             }
             let added = self.nodes.get(&event.name).map_or(now, |(_, at)| *at);
@@ -533,6 +538,11 @@ impl Checker {
             if !replaced && counts && self.nodes.contains_key(&deletion.node) {
                 self.down
                     .insert(deletion.node.clone(), deletion.uid.clone());
+            }
+            // Only the deletion of a ready pod takes availability away: the budget is checked
+            // there (a not-ready old pod is replaced first, taking no budget).
+            if !deletion.ready {
+                continue;
             }
             let now = self.world.now();
             let stale = self.stale;
