@@ -10,11 +10,11 @@
 //!    per reconcile) against ours (the owner's group from an index, counted once) on the same
 //!    pods; and ours with 1 DaemonSet against ours with N, to show the cost does not depend on
 //!    other DaemonSets' pods.
-//! 1b. **Pods-driver rollouts in virtual time** (issue 17): the same sizes with
-//!    `driver: Pods` and the steps `[{nodes: 1}, {pause: 30s}, {nodes: 10%}]`; requests by
-//!    kind (one pod DELETE per node, checked), makespan and its ratio to the ideal.
 //! 3. **Controller process**: CPU time and peak memory of `daemonset-canary run` against
 //!    `daemonset-canary sim serve`, each in its own process (real time).
+//! 4. **Pods-driver rollouts in virtual time** (issue 17): `driver: Pods` with the steps
+//!    `[{nodes: 1}, {pause: 30s}, {nodes: 10%}]` at each size of `--pods-nodes`; requests by
+//!    kind (one pod DELETE per node, checked), makespan and its ratio to the ideal.
 //!
 //! Prints a Markdown report (the goals of issue 10 with pass/miss) and, with `--json`, writes
 //! every figure to a file.

@@ -507,10 +507,10 @@ impl Checker {
 
 fn node_is_healthy(node: &Node) -> bool {
     node_is_ready(node)
-        && !node
+        && node
             .spec
             .as_ref()
-            .is_some_and(|s| s.unschedulable == Some(true))
+            .is_none_or(|s| s.unschedulable != Some(true))
 }
 
 fn revision_of(pod: &Pod) -> Option<&str> {
