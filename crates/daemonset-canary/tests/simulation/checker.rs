@@ -68,6 +68,9 @@ pub struct Checker {
     status_step: Option<(u32, Option<String>)>,
     /// The most nodes down at a deletion since the last status, and the status step then.
     pending: Option<PendingBudget>,
+    /// The last status seen: an event that leaves it as it was (a spec change, an
+    /// annotation) is no status write.
+    last_status: Option<canary_kube_adapter::crd::CanaryDaemonSetStatus>,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -166,6 +169,7 @@ impl Checker {
             unhealthy_at: BTreeMap::new(),
             status_step: None,
             pending: None,
+            last_status: None,
         }
     }
 
@@ -591,6 +595,10 @@ impl Checker {
     fn on_pods_status(&mut self, cds: &CanaryDaemonSet, phase: Option<&str>) {
         let Some(plan) = &self.pods_plan else { return };
         let Some(status) = &cds.status else { return };
+        if self.last_status.as_ref() == Some(status) {
+            return;
+        }
+        self.last_status = Some(status.clone());
         let step = status
             .current_step_index
             .map(|index| (index, status.target_revision.clone()));
