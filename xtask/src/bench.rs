@@ -55,6 +55,8 @@ const SMOKE_ARGS: &[&str] = &[
     "2",
     "--process-daemon-sets",
     "1,2",
+    "--pods-nodes",
+    "3,10",
 ];
 
 /// Builds and runs the harness; the report goes to stdout and `target/bench/`.

@@ -6,6 +6,11 @@
 //! controller on canary-sim in virtual time, with the eight invariants of the issue checked
 //! continuously (see `simulation/world.rs` for their names and docs/reliability.md).
 //!
+//! About 30% of the plans use the Pods driver (issue 17): generated steps (counts,
+//! percentages, timed pauses, a pause until promoted, which the harness promotes through the
+//! annotation), sometimes a canary node selector, zones, a node NotReady for a stretch; four
+//! more invariants (11 to 14) check its deletions.
+//!
 //! - `ci_seed_set`: the fixed CI set (seeds 0..200, up to 40 nodes).
 //! - `replay` (ignored): `DST_SEED=N DST_PROFILE=ci|soak`, the command every failure prints.
 //! - `soak` (ignored): `DST_SEEDS=N [DST_FIRST=S]`, what `cargo xtask soak` runs.
@@ -348,6 +353,34 @@ fn plans_cover_the_fault_model() {
             .iter()
             .any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))
     }));
+    // A share of the plans drive the pods themselves, with every kind of step and node label.
+    let pods: Vec<&plan::PodsPlan> = plans.iter().filter_map(|p| p.pods.as_ref()).collect();
+    assert!((40..=80).contains(&pods.len()), "{} Pods plans", pods.len());
+    assert!(pods.iter().any(|p| p.zones == 2) && pods.iter().any(|p| p.zones == 3));
+    assert!(pods.iter().any(|p| !p.canary_picks.is_empty()));
+    for step in [
+        |s: &plan::PlanStep| matches!(s, plan::PlanStep::Pause(None)),
+        |s: &plan::PlanStep| matches!(s, plan::PlanStep::Pause(Some(_))),
+        |s: &plan::PlanStep| matches!(s, plan::PlanStep::Nodes { nodes, .. } if nodes.ends_with('%')),
+        |s: &plan::PlanStep| matches!(s, plan::PlanStep::Nodes { nodes, .. } if !nodes.ends_with('%')),
+        |s: &plan::PlanStep| {
+            matches!(
+                s,
+                plan::PlanStep::Nodes {
+                    max_unavailable: Some(_),
+                    ..
+                }
+            )
+        },
+    ] {
+        assert!(pods.iter().any(|p| p.steps.iter().any(step)));
+    }
+    assert!(plans.iter().any(|p| {
+        p.pods.is_some()
+            && p.actions
+                .iter()
+                .any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))
+    }));
     let soak_max = (0..500)
         .map(|s| Plan::generate(s, Profile::Soak).nodes)
         .max()
@@ -391,6 +424,7 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         unchanged,
         kills,
         hand_edits: 0,
+        pods_driver: false,
     };
     assert_eq!(tally(3, 0, 0, 0).excess(), 0, "start, widen, finish");
     assert_eq!(tally(4, 0, 0, 0).excess(), 1, "a fourth write");
@@ -421,6 +455,15 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         ..tally(7, 0, 0, 0)
     };
     assert_eq!(more.excess(), 1);
+    // The Pods driver writes the template once per rollout; the pods go one DELETE each.
+    let pods = |succeeded, hand_edits| world::WriteTally {
+        hand_edits,
+        pods_driver: true,
+        ..tally(succeeded, 0, 0, 0)
+    };
+    assert_eq!(pods(1, 0).excess(), 0, "the template, OnDelete");
+    assert_eq!(pods(2, 0).excess(), 1, "a second write for one rollout");
+    assert_eq!(pods(2, 1).excess(), 0, "a hand edit's revert");
 }
 
 /// Regression test of the defect the simulation found: a graceful stop of the leader whose

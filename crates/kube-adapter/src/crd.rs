@@ -481,7 +481,7 @@ pub struct CanaryDaemonSetStatus {
         deserialize_with = "null_is_empty"
     )]
     pub canary_nodes: Vec<String>,
-    /// Pods driver: nodes left for later (NotReady, cordoned, old pod not ready), at most 10.
+    /// Pods driver: nodes left for later (NotReady, cordoned, gone), at most 10.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -519,7 +519,7 @@ pub struct CanaryDaemonSetStatus {
 pub struct NodeNote {
     /// Node name.
     pub name: String,
-    /// Why: `NotReady`, `cordoned`, `node gone`, `old pod not ready`.
+    /// Why: `NotReady`, `cordoned`, `node gone`.
     pub reason: String,
 }
 

@@ -101,7 +101,7 @@ pub mod event_reason {
     pub const STEP_COMPLETED: &str = "StepCompleted";
     /// Normal: a promotion ended a pause or skipped a step.
     pub const PROMOTED: &str = "Promoted";
-    /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, old pod not ready).
+    /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, gone).
     pub const NODES_DEFERRED: &str = "NodesDeferred";
 }
 

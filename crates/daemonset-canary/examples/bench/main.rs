@@ -12,11 +12,15 @@
 //!    other DaemonSets' pods.
 //! 3. **Controller process**: CPU time and peak memory of `daemonset-canary run` against
 //!    `daemonset-canary sim serve`, each in its own process (real time).
+//! 4. **Pods-driver rollouts in virtual time** (issue 17): `driver: Pods` with the steps
+//!    `[{nodes: 1}, {pause: 30s}, {nodes: 10%}]` at each size of `--pods-nodes`; requests by
+//!    kind (one pod DELETE per node, checked), makespan and its ratio to the ideal.
 //!
 //! Prints a Markdown report (the goals of issue 10 with pass/miss) and, with `--json`, writes
 //! every figure to a file.
 
 mod baseline;
+mod pods;
 mod process;
 mod reaction;
 mod report;
@@ -40,6 +44,12 @@ struct Cli {
     /// Rollouts per size (each one more reaction sample per write kind).
     #[arg(long, default_value_t = 3)]
     rollouts: u32,
+    /// Cluster sizes of the Pods-driver rollouts (empty: skip them).
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000,5000")]
+    pods_nodes: Vec<u32>,
+    /// Pods-driver rollouts per size.
+    #[arg(long, default_value_t = 1)]
+    pods_rollouts: u32,
     /// Seed of the simulator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -139,6 +149,30 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         report.rollouts.extend(figures);
+    }
+
+    for &nodes in &cli.pods_nodes {
+        eprintln!(
+            "pods-driver rollouts: {nodes} nodes x {} ...",
+            cli.pods_rollouts
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .context("cannot build the virtual-time runtime")?;
+        let figures = runtime.block_on(pods::run(nodes, cli.pods_rollouts, cli.seed))?;
+        for f in &figures {
+            eprintln!(
+                "  {nodes} nodes (Pods): {} pod DELETEs, {} DaemonSet writes, {} status writes, {} requests, makespan {:.1} s",
+                f.pod_deletes,
+                f.daemon_set_writes,
+                f.status_writes,
+                f.requests,
+                f.makespan.as_secs_f64()
+            );
+        }
+        report.pods.extend(figures);
     }
 
     if cli.process_nodes > 0 {

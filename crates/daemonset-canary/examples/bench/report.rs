@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::baseline::{BaselineFigures, median, percentile};
+use crate::pods::PodsFigures;
 use crate::process::ProcessFigures;
 use crate::rollout::RolloutFigures;
 
@@ -63,6 +64,8 @@ pub struct Report {
     pub baseline: Vec<BaselineFigures>,
     /// Controller-process figures.
     pub processes: Vec<ProcessFigures>,
+    /// Pods-driver rollouts, every size.
+    pub pods: Vec<PodsFigures>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -166,6 +169,45 @@ impl Report {
                 median(&mut values),
                 percentile(&mut values, 0.99)
             );
+        }
+        if !self.pods.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Pods driver rollouts (in process, virtual time)\n"
+            );
+            let _ = writeln!(
+                out,
+                "Steps `[{{nodes: 1}}, {{pause: 30s}}, {{nodes: 10%}}]` then `{{nodes: 100%}}`, maxUnavailable 10% after the canary. Ideal = 30 s + (1 + waves) x {:.0} s. Requests per node = all requests / nodes.\n",
+                kubelet.replacement().as_secs_f64()
+            );
+            let _ = writeln!(
+                out,
+                "| nodes | pod DELETEs | per node updated | DaemonSet writes | status writes | event writes | other requests | all requests | requests per node | makespan (s) | ideal (s) | ratio |"
+            );
+            let _ = writeln!(
+                out,
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            );
+            for p in &self.pods {
+                let ideal = crate::pods::ideal(p.nodes, &kubelet).as_secs_f64();
+                let other = p.requests.saturating_sub(
+                    p.pod_deletes + p.daemon_set_writes + p.status_writes + p.event_writes,
+                );
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.2} | {} | {} | {} | {other} | {} | {:.2} | {:.1} | {ideal:.0} | {:.3} |",
+                    p.nodes,
+                    p.pod_deletes,
+                    p.pod_deletes as f64 / f64::from(p.nodes.max(1)),
+                    p.daemon_set_writes,
+                    p.status_writes,
+                    p.event_writes,
+                    p.requests,
+                    p.requests as f64 / f64::from(p.nodes.max(1)),
+                    p.makespan.as_secs_f64(),
+                    p.makespan.as_secs_f64() / ideal
+                );
+            }
         }
         let _ = writeln!(
             out,
@@ -279,6 +321,26 @@ impl Report {
                 format!("peak memory under {limit:.0} MiB for {} CanaryDaemonSets on {} nodes of {} ({mib:.1} MiB)", p.daemon_sets, p.nodes, p.target),
             ));
         }
+        if !self.pods.is_empty() {
+            let off: Vec<String> = self
+                .pods
+                .iter()
+                .filter(|p| p.pod_deletes != u64::from(p.nodes) || p.daemon_set_writes != 1)
+                .map(|p| {
+                    format!(
+                        "{} DELETEs, {} writes on {} nodes",
+                        p.pod_deletes, p.daemon_set_writes, p.nodes
+                    )
+                })
+                .collect();
+            goals.push((
+                off.is_empty(),
+                format!(
+                    "Pods driver: one pod DELETE per node updated and one DaemonSet write per rollout ({} rollouts; off: {off:?})",
+                    self.pods.len()
+                ),
+            ));
+        }
         let all: Vec<&RolloutFigures> = self.rollouts.iter().collect();
         let (mut latencies, untriggered) = Self::latencies(&all);
         if !latencies.is_empty() {
@@ -335,8 +397,25 @@ impl Report {
             .into_iter()
             .map(|(ok, what)| json!({"met": ok, "goal": what}))
             .collect();
+        let pods: Vec<_> = self
+            .pods
+            .iter()
+            .map(|p| {
+                json!({
+                    "nodes": p.nodes,
+                    "pod_deletes": p.pod_deletes,
+                    "daemon_set_writes": p.daemon_set_writes,
+                    "status_writes": p.status_writes,
+                    "event_writes": p.event_writes,
+                    "requests": p.requests,
+                    "makespan_seconds": p.makespan.as_secs_f64(),
+                    "ideal_seconds": crate::pods::ideal(p.nodes, &kubelet).as_secs_f64(),
+                })
+            })
+            .collect();
         Ok(serde_json::to_string_pretty(&json!({
             "rollouts": rollouts,
+            "pods_rollouts": pods,
             "baseline": self.baseline,
             "processes": processes,
             "goals": goals,

@@ -220,7 +220,7 @@ impl Metrics {
         let nodes = IntGaugeVec::new(
             Opts::new(
                 "nodes",
-                "Pods driver: nodes by state: updated (and ready), old (still to update), unavailable, deferred (NotReady, cordoned, old pod not ready), failed (crash-looping updated pod).",
+                "Pods driver: nodes by state: updated (and ready), old (still to update), unavailable, deferred (NotReady, cordoned, gone), failed (crash-looping updated pod).",
             ),
             &["namespace", "name", "state"],
         )?;

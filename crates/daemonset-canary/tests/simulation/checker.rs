@@ -1,6 +1,7 @@
 //! The continuous invariant checks: a mirror of the cluster built from the store's event
 //! stream, in commit order, and a check at each change that matters (a pod taken down, a
-//! DaemonSet write). The checks at quiescence (3, 4, 6) are in [`Checker::at_quiescence`].
+//! DaemonSet write, a pod the controller deleted, a status turning `successful`). The checks
+//! at quiescence (3, 4, 6) are in [`at_quiescence`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
-use super::plan::Behavior;
+use super::plan::{Behavior, PodsPlan, StepBudget, scale};
 use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
 
@@ -56,6 +57,35 @@ pub struct Checker {
     ds: Option<DaemonSet>,
     phase: Option<String>,
     starts: BTreeMap<String, u32>,
+    /// The Pods-driver part of the plan (invariants 11 and 13).
+    pods_plan: Option<PodsPlan>,
+    /// Nodes whose pod the controller deleted and that run no ready pod since: node -> the
+    /// UID deleted.
+    down: BTreeMap<String, String>,
+    /// When each node was last seen NotReady or cordoned.
+    unhealthy_at: BTreeMap<String, f64>,
+    /// The step and target revision of the last status seen.
+    status_step: Option<(u32, Option<String>)>,
+    /// The most nodes down at a deletion since the last status, and the status step then.
+    pending: Option<PendingBudget>,
+    /// The last status seen: an event that leaves it as it was (a spec change, an
+    /// annotation) is no status write.
+    last_status: Option<canary_kube_adapter::crd::CanaryDaemonSetStatus>,
+}
+
+/// Invariant 11, between a deletion and the status write that tells its step.
+#[derive(Debug, Clone)]
+struct PendingBudget {
+    /// The most nodes down (on healthy nodes) at a deletion.
+    down: usize,
+    /// Which ones, for the report.
+    nodes: Vec<String>,
+    /// When.
+    at: f64,
+    /// The step and target revision of the status before the deletion.
+    from: Option<(u32, Option<String>)>,
+    /// The most desired pods seen since.
+    desired: u32,
 }
 
 fn decode<K: DeserializeOwned>(value: &serde_json::Value) -> Option<K> {
@@ -134,7 +164,19 @@ impl Checker {
             ds: None,
             phase: None,
             starts: BTreeMap::new(),
+            pods_plan: None,
+            down: BTreeMap::new(),
+            unhealthy_at: BTreeMap::new(),
+            status_step: None,
+            pending: None,
+            last_status: None,
         }
+    }
+
+    /// Checks the Pods driver's invariants against `plan`'s steps.
+    pub fn with_pods_plan(mut self, plan: Option<PodsPlan>) -> Self {
+        self.pods_plan = plan;
+        self
     }
 
     /// Seeds the node mirror with the nodes that exist before the first event.
@@ -164,6 +206,7 @@ impl Checker {
     }
 
     fn apply(&mut self, event: &StoreEvent) {
+        self.take_deletions();
         let key = &event.key;
         if *key == ResourceKey::of::<Pod>() {
             self.on_pod(event);
@@ -182,9 +225,18 @@ impl Checker {
         let now = self.world.now();
         if event.kind == EventKind::Deleted {
             self.nodes.remove(&event.name);
+            self.down.remove(&event.name);
             return;
         }
         if let Some(node) = decode::<Node>(&event.object) {
+            // Unhealthy now, or until now (the controller may not have seen it back yet).
+            let was_unhealthy = self
+                .nodes
+                .get(&event.name)
+                .is_some_and(|(n, _)| !node_is_healthy(n));
+            if !node_is_healthy(&node) || was_unhealthy {
+                self.unhealthy_at.insert(event.name.clone(), now);
+            }
             let added = self.nodes.get(&event.name).map_or(now, |(_, at)| *at);
             self.nodes.insert(event.name.clone(), (node, added));
         }
@@ -205,6 +257,17 @@ impl Checker {
         }
         let previous = self.pods.get(&event.name).cloned();
         let taken_down = event.kind == EventKind::Deleted || terminating(&pod);
+        if event.kind != EventKind::Deleted
+            && pod_is_ready(&pod)
+            && !terminating(&pod)
+            && let Some(node) = node_of(&pod)
+            && self
+                .down
+                .get(node)
+                .is_some_and(|uid| pod.metadata.uid.as_deref() != Some(uid.as_str()))
+        {
+            self.down.remove(node);
+        }
         if event.kind == EventKind::Deleted {
             self.pods.remove(&event.name);
         } else {
@@ -235,8 +298,14 @@ impl Checker {
         }
     }
 
-    /// Invariant 1, at the moment a ready pod is taken down on a Ready node.
+    /// Invariant 1, at the moment a ready pod is taken down on a Ready node. Not for the Pods
+    /// driver: to the DaemonSet controller an `OnDelete` DaemonSet allows no unavailable pod
+    /// at all, and it takes none down; the controller does, within its step's budget, which
+    /// invariant 11 checks instead.
     fn check_budget(&self, pod: &Pod) {
+        if self.pods_plan.is_some() {
+            return;
+        }
         let Some(node) = node_of(pod) else { return };
         if !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n)) {
             return;
@@ -421,6 +490,9 @@ impl Checker {
             return;
         };
         let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
+            self.on_pods_status(&cds, phase.as_deref());
+        }
         if phase != self.phase {
             let message = cds
                 .status
@@ -433,6 +505,183 @@ impl Checker {
                 phase.as_deref().unwrap_or("-")
             ));
             self.phase = phase;
+        }
+    }
+}
+
+fn node_is_healthy(node: &Node) -> bool {
+    node_is_ready(node)
+        && node
+            .spec
+            .as_ref()
+            .is_none_or(|s| s.unschedulable != Some(true))
+}
+
+fn revision_of(pod: &Pod) -> Option<&str> {
+    annotation(pod.metadata.labels.as_ref(), "controller-revision-hash")
+}
+
+impl Checker {
+    /// Invariant 11: takes in the deletions the recorder saw and counts the nodes down.
+    fn take_deletions(&mut self) {
+        let deleted = self.world.take_deleted();
+        if deleted.is_empty() || self.pods_plan.is_none() {
+            return;
+        }
+        for deletion in deleted {
+            // A new pod already ready on the node (the answer came late): not down.
+            let replaced = self.pods.values().any(|state| {
+                node_of(&state.pod) == Some(deletion.node.as_str())
+                    && state.pod.metadata.uid.as_deref() != Some(deletion.uid.as_str())
+                    && pod_is_ready(&state.pod)
+                    && !terminating(&state.pod)
+            });
+            // A pod that was not ready takes no availability away: its node is down only if
+            // it already was (then the new pod is the one to wait for).
+            let counts = deletion.ready || self.down.contains_key(&deletion.node);
+            if !replaced && counts && self.nodes.contains_key(&deletion.node) {
+                self.down
+                    .insert(deletion.node.clone(), deletion.uid.clone());
+            }
+            // Only the deletion of a ready pod takes availability away: the budget is checked
+            // there (a not-ready old pod is replaced first, taking no budget).
+            if !deletion.ready {
+                continue;
+            }
+            let now = self.world.now();
+            let stale = self.stale;
+            let counted: Vec<String> = self
+                .down
+                .keys()
+                .filter(|node| {
+                    self.nodes
+                        .get(*node)
+                        .is_some_and(|(n, _)| node_is_healthy(n))
+                        && self
+                            .unhealthy_at
+                            .get(*node)
+                            .is_none_or(|at| now - at > stale)
+                })
+                .cloned()
+                .collect();
+            let desired = self.desired();
+            let pending = self.pending.get_or_insert_with(|| PendingBudget {
+                down: 0,
+                nodes: Vec::new(),
+                at: now,
+                from: self.status_step.clone(),
+                desired,
+            });
+            pending.desired = pending.desired.max(desired);
+            if counted.len() > pending.down {
+                pending.down = counted.len();
+                pending.nodes = counted;
+                pending.at = now;
+            }
+        }
+    }
+
+    fn desired(&self) -> u32 {
+        let desired = self
+            .ds
+            .as_ref()
+            .and_then(|ds| ds.status.as_ref())
+            .map_or(0, |s| s.desired_number_scheduled);
+        u32::try_from(desired).unwrap_or(0)
+    }
+
+    /// Invariants 11 (the deletions since the last status, against the steps they may have
+    /// been made in) and 13 (a status turning `successful`).
+    fn on_pods_status(&mut self, cds: &CanaryDaemonSet, phase: Option<&str>) {
+        let Some(plan) = &self.pods_plan else { return };
+        let Some(status) = &cds.status else { return };
+        if self.last_status.as_ref() == Some(status) {
+            return;
+        }
+        self.last_status = Some(status.clone());
+        let step = status
+            .current_step_index
+            .map(|index| (index, status.target_revision.clone()));
+        if let Some(pending) = self.pending.take() {
+            let budgets = plan.step_budgets();
+            // The status before the deletions said step `from`; the pass that deleted went on
+            // from there (completed steps, ended pauses) up to the step this status records.
+            // With another target revision in between, the new rollout began at step 0.
+            let last = budgets.len() as u32;
+            let window: Vec<u32> = match (&pending.from, &step) {
+                (Some((from, a)), Some((to, b))) if a == b && from <= to => (*from..=*to).collect(),
+                (Some((from, _)), Some((to, _))) => (*from..=last).chain(0..=*to).collect(),
+                (Some((from, _)), None) => (*from..=last).collect(),
+                (None, Some((to, _))) => (0..=*to).collect(),
+                (None, None) => (0..=last).collect(),
+            };
+            let desired = u64::from(pending.desired.max(self.desired()));
+            let allowed = window
+                .iter()
+                .map(|index| match budgets.get(*index as usize) {
+                    Some(StepBudget::Nodes { max_unavailable }) => {
+                        scale(max_unavailable, desired).max(1)
+                    }
+                    Some(StepBudget::Pause) => 0,
+                    // Every step done: a node that comes back is caught up at the canary budget.
+                    None => scale("1", desired).max(1),
+                })
+                .max()
+                .unwrap_or(0);
+            if pending.down as u64 > allowed {
+                self.world.violate(
+                    Invariant::PodsWithinStepBudget,
+                    format!(
+                        "{} nodes down at once ({}) at {:.1}s, the steps {:?} to {:?} ({window:?}) allow {allowed} of {desired}",
+                        pending.down,
+                        pending.nodes.join(", "),
+                        pending.at,
+                        pending.from,
+                        step
+                    ),
+                );
+            }
+        }
+        if step.is_some() {
+            self.status_step = step;
+        }
+        // Invariant 13, when the status turns successful for the current spec.
+        let turned = phase == Some("successful") && self.phase.as_deref() != Some("successful");
+        let current = status.observed_generation == cds.metadata.generation;
+        let edited = self
+            .intent
+            .lock()
+            .is_ok_and(|intent| intent.hand_edit_since_change);
+        let Some(target) = status.target_revision.as_deref() else {
+            return;
+        };
+        if !turned || !current || edited {
+            return;
+        }
+        let listed: Vec<&str> = status
+            .deferred_nodes
+            .iter()
+            .map(|note| note.name.as_str())
+            .collect();
+        let unlisted_allowed =
+            (status.deferred_node_count.unwrap_or(0) as usize).saturating_sub(listed.len());
+        let old: Vec<String> = self
+            .pods
+            .values()
+            .filter(|state| !terminating(&state.pod) && revision_of(&state.pod) != Some(target))
+            .filter_map(|state| node_of(&state.pod))
+            .filter(|node| !listed.contains(node))
+            .map(str::to_owned)
+            .collect();
+        if old.len() > unlisted_allowed {
+            self.world.violate(
+                Invariant::OnlyDeferredNodesOld,
+                format!(
+                    "successful at revision {target}, but nodes {} run another revision; deferred: {listed:?} ({} in all)",
+                    old.join(", "),
+                    status.deferred_node_count.unwrap_or(0)
+                ),
+            );
         }
     }
 }
@@ -479,11 +728,33 @@ pub fn cluster_counts(store: &Store) -> Option<(i32, usize, usize)> {
     Some(pod_counts(&ds, &live_pods(store)))
 }
 
+/// The `controller-revision-hash` of the DaemonSet's newest ControllerRevision.
+fn current_revision(store: &Store, ds: &DaemonSet) -> Option<String> {
+    let uid = ds.metadata.uid.as_deref()?;
+    store
+        .list::<k8s_openapi::api::apps::v1::ControllerRevision>(Some(NAMESPACE))
+        .into_iter()
+        .filter(|r| {
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == uid)
+        })
+        .max_by_key(|r| r.revision)
+        .and_then(|r| r.metadata.labels?.get("controller-revision-hash").cloned())
+}
+
 /// Invariants 4 and 6, once the last rollout ended and nothing moves: the status agrees with
 /// the store. Call it once the pod counts have been still for longer than the controller's
 /// count-only status interval (crash-looping pods keep moving them long after the phase
 /// settled).
-pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
+///
+/// With the Pods driver (`pods_driver`) invariant 4 reads differently: there is no
+/// maxUnavailable to rest at, and the controller records the revision it rolled out
+/// (`status.targetRevision`, the DaemonSet's newest ControllerRevision) instead of the
+/// DaemonSet's generation; and at rest no node is deferred (the heal made every node Ready).
+pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_driver: bool) {
     let Some(cds) = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME) else {
         world.violate(
             Invariant::StatusAgreesAtQuiescence,
@@ -528,14 +799,38 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent) {
         );
     }
     match phase.as_str() {
+        "successful" if pods_driver => {
+            let current = current_revision(store, &ds);
+            if status.target_revision != current {
+                world.violate(
+                    Invariant::RestsAfterSuccess,
+                    format!(
+                        "target revision {:?} but the DaemonSet's newest revision is {current:?}",
+                        status.target_revision
+                    ),
+                );
+            }
+            if status.deferred_node_count.unwrap_or(0) > 0 || !status.deferred_nodes.is_empty() {
+                world.violate(
+                    Invariant::OnlyDeferredNodesOld,
+                    format!(
+                        "nodes still deferred at rest: {:?} ({:?}): {summary}",
+                        status.deferred_nodes, status.deferred_node_count
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+    match phase.as_str() {
         "successful" => {
-            if max_unavailable_text(&ds) != "1" {
+            if !pods_driver && max_unavailable_text(&ds) != "1" {
                 world.violate(
                     Invariant::RestsAfterSuccess,
                     format!("not at rest: {summary}"),
                 );
             }
-            if status.recorded_daemon_set_generation != ds.metadata.generation {
+            if !pods_driver && status.recorded_daemon_set_generation != ds.metadata.generation {
                 world.violate(
                     Invariant::RestsAfterSuccess,
                     format!(

@@ -171,6 +171,236 @@ pub struct Plan {
     /// Whether the DaemonSet is edited by hand once everything is at rest, and checked a
     /// minute later.
     pub edit_at_rest: bool,
+    /// `spec.strategy.driver: Pods` with these steps and node labels; `None`: the
+    /// MaxUnavailable driver.
+    pub pods: Option<PodsPlan>,
+}
+
+/// One generated step of the Pods driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanStep {
+    /// `{nodes, maxUnavailable}`, as the CRD spells them (`"2"`, `"30%"`).
+    Nodes {
+        /// Nodes updated at the end of the step.
+        nodes: String,
+        /// Pods unavailable at once during the step (`None`: the strategy's default).
+        max_unavailable: Option<String>,
+    },
+    /// `{pause: {duration}}`, or `{pause: {}}` (until promoted) when `None`.
+    Pause(Option<Duration>),
+}
+
+/// The Pods-driver part of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodsPlan {
+    /// `spec.strategy.steps`.
+    pub steps: Vec<PlanStep>,
+    /// Node picks labelled `canary.example/first=yes` at start; `canaryNodeSelector` selects
+    /// that label when not empty.
+    pub canary_picks: Vec<u64>,
+    /// Zones the nodes are labelled into (by index), and `topologyKey` set; 0: none.
+    pub zones: u32,
+    /// The harness promotes (the `canary.daemonset.dev/promote` annotation) a rollout that
+    /// has been `paused` this long.
+    pub promote_after: Duration,
+}
+
+/// The label of the canary node selector.
+pub const CANARY_LABEL: &str = "canary.example/first";
+/// The topology key of zoned plans.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+impl PodsPlan {
+    fn generate(rng: &mut Rng, nodes: u32) -> Self {
+        let count = rng.between(1, 4);
+        let mut steps = Vec::new();
+        let mut first = true;
+        for _ in 0..count {
+            let step = match rng.below(10) {
+                // A count or a percentage of nodes; sometimes its own maxUnavailable.
+                0..=5 => {
+                    let target = if rng.chance(0.5) {
+                        rng.between(1, 3).to_string()
+                    } else {
+                        format!("{}%", rng.between(5, 100))
+                    };
+                    let mut max_unavailable = match rng.below(3) {
+                        0 => Some(rng.between(1, 3).to_string()),
+                        1 => Some(format!("{}%", rng.between(5, 50))),
+                        _ => None,
+                    };
+                    // At most a dozen waves per step, so that a seed stays within its wall-clock
+                    // limit at 500 nodes.
+                    let budget = max_unavailable.as_deref().unwrap_or(default_budget(first));
+                    let waves = scale(&target, u64::from(nodes))
+                        .min(u64::from(nodes))
+                        .div_ceil(scale(budget, u64::from(nodes)).max(1));
+                    if waves > 12 {
+                        max_unavailable = Some(format!("{}%", rng.between(10, 50)));
+                    }
+                    first = false;
+                    PlanStep::Nodes {
+                        nodes: target,
+                        max_unavailable,
+                    }
+                }
+                6..=8 => PlanStep::Pause(Some(Duration::from_secs(rng.between(5, 90)))),
+                _ => PlanStep::Pause(None),
+            };
+            steps.push(step);
+        }
+        let canary_picks = if rng.chance(0.4) {
+            (0..rng.between(1, 3)).map(|_| rng.next_u64()).collect()
+        } else {
+            Vec::new()
+        };
+        let zones = if nodes >= 3 && rng.chance(0.4) {
+            rng.between(2, 3) as u32
+        } else {
+            0
+        };
+        PodsPlan {
+            steps,
+            canary_picks,
+            zones,
+            promote_after: Duration::from_secs(rng.between(10, 240)),
+        }
+    }
+
+    /// The `spec.strategy` fields of the Pods driver.
+    pub fn strategy(&self) -> serde_json::Value {
+        let steps: Vec<serde_json::Value> = self
+            .steps
+            .iter()
+            .map(|step| match step {
+                PlanStep::Nodes {
+                    nodes,
+                    max_unavailable: Some(max),
+                } => serde_json::json!({"nodes": nodes, "maxUnavailable": max}),
+                PlanStep::Nodes { nodes, .. } => serde_json::json!({"nodes": nodes}),
+                PlanStep::Pause(Some(duration)) => {
+                    serde_json::json!({"pause": {"duration": format!("{}s", duration.as_secs())}})
+                }
+                PlanStep::Pause(None) => serde_json::json!({"pause": {}}),
+            })
+            .collect();
+        let mut strategy = serde_json::json!({"driver": "Pods", "steps": steps});
+        if !self.canary_picks.is_empty() {
+            strategy["canaryNodeSelector"] =
+                serde_json::json!({"matchLabels": {CANARY_LABEL: "yes"}});
+        }
+        if self.zones > 0 {
+            strategy["topologyKey"] = serde_json::json!(ZONE_LABEL);
+        }
+        strategy
+    }
+
+    /// The zone of the node at `index` (nodes added later take their name's hash).
+    pub fn zone(&self, index: u64) -> Option<String> {
+        (self.zones > 0).then(|| {
+            format!(
+                "zone-{}",
+                (b'a' + (index % u64::from(self.zones)) as u8) as char
+            )
+        })
+    }
+
+    /// Nodes steps, their budgets as written (`None`: the default), in order; the appended
+    /// `{nodes: 100%}` step included, as the controller counts steps.
+    pub fn step_budgets(&self) -> Vec<StepBudget> {
+        let mut budgets: Vec<StepBudget> = Vec::new();
+        let mut first = true;
+        for step in &self.steps {
+            match step {
+                PlanStep::Nodes {
+                    max_unavailable, ..
+                } => {
+                    budgets.push(StepBudget::Nodes {
+                        max_unavailable: max_unavailable
+                            .clone()
+                            .unwrap_or_else(|| default_budget(first).to_owned()),
+                    });
+                    first = false;
+                }
+                PlanStep::Pause(_) => budgets.push(StepBudget::Pause),
+            }
+        }
+        let last_all = self.steps.iter().rev().find_map(|step| match step {
+            PlanStep::Nodes { nodes, .. } => Some(nodes == "100%"),
+            PlanStep::Pause(_) => None,
+        });
+        if last_all != Some(true) {
+            budgets.push(StepBudget::Nodes {
+                max_unavailable: default_budget(first).to_owned(),
+            });
+        }
+        budgets
+    }
+
+    /// Waves of pod replacements the steps take at most on `nodes` nodes (a bound of the
+    /// rollout's length; the appended `{nodes: 100%}` step and the catch-up included).
+    pub fn waves(&self, nodes: u32) -> u64 {
+        let nodes = u64::from(nodes.max(1));
+        let budgets = self.step_budgets();
+        let mut targets: Vec<u64> = self
+            .steps
+            .iter()
+            .map(|step| match step {
+                PlanStep::Nodes { nodes: target, .. } => scale(target, nodes).min(nodes),
+                PlanStep::Pause(_) => 0,
+            })
+            .collect();
+        targets.resize(budgets.len(), nodes);
+        let steps: u64 = budgets
+            .iter()
+            .zip(targets)
+            .map(|(budget, target)| match budget {
+                StepBudget::Nodes { max_unavailable } => {
+                    target.div_ceil(scale(max_unavailable, nodes).max(1))
+                }
+                StepBudget::Pause => 0,
+            })
+            .sum();
+        steps + 4
+    }
+
+    /// Virtual time the pauses take at most (an indefinite one: until the harness promotes).
+    pub fn pause_time(&self) -> Duration {
+        self.steps
+            .iter()
+            .map(|step| match step {
+                PlanStep::Pause(Some(duration)) => *duration,
+                PlanStep::Pause(None) => self.promote_after + Duration::from_secs(60),
+                PlanStep::Nodes { .. } => Duration::ZERO,
+            })
+            .sum()
+    }
+}
+
+/// The budget of one step of [`PodsPlan::step_budgets`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepBudget {
+    /// A nodes step at this maxUnavailable (`"1"`, `"10%"`).
+    Nodes {
+        /// As the CRD spells it.
+        max_unavailable: String,
+    },
+    /// A pause: nothing may be deleted.
+    Pause,
+}
+
+/// The strategy's defaults: `canaryMaxUnavailable` in the first nodes step, `fastMaxUnavailable`
+/// after.
+fn default_budget(first: bool) -> &'static str {
+    if first { "1" } else { "10%" }
+}
+
+/// A count or a percentage of `of`, percentages rounded up (as the controller scales budgets).
+pub fn scale(value: &str, of: u64) -> u64 {
+    match value.strip_suffix('%') {
+        Some(percent) => (percent.parse::<u64>().unwrap_or(0) * of).div_ceil(100),
+        None => value.parse().unwrap_or(0),
+    }
 }
 
 /// Resources the controller reads and writes: the faults target these.
@@ -279,6 +509,22 @@ impl Plan {
         }
         let bad_object = rng.chance(0.3);
         let edit_at_rest = rng.chance(0.4);
+        // Drawn last, from a stream of its own: the MaxUnavailable scenarios keep their shape.
+        let mut pods_rng = Rng::new(seed, 3);
+        let pods = pods_rng
+            .chance(0.3)
+            .then(|| PodsPlan::generate(&mut pods_rng, nodes));
+        if pods.is_some() && pods_rng.chance(0.5) {
+            // A node NotReady for a stretch, while the rollouts run: deferred, then caught up.
+            actions.push((
+                Duration::from_secs(pods_rng.between(1, horizon / 2)),
+                Action::NodeNotReady {
+                    pick: pods_rng.next_u64(),
+                    for_: Duration::from_secs(pods_rng.between(30, 400)),
+                },
+            ));
+            actions.sort_by_key(|(at, _)| *at);
+        }
         Plan {
             seed,
             profile,
@@ -294,6 +540,7 @@ impl Plan {
             drift_policy,
             bad_object,
             edit_at_rest,
+            pods,
         }
     }
 
@@ -404,6 +651,17 @@ impl fmt::Display for Plan {
             } else {
                 ""
             }
-        )
+        )?;
+        if let Some(pods) = &self.pods {
+            write!(
+                f,
+                "; driver Pods, steps {:?}, {} canary label(s), {} zone(s), promote after {:?}",
+                pods.steps,
+                pods.canary_picks.len(),
+                pods.zones,
+                pods.promote_after
+            )?;
+        }
+        Ok(())
     }
 }

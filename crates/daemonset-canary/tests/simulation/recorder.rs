@@ -1,7 +1,8 @@
 //! A tower layer between one controller replica and the simulator: it logs every request of
 //! that replica and checks, at the moment a write is sent, that the replica holds the lease
 //! (invariant 7), counts DaemonSet writes per version (invariant 7) and requests per virtual
-//! minute (invariant 8).
+//! minute (invariant 8), and reads the answer of every pod DELETE: the pod deleted, for
+//! invariants 11 (handed to the checker), 12 (no deletion while failed) and 14 (one per UID).
 
 use std::fmt::Display;
 use std::future::Future;
@@ -16,7 +17,8 @@ use http::{Method, Request, Response};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 
-use super::world::{Invariant, World};
+use super::checker::SharedIntent;
+use super::world::{Deleted, Invariant, World};
 use super::{LEASE_NAME, NAME, NAMESPACE, VERSION_KEY};
 
 /// What a request is about.
@@ -58,6 +60,10 @@ impl Request_ {
         }
     }
 
+    fn is_pod_delete(&self) -> bool {
+        self.method == Method::DELETE && self.resource == "pods"
+    }
+
     fn is_write(&self) -> bool {
         matches!(
             self.method,
@@ -75,12 +81,14 @@ pub struct Recorded {
     leader_election: bool,
     store: Store,
     world: World,
+    intent: SharedIntent,
     hot_loop_limit: u64,
     alive: Arc<AtomicBool>,
 }
 
 impl Recorded {
     /// Wraps `inner` for replica number `replica` called `identity`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         inner: SimService,
         replica: usize,
@@ -88,6 +96,7 @@ impl Recorded {
         leader_election: bool,
         store: Store,
         world: World,
+        intent: SharedIntent,
         hot_loop_limit: u64,
     ) -> Self {
         Self {
@@ -97,6 +106,7 @@ impl Recorded {
             leader_election,
             store,
             world,
+            intent,
             hot_loop_limit,
             alive: Arc::new(AtomicBool::new(true)),
         }
@@ -204,6 +214,72 @@ impl Recorded {
     }
 }
 
+impl Recorded {
+    /// Invariants 12 and 14 at a successful pod DELETE, whose answer is the pod deleted (or
+    /// marked terminating); the deletion goes to the checker for invariant 11.
+    fn pod_deleted(&self, body: &[u8]) {
+        let Ok(pod) = serde_json::from_slice::<k8s_openapi::api::core::v1::Pod>(body) else {
+            self.world.violate(
+                Invariant::OneDeletePerPod,
+                format!(
+                    "harness: the answer of a pod DELETE is no pod: {}",
+                    String::from_utf8_lossy(body)
+                ),
+            );
+            return;
+        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let count = self.world.pod_deleted(Deleted {
+            uid: uid.clone(),
+            node: node.clone(),
+            ready: canary_predicates::pod_is_ready(&pod),
+        });
+        self.world
+            .trace(format!("{} deleted pod {name} on {node}", self.identity));
+        if count > 1 {
+            self.world.violate(
+                Invariant::OneDeletePerPod,
+                format!("pod {name} (UID {uid}) on {node}: successful DELETE number {count}"),
+            );
+        }
+        // Invariant 12: the stored status, which the controller wrote before this pass.
+        let Some(cds) = self
+            .store
+            .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
+        else {
+            return;
+        };
+        let Some(status) = &cds.status else { return };
+        let sticky = matches!(
+            status.reason.as_deref(),
+            Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
+        );
+        let current = status.observed_generation == cds.metadata.generation;
+        // A hand edit reverted after the failure is a rollout of its own (its status write may
+        // have failed: the controller goes on from the status it remembers).
+        let edited = self
+            .intent
+            .lock()
+            .is_ok_and(|intent| intent.hand_edit_since_change);
+        if status.phase.as_deref() == Some("failed") && sticky && current && !edited {
+            self.world.violate(
+                Invariant::NoDeletionAfterFailure,
+                format!(
+                    "{} deleted pod {name} on {node} while the status is failed ({}) for the current spec",
+                    self.identity,
+                    status.reason.as_deref().unwrap_or_default()
+                ),
+            );
+        }
+    }
+}
+
 impl<B> tower::Service<Request<B>> for Recorded
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -233,6 +309,17 @@ where
         Box::pin(async move {
             let response = answer.await?;
             this.after(&info, response.status(), shape);
+            if info.is_pod_delete() && response.status().is_success() {
+                use http_body_util::BodyExt;
+                let (parts, body) = response.into_parts();
+                let bytes = match body.collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(never) => match never {},
+                };
+                this.pod_deleted(&bytes);
+                let body = http_body_util::Full::new(bytes).boxed_unsync();
+                return Ok(Response::from_parts(parts, body));
+            }
             Ok(response)
         })
     }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::crd::PROMOTE_ANNOTATION;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
@@ -18,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::checker::{Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended};
-use super::plan::{Action, Behavior, Plan, When};
+use super::plan::{Action, Behavior, CANARY_LABEL, Plan, When, ZONE_LABEL};
 use super::recorder::Recorded;
 use super::rng::Rng;
 use super::world::{Exercised, Invariant, Violation, World};
@@ -36,11 +37,17 @@ pub struct Outcome {
 }
 
 /// Virtual time a rollout may take after the last change or the heal, whichever is later.
-fn rollout_bound(nodes: u32) -> Duration {
+fn rollout_bound(plan: &Plan) -> Duration {
     // Progress deadline (600 s) twice, plus ten 10% waves of the slowest pods (90 s start,
-    // crash back-off) and the canary.
-    let waves = u64::from(nodes.min(10)) + 1;
-    Duration::from_secs(1200 + waves * 240)
+    // crash back-off) and the canary; with the Pods driver, the waves of its steps and their
+    // pauses (an indefinite one until the harness promotes it).
+    match &plan.pods {
+        None => {
+            let waves = u64::from(plan.nodes.min(10)) + 1;
+            Duration::from_secs(1200 + waves * 240)
+        }
+        Some(pods) => Duration::from_secs(1200 + pods.waves(plan.nodes) * 240) + pods.pause_time(),
+    }
 }
 
 /// How long the status must stay in its final phase to call the cluster quiescent.
@@ -111,6 +118,7 @@ impl Harness<'_> {
             self.plan.leader_election,
             self.sim.store().clone(),
             self.world.clone(),
+            self.intent.clone(),
             hot_loop_limit(self.plan.nodes),
         );
         let client = kube::Client::new(service.clone(), NAMESPACE);
@@ -232,8 +240,13 @@ impl Harness<'_> {
         let cluster = &self.cluster;
         match action {
             Action::AddNode => {
-                let name = format!("extra-{}", self.rng.next_u64() % 100_000);
+                let pick = self.rng.next_u64();
+                let name = format!("extra-{}", pick % 100_000);
                 if cluster.add_node(&name).is_ok() {
+                    // A zoned cluster's new node has its zone, as a cloud provider labels it.
+                    if let Some(zone) = self.plan.pods.as_ref().and_then(|p| p.zone(pick)) {
+                        self.label_node(&name, ZONE_LABEL, &zone);
+                    }
                     self.world.trace(format!("node {name} added"));
                 }
             }
@@ -412,11 +425,89 @@ impl Harness<'_> {
         self.world.count(|e| e.bad_objects += 1);
     }
 
+    fn label_node(&self, node: &str, key: &str, value: &str) {
+        let labelled = self
+            .sim
+            .store()
+            .modify::<Node>(None, node, UpdateScope::Main, |n| {
+                n.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert(key.to_owned(), value.to_owned());
+            })
+            .is_ok();
+        if !labelled {
+            self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!("harness: could not label node {node}"),
+            );
+        }
+    }
+
+    /// The Pods driver's node labels: the canary selector's, and the zones.
+    fn label_nodes(&self) {
+        let Some(pods) = &self.plan.pods else { return };
+        let mut names = self.node_names();
+        names.sort();
+        for pick in &pods.canary_picks {
+            if let Some(name) = self.pick_node(*pick) {
+                self.label_node(&name, CANARY_LABEL, "yes");
+                self.world
+                    .trace(format!("node {name} labelled {CANARY_LABEL}=yes"));
+            }
+        }
+        for (index, name) in names.iter().enumerate() {
+            if let Some(zone) = pods.zone(index as u64) {
+                self.label_node(name, ZONE_LABEL, &zone);
+            }
+        }
+    }
+
+    /// Promotes a Pods-driver rollout that has been `paused` for the plan's while (an
+    /// indefinite pause ends no other way).
+    fn promote_if_due(&mut self, paused_since: &mut Option<Instant>) {
+        let Some(pods) = &self.plan.pods else { return };
+        let store = self.sim.store();
+        let paused = store
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .is_some_and(|status| status.phase.as_deref() == Some("paused"));
+        if !paused {
+            *paused_since = None;
+            return;
+        }
+        let now = Instant::now();
+        let since = *paused_since.get_or_insert(now);
+        if now < since + pods.promote_after {
+            return;
+        }
+        let value = format!("p{}", self.rng.next_u64() % 1_000_000);
+        let promoted = store
+            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
+                cds.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(PROMOTE_ANNOTATION.to_owned(), value.clone());
+            })
+            .is_ok();
+        if promoted {
+            *paused_since = None;
+            self.world.count(|e| e.promotions += 1);
+            self.world.trace(format!("promoted ({value})"));
+        }
+    }
+
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
         let mut spec = manifest(&name, &behavior.annotation());
         spec["spec"]["strategy"]["driftPolicy"] =
             serde_json::json!(self.plan.drift_policy.as_str());
+        if let Some(pods) = &self.plan.pods
+            && let (Some(strategy), serde_json::Value::Object(fields)) =
+                (spec["spec"]["strategy"].as_object_mut(), pods.strategy())
+        {
+            strategy.extend(fields);
+        }
         let store = self.sim.store();
         let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
             Ok(object) if version == 1 => store.create(&object).is_ok(),
@@ -521,7 +612,7 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
 
 /// Runs the scenario of `plan` to quiescence. Call inside a paused current-thread runtime.
 pub async fn run(plan: &Plan) -> Outcome {
-    let world = World::new();
+    let world = World::new().pods_driver(plan.pods.is_some());
     let intent: SharedIntent = Arc::new(Mutex::new(Intent::default()));
     let sim = match canary_kube_adapter::crd()
         .map_err(|e| e.to_string())
@@ -551,7 +642,9 @@ pub async fn run(plan: &Plan) -> Outcome {
     let stale = 5.0 + plan.max_latency.as_secs_f64() * 2.0;
     let checker = Checker::new(world.clone(), intent.clone(), stale);
     let events = sim.store().subscribe();
-    let checker = checker.with_nodes(sim.store().list::<Node>(None));
+    let checker = checker
+        .with_nodes(sim.store().list::<Node>(None))
+        .with_pods_plan(plan.pods.clone());
     let checker_task = tokio::spawn(checker.run(events));
 
     let epoch = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -578,6 +671,7 @@ pub async fn run(plan: &Plan) -> Outcome {
     for rule in &plan.faults {
         harness.sim.faults().add(rule.clone());
     }
+    harness.label_nodes();
     harness.set_version(1, plan.initial);
     if plan.bad_object {
         harness.store_bad_object();
@@ -594,11 +688,13 @@ pub async fn run(plan: &Plan) -> Outcome {
     let mut ended_since: Option<Instant> = None;
     let mut healed_at: Option<Instant> = None;
     let mut quiet_since: Option<(Instant, String)> = None;
+    let mut paused_since: Option<Instant> = None;
     let mut end = None;
     loop {
         tokio::time::sleep(tick).await;
         let now = Instant::now();
         harness.reap().await;
+        harness.promote_if_due(&mut paused_since);
         while let Some((at, action)) = actions.peek() {
             if start + *at > now {
                 break;
@@ -620,7 +716,7 @@ pub async fn run(plan: &Plan) -> Outcome {
                 When::AfterEnd(after) => ended_since.is_some_and(|at| now >= at + after),
             };
             // A scenario whose rollout never ends still gets its later changes.
-            let overdue = now >= last_change + rollout_bound(plan.nodes);
+            let overdue = now >= last_change + rollout_bound(plan);
             if due || overdue {
                 harness.set_version(change.version, change.behavior);
                 last_change = now;
@@ -646,7 +742,7 @@ pub async fn run(plan: &Plan) -> Outcome {
             && now >= *since + QUIET
         {
             counts_settle(harness.sim.store()).await;
-            at_quiescence(harness.sim.store(), &world, &intent);
+            at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
             check_drift_and_bad_object(&harness);
             if plan.edit_at_rest {
                 harness.edit_at_rest().await;
@@ -654,13 +750,13 @@ pub async fn run(plan: &Plan) -> Outcome {
             end = Some(p.clone());
             break;
         }
-        if now >= healed.max(last_change) + rollout_bound(plan.nodes) {
-            at_quiescence(harness.sim.store(), &world, &intent);
+        if now >= healed.max(last_change) + rollout_bound(plan) {
+            at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
             world.violate(
                 Invariant::RolloutsEnd,
                 format!(
                     "no end within {:?} of the last change and the heal",
-                    rollout_bound(plan.nodes)
+                    rollout_bound(plan)
                 ),
             );
             break;

@@ -10,7 +10,8 @@ use tokio::time::Instant;
 /// Entries kept for the failure trace.
 const TRACE_LEN: usize = 40;
 
-/// The eight invariants of issue 9.
+/// The eight invariants of issue 9, the two of wave 2 (9, 10), and the four of the Pods
+/// driver (11 to 14, issue 17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Invariant {
     /// 1. Unavailable pods never exceed what the current maxUnavailable allows.
@@ -40,6 +41,24 @@ pub enum Invariant {
     /// 10. A CanaryDaemonSet that does not decode fails alone (`InvalidSpec` on it), and never
     ///     holds up the other's rollout (invariant 3 bounds that one as before).
     BadObjectFailsAlone,
+    /// 11. Pods driver: never more nodes whose ready pod the controller deleted and that do
+    ///     not run a ready pod again than the budget of the step the deletion was made in (its
+    ///     `maxUnavailable` scaled to the desired pods, at least 1). Deleting a pod that is not
+    ///     ready takes no availability away (the controller replaces those first, free). Nodes NotReady or cordoned
+    ///     (now or within the staleness window) are left out, as the controller defers them.
+    ///     It replaces invariant 1 for `OnDelete` DaemonSets, whose update strategy allows no
+    ///     unavailable pod at all to the DaemonSet controller (which deletes none).
+    PodsWithinStepBudget,
+    /// 12. Pods driver: no pod deletion while the stored status is `failed` with a sticky
+    ///     reason (`CanaryCrashLooping`, `ProgressDeadlineExceeded`) for the current spec; a
+    ///     spec change or a reverted hand edit starts a new rollout and lifts it.
+    NoDeletionAfterFailure,
+    /// 13. Pods driver: when the status turns `successful`, no node runs a pod of another
+    ///     revision than `status.targetRevision` unless it is named in `deferredNodes` (or
+    ///     counted in `deferredNodeCount` beyond the listed ones).
+    OnlyDeferredNodesOld,
+    /// 14. Pods driver: at most one successful DELETE per pod UID.
+    OneDeletePerPod,
 }
 
 impl Invariant {
@@ -56,6 +75,10 @@ impl Invariant {
             Invariant::NoPanicNoHotLoop => "8 no-panic-no-hot-loop",
             Invariant::DriftHandled => "9 drift-handled",
             Invariant::BadObjectFailsAlone => "10 bad-object-fails-alone",
+            Invariant::PodsWithinStepBudget => "11 pods-within-step-budget",
+            Invariant::NoDeletionAfterFailure => "12 no-deletion-after-failure",
+            Invariant::OnlyDeferredNodesOld => "13 only-deferred-nodes-old",
+            Invariant::OneDeletePerPod => "14 one-delete-per-pod",
         }
     }
 }
@@ -103,6 +126,10 @@ pub struct Exercised {
     pub hand_edits: u64,
     /// CanaryDaemonSets stored with a spec that does not decode.
     pub bad_objects: u64,
+    /// Pods the controller deleted (Pods driver).
+    pub pod_deletions: u64,
+    /// Promotions the harness made (Pods driver).
+    pub promotions: u64,
 }
 
 /// DaemonSet writes attributed to one version.
@@ -118,15 +145,34 @@ pub struct WriteTally {
     pub kills: u64,
     /// Hand edits while this version was live: each may be reverted by a rollout of its own.
     pub hand_edits: u64,
+    /// The Pods driver: a rollout is one DaemonSet write (the template, `OnDelete`), whatever
+    /// the steps; the pods are deleted one by one instead, which invariant 14 bounds.
+    pub pods_driver: bool,
 }
 
 impl WriteTally {
-    /// Writes beyond the three of a rollout and its retries: a failed write allows one more,
-    /// a kill allows one more that changes nothing, a hand edit three more (its revert).
+    /// Writes beyond those of a rollout (three, or one with the Pods driver) and its retries:
+    /// a failed write allows one more, a kill allows one more that changes nothing, a hand
+    /// edit one rollout more (its revert).
     pub fn excess(&self) -> u64 {
-        let allowed = 3 + self.failed + self.unchanged.min(self.kills) + 3 * self.hand_edits;
+        let per_rollout = if self.pods_driver { 1 } else { 3 };
+        let allowed = per_rollout
+            + self.failed
+            + self.unchanged.min(self.kills)
+            + per_rollout * self.hand_edits;
         self.succeeded.saturating_sub(allowed)
     }
+}
+
+/// A pod the controller deleted (a DELETE answered 200), as the recorder saw it.
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    /// The pod's UID.
+    pub uid: String,
+    /// Its node.
+    pub node: String,
+    /// It was ready when deleted (a not-ready pod's deletion takes no availability away).
+    pub ready: bool,
 }
 
 #[derive(Debug, Default)]
@@ -136,6 +182,11 @@ struct State {
     exercised: Exercised,
     writes: BTreeMap<String, WriteTally>,
     requests_per_minute: BTreeMap<(usize, u64), u64>,
+    pods_driver: bool,
+    /// Successful DELETEs per pod UID (invariant 14).
+    deletes_per_uid: BTreeMap<String, u32>,
+    /// Deletions the checker has not taken in yet (invariant 11).
+    deleted: Vec<Deleted>,
 }
 
 /// Shared, cheap to clone.
@@ -152,6 +203,32 @@ impl World {
             start: Instant::now(),
             state: Arc::default(),
         }
+    }
+
+    /// A world whose rollouts use the Pods driver (see [`WriteTally::pods_driver`]).
+    pub fn pods_driver(self, pods_driver: bool) -> Self {
+        self.lock().pods_driver = pods_driver;
+        self
+    }
+
+    /// Records a successful DELETE of a pod by the controller; returns how many successful
+    /// DELETEs its UID has had, this one included.
+    pub fn pod_deleted(&self, deleted: Deleted) -> u32 {
+        let mut state = self.lock();
+        state.exercised.pod_deletions += 1;
+        let count = state
+            .deletes_per_uid
+            .entry(deleted.uid.clone())
+            .or_default();
+        *count += 1;
+        let count = *count;
+        state.deleted.push(deleted);
+        count
+    }
+
+    /// The deletions recorded since the last call.
+    pub fn take_deleted(&self) -> Vec<Deleted> {
+        std::mem::take(&mut self.lock().deleted)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -209,7 +286,14 @@ impl World {
     /// Edits the DaemonSet write tally of `version`.
     pub fn tally(&self, version: &str, edit: impl FnOnce(&mut WriteTally)) -> WriteTally {
         let mut state = self.lock();
-        let tally = state.writes.entry(version.to_owned()).or_default();
+        let pods_driver = state.pods_driver;
+        let tally = state
+            .writes
+            .entry(version.to_owned())
+            .or_insert_with(|| WriteTally {
+                pods_driver,
+                ..WriteTally::default()
+            });
         edit(tally);
         *tally
     }

@@ -282,14 +282,27 @@ impl Memory {
         });
     }
 
-    /// The nodes still being replaced: not among `with_pods` (nodes that have a live pod again)
-    /// and deleted less than [`REPLACE_GRACE`] ago. The others are forgotten.
-    pub(crate) fn replacing(&self, cds: &CanaryDaemonSet, with_pods: &[&str]) -> Vec<String> {
+    /// The nodes still being replaced, with the UID deleted: deleted less than
+    /// [`REPLACE_GRACE`] ago, and without a live pod other than the one deleted (`live`: each
+    /// node's live pod UID, as the cache has it). A node whose deleted pod the cache still
+    /// shows live is still being replaced: the watch has not delivered the deletion yet, and
+    /// that pod must not be chosen (and deleted) again. The others are forgotten.
+    pub(crate) fn replacing(
+        &self,
+        cds: &CanaryDaemonSet,
+        live: &[(&str, &str)],
+    ) -> Vec<(String, String)> {
         self.with(cds, |r| {
-            r.replacing.retain(|node, (_, at)| {
-                !with_pods.contains(&node.as_str()) && at.elapsed() < REPLACE_GRACE
+            r.replacing.retain(|node, (uid, at)| {
+                let replaced = live
+                    .iter()
+                    .any(|(n, live_uid)| *n == node.as_str() && *live_uid != uid.as_str());
+                !replaced && at.elapsed() < REPLACE_GRACE
             });
-            r.replacing.keys().cloned().collect()
+            r.replacing
+                .iter()
+                .map(|(node, (uid, _))| (node.clone(), uid.clone()))
+                .collect()
         })
     }
 
@@ -356,4 +369,41 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (DST soak seeds 1000042 and 1000104, watch latency injected): a node was
+    /// forgotten as "being replaced" as soon as the cache showed a live pod on it, even the very
+    /// pod just deleted (the watch had not delivered the deletion yet), so the next pass chose
+    /// that pod again and deleted it a second time.
+    #[test]
+    fn a_deleted_pod_still_live_in_the_cache_keeps_its_node_being_replaced() {
+        let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "canary.daemonset.dev/v1alpha1",
+            "kind": "CanaryDaemonSet",
+            "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {"target": {"version": "v1"}, "workloadRef": {"name": "agent"}},
+        }))
+        .unwrap();
+        let memory = Memory::default();
+        memory.note_replacing(&cds, "node-1", "uid-old");
+        let replacing = |live: &[(&str, &str)]| memory.replacing(&cds, live);
+        assert_eq!(
+            replacing(&[("node-1", "uid-old")]),
+            [("node-1".to_owned(), "uid-old".to_owned())],
+            "the cache still shows the deleted pod: still being replaced"
+        );
+        assert_eq!(replacing(&[]).len(), 1, "no pod yet: still being replaced");
+        assert!(
+            replacing(&[("node-1", "uid-new")]).is_empty(),
+            "the new pod is there: replaced"
+        );
+        assert!(
+            replacing(&[("node-1", "uid-old")]).is_empty(),
+            "and forgotten"
+        );
+    }
 }

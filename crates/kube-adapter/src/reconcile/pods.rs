@@ -288,13 +288,17 @@ impl Pass<'_> {
                 }
             }
         });
-        let with_pods: Vec<&str> = by_node
+        let live: Vec<(&str, &str)> = by_node
             .iter()
-            .filter(|(_, pod)| pod.is_some())
-            .map(|(node, _)| node.as_str())
+            .filter_map(|(node, pod)| Some((node.as_str(), pod.as_ref()?.uid.as_str())))
             .collect();
-        for node in self.ctx.memory.replacing(self.cds, &with_pods) {
-            by_node.entry(node).or_default();
+        // A pod this controller deleted is being replaced even while the cache still shows it
+        // live (the watch is late): choosing it again would delete it twice.
+        for (node, uid) in self.ctx.memory.replacing(self.cds, &live) {
+            let slot = by_node.entry(node).or_default();
+            if slot.as_ref().is_some_and(|pod| pod.uid == uid) {
+                *slot = None;
+            }
         }
         let selector = pods_plan.canary_selector.as_ref();
         let nodes = by_node

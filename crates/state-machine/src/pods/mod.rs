@@ -25,17 +25,19 @@
 //!    a pause holds (`paused`) until its duration has passed or it is promoted; a nodes step
 //!    deletes old pods until its target is updated and ready, then the next step begins in the
 //!    same pass. A nodes step that makes no progress within the progress deadline fails.
-//! 8. Every step done: `waiting` until every counted pod is ready (the progress deadline
-//!    applies), then `successful`, with the deferred nodes named. A deferred node that comes
+//! 8. Every step done: `waiting` until every counted pod is updated and ready (the progress
+//!    deadline applies), then `successful`, with the deferred nodes named. A deferred node that comes
 //!    back is updated then, one at a time, without leaving `successful`.
 //!
 //! # Invariants
 //!
-//! - Never more pods unavailable than the step's budget: `unavailable + deletions <= budget`,
-//!   where `unavailable` counts every desired pod on a counted node that is not ready (missing,
-//!   terminating, starting, crashing), whatever the reason.
-//! - Deferred nodes (NotReady, cordoned, or whose old pod is not ready) are left out of the
-//!   budget, the step targets and the progress; none of their pods is deleted.
+//! - Never more pods unavailable than the step's budget: `unavailable + ready deletions <=
+//!   budget`, where `unavailable` counts every desired pod on a counted node that is not ready
+//!   (missing, terminating, starting, crashing, an old pod not ready), whatever the reason. An
+//!   old pod that is not ready is replaced first and takes no budget: it is unavailable
+//!   already (a rollout that fixes a broken revision replaces its pods).
+//! - Deferred nodes (NotReady, cordoned, gone) are left out of the budget, the step targets
+//!   and the progress; none of their pods is deleted.
 //! - No deletion in a pass that fails, pauses, holds or starts a rollout.
 //! - A nodes step after the first, with a topology key, never disrupts two zones at once.
 //! - The order is stable: canary-selector nodes first in the first nodes step, then by zone
@@ -198,9 +200,6 @@ pub enum Deferral {
     NodeCordoned,
     /// The node object is gone (its pod is an orphan the garbage collector will remove).
     NodeMissing,
-    /// The node is healthy but its old pod is not ready: replacing it would hide a problem
-    /// that is not the new revision's.
-    OldPodNotReady,
 }
 
 impl Deferral {
@@ -210,7 +209,6 @@ impl Deferral {
             Deferral::NodeNotReady => "NotReady",
             Deferral::NodeCordoned => "cordoned",
             Deferral::NodeMissing => "node gone",
-            Deferral::OldPodNotReady => "old pod not ready",
         }
     }
 }

@@ -2,8 +2,11 @@
 //! unavailable), then the walk through the steps from where the previous pass left them.
 //!
 //! The budget arithmetic lives here: `unavailable` counts every desired pod on a counted node
-//! that is not ready; a nodes step deletes `min(target - on the way, budget - unavailable)`
-//! old pods, so that `unavailable + deletions <= budget` holds after every pass.
+//! that is not ready; a nodes step deletes up to `target - on the way` old pods, the old pods
+//! that are not ready first (they are unavailable already: replacing one takes nothing more
+//! away, as the Kubernetes DaemonSet controller replaces unavailable old pods first), then
+//! ready ones up to `budget - unavailable`, so that the pods unavailable after every pass
+//! never exceed `max(budget, unavailable before it)`.
 
 use std::time::Duration;
 
@@ -20,9 +23,11 @@ use crate::strategy::Strategy;
 /// The nodes sorted into what the rollout does with them.
 #[derive(Debug, Clone)]
 pub(super) struct Classes<'a> {
-    /// Counted nodes with an old pod (ready: a not-ready old pod defers its node).
+    /// Counted nodes with an old pod, ready or not.
     old: Vec<&'a NodeState>,
-    /// Counted nodes, unavailable (no pod, or a pod not ready), with their zone.
+    /// Counted nodes, unavailable (no pod, or a pod not ready), with their zone; an old pod
+    /// that is not ready is not the rollout's disruption (it is replaced first, in its zone's
+    /// turn).
     disrupted_zones: Vec<&'a str>,
     pub(super) deferred: Vec<(String, Deferral)>,
     /// Updated pods that crash-loop: (node, pod, reason), on any node.
@@ -77,13 +82,15 @@ impl<'a> Classes<'a> {
                 Some(_) => classes.old.push(node),
                 None => {}
             }
-            if node.pod.as_ref().is_some_and(|pod| pod.ready) {
-                ready_counted += 1;
-            } else {
-                unavailable_known += 1;
-                classes
-                    .disrupted_zones
-                    .push(node.zone.as_deref().unwrap_or_default());
+            match &node.pod {
+                Some(pod) if pod.ready => ready_counted += 1,
+                Some(pod) if !pod.updated => unavailable_known += 1,
+                _ => {
+                    unavailable_known += 1;
+                    classes
+                        .disrupted_zones
+                        .push(node.zone.as_deref().unwrap_or_default());
+                }
             }
         }
         classes.deferred.sort();
@@ -131,16 +138,15 @@ impl<'a> Classes<'a> {
 /// A zone name no label has: the zone of a missing pod the nodes do not show.
 const UNKNOWN_ZONE: &str = "\u{0}unknown";
 
+/// Why a node is left out, if it is: its health only. A healthy node whose old pod is not
+/// ready is not deferred: it is unavailable already, so it is replaced first (deferring it
+/// would leave a broken old revision in place for ever, and took it out of the budget too).
 fn deferral(node: &NodeState) -> Option<Deferral> {
     match node.health {
         NodeHealth::NotReady => Some(Deferral::NodeNotReady),
         NodeHealth::Cordoned => Some(Deferral::NodeCordoned),
         NodeHealth::Missing => Some(Deferral::NodeMissing),
-        NodeHealth::Healthy => node
-            .pod
-            .as_ref()
-            .filter(|pod| !pod.updated && !pod.ready)
-            .map(|_| Deferral::OldPodNotReady),
+        NodeHealth::Healthy => None,
     }
 }
 
@@ -278,7 +284,7 @@ impl Walk<'_> {
                     }
                     let need = target.saturating_sub(self.classes.on_the_way());
                     let room = budget.saturating_sub(tally.unavailable);
-                    let delete = self.choose(need.min(room), first);
+                    let delete = self.choose(need, room, first);
                     let mut decision =
                         PodDecision::from_decision(Decision::hold(phase), index, tally);
                     decision.delete = delete;
@@ -307,15 +313,17 @@ impl Walk<'_> {
         tally.target = tally.counted;
         let room = budget.saturating_sub(tally.unavailable);
         let delete = if self.classes.crashing.is_empty() {
-            self.choose(tally.old.min(room), false)
+            self.choose(tally.old, room, false)
         } else {
             Vec::new()
         };
         let previous = self.observation.previous;
         let at_rest = previous.is_some_and(|p| p.phase == Phase::Successful);
-        if !at_rest && tally.unavailable > 0 {
-            // Every step is done but pods are still starting (a first install): wait for
-            // them, under the progress deadline.
+        if !at_rest && (tally.unavailable > 0 || tally.old > 0) {
+            // Every step is done but pods are still starting (a first install), or old pods
+            // remain (a promotion skipped the last nodes step): wait for them, replacing the
+            // old ones at the canary budget, under the progress deadline. `successful` means
+            // every counted node runs the new revision.
             let waiting = previous.is_some_and(|p| p.phase == Phase::Waiting);
             let stalled = waiting
                 .then(|| {
@@ -381,19 +389,24 @@ impl Walk<'_> {
         decision
     }
 
-    /// Up to `count` old pods to delete, in the rollout's order. In a nodes step after the
-    /// first, zoned, only from the one zone already disrupted (none if two are, or the zone
-    /// is unknown), else from the first zone in order.
-    fn choose(&self, count: u32, first: bool) -> Vec<Deletion> {
-        if count == 0 {
+    /// Up to `need` old pods to delete, in the rollout's order, of which at most `room` ready
+    /// ones: an old pod that is not ready goes first and takes no room (it is unavailable
+    /// already). In a nodes step after the first, zoned, only from the one zone already
+    /// disrupted (none if two are, or the zone is unknown), else from the zone of the first
+    /// candidate (not-ready old pods first, then zones in order).
+    fn choose(&self, need: u32, room: u32, first: bool) -> Vec<Deletion> {
+        if need == 0 {
             return Vec::new();
         }
         let mut order: Vec<&NodeState> = self.classes.old.clone();
         let zone = |node: &NodeState| node.zone.clone().unwrap_or_default();
+        let ready = |node: &NodeState| node.pod.as_ref().is_some_and(|pod| pod.ready);
         if first {
-            order.sort_by(|a, b| (!a.canary, &a.name).cmp(&(!b.canary, &b.name)));
+            order.sort_by(|a, b| {
+                (!a.canary, ready(a), &a.name).cmp(&(!b.canary, ready(b), &b.name))
+            });
         } else if self.plan.zoned {
-            order.sort_by(|a, b| (zone(a), &a.name).cmp(&(zone(b), &b.name)));
+            order.sort_by(|a, b| (ready(a), zone(a), &a.name).cmp(&(ready(b), zone(b), &b.name)));
             let allowed = match self.classes.disrupted_zones.as_slice() {
                 [] => order.first().map(|node| zone(node)),
                 [only] if *only != UNKNOWN_ZONE => Some((*only).to_owned()),
@@ -404,20 +417,30 @@ impl Walk<'_> {
             };
             order.retain(|node| zone(node) == allowed);
         } else {
-            order.sort_by(|a, b| a.name.cmp(&b.name));
+            order.sort_by(|a, b| (ready(a), &a.name).cmp(&(ready(b), &b.name)));
         }
-        order
-            .into_iter()
-            .take(count as usize)
-            .filter_map(|node| {
-                let pod = node.pod.as_ref()?;
-                Some(Deletion {
-                    pod: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    node: node.name.clone(),
-                })
-            })
-            .collect()
+        let mut chosen = Vec::new();
+        let mut ready_taken = 0;
+        for node in order {
+            if chosen.len() >= need as usize {
+                break;
+            }
+            let Some(pod) = node.pod.as_ref() else {
+                continue;
+            };
+            if pod.ready {
+                if ready_taken >= room {
+                    continue;
+                }
+                ready_taken += 1;
+            }
+            chosen.push(Deletion {
+                pod: pod.name.clone(),
+                uid: pod.uid.clone(),
+                node: node.name.clone(),
+            });
+        }
+        chosen
     }
 
     fn step_started_event(&self, index: u32) -> Option<Event> {
