@@ -6,49 +6,47 @@
 //! then one status write if the status changed, then the event. The pass's typed record, a
 //! [`Transition`], is what the status is computed from and what the observer reports.
 //!
-//! Submodules: `plan` (spec → settings), [`observation`] (cluster → `Observation`, shared with
-//! the KubeVirt observe mode), `memory` (what the controller remembers between passes).
+//! Submodules: `context` (what every pass shares, the error policy), `plan` (spec → settings),
+//! [`observation`] (cluster → `Observation`, shared with the KubeVirt observe mode), `memory`
+//! (what the controller remembers between passes), `pods` (the Pods driver's pass), `drift`
+//! (whose a live DaemonSet is and what a hand edit changed), `report` (status, event, requeue).
 
+mod context;
+mod drift;
 mod memory;
 pub mod observation;
 mod plan;
 mod pods;
+mod report;
+
+pub use context::{Caches, Context, Requeue, error_policy};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use canary_predicates::{
-    CountRule, OwnerMatch, PodCounts, PodSummary, UpdatedRule, count_pods_owned_by,
-    current_revision_hash, live_max_unavailable,
+    CountRule, OwnerMatch, PodCounts, UpdatedRule, count_pods_owned_by, current_revision_hash,
+    live_max_unavailable,
 };
 use canary_state_machine::{
-    Compatibility, Decision, DriftSeen, EventType, FailureReason, MaxUnavailable, Observation,
-    Phase, Strategy, WriteKind, decide, decide_create, event_reason,
+    Compatibility, Decision, DriftSeen, FailureReason, Observation, Phase, WriteKind, decide,
+    decide_create,
 };
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::events::EventType as KubeEventType;
+use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::clock::Clock;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
-use crate::desired::{
-    RollingUpdateWrite, desired_daemon_set, live_template_hash, set_max_unavailable,
-};
-use crate::health::Health;
-use crate::index::OwnerIndex;
+use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
 use crate::meta::object_meta_modified;
-use crate::observer::{Observer, Report, Transition, WriteOutcome};
+use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
-use crate::status::{AVAILABLE, next_status, previous_pass};
-use crate::workload::WorkloadWatches;
-use memory::Memory;
+use crate::status::previous_pass;
+use drift::{Controller, controller_of, describe_drift, own_unrecorded_write};
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
 
@@ -60,182 +58,6 @@ use plan::{DriverPlan, Plan, plan};
 /// functions; the plan itself stays private, its shape is the pass's business.
 pub fn check_spec(cds: &CanaryDaemonSet) -> Result<(), String> {
     plan(cds).map(|_| ())
-}
-
-/// How long to wait before looking again, by situation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Requeue {
-    /// At rest (eventual-consistency resync).
-    pub resync: Duration,
-    /// While a rollout is in progress (progress-deadline checks; watch events come sooner).
-    pub in_progress: Duration,
-    /// After a write conflict or while the cache catches up with our own write.
-    pub conflict: Duration,
-    /// First error back-off (doubles per consecutive error).
-    pub error_base: Duration,
-    /// Longest error back-off.
-    pub error_max: Duration,
-    /// Status changes that only move pod counts are written at most this often per
-    /// CanaryDaemonSet; phase changes, DaemonSet writes and failures are written at once. On
-    /// 5,000 nodes this turns one status write per pod event into one per interval.
-    pub count_status_interval: Duration,
-}
-
-impl Default for Requeue {
-    fn default() -> Self {
-        Self {
-            resync: Duration::from_secs(300),
-            in_progress: Duration::from_secs(15),
-            conflict: Duration::from_secs(1),
-            error_base: Duration::from_secs(1),
-            error_max: Duration::from_secs(300),
-            count_status_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-/// The caches a pass reads.
-#[derive(Debug, Clone)]
-pub struct Caches {
-    /// DaemonSets.
-    pub daemon_sets: Store<DaemonSet>,
-    /// Whether the DaemonSet cache has completed its first list.
-    pub daemon_sets_ready: Arc<AtomicBool>,
-    /// Pods by controller-owner name.
-    pub pods: OwnerIndex<PodSummary>,
-    /// ControllerRevisions by controller-owner UID.
-    pub revisions: OwnerIndex<ControllerRevision>,
-    /// Nodes, slimmed to what the Pods driver reads (labels, `unschedulable`, `Ready`).
-    pub nodes: Store<Node>,
-    /// Whether the node cache has completed its first list (only the Pods driver waits for it:
-    /// a controller without node permissions still runs the MaxUnavailable driver).
-    pub nodes_ready: Arc<AtomicBool>,
-    /// The watches of DaemonSets someone else owns (`spec.workloadRef`).
-    pub workloads: Arc<WorkloadWatches>,
-}
-
-impl Caches {
-    fn ready(&self) -> bool {
-        self.daemon_sets_ready.load(Ordering::Acquire)
-            && self.pods.is_ready()
-            && self.revisions.is_ready()
-    }
-}
-
-/// Everything a reconcile pass needs; shared by all passes.
-pub struct Context {
-    /// The API client.
-    pub client: Client,
-    /// The caches.
-    pub caches: Caches,
-    /// Who publishes the events (controller name and instance); each spec generation of a
-    /// CanaryDaemonSet gets its own `Recorder` from it (see `publish`).
-    pub reporter: Reporter,
-    /// Source of "now" for status times.
-    pub clock: Clock,
-    /// Where the passes report to.
-    pub observer: Observer,
-    /// Field manager of every write.
-    pub field_manager: String,
-    /// Requeue delays.
-    pub requeue: Requeue,
-    /// Readiness and liveness: every pass is counted as running while it runs.
-    pub health: Health,
-    memory: Memory,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("field_manager", &self.field_manager)
-            .field("pods", &self.caches.pods.len())
-            .field("requeue", &self.requeue)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Context {
-    /// A context over the given caches.
-    pub fn new(
-        client: Client,
-        caches: Caches,
-        reporter: Reporter,
-        clock: Clock,
-        observer: Observer,
-        field_manager: String,
-        requeue: Requeue,
-    ) -> Self {
-        Self {
-            client,
-            caches,
-            reporter,
-            clock,
-            observer,
-            field_manager,
-            requeue,
-            health: Health::default(),
-            memory: Memory::default(),
-        }
-    }
-
-    /// The same context, reporting its passes to `health`.
-    #[must_use]
-    pub fn with_health(self, health: Health) -> Self {
-        Self { health, ..self }
-    }
-
-    /// A CanaryDaemonSet is gone: forget what was remembered about it and report it, so that
-    /// its metric series go too.
-    pub fn forget(&self, cds: &CanaryDaemonSet) {
-        self.memory.forget(&ObjectRef::from_obj(cds));
-        self.caches.workloads.release(&ObjectRef::from_obj(cds));
-        self.observer.report(Report::Deleted {
-            namespace: cds.namespace().unwrap_or_default(),
-            name: cds.name_any(),
-        });
-    }
-
-    /// The backoff before trying `cds` again after one more failure.
-    pub(crate) fn error_delay(&self, cds: &CanaryDaemonSet) -> Duration {
-        self.memory
-            .next_error_delay(cds, self.requeue.error_base, self.requeue.error_max)
-    }
-
-    /// A stored CanaryDaemonSet that does not decode: `stand_in` carries its metadata and status,
-    /// `why` the decode error. It gets what any spec the controller cannot act on gets (a failed
-    /// status with reason `InvalidSpec`, the `Degraded` condition, one Warning event), and
-    /// nothing is written to any DaemonSet.
-    ///
-    /// # Errors
-    ///
-    /// The status write failed.
-    pub async fn undecodable(&self, stand_in: &CanaryDaemonSet, why: String) -> Result<(), Error> {
-        let _pass = self.health.pass_started();
-        Pass::new(stand_in, self)?.invalid_spec(why).await.map(drop)
-    }
-
-    /// The CanaryDaemonSets whose deferred status is due: the controller reconciles each
-    /// (`None` after the first call). See `Memory::take_status_flushes`.
-    pub fn take_status_flushes(
-        &self,
-    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>> {
-        self.memory.take_status_flushes()
-    }
-}
-
-/// The controller's error policy: conflicts come back quickly, other errors back off
-/// exponentially per object (reset by the next successful pass).
-pub fn error_policy(cds: Arc<CanaryDaemonSet>, error: &Error, ctx: Arc<Context>) -> Action {
-    if error.is_conflict() {
-        debug!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, "conflict, retrying shortly");
-        return Action::requeue(ctx.requeue.conflict);
-    }
-    let requeue = &ctx.requeue;
-    let delay = ctx
-        .memory
-        .next_error_delay(&cds, requeue.error_base, requeue.error_max);
-    warn!(namespace = cds.namespace().unwrap_or_default(), name = %cds.name_any(), %error, ?delay, "reconcile failed");
-    Action::requeue(delay)
 }
 
 /// One reconcile pass.
@@ -697,305 +519,6 @@ impl<'a> Pass<'a> {
         self.ctx.memory.reset_errors(self.cds);
         Ok(Action::await_change())
     }
-
-    /// Status, event and the next requeue.
-    async fn finish(&self, record: Transition, decision: Decision) -> Result<Action, Error> {
-        let drift = record.drift.clone();
-        self.write_status(record).await?;
-        if let Some(event) = &decision.event {
-            if event.reason == event_reason::DRIFT_DETECTED {
-                let what = drift.unwrap_or_default();
-                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, %what, policy = self.cds.spec.strategy.drift_policy.as_str(), "daemonSet changed outside the controller");
-                self.ctx.observer.report(Report::DriftDetected {
-                    namespace: self.namespace.clone(),
-                    name: self.cds.name_any(),
-                    what,
-                });
-            }
-            let type_ = match event.type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            };
-            self.publish(type_, event.reason, event.message.clone(), true, "")
-                .await;
-        }
-        let requeue = &self.ctx.requeue;
-        // A refused write is tried again, but less and less often: the same write is refused
-        // until something changes (and a change of the spec brings the object back at once).
-        if decision.failure == Some(FailureReason::WriteRejected) {
-            let delay =
-                self.ctx
-                    .memory
-                    .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
-            return Ok(Action::requeue(delay));
-        }
-        self.ctx.memory.reset_errors(self.cds);
-        let next = match decision.phase {
-            _ if decision.quiet => requeue.resync,
-            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                requeue.resync
-            }
-            _ => requeue.in_progress,
-        };
-        Ok(Action::requeue(next))
-    }
-
-    /// Writes the status of this pass, or defers it when only pod counts moved and the last
-    /// write was less than [`Requeue::count_status_interval`] ago (a timer brings the object
-    /// back to write it, see [`Context::take_status_flushes`]); reports the transition.
-    async fn write_status(&self, mut record: Transition) -> Result<(), Error> {
-        let previous = self.status.as_ref();
-        let status = next_status(previous, &record, self.now);
-        if previous == Some(&status) && self.status_persisted {
-            return Ok(());
-        }
-        let memory = &self.ctx.memory;
-        let counts_only =
-            record.write.is_none() && previous.is_some_and(|p| same_but_counts(p, &status));
-        let wait = counts_only
-            .then(|| memory.count_status_wait(self.cds, self.ctx.requeue.count_status_interval))
-            .flatten();
-        match wait {
-            Some(wait) => {
-                memory.remember_status(self.cds, status.clone(), false);
-                memory.flush_status_after(self.cds, wait);
-            }
-            None => self.patch_status(&status).await?,
-        }
-        if previous != Some(&status) {
-            if let Some(start) = &status.phase_start_time {
-                record.phase_started_at = start.0;
-            }
-            if record.from != Some(record.to) {
-                info!(
-                    namespace = %record.namespace,
-                    name = %record.name,
-                    ds = %record.daemon_set,
-                    from = record.from.map_or("-", |p| p.as_str()),
-                    to = record.to.as_str(),
-                    reason = record.failure.map_or("", |f| f.as_str()),
-                    message = record.message.as_deref().unwrap_or(""),
-                    "phase changed"
-                );
-            }
-            self.ctx
-                .observer
-                .report(Report::Transition(Box::new(record)));
-        }
-        Ok(())
-    }
-
-    async fn patch_status(&self, status: &CanaryDaemonSetStatus) -> Result<(), Error> {
-        // Untyped: the answer carries the whole object, which need not decode (see
-        // `Context::undecodable`), and nothing of it is read.
-        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
-        let params = PatchParams {
-            field_manager: Some(self.ctx.field_manager.clone()),
-            ..PatchParams::default()
-        };
-        let written_status = api
-            .patch_status(
-                &self.cds.name_any(),
-                &params,
-                &Patch::Merge(status.merge_patch()?),
-            )
-            .await;
-        // Remembered even when the write failed: the DaemonSet write of this pass happened, so
-        // the next pass must start from this status (and write it).
-        self.ctx
-            .memory
-            .remember_status(self.cds, status.clone(), written_status.is_ok());
-        written_status?;
-        self.ctx.memory.status_written(self.cds);
-        self.ctx.observer.report(Report::StatusWritten);
-        Ok(())
-    }
-
-    /// Publishes an event on the CanaryDaemonSet; `about_daemon_set` names the owned DaemonSet
-    /// as the related object.
-    /// `series` names the rollout within the spec generation the event belongs to (the Pods
-    /// driver's target revision and step; empty otherwise): a new series starts a new recorder.
-    async fn publish(
-        &self,
-        type_: KubeEventType,
-        reason: &str,
-        note: String,
-        about_daemon_set: bool,
-        series: &str,
-    ) {
-        let secondary = about_daemon_set.then(|| ObjectReference {
-            api_version: Some("apps/v1".to_owned()),
-            kind: Some("DaemonSet".to_owned()),
-            name: Some(self.ds_name.clone()),
-            namespace: Some(self.namespace.clone()),
-            uid: self
-                .ctx
-                .caches
-                .daemon_sets
-                .get(&self.ds_ref())
-                .and_then(|ds| ds.metadata.uid.clone()),
-            ..ObjectReference::default()
-        });
-        let event = KubeEvent {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: "Rollout".to_owned(),
-            secondary,
-        };
-        // A recorder per spec generation and series: a new rollout's event is never folded
-        // into the previous rollout's series (see `Memory::recorder`).
-        let recorder = self.ctx.memory.recorder(self.cds, series, || {
-            Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
-        });
-        match recorder.publish(&event, &self.cds.object_ref(&())).await {
-            Ok(()) => self.ctx.observer.report(Report::EventPublished),
-            // An event is best effort: losing one must not fail or repeat the pass.
-            Err(error) => {
-                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
-            }
-        }
-    }
-}
-
-/// Whether `next` differs from `previous` in pod counts only (and what derives from them: the
-/// ratio, the progress time, the Available condition), so its write may be deferred.
-fn same_but_counts(previous: &CanaryDaemonSetStatus, next: &CanaryDaemonSetStatus) -> bool {
-    let significant = |status: &CanaryDaemonSetStatus| CanaryDaemonSetStatus {
-        desired: 0,
-        updated: 0,
-        updated_ready: 0,
-        ready_ratio: None,
-        progress_updated_ready: None,
-        last_progress_time: None,
-        // Pods driver: pods per revision are counts too (every pod event moves them; written
-        // at once, they made a status write per pod event).
-        revisions: Vec::new(),
-        conditions: status
-            .conditions
-            .iter()
-            .filter(|c| c.type_ != AVAILABLE)
-            .cloned()
-            .collect(),
-        ..status.clone()
-    };
-    significant(previous) == significant(next)
-}
-
-/// Who controls a live DaemonSet, as far as this CanaryDaemonSet is concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Controller {
-    /// This CanaryDaemonSet (its controller owner reference, by UID).
-    Us,
-    /// Another controller.
-    Other {
-        /// Its kind.
-        kind: String,
-        /// Its name.
-        name: String,
-    },
-    /// No controller: adopting it must be asked for.
-    Nobody,
-}
-
-fn controller_of(live: &DaemonSet, cds: &CanaryDaemonSet) -> Controller {
-    let owner = live
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true));
-    match owner {
-        None => Controller::Nobody,
-        Some(owner)
-            if owner.kind == "CanaryDaemonSet" && Some(&owner.uid) == cds.metadata.uid.as_ref() =>
-        {
-            Controller::Us
-        }
-        Some(owner) => Controller::Other {
-            kind: owner.kind.clone(),
-            name: owner.name.clone(),
-        },
-    }
-}
-
-/// Whether a template hash that differs from the recorded one is this controller's own write
-/// whose record was lost: the process died, or the status write was refused, between the
-/// DaemonSet write and the status write. Its widen and finish writes move only
-/// `maxUnavailable`, to the canary or the fast value, while a rollout is under way; the live
-/// DaemonSet is then the recorded one with only that field moved. That is the rollout's own
-/// progress, not drift (the state machine reads `maxUnavailable` from the live object anyway),
-/// and calling it drift would restart a finished rollout after every such crash.
-fn own_unrecorded_write(
-    live: &DaemonSet,
-    status: &CanaryDaemonSetStatus,
-    written_hash: &str,
-    strategy: &Strategy,
-) -> Result<bool, Error> {
-    let in_flight = status
-        .phase
-        .as_deref()
-        .and_then(|p| p.parse::<Phase>().ok())
-        .is_some_and(|phase| {
-            matches!(
-                phase,
-                Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting
-            )
-        });
-    let live_max = live_max_unavailable(live);
-    let written_by_us = [
-        strategy.canary_max_unavailable,
-        strategy.fast_max_unavailable,
-    ]
-    .iter()
-    .any(|max| max.to_live() == live_max);
-    let recorded = status
-        .current_max_unavailable
-        .as_deref()
-        .and_then(|max| max.parse::<MaxUnavailable>().ok());
-    let (true, true, Some(recorded)) = (in_flight, written_by_us, recorded) else {
-        return Ok(false);
-    };
-    let mut as_recorded = live.clone();
-    set_max_unavailable(&mut as_recorded, recorded, RollingUpdateWrite::KeepMaxSurge);
-    Ok(live_template_hash(&as_recorded)? == written_hash)
-}
-
-/// What someone else changed in `live` against what the controller wants (`desired`): the
-/// images of the containers that differ, else the update strategy, else "pod template".
-fn describe_drift(live: &DaemonSet, desired: &DaemonSet, status: &CanaryDaemonSetStatus) -> String {
-    let containers = |ds: &DaemonSet| {
-        ds.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .map(|s| s.containers.clone())
-            .unwrap_or_default()
-    };
-    let wanted = containers(desired);
-    let images: Vec<String> = containers(live)
-        .iter()
-        .filter_map(|container| {
-            let before = wanted.iter().find(|w| w.name == container.name)?;
-            (before.image != container.image).then(|| {
-                format!(
-                    "image of container {}: {} → {}",
-                    container.name,
-                    before.image.as_deref().unwrap_or("-"),
-                    container.image.as_deref().unwrap_or("-")
-                )
-            })
-        })
-        .collect();
-    if !images.is_empty() {
-        return images.join(", ");
-    }
-    let live_max = live_max_unavailable(live).to_string();
-    match status.current_max_unavailable.as_deref() {
-        Some(written) if written != live_max => {
-            format!("update strategy: maxUnavailable {written} → {live_max}")
-        }
-        _ => "pod template".to_owned(),
-    }
 }
 
 /// One line for a refused request: the API server's code, reason and message, never a debug
@@ -1017,79 +540,4 @@ fn tls_facts(
     canary_tls_migration::apply_preamble(live, desired, cfg)
         .map_err(|e| format!("TLS migration: {e}"))?;
     canary_tls_migration::observe(live, desired, cfg).map_err(|e| format!("TLS migration: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
-    use serde_json::json;
-
-    /// Pods per revision move on every pod event of a Pods-driver rollout: a change of them
-    /// alone is deferred like the other counts (the bench saw 273 status writes for a
-    /// 100-node rollout before, one per pod event).
-    #[test]
-    fn pods_per_revision_are_counts() {
-        let revisions = |pods| {
-            vec![crate::crd::RevisionPods {
-                revision: "abc".into(),
-                pods,
-                ready: pods,
-            }]
-        };
-        let before = CanaryDaemonSetStatus {
-            phase: Some("increasing".into()),
-            revisions: revisions(3),
-            ..CanaryDaemonSetStatus::default()
-        };
-        let after = CanaryDaemonSetStatus {
-            revisions: revisions(4),
-            ..before.clone()
-        };
-        assert!(same_but_counts(&before, &after));
-        let moved = CanaryDaemonSetStatus {
-            current_step_index: Some(2),
-            ..after.clone()
-        };
-        assert!(!same_but_counts(&before, &moved), "a step is no count");
-    }
-
-    #[test]
-    fn the_controller_of_a_daemon_set_is_told_by_uid() {
-        let spec = CanaryDaemonSetSpec {
-            template: Some(DaemonSetTemplate {
-                metadata: Default::default(),
-                spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
-            }),
-            workload_ref: None,
-            daemon_set_name: None,
-            adopt: false,
-            target: TargetSpec {
-                version: "v1".into(),
-                from_container: None,
-                registry: String::new(),
-                deployment_id: None,
-            },
-            annotation_keys: None,
-            strategy: Default::default(),
-            tls_migration: Default::default(),
-        };
-        let mut cds = CanaryDaemonSet::new("agent", spec);
-        cds.metadata.namespace = Some("ns".into());
-        cds.metadata.uid = Some("u".into());
-        let mut live = DaemonSet::default();
-        assert_eq!(controller_of(&live, &cds), Controller::Nobody);
-        live.metadata.owner_references = Some(vec![cds.controller_owner_ref(&()).unwrap()]);
-        assert_eq!(controller_of(&live, &cds), Controller::Us);
-        let mut other = cds.controller_owner_ref(&()).unwrap();
-        other.uid = "someone-else".into();
-        live.metadata.owner_references = Some(vec![other]);
-        assert_eq!(
-            controller_of(&live, &cds),
-            Controller::Other {
-                kind: "CanaryDaemonSet".into(),
-                name: "agent".into()
-            }
-        );
-    }
 }

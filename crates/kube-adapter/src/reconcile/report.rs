@@ -1,0 +1,243 @@
+//! What a pass leaves behind once it has decided and written to the DaemonSet: the status
+//! (written at once, or deferred when only pod counts moved), the event on the
+//! CanaryDaemonSet, the transition reported to the observer, and the requeue.
+//!
+//! Invariant: a phase change, a DaemonSet write or a failure is written at once; only a change
+//! of counts waits (at most `Requeue::count_status_interval`).
+
+use canary_state_machine::{Decision, EventType, FailureReason, Phase, event_reason};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::Pass;
+use crate::Error;
+use crate::crd::CanaryDaemonSetStatus;
+use crate::observer::{Report, Transition};
+use crate::status::{AVAILABLE, next_status};
+
+impl Pass<'_> {
+    /// Status, event and the next requeue.
+    pub(super) async fn finish(
+        &self,
+        record: Transition,
+        decision: Decision,
+    ) -> Result<Action, Error> {
+        let drift = record.drift.clone();
+        self.write_status(record).await?;
+        if let Some(event) = &decision.event {
+            if event.reason == event_reason::DRIFT_DETECTED {
+                let what = drift.unwrap_or_default();
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, %what, policy = self.cds.spec.strategy.drift_policy.as_str(), "daemonSet changed outside the controller");
+                self.ctx.observer.report(Report::DriftDetected {
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                    what,
+                });
+            }
+            let type_ = match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            };
+            self.publish(type_, event.reason, event.message.clone(), true, "")
+                .await;
+        }
+        let requeue = &self.ctx.requeue;
+        // A refused write is tried again, but less and less often: the same write is refused
+        // until something changes (and a change of the spec brings the object back at once).
+        if decision.failure == Some(FailureReason::WriteRejected) {
+            let delay =
+                self.ctx
+                    .memory
+                    .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
+            return Ok(Action::requeue(delay));
+        }
+        self.ctx.memory.reset_errors(self.cds);
+        let next = match decision.phase {
+            _ if decision.quiet => requeue.resync,
+            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
+                requeue.resync
+            }
+            _ => requeue.in_progress,
+        };
+        Ok(Action::requeue(next))
+    }
+
+    /// Writes the status of this pass, or defers it when only pod counts moved and the last
+    /// write was less than [`Requeue::count_status_interval`] ago (a timer brings the object
+    /// back to write it, see [`Context::take_status_flushes`]); reports the transition.
+    pub(super) async fn write_status(&self, mut record: Transition) -> Result<(), Error> {
+        let previous = self.status.as_ref();
+        let status = next_status(previous, &record, self.now);
+        if previous == Some(&status) && self.status_persisted {
+            return Ok(());
+        }
+        let memory = &self.ctx.memory;
+        let counts_only =
+            record.write.is_none() && previous.is_some_and(|p| same_but_counts(p, &status));
+        let wait = counts_only
+            .then(|| memory.count_status_wait(self.cds, self.ctx.requeue.count_status_interval))
+            .flatten();
+        match wait {
+            Some(wait) => {
+                memory.remember_status(self.cds, status.clone(), false);
+                memory.flush_status_after(self.cds, wait);
+            }
+            None => self.patch_status(&status).await?,
+        }
+        if previous != Some(&status) {
+            if let Some(start) = &status.phase_start_time {
+                record.phase_started_at = start.0;
+            }
+            if record.from != Some(record.to) {
+                info!(
+                    namespace = %record.namespace,
+                    name = %record.name,
+                    ds = %record.daemon_set,
+                    from = record.from.map_or("-", |p| p.as_str()),
+                    to = record.to.as_str(),
+                    reason = record.failure.map_or("", |f| f.as_str()),
+                    message = record.message.as_deref().unwrap_or(""),
+                    "phase changed"
+                );
+            }
+            self.ctx
+                .observer
+                .report(Report::Transition(Box::new(record)));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn patch_status(&self, status: &CanaryDaemonSetStatus) -> Result<(), Error> {
+        // Untyped: the answer carries the whole object, which need not decode (see
+        // `Context::undecodable`), and nothing of it is read.
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
+        let params = PatchParams {
+            field_manager: Some(self.ctx.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let written_status = api
+            .patch_status(
+                &self.cds.name_any(),
+                &params,
+                &Patch::Merge(status.merge_patch()?),
+            )
+            .await;
+        // Remembered even when the write failed: the DaemonSet write of this pass happened, so
+        // the next pass must start from this status (and write it).
+        self.ctx
+            .memory
+            .remember_status(self.cds, status.clone(), written_status.is_ok());
+        written_status?;
+        self.ctx.memory.status_written(self.cds);
+        self.ctx.observer.report(Report::StatusWritten);
+        Ok(())
+    }
+
+    /// Publishes an event on the CanaryDaemonSet; `about_daemon_set` names the owned DaemonSet
+    /// as the related object.
+    /// `series` names the rollout within the spec generation the event belongs to (the Pods
+    /// driver's target revision and step; empty otherwise): a new series starts a new recorder.
+    pub(super) async fn publish(
+        &self,
+        type_: KubeEventType,
+        reason: &str,
+        note: String,
+        about_daemon_set: bool,
+        series: &str,
+    ) {
+        let secondary = about_daemon_set.then(|| ObjectReference {
+            api_version: Some("apps/v1".to_owned()),
+            kind: Some("DaemonSet".to_owned()),
+            name: Some(self.ds_name.clone()),
+            namespace: Some(self.namespace.clone()),
+            uid: self
+                .ctx
+                .caches
+                .daemon_sets
+                .get(&self.ds_ref())
+                .and_then(|ds| ds.metadata.uid.clone()),
+            ..ObjectReference::default()
+        });
+        let event = KubeEvent {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Rollout".to_owned(),
+            secondary,
+        };
+        // A recorder per spec generation and series: a new rollout's event is never folded
+        // into the previous rollout's series (see `Memory::recorder`).
+        let recorder = self.ctx.memory.recorder(self.cds, series, || {
+            Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
+        });
+        match recorder.publish(&event, &self.cds.object_ref(&())).await {
+            Ok(()) => self.ctx.observer.report(Report::EventPublished),
+            // An event is best effort: losing one must not fail or repeat the pass.
+            Err(error) => {
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
+            }
+        }
+    }
+}
+
+/// Whether `next` differs from `previous` in pod counts only (and what derives from them: the
+/// ratio, the progress time, the Available condition), so its write may be deferred.
+fn same_but_counts(previous: &CanaryDaemonSetStatus, next: &CanaryDaemonSetStatus) -> bool {
+    let significant = |status: &CanaryDaemonSetStatus| CanaryDaemonSetStatus {
+        desired: 0,
+        updated: 0,
+        updated_ready: 0,
+        ready_ratio: None,
+        progress_updated_ready: None,
+        last_progress_time: None,
+        // Pods driver: pods per revision are counts too (every pod event moves them; written
+        // at once, they made a status write per pod event).
+        revisions: Vec::new(),
+        conditions: status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != AVAILABLE)
+            .cloned()
+            .collect(),
+        ..status.clone()
+    };
+    significant(previous) == significant(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pods per revision move on every pod event of a Pods-driver rollout: a change of them
+    /// alone is deferred like the other counts (the bench saw 273 status writes for a
+    /// 100-node rollout before, one per pod event).
+    #[test]
+    fn pods_per_revision_are_counts() {
+        let revisions = |pods| {
+            vec![crate::crd::RevisionPods {
+                revision: "abc".into(),
+                pods,
+                ready: pods,
+            }]
+        };
+        let before = CanaryDaemonSetStatus {
+            phase: Some("increasing".into()),
+            revisions: revisions(3),
+            ..CanaryDaemonSetStatus::default()
+        };
+        let after = CanaryDaemonSetStatus {
+            revisions: revisions(4),
+            ..before.clone()
+        };
+        assert!(same_but_counts(&before, &after));
+        let moved = CanaryDaemonSetStatus {
+            current_step_index: Some(2),
+            ..after.clone()
+        };
+        assert!(!same_but_counts(&before, &moved), "a step is no count");
+    }
+}
