@@ -2,7 +2,8 @@
 //!
 //! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
 //! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet),
-//! `get` (a line per CanaryDaemonSet), `promote NAME` (end a pause step) and
+//! `get` (a line per CanaryDaemonSet), `promote NAME` (end a pause step), `pause NAME` and
+//! `resume NAME` (hold a Pods-driver rollout on request, let it go on) and
 //! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
@@ -52,6 +53,10 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// End the pause step a Pods-driver rollout is held in (refused when it is not paused).
     Promote(cli::promote::PromoteArgs),
+    /// Hold a Pods-driver rollout: no pod deletion, no template write until `resume`.
+    Pause(cli::pause::HoldArgs),
+    /// Let a rollout held by `pause` go on.
+    Resume(cli::pause::HoldArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -104,6 +109,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => multi_thread()?.block_on(cli::status::run(args))?,
         Command::Get(args) => multi_thread()?.block_on(cli::get::run(args))?,
         Command::Promote(args) => multi_thread()?.block_on(cli::promote::run(args))?,
+        Command::Pause(args) => multi_thread()?.block_on(cli::pause::pause(args))?,
+        Command::Resume(args) => multi_thread()?.block_on(cli::pause::resume(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

@@ -359,3 +359,155 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         "{shown}"
     );
 }
+
+/// The `pause` and `resume` verbs as a user types them: a paused Pods-driver CanaryDaemonSet
+/// whose template changes holds for 20 s with no DaemonSet write and no pod deleted; `resume`
+/// lets the rollout run to the end; each verb is refused when it would change nothing; each is
+/// announced by one event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_a_rollout_with_no_write_until_resume() {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::core::v1::Pod;
+
+    let sim = support::serve_sim("pause", &["--nodes", "3"]);
+    let kubeconfig = &sim.kubeconfig;
+    let client = support::client(kubeconfig).await;
+    support::install_crd(&client).await;
+    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _run = KillOnDrop(run);
+    let verb = |verb: &str| {
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args([verb, NAME, "-n", NAMESPACE, "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let manifest = |version: &str| {
+        let mut manifest = daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::Pods,
+            None,
+            version,
+            "healthy",
+        );
+        // No timed pause step: the hold is the only pause.
+        manifest["spec"]["strategy"]["steps"] =
+            serde_json::json!([{"nodes": "1"}, {"nodes": "100%"}]);
+        manifest
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+
+    let resumed_early = verb("resume");
+    assert!(!resumed_early.status.success());
+    let said = String::from_utf8_lossy(&resumed_early.stderr);
+    assert!(said.contains("is not paused on request"), "{said}");
+
+    let paused = verb("pause");
+    let said = String::from_utf8_lossy(&paused.stdout);
+    assert!(
+        paused.status.success(),
+        "{}",
+        String::from_utf8_lossy(&paused.stderr)
+    );
+    assert!(said.contains("paused (was successful)"), "{said}");
+    let again = verb("pause");
+    assert!(!again.status.success());
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("is already paused on request"), "{said}");
+
+    // A new version while paused: the controller does not write it.
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": manifest("v2")["spec"]})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.observed_generation >= patched.metadata.generation
+            && status.phase.as_deref() == Some("paused")
+            && status.held == Some(true)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "v2 never held: {status:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let generation = |ds: DaemonSet| ds.metadata.generation;
+    let uids = |list: kube::core::ObjectList<Pod>| {
+        let mut uids: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+        uids.sort();
+        uids
+    };
+    let params = kube::api::ListParams::default();
+    let written = generation(daemon_sets.get(NAME).await.unwrap());
+    let before = uids(pods.list(&params).await.unwrap());
+    assert_eq!(before.len(), 3);
+    let held_until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < held_until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            generation(daemon_sets.get(NAME).await.unwrap()),
+            written,
+            "the DaemonSet was written while paused"
+        );
+        assert_eq!(
+            uids(pods.list(&params).await.unwrap()),
+            before,
+            "a pod was deleted while paused"
+        );
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        assert_eq!(status.phase.as_deref(), Some("paused"), "{status:?}");
+    }
+
+    let resumed = verb("resume");
+    let said = String::from_utf8_lossy(&resumed.stdout);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert!(said.contains("resumed"), "{said}");
+    wait_successful(&api, patched.metadata.generation, "v2 after resume").await;
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.held, None, "{status:?}");
+    assert_eq!(status.target_version.as_deref(), Some("v2"));
+
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let reasons: Vec<String> = events
+        .list(&params)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|event| event.reason)
+        .collect();
+    for reason in ["Paused", "Resumed"] {
+        assert_eq!(
+            reasons.iter().filter(|r| *r == reason).count(),
+            1,
+            "{reason} once: {reasons:?}"
+        );
+    }
+}

@@ -186,6 +186,8 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.error_exits += e.error_exits;
         total.hand_edits += e.hand_edits;
         total.bad_objects += e.bad_objects;
+        total.promotions += e.promotions;
+        total.holds += e.holds;
     }
     total
 }
@@ -194,7 +196,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} holds={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -209,6 +211,8 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.error_exits,
         t.hand_edits,
         t.bad_objects,
+        t.promotions,
+        t.holds,
         wall.as_secs_f64()
     )
 }

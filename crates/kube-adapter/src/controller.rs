@@ -404,9 +404,9 @@ async fn run_controller(
     // CanaryDaemonSets are listed and watched untyped and decoded one by one: one object that
     // does not decode (an out-of-range integer an old API server stored, say) goes to
     // `undecodable` and ends as an InvalidSpec on that object, and never fails the list, which
-    // would stop every other object's rollout. Only spec changes (generation) trigger a pass:
-    // the status is this controller's own writing (and so is the promotion mark's, see
-    // `spec_or_promotion`). The store still sees every change.
+    // would stop every other object's rollout. Only spec changes (generation) and the verbs'
+    // marks trigger a pass: the status is this controller's own writing (see `spec_or_marks`).
+    // The store still sees every change.
     let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
     let cds_listed = listed.clone();
@@ -423,7 +423,7 @@ async fn run_controller(
     .map_ok(say_when_none(ns))
     .reflect(cds_writer)
     .applied_objects()
-    .predicate_filter(spec_or_promotion, PredicateConfig::default());
+    .predicate_filter(spec_or_marks, PredicateConfig::default());
     let cds_stream = without_errors(
         cds_stream,
         "canarydaemonsets",
@@ -533,15 +533,17 @@ fn owner_or_referrers(
         .collect()
 }
 
-/// What of a CanaryDaemonSet triggers a pass: its spec (the generation) and the promotion
-/// mark, an annotation a user sets to end a pause; the status is this controller's own writing.
-fn spec_or_promotion(cds: &CanaryDaemonSet) -> Option<u64> {
+/// What of a CanaryDaemonSet triggers a pass: its spec (the generation) and the marks of the
+/// verbs, annotations a user sets to end a pause (`promote`) or to hold (`pause`, `resume`);
+/// the status is this controller's own writing.
+fn spec_or_marks(cds: &CanaryDaemonSet) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     predicates::generation(cds).hash(&mut hasher);
     cds.annotations()
         .get(crate::crd::PROMOTE_ANNOTATION)
         .hash(&mut hasher);
+    crate::crd::hold_requested(cds).hash(&mut hasher);
     Some(hasher.finish())
 }
 

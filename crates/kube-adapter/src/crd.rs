@@ -41,6 +41,20 @@ pub const NAME_IS_A_LABEL_VALUE_RULE: &str = "size(self.metadata.name) <= 63";
 /// (`status.promotion`). `kubectl annotate cds NAME canary.daemonset.dev/promote=$(date +%s) --overwrite`.
 pub const PROMOTE_ANNOTATION: &str = "canary.daemonset.dev/promote";
 
+/// The annotation that holds a Pods-driver rollout on request (the `pause` verb): while it is
+/// set to anything but empty or `false`, no pod is deleted and the template is not written;
+/// removing it resumes. The status records that the hold was acted on (`status.held`).
+/// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
+pub const PAUSE_ANNOTATION: &str = "canary.daemonset.dev/paused";
+
+/// Whether `cds` asks for a hold ([`PAUSE_ANNOTATION`] set to anything but empty or `false`).
+pub fn hold_requested(cds: &CanaryDaemonSet) -> bool {
+    use kube::ResourceExt;
+    cds.annotations()
+        .get(PAUSE_ANNOTATION)
+        .is_some_and(|value| !value.is_empty() && value != "false")
+}
+
 /// A spec has either a template (the controller owns the DaemonSet) or a workload reference
 /// (someone else owns it), never both.
 pub const TEMPLATE_OR_WORKLOAD_RULE: &str = "has(self.spec.template) != has(self.spec.workloadRef)";
@@ -511,6 +525,10 @@ pub struct CanaryDaemonSetStatus {
     /// The last `canary.daemonset.dev/promote` value acted on: a promotion counts once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<String>,
+    /// Pods driver: the rollout is held on request (`canary.daemonset.dev/paused`) and the
+    /// controller has acted on it (announced it with the `Paused` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<bool>,
 }
 
 /// A node and why it is listed.
@@ -537,7 +555,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 25] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 26] = [
         "phase",
         "reason",
         "message",
@@ -563,6 +581,7 @@ impl CanaryDaemonSetStatus {
         "failedNodeCount",
         "revisions",
         "promotion",
+        "held",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent

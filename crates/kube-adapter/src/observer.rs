@@ -96,6 +96,8 @@ pub struct PodsRecord {
     pub revisions: Vec<(String, u32, u32)>,
     /// The promotion mark acted on (in this pass or before).
     pub promotion: Option<String>,
+    /// The pass was held on request (`canary.daemonset.dev/paused`).
+    pub held: bool,
     /// The counts of the pass.
     pub tally: NodeTally,
     /// Pods deleted in this pass.

@@ -235,6 +235,11 @@ pub fn next_status(
         promotion: pods
             .and_then(|p| p.promotion.clone())
             .or_else(|| prev.promotion.clone()),
+        // A pass of the Pods driver says whether it was held; any other keeps what was.
+        held: match pods {
+            Some(pods) => pods.held.then_some(true),
+            None => prev.held,
+        },
         phase: Some(phase.to_owned()),
         reason: pass.failure.map(|failure| failure.as_str().to_owned()),
         message: pass.message.clone(),
@@ -435,6 +440,7 @@ mod tests {
             failed_nodes: (0..nodes).map(|i| format!("node-{i:05}")).collect(),
             revisions: (0..nodes).map(|i| (format!("{i:010}"), 1, 1)).collect(),
             promotion: None,
+            held: false,
             tally: NodeTally::default(),
             deleted: Vec::new(),
         }

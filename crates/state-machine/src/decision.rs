@@ -101,6 +101,10 @@ pub mod event_reason {
     pub const STEP_COMPLETED: &str = "StepCompleted";
     /// Normal: a promotion ended a pause or skipped a step.
     pub const PROMOTED: &str = "Promoted";
+    /// Normal: a Pods-driver rollout is held on request (the `pause` verb).
+    pub const PAUSED: &str = "Paused";
+    /// Normal: a hold on request ended (the `resume` verb).
+    pub const RESUMED: &str = "Resumed";
     /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, gone).
     pub const NODES_DEFERRED: &str = "NodesDeferred";
 }

@@ -1,5 +1,6 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
-//! `demo`, `status`, `crd`, `observe-kubevirt`, `sim serve`). The building blocks they wire
+//! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `crd`, `observe-kubevirt`, `sim
+//! serve`); `verb` holds what the verbs that steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
 //! Shared here: the kubeconfig flags ([`KubeArgs`], flattened into every command that talks to
@@ -9,10 +10,12 @@ pub mod crd;
 pub mod demo;
 pub mod get;
 pub mod observe_kubevirt;
+pub mod pause;
 pub mod promote;
 pub mod run;
 pub mod sim_serve;
 pub mod status;
+pub mod verb;
 
 use anyhow::Context;
 use canary_kube_adapter::error::{chain, transport_failure};

@@ -6,15 +6,12 @@
 //! shows it as drift, and it bumps no generation. Refused, with the reason, when the rollout is
 //! not paused, so a promote typed a moment too late does not skip the next step instead.
 
-use super::describe;
 use super::status::ObjectArgs;
+use super::verb::{annotate, require_pods_driver, which};
 use anyhow::bail;
-use canary_kube_adapter::CanaryDaemonSet;
-use canary_kube_adapter::crd::PROMOTE_ANNOTATION;
-use canary_state_machine::Driver;
+use canary_kube_adapter::crd::{PROMOTE_ANNOTATION, hold_requested};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
 /// Arguments of `promote`.
 #[derive(Debug, clap::Args)]
@@ -28,28 +25,31 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let (connection, cds) = args.object.find().await?;
     let name = &args.object.name;
     let namespace = cds.namespace().unwrap_or_default();
-    let which = format!("canarydaemonset {namespace}/{name}");
-    if cds.spec.strategy.driver != Driver::Pods {
-        bail!(
-            "{which} uses the {} driver: promote ends a pause step, which only the Pods driver has",
-            cds.spec.strategy.driver
-        );
-    }
+    let which = which(&namespace, name);
+    require_pods_driver(&cds, &which, "promote ends a pause step")?;
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if phase != "paused" {
         bail!("{which} is not paused (phase {phase}): nothing to promote");
+    }
+    if hold_requested(&cds) {
+        bail!(
+            "{which} is held on request (the pause verb): resume it first (daemonset-canary resume {name} -n {namespace}), a promotion does not end a hold"
+        );
     }
     let step = match (status.current_step_index, status.step_count) {
         (Some(index), Some(count)) => format!("step {} of {count}", index + 1),
         _ => "the current step".to_owned(),
     };
     let mark = Timestamp::now().to_string();
-    let patch = serde_json::json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: mark}}});
-    Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), &namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
+    annotate(
+        &connection,
+        &namespace,
+        name,
+        PROMOTE_ANNOTATION,
+        Some(&mark),
+    )
+    .await?;
     println!("{which} promoted: {step} (a pause) ends, the rollout goes on");
     Ok(())
 }

@@ -203,6 +203,9 @@ pub struct PodsPlan {
     /// The harness promotes (the `canary.daemonset.dev/promote` annotation) a rollout that
     /// has been `paused` this long.
     pub promote_after: Duration,
+    /// The harness holds the rollout on request (the `canary.daemonset.dev/paused` annotation,
+    /// the `pause` verb) at this time from the start, for this long, then resumes it.
+    pub hold: Option<(Duration, Duration)>,
 }
 
 /// The label of the canary node selector.
@@ -264,6 +267,13 @@ impl PodsPlan {
             canary_picks,
             zones,
             promote_after: Duration::from_secs(rng.between(10, 240)),
+            // Drawn last: the draws above, and so the older seeds' scenarios, stay as they were.
+            hold: rng.chance(0.3).then(|| {
+                (
+                    Duration::from_secs(rng.between(5, 400)),
+                    Duration::from_secs(rng.between(10, 200)),
+                )
+            }),
         }
     }
 
@@ -364,9 +374,12 @@ impl PodsPlan {
         steps + 4
     }
 
-    /// Virtual time the pauses take at most (an indefinite one: until the harness promotes).
+    /// Virtual time the pauses take at most (an indefinite one: until the harness promotes),
+    /// the hold on request included.
     pub fn pause_time(&self) -> Duration {
-        self.steps
+        let held = self.hold.map_or(Duration::ZERO, |(_, length)| length);
+        held + self
+            .steps
             .iter()
             .map(|step| match step {
                 PlanStep::Pause(Some(duration)) => *duration,
@@ -661,6 +674,9 @@ impl fmt::Display for Plan {
                 pods.zones,
                 pods.promote_after
             )?;
+            if let Some((at, length)) = pods.hold {
+                write!(f, ", held at {at:?} for {length:?}")?;
+            }
         }
         Ok(())
     }

@@ -87,6 +87,25 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// Invariant 15 at a successful DaemonSet write or pod DELETE: the rollout is not held on
+    /// request with the hold acted on, or set for longer than the grace.
+    fn check_not_held(&self, what: &str) {
+        let Some(cds) = self
+            .store
+            .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
+        else {
+            return;
+        };
+        let acted_on = cds.status.as_ref().is_some_and(|s| s.held == Some(true));
+        let held = canary_kube_adapter::crd::hold_requested(&cds);
+        if held && (acted_on || self.world.held_past_grace()) {
+            self.world.violate(
+                Invariant::NothingMovesWhileHeld,
+                format!("{what} while the rollout is held on request"),
+            );
+        }
+    }
+
     /// Wraps `inner` for replica number `replica` called `identity`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -179,6 +198,7 @@ impl Recorded {
         }
         let version = self.live_version();
         if status.is_success() {
+            self.check_not_held(&format!("{} {} daemonsets", self.identity, request.method));
             self.world.count(|e| e.daemon_set_writes += 1);
             let unchanged = shape.is_some() && shape == self.daemon_set_shape();
             let tally = self.world.tally(&version, |t| {
@@ -242,6 +262,7 @@ impl Recorded {
         });
         self.world
             .trace(format!("{} deleted pod {name} on {node}", self.identity));
+        self.check_not_held(&format!("{} deleted pod {name} on {node}", self.identity));
         if count > 1 {
             self.world.violate(
                 Invariant::OneDeletePerPod,

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::crd::PROMOTE_ANNOTATION;
+use canary_kube_adapter::crd::{PAUSE_ANNOTATION, PROMOTE_ANNOTATION};
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
@@ -497,6 +497,49 @@ impl Harness<'_> {
         }
     }
 
+    /// Holds the rollout on request at the plan's time (the `canary.daemonset.dev/paused`
+    /// annotation, as `daemonset-canary pause` sets it) and resumes it after the plan's while;
+    /// `stage` counts the steps done (0: not held yet, 1: held, 2: resumed).
+    fn hold_if_due(&mut self, since_start: Duration, stage: &mut u8) {
+        let Some((at, length)) = self.plan.pods.as_ref().and_then(|p| p.hold) else {
+            return;
+        };
+        let value = match *stage {
+            0 if since_start >= at => Some("true"),
+            1 if since_start >= at + length => None,
+            _ => return,
+        };
+        let held = self
+            .sim
+            .store()
+            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
+                let annotations = cds
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                match value {
+                    Some(value) => {
+                        annotations.insert(PAUSE_ANNOTATION.to_owned(), value.to_owned())
+                    }
+                    None => annotations.remove(PAUSE_ANNOTATION),
+                };
+            })
+            .is_ok();
+        if held {
+            *stage += 1;
+            // A minute to see it, as for a hand edit (invariant 9): a pass, a leader change.
+            self.world.hold(value.map(|_| 60.0));
+            if value.is_none() {
+                self.world.count(|e| e.holds += 1);
+            }
+            self.world.trace(if value.is_some() {
+                "held on request (paused)"
+            } else {
+                "resumed"
+            });
+        }
+    }
+
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
         let mut spec = manifest(&name, &behavior.annotation());
@@ -689,12 +732,14 @@ pub async fn run(plan: &Plan) -> Outcome {
     let mut healed_at: Option<Instant> = None;
     let mut quiet_since: Option<(Instant, String)> = None;
     let mut paused_since: Option<Instant> = None;
+    let mut hold_stage = 0;
     let mut end = None;
     loop {
         tokio::time::sleep(tick).await;
         let now = Instant::now();
         harness.reap().await;
         harness.promote_if_due(&mut paused_since);
+        harness.hold_if_due(now - start, &mut hold_stage);
         while let Some((at, action)) = actions.peek() {
             if start + *at > now {
                 break;

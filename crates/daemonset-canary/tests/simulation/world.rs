@@ -59,6 +59,11 @@ pub enum Invariant {
     OnlyDeferredNodesOld,
     /// 14. Pods driver: at most one successful DELETE per pod UID.
     OneDeletePerPod,
+    /// 15. Pods driver: no pod deletion and no DaemonSet write while the rollout is held on
+    ///     request (the `canary.daemonset.dev/paused` annotation is set) and either the
+    ///     controller has acted on it (`status.held`, written only by a pass that saw the
+    ///     annotation) or it has been set for a minute (a controller that ignores it).
+    NothingMovesWhileHeld,
 }
 
 impl Invariant {
@@ -79,6 +84,7 @@ impl Invariant {
             Invariant::NoDeletionAfterFailure => "12 no-deletion-after-failure",
             Invariant::OnlyDeferredNodesOld => "13 only-deferred-nodes-old",
             Invariant::OneDeletePerPod => "14 one-delete-per-pod",
+            Invariant::NothingMovesWhileHeld => "15 nothing-moves-while-held",
         }
     }
 }
@@ -130,6 +136,8 @@ pub struct Exercised {
     pub pod_deletions: u64,
     /// Promotions the harness made (Pods driver).
     pub promotions: u64,
+    /// Holds on request the harness made and ended (Pods driver).
+    pub holds: u64,
 }
 
 /// DaemonSet writes attributed to one version.
@@ -187,6 +195,9 @@ struct State {
     deletes_per_uid: BTreeMap<String, u32>,
     /// Deletions the checker has not taken in yet (invariant 11).
     deleted: Vec<Deleted>,
+    /// Virtual time from which nothing may move: the hold annotation was set a grace earlier
+    /// (invariant 15); `None` when not held.
+    held_from: Option<f64>,
 }
 
 /// Shared, cheap to clone.
@@ -224,6 +235,19 @@ impl World {
         let count = *count;
         state.deleted.push(deleted);
         count
+    }
+
+    /// The harness set the hold annotation (`Some`, with the grace the controller has to see
+    /// it) or removed it (`None`).
+    pub fn hold(&self, grace: Option<f64>) {
+        let now = self.now();
+        self.lock().held_from = grace.map(|grace| now + grace);
+    }
+
+    /// Whether nothing may move now: held for longer than the grace.
+    pub fn held_past_grace(&self) -> bool {
+        let now = self.now();
+        self.lock().held_from.is_some_and(|from| now > from)
     }
 
     /// The deletions recorded since the last call.

@@ -42,7 +42,7 @@ use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
-use crate::crd::PROMOTE_ANNOTATION;
+use crate::crd::{PROMOTE_ANNOTATION, hold_requested};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -148,6 +148,8 @@ impl Pass<'_> {
             .filter(|value| !value.is_empty())
             .cloned();
         let promoted = mark.is_some() && mark != status.and_then(|s| s.promotion.clone());
+        let held = hold_requested(self.cds);
+        let hold_recorded = status.is_some_and(|s| s.held == Some(true));
         let version = match &desired {
             Some(_) => plan.target.version.clone(),
             // A referenced DaemonSet: `fromContainer` reads the live template.
@@ -164,6 +166,8 @@ impl Pass<'_> {
             desired_pods: u32::try_from(ds_status.desired_number_scheduled).unwrap_or(0),
             nodes,
             promoted,
+            held,
+            hold_recorded,
             position: step_position(status, self.now),
             previous: previous_pass(status, self.now),
         };
@@ -232,6 +236,7 @@ impl Pass<'_> {
             failed_nodes: decision.failed_nodes.clone(),
             revisions: revision_counts(by_revision, current.as_deref()),
             promotion,
+            held: decision.held,
             tally: decision.tally,
             deleted,
         }));

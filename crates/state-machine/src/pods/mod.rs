@@ -29,6 +29,12 @@
 //!    deadline applies), then `successful`, with the deferred nodes named. A deferred node that comes
 //!    back is updated then, one at a time, without leaving `successful`.
 //!
+//! Over every row: a hold on request ([`PodObservation::held`], the `pause` verb) keeps what
+//! the rows decide but the actions: no template write, no deletion, no promotion consumed, and a
+//! rollout that would act is `paused` instead. A failure stays a failure; a rollout at rest
+//! stays `successful`. The progress deadline does not run while held (the phase is `paused`),
+//! and the hold is announced once (`Paused`), as is its end (`Resumed`).
+//!
 //! # Invariants
 //!
 //! - Never more pods unavailable than the step's budget: `unavailable + ready deletions <=
@@ -39,6 +45,7 @@
 //! - Deferred nodes (NotReady, cordoned, gone) are left out of the budget, the step targets
 //!   and the progress; none of their pods is deleted.
 //! - No deletion in a pass that fails, pauses, holds or starts a rollout.
+//! - No template write and no deletion while held on request.
 //! - A nodes step after the first, with a topology key, never disrupts two zones at once.
 //! - The order is stable: canary-selector nodes first in the first nodes step, then by zone
 //!   (when zoned) and name.
@@ -291,6 +298,12 @@ pub struct PodObservation {
     pub nodes: Vec<NodeState>,
     /// A promotion was asked for and not yet acted on.
     pub promoted: bool,
+    /// The rollout is held on request (the `pause` verb): no template write and no pod
+    /// deletion until the request is withdrawn (`resume`). Crashes are still watched.
+    pub held: bool,
+    /// The previous pass acted on the hold already (the status records it), so `Paused` is
+    /// announced once, and `Resumed` once when the request is withdrawn.
+    pub hold_recorded: bool,
     /// Where the previous pass left the steps; `None` before the first rollout.
     pub position: Option<StepPosition>,
     /// The previous pass (phase, failure, progress), from status.
@@ -352,6 +365,8 @@ pub struct PodDecision {
     pub canary_nodes: Option<Vec<String>>,
     /// This pass acted on the pending promotion (the caller records it as consumed).
     pub promotion_consumed: bool,
+    /// This pass was held on request (the caller records it, see [`PodObservation::held`]).
+    pub held: bool,
     /// Events to record, in order.
     pub events: Vec<Event>,
     /// The error to report (a Degraded condition).
@@ -378,6 +393,7 @@ impl PodDecision {
             failed_nodes: Vec::new(),
             canary_nodes: None,
             promotion_consumed: false,
+            held: false,
             events: decision.event.into_iter().collect(),
             error: decision.error,
             done: decision.done,
@@ -417,6 +433,72 @@ pub fn decide_pods(
     plan: &StepPlan,
     observation: &PodObservation,
 ) -> PodDecision {
+    if observation.held && observation.promoted {
+        // A promotion waits for the hold to end: it is not consumed while nothing may move.
+        let waiting = PodObservation {
+            promoted: false,
+            ..observation.clone()
+        };
+        return held_on_request(decide_rows(strategy, plan, &waiting), &waiting);
+    }
+    held_on_request(decide_rows(strategy, plan, observation), observation)
+}
+
+/// The hold on request over the rows' decision (see the module documentation).
+fn held_on_request(mut decision: PodDecision, observation: &PodObservation) -> PodDecision {
+    let name = &observation.name;
+    if !observation.held {
+        if observation.hold_recorded {
+            decision.events.insert(
+                0,
+                normal(
+                    event_reason::RESUMED,
+                    format!("daemonSet {name}: resumed on request, the rollout goes on"),
+                ),
+            );
+        }
+        return decision;
+    }
+    decision.held = true;
+    let acts = decision.write.is_some()
+        || !decision.delete.is_empty()
+        || matches!(
+            decision.phase,
+            Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
+        );
+    if acts && decision.phase != Phase::Failed {
+        if decision.write.take().is_some() {
+            // The template is not written: no rollout starts yet (it starts on resume).
+            decision
+                .events
+                .retain(|event| event.reason != event_reason::ROLLOUT_STARTED);
+        }
+        decision.delete.clear();
+        decision.done = false;
+        decision.phase = Phase::Paused;
+        // A drift kept while held is announced once, not on every pass.
+        if observation.previous.is_some_and(|p| p.drifted) {
+            decision
+                .events
+                .retain(|event| event.reason != event_reason::DRIFT_DETECTED);
+        }
+    }
+    if !observation.hold_recorded {
+        decision.events.insert(
+            0,
+            normal(
+                event_reason::PAUSED,
+                format!(
+                    "daemonSet {name}: paused on request, no pod is deleted and the template is not written until it is resumed"
+                ),
+            ),
+        );
+    }
+    decision
+}
+
+/// Rows 1 to 8, before the hold on request.
+fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservation) -> PodDecision {
     let step = observation.position.map_or(0, |p| p.index).min(plan.len());
     let view = Observation {
         name: observation.name.clone(),

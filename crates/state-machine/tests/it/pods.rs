@@ -353,6 +353,102 @@ fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
 }
 
 #[test]
+fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way() {
+    // Mid-canary on 5 nodes: without the hold, n00 would go.
+    let moving = at(0, Phase::Canary, cluster(5, 0));
+    assert_eq!(
+        deleted_nodes(&decide_pods(&pods(), &StepPlan::default(), &moving)),
+        ["n00"]
+    );
+
+    let asked = PodObservation {
+        held: true,
+        ..moving.clone()
+    };
+    let first = decide_pods(&pods(), &StepPlan::default(), &asked);
+    assert_eq!((first.phase, first.step), (Phase::Paused, 0));
+    assert!(first.delete.is_empty() && first.held);
+    assert_eq!(reasons(&first), [event_reason::PAUSED]);
+
+    let mut still = at(0, Phase::Paused, cluster(5, 0));
+    still.held = true;
+    still.hold_recorded = true;
+    let again = decide_pods(&pods(), &StepPlan::default(), &still);
+    assert_eq!(again.phase, Phase::Paused);
+    assert!(
+        again.delete.is_empty() && again.events.is_empty(),
+        "{again:?}"
+    );
+
+    // A changed template is not written while held.
+    let changed = PodObservation {
+        template_changed: true,
+        ..still.clone()
+    };
+    let not_written = decide_pods(&pods(), &StepPlan::default(), &changed);
+    assert_eq!(
+        (not_written.phase, not_written.write),
+        (Phase::Paused, None)
+    );
+
+    // Resumed: the rollout goes on where it was, and says so once.
+    let resumed = PodObservation {
+        held: false,
+        ..still
+    };
+    let on = decide_pods(&pods(), &StepPlan::default(), &resumed);
+    assert_eq!(on.phase, Phase::Canary);
+    assert_eq!(deleted_nodes(&on), ["n00"]);
+    assert_eq!(reasons(&on), [event_reason::RESUMED]);
+    assert!(!on.held);
+}
+
+#[test]
+fn a_hold_keeps_a_failure_and_a_rollout_at_rest_as_they_are() {
+    let mut crashing = cluster(4, 0);
+    crashing.push(NodeState {
+        pod: Some(PodState {
+            crash_loop: Some("CrashLoopBackOff".into()),
+            ..node("n99", true, false).pod.unwrap()
+        }),
+        ..node("n99", true, false)
+    });
+    let mut observation = at(0, Phase::Canary, crashing);
+    observation.held = true;
+    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert_eq!(
+        (decision.phase, decision.failure),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
+    );
+
+    let mut at_rest = at(2, Phase::Successful, cluster(0, 5));
+    at_rest.held = true;
+    let rest = decide_pods(&pods(), &StepPlan::default(), &at_rest);
+    assert_eq!(rest.phase, Phase::Successful);
+    assert!(rest.held);
+}
+
+#[test]
+fn a_promotion_during_a_hold_waits_for_the_resume() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    let mut nodes = cluster(4, 0);
+    nodes.push(node("n99", true, true));
+    let mut paused = at(1, Phase::Paused, nodes);
+    paused.promoted = true;
+    paused.held = true;
+    paused.hold_recorded = true;
+    let decision = decide_pods(&pods(), &plan, &paused);
+    assert_eq!((decision.phase, decision.step), (Phase::Paused, 1));
+    assert!(!decision.promotion_consumed && decision.delete.is_empty());
+}
+
+#[test]
 fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_end() {
     let mut nodes = cluster(4, 0);
     nodes[0].health = NodeHealth::NotReady;
@@ -696,6 +792,8 @@ proptest! {
         phase in proptest::sample::select(Phase::ALL.to_vec()),
         promoted in any::<bool>(),
         new_revision in any::<bool>(),
+        held in any::<bool>(),
+        template_changed in any::<bool>(),
     ) {
         // One pod per node name, as a DaemonSet has.
         let mut nodes = nodes;
@@ -709,6 +807,8 @@ proptest! {
             new_revision,
             desired_pods: desired,
             promoted,
+            held,
+            template_changed,
             position: Some(StepPosition { index, elapsed: Duration::from_secs(elapsed), deferred: 0 }),
             previous: Some(previous(phase)),
             nodes: nodes.clone(),
@@ -738,6 +838,11 @@ proptest! {
         }
         if decision.phase == Phase::Failed || decision.phase == Phase::Paused || decision.phase == Phase::Started {
             prop_assert!(decision.delete.is_empty());
+        }
+        if held {
+            prop_assert!(decision.delete.is_empty() && decision.write.is_none(), "nothing moves while held");
+            prop_assert!(!decision.promotion_consumed, "a promotion waits for the hold to end");
+            prop_assert!(decision.held);
         }
         let mut names: Vec<_> = decision.delete.iter().map(|d| &d.node).collect();
         names.dedup();
