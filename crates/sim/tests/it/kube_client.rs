@@ -80,13 +80,21 @@ async fn daemonset_crud_and_patches() {
         "{err:?}"
     );
 
-    let mut status = api.get_status(&name).await.unwrap();
-    status.status.as_mut().unwrap().number_ready = 2;
-    status.spec.as_mut().unwrap().min_ready_seconds = Some(77);
-    let after = api
-        .replace_status(&name, &PostParams::default(), &status)
-        .await
-        .unwrap();
+    // The simulated DaemonSet controller writes this status too: a read-modify-write may meet
+    // its write (409) and is tried again, as any client of the status does.
+    let mut attempts = 0;
+    let after = loop {
+        let mut status = api.get_status(&name).await.unwrap();
+        status.status.as_mut().unwrap().number_ready = 2;
+        status.spec.as_mut().unwrap().min_ready_seconds = Some(77);
+        match api
+            .replace_status(&name, &PostParams::default(), &status)
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.is_conflict() && attempts < 20 => attempts += 1,
+            answer => break answer.unwrap(),
+        }
+    };
     assert_eq!(after.status.unwrap().number_ready, 2);
     assert_eq!(
         after.spec.unwrap().min_ready_seconds,
