@@ -3,7 +3,8 @@
 //! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
 //! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet),
 //! `get` (a line per CanaryDaemonSet), `promote NAME` (end a pause step), `pause NAME` and
-//! `resume NAME` (hold a Pods-driver rollout on request, let it go on) and
+//! `resume NAME` (hold a Pods-driver rollout on request, let it go on), `retry NAME` (start a
+//! failed one again) and
 //! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
@@ -57,6 +58,8 @@ enum Command {
     Pause(cli::pause::HoldArgs),
     /// Let a rollout held by `pause` go on.
     Resume(cli::pause::HoldArgs),
+    /// Start a failed Pods-driver rollout again from its first step (refused unless failed).
+    Retry(cli::retry::RetryArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -111,6 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Promote(args) => multi_thread()?.block_on(cli::promote::run(args))?,
         Command::Pause(args) => multi_thread()?.block_on(cli::pause::pause(args))?,
         Command::Resume(args) => multi_thread()?.block_on(cli::pause::resume(args))?,
+        Command::Retry(args) => multi_thread()?.block_on(cli::retry::run(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

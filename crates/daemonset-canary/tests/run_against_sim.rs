@@ -511,3 +511,119 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
         );
     }
 }
+
+/// The `retry` verb as a user types it: refused while nothing failed; after a crash-looping
+/// version failed, it starts the rollout again from its first step with no template change
+/// (the `Retried` event, `status.retry`), and a pod that still crash-loops fails it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+
+    let sim = support::serve_sim("retry", &["--nodes", "3"]);
+    let kubeconfig = &sim.kubeconfig;
+    let client = support::client(kubeconfig).await;
+    support::install_crd(&client).await;
+    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _run = KillOnDrop(run);
+    let retry = || {
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(["retry", NAME, "-n", NAMESPACE, "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let manifest = |version: &str, behavior: &str| {
+        daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::Pods,
+            None,
+            version,
+            behavior,
+        )
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    let refused = retry();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("is not failed (phase successful)"), "{said}");
+
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": manifest("v2", "crashloop")["spec"]})),
+        )
+        .await
+        .unwrap();
+    let failed = || async {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+            if status.observed_generation >= patched.metadata.generation
+                && status.phase.as_deref() == Some("failed")
+            {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "v2 never failed: {status:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let first = failed().await;
+    assert_eq!(first.reason.as_deref(), Some("CanaryCrashLooping"));
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let written = daemon_sets.get(NAME).await.unwrap().metadata.generation;
+
+    let retried = retry();
+    assert!(
+        retried.status.success(),
+        "{}",
+        String::from_utf8_lossy(&retried.stderr)
+    );
+    let said = String::from_utf8_lossy(&retried.stdout);
+    assert!(
+        said.contains("retried: the rollout of v2 (failed: CanaryCrashLooping) starts again"),
+        "{said}"
+    );
+    // Acted on once: recorded in the status, announced once, and the pod still crash-loops,
+    // so the rollout fails again; the template was not written again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let params = kube::api::ListParams::default();
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let reasons: Vec<String> = events
+            .list(&params)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|event| event.reason)
+            .collect();
+        let retried = reasons.iter().filter(|r| *r == "Retried").count();
+        if status.retry.is_some() && status.phase.as_deref() == Some("failed") && retried == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the retry was not acted on: {status:?} {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        daemon_sets.get(NAME).await.unwrap().metadata.generation,
+        written,
+        "a retry writes no template"
+    );
+}

@@ -188,6 +188,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.bad_objects += e.bad_objects;
         total.promotions += e.promotions;
         total.holds += e.holds;
+        total.retries += e.retries;
     }
     total
 }
@@ -196,7 +197,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} holds={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} holds={} retries={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -213,6 +214,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.bad_objects,
         t.promotions,
         t.holds,
+        t.retries,
         wall.as_secs_f64()
     )
 }

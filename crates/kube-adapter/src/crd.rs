@@ -47,6 +47,12 @@ pub const PROMOTE_ANNOTATION: &str = "canary.daemonset.dev/promote";
 /// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
 pub const PAUSE_ANNOTATION: &str = "canary.daemonset.dev/paused";
 
+/// The annotation that retries a failed Pods-driver rollout (the `retry` verb): a new
+/// non-empty value starts it again from its first step, toward the same revision, once; the
+/// status remembers the value acted on (`status.retry`), whatever the phase was.
+/// `kubectl annotate cds NAME canary.daemonset.dev/retry=$(date +%s) --overwrite`.
+pub const RETRY_ANNOTATION: &str = "canary.daemonset.dev/retry";
+
 /// Whether `cds` asks for a hold ([`PAUSE_ANNOTATION`] set to anything but empty or `false`).
 pub fn hold_requested(cds: &CanaryDaemonSet) -> bool {
     use kube::ResourceExt;
@@ -529,6 +535,9 @@ pub struct CanaryDaemonSetStatus {
     /// controller has acted on it (announced it with the `Paused` event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<bool>,
+    /// The last `canary.daemonset.dev/retry` value acted on: a retry counts once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
 }
 
 /// A node and why it is listed.
@@ -555,7 +564,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 26] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 27] = [
         "phase",
         "reason",
         "message",
@@ -582,6 +591,7 @@ impl CanaryDaemonSetStatus {
         "revisions",
         "promotion",
         "held",
+        "retry",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent

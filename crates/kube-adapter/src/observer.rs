@@ -98,6 +98,8 @@ pub struct PodsRecord {
     pub promotion: Option<String>,
     /// The pass was held on request (`canary.daemonset.dev/paused`).
     pub held: bool,
+    /// The retry mark acted on (in this pass or before).
+    pub retry: Option<String>,
     /// The counts of the pass.
     pub tally: NodeTally,
     /// Pods deleted in this pass.

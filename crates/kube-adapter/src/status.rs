@@ -235,6 +235,9 @@ pub fn next_status(
         promotion: pods
             .and_then(|p| p.promotion.clone())
             .or_else(|| prev.promotion.clone()),
+        retry: pods
+            .and_then(|p| p.retry.clone())
+            .or_else(|| prev.retry.clone()),
         // A pass of the Pods driver says whether it was held; any other keeps what was.
         held: match pods {
             Some(pods) => pods.held.then_some(true),
@@ -441,6 +444,7 @@ mod tests {
             revisions: (0..nodes).map(|i| (format!("{i:010}"), 1, 1)).collect(),
             promotion: None,
             held: false,
+            retry: None,
             tally: NodeTally::default(),
             deleted: Vec::new(),
         }

@@ -105,6 +105,8 @@ pub mod event_reason {
     pub const PAUSED: &str = "Paused";
     /// Normal: a hold on request ended (the `resume` verb).
     pub const RESUMED: &str = "Resumed";
+    /// Normal: a failed Pods-driver rollout starts again from its first step (the `retry` verb).
+    pub const RETRIED: &str = "Retried";
     /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, gone).
     pub const NODES_DEFERRED: &str = "NodesDeferred";
 }

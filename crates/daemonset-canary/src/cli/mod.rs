@@ -1,5 +1,5 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
-//! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `crd`, `observe-kubevirt`, `sim
+//! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `crd`, `observe-kubevirt`, `sim
 //! serve`); `verb` holds what the verbs that steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
@@ -12,6 +12,7 @@ pub mod get;
 pub mod observe_kubevirt;
 pub mod pause;
 pub mod promote;
+pub mod retry;
 pub mod run;
 pub mod sim_serve;
 pub mod status;

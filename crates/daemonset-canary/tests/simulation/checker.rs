@@ -768,6 +768,20 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
     };
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.clone().unwrap_or_default();
+    let retry_mark = cds
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(canary_kube_adapter::crd::RETRY_ANNOTATION));
+    if pods_driver && retry_mark.is_some() && status.retry.as_ref() != retry_mark {
+        world.violate(
+            Invariant::RetryActedOn,
+            format!(
+                "the retry {retry_mark:?} was never acted on (status.retry {:?}, phase {phase})",
+                status.retry
+            ),
+        );
+    }
     let (latest, behavior, not_ready_seen) = match intent.lock() {
         Ok(i) => (
             i.versions.last().map(|(v, _)| v.clone()),

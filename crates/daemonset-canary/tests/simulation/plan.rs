@@ -206,6 +206,9 @@ pub struct PodsPlan {
     /// The harness holds the rollout on request (the `canary.daemonset.dev/paused` annotation,
     /// the `pause` verb) at this time from the start, for this long, then resumes it.
     pub hold: Option<(Duration, Duration)>,
+    /// The harness retries (the `canary.daemonset.dev/retry` annotation, the `retry` verb) a
+    /// rollout that has been `failed` this long, once per seed.
+    pub retry_after: Option<Duration>,
 }
 
 /// The label of the canary node selector.
@@ -274,6 +277,9 @@ impl PodsPlan {
                     Duration::from_secs(rng.between(10, 200)),
                 )
             }),
+            retry_after: rng
+                .chance(0.3)
+                .then(|| Duration::from_secs(rng.between(10, 100))),
         }
     }
 
@@ -378,15 +384,20 @@ impl PodsPlan {
     /// the hold on request included.
     pub fn pause_time(&self) -> Duration {
         let held = self.hold.map_or(Duration::ZERO, |(_, length)| length);
-        held + self
-            .steps
-            .iter()
-            .map(|step| match step {
-                PlanStep::Pause(Some(duration)) => *duration,
-                PlanStep::Pause(None) => self.promote_after + Duration::from_secs(60),
-                PlanStep::Nodes { .. } => Duration::ZERO,
-            })
-            .sum()
+        // A retried rollout runs again: its wait and a canary's worth of time.
+        let retried = self
+            .retry_after
+            .map_or(Duration::ZERO, |after| after + Duration::from_secs(240));
+        held + retried
+            + self
+                .steps
+                .iter()
+                .map(|step| match step {
+                    PlanStep::Pause(Some(duration)) => *duration,
+                    PlanStep::Pause(None) => self.promote_after + Duration::from_secs(60),
+                    PlanStep::Nodes { .. } => Duration::ZERO,
+                })
+                .sum()
     }
 }
 
@@ -676,6 +687,9 @@ impl fmt::Display for Plan {
             )?;
             if let Some((at, length)) = pods.hold {
                 write!(f, ", held at {at:?} for {length:?}")?;
+            }
+            if let Some(after) = pods.retry_after {
+                write!(f, ", retried after {after:?} failed")?;
             }
         }
         Ok(())

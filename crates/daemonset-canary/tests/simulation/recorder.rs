@@ -288,7 +288,15 @@ impl Recorded {
             .intent
             .lock()
             .is_ok_and(|intent| intent.hand_edit_since_change);
-        if status.phase.as_deref() == Some("failed") && sticky && current && !edited {
+        // A retry asked for and not yet recorded: the pass acting on it deletes before it
+        // writes the status that leaves `failed`.
+        let retrying = cds
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(canary_kube_adapter::crd::RETRY_ANNOTATION))
+            .is_some_and(|mark| status.retry.as_ref() != Some(mark));
+        if status.phase.as_deref() == Some("failed") && sticky && current && !edited && !retrying {
             self.world.violate(
                 Invariant::NoDeletionAfterFailure,
                 format!(

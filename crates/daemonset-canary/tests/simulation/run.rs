@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::crd::{PAUSE_ANNOTATION, PROMOTE_ANNOTATION};
+use canary_kube_adapter::crd::{PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION};
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
@@ -497,6 +497,44 @@ impl Harness<'_> {
         }
     }
 
+    /// Retries a Pods-driver rollout that has been `failed` for the plan's while (once per
+    /// seed), as `daemonset-canary retry` does.
+    fn retry_if_due(&mut self, failed_since: &mut Option<Instant>, retried: &mut bool) {
+        let Some(after) = self.plan.pods.as_ref().and_then(|p| p.retry_after) else {
+            return;
+        };
+        if *retried {
+            return;
+        }
+        let store = self.sim.store();
+        let failed = store
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .is_some_and(|status| status.phase.as_deref() == Some("failed"));
+        if !failed {
+            *failed_since = None;
+            return;
+        }
+        let now = Instant::now();
+        if now < *failed_since.get_or_insert(now) + after {
+            return;
+        }
+        let value = format!("r{}", self.rng.next_u64() % 1_000_000);
+        let marked = store
+            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
+                cds.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(RETRY_ANNOTATION.to_owned(), value.clone());
+            })
+            .is_ok();
+        if marked {
+            *retried = true;
+            self.world.count(|e| e.retries += 1);
+            self.world.trace(format!("retried ({value})"));
+        }
+    }
+
     /// Holds the rollout on request at the plan's time (the `canary.daemonset.dev/paused`
     /// annotation, as `daemonset-canary pause` sets it) and resumes it after the plan's while;
     /// `stage` counts the steps done (0: not held yet, 1: held, 2: resumed).
@@ -733,6 +771,8 @@ pub async fn run(plan: &Plan) -> Outcome {
     let mut quiet_since: Option<(Instant, String)> = None;
     let mut paused_since: Option<Instant> = None;
     let mut hold_stage = 0;
+    let mut failed_since: Option<Instant> = None;
+    let mut retried = false;
     let mut end = None;
     loop {
         tokio::time::sleep(tick).await;
@@ -740,6 +780,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         harness.reap().await;
         harness.promote_if_due(&mut paused_since);
         harness.hold_if_due(now - start, &mut hold_stage);
+        harness.retry_if_due(&mut failed_since, &mut retried);
         while let Some((at, action)) = actions.peek() {
             if start + *at > now {
                 break;

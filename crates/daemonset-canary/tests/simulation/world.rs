@@ -64,6 +64,9 @@ pub enum Invariant {
     ///     controller has acted on it (`status.held`, written only by a pass that saw the
     ///     annotation) or it has been set for a minute (a controller that ignores it).
     NothingMovesWhileHeld,
+    /// 16. Pods driver: a retry is acted on: at quiescence the status records the last retry
+    ///     mark the harness set (`status.retry`).
+    RetryActedOn,
 }
 
 impl Invariant {
@@ -85,6 +88,7 @@ impl Invariant {
             Invariant::OnlyDeferredNodesOld => "13 only-deferred-nodes-old",
             Invariant::OneDeletePerPod => "14 one-delete-per-pod",
             Invariant::NothingMovesWhileHeld => "15 nothing-moves-while-held",
+            Invariant::RetryActedOn => "16 retry-acted-on",
         }
     }
 }
@@ -138,6 +142,8 @@ pub struct Exercised {
     pub promotions: u64,
     /// Holds on request the harness made and ended (Pods driver).
     pub holds: u64,
+    /// Retries of a failed rollout the harness asked for (Pods driver).
+    pub retries: u64,
 }
 
 /// DaemonSet writes attributed to one version.

@@ -42,7 +42,7 @@ use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
-use crate::crd::{PROMOTE_ANNOTATION, hold_requested};
+use crate::crd::{PROMOTE_ANNOTATION, RETRY_ANNOTATION, hold_requested};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -149,6 +149,13 @@ impl Pass<'_> {
             .cloned();
         let promoted = mark.is_some() && mark != status.and_then(|s| s.promotion.clone());
         let held = hold_requested(self.cds);
+        let retry_mark = self
+            .cds
+            .annotations()
+            .get(RETRY_ANNOTATION)
+            .filter(|value| !value.is_empty())
+            .cloned();
+        let retry = retry_mark.is_some() && retry_mark != status.and_then(|s| s.retry.clone());
         let hold_recorded = status.is_some_and(|s| s.held == Some(true));
         let version = match &desired {
             Some(_) => plan.target.version.clone(),
@@ -168,6 +175,7 @@ impl Pass<'_> {
             promoted,
             held,
             hold_recorded,
+            retry,
             position: step_position(status, self.now),
             previous: previous_pass(status, self.now),
         };
@@ -237,6 +245,12 @@ impl Pass<'_> {
             revisions: revision_counts(by_revision, current.as_deref()),
             promotion,
             held: decision.held,
+            // Acted on whatever the phase: an old mark never retries a later failure.
+            retry: if retry {
+                retry_mark
+            } else {
+                status.and_then(|s| s.retry.clone())
+            },
             tally: decision.tally,
             deleted,
         }));

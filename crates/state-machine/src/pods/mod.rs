@@ -35,6 +35,10 @@
 //! stays `successful`. The progress deadline does not run while held (the phase is `paused`),
 //! and the hold is announced once (`Paused`), as is its end (`Resumed`).
 //!
+//! Before every row: a retry on request ([`PodObservation::retry`], the `retry` verb) of a
+//! failed rollout forgets the failure and the step: the rows run as for a rollout toward the
+//! same revision that has just started (`Retried`). A retry of anything else changes nothing.
+//!
 //! # Invariants
 //!
 //! - Never more pods unavailable than the step's budget: `unavailable + ready deletions <=
@@ -304,6 +308,9 @@ pub struct PodObservation {
     /// The previous pass acted on the hold already (the status records it), so `Paused` is
     /// announced once, and `Resumed` once when the request is withdrawn.
     pub hold_recorded: bool,
+    /// A retry was asked for and not yet acted on (the `retry` verb): a failed rollout starts
+    /// again from its first step, toward the same revision. Ignored unless failed.
+    pub retry: bool,
     /// Where the previous pass left the steps; `None` before the first rollout.
     pub position: Option<StepPosition>,
     /// The previous pass (phase, failure, progress), from status.
@@ -367,6 +374,8 @@ pub struct PodDecision {
     pub promotion_consumed: bool,
     /// This pass was held on request (the caller records it, see [`PodObservation::held`]).
     pub held: bool,
+    /// This pass restarted a failed rollout on request (see [`PodObservation::retry`]).
+    pub retried: bool,
     /// Events to record, in order.
     pub events: Vec<Event>,
     /// The error to report (a Degraded condition).
@@ -394,6 +403,7 @@ impl PodDecision {
             canary_nodes: None,
             promotion_consumed: false,
             held: false,
+            retried: false,
             events: decision.event.into_iter().collect(),
             error: decision.error,
             done: decision.done,
@@ -433,15 +443,39 @@ pub fn decide_pods(
     plan: &StepPlan,
     observation: &PodObservation,
 ) -> PodDecision {
-    if observation.held && observation.promoted {
-        // A promotion waits for the hold to end: it is not consumed while nothing may move.
-        let waiting = PodObservation {
-            promoted: false,
-            ..observation.clone()
-        };
-        return held_on_request(decide_rows(strategy, plan, &waiting), &waiting);
+    let failed_before = observation
+        .previous
+        .is_some_and(|p| p.phase == Phase::Failed);
+    let retrying = observation.retry && failed_before;
+    let promotion_waits = observation.held && observation.promoted;
+    if !retrying && !promotion_waits {
+        return held_on_request(decide_rows(strategy, plan, observation), observation);
     }
-    held_on_request(decide_rows(strategy, plan, observation), observation)
+    let fresh = PodObservation {
+        // A promotion waits for the hold to end: it is not consumed while nothing may move.
+        promoted: observation.promoted && !promotion_waits,
+        // A retry forgets the failure and the step it was in: the rollout starts again from
+        // its first step (a pod still crash-looping fails it again at once).
+        previous: if retrying { None } else { observation.previous },
+        position: if retrying { None } else { observation.position },
+        ..observation.clone()
+    };
+    let mut decision = decide_rows(strategy, plan, &fresh);
+    if retrying {
+        decision.retried = true;
+        decision.events.insert(
+            0,
+            normal(
+                event_reason::RETRIED,
+                format!(
+                    "daemonSet {}: retrying {} from step 1 on request",
+                    observation.name,
+                    rollout_of(&observation.version)
+                ),
+            ),
+        );
+    }
+    held_on_request(decision, &fresh)
 }
 
 /// The hold on request over the rows' decision (see the module documentation).

@@ -449,6 +449,82 @@ fn a_promotion_during_a_hold_waits_for_the_resume() {
 }
 
 #[test]
+fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Nodes {
+            nodes: MaxUnavailable::Percent(100),
+            max_unavailable: None,
+        },
+    ]);
+    // Failed at step 2 of 2 (a crash loop that has since healed: the pod is ready now).
+    let mut nodes = cluster(3, 0);
+    nodes.push(node("n99", true, true));
+    let mut failed = at(1, Phase::Failed, nodes.clone());
+    failed.previous = Some(PreviousPass {
+        failure: Some(FailureReason::CanaryCrashLooping),
+        ..previous(Phase::Failed)
+    });
+    let stays = decide_pods(&pods(), &plan, &failed);
+    assert_eq!(stays.phase, Phase::Failed, "a sticky failure stays");
+    assert!(stays.delete.is_empty() && !stays.retried);
+
+    let asked = PodObservation {
+        retry: true,
+        ..failed.clone()
+    };
+    let retried = decide_pods(&pods(), &plan, &asked);
+    assert!(retried.retried);
+    assert_eq!(reasons(&retried)[0], event_reason::RETRIED);
+    assert!(
+        retried.events[0].message.contains("from step 1"),
+        "{:?}",
+        retried.events
+    );
+    // From the first step: its one node is there, the second step begins and deletes.
+    assert_eq!((retried.phase, retried.step), (Phase::Increasing, 1));
+    assert_eq!(deleted_nodes(&retried), ["n00"]);
+
+    // Still crash-looping: the retried rollout fails again at once, nothing deleted.
+    let mut crashing = cluster(3, 0);
+    crashing.push(NodeState {
+        pod: Some(PodState {
+            crash_loop: Some("CrashLoopBackOff".into()),
+            ..node("n99", true, false).pod.unwrap()
+        }),
+        ..node("n99", true, false)
+    });
+    let again = decide_pods(
+        &pods(),
+        &plan,
+        &PodObservation {
+            nodes: crashing,
+            ..asked.clone()
+        },
+    );
+    assert_eq!(
+        (again.phase, again.failure),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
+    );
+    assert!(again.delete.is_empty());
+
+    // A retry of a rollout that did not fail changes nothing.
+    let running = PodObservation {
+        retry: true,
+        ..at(0, Phase::Canary, cluster(4, 0))
+    };
+    let untouched = decide_pods(&pods(), &plan, &running);
+    assert!(!untouched.retried);
+    assert_eq!(
+        untouched,
+        decide_pods(&pods(), &plan, &at(0, Phase::Canary, cluster(4, 0)))
+    );
+}
+
+#[test]
 fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_end() {
     let mut nodes = cluster(4, 0);
     nodes[0].health = NodeHealth::NotReady;
@@ -794,6 +870,7 @@ proptest! {
         new_revision in any::<bool>(),
         held in any::<bool>(),
         template_changed in any::<bool>(),
+        retry in any::<bool>(),
     ) {
         // One pod per node name, as a DaemonSet has.
         let mut nodes = nodes;
@@ -809,6 +886,7 @@ proptest! {
             promoted,
             held,
             template_changed,
+            retry,
             position: Some(StepPosition { index, elapsed: Duration::from_secs(elapsed), deferred: 0 }),
             previous: Some(previous(phase)),
             nodes: nodes.clone(),

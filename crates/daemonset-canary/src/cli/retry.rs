@@ -1,0 +1,49 @@
+//! `daemonset-canary retry NAME`: starts a failed Pods-driver rollout again from its first
+//! step, toward the same revision, with no template change.
+//!
+//! The verb marks the CanaryDaemonSet with the annotation `canary.daemonset.dev/retry` (a new
+//! value each time: the time it was asked); the controller acts on a mark once, records it in
+//! `status.retry` and announces it (`Retried`). Refused, with the reason, unless the rollout is
+//! `failed`: a retry typed while a rollout still runs would otherwise wait for a later failure.
+//! A pod that still crash-loops fails the retried rollout again at once; fix the cause first
+//! (an image pull secret, a node problem) or roll out another version.
+
+use super::status::ObjectArgs;
+use super::verb::{annotate, require_pods_driver, which};
+use anyhow::bail;
+use canary_kube_adapter::crd::RETRY_ANNOTATION;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+/// Arguments of `retry`.
+#[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    #[command(flatten)]
+    object: ObjectArgs,
+}
+
+/// Marks the CanaryDaemonSet and prints one line saying what starts again.
+pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
+    let (connection, cds) = args.object.find().await?;
+    let name = &args.object.name;
+    let namespace = cds.namespace().unwrap_or_default();
+    let which = which(&namespace, name);
+    require_pods_driver(
+        &cds,
+        &which,
+        "retry restarts a failed rollout from its first step",
+    )?;
+    let status = cds.status.clone().unwrap_or_default();
+    let phase = status.phase.as_deref().unwrap_or("pending");
+    if phase != "failed" {
+        bail!("{which} is not failed (phase {phase}): nothing to retry");
+    }
+    let reason = status.reason.as_deref().unwrap_or("unknown reason");
+    let version = status.target_version.as_deref().unwrap_or("the target");
+    let mark = Timestamp::now().to_string();
+    annotate(&connection, &namespace, name, RETRY_ANNOTATION, Some(&mark)).await?;
+    println!(
+        "{which} retried: the rollout of {version} (failed: {reason}) starts again from step 1"
+    );
+    Ok(())
+}
