@@ -263,32 +263,41 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
     drop(fresh);
 }
 
-/// The `promote` verb as a user types it: refused while nothing is paused, then, on a
-/// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
-/// lists it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
-    let sim = support::serve_sim("promote", &["--nodes", "3"]);
-    let kubeconfig = &sim.kubeconfig;
-    let client = support::client(kubeconfig).await;
+/// `sim serve` with 3 nodes (named after `test`), the CRD, and `run` against it; the
+/// controller is killed when the last value is dropped.
+async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
+    let sim = support::serve_sim(test, &["--nodes", "3"]);
+    let client = support::client(&sim.kubeconfig).await;
     support::install_crd(&client).await;
     let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .arg("run")
         .arg("--kubeconfig")
-        .arg(kubeconfig)
+        .arg(&sim.kubeconfig)
         .arg("--metrics-addr=127.0.0.1:0")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _run = KillOnDrop(run);
-    let promote = || {
-        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-            .args(["promote", NAME, "-n", NAMESPACE, "--kubeconfig"])
-            .arg(kubeconfig)
-            .output()
-            .unwrap()
-    };
+    (sim, client, KillOnDrop(run))
+}
+
+/// `daemonset-canary VERB node-agent -n default` as a user types it.
+fn verb(kubeconfig: &std::path::Path, verb: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args([verb, NAME, "-n", NAMESPACE, "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .unwrap()
+}
+
+/// The `promote` verb as a user types it: refused while nothing is paused, then, on a
+/// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
+/// lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
+    let (sim, client, _run) = controller_on_sim("promote").await;
+    let kubeconfig = &sim.kubeconfig;
+    let promote = || verb(kubeconfig, "promote");
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let held = |version: &str| {
@@ -369,27 +378,9 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::core::v1::Pod;
 
-    let sim = support::serve_sim("pause", &["--nodes", "3"]);
+    let (sim, client, _run) = controller_on_sim("pause").await;
     let kubeconfig = &sim.kubeconfig;
-    let client = support::client(kubeconfig).await;
-    support::install_crd(&client).await;
-    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--metrics-addr=127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _run = KillOnDrop(run);
-    let verb = |verb: &str| {
-        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-            .args([verb, NAME, "-n", NAMESPACE, "--kubeconfig"])
-            .arg(kubeconfig)
-            .output()
-            .unwrap()
-    };
+    let verb = |name: &str| verb(kubeconfig, name);
     let manifest = |version: &str| {
         let mut manifest = daemonset_canary::demo::scenario::manifest_for(
             Compatibility::Fixed,
@@ -519,27 +510,9 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
 async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
     use k8s_openapi::api::apps::v1::DaemonSet;
 
-    let sim = support::serve_sim("retry", &["--nodes", "3"]);
+    let (sim, client, _run) = controller_on_sim("retry").await;
     let kubeconfig = &sim.kubeconfig;
-    let client = support::client(kubeconfig).await;
-    support::install_crd(&client).await;
-    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--metrics-addr=127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _run = KillOnDrop(run);
-    let retry = || {
-        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-            .args(["retry", NAME, "-n", NAMESPACE, "--kubeconfig"])
-            .arg(kubeconfig)
-            .output()
-            .unwrap()
-    };
+    let retry = || verb(kubeconfig, "retry");
     let manifest = |version: &str, behavior: &str| {
         daemonset_canary::demo::scenario::manifest_for(
             Compatibility::Fixed,

@@ -482,19 +482,29 @@ impl Harness<'_> {
             return;
         }
         let value = format!("p{}", self.rng.next_u64() % 1_000_000);
-        let promoted = store
-            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
-                cds.metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(PROMOTE_ANNOTATION.to_owned(), value.clone());
-            })
-            .is_ok();
-        if promoted {
+        if self.annotate(PROMOTE_ANNOTATION, Some(&value)) {
             *paused_since = None;
             self.world.count(|e| e.promotions += 1);
             self.world.trace(format!("promoted ({value})"));
         }
+    }
+
+    /// Sets (or removes, `None`) an annotation of the CanaryDaemonSet, as a verb does;
+    /// whether the store took it.
+    fn annotate(&self, key: &str, value: Option<&str>) -> bool {
+        self.sim
+            .store()
+            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
+                let annotations = cds
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                match value {
+                    Some(value) => annotations.insert(key.to_owned(), value.to_owned()),
+                    None => annotations.remove(key),
+                };
+            })
+            .is_ok()
     }
 
     /// Retries a Pods-driver rollout that has been `failed` for the plan's while (once per
@@ -520,15 +530,7 @@ impl Harness<'_> {
             return;
         }
         let value = format!("r{}", self.rng.next_u64() % 1_000_000);
-        let marked = store
-            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
-                cds.metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(RETRY_ANNOTATION.to_owned(), value.clone());
-            })
-            .is_ok();
-        if marked {
+        if self.annotate(RETRY_ANNOTATION, Some(&value)) {
             *retried = true;
             self.world.count(|e| e.retries += 1);
             self.world.trace(format!("retried ({value})"));
@@ -547,23 +549,7 @@ impl Harness<'_> {
             1 if since_start >= at + length => None,
             _ => return,
         };
-        let held = self
-            .sim
-            .store()
-            .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
-                let annotations = cds
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                match value {
-                    Some(value) => {
-                        annotations.insert(PAUSE_ANNOTATION.to_owned(), value.to_owned())
-                    }
-                    None => annotations.remove(PAUSE_ANNOTATION),
-                };
-            })
-            .is_ok();
-        if held {
+        if self.annotate(PAUSE_ANNOTATION, value) {
             *stage += 1;
             // A minute to see it, as for a hand edit (invariant 9): a pass, a leader change.
             self.world.hold(value.map(|_| 60.0));

@@ -136,33 +136,11 @@ pub(super) fn describe_drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
     use kube::Resource;
-    use serde_json::json;
 
     #[test]
     fn the_controller_of_a_daemon_set_is_told_by_uid() {
-        let spec = CanaryDaemonSetSpec {
-            template: Some(DaemonSetTemplate {
-                metadata: Default::default(),
-                spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
-            }),
-            workload_ref: None,
-            daemon_set_name: None,
-            adopt: false,
-            target: TargetSpec {
-                version: "v1".into(),
-                from_container: None,
-                registry: String::new(),
-                deployment_id: None,
-            },
-            annotation_keys: None,
-            strategy: Default::default(),
-            tls_migration: Default::default(),
-        };
-        let mut cds = CanaryDaemonSet::new("agent", spec);
-        cds.metadata.namespace = Some("ns".into());
-        cds.metadata.uid = Some("u".into());
+        let cds = crate::reconcile::plan::tests::cds();
         let mut live = DaemonSet::default();
         assert_eq!(controller_of(&live, &cds), Controller::Nobody);
         live.metadata.owner_references = Some(vec![cds.controller_owner_ref(&()).unwrap()]);

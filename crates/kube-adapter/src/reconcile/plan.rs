@@ -366,12 +366,14 @@ fn is_qualified_name(text: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::crd::{CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec};
     use serde_json::json;
 
-    fn cds() -> CanaryDaemonSet {
+    /// A CanaryDaemonSet `ns/agent` (UID `u`) with an empty template at `v1`; shared by the
+    /// pass's tests.
+    pub(in crate::reconcile) fn cds() -> CanaryDaemonSet {
         let spec = CanaryDaemonSetSpec {
             template: Some(DaemonSetTemplate {
                 metadata: Default::default(),

@@ -26,15 +26,14 @@ use canary_predicates::{
     node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
-    DriftSeen, EventType, FailureReason, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
-    PodState, decide_pods, event_reason,
+    DriftSeen, FailureReason, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
+    decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType as KubeEventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
@@ -400,30 +399,12 @@ impl Pass<'_> {
             decision.step
         );
         self.write_status(record).await?;
-        for event in &decision.events {
-            if event.reason == event_reason::DRIFT_DETECTED {
-                self.ctx.observer.report(Report::DriftDetected {
-                    namespace: self.namespace.clone(),
-                    name: self.cds.name_any(),
-                    what: drift.clone().unwrap_or_default(),
-                });
-            }
-            let type_ = match event.type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            };
-            self.publish(type_, event.reason, event.message.clone(), true, &series)
-                .await;
+        self.publish_events(decision.events.iter(), drift, &series)
+            .await;
+        if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
+            return Ok(backoff);
         }
         let requeue = &self.ctx.requeue;
-        if decision.failure == Some(FailureReason::WriteRejected) {
-            let delay =
-                self.ctx
-                    .memory
-                    .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
-            return Ok(Action::requeue(delay));
-        }
-        self.ctx.memory.reset_errors(self.cds);
         let next = match decision.phase {
             // The next pass acts at once (the target revision recorded, the steps begin): no
             // watch event would bring it.

@@ -5,7 +5,7 @@
 //! Invariant: a phase change, a DaemonSet write or a failure is written at once; only a change
 //! of counts waits (at most `Requeue::count_status_interval`).
 
-use canary_state_machine::{Decision, EventType, FailureReason, Phase, event_reason};
+use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, event_reason};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -28,9 +28,32 @@ impl Pass<'_> {
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
         self.write_status(record).await?;
-        if let Some(event) = &decision.event {
+        self.publish_events(decision.event.iter(), drift, "").await;
+        if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
+            return Ok(backoff);
+        }
+        let requeue = &self.ctx.requeue;
+        let next = match decision.phase {
+            _ if decision.quiet => requeue.resync,
+            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
+                requeue.resync
+            }
+            _ => requeue.in_progress,
+        };
+        Ok(Action::requeue(next))
+    }
+
+    /// Publishes a pass's events in order (`series`: see [`Pass::publish`]); a
+    /// `DriftDetected` one is also logged and reported with what changed (`drift`).
+    pub(super) async fn publish_events(
+        &self,
+        events: impl Iterator<Item = &Event>,
+        drift: Option<String>,
+        series: &str,
+    ) {
+        for event in events {
             if event.reason == event_reason::DRIFT_DETECTED {
-                let what = drift.unwrap_or_default();
+                let what = drift.clone().unwrap_or_default();
                 info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, %what, policy = self.cds.spec.strategy.drift_policy.as_str(), "daemonSet changed outside the controller");
                 self.ctx.observer.report(Report::DriftDetected {
                     namespace: self.namespace.clone(),
@@ -42,28 +65,28 @@ impl Pass<'_> {
                 EventType::Normal => KubeEventType::Normal,
                 EventType::Warning => KubeEventType::Warning,
             };
-            self.publish(type_, event.reason, event.message.clone(), true, "")
+            self.publish(type_, event.reason, event.message.clone(), true, series)
                 .await;
         }
+    }
+
+    /// The requeue after a refused write, or `None` (and the object's error count reset). A
+    /// refused write is tried again, but less and less often: the same write is refused until
+    /// something changes (and a change of the spec brings the object back at once).
+    pub(super) fn backoff_after_refused_write(
+        &self,
+        failure: Option<FailureReason>,
+    ) -> Option<Action> {
         let requeue = &self.ctx.requeue;
-        // A refused write is tried again, but less and less often: the same write is refused
-        // until something changes (and a change of the spec brings the object back at once).
-        if decision.failure == Some(FailureReason::WriteRejected) {
+        if failure == Some(FailureReason::WriteRejected) {
             let delay =
                 self.ctx
                     .memory
                     .next_error_delay(self.cds, requeue.error_base, requeue.error_max);
-            return Ok(Action::requeue(delay));
+            return Some(Action::requeue(delay));
         }
         self.ctx.memory.reset_errors(self.cds);
-        let next = match decision.phase {
-            _ if decision.quiet => requeue.resync,
-            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                requeue.resync
-            }
-            _ => requeue.in_progress,
-        };
-        Ok(Action::requeue(next))
+        None
     }
 
     /// Writes the status of this pass, or defers it when only pod counts moved and the last
