@@ -90,14 +90,7 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     wait_successful(&api, created.metadata.generation, "installing v1").await;
 
     let v2 = manifest(Compatibility::Fixed, "v2", "healthy");
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = set_spec(&api, &v2).await;
     wait_successful(&api, patched.metadata.generation, "upgrading to v2").await;
 
     // `status` shows the end of the upgrade the way a user reads it.
@@ -290,6 +283,24 @@ fn verb(kubeconfig: &std::path::Path, verb: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Asserts that a verb was refused (exit code not 0) saying `expected` on stderr.
+fn refused(output: &std::process::Output, expected: &str) {
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "not refused: {said}");
+    assert!(said.contains(expected), "{said}");
+}
+
+/// Replaces the spec of the CanaryDaemonSet with the one of `manifest`.
+async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> CanaryDaemonSet {
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": manifest["spec"]})),
+    )
+    .await
+    .unwrap()
+}
+
 /// The `promote` verb as a user types it: refused while nothing is paused, then, on a
 /// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
 /// lists it.
@@ -314,19 +325,9 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let v1: CanaryDaemonSet = serde_json::from_value(held("v1")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    let refused = promote();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("is not paused (phase successful)"), "{said}");
+    refused(&promote(), "is not paused (phase successful)");
 
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": held("v2")["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = set_spec(&api, &held("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while api.get(NAME).await.unwrap().status.and_then(|s| s.phase) != Some("paused".into()) {
         assert!(Instant::now() < deadline, "v2 never paused");
@@ -401,10 +402,7 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
 
-    let resumed_early = verb("resume");
-    assert!(!resumed_early.status.success());
-    let said = String::from_utf8_lossy(&resumed_early.stderr);
-    assert!(said.contains("is not paused on request"), "{said}");
+    refused(&verb("resume"), "is not paused on request");
 
     let paused = verb("pause");
     let said = String::from_utf8_lossy(&paused.stdout);
@@ -414,20 +412,10 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
         String::from_utf8_lossy(&paused.stderr)
     );
     assert!(said.contains("paused (was successful)"), "{said}");
-    let again = verb("pause");
-    assert!(!again.status.success());
-    let said = String::from_utf8_lossy(&again.stderr);
-    assert!(said.contains("is already paused on request"), "{said}");
+    refused(&verb("pause"), "is already paused on request");
 
     // A new version while paused: the controller does not write it.
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": manifest("v2")["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = set_spec(&api, &manifest("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
@@ -526,19 +514,9 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
     let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    let refused = retry();
-    assert!(!refused.status.success());
-    let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(said.contains("is not failed (phase successful)"), "{said}");
+    refused(&retry(), "is not failed (phase successful)");
 
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": manifest("v2", "crashloop")["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = set_spec(&api, &manifest("v2", "crashloop")).await;
     let failed = || async {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
