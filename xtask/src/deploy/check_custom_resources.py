@@ -121,7 +121,11 @@ def main(crds, resources):
             errors = [f"/{'/'.join(map(str, e.path))}: {e.message}"
                       for e in sorted(jsonschema.Draft4Validator(schema).iter_errors(body),
                                       key=lambda e: list(map(str, e.path)))]
-            errors += cel_errors(original, body, "", environment)
+            # Root-level CEL rules see `self.metadata.name` and `generateName`, nothing else of
+            # the metadata (as kube-apiserver exposes them).
+            metadata = {k: v for k, v in doc.get("metadata", {}).items()
+                        if k in ("name", "generateName")}
+            errors += cel_errors(original, dict(body, metadata=metadata), "", environment)
             for error in errors:
                 print(f"ERROR {name}: {error}")
             failures += bool(errors)

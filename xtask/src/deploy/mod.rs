@@ -102,7 +102,8 @@ pub fn run(args: &LintArgs) -> Result<()> {
     let builds = build_all(&sh, &work)?;
     let expositions = if args.scrape {
         vec![
-            scrape::demo(&sh, &work)?,
+            scrape::demo(&sh, &work, "max-unavailable")?,
+            scrape::demo(&sh, &work, "pods")?,
             scrape::observe_kubevirt(&sh, &work)?,
         ]
     } else {

@@ -29,18 +29,19 @@ metadata: {name: kubevirt, namespace: kubevirt}
 spec: {}
 "#;
 
-/// Runs a 20-node demo rollout and saves its final `/metrics` exposition in `work`.
-pub(super) fn demo(sh: &Shell, work: &Path) -> Result<PathBuf> {
-    let file = work.join("demo-metrics.prom");
+/// Runs a 20-node demo rollout with `driver` (`max-unavailable` or `pods`: each driver has
+/// series of its own) and saves its final `/metrics` exposition in `work`.
+pub(super) fn demo(sh: &Shell, work: &Path, driver: &str) -> Result<PathBuf> {
+    let file = work.join(format!("demo-metrics-{driver}.prom"));
     let cargo = crate::cargo();
-    eprintln!("==> lint-deploy: scraping a demo rollout");
+    eprintln!("==> lint-deploy: scraping a demo rollout (driver {driver})");
     cmd!(
         sh,
-        "{cargo} run --quiet --locked -p daemonset-canary -- demo --nodes 20 --metrics-file {file}"
+        "{cargo} run --quiet --locked -p daemonset-canary -- demo --nodes 20 --driver {driver} --metrics-file {file}"
     )
     .ignore_stdout()
     .run()
-    .context("the demo rollout for the metrics scrape failed")?;
+    .with_context(|| format!("the demo rollout (driver {driver}) for the metrics scrape failed"))?;
     Ok(file)
 }
 

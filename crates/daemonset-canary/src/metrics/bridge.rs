@@ -86,6 +86,10 @@ impl MetricsBridge {
         };
         let id = (transition.namespace.clone(), transition.name.clone());
         let previous = self.progress.get(&id).copied();
+        if previous.is_none() && self.mode == Mode::Driven {
+            self.metrics
+                .drift_known(&transition.namespace, &transition.name);
+        }
         if previous.is_none_or(|p| p.phase != transition.to) {
             self.enter_phase(&key, transition, previous);
         }

@@ -388,6 +388,13 @@ impl Metrics {
         self.drifts.with_label_values(&[namespace, name]).inc();
     }
 
+    /// Starts the drift counter of a CanaryDaemonSet at 0 when it is first seen, so that
+    /// `increase()` sees its first drift (a series born at 1 shows no increase) and a
+    /// dashboard shows 0 rather than nothing.
+    pub fn drift_known(&self, namespace: &str, name: &str) {
+        let _ = self.drifts.with_label_values(&[namespace, name]);
+    }
+
     /// Sets the step and the node counts of a Pods-driver rollout.
     pub fn set_pods_driver(&self, namespace: &str, name: &str, step: u32, nodes: [u32; 5]) {
         self.step
