@@ -12,10 +12,9 @@
 //! DaemonSet's update strategy, which this verb does not do (docs/operations.md).
 
 use super::status::ObjectArgs;
-use super::verb::{annotate, require_pods_driver, which};
+use super::verb::{Target, annotate, pods_driver_target};
 use anyhow::bail;
 use canary_kube_adapter::crd::{PAUSE_ANNOTATION, hold_requested};
-use kube::ResourceExt;
 
 /// Arguments of `pause` and `resume`.
 #[derive(Debug, clap::Args)]
@@ -26,11 +25,13 @@ pub struct HoldArgs {
 
 /// `pause`: marks the CanaryDaemonSet held and prints one line saying so.
 pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
-    let name = &args.object.name;
-    let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, name);
-    require_pods_driver(&cds, &which, "pause holds the pod deletions")?;
+    let Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    } = pods_driver_target(&args.object, "pause holds the pod deletions").await?;
     if hold_requested(&cds) {
         bail!(
             "{which} is already paused on request: resume it with daemonset-canary resume {name} -n {namespace}"
@@ -44,7 +45,7 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
     annotate(
         &connection,
         &namespace,
-        name,
+        &name,
         PAUSE_ANNOTATION,
         Some("true"),
     )
@@ -57,17 +58,19 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
 
 /// `resume`: withdraws the hold and prints one line saying so.
 pub async fn resume(args: HoldArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
-    let name = &args.object.name;
-    let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, name);
-    require_pods_driver(&cds, &which, "resume ends a hold of the pod deletions")?;
+    let Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    } = pods_driver_target(&args.object, "resume ends a hold of the pod deletions").await?;
     if !hold_requested(&cds) {
         bail!(
             "{which} is not paused on request: nothing to resume (a pause step ends with daemonset-canary promote)"
         );
     }
-    annotate(&connection, &namespace, name, PAUSE_ANNOTATION, None).await?;
+    annotate(&connection, &namespace, &name, PAUSE_ANNOTATION, None).await?;
     println!("{which} resumed: the rollout goes on from where it was held");
     Ok(())
 }

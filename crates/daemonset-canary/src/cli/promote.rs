@@ -7,11 +7,10 @@
 //! not paused, so a promote typed a moment too late does not skip the next step instead.
 
 use super::status::ObjectArgs;
-use super::verb::{annotate, require_pods_driver, which};
+use super::verb::{Target, annotate, pods_driver_target};
 use anyhow::bail;
 use canary_kube_adapter::crd::{PROMOTE_ANNOTATION, hold_requested};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 /// Arguments of `promote`.
 #[derive(Debug, clap::Args)]
@@ -22,11 +21,13 @@ pub struct PromoteArgs {
 
 /// Marks the CanaryDaemonSet and prints one line saying what that ends.
 pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
-    let name = &args.object.name;
-    let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, name);
-    require_pods_driver(&cds, &which, "promote ends a pause step")?;
+    let Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    } = pods_driver_target(&args.object, "promote ends a pause step").await?;
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if phase != "paused" {
@@ -45,7 +46,7 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     annotate(
         &connection,
         &namespace,
-        name,
+        &name,
         PROMOTE_ANNOTATION,
         Some(&mark),
     )

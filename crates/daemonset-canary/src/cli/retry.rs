@@ -9,11 +9,10 @@
 //! (an image pull secret, a node problem) or roll out another version.
 
 use super::status::ObjectArgs;
-use super::verb::{annotate, require_pods_driver, which};
+use super::verb::{Target, annotate, pods_driver_target};
 use anyhow::bail;
 use canary_kube_adapter::crd::RETRY_ANNOTATION;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
 /// Arguments of `retry`.
 #[derive(Debug, clap::Args)]
@@ -24,15 +23,17 @@ pub struct RetryArgs {
 
 /// Marks the CanaryDaemonSet and prints one line saying what starts again.
 pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
-    let name = &args.object.name;
-    let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, name);
-    require_pods_driver(
-        &cds,
-        &which,
+    let Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    } = pods_driver_target(
+        &args.object,
         "retry restarts a failed rollout from its first step",
-    )?;
+    )
+    .await?;
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if phase != "failed" {
@@ -41,7 +42,14 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
     let reason = status.reason.as_deref().unwrap_or("unknown reason");
     let version = status.target_version.as_deref().unwrap_or("the target");
     let mark = Timestamp::now().to_string();
-    annotate(&connection, &namespace, name, RETRY_ANNOTATION, Some(&mark)).await?;
+    annotate(
+        &connection,
+        &namespace,
+        &name,
+        RETRY_ANNOTATION,
+        Some(&mark),
+    )
+    .await?;
     println!(
         "{which} retried: the rollout of {version} (failed: {reason}) starts again from step 1"
     );

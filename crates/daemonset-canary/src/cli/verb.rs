@@ -3,20 +3,52 @@
 //! GitOps sync neither undoes it nor shows it as drift, and it bumps no generation. The
 //! controller acts on a mark once and records that it did in the status, with an event.
 
+use super::status::ObjectArgs;
 use super::{Connection, describe};
 use anyhow::bail;
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::Driver;
-use kube::Api;
 use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+/// The CanaryDaemonSet a verb acts on, as found.
+pub struct Target {
+    /// The connection it was found through.
+    pub connection: Connection,
+    /// The object.
+    pub cds: CanaryDaemonSet,
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// `canarydaemonset NAMESPACE/NAME`.
+    pub which: String,
+}
+
+/// Finds the CanaryDaemonSet of `object`, refused unless it uses the Pods driver (`what` says
+/// what the verb does).
+pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
+    let (connection, cds) = object.find().await?;
+    let name = object.name.clone();
+    let namespace = cds.namespace().unwrap_or_default();
+    let which = which(&namespace, &name);
+    require_pods_driver(&cds, &which, what)?;
+    Ok(Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    })
+}
 
 /// `canarydaemonset NAMESPACE/NAME`, the way every verb names its object.
-pub fn which(namespace: &str, name: &str) -> String {
+fn which(namespace: &str, name: &str) -> String {
     format!("canarydaemonset {namespace}/{name}")
 }
 
 /// Refuses a verb that only the Pods driver can act on; `what` says what the verb does.
-pub fn require_pods_driver(cds: &CanaryDaemonSet, which: &str, what: &str) -> anyhow::Result<()> {
+fn require_pods_driver(cds: &CanaryDaemonSet, which: &str, what: &str) -> anyhow::Result<()> {
     if cds.spec.strategy.driver != Driver::Pods {
         bail!(
             "{which} uses the {} driver: {what}, which only the Pods driver does (spec.strategy.driver: Pods)",
