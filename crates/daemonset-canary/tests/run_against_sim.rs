@@ -290,6 +290,17 @@ fn refused(output: &std::process::Output, expected: &str) {
     assert!(said.contains(expected), "{said}");
 }
 
+/// Asserts that a verb succeeded saying `expected` on stdout.
+fn accepted(output: &std::process::Output, expected: &str) {
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(said.contains(expected), "{said}");
+}
+
 /// Replaces the spec of the CanaryDaemonSet with the one of `manifest`.
 async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> CanaryDaemonSet {
     api.patch(
@@ -341,17 +352,7 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         (Some("paused"), 1)
     );
 
-    let promoted = promote();
-    let said = String::from_utf8_lossy(&promoted.stdout);
-    assert!(
-        promoted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&promoted.stderr)
-    );
-    assert!(
-        said.contains("promoted: step 2 of 3 (a pause) ends"),
-        "{said}"
-    );
+    accepted(&promote(), "promoted: step 2 of 3 (a pause) ends");
     wait_successful(&api, patched.metadata.generation, "v2 after the promotion").await;
 
     // `get -A` lists it on one line, the steps all done.
@@ -404,14 +405,7 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
 
     refused(&verb("resume"), "is not paused on request");
 
-    let paused = verb("pause");
-    let said = String::from_utf8_lossy(&paused.stdout);
-    assert!(
-        paused.status.success(),
-        "{}",
-        String::from_utf8_lossy(&paused.stderr)
-    );
-    assert!(said.contains("paused (was successful)"), "{said}");
+    accepted(&verb("pause"), "paused (was successful)");
     refused(&verb("pause"), "is already paused on request");
 
     // A new version while paused: the controller does not write it.
@@ -459,14 +453,7 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
         assert_eq!(status.phase.as_deref(), Some("paused"), "{status:?}");
     }
 
-    let resumed = verb("resume");
-    let said = String::from_utf8_lossy(&resumed.stdout);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
-    assert!(said.contains("resumed"), "{said}");
+    accepted(&verb("resume"), "resumed");
     wait_successful(&api, patched.metadata.generation, "v2 after resume").await;
     let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
     assert_eq!(status.held, None, "{status:?}");
@@ -535,16 +522,9 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let written = daemon_sets.get(NAME).await.unwrap().metadata.generation;
 
-    let retried = retry();
-    assert!(
-        retried.status.success(),
-        "{}",
-        String::from_utf8_lossy(&retried.stderr)
-    );
-    let said = String::from_utf8_lossy(&retried.stdout);
-    assert!(
-        said.contains("retried: the rollout of v2 (failed: CanaryCrashLooping) starts again"),
-        "{said}"
+    accepted(
+        &retry(),
+        "retried: the rollout of v2 (failed: CanaryCrashLooping) starts again",
     );
     // Acted on once: recorded in the status, announced once, and the pod still crash-loops,
     // so the rollout fails again; the template was not written again.
