@@ -73,6 +73,26 @@ fn reasons(decision: &PodDecision) -> Vec<&str> {
     decision.events.iter().map(|e| e.reason).collect()
 }
 
+/// A node whose updated pod crash-loops.
+fn crash_looping(name: &str) -> NodeState {
+    let mut state = node(name, true, false);
+    if let Some(pod) = &mut state.pod {
+        pod.crash_loop = Some("CrashLoopBackOff".into());
+    }
+    state
+}
+
+/// `[{nodes: 1}, {pause: {}}]`: the canary, then a hold until promoted.
+fn canary_then_hold() -> StepPlan {
+    StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ])
+}
+
 fn pods() -> Strategy {
     Strategy::default()
 }
@@ -209,13 +229,7 @@ fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
 
 #[test]
 fn row_4_a_first_install_skips_the_steps_and_waits_for_the_pods() {
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause { duration: None },
-    ]);
+    let plan = canary_then_hold();
     let mut nodes = cluster(0, 3);
     nodes[1].pod.as_mut().unwrap().ready = false;
     let observation = PodObservation {
@@ -322,13 +336,7 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
 
 #[test]
 fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause { duration: None },
-    ]);
+    let plan = canary_then_hold();
     let mut nodes = cluster(4, 0);
     nodes.push(node("n99", true, true));
     let mut paused = at(1, Phase::Paused, nodes);
@@ -406,13 +414,7 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
 #[test]
 fn a_hold_keeps_a_failure_and_a_rollout_at_rest_as_they_are() {
     let mut crashing = cluster(4, 0);
-    crashing.push(NodeState {
-        pod: Some(PodState {
-            crash_loop: Some("CrashLoopBackOff".into()),
-            ..node("n99", true, false).pod.unwrap()
-        }),
-        ..node("n99", true, false)
-    });
+    crashing.push(crash_looping("n99"));
     let mut observation = at(0, Phase::Canary, crashing);
     observation.held = true;
     let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
@@ -430,13 +432,7 @@ fn a_hold_keeps_a_failure_and_a_rollout_at_rest_as_they_are() {
 
 #[test]
 fn a_promotion_during_a_hold_waits_for_the_resume() {
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause { duration: None },
-    ]);
+    let plan = canary_then_hold();
     let mut nodes = cluster(4, 0);
     nodes.push(node("n99", true, true));
     let mut paused = at(1, Phase::Paused, nodes);
@@ -490,13 +486,7 @@ fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
 
     // Still crash-looping: the retried rollout fails again at once, nothing deleted.
     let mut crashing = cluster(3, 0);
-    crashing.push(NodeState {
-        pod: Some(PodState {
-            crash_loop: Some("CrashLoopBackOff".into()),
-            ..node("n99", true, false).pod.unwrap()
-        }),
-        ..node("n99", true, false)
-    });
+    crashing.push(crash_looping("n99"));
     let again = decide_pods(
         &pods(),
         &plan,
@@ -687,13 +677,7 @@ fn a_step_that_stalls_past_the_deadline_fails_but_a_pause_does_not_count() {
         }),
         ..stalled
     };
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause { duration: None },
-    ]);
+    let plan = canary_then_hold();
     let decision = decide_pods(&pods(), &plan, &after_pause);
     assert_eq!(decision.failure, None, "{decision:?}");
 }
