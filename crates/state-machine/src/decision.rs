@@ -109,6 +109,17 @@ pub mod event_reason {
     pub const RETRIED: &str = "Retried";
     /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, gone).
     pub const NODES_DEFERRED: &str = "NodesDeferred";
+    /// Normal: a rollout was aborted on request (the `abort` verb); going back to the stable
+    /// revision.
+    pub const ABORTED: &str = "Aborted";
+    /// Warning: a rollout failed and `onFailure: Rollback` sends it back to the stable revision.
+    pub const ROLLING_BACK: &str = "RollingBack";
+    /// Normal: a rollback is done, every pod runs the stable revision again.
+    pub const ROLLED_BACK: &str = "RolledBack";
+    /// Normal: an earlier revision is rolled out on request (the `undo` verb).
+    pub const UNDO_STARTED: &str = "UndoStarted";
+    /// Warning: a verb could not be acted on (nothing to abort, no such revision).
+    pub const VERB_REFUSED: &str = "VerbRefused";
 }
 
 /// An event to record on the DaemonSet.

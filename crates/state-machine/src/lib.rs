@@ -81,6 +81,7 @@ mod max_unavailable;
 mod observation;
 mod phase;
 mod pods;
+mod rollback;
 mod strategy;
 
 pub use decide::{SyncFlags, decide, decide_create, tls_step};
@@ -94,9 +95,13 @@ pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,
     PodObservation, PodState, Step, StepPlan, StepPosition, decide_pods,
 };
+pub use rollback::{
+    Revision, RollbackDecision, RollbackObservation, RollbackReason, UndoTarget, decide_rollback,
+    rolled_back_event, verb_refused,
+};
 pub use strategy::{
-    Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, ParseCompatibilityError,
-    ParseDriverError, Strategy, StrategyError,
+    Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, OnFailure,
+    ParseCompatibilityError, ParseDriverError, Strategy, StrategyError,
 };
 
 /// The README's examples, compiled and run as doc tests so that they stay true.

@@ -6,7 +6,10 @@ use std::str::FromStr;
 /// The phase of a rollout, as reported in status and as the `phase` label of metrics.
 ///
 /// The string names are the reference's (`started`, `canary`, `increasing`, `waiting`,
-/// `successful`, `failed`) and never change.
+/// `successful`, `failed`) and never change. `paused` is the Pods driver's; `rollingBack` and
+/// `rolledBack` are reported instead of the rollout phases while a rollback (an abort, or
+/// `onFailure: Rollback`) goes back to the last successful revision: the decision tables never
+/// produce them, [`Phase::reported`] maps to them and [`Phase::decided`] back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
     /// The new template went out with the canary `maxUnavailable`: one pod is being replaced.
@@ -24,11 +27,17 @@ pub enum Phase {
     Successful,
     /// The rollout stopped; [`FailureReason`] says why.
     Failed,
+    /// A rollback is in progress: the last successful revision goes back out, supervised like
+    /// any rollout (canary first). Reported in place of `started` to `paused`.
+    RollingBack,
+    /// The rollback is done: every pod runs the last successful revision again. Reported in
+    /// place of `successful` until the spec changes (or a `retry`).
+    RolledBack,
 }
 
 impl Phase {
     /// Every phase, in rollout order.
-    pub const ALL: [Phase; 7] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Started,
         Phase::Canary,
         Phase::Increasing,
@@ -36,6 +45,8 @@ impl Phase {
         Phase::Paused,
         Phase::Successful,
         Phase::Failed,
+        Phase::RollingBack,
+        Phase::RolledBack,
     ];
 
     /// The stable lower-case name (`"started"`, `"canary"`, ...).
@@ -48,15 +59,56 @@ impl Phase {
             Phase::Paused => "paused",
             Phase::Successful => "successful",
             Phase::Failed => "failed",
+            Phase::RollingBack => "rollingBack",
+            Phase::RolledBack => "rolledBack",
         }
     }
 
-    /// True for the phases of a rollout that has not ended (`started` to `paused`).
+    /// True for the phases of a rollout that has not ended (`started` to `paused`, and
+    /// `rollingBack`).
     pub const fn is_in_progress(self) -> bool {
         matches!(
             self,
-            Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
+            Phase::Started
+                | Phase::Canary
+                | Phase::Increasing
+                | Phase::Waiting
+                | Phase::Paused
+                | Phase::RollingBack
         )
+    }
+
+    /// True for the phases of a rollout that ended well: `successful`, `rolledBack`.
+    pub const fn is_at_rest(self) -> bool {
+        matches!(self, Phase::Successful | Phase::RolledBack)
+    }
+
+    /// The phase to report for a decided `self`: during a rollback (`rolling_back`) an
+    /// unfinished rollout is `rollingBack` and a finished one `rolledBack`; a failure stays
+    /// `failed` (a rollback that fails holds: there is nothing further back to go to).
+    pub const fn reported(self, rolling_back: bool) -> Phase {
+        match self {
+            _ if !rolling_back => self,
+            Phase::Successful | Phase::RolledBack => Phase::RolledBack,
+            Phase::Failed => Phase::Failed,
+            _ => Phase::RollingBack,
+        }
+    }
+
+    /// The decided phase behind a reported one: `decided` is the phase the decision table
+    /// produced (recorded beside the reported phase); a reported `rolledBack` is `successful`
+    /// when nothing else was recorded, `rollingBack` is `waiting`.
+    pub const fn decided(self, decided: Option<Phase>) -> Phase {
+        match (self, decided) {
+            (Phase::RollingBack | Phase::RolledBack, Some(phase))
+                if !matches!(phase, Phase::RollingBack | Phase::RolledBack) =>
+            {
+                phase
+            }
+            (Phase::RollingBack, _) => Phase::Waiting,
+            (Phase::RolledBack, _) => Phase::Successful,
+            (phase, _) => phase,
+        }
     }
 }
 
@@ -66,10 +118,10 @@ impl fmt::Display for Phase {
     }
 }
 
-/// A string that is not one of the six phase names.
+/// A string that is not one of the phase names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown phase {0:?}: expected one of started, canary, increasing, waiting, paused, successful, failed"
+    "unknown phase {0:?}: expected one of started, canary, increasing, waiting, paused, successful, failed, rollingBack, rolledBack"
 )]
 pub struct ParsePhaseError(pub String);
 
@@ -181,9 +233,37 @@ mod tests {
                 "waiting",
                 "paused",
                 "successful",
-                "failed"
+                "failed",
+                "rollingBack",
+                "rolledBack"
             ]
         );
+    }
+
+    #[test]
+    fn a_rollback_reports_its_own_phases_and_maps_back() {
+        for phase in Phase::ALL {
+            assert_eq!(phase.reported(false), phase, "no rollback: as decided");
+            let reported = phase.reported(true);
+            let expected = match phase {
+                Phase::Successful | Phase::RolledBack => Phase::RolledBack,
+                Phase::Failed => Phase::Failed,
+                _ => Phase::RollingBack,
+            };
+            assert_eq!(reported, expected, "{phase} during a rollback");
+            if !matches!(phase, Phase::RollingBack | Phase::RolledBack) {
+                assert_eq!(
+                    reported.decided(Some(phase)),
+                    phase,
+                    "round trip of {phase}"
+                );
+            }
+        }
+        assert_eq!(Phase::RollingBack.decided(None), Phase::Waiting);
+        assert_eq!(Phase::RolledBack.decided(None), Phase::Successful);
+        assert_eq!(Phase::Canary.decided(Some(Phase::Failed)), Phase::Canary);
+        assert!(Phase::RolledBack.is_at_rest() && Phase::Successful.is_at_rest());
+        assert!(!Phase::Failed.is_at_rest() && !Phase::RollingBack.is_at_rest());
     }
 
     #[test]
@@ -225,7 +305,8 @@ mod tests {
                 Phase::Canary,
                 Phase::Increasing,
                 Phase::Waiting,
-                Phase::Paused
+                Phase::Paused,
+                Phase::RollingBack
             ]
         );
     }

@@ -144,6 +144,35 @@ impl DriftPolicy {
     }
 }
 
+/// What the controller does when a rollout fails for a reason that says something about the
+/// new version (a crash-looping pod, a progress deadline: [`FailureReason::is_sticky`]).
+///
+/// [`FailureReason::is_sticky`]: crate::FailureReason::is_sticky
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)
+)]
+pub enum OnFailure {
+    /// Stay `failed`, nothing more written, until the spec changes or a `retry` (the default,
+    /// and the reference's behaviour).
+    #[default]
+    Hold,
+    /// Roll back in place to the last revision that finished `successful`, supervised like any
+    /// rollout (canary first): `failed`, then `rollingBack`, then `rolledBack`.
+    Rollback,
+}
+
+impl OnFailure {
+    /// The stable name (`"Hold"`, `"Rollback"`), as the custom resource spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Hold => "Hold",
+            OnFailure::Rollback => "Rollback",
+        }
+    }
+}
+
 /// How a rollout proceeds. Build it with [`Strategy::default`] (fixed quirks) or
 /// [`Strategy::kubevirt`] (reference behaviour), adjust the fields, then [`Strategy::validate`].
 ///

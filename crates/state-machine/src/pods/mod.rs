@@ -149,6 +149,19 @@ impl StepPlan {
         StepPlan { zoned, ..self }
     }
 
+    /// The same plan without its pause steps: what a rollback follows (an abort or a
+    /// rollback after a failure goes back canary first, step by step, but waits for nobody).
+    #[must_use]
+    pub fn without_pauses(&self) -> Self {
+        let steps = self
+            .steps
+            .iter()
+            .filter(|step| matches!(step, Step::Nodes { .. }))
+            .copied()
+            .collect();
+        StepPlan::new(steps).zoned(self.zoned)
+    }
+
     /// The steps, the appended last one included.
     pub fn steps(&self) -> &[Step] {
         &self.steps

@@ -115,6 +115,20 @@ fn the_default_plan_is_the_reference_shape_and_every_plan_ends_at_all_nodes() {
 }
 
 #[test]
+fn a_rollback_follows_the_nodes_steps_without_the_pauses() {
+    let one = Step::Nodes {
+        nodes: MaxUnavailable::ONE,
+        max_unavailable: None,
+    };
+    let plan = canary_then_hold().zoned(true);
+    let rollback = plan.without_pauses();
+    assert_eq!(rollback.steps(), &[one, Step::ALL_NODES]);
+    assert!(rollback.zoned, "the zones are kept");
+    let only_pauses = StepPlan::new(vec![Step::Pause { duration: None }]);
+    assert_eq!(only_pauses.without_pauses().steps(), &[Step::ALL_NODES]);
+}
+
+#[test]
 fn row_1_an_invalid_plan_or_the_reference_table_fails_without_deleting() {
     let zero_pause = StepPlan::new(vec![Step::Pause {
         duration: Some(Duration::ZERO),

@@ -1,0 +1,473 @@
+//! Going back: when a rollout is rolled back to an earlier revision, and to which one.
+//!
+//! The controller remembers each template it rolled out as a numbered revision (the adapter
+//! keeps them as ControllerRevisions) with the outcome of its rollout; the last one that
+//! finished `successful` is the *stable* revision. Three things send a DaemonSet back:
+//!
+//! | row | asked by | goes to | reported phases |
+//! |---|---|---|---|
+//! | 1 | `undo [--to-revision N]` (a mark, acted on once) | revision `N`, or the one before the current | the rollout phases (an undo is a rollout) |
+//! | 2 | `abort` (a mark, acted on once) | the stable revision | `rollingBack`, then `rolledBack` |
+//! | 3 | `spec.strategy.onFailure: Rollback`, on a failure that says something about the version ([`FailureReason::is_sticky`]) | the stable revision | `failed`, then `rollingBack`, then `rolledBack` |
+//!
+//! A verb that cannot be acted on (nothing to abort, no such revision) is refused with a
+//! `VerbRefused` warning, and its mark counts as acted on: it never fires later, when the user
+//! has long forgotten it. The caller decides the pass with the driver's table first, then calls
+//! [`decide_rollback`] with the phase it decided.
+//!
+//! # Invariants
+//!
+//! - A rollback goes to a revision in the history, never to the revision being left.
+//! - An automatic rollback never follows a rollback: a rollback that fails holds (there is no
+//!   further back to go), so a bad stable revision cannot make the controller loop.
+//! - No verb changes anything while the driver would change nothing else either: an `abort` of
+//!   a rollout at rest is refused.
+//! - [`decide_rollback`] is pure and never panics.
+
+use crate::decide::{normal, warning};
+use crate::decision::{Event, event_reason};
+use crate::phase::{FailureReason, Phase};
+use crate::strategy::OnFailure;
+
+/// One remembered revision: its number and the version it rolled out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Revision {
+    /// The revision number (1, 2, ...; a template rolled out again takes the next number).
+    pub number: i64,
+    /// The target version of that template (may be empty when unknown).
+    pub version: String,
+}
+
+/// Where an `undo` goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UndoTarget {
+    /// The revision before the current one (`undo` without `--to-revision`).
+    Previous,
+    /// A revision by number (`undo --to-revision N`).
+    Revision(i64),
+}
+
+/// Why a rollback started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RollbackReason {
+    /// The `undo` verb: an earlier revision rolled out as any rollout.
+    Undo,
+    /// The `abort` verb: back to the stable revision.
+    Abort,
+    /// `onFailure: Rollback`: back to the stable revision after a failure.
+    OnFailure,
+}
+
+impl RollbackReason {
+    /// The stable name (`"Undo"`, `"Abort"`, `"OnFailure"`), as the status records it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RollbackReason::Undo => "Undo",
+            RollbackReason::Abort => "Abort",
+            RollbackReason::OnFailure => "OnFailure",
+        }
+    }
+
+    /// An abort or an automatic rollback reports `rollingBack` and `rolledBack`; an undo is
+    /// reported as the rollout it is.
+    pub const fn reports_rollback_phases(self) -> bool {
+        !matches!(self, RollbackReason::Undo)
+    }
+
+    /// The reason named `name`, if any.
+    pub fn parse(name: &str) -> Option<RollbackReason> {
+        [
+            RollbackReason::Undo,
+            RollbackReason::Abort,
+            RollbackReason::OnFailure,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == name)
+    }
+}
+
+/// What one pass knows about going back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct RollbackObservation {
+    /// The DaemonSet name, for messages.
+    pub name: String,
+    /// An `abort` was asked for and not yet acted on.
+    pub abort: bool,
+    /// An `undo` was asked for and not yet acted on.
+    pub undo: Option<UndoTarget>,
+    /// What a failure leads to.
+    pub on_failure: OnFailure,
+    /// The phase the driver's table decided in this pass (not the reported one).
+    pub phase: Option<Phase>,
+    /// Why, when `phase` is `failed`.
+    pub failure: Option<FailureReason>,
+    /// An abort or an automatic rollback is already in force.
+    pub rolling_back: bool,
+    /// The revision being rolled out (or at rest).
+    pub current: Option<Revision>,
+    /// The last revision that finished `successful`.
+    pub stable: Option<Revision>,
+    /// Every remembered revision.
+    pub history: Vec<Revision>,
+}
+
+/// What [`decide_rollback`] decided.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct RollbackDecision {
+    /// Go back to this revision, for this reason.
+    pub start: Option<(Revision, RollbackReason)>,
+    /// The pending `abort` was acted on (started or refused): record it.
+    pub abort_consumed: bool,
+    /// The pending `undo` was acted on (started or refused): record it.
+    pub undo_consumed: bool,
+    /// Events to record, in order.
+    pub events: Vec<Event>,
+}
+
+/// Decides whether this pass starts going back, and where to. Pure; see the module docs.
+pub fn decide_rollback(observation: &RollbackObservation) -> RollbackDecision {
+    let mut decision = RollbackDecision {
+        abort_consumed: observation.abort,
+        undo_consumed: observation.undo.is_some(),
+        ..RollbackDecision::default()
+    };
+    let name = &observation.name;
+    let current_number = observation.current.as_ref().map(|c| c.number);
+    // Row 1: undo.
+    if let Some(target) = observation.undo {
+        match undo_target(observation, target) {
+            Err(why) => decision.events.push(verb_refused(name, "undo", &why)),
+            Ok(to) => {
+                decision.events.push(normal(
+                    event_reason::UNDO_STARTED,
+                    format!(
+                        "daemonSet {name}: rolling out revision {} ({}) on request, canary first",
+                        to.number,
+                        version_of(&to)
+                    ),
+                ));
+                decision.start = Some((to, RollbackReason::Undo));
+                // An abort asked at the same time is answered by the undo.
+                return decision;
+            }
+        }
+    }
+    // Row 2: abort.
+    if observation.abort {
+        let at_rest = observation.phase.is_none_or(Phase::is_at_rest);
+        let refusal = if observation.rolling_back {
+            Some("a rollback is already in progress".to_owned())
+        } else if at_rest {
+            Some("the rollout has ended successfully; nothing to abort".to_owned())
+        } else {
+            match &observation.stable {
+                None => Some(
+                    "no revision has finished successfully yet: there is nothing to go back to"
+                        .to_owned(),
+                ),
+                Some(stable) if Some(stable.number) == current_number => Some(format!(
+                    "the revision being rolled out ({}) is the last successful one: there is nothing to go back to",
+                    stable.number
+                )),
+                Some(_) => None,
+            }
+        };
+        match (refusal, &observation.stable) {
+            (Some(why), _) => decision.events.push(verb_refused(name, "abort", &why)),
+            (None, Some(stable)) => {
+                decision.events.push(normal(
+                    event_reason::ABORTED,
+                    format!(
+                        "daemonSet {name}: aborted on request; rolling back to revision {} ({}), canary first",
+                        stable.number,
+                        version_of(stable)
+                    ),
+                ));
+                decision.start = Some((stable.clone(), RollbackReason::Abort));
+                return decision;
+            }
+            (None, None) => {}
+        }
+    }
+    // Row 3: onFailure: Rollback.
+    let failed_on_the_version = observation.phase == Some(Phase::Failed)
+        && observation.failure.is_some_and(FailureReason::is_sticky);
+    if failed_on_the_version
+        && observation.on_failure == OnFailure::Rollback
+        && !observation.rolling_back
+        && let Some(stable) = &observation.stable
+        && Some(stable.number) != current_number
+    {
+        let failure = observation.failure.map_or("", FailureReason::as_str);
+        decision.events.push(warning(
+            event_reason::ROLLING_BACK,
+            format!(
+                "daemonSet {name}: the rollout failed ({failure}); onFailure Rollback: rolling back to revision {} ({}), canary first",
+                stable.number,
+                version_of(stable)
+            ),
+        ));
+        decision.start = Some((stable.clone(), RollbackReason::OnFailure));
+    }
+    decision
+}
+
+/// The `RolledBack` event, when the reported phase enters `rolledBack` in this pass.
+pub fn rolled_back_event(
+    name: &str,
+    from: Option<Phase>,
+    to: Phase,
+    revision: &Revision,
+) -> Option<Event> {
+    (to == Phase::RolledBack && from != Some(Phase::RolledBack)).then(|| {
+        normal(
+            event_reason::ROLLED_BACK,
+            format!(
+                "daemonSet {name}: rolled back; every pod runs revision {} ({}) again",
+                revision.number,
+                version_of(revision)
+            ),
+        )
+    })
+}
+
+fn undo_target(observation: &RollbackObservation, target: UndoTarget) -> Result<Revision, String> {
+    let history = &observation.history;
+    let current = observation.current.as_ref().map(|c| c.number);
+    let known = || {
+        let numbers: Vec<String> = history.iter().map(|r| r.number.to_string()).collect();
+        if numbers.is_empty() {
+            "the history is empty".to_owned()
+        } else {
+            format!("revisions: {}", numbers.join(", "))
+        }
+    };
+    let found = match target {
+        UndoTarget::Revision(number) => history.iter().find(|r| r.number == number).cloned(),
+        UndoTarget::Previous => history
+            .iter()
+            .filter(|r| current.is_none_or(|c| r.number < c))
+            .max_by_key(|r| r.number)
+            .cloned(),
+    };
+    let Some(to) = found else {
+        return Err(match target {
+            UndoTarget::Revision(number) => {
+                format!("revision {number} is not in the history ({})", known())
+            }
+            UndoTarget::Previous => format!("no revision before the current one ({})", known()),
+        });
+    };
+    if Some(to.number) == current && !observation.rolling_back {
+        return Err(format!(
+            "revision {} is the one rolled out already",
+            to.number
+        ));
+    }
+    Ok(to)
+}
+
+fn version_of(revision: &Revision) -> &str {
+    if revision.version.is_empty() {
+        "version unknown"
+    } else {
+        &revision.version
+    }
+}
+
+/// The `VerbRefused` warning: `verb` could not be acted on, because `why`.
+pub fn verb_refused(name: &str, verb: &str, why: &str) -> Event {
+    warning(
+        event_reason::VERB_REFUSED,
+        format!("daemonSet {name}: {verb} refused: {why}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn revision(number: i64, version: &str) -> Revision {
+        Revision {
+            number,
+            version: version.to_owned(),
+        }
+    }
+
+    /// Revisions 1 (v1) and 2 (v2); 2 is being rolled out, 1 is stable.
+    fn rolling_out_v2(phase: Phase) -> RollbackObservation {
+        RollbackObservation {
+            name: "agent".into(),
+            phase: Some(phase),
+            current: Some(revision(2, "v2")),
+            stable: Some(revision(1, "v1")),
+            history: vec![revision(1, "v1"), revision(2, "v2")],
+            ..RollbackObservation::default()
+        }
+    }
+
+    fn reasons(decision: &RollbackDecision) -> Vec<&'static str> {
+        decision.events.iter().map(|e| e.reason).collect()
+    }
+
+    #[test]
+    fn nothing_asked_nothing_started() {
+        for phase in Phase::ALL {
+            let decision = decide_rollback(&rolling_out_v2(phase));
+            assert_eq!(decision, RollbackDecision::default(), "{phase}");
+        }
+    }
+
+    #[test]
+    fn row1_undo_goes_to_the_previous_or_the_named_revision() {
+        let mut observation = rolling_out_v2(Phase::Successful);
+        observation.undo = Some(UndoTarget::Previous);
+        let decision = decide_rollback(&observation);
+        assert_eq!(
+            decision.start,
+            Some((revision(1, "v1"), RollbackReason::Undo))
+        );
+        assert!(decision.undo_consumed && !decision.abort_consumed);
+        assert_eq!(reasons(&decision), [event_reason::UNDO_STARTED]);
+
+        observation.undo = Some(UndoTarget::Revision(1));
+        assert_eq!(
+            decide_rollback(&observation).start,
+            Some((revision(1, "v1"), RollbackReason::Undo))
+        );
+    }
+
+    #[test]
+    fn row1_undo_to_an_unknown_or_the_current_revision_is_refused_and_consumed() {
+        let mut observation = rolling_out_v2(Phase::Successful);
+        for target in [UndoTarget::Revision(7), UndoTarget::Revision(2)] {
+            observation.undo = Some(target);
+            let decision = decide_rollback(&observation);
+            assert_eq!(decision.start, None, "{target:?}");
+            assert!(decision.undo_consumed);
+            assert_eq!(reasons(&decision), [event_reason::VERB_REFUSED]);
+        }
+        observation.history = vec![revision(2, "v2")];
+        observation.undo = Some(UndoTarget::Previous);
+        let decision = decide_rollback(&observation);
+        assert_eq!(decision.start, None);
+        assert!(
+            decision.events[0].message.contains("no revision before"),
+            "{:?}",
+            decision.events
+        );
+    }
+
+    #[test]
+    fn row2_abort_mid_rollout_goes_to_the_stable_revision() {
+        for phase in [
+            Phase::Started,
+            Phase::Canary,
+            Phase::Paused,
+            Phase::Waiting,
+            Phase::Failed,
+        ] {
+            let mut observation = rolling_out_v2(phase);
+            observation.abort = true;
+            let decision = decide_rollback(&observation);
+            assert_eq!(
+                decision.start,
+                Some((revision(1, "v1"), RollbackReason::Abort)),
+                "{phase}"
+            );
+            assert!(decision.abort_consumed);
+            assert_eq!(reasons(&decision), [event_reason::ABORTED]);
+        }
+    }
+
+    #[test]
+    fn row2_abort_is_refused_at_rest_without_stable_or_while_rolling_back() {
+        let refusals = [
+            rolling_out_v2(Phase::Successful),
+            RollbackObservation {
+                stable: None,
+                ..rolling_out_v2(Phase::Canary)
+            },
+            RollbackObservation {
+                stable: Some(revision(2, "v2")),
+                ..rolling_out_v2(Phase::Canary)
+            },
+            RollbackObservation {
+                rolling_back: true,
+                ..rolling_out_v2(Phase::Canary)
+            },
+        ];
+        for mut observation in refusals {
+            observation.abort = true;
+            let decision = decide_rollback(&observation);
+            assert_eq!(decision.start, None, "{observation:?}");
+            assert!(decision.abort_consumed);
+            assert_eq!(reasons(&decision), [event_reason::VERB_REFUSED]);
+        }
+    }
+
+    #[test]
+    fn row3_a_failure_on_the_version_rolls_back_when_asked_to() {
+        let mut observation = rolling_out_v2(Phase::Failed);
+        observation.on_failure = OnFailure::Rollback;
+        for failure in FailureReason::ALL {
+            observation.failure = Some(failure);
+            let decision = decide_rollback(&observation);
+            if failure.is_sticky() {
+                assert_eq!(
+                    decision.start,
+                    Some((revision(1, "v1"), RollbackReason::OnFailure)),
+                    "{failure}"
+                );
+                assert_eq!(reasons(&decision), [event_reason::ROLLING_BACK]);
+            } else {
+                assert_eq!(
+                    decision.start, None,
+                    "{failure} says nothing of the version"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn row3_holds_by_default_after_a_rollback_and_without_a_stable_revision() {
+        let failed = RollbackObservation {
+            failure: Some(FailureReason::CanaryCrashLooping),
+            on_failure: OnFailure::Rollback,
+            ..rolling_out_v2(Phase::Failed)
+        };
+        let holds = [
+            RollbackObservation {
+                on_failure: OnFailure::Hold,
+                ..failed.clone()
+            },
+            RollbackObservation {
+                rolling_back: true,
+                ..failed.clone()
+            },
+            RollbackObservation {
+                stable: None,
+                ..failed.clone()
+            },
+            RollbackObservation {
+                stable: Some(revision(2, "v2")),
+                ..failed.clone()
+            },
+        ];
+        for observation in holds {
+            assert_eq!(
+                decide_rollback(&observation),
+                RollbackDecision::default(),
+                "{observation:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rolled_back_is_announced_once() {
+        let v1 = revision(1, "v1");
+        assert!(rolled_back_event("a", Some(Phase::RollingBack), Phase::RolledBack, &v1).is_some());
+        assert!(rolled_back_event("a", Some(Phase::RolledBack), Phase::RolledBack, &v1).is_none());
+        assert!(rolled_back_event("a", Some(Phase::Waiting), Phase::Successful, &v1).is_none());
+    }
+}
