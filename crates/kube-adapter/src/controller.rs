@@ -535,7 +535,7 @@ fn owner_or_referrers(
 
 /// What of a CanaryDaemonSet triggers a pass: its spec (the generation) and the marks of the
 /// verbs, annotations a user sets to end a pause (`promote`), to hold (`pause`, `resume`) or to
-/// start a failed rollout again (`retry`);
+/// start a failed rollout again (`retry`) or to go back (`abort`, `undo`);
 /// the status is this controller's own writing.
 fn spec_or_marks(cds: &CanaryDaemonSet) -> Option<u64> {
     use std::hash::{Hash, Hasher};
@@ -545,9 +545,13 @@ fn spec_or_marks(cds: &CanaryDaemonSet) -> Option<u64> {
         .get(crate::crd::PROMOTE_ANNOTATION)
         .hash(&mut hasher);
     crate::crd::hold_requested(cds).hash(&mut hasher);
-    cds.annotations()
-        .get(crate::crd::RETRY_ANNOTATION)
-        .hash(&mut hasher);
+    for mark in [
+        crate::crd::RETRY_ANNOTATION,
+        crate::crd::ABORT_ANNOTATION,
+        crate::crd::UNDO_ANNOTATION,
+    ] {
+        cds.annotations().get(mark).hash(&mut hasher);
+    }
     Some(hasher.finish())
 }
 

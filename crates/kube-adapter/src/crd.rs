@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use canary_state_machine::{Compatibility, DriftPolicy, Driver};
+use canary_state_machine::{Compatibility, DriftPolicy, Driver, OnFailure};
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::{ApiResource, DynamicObject};
@@ -52,6 +52,21 @@ pub const PAUSE_ANNOTATION: &str = "canary.daemonset.dev/paused";
 /// status remembers the value acted on (`status.retry`), whatever the phase was.
 /// `kubectl annotate cds NAME canary.daemonset.dev/retry=$(date +%s) --overwrite`.
 pub const RETRY_ANNOTATION: &str = "canary.daemonset.dev/retry";
+
+/// The annotation that aborts a rollout (the `abort` verb): a new non-empty value rolls the
+/// DaemonSet back to the last revision that finished `successful`, once; the status remembers
+/// the value acted on (`status.history.abort`).
+/// `kubectl annotate cds NAME canary.daemonset.dev/abort=$(date +%s) --overwrite`.
+pub const ABORT_ANNOTATION: &str = "canary.daemonset.dev/abort";
+
+/// The annotation that rolls out an earlier revision (the `undo` verb): `N@STAMP` rolls out
+/// revision `N`, `previous@STAMP` the one before the current; a new value is acted on once and
+/// remembered (`status.history.undo`). The rollout is supervised like any other (canary first).
+/// `kubectl annotate cds NAME canary.daemonset.dev/undo=1@$(date +%s) --overwrite`.
+pub const UNDO_ANNOTATION: &str = "canary.daemonset.dev/undo";
+
+/// The revisions remembered by default (`spec.revisionHistoryLimit`).
+pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 
 /// Whether `cds` asks for a hold ([`PAUSE_ANNOTATION`] set to anything but empty or `false`).
 pub fn hold_requested(cds: &CanaryDaemonSet) -> bool {
@@ -157,6 +172,12 @@ pub struct CanaryDaemonSetSpec {
     /// KubeVirt's TLS migration steps (off by default).
     #[serde(default)]
     pub tls_migration: TlsMigrationSpec,
+    /// How many rolled-out templates to remember as ControllerRevisions owned by this object
+    /// (for `history`, `undo` and rollbacks; default 10). The current and the last successful
+    /// revisions are always kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub revision_history_limit: Option<i32>,
 }
 
 /// A DaemonSet in the CanaryDaemonSet's namespace, owned by someone else.
@@ -305,6 +326,12 @@ pub struct StrategySpec {
     /// `Report` leaves it, with a `Drifted` condition. Ignored in `KubeVirt` compatibility.
     #[serde(default)]
     pub drift_policy: DriftPolicy,
+    /// What a failed rollout leads to (a crash-looping pod, a progress deadline): `Hold`
+    /// (default) stays `failed` until the spec changes or a retry; `Rollback` rolls back in
+    /// place to the last revision that finished `successful`, canary first (`rollingBack`,
+    /// then `rolledBack`). Ignored with `workloadRef` (the template is not ours to write).
+    #[serde(default)]
+    pub on_failure: OnFailure,
     /// `MaxUnavailable` (default: the DaemonSet controller replaces pods, steered through
     /// maxUnavailable, the reference's way) or `Pods` (the DaemonSet is `OnDelete` and the
     /// controller deletes old pods node by node, through `steps`). `Pods` needs `Fixed`
@@ -371,6 +398,7 @@ impl Default for StrategySpec {
             crash_loop: None,
             progress_deadline_seconds: default_progress_deadline_seconds(),
             drift_policy: DriftPolicy::default(),
+            on_failure: OnFailure::default(),
             driver: Driver::default(),
             steps: Vec::new(),
             canary_node_selector: None,
@@ -538,6 +566,65 @@ pub struct CanaryDaemonSetStatus {
     /// The last `canary.daemonset.dev/retry` value acted on: a retry counts once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<String>,
+    /// The remembered revisions this object is at, and a rollback in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryStatus>,
+}
+
+/// Where the object stands in its history (`daemonset-canary history NAME` lists it).
+///
+/// Its absent fields serialize as `null`, not left out: the status is written with a JSON
+/// merge patch, in which a left-out field of a nested object would keep its old value (a
+/// rollback that ended would stay recorded).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryStatus {
+    /// The revision rolled out last (or being rolled out).
+    #[serde(default)]
+    pub current: Option<RevisionRef>,
+    /// The last revision that finished `successful`: where an abort or a rollback goes.
+    #[serde(default)]
+    pub stable: Option<RevisionRef>,
+    /// A rollback or an undo in force: the desired template is this revision's, not the
+    /// spec's, until the spec's template changes.
+    #[serde(default)]
+    pub rollback: Option<RollbackStatus>,
+    /// The last `canary.daemonset.dev/abort` value acted on.
+    #[serde(default)]
+    pub abort: Option<String>,
+    /// The last `canary.daemonset.dev/undo` value acted on.
+    #[serde(default)]
+    pub undo: Option<String>,
+}
+
+/// One remembered revision: the ControllerRevision's name and number.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionRef {
+    /// The ControllerRevision's name.
+    pub name: String,
+    /// Its revision number.
+    pub revision: i64,
+    /// The target version it rolls out.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// A rollback in force.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackStatus {
+    /// The revision rolled back to.
+    pub to: RevisionRef,
+    /// Why: `Undo`, `Abort` or `OnFailure`.
+    pub reason: String,
+    /// The revision (ControllerRevision name) the spec's template had when the rollback
+    /// started: a spec whose template differs (a new version, a fix) ends the rollback; an
+    /// edit of anything else (steps, deadlines) does not.
+    pub from: String,
+    /// The phase the rollout table decided under the reported `rollingBack`/`rolledBack`.
+    #[serde(default)]
+    pub decided_phase: Option<String>,
 }
 
 /// A node and why it is listed.
@@ -564,7 +651,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 27] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 28] = [
         "phase",
         "reason",
         "message",
@@ -592,6 +679,7 @@ impl CanaryDaemonSetStatus {
         "promotion",
         "held",
         "retry",
+        "history",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent
@@ -665,6 +753,7 @@ pub fn stand_in(object: &DynamicObject) -> CanaryDaemonSet {
         annotation_keys: None,
         strategy: StrategySpec::default(),
         tls_migration: TlsMigrationSpec::default(),
+        revision_history_limit: None,
     };
     CanaryDaemonSet {
         metadata: object.metadata.clone(),

@@ -142,7 +142,7 @@ pub fn live_template_hash(ds: &DaemonSet) -> Result<String, Error> {
 
 /// FNV-1a 64 over the JSON form, hex: deterministic (struct fields in declaration order, maps
 /// sorted), so the same value always hashes the same, across processes and versions.
-fn json_hash<T: serde::Serialize>(value: &T) -> Result<String, Error> {
+pub(crate) fn json_hash<T: serde::Serialize>(value: &T) -> Result<String, Error> {
     let bytes = serde_json::to_vec(value).map_err(|e| Error::Serialize(e.to_string()))?;
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
@@ -330,6 +330,7 @@ mod tests {
                 annotation_keys: None,
                 strategy: Default::default(),
                 tls_migration: Default::default(),
+                revision_history_limit: None,
             },
         );
         cds.metadata.namespace = Some("ns".to_owned());

@@ -103,6 +103,7 @@ pub mod crd;
 pub mod desired;
 pub mod error;
 pub mod health;
+pub mod history;
 pub mod index;
 pub mod kubevirt;
 pub mod meta;

@@ -75,6 +75,8 @@ pub struct Transition {
     pub at: Timestamp,
     /// What a pass of the Pods driver saw and did; `None` for the MaxUnavailable driver.
     pub pods: Option<Box<PodsRecord>>,
+    /// Where the object stands in its history after the pass; `None`: unchanged.
+    pub history: Option<Box<crate::crd::HistoryStatus>>,
 }
 
 /// The Pods driver's part of a [`Transition`].

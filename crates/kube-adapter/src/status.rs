@@ -34,7 +34,16 @@ pub fn previous_pass(
     now: Timestamp,
 ) -> Option<PreviousPass> {
     let status = status?;
-    let phase: Phase = status.phase.as_deref()?.parse().ok()?;
+    let reported: Phase = status.phase.as_deref()?.parse().ok()?;
+    // During a rollback the status reports `rollingBack`/`rolledBack`; the tables read the
+    // phase they decided.
+    let decided = status
+        .history
+        .as_ref()
+        .and_then(|h| h.rollback.as_ref())
+        .and_then(|r| r.decided_phase.as_deref())
+        .and_then(|p| p.parse().ok());
+    let phase = reported.decided(decided);
     let failure = match phase {
         // An invalid spec is not a sticky rollout failure (`is_sticky`): fixing it resumes.
         Phase::Failed => status
@@ -238,6 +247,11 @@ pub fn next_status(
         retry: pods
             .and_then(|p| p.retry.clone())
             .or_else(|| prev.retry.clone()),
+        history: pass
+            .history
+            .as_deref()
+            .cloned()
+            .or_else(|| prev.history.clone()),
         // A pass of the Pods driver says whether it was held; any other keeps what was.
         held: match pods {
             Some(pods) => pods.held.then_some(true),
@@ -275,6 +289,8 @@ fn progressing(pass: &Transition) -> (bool, &'static str) {
         Phase::Paused => (true, "Paused"),
         Phase::Successful => (false, "RolloutComplete"),
         Phase::Failed => (false, "RolloutFailed"),
+        Phase::RollingBack => (true, "RollingBack"),
+        Phase::RolledBack => (false, "RolledBack"),
     }
 }
 
@@ -341,6 +357,7 @@ mod tests {
             phase_started_at: t(0),
             at: t(0),
             pods: None,
+            history: None,
         }
     }
 

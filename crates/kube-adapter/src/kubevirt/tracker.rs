@@ -179,6 +179,7 @@ fn transition(
         template_hash: None,
         phase_started_at: to.phase_started_at,
         pods: None,
+        history: None,
         at: now,
     }
 }

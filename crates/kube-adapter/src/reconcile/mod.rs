@@ -13,6 +13,7 @@
 
 mod context;
 mod drift;
+mod history;
 mod memory;
 pub mod observation;
 mod plan;
@@ -24,8 +25,8 @@ pub use context::{Caches, Context, Requeue, error_policy};
 use std::sync::Arc;
 
 use canary_predicates::{
-    CountRule, OwnerMatch, PodCounts, UpdatedRule, count_pods_owned_by, current_revision_hash,
-    live_max_unavailable,
+    CountRule, OwnerMatch, PodCounts, Target, UpdatedRule, count_pods_owned_by,
+    current_revision_hash, live_max_unavailable,
 };
 use canary_state_machine::{
     Compatibility, Decision, DriftSeen, FailureReason, Observation, Phase, WriteKind, decide,
@@ -89,6 +90,7 @@ struct Pass<'a> {
     now: k8s_openapi::jiff::Timestamp,
     status: Option<CanaryDaemonSetStatus>,
     status_persisted: bool,
+    history: history::PassHistory,
 }
 
 impl<'a> Pass<'a> {
@@ -102,6 +104,7 @@ impl<'a> Pass<'a> {
                 .ok_or(Error::MissingField("metadata.namespace"))?,
             ds_name: cds.daemon_set_name(),
             now: ctx.clock.now(),
+            history: history::PassHistory::new(status.as_ref().and_then(|s| s.history.clone())),
             status,
             status_persisted,
         })
@@ -141,6 +144,7 @@ impl<'a> Pass<'a> {
             template_hash: None,
             phase_started_at: self.now,
             pods: None,
+            history: None,
             at: self.now,
         }
     }
@@ -162,7 +166,7 @@ impl<'a> Pass<'a> {
 
     async fn run(&self) -> Result<Action, Error> {
         // Read.
-        let plan = match plan(self.cds) {
+        let mut plan = match plan(self.cds) {
             Ok(plan) => plan,
             Err(message) => return self.invalid_spec(message).await,
         };
@@ -175,7 +179,17 @@ impl<'a> Pass<'a> {
             .caches
             .workloads
             .release(&ObjectRef::from_obj(self.cds));
-        let desired = desired_daemon_set(self.cds, &plan.keys, &plan.target)?;
+        let mut desired = desired_daemon_set(self.cds, &plan.keys, &plan.target)?;
+        if let Some(rollback) = self.rollback_in_force(&desired)? {
+            // Going back: the revision's template is desired, and its pods are the updated ones.
+            match self.rollback_desired(&rollback).await? {
+                Ok(revision) => {
+                    plan.target = Target::of_daemon_set(&revision, &plan.keys);
+                    desired = revision;
+                }
+                Err(message) => return self.invalid_spec(message).await,
+            }
+        }
         let Some(live) = self.ctx.caches.daemon_sets.get(&self.ds_ref()) else {
             if self.ctx.memory.create_in_flight(self.cds, &self.ds_name) {
                 // Ours, or known to exist: the watch has not delivered it yet.
@@ -210,6 +224,10 @@ impl<'a> Pass<'a> {
         if self.ctx.memory.cache_behind(self.cds, &live) {
             // Our own last write is not in the cache yet: deciding now would redo it.
             return Ok(Action::requeue(self.ctx.requeue.conflict));
+        }
+        if !object_meta_modified(&desired.metadata, &live.metadata) {
+            self.adopt_into_history(&desired, &plan.target.version)
+                .await;
         }
         match &plan.driver {
             DriverPlan::Pods(pods) => {
@@ -288,6 +306,8 @@ impl<'a> Pass<'a> {
         let Some(write) = decision.write else {
             return self.finish(record, decision).await;
         };
+        let starts = write.kind == WriteKind::Start;
+        let remembered = starts.then(|| desired.clone());
         let mut written = desired;
         if let (Some(edit), Some(cfg)) = (write.template_edit, &plan.tls)
             && let Err(e) = canary_tls_migration::apply_step(&mut written, edit, cfg)
@@ -306,6 +326,10 @@ impl<'a> Pass<'a> {
                 record.template_hash = Some(live_template_hash(&patched)?);
                 if decision.record_generation {
                     record.recorded_generation = patched.metadata.generation;
+                }
+                if let Some(desired) = &remembered {
+                    self.note_rollout_started(desired, &plan.target.version)
+                        .await;
                 }
                 info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
                 decision
@@ -339,6 +363,7 @@ impl<'a> Pass<'a> {
             DriverPlan::Pods(_) => None,
             DriverPlan::MaxUnavailable => decision.write.and_then(|w| w.max_unavailable),
         };
+        let remembered = desired.clone();
         if let Some(max) = max {
             set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
         }
@@ -367,6 +392,8 @@ impl<'a> Pass<'a> {
                 if decision.record_generation {
                     record.recorded_generation = created.metadata.generation;
                 }
+                self.note_rollout_started(&remembered, &plan.target.version)
+                    .await;
                 info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "daemonSet created");
                 decision
             }
@@ -505,7 +532,8 @@ impl<'a> Pass<'a> {
             daemon_set: owned.unwrap_or_else(|| self.ds_name.clone()),
             ..self.record(&decision)
         };
-        self.write_status(record).await?;
+        let history = self.write_status(record).await?;
+        self.publish_events(history.events.iter(), None, "").await;
         if !already {
             self.publish(
                 KubeEventType::Warning,

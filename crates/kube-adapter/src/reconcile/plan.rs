@@ -391,6 +391,7 @@ pub(super) mod tests {
             annotation_keys: None,
             strategy: Default::default(),
             tls_migration: Default::default(),
+            revision_history_limit: None,
         };
         let mut cds = CanaryDaemonSet::new("agent", spec);
         cds.metadata.namespace = Some("ns".into());

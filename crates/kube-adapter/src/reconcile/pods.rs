@@ -178,7 +178,12 @@ impl Pass<'_> {
             position: step_position(status, self.now),
             previous: previous_pass(status, self.now),
         };
-        let mut decision = decide_pods(&plan.strategy, &pods_plan.steps, &observation);
+        // A rollback goes canary first but waits for nobody: its pause steps are left out.
+        let rollback_steps = self
+            .rolling_back()
+            .then(|| pods_plan.steps.without_pauses());
+        let steps = rollback_steps.as_ref().unwrap_or(&pods_plan.steps);
+        let mut decision = decide_pods(&plan.strategy, steps, &observation);
         tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
 
         let mut record = Transition {
@@ -206,6 +211,7 @@ impl Pass<'_> {
                     self.ctx.memory.remember_write(self.cds, &patched);
                     record.write = Some(write.kind);
                     record.template_hash = Some(live_template_hash(&patched)?);
+                    self.note_rollout_started(desired, &version).await;
                     info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), "daemonSet written (OnDelete)");
                 }
                 Err(error) if error.is_conflict() => {
@@ -236,7 +242,7 @@ impl Pass<'_> {
         record.message = decision.error.clone();
         record.pods = Some(Box::new(PodsRecord {
             step: decision.step,
-            step_count: pods_plan.steps.len(),
+            step_count: steps.len(),
             target_revision: if observed { current.clone() } else { target },
             canary_nodes: decision.canary_nodes.clone(),
             deferred: decision.deferred.clone(),
@@ -398,14 +404,19 @@ impl Pass<'_> {
                 .unwrap_or_default(),
             decision.step
         );
-        self.write_status(record).await?;
+        let history = self.write_status(record).await?;
         self.publish_events(decision.events.iter(), drift, &series)
             .await;
+        // Not in the step's series: a rollback's events belong to no step.
+        self.publish_events(history.events.iter(), None, "").await;
+        let act_again = history.act_again;
         if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
             return Ok(backoff);
         }
         let requeue = &self.ctx.requeue;
         let next = match decision.phase {
+            // A rollback just started: the next pass writes its template.
+            _ if act_again => requeue.conflict,
             // The next pass acts at once (the target revision recorded, the steps begin): no
             // watch event would bring it.
             Phase::Started => requeue.conflict,

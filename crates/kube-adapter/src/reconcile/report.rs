@@ -14,6 +14,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::Pass;
+use super::history::HistoryOutcome;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
 use crate::observer::{Report, Transition};
@@ -27,13 +28,17 @@ impl Pass<'_> {
         decision: Decision,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
-        self.write_status(record).await?;
-        self.publish_events(decision.event.iter(), drift, "").await;
+        let history = self.write_status(record).await?;
+        self.publish_events(decision.event.iter().chain(&history.events), drift, "")
+            .await;
+        let act_again = history.act_again;
         if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
             return Ok(backoff);
         }
         let requeue = &self.ctx.requeue;
         let next = match decision.phase {
+            // A rollback just started: the next pass writes its template.
+            _ if act_again => requeue.conflict,
             _ if decision.quiet => requeue.resync,
             Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
                 requeue.resync
@@ -92,7 +97,21 @@ impl Pass<'_> {
     /// Writes the status of this pass, or defers it when only pod counts moved and the last
     /// write was less than [`Requeue::count_status_interval`] ago (a timer brings the object
     /// back to write it, see [`Context::take_status_flushes`]); reports the transition.
-    pub(super) async fn write_status(&self, mut record: Transition) -> Result<(), Error> {
+    ///
+    /// The history's part comes first ([`Pass::account_history`]): the outcome recorded, a
+    /// rollback started, the phase a rollback reports; its events go out after the status.
+    /// Returns its events, for the caller to publish after the pass's own, and whether the
+    /// next pass must come at once (a rollback started).
+    pub(super) async fn write_status(
+        &self,
+        mut record: Transition,
+    ) -> Result<HistoryOutcome, Error> {
+        let history = self.account_history(&mut record).await;
+        self.write_status_of(record).await?;
+        Ok(history)
+    }
+
+    async fn write_status_of(&self, mut record: Transition) -> Result<(), Error> {
         let previous = self.status.as_ref();
         let status = next_status(previous, &record, self.now);
         if previous == Some(&status) && self.status_persisted {

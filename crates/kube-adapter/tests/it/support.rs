@@ -54,6 +54,7 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
         annotation_keys: None,
         strategy: Default::default(),
         tls_migration: Default::default(),
+        revision_history_limit: None,
     }
 }
 

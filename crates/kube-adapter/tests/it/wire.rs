@@ -58,6 +58,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
             annotation_keys: None,
             strategy: Default::default(),
             tls_migration: Default::default(),
+            revision_history_limit: None,
         },
     );
     cds.metadata.namespace = Some("ns".into());
@@ -87,10 +88,22 @@ fn live_for(cds: &CanaryDaemonSet, generation: i64) -> DaemonSet {
     ds
 }
 
+/// At rest, its template remembered as revision 1 of the history (an object without a
+/// history is adopted into it once: one LIST and one create, see `history.rs`).
 fn at_rest_status(generation: i64) -> CanaryDaemonSetStatus {
+    let revision = canary_kube_adapter::crd::RevisionRef {
+        name: "agent-0123456789".into(),
+        revision: 1,
+        version: "v1".into(),
+    };
     CanaryDaemonSetStatus {
         phase: Some("successful".into()),
         recorded_daemon_set_generation: Some(generation),
+        history: Some(canary_kube_adapter::crd::HistoryStatus {
+            current: Some(revision.clone()),
+            stable: Some(revision),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -160,7 +173,7 @@ async fn no_more_requests(handle: &mut MockHandle) {
 }
 
 #[tokio::test]
-async fn start_of_canary_is_one_json_patch_then_one_status_write_then_the_event() {
+async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_write_then_the_event() {
     let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let old = cds("v1");
@@ -237,7 +250,50 @@ async fn start_of_canary_is_one_json_patch_then_one_status_write_then_the_event(
         &serde_json::to_value(&patched).unwrap(),
     );
 
-    // 2. The status, by merge patch on the status subresource; the start is not recorded.
+    // 2. The history: the revisions listed (none yet), the new one created, owned by the
+    // CanaryDaemonSet, holding the desired DaemonSet and the target version.
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), Method::GET);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/apps/v1/namespaces/ns/controllerrevisions"
+    );
+    assert!(
+        request
+            .uri()
+            .query()
+            .is_some_and(|q| q.contains("canary.daemonset.dev%2Fhistory%3Dagent")),
+        "{}",
+        request.uri()
+    );
+    respond(
+        send,
+        StatusCode::OK,
+        &json!({"apiVersion": "apps/v1", "kind": "ControllerRevisionList", "metadata": {}, "items": []}),
+    );
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), Method::POST);
+    assert_eq!(
+        request.uri().path(),
+        "/apis/apps/v1/namespaces/ns/controllerrevisions"
+    );
+    let revision = body_json(request).await;
+    assert_eq!(revision["revision"], json!(1));
+    assert_eq!(
+        revision["metadata"]["ownerReferences"][0]["kind"],
+        "CanaryDaemonSet"
+    );
+    assert_eq!(
+        revision["metadata"]["annotations"]["canary.daemonset.dev/version"],
+        "v2"
+    );
+    assert_eq!(
+        revision["data"]["metadata"]["annotations"]["kubevirt.io/install-strategy-version"],
+        "v2"
+    );
+    respond(send, StatusCode::CREATED, &revision);
+
+    // 3. The status, by merge patch on the status subresource; the start is not recorded.
     let (request, send) = handle.next_request().await.unwrap();
     assert_eq!(request.method(), Method::PATCH);
     assert_eq!(
@@ -252,6 +308,7 @@ async fn start_of_canary_is_one_json_patch_then_one_status_write_then_the_event(
     assert_eq!(body["status"]["phase"], "started");
     assert_eq!(body["status"]["recordedDaemonSetGeneration"], json!(3));
     assert_eq!(body["status"]["currentMaxUnavailable"], "1");
+    assert_eq!(body["status"]["history"]["current"]["revision"], json!(1));
     let mut stored = new.clone();
     stored.status = serde_json::from_value(body["status"].clone()).unwrap();
     respond(
@@ -260,7 +317,7 @@ async fn start_of_canary_is_one_json_patch_then_one_status_write_then_the_event(
         &serde_json::to_value(&stored).unwrap(),
     );
 
-    // 3. The event.
+    // 4. The event.
     let (request, send) = handle.next_request().await.unwrap();
     assert_eq!(request.method(), Method::POST);
     assert_eq!(

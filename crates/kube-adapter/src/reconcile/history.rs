@@ -1,0 +1,411 @@
+//! A pass's part in the rollout history: which template is desired while a rollback is in
+//! force, the revisions recorded when a rollout starts and ends, the verbs that go back
+//! (`abort`, `undo`) and `onFailure: Rollback`, and the phases a rollback reports.
+//!
+//! The pure decisions are the state machine's ([`decide_rollback`], [`Phase::reported`]); the
+//! revisions are [`History`]'s. What is here is the order: a pass decides with the driver's
+//! table first; its status write ([`Pass::account_history`]) then records the outcome, asks
+//! whether to go back, and maps the phase.
+//!
+//! # Invariants
+//!
+//! - A rollback in force names the spec's template it overrides: a change of that template
+//!   ends it, so a GitOps sync of a new version always wins over an earlier abort, while an
+//!   edit of the strategy alone does not roll the failed version out again.
+//! - A mark (`abort`, `undo`) is acted on once: its value is recorded whatever the outcome.
+//! - The history is best effort: a revision that cannot be written is logged, and the rollout
+//!   goes on as if there were no history.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use canary_state_machine::{
+    Event, FailureReason, Phase, Revision, RollbackObservation, RollbackReason, UndoTarget,
+    decide_rollback, rolled_back_event, verb_refused,
+};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::ResourceExt;
+use tracing::warn;
+
+use super::Pass;
+use crate::Error;
+use crate::crd::{
+    ABORT_ANNOTATION, DEFAULT_REVISION_HISTORY_LIMIT, HistoryStatus, RevisionRef, RollbackStatus,
+    UNDO_ANNOTATION,
+};
+use crate::history::{History, Outcome, revision_name};
+use crate::observer::Transition;
+
+/// The history status a pass works on: read from the status when the pass begins, changed by
+/// the pass (a rollout started), written with the pass's status.
+#[derive(Debug, Default)]
+pub(super) struct PassHistory {
+    status: Mutex<HistoryStatus>,
+    /// The revision name of the spec's desired DaemonSet, once the pass has built it.
+    spec_revision: Mutex<Option<String>>,
+}
+
+impl PassHistory {
+    pub(super) fn new(history: Option<HistoryStatus>) -> Self {
+        PassHistory {
+            status: Mutex::new(history.unwrap_or_default()),
+            spec_revision: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HistoryStatus> {
+        // Never held across an await; a poisoned lock still holds a whole status.
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn spec_revision(&self) -> Option<String> {
+        self.spec_revision
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether `rollback` still overrides the spec: the spec's template is the one it left.
+    fn in_force(&self, rollback: &RollbackStatus) -> bool {
+        self.spec_revision()
+            .is_none_or(|spec| spec == rollback.from)
+    }
+}
+
+/// What the status write of a pass does besides writing: events to publish, and whether the
+/// next pass must come at once (a rollback just started).
+#[derive(Debug, Default)]
+pub(super) struct HistoryOutcome {
+    pub(super) events: Vec<Event>,
+    pub(super) act_again: bool,
+}
+
+impl Pass<'_> {
+    /// Notes the spec's desired DaemonSet of this pass (what a rollback overrides), and
+    /// returns the rollback or undo in force, if any.
+    pub(super) fn rollback_in_force(
+        &self,
+        spec_desired: &DaemonSet,
+    ) -> Result<Option<RollbackStatus>, Error> {
+        let name = revision_name(&self.cds.name_any(), spec_desired)?;
+        *self
+            .history
+            .spec_revision
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(name);
+        let rollback = self.history.lock().rollback.clone();
+        Ok(rollback.filter(|rollback| self.history.in_force(rollback)))
+    }
+
+    /// An abort or a rollback after a failure is in force (it reports `rollingBack`): the
+    /// Pods driver follows its steps without the pauses.
+    pub(super) fn rolling_back(&self) -> bool {
+        let rollback = self.history.lock().rollback.clone();
+        rollback.is_some_and(|rollback| {
+            self.history.in_force(&rollback)
+                && RollbackReason::parse(&rollback.reason)
+                    .is_some_and(RollbackReason::reports_rollback_phases)
+        })
+    }
+
+    fn history_api(&self) -> Result<History, Error> {
+        History::new(self.ctx.client.clone(), self.cds, &self.ctx.field_manager)
+    }
+
+    /// The desired DaemonSet of the rollback in force: the revision's, or the message of why
+    /// it cannot be had (the revision was deleted by hand).
+    pub(super) async fn rollback_desired(
+        &self,
+        rollback: &RollbackStatus,
+    ) -> Result<Result<DaemonSet, String>, Error> {
+        match self.history_api()?.desired(&rollback.to.name).await? {
+            Some(desired) => Ok(Ok(desired)),
+            None => Ok(Err(format!(
+                "revision {} ({}), which the {} goes back to, is gone from the history (ControllerRevision {} deleted or edited); nothing is written until the spec changes",
+                rollback.to.revision,
+                rollback.to.version,
+                match RollbackReason::parse(&rollback.reason) {
+                    Some(RollbackReason::Undo) => "undo",
+                    _ => "rollback",
+                },
+                rollback.to.name
+            ))),
+        }
+    }
+
+    /// A template write that starts a rollout of `desired` (target `version`) succeeded:
+    /// remember it as the newest revision.
+    pub(super) async fn note_rollout_started(&self, desired: &DaemonSet, version: &str) {
+        let (previous, stable) = {
+            let history = self.history.lock();
+            (history.current.clone(), history.stable.clone())
+        };
+        let limit = self
+            .cds
+            .spec
+            .revision_history_limit
+            .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT);
+        let recorded = match self.history_api() {
+            Ok(history) => {
+                history
+                    .record_start(
+                        desired,
+                        version,
+                        previous.as_ref(),
+                        stable.as_ref(),
+                        usize::try_from(limit).unwrap_or(1),
+                        self.now,
+                    )
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        match recorded {
+            Ok(current) => {
+                let mut history = self.history.lock();
+                // A template rolled out again is renumbered: the rollback names it as it is now.
+                if let Some(rollback) = history.rollback.as_mut()
+                    && rollback.to.name == current.name
+                {
+                    rollback.to = current.clone();
+                }
+                history.current = Some(current);
+            }
+            Err(error) => {
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, "could not record the rollout in the history (ControllerRevisions); the rollout goes on");
+            }
+        }
+    }
+
+    /// A DaemonSet at rest that has no history yet (created before the history existed, or by
+    /// a version of the controller without it): its template becomes revision 1, successful.
+    pub(super) async fn adopt_into_history(&self, desired: &DaemonSet, version: &str) {
+        let at_rest = self
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == Phase::Successful.as_str());
+        if !at_rest || self.history.lock().current.is_some() {
+            return;
+        }
+        self.note_rollout_started(desired, version).await;
+        let current = self.history.lock().current.clone();
+        if let Some(current) = current {
+            self.record_outcome(&current, Outcome::Successful).await;
+            self.history.lock().stable = Some(current);
+        }
+    }
+
+    async fn record_outcome(&self, revision: &RevisionRef, outcome: Outcome) {
+        let recorded = match self.history_api() {
+            Ok(history) => {
+                history
+                    .record_outcome(&revision.name, outcome, self.now)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = recorded {
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), revision = revision.revision, %error, "could not record the rollout's outcome in the history");
+        }
+    }
+
+    /// Before the status of a pass is computed: the outcome of the current revision, a
+    /// rollback to start (a verb, or `onFailure: Rollback`), and the phase to report. Sets
+    /// `record.history` and maps `record.to`.
+    pub(super) async fn account_history(&self, record: &mut Transition) -> HistoryOutcome {
+        let mut outcome = HistoryOutcome::default();
+        let decided = record.to;
+        let from = record.from;
+        let spec_revision = self.history.spec_revision();
+        let mut history = self.history.lock().clone();
+        if history
+            .rollback
+            .as_ref()
+            .is_some_and(|r| !self.history.in_force(r))
+        {
+            // The spec's template changed since: it wins over the rollback.
+            history.rollback = None;
+        }
+        // How the current revision's rollout ended.
+        if let Some(current) = history.current.clone() {
+            let ended_well = decided == Phase::Successful && !from.is_some_and(Phase::is_at_rest);
+            let failed = decided == Phase::Failed
+                && record.failure.is_some_and(FailureReason::is_sticky)
+                && from != Some(Phase::Failed);
+            if ended_well {
+                self.record_outcome(&current, Outcome::Successful).await;
+                history.stable = Some(current);
+            } else if failed {
+                self.record_outcome(&current, Outcome::Failed).await;
+            }
+        }
+        // Whether to go back.
+        let marks = self.pending_marks(&history);
+        let undo = match marks.undo.as_deref().map(parse_undo) {
+            None => None,
+            Some(Ok(target)) => Some(target),
+            Some(Err(why)) => {
+                outcome
+                    .events
+                    .push(verb_refused(&self.ds_name, "undo", &why));
+                history.undo = marks.undo.clone();
+                None
+            }
+        };
+        let rollback = history.rollback.clone();
+        if self.cds.spec.workload_ref.is_some() {
+            // Someone else owns the template: going back is theirs to do.
+            for (verb, mark) in [("abort", &marks.abort), ("undo", &marks.undo)] {
+                if mark.is_some() {
+                    outcome.events.push(verb_refused(
+                        &self.ds_name,
+                        verb,
+                        "the DaemonSet belongs to spec.workloadRef's owner (Helm, Argo CD, Flux); roll back where it is defined",
+                    ));
+                }
+            }
+            history.abort = marks.abort.or(history.abort);
+            history.undo = marks.undo.or(history.undo);
+        } else {
+            let listed = match undo {
+                Some(_) => match self.history_api() {
+                    Ok(api) => api.list().await.unwrap_or_else(|error| {
+                        warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, "could not list the history");
+                        Vec::new()
+                    }),
+                    Err(_) => Vec::new(),
+                },
+                None => Vec::new(),
+            };
+            let revision = |r: &RevisionRef| Revision {
+                number: r.revision,
+                version: r.version.clone(),
+            };
+            let observation = RollbackObservation {
+                name: self.ds_name.clone(),
+                abort: marks.abort.is_some(),
+                undo,
+                on_failure: self.cds.spec.strategy.on_failure,
+                phase: Some(decided),
+                failure: record.failure,
+                rolling_back: rollback.as_ref().is_some_and(|r| {
+                    RollbackReason::parse(&r.reason).is_some_and(|r| r.reports_rollback_phases())
+                }),
+                current: history.current.as_ref().map(revision),
+                stable: history.stable.as_ref().map(revision),
+                history: listed
+                    .iter()
+                    .map(|entry| Revision {
+                        number: entry.revision,
+                        version: entry.version.clone(),
+                    })
+                    .collect(),
+            };
+            // A pass that could not build the spec's template (an invalid spec) cannot know
+            // what a rollback would override: the marks wait for a pass that can.
+            let decision = match spec_revision {
+                Some(_) => decide_rollback(&observation),
+                None => Default::default(),
+            };
+            if decision.abort_consumed {
+                history.abort = marks.abort.clone();
+            }
+            if decision.undo_consumed {
+                history.undo = marks.undo.clone();
+            }
+            outcome.events.extend(decision.events);
+            if let Some((to, reason)) = decision.start {
+                let to_ref = listed
+                    .iter()
+                    .find(|entry| entry.revision == to.number)
+                    .map(crate::history::Entry::to_ref)
+                    .or_else(|| history.stable.clone().filter(|s| s.revision == to.number));
+                if let Some(to_ref) = to_ref {
+                    if reason == RollbackReason::Abort
+                        && let Some(current) = history.current.clone()
+                    {
+                        self.record_outcome(&current, Outcome::Aborted).await;
+                    }
+                    history.rollback = Some(RollbackStatus {
+                        to: to_ref,
+                        reason: reason.as_str().to_owned(),
+                        from: spec_revision.clone().unwrap_or_default(),
+                        decided_phase: None,
+                    });
+                    outcome.act_again = true;
+                }
+            }
+        }
+        // The phase to report.
+        if let Some(rollback) = history.rollback.as_mut() {
+            let reports = RollbackReason::parse(&rollback.reason)
+                .is_some_and(RollbackReason::reports_rollback_phases);
+            rollback.decided_phase = Some(decided.as_str().to_owned());
+            record.to = decided.reported(reports);
+            if let Some(event) = rolled_back_event(
+                &self.ds_name,
+                from,
+                record.to,
+                &Revision {
+                    number: rollback.to.revision,
+                    version: rollback.to.version.clone(),
+                },
+            ) {
+                outcome.events.push(event);
+            }
+        }
+        *self.history.lock() = history.clone();
+        record.history = Some(Box::new(history));
+        outcome
+    }
+
+    /// The `abort` and `undo` marks not yet acted on.
+    fn pending_marks(&self, history: &HistoryStatus) -> Marks {
+        let mark = |key: &str, acted: &Option<String>| {
+            self.cds
+                .annotations()
+                .get(key)
+                .filter(|value| !value.is_empty())
+                .filter(|value| acted.as_ref() != Some(*value))
+                .cloned()
+        };
+        Marks {
+            abort: mark(ABORT_ANNOTATION, &history.abort),
+            undo: mark(UNDO_ANNOTATION, &history.undo),
+        }
+    }
+}
+
+struct Marks {
+    abort: Option<String>,
+    undo: Option<String>,
+}
+
+/// `N@STAMP` or `previous@STAMP` (the stamp makes each request new).
+fn parse_undo(mark: &str) -> Result<UndoTarget, String> {
+    let target = mark.split('@').next().unwrap_or_default();
+    if target == "previous" {
+        return Ok(UndoTarget::Previous);
+    }
+    target
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(UndoTarget::Revision)
+        .ok_or_else(|| format!("{UNDO_ANNOTATION}={mark:?} is not REVISION@TIME or previous@TIME"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undo_marks_parse() {
+        assert_eq!(parse_undo("previous@2026"), Ok(UndoTarget::Previous));
+        assert_eq!(parse_undo("3@2026"), Ok(UndoTarget::Revision(3)));
+        assert_eq!(parse_undo("3"), Ok(UndoTarget::Revision(3)));
+        for bad in ["", "0@x", "-1@x", "three@x", "@x"] {
+            assert!(parse_undo(bad).is_err(), "{bad:?}");
+        }
+    }
+}
