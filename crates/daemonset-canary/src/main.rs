@@ -60,6 +60,13 @@ enum Command {
     Resume(cli::pause::HoldArgs),
     /// Start a failed Pods-driver rollout again from its first step (refused unless failed).
     Retry(cli::retry::RetryArgs),
+    /// Stop a rollout and roll back to the last revision that finished successfully, canary
+    /// first (both drivers; refused at rest).
+    Abort(cli::rollback::TargetArgs),
+    /// Roll out an earlier revision (default: the one before the current), canary first.
+    Undo(cli::rollback::UndoArgs),
+    /// List the revisions rolled out: number, version, outcome, start and end.
+    History(cli::rollback::TargetArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -115,6 +122,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pause(args) => multi_thread()?.block_on(cli::pause::pause(args))?,
         Command::Resume(args) => multi_thread()?.block_on(cli::pause::resume(args))?,
         Command::Retry(args) => multi_thread()?.block_on(cli::retry::run(args))?,
+        Command::Abort(args) => multi_thread()?.block_on(cli::rollback::abort(args))?,
+        Command::Undo(args) => multi_thread()?.block_on(cli::rollback::undo(args))?,
+        Command::History(args) => multi_thread()?.block_on(cli::rollback::history(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

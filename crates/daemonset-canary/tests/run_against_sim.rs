@@ -558,3 +558,195 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         "a retry writes no template"
     );
 }
+
+/// The versions the pods of the DaemonSet run (by image tag), counted, terminating pods left
+/// out.
+async fn pod_versions(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut versions = std::collections::BTreeMap::new();
+    for pod in pods
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let image = pod
+            .spec
+            .and_then(|s| s.containers.into_iter().next())
+            .and_then(|c| c.image)
+            .unwrap_or_default();
+        let tag = image.rsplit(':').next().unwrap_or_default().to_owned();
+        *versions.entry(tag).or_default() += 1;
+    }
+    versions
+}
+
+/// Waits for `phase` (on the object's current generation), and returns the status; meanwhile
+/// the most pods seen at once on `watched` (a version), in `most`.
+async fn wait_phase(
+    api: &Api<CanaryDaemonSet>,
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    phase: &str,
+    watched: &str,
+    most: &mut usize,
+) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let cds = api.get(NAME).await.unwrap();
+        let status = cds.status.clone().unwrap_or_default();
+        let on_watched = pod_versions(pods).await.get(watched).copied().unwrap_or(0);
+        *most = (*most).max(on_watched);
+        if status.observed_generation >= cds.metadata.generation
+            && status.phase.as_deref() == Some(phase)
+        {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "never {phase}: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Going back, as a user does it, on both drivers' shared path (the Pods driver here):
+/// `onFailure: Rollback` rolls a crash-looping version back to the last successful one with
+/// at most the canary's pod ever on the bad version (`failed`, `rollingBack`, `rolledBack`);
+/// `abort` in mid-rollout (held in a pause step) does the same; `undo --to-revision N` rolls
+/// out revision N, supervised (it stops at the pause step like any rollout); `history` lists
+/// every revision with its outcome; the verbs are refused when they cannot apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_abort_undo_and_history() {
+    use k8s_openapi::api::core::v1::Pod;
+
+    let (sim, client, _run) = controller_on_sim("rollback").await;
+    let kubeconfig = &sim.kubeconfig;
+    let run_verb = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(args)
+            .args([NAME, "-n", NAMESPACE, "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let manifest = |version: &str, behavior: &str| {
+        let mut manifest = daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::Pods,
+            None,
+            version,
+            behavior,
+        );
+        manifest["spec"]["strategy"]["onFailure"] = serde_json::json!("Rollback");
+        manifest["spec"]["strategy"]["steps"] = serde_json::json!([{"nodes": "1"}, {"pause": {}}]);
+        manifest
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    refused(&run_verb(&["abort"]), "is successful: nothing to abort");
+    refused(
+        &run_verb(&["undo"]),
+        "has no revision before the current one",
+    );
+
+    // A crash-looping v2: failed, rolled back to v1; only the canary ever ran v2.
+    set_spec(&api, &manifest("v2", "crashloop")).await;
+    let mut on_v2 = 0;
+    let status = wait_phase(&api, &pods, "rolledBack", "v2", &mut on_v2).await;
+    assert_eq!(
+        pod_versions(&pods).await,
+        [("v1".to_owned(), 3)].into(),
+        "every pod back on v1"
+    );
+    assert!(
+        on_v2 <= 1,
+        "{on_v2} pods ran v2 at once; only the canary should"
+    );
+    let history = status.history.clone().unwrap();
+    assert_eq!(
+        history.stable.as_ref().map(|s| s.version.as_str()),
+        Some("v1")
+    );
+    assert_eq!(history.rollback.map(|r| r.reason), Some("OnFailure".into()));
+    refused(&run_verb(&["abort"]), "is rolledBack: nothing to abort");
+
+    // A healthy v3, aborted while it waits in its pause step: back on v1.
+    set_spec(&api, &manifest("v3", "healthy")).await;
+    let mut on_v3 = 0;
+    wait_phase(&api, &pods, "paused", "v3", &mut on_v3).await;
+    accepted(
+        &run_verb(&["abort"]),
+        "aborted (was paused): rolling back to revision",
+    );
+    let mut on_v3_after = 0;
+    wait_phase(&api, &pods, "rolledBack", "v3", &mut on_v3_after).await;
+    assert_eq!(pod_versions(&pods).await, [("v1".to_owned(), 3)].into());
+    assert!(
+        on_v3.max(on_v3_after) <= 1,
+        "only v3's canary ran: {on_v3_after}"
+    );
+
+    // `history`: v2 failed, v3 aborted, v1 successful (renumbered as the newest).
+    let listed = run_verb(&["history"]);
+    let table = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(listed.status.success(), "{table}");
+    let row = |version: &str| {
+        table
+            .lines()
+            .find(|line| line.split_whitespace().nth(1) == Some(version))
+            .unwrap_or_else(|| panic!("no {version} in {table}"))
+            .to_owned()
+    };
+    assert!(row("v2").contains("failed"), "{table}");
+    assert!(row("v3").contains("aborted"), "{table}");
+    assert!(row("v1").contains("successful (stable)"), "{table}");
+    let v3_revision = row("v3")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches('*')
+        .to_owned();
+
+    // `undo --to-revision` of v3: a rollout like any other, held by its pause step.
+    refused(
+        &run_verb(&["undo", "--to-revision", "99"]),
+        "has no revision 99",
+    );
+    accepted(
+        &run_verb(&["undo", "--to-revision", &v3_revision]),
+        &format!("rolling out revision {v3_revision} (v3)"),
+    );
+    let mut ignored = 0;
+    wait_phase(&api, &pods, "paused", "v3", &mut ignored).await;
+    accepted(&run_verb(&["promote"]), "promoted");
+    wait_phase(&api, &pods, "successful", "v3", &mut ignored).await;
+    assert_eq!(pod_versions(&pods).await, [("v3".to_owned(), 3)].into());
+
+    // Each verb acted on once: one event each.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let reasons: Vec<String> = events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|event| event.reason)
+        .collect();
+    for (reason, times) in [
+        ("RollingBack", 1),
+        ("Aborted", 1),
+        ("RolledBack", 2),
+        ("UndoStarted", 1),
+    ] {
+        assert_eq!(
+            reasons.iter().filter(|r| *r == reason).count(),
+            times,
+            "{reason}: {reasons:?}"
+        );
+    }
+}

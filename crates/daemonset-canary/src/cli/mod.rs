@@ -13,6 +13,7 @@ pub mod observe_kubevirt;
 pub mod pause;
 pub mod promote;
 pub mod retry;
+pub mod rollback;
 pub mod run;
 pub mod sim_serve;
 pub mod status;

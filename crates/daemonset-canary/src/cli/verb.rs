@@ -1,4 +1,5 @@
-//! What the verbs that steer a rollout share (`promote`, `pause`, `resume`): the driver check
+//! What the verbs that steer a rollout share (`promote`, `pause`, `resume`, `retry`, `abort`,
+//! `undo`): the driver check
 //! and the mark. A verb marks the CanaryDaemonSet with an annotation, never a spec field: a
 //! GitOps sync neither undoes it nor shows it as drift, and it bumps no generation. The
 //! controller acts on a mark once and records that it did in the status, with an event.
@@ -33,6 +34,29 @@ pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Resu
     let namespace = cds.namespace().unwrap_or_default();
     let which = which(&namespace, &name);
     require_pods_driver(&cds, &which, what)?;
+    Ok(Target {
+        connection,
+        cds,
+        name,
+        namespace,
+        which,
+    })
+}
+
+/// Finds the CanaryDaemonSet of `object`, refused when it references a DaemonSet someone else
+/// owns (`spec.workloadRef`): going back writes the template, which is theirs (`what` says
+/// what the verb does). Both drivers are accepted.
+pub async fn template_owner_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
+    let (connection, cds) = object.find().await?;
+    let name = object.name.clone();
+    let namespace = cds.namespace().unwrap_or_default();
+    let which = which(&namespace, &name);
+    if let Some(workload) = &cds.spec.workload_ref {
+        bail!(
+            "{which} drives DaemonSet {} that its owner (Helm, Argo CD, Flux) defines (spec.workloadRef): {what}, which writes the template; roll back where the DaemonSet is defined",
+            workload.name
+        );
+    }
     Ok(Target {
         connection,
         cds,

@@ -397,6 +397,7 @@ mod tests {
             drift: None,
             template_hash: None,
             pods: None,
+            history: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -224,6 +224,7 @@ mod tests {
             phase_started_at: Timestamp::from_second(at).unwrap(),
             at: Timestamp::from_second(at).unwrap(),
             pods: None,
+            history: None,
         }
     }
 
