@@ -181,6 +181,13 @@ impl<'a> Pass<'a> {
             .release(&ObjectRef::from_obj(self.cds));
         let mut desired = desired_daemon_set(self.cds, &plan.keys, &plan.target)?;
         if let Some(rollback) = self.rollback_in_force(&desired)? {
+            if !self.status_persisted
+                && let Some(status) = &self.status
+            {
+                // Recorded before it is acted on: a leader that takes over from the stored
+                // status must know the rollback, or it would roll the spec's template out again.
+                self.patch_status(status).await?;
+            }
             // Going back: the revision's template is desired, and its pods are the updated ones.
             match self.rollback_desired(&rollback).await? {
                 Ok(revision) => {
