@@ -189,6 +189,8 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.promotions += e.promotions;
         total.holds += e.holds;
         total.retries += e.retries;
+        total.aborts += e.aborts;
+        total.rolled_back += e.rolled_back;
     }
     total
 }
@@ -197,7 +199,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} holds={} retries={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} holds={} retries={} aborts={} rolled_back={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -215,6 +217,8 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.promotions,
         t.holds,
         t.retries,
+        t.aborts,
+        t.rolled_back,
         wall.as_secs_f64()
     )
 }

@@ -71,6 +71,8 @@ pub struct Checker {
     /// The last status seen: an event that leaves it as it was (a spec change, an
     /// annotation) is no status write.
     last_status: Option<canary_kube_adapter::crd::CanaryDaemonSetStatus>,
+    /// The history part of the last status seen, both drivers (invariant 5 during a rollback).
+    history: Option<canary_kube_adapter::crd::HistoryStatus>,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -170,6 +172,7 @@ impl Checker {
             status_step: None,
             pending: None,
             last_status: None,
+            history: None,
         }
     }
 
@@ -388,8 +391,26 @@ impl Checker {
         }
     }
 
-    /// Invariant 5: a start goes to the latest version asked for, once.
+    /// Invariant 5: a start goes to the latest version asked for, once; or, while the status
+    /// records a rollback (or an undo) to `version`, to that version, once per rollback.
     fn count_start(&mut self, version: &str) {
+        let rollback = self
+            .history
+            .as_ref()
+            .and_then(|h| h.rollback.clone())
+            .filter(|r| r.to.version == version);
+        if let Some(rollback) = rollback {
+            let key = format!("{version} back from {}", rollback.from);
+            let starts = self.starts.entry(key.clone()).or_default();
+            *starts += 1;
+            if *starts > 1 {
+                self.world.violate(
+                    Invariant::NoStartWithoutSpecChange,
+                    format!("{key} started {starts} times"),
+                );
+            }
+            return;
+        }
         let (latest, previous, changed_at) = self
             .intent
             .lock()
@@ -490,6 +511,9 @@ impl Checker {
             return;
         };
         let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        if event.kind != EventKind::Deleted {
+            self.history = cds.status.as_ref().and_then(|s| s.history.clone());
+        }
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());
         }
@@ -603,7 +627,17 @@ impl Checker {
             .current_step_index
             .map(|index| (index, status.target_revision.clone()));
         if let Some(pending) = self.pending.take() {
-            let budgets = plan.step_budgets();
+            // A rollback (abort, `onFailure: Rollback`) walks the nodes steps without pauses.
+            let rolling_back = status
+                .history
+                .as_ref()
+                .and_then(|h| h.rollback.as_ref())
+                .is_some_and(|r| r.reason != "Undo");
+            let budgets = if rolling_back {
+                plan.without_pauses().step_budgets()
+            } else {
+                plan.step_budgets()
+            };
             // The status before the deletions said step `from`; the pass that deleted went on
             // from there (completed steps, ended pauses) up to the step this status records.
             // With another target revision in between, the new rollout began at step 0.
@@ -697,7 +731,8 @@ pub fn ended(store: &Store) -> Option<String> {
         status.reason.as_deref(),
         Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
     );
-    (current && (phase == "successful" || (phase == "failed" && sticky))).then_some(phase)
+    let at_rest = phase == "successful" || phase == "rolledBack";
+    (current && (at_rest || (phase == "failed" && sticky))).then_some(phase)
 }
 
 /// The running (not terminating) pods of the scenario's DaemonSet.
@@ -782,14 +817,70 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
             ),
         );
     }
+    // Invariant 18: the last abort mark acted on.
+    let abort_mark = cds
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(canary_kube_adapter::crd::ABORT_ANNOTATION));
+    let history = status.history.clone().unwrap_or_default();
+    if abort_mark.is_some() && history.abort.as_ref() != abort_mark {
+        world.violate(
+            Invariant::AbortActedOn,
+            format!(
+                "the abort {abort_mark:?} was never acted on (status.history.abort {:?}, phase {phase})",
+                history.abort
+            ),
+        );
+    }
+    // A rollback in force: the DaemonSet runs the revision it went back to, not the spec's.
+    let back_to = history.rollback.as_ref().map(|r| r.to.version.clone());
     let (latest, behavior, not_ready_seen) = match intent.lock() {
-        Ok(i) => (
-            i.versions.last().map(|(v, _)| v.clone()),
-            i.versions.last().map(|(_, b)| *b),
-            i.node_not_ready_seen,
-        ),
+        Ok(i) => {
+            let latest = back_to
+                .clone()
+                .or_else(|| i.versions.last().map(|(v, _)| v.clone()));
+            let behavior = i
+                .versions
+                .iter()
+                .rev()
+                .find(|(v, _)| Some(v) == latest.as_ref())
+                .map(|(_, b)| *b);
+            (latest, behavior, i.node_not_ready_seen)
+        }
         Err(_) => return,
     };
+    // Invariant 17.
+    if phase == "rolledBack" {
+        world.count(|e| e.rolled_back += 1);
+        let stable = history.stable.as_ref().map(|s| s.version.clone());
+        if stable.is_none() || stable != back_to {
+            world.violate(
+                Invariant::RollbackEndsOnStable,
+                format!("rolledBack to {back_to:?} but the last successful revision is {stable:?}"),
+            );
+        }
+    }
+    let rollback_asked = cds.spec.strategy.on_failure == canary_state_machine::OnFailure::Rollback;
+    let sticky = matches!(
+        status.reason.as_deref(),
+        Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
+    );
+    if phase == "failed"
+        && sticky
+        && rollback_asked
+        && history.rollback.is_none()
+        && let (Some(stable), Some(current)) = (&history.stable, &history.current)
+        && stable.name != current.name
+    {
+        world.violate(
+            Invariant::RollbackEndsOnStable,
+            format!(
+                "failed ({:?}) with onFailure Rollback, and revision {} ({}) had succeeded, but nothing went back to it",
+                status.reason, stable.revision, stable.version
+            ),
+        );
+    }
     let target = ds_target(&ds);
     let nodes: Vec<Node> = store.list(None);
     let pods = live_pods(store);
@@ -813,7 +904,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         );
     }
     match phase.as_str() {
-        "successful" if pods_driver => {
+        "successful" | "rolledBack" if pods_driver => {
             let current = current_revision(store, &ds);
             if status.target_revision != current {
                 world.violate(
@@ -837,7 +928,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         _ => {}
     }
     match phase.as_str() {
-        "successful" => {
+        "successful" | "rolledBack" => {
             if !pods_driver && max_unavailable_text(&ds) != "1" {
                 world.violate(
                     Invariant::RestsAfterSuccess,

@@ -136,6 +136,8 @@ pub enum Action {
         graceful: bool,
         down: Duration,
     },
+    /// The `abort` verb (the `canary.daemonset.dev/abort` annotation, a new value).
+    Abort,
 }
 
 /// The whole scenario of one seed.
@@ -174,6 +176,8 @@ pub struct Plan {
     /// `spec.strategy.driver: Pods` with these steps and node labels; `None`: the
     /// MaxUnavailable driver.
     pub pods: Option<PodsPlan>,
+    /// `spec.strategy.onFailure: Rollback` (else the default, `Hold`).
+    pub on_failure_rollback: bool,
 }
 
 /// One generated step of the Pods driver.
@@ -319,6 +323,20 @@ impl PodsPlan {
                 (b'a' + (index % u64::from(self.zones)) as u8) as char
             )
         })
+    }
+
+    /// The plan a rollback follows (an abort, `onFailure: Rollback`): its nodes steps, no
+    /// pause, as the controller's `StepPlan::without_pauses`.
+    pub fn without_pauses(&self) -> PodsPlan {
+        PodsPlan {
+            steps: self
+                .steps
+                .iter()
+                .filter(|step| matches!(step, PlanStep::Nodes { .. }))
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
     }
 
     /// Nodes steps, their budgets as written (`None`: the default), in order; the appended
@@ -549,6 +567,18 @@ impl Plan {
             ));
             actions.sort_by_key(|(at, _)| *at);
         }
+        // Going back, from a stream of its own: the scenarios above keep their shape.
+        let mut back_rng = Rng::new(seed, 4);
+        let on_failure_rollback = back_rng.chance(0.4);
+        if back_rng.chance(0.3) {
+            for _ in 0..back_rng.between(1, 2) {
+                actions.push((
+                    Duration::from_secs(back_rng.between(1, horizon)),
+                    Action::Abort,
+                ));
+            }
+            actions.sort_by_key(|(at, _)| *at);
+        }
         Plan {
             seed,
             profile,
@@ -565,6 +595,7 @@ impl Plan {
             bad_object,
             edit_at_rest,
             pods,
+            on_failure_rollback,
         }
     }
 
@@ -676,6 +707,9 @@ impl fmt::Display for Plan {
                 ""
             }
         )?;
+        if self.on_failure_rollback {
+            write!(f, "; onFailure Rollback")?;
+        }
         if let Some(pods) = &self.pods {
             write!(
                 f,

@@ -138,8 +138,8 @@ impl Recorded {
         self.alive.store(false, Ordering::Release);
     }
 
-    fn live_version(&self) -> String {
-        live_version(&self.store)
+    fn tally_key(&self) -> String {
+        tally_key(&self.store)
     }
 
     /// What a DaemonSet write can change: the generation (the spec) and the maps it replaces.
@@ -196,7 +196,7 @@ impl Recorded {
         if request.resource != "daemonsets" || !request.is_write() {
             return;
         }
-        let version = self.live_version();
+        let version = self.tally_key();
         if status.is_success() {
             self.check_not_held(&format!("{} {} daemonsets", self.identity, request.method));
             self.world.count(|e| e.daemon_set_writes += 1);
@@ -355,7 +355,22 @@ where
 }
 
 /// The install-strategy version of the live DaemonSet, `"none"` before it exists.
-pub fn live_version(store: &Store) -> String {
+/// The rollout a DaemonSet write belongs to (invariant 7's tally): the version it leaves on the
+/// DaemonSet, and, while a rollback to that version is in force, the rollback (a rollout of its
+/// own).
+pub fn tally_key(store: &Store) -> String {
+    let version = live_version(store);
+    let rollback = store
+        .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
+        .and_then(|cds| cds.status?.history?.rollback)
+        .filter(|rollback| rollback.to.version == version);
+    match rollback {
+        Some(rollback) => format!("{version} (back from {})", rollback.from),
+        None => version,
+    }
+}
+
+fn live_version(store: &Store) -> String {
     store
         .get::<DaemonSet>(Some(NAMESPACE), NAME)
         .and_then(|ds| ds.metadata.annotations)

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::crd::{PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION};
+use canary_kube_adapter::crd::{
+    ABORT_ANNOTATION, PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION,
+};
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
 use canary_sim::{Sim, UpdateScope};
@@ -165,7 +167,7 @@ impl Harness<'_> {
             if let Some(connection) = replica.connection.take() {
                 connection.kill();
             }
-            let version = super::recorder::live_version(self.sim.store());
+            let version = super::recorder::tally_key(self.sim.store());
             self.world.tally(&version, |t| t.kills += 1);
             task.abort();
             let result = task.await;
@@ -285,6 +287,10 @@ impl Harness<'_> {
                 self.hand_edit();
                 return;
             }
+            Action::Abort => {
+                self.abort();
+                return;
+            }
             Action::Kill {
                 replica,
                 graceful,
@@ -340,7 +346,7 @@ impl Harness<'_> {
     fn hand_edit(&mut self) -> Option<String> {
         let image = format!("registry.example/by-hand:{}", self.rng.next_u64() % 100_000);
         let store = self.sim.store();
-        let version = super::recorder::live_version(store);
+        let version = super::recorder::tally_key(store);
         let edited = store
             .modify::<DaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |ds| {
                 let container = ds
@@ -564,11 +570,35 @@ impl Harness<'_> {
         }
     }
 
+    /// The `abort` verb: a new `canary.daemonset.dev/abort` value, whatever the phase (the
+    /// controller refuses what it cannot act on, and records the mark either way).
+    fn abort(&self) {
+        let mark = format!("abort-{}", self.world.now());
+        let marked = self.sim.store().modify::<CanaryDaemonSet>(
+            Some(NAMESPACE),
+            NAME,
+            UpdateScope::Main,
+            |cds| {
+                cds.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(ABORT_ANNOTATION.to_owned(), mark.clone());
+            },
+        );
+        if marked.is_ok() {
+            self.world.count(|e| e.aborts += 1);
+            self.world.trace(format!("abort asked ({mark})"));
+        }
+    }
+
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
         let mut spec = manifest(&name, &behavior.annotation());
         spec["spec"]["strategy"]["driftPolicy"] =
             serde_json::json!(self.plan.drift_policy.as_str());
+        if self.plan.on_failure_rollback {
+            spec["spec"]["strategy"]["onFailure"] = serde_json::json!("Rollback");
+        }
         if let Some(pods) = &self.plan.pods
             && let (Some(strategy), serde_json::Value::Object(fields)) =
                 (spec["spec"]["strategy"].as_object_mut(), pods.strategy())
@@ -644,10 +674,23 @@ fn daemon_set_image(store: &canary_sim::Store) -> Option<String> {
 /// object failed as `InvalidSpec` without a DaemonSet of its own.
 fn check_drift_and_bad_object(harness: &Harness<'_>) {
     let store = harness.sim.store();
-    let desired = store
-        .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+    let cds = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME);
+    // A rollback in force: the revision gone back to is desired, not the spec's template (its
+    // version is the image tag, as the harness writes them).
+    let back_to = cds
+        .as_ref()
+        .and_then(|cds| cds.status.as_ref()?.history.as_ref()?.rollback.clone())
+        .map(|rollback| rollback.to.version);
+    let desired = cds
         .and_then(|cds| cds.spec.template.and_then(|t| t.spec.template.spec))
-        .and_then(|pod| pod.containers.first().and_then(|c| c.image.clone()));
+        .and_then(|pod| pod.containers.first().and_then(|c| c.image.clone()))
+        .map(|image| match &back_to {
+            Some(version) => match image.rsplit_once(':') {
+                Some((name, _)) => format!("{name}:{version}"),
+                None => image,
+            },
+            None => image,
+        });
     let live = daemon_set_image(store);
     if live.is_some() && live != desired {
         harness.world.violate(
@@ -835,12 +878,11 @@ pub async fn run(plan: &Plan) -> Outcome {
         }
     }
     if let Some(phase) = &end {
-        world.count(|e| {
-            if phase == "successful" {
-                e.successful += 1;
-            } else {
-                e.failed += 1;
-            }
+        // `rolledBack` is counted at quiescence (`rolled_back`), beside these two.
+        world.count(|e| match phase.as_str() {
+            "successful" => e.successful += 1,
+            "failed" => e.failed += 1,
+            _ => {}
         });
     }
     let peak = world.max_requests_per_minute();

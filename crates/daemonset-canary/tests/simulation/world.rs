@@ -67,6 +67,16 @@ pub enum Invariant {
     /// 16. Pods driver: a retry is acted on: at quiescence the status records the last retry
     ///     mark the harness set (`status.retry`).
     RetryActedOn,
+    /// 17. Going back ends on the last successful revision: at quiescence a `rolledBack`
+    ///     rollout has every pod on the revision `status.history.stable` names (the one the
+    ///     rollback went to), and a rollout that failed on its version with `onFailure:
+    ///     Rollback` while a different revision had succeeded is not left `failed` (unless
+    ///     it was itself a rollback, which holds).
+    RollbackEndsOnStable,
+    /// 18. An `abort` is acted on exactly once: at quiescence the status records the last
+    ///     mark the harness set (`status.history.abort`), and the `Aborted` or `VerbRefused`
+    ///     answer was given for it.
+    AbortActedOn,
 }
 
 impl Invariant {
@@ -89,6 +99,8 @@ impl Invariant {
             Invariant::OneDeletePerPod => "14 one-delete-per-pod",
             Invariant::NothingMovesWhileHeld => "15 nothing-moves-while-held",
             Invariant::RetryActedOn => "16 retry-acted-on",
+            Invariant::RollbackEndsOnStable => "17 rollback-ends-on-stable",
+            Invariant::AbortActedOn => "18 abort-acted-on",
         }
     }
 }
@@ -144,6 +156,10 @@ pub struct Exercised {
     pub holds: u64,
     /// Retries of a failed rollout the harness asked for (Pods driver).
     pub retries: u64,
+    /// `abort` verbs sent.
+    pub aborts: u64,
+    /// Rollbacks that ended (`rolledBack` at quiescence).
+    pub rolled_back: u64,
 }
 
 /// DaemonSet writes attributed to one version.
