@@ -72,6 +72,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
         field(&mut out, "Message", message);
     }
+    if let Some(history) = &status.history {
+        field(&mut out, "Revisions", &revisions_line(history));
+    }
     field(
         &mut out,
         "Pods",
@@ -93,6 +96,40 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
     out
+}
+
+/// `current 4 (v2), stable 3 (v1); rolling back to 3 (v1) after an abort`: where the object
+/// stands in its history (`daemonset-canary history NAME` lists it whole).
+fn revisions_line(history: &canary_kube_adapter::crd::HistoryStatus) -> String {
+    let named =
+        |r: &canary_kube_adapter::crd::RevisionRef| format!("{} ({})", r.revision, r.version);
+    let mut text = [("current", &history.current), ("stable", &history.stable)]
+        .into_iter()
+        .filter_map(|(what, r)| r.as_ref().map(|r| format!("{what} {}", named(r))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some(rollback) = &history.rollback {
+        let why = match rollback.reason.as_str() {
+            "Abort" => "after an abort",
+            "OnFailure" => "after a failure (onFailure: Rollback)",
+            _ => "on request (undo)",
+        };
+        let _ = write!(
+            text,
+            "; {} {} {why}, until the spec's template changes",
+            if rollback.reason == "Undo" {
+                "rolled out:"
+            } else {
+                "rolled back to"
+            },
+            named(&rollback.to)
+        );
+    }
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text
+    }
 }
 
 fn target(cds: &CanaryDaemonSet) -> String {
@@ -133,6 +170,7 @@ fn generations(cds: &CanaryDaemonSet) -> String {
 fn symbol(phase: &str) -> &'static str {
     match phase {
         "successful" => "✔",
+        "rolledBack" => "↺",
         "failed" => "✖",
         "pending" => "…",
         _ => "◌",

@@ -122,3 +122,22 @@ async fn a_crash_looping_canary_restarts_before_it_fails() {
         assert!(last.restarts >= 1, "{compatibility}: {last:?}");
     }
 }
+
+/// `--scenario rollback`: the crash-looping v2 fails on its canary and `onFailure: Rollback`
+/// rolls v1 back out in place, supervised like a rollout (start, widen, revert), so the phases
+/// read `failed`, `rollingBack`, `rolledBack`; only the canary ever left v1.
+#[tokio::test(start_paused = true)]
+async fn a_failed_rollout_is_rolled_back_in_place() {
+    let report = run(ScenarioKind::Rollback, 20, Compatibility::Fixed).await;
+    assert!(report.as_expected, "{:?}", report.summary);
+    assert_eq!(report.summary.result, "rolledBack");
+    let phases: Vec<&str> = steps(&report).into_iter().map(|(phase, _)| phase).collect();
+    let failed = phases.iter().position(|p| *p == "failed").unwrap();
+    let back = phases.iter().position(|p| *p == "rollingBack").unwrap();
+    assert!(failed < back, "{phases:?}");
+    assert_eq!(phases.last(), Some(&"rolledBack"));
+    // v2's start, then the rollback's start, widen and revert.
+    assert_eq!(report.summary.daemon_set_writes, 4, "{:?}", steps(&report));
+    let last = report.timeline.last().unwrap();
+    assert_eq!((last.updated_ready, last.desired), (20, 20));
+}

@@ -63,6 +63,10 @@ pub enum ScenarioKind {
     /// The Pods driver with one node NotReady through the whole rollout: the rollout still ends
     /// `successful`, that node named as deferred.
     UnhealthyNode,
+    /// The new version crash-loops and `onFailure: Rollback` is set: the canary fails the
+    /// rollout, then the controller rolls back to v1 in place, canary first (`failed`,
+    /// `rollingBack`, `rolledBack`).
+    Rollback,
 }
 
 impl ScenarioKind {
@@ -70,6 +74,7 @@ impl ScenarioKind {
     pub fn expected_result(self) -> &'static str {
         match self {
             ScenarioKind::CrashloopCanary => "failed",
+            ScenarioKind::Rollback => "rolledBack",
             _ => "successful",
         }
     }
@@ -77,7 +82,7 @@ impl ScenarioKind {
     /// The kubelet behaviour of the new version's pods.
     fn new_pod_behavior(self) -> &'static str {
         match self {
-            ScenarioKind::CrashloopCanary => "crashloop",
+            ScenarioKind::CrashloopCanary | ScenarioKind::Rollback => "crashloop",
             ScenarioKind::SlowStart => "slow-start=90s",
             ScenarioKind::Healthy
             | ScenarioKind::NodeChurn
@@ -247,7 +252,10 @@ impl Scenario {
     pub async fn upgrade(&self, mut on_sample: impl FnMut(&Sample)) -> Result<ScenarioReport> {
         // Subscribed before the patch: nothing the controller reports about v2 is missed.
         let mut transitions = self.observer.subscribe();
-        let watch_restarts = self.config.kind == ScenarioKind::CrashloopCanary;
+        let watch_restarts = matches!(
+            self.config.kind,
+            ScenarioKind::CrashloopCanary | ScenarioKind::Rollback
+        );
         let mut pod_changes = watch_restarts.then(|| self.sim.store().subscribe());
         if self.config.kind == ScenarioKind::UnhealthyNode {
             // NotReady from before the upgrade to its end: the rollout defers it.
@@ -297,7 +305,9 @@ impl Scenario {
                     }
                     let sample = Sample::from_transition(&transition, start, timeline.last());
                     on_sample(&sample);
-                    let done = sample.is_final();
+                    // A failure that `onFailure: Rollback` answers is not the end yet.
+                    let done = sample.is_final()
+                        && !(self.config.kind == ScenarioKind::Rollback && sample.phase == "failed");
                     timeline.push(sample);
                     if done {
                         break true;
@@ -344,13 +354,17 @@ impl Scenario {
 
     fn manifest(&self, version: &str, behavior: &str) -> serde_json::Value {
         let topology = (self.config.kind == ScenarioKind::ZoneByZone).then_some(ZONE_LABEL);
-        manifest_for(
+        let mut manifest = manifest_for(
             self.config.compatibility,
             self.driver(),
             topology,
             version,
             behavior,
-        )
+        );
+        if self.config.kind == ScenarioKind::Rollback {
+            manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
+        }
+        manifest
     }
 
     /// Labels the nodes into three zones, round robin, as `kubectl label node` would.
