@@ -459,16 +459,7 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
     assert_eq!(status.held, None, "{status:?}");
     assert_eq!(status.target_version.as_deref(), Some("v2"));
 
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    let reasons: Vec<String> = events
-        .list(&params)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|event| event.reason)
-        .collect();
+    let reasons = event_reasons(&client).await;
     for reason in ["Paused", "Resumed"] {
         assert_eq!(
             reasons.iter().filter(|r| *r == reason).count(),
@@ -557,6 +548,20 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         written,
         "a retry writes no template"
     );
+}
+
+/// The reasons of the events in the test namespace, in no order.
+async fn event_reasons(client: &kube::Client) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|event| event.reason)
+        .collect()
 }
 
 /// The versions the pods of the DaemonSet run (by image tag), counted, terminating pods left
@@ -727,16 +732,7 @@ async fn rollback_abort_undo_and_history() {
     assert_eq!(pod_versions(&pods).await, [("v3".to_owned(), 3)].into());
 
     // Each verb acted on once: one event each.
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    let reasons: Vec<String> = events
-        .list(&kube::api::ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|event| event.reason)
-        .collect();
+    let reasons = event_reasons(&client).await;
     for (reason, times) in [
         ("RollingBack", 1),
         ("Aborted", 1),

@@ -29,11 +29,17 @@ pub struct Target {
 /// Finds the CanaryDaemonSet of `object`, refused unless it uses the Pods driver (`what` says
 /// what the verb does).
 pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
+    let target = find(object).await?;
+    require_pods_driver(&target.cds, &target.which, what)?;
+    Ok(target)
+}
+
+/// Finds the CanaryDaemonSet of `object`, with no check.
+async fn find(object: &ObjectArgs) -> anyhow::Result<Target> {
     let (connection, cds) = object.find().await?;
     let name = object.name.clone();
     let namespace = cds.namespace().unwrap_or_default();
     let which = which(&namespace, &name);
-    require_pods_driver(&cds, &which, what)?;
     Ok(Target {
         connection,
         cds,
@@ -47,23 +53,15 @@ pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Resu
 /// owns (`spec.workloadRef`): going back writes the template, which is theirs (`what` says
 /// what the verb does). Both drivers are accepted.
 pub async fn template_owner_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
-    let (connection, cds) = object.find().await?;
-    let name = object.name.clone();
-    let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, &name);
-    if let Some(workload) = &cds.spec.workload_ref {
+    let target = find(object).await?;
+    if let Some(workload) = &target.cds.spec.workload_ref {
         bail!(
-            "{which} drives DaemonSet {} that its owner (Helm, Argo CD, Flux) defines (spec.workloadRef): {what}, which writes the template; roll back where the DaemonSet is defined",
+            "{} drives DaemonSet {} that its owner (Helm, Argo CD, Flux) defines (spec.workloadRef): {what}, which writes the template; roll back where the DaemonSet is defined",
+            target.which,
             workload.name
         );
     }
-    Ok(Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    })
+    Ok(target)
 }
 
 /// `canarydaemonset NAMESPACE/NAME`, the way every verb names its object.
