@@ -113,13 +113,23 @@ pub fn run(args: &CiArgs) -> Result<()> {
             outcomes.push((step, Outcome::NotRun));
             continue;
         }
-        eprintln!("\n==> xtask ci: {} ({})", step.name, step.what);
+        eprintln!(
+            "\n==> xtask ci: {} ({}; {})",
+            step.name,
+            step.what,
+            disk_free(&sh)
+        );
         let start = Instant::now();
         let outcome = match (step.run)(&sh) {
             Ok(()) => Outcome::Passed(start.elapsed()),
             Err(err) => {
                 failed = true;
-                Outcome::Failed(start.elapsed(), format!("{err:#}"))
+                // A full disk shows up as a failed link or write with the cause cut from the
+                // log; the free space after the failure says whether that was it.
+                Outcome::Failed(
+                    start.elapsed(),
+                    format!("{err:#} ({} after it)", disk_free(&sh)),
+                )
             }
         };
         outcomes.push((step, outcome));
@@ -129,6 +139,20 @@ pub fn run(args: &CiArgs) -> Result<()> {
         bail!("xtask ci failed");
     }
     Ok(())
+}
+
+/// The free space on the disk that holds `target/`, as `df` prints it, for the step headers.
+fn disk_free(sh: &Shell) -> String {
+    let report = cmd!(sh, "df -Ph .").quiet().ignore_stderr().read();
+    let available = report.ok().and_then(|out| {
+        // POSIX df: a header line, then "Filesystem Size Used Avail Use% Mounted".
+        let line = out.lines().nth(1)?.to_owned();
+        line.split_whitespace().nth(3).map(str::to_owned)
+    });
+    match available {
+        Some(avail) => format!("disk free: {avail}"),
+        None => "disk free: unknown (df failed)".to_owned(),
+    }
 }
 
 fn step_names() -> String {
