@@ -276,8 +276,14 @@ async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, Kil
 
 /// `daemonset-canary VERB node-agent -n default` as a user types it.
 fn verb(kubeconfig: &std::path::Path, verb: &str) -> std::process::Output {
+    verb_with(kubeconfig, &[verb])
+}
+
+/// A verb with its flags (`["promote", "--full"]`) on the CanaryDaemonSet.
+fn verb_with(kubeconfig: &std::path::Path, words: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .args([verb, NAME, "-n", NAMESPACE, "--kubeconfig"])
+        .args(words)
+        .args([NAME, "-n", NAMESPACE, "--kubeconfig"])
         .arg(kubeconfig)
         .output()
         .unwrap()
@@ -314,7 +320,7 @@ async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> C
 
 /// The `promote` verb as a user types it: refused while nothing is paused, then, on a
 /// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
-/// lists it.
+/// lists it. `promote --full` is refused at rest, and skips two pauses at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let (sim, client, _run) = controller_on_sim("promote").await;
@@ -369,6 +375,26 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         [NAMESPACE, NAME, "successful", "3/3", "3/3", "v2"],
         "{shown}"
     );
+
+    // Two pauses in a row: one `promote --full` skips both.
+    let full = || verb_with(kubeconfig, &["promote", "--full"]);
+    refused(&full(), "has no rollout under way (phase successful)");
+    let mut twice = held("v3");
+    twice["spec"]["strategy"]["steps"] =
+        serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"pause": {}}]);
+    let patched = set_spec(&api, &twice).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase) != Some("paused".into()) {
+        assert!(Instant::now() < deadline, "v3 never paused");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    accepted(&full(), "fully promoted from step 2 of 4");
+    wait_successful(
+        &api,
+        patched.metadata.generation,
+        "v3 after the full promotion",
+    )
+    .await;
 }
 
 /// The `pause` and `resume` verbs as a user types them: a paused Pods-driver CanaryDaemonSet

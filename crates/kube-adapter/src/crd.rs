@@ -37,9 +37,23 @@ pub const DAEMON_SET_NAME_IMMUTABLE_RULE: &str = "(has(self.spec.daemonSetName) 
 pub const NAME_IS_A_LABEL_VALUE_RULE: &str = "size(self.metadata.name) <= 63";
 
 /// The annotation that promotes a Pods-driver rollout: a new non-empty value ends the current
-/// pause (or skips the current step) once; the status remembers the value acted on
-/// (`status.promotion`). `kubectl annotate cds NAME canary.daemonset.dev/promote=$(date +%s) --overwrite`.
+/// pause step once (`full@STAMP`: skips every remaining step and pause, see
+/// [`promotion_asked`]); the status remembers the value acted on (`status.promotion`).
+/// `kubectl annotate cds NAME canary.daemonset.dev/promote=$(date +%s) --overwrite`.
 pub const PROMOTE_ANNOTATION: &str = "canary.daemonset.dev/promote";
+
+/// The prefix of a [`PROMOTE_ANNOTATION`] value that asks for a full promotion.
+pub const FULL_PROMOTION_PREFIX: &str = "full@";
+
+/// What a [`PROMOTE_ANNOTATION`] value asks for: `full@STAMP` a full promotion, anything else
+/// the end of the current pause step.
+pub fn promotion_asked(mark: &str) -> canary_state_machine::Promotion {
+    if mark.starts_with(FULL_PROMOTION_PREFIX) {
+        canary_state_machine::Promotion::Full
+    } else {
+        canary_state_machine::Promotion::Step
+    }
+}
 
 /// The annotation that holds a Pods-driver rollout on request (the `pause` verb): while it is
 /// set to anything but empty or `false`, no pod is deleted and the template is not written;

@@ -93,7 +93,7 @@ pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFa
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,
-    PodObservation, PodState, Step, StepPlan, StepPosition, decide_pods,
+    PodObservation, PodState, Promotion, Step, StepPlan, StepPosition, decide_pods,
 };
 pub use rollback::{
     Revision, RollbackDecision, RollbackObservation, RollbackReason, UndoTarget, decide_rollback,

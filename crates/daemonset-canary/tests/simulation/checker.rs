@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::FULL_PROMOTION_PREFIX;
 use canary_kube_adapter::desired::OWNER_LABEL;
 use canary_predicates::{
     CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready,
@@ -614,6 +615,40 @@ impl Checker {
         u32::try_from(desired).unwrap_or(0)
     }
 
+    /// Invariant 19, at the status write that records a new full promotion.
+    fn check_full_promotion(
+        &self,
+        plan: &PodsPlan,
+        status: &canary_kube_adapter::crd::CanaryDaemonSetStatus,
+        before: Option<&str>,
+    ) {
+        let Some(mark) = status.promotion.as_deref() else {
+            return;
+        };
+        let in_steps = matches!(
+            status.phase.as_deref(),
+            Some("canary" | "increasing" | "paused")
+        );
+        if before == Some(mark) || !mark.starts_with(FULL_PROMOTION_PREFIX) || !in_steps {
+            return;
+        }
+        let budgets = plan.step_budgets();
+        let last_nodes = budgets
+            .iter()
+            .rposition(|b| matches!(b, StepBudget::Nodes { .. }))
+            .unwrap_or(budgets.len());
+        let step = status.current_step_index.unwrap_or(0) as usize;
+        if step < last_nodes {
+            self.world.violate(
+                Invariant::FullPromotionReachesLastStep,
+                format!(
+                    "full promotion {mark} recorded in step {step} ({:?}), the last nodes step is {last_nodes}",
+                    status.phase
+                ),
+            );
+        }
+    }
+
     /// Invariants 11 (the deletions since the last status, against the steps they may have
     /// been made in) and 13 (a status turning `successful`).
     fn on_pods_status(&mut self, cds: &CanaryDaemonSet, phase: Option<&str>) {
@@ -622,7 +657,9 @@ impl Checker {
         if self.last_status.as_ref() == Some(status) {
             return;
         }
+        let promotion_before = self.last_status.as_ref().and_then(|s| s.promotion.clone());
         self.last_status = Some(status.clone());
+        self.check_full_promotion(plan, status, promotion_before.as_deref());
         let step = status
             .current_step_index
             .map(|index| (index, status.target_revision.clone()));

@@ -213,6 +213,9 @@ pub struct PodsPlan {
     /// The harness retries (the `canary.daemonset.dev/retry` annotation, the `retry` verb) a
     /// rollout that has been `failed` this long, once per seed.
     pub retry_after: Option<Duration>,
+    /// The harness promotes the rollout fully (`promote --full`, a `full@` promotion mark)
+    /// this long after the start, when a rollout is under way and not held.
+    pub full_promotion_at: Option<Duration>,
 }
 
 /// The label of the canary node selector.
@@ -284,6 +287,9 @@ impl PodsPlan {
             retry_after: rng
                 .chance(0.3)
                 .then(|| Duration::from_secs(rng.between(10, 100))),
+            full_promotion_at: rng
+                .chance(0.2)
+                .then(|| Duration::from_secs(rng.between(5, 300))),
         }
     }
 
@@ -731,6 +737,9 @@ impl fmt::Display for Plan {
             }
             if let Some(after) = pods.retry_after {
                 write!(f, ", retried after {after:?} failed")?;
+            }
+            if let Some(at) = pods.full_promotion_at {
+                write!(f, ", fully promoted at {at:?}")?;
             }
         }
         Ok(())

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::crd::{
-    ABORT_ANNOTATION, PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION,
+    ABORT_ANNOTATION, FULL_PROMOTION_PREFIX, PAUSE_ANNOTATION, PROMOTE_ANNOTATION,
+    RETRY_ANNOTATION, hold_requested,
 };
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
@@ -543,6 +544,38 @@ impl Harness<'_> {
         }
     }
 
+    /// Promotes the rollout fully (`promote --full`) once, at the plan's time or the first
+    /// moment after it that a rollout is under way and not held, as the verb allows.
+    fn full_promote_if_due(&mut self, since_start: Duration, done: &mut bool) {
+        let Some(at) = self.plan.pods.as_ref().and_then(|p| p.full_promotion_at) else {
+            return;
+        };
+        if *done || since_start < at {
+            return;
+        }
+        let Some(cds) = self
+            .sim
+            .store()
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+        else {
+            return;
+        };
+        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        let under_way = matches!(
+            phase.as_deref(),
+            Some("started" | "canary" | "increasing" | "paused")
+        );
+        if !under_way || hold_requested(&cds) {
+            return;
+        }
+        let value = format!("{FULL_PROMOTION_PREFIX}{}", self.world.now());
+        if self.annotate(PROMOTE_ANNOTATION, Some(&value)) {
+            *done = true;
+            self.world.count(|e| e.full_promotions += 1);
+            self.world.trace(format!("fully promoted ({value})"));
+        }
+    }
+
     /// Holds the rollout on request at the plan's time (the `canary.daemonset.dev/paused`
     /// annotation, as `daemonset-canary pause` sets it) and resumes it after the plan's while;
     /// `stage` counts the steps done (0: not held yet, 1: held, 2: resumed).
@@ -802,6 +835,7 @@ pub async fn run(plan: &Plan) -> Outcome {
     let mut hold_stage = 0;
     let mut failed_since: Option<Instant> = None;
     let mut retried = false;
+    let mut fully_promoted = false;
     let mut end = None;
     loop {
         tokio::time::sleep(tick).await;
@@ -809,6 +843,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         harness.reap().await;
         harness.promote_if_due(&mut paused_since);
         harness.hold_if_due(now - start, &mut hold_stage);
+        harness.full_promote_if_due(now - start, &mut fully_promoted);
         harness.retry_if_due(&mut failed_since, &mut retried);
         while let Some((at, action)) = actions.peek() {
             if start + *at > now {

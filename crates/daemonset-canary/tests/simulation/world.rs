@@ -77,6 +77,10 @@ pub enum Invariant {
     ///     mark the harness set (`status.history.abort`), and the `Aborted` or `VerbRefused`
     ///     answer was given for it.
     AbortActedOn,
+    /// 19. A full promotion skips to the end of the steps: the status write that records a
+    ///     `full@` promotion mark (`status.promotion`) is in the last nodes step or past it,
+    ///     unless the rollout has left its steps (failed, rolling back, successful).
+    FullPromotionReachesLastStep,
 }
 
 impl Invariant {
@@ -101,6 +105,7 @@ impl Invariant {
             Invariant::RetryActedOn => "16 retry-acted-on",
             Invariant::RollbackEndsOnStable => "17 rollback-ends-on-stable",
             Invariant::AbortActedOn => "18 abort-acted-on",
+            Invariant::FullPromotionReachesLastStep => "19 full-promotion-reaches-last-step",
         }
     }
 }
@@ -152,6 +157,8 @@ pub struct Exercised {
     pub pod_deletions: u64,
     /// Promotions the harness made (Pods driver).
     pub promotions: u64,
+    /// Full promotions the harness made (Pods driver).
+    pub full_promotions: u64,
     /// Holds on request the harness made and ended (Pods driver).
     pub holds: u64,
     /// Retries of a failed rollout the harness asked for (Pods driver).

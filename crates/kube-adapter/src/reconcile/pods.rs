@@ -41,7 +41,7 @@ use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
-use crate::crd::{PROMOTE_ANNOTATION, RETRY_ANNOTATION, hold_requested};
+use crate::crd::{PROMOTE_ANNOTATION, RETRY_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -146,7 +146,10 @@ impl Pass<'_> {
             .get(PROMOTE_ANNOTATION)
             .filter(|value| !value.is_empty())
             .cloned();
-        let promoted = mark.is_some() && mark != status.and_then(|s| s.promotion.clone());
+        let promotion = mark
+            .as_deref()
+            .filter(|mark| Some(*mark) != status.and_then(|s| s.promotion.as_deref()))
+            .map(promotion_asked);
         let held = hold_requested(self.cds);
         let retry_mark = self
             .cds
@@ -171,7 +174,7 @@ impl Pass<'_> {
             new_revision,
             desired_pods: u32::try_from(ds_status.desired_number_scheduled).unwrap_or(0),
             nodes,
-            promoted,
+            promotion,
             held,
             hold_recorded,
             retry,

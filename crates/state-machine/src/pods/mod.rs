@@ -21,8 +21,12 @@
 //! 5. A sticky failure stays failed; nothing is deleted until the revision changes.
 //! 6. A crash-looping updated pod on any node: `failed` (`CanaryCrashLooping`), the node named
 //!    among the failed nodes, nothing deleted.
-//! 7. The steps, from the step the previous pass was in: a promotion skips the current step;
-//!    a pause holds (`paused`) until its duration has passed or it is promoted; a nodes step
+//! 7. The steps, from the step the previous pass was in: a promotion ([`Promotion::Step`])
+//!    ends the current pause step, and in a nodes step is recorded and ignored with a warning
+//!    (a nodes step ends when its nodes are updated, never by request); a full promotion
+//!    ([`Promotion::Full`]) skips every step before the last nodes step (and a pause after
+//!    it), which then updates every node at its budget. A pause holds (`paused`) until its
+//!    duration has passed or it is promoted; a nodes step
 //!    deletes old pods until its target is updated and ready, then the next step begins in the
 //!    same pass. A nodes step that makes no progress within the progress deadline fails.
 //! 8. Every step done: `waiting` until every counted pod is updated and ready (the progress
@@ -213,6 +217,23 @@ impl StepPlan {
             .iter()
             .position(|step| matches!(step, Step::Nodes { .. }))
     }
+
+    /// The index of the last nodes step (the one that updates every node).
+    pub(crate) fn last_nodes_step(&self) -> Option<usize> {
+        self.steps
+            .iter()
+            .rposition(|step| matches!(step, Step::Nodes { .. }))
+    }
+}
+
+/// What a promotion (the `promote` verb) asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Promotion {
+    /// End the current pause step (`promote`).
+    Step,
+    /// Skip every remaining step and pause (`promote --full`): straight to the last nodes
+    /// step, which still keeps its unavailability budget.
+    Full,
 }
 
 /// Why a node is left out of the rollout for now.
@@ -313,8 +334,8 @@ pub struct PodObservation {
     pub desired_pods: u32,
     /// The nodes with a pod of the DaemonSet, or being replaced.
     pub nodes: Vec<NodeState>,
-    /// A promotion was asked for and not yet acted on.
-    pub promoted: bool,
+    /// A promotion asked for and not yet acted on.
+    pub promotion: Option<Promotion>,
     /// The rollout is held on request (the `pause` verb): no template write and no pod
     /// deletion until the request is withdrawn (`resume`). Crashes are still watched.
     pub held: bool,
@@ -460,13 +481,13 @@ pub fn decide_pods(
         .previous
         .is_some_and(|p| p.phase == Phase::Failed);
     let retrying = observation.retry && failed_before;
-    let promotion_waits = observation.held && observation.promoted;
+    let promotion_waits = observation.held && observation.promotion.is_some();
     if !retrying && !promotion_waits {
         return held_on_request(decide_rows(strategy, plan, observation), observation);
     }
     let fresh = PodObservation {
         // A promotion waits for the hold to end: it is not consumed while nothing may move.
-        promoted: observation.promoted && !promotion_waits,
+        promotion: observation.promotion.filter(|_| !promotion_waits),
         // A retry forgets the failure and the step it was in: the rollout starts again from
         // its first step (a pod still crash-looping fails it again at once).
         previous: if retrying { None } else { observation.previous },

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{
     Deferral, Deletion, LISTED_NODES, NodeHealth, NodeState, NodeTally, PodDecision,
-    PodObservation, Step, StepPlan,
+    PodObservation, Promotion, Step, StepPlan,
 };
 use crate::decide::{completed_event, deadline_exceeded, normal, warning};
 use crate::decision::{Decision, Event, event_reason};
@@ -161,7 +161,6 @@ pub(super) struct Walk<'a> {
 
 impl Walk<'_> {
     pub(super) fn run(self, start: u32) -> PodDecision {
-        let name = &self.observation.name;
         let steps = self.plan.steps();
         let count = self.plan.len();
         let mut index = start.min(count);
@@ -173,17 +172,14 @@ impl Walk<'_> {
             .observation
             .position
             .map_or(Duration::ZERO, |p| p.elapsed);
-        if self.observation.promoted {
+        if let Some(promotion) = self.observation.promotion {
+            // Acted on once, whatever it finds: a promotion that does not apply here must not
+            // linger and end a later step nobody asked to end.
             promotion_consumed = true;
-            if index < count {
-                events.push(normal(
-                    event_reason::PROMOTED,
-                    format!(
-                        "daemonSet {name}: promoted, step {} of {count} skipped",
-                        index + 1
-                    ),
-                ));
-                index += 1;
+            let (to, event) = self.promote(promotion, index);
+            events.push(event);
+            if to != index {
+                index = to;
                 elapsed = Duration::ZERO;
                 if let Some(event) = self.step_started_event(index) {
                     events.push(event);
@@ -290,6 +286,75 @@ impl Walk<'_> {
                     decision.delete = delete;
                     return self.finish(decision, events, canary_nodes, promotion_consumed);
                 }
+            }
+        }
+    }
+
+    /// Where a promotion moves the rollout from step `index`, and the event that says so (a
+    /// warning when it changes nothing).
+    fn promote(&self, promotion: Promotion, index: u32) -> (u32, Event) {
+        let name = &self.observation.name;
+        let count = self.plan.len();
+        let step = |i: u32| format!("step {} of {count}", i + 1);
+        let ignored = |why: String| {
+            (
+                index,
+                warning(
+                    event_reason::VERB_REFUSED,
+                    format!("daemonSet {name}: promotion ignored: {why}"),
+                ),
+            )
+        };
+        let current = self.plan.steps().get(index as usize);
+        let last_nodes = self
+            .plan
+            .last_nodes_step()
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(count);
+        match (promotion, current) {
+            (_, None) => ignored("every step is done".to_owned()),
+            (Promotion::Step, Some(Step::Pause { .. })) => (
+                index + 1,
+                normal(
+                    event_reason::PROMOTED,
+                    format!(
+                        "daemonSet {name}: promoted, {} (a pause) ended",
+                        step(index)
+                    ),
+                ),
+            ),
+            (Promotion::Step, Some(Step::Nodes { .. })) => ignored(format!(
+                "{} is a nodes step, which ends when its nodes are updated; a promotion ends a pause (promote --full skips every remaining step)",
+                step(index)
+            )),
+            (Promotion::Full, Some(current)) => {
+                let to = if index < last_nodes {
+                    last_nodes
+                } else if matches!(current, Step::Pause { .. }) {
+                    count
+                } else {
+                    return ignored(format!(
+                        "{} is the last nodes step already, nothing to skip",
+                        step(index)
+                    ));
+                };
+                let skipped = if to == index + 1 {
+                    step(index)
+                } else {
+                    format!("steps {} to {} of {count}", index + 1, to)
+                };
+                let then = if to == count {
+                    ""
+                } else {
+                    "; the last nodes step updates every node at its budget"
+                };
+                (
+                    to,
+                    normal(
+                        event_reason::PROMOTED,
+                        format!("daemonSet {name}: fully promoted, {skipped} skipped{then}"),
+                    ),
+                )
             }
         }
     }

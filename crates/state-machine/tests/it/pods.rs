@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use canary_state_machine::{
     Compatibility, Deferral, DriftPolicy, DriftSeen, FailureReason, MaxUnavailable, NodeHealth,
-    NodeState, Phase, PodDecision, PodObservation, PodState, PreviousPass, Step, StepPlan,
-    StepPosition, Strategy, StrategyError, WriteKind, decide_pods, event_reason,
+    NodeState, Phase, PodDecision, PodObservation, PodState, PreviousPass, Promotion, Step,
+    StepPlan, StepPosition, Strategy, StrategyError, WriteKind, decide_pods, event_reason,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -364,7 +364,7 @@ fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
     assert!(!held.promotion_consumed);
 
     let promoted = PodObservation {
-        promoted: true,
+        promotion: Some(Promotion::Step),
         ..paused
     };
     let decision = decide_pods(&pods(), &plan, &promoted);
@@ -450,7 +450,7 @@ fn a_promotion_during_a_hold_waits_for_the_resume() {
     let mut nodes = cluster(4, 0);
     nodes.push(node("n99", true, true));
     let mut paused = at(1, Phase::Paused, nodes);
-    paused.promoted = true;
+    paused.promotion = Some(Promotion::Step);
     paused.held = true;
     paused.hold_recorded = true;
     let decision = decide_pods(&pods(), &plan, &paused);
@@ -781,15 +781,74 @@ fn the_first_step_ignores_zones() {
 }
 
 #[test]
-fn a_promotion_in_a_nodes_step_skips_it() {
+fn a_promotion_in_a_nodes_step_is_recorded_and_changes_nothing() {
+    // Finding 18 of docs/reliability.md: a promotion that skipped a nodes step left its nodes
+    // to the one-at-a-time tail of the rollout.
+    let canary = at(0, Phase::Canary, cluster(20, 0));
+    let unasked = decide_pods(&pods(), &StepPlan::default(), &canary);
     let observation = PodObservation {
-        promoted: true,
-        ..at(0, Phase::Canary, cluster(20, 0))
+        promotion: Some(Promotion::Step),
+        ..canary
     };
     let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    assert!(
+        decision.promotion_consumed,
+        "recorded, so it does not linger"
+    );
+    assert_eq!(
+        (decision.phase, decision.step),
+        (unasked.phase, unasked.step)
+    );
+    assert_eq!(decision.delete, unasked.delete);
+    assert_eq!(reasons(&decision)[0], event_reason::VERB_REFUSED);
+    assert!(
+        decision.events[0]
+            .message
+            .contains("step 1 of 2 is a nodes step")
+    );
+}
+
+#[test]
+fn a_full_promotion_goes_to_the_last_nodes_step_at_its_budget() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+        Step::Nodes {
+            nodes: MaxUnavailable::Percent(50),
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    assert_eq!(plan.len(), 5, "the all-nodes step is appended");
+    let observation = PodObservation {
+        promotion: Some(Promotion::Full),
+        ..at(0, Phase::Canary, cluster(20, 0))
+    };
+    let decision = decide_pods(&pods(), &plan, &observation);
     assert!(decision.promotion_consumed);
-    assert_eq!(decision.step, 1);
-    assert_eq!(decision.delete.len(), 2, "10% of 20 at once");
+    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 4));
+    assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
+    assert!(
+        decision.events[0]
+            .message
+            .contains("steps 1 to 4 of 5 skipped"),
+        "{:?}",
+        decision.events[0].message
+    );
+    assert_eq!(decision.delete.len(), 2, "10% of 20 at once, never more");
+
+    // In the last nodes step there is nothing left to skip.
+    let last = PodObservation {
+        promotion: Some(Promotion::Full),
+        ..at(4, Phase::Increasing, cluster(18, 2))
+    };
+    let decision = decide_pods(&pods(), &plan, &last);
+    assert!(decision.promotion_consumed);
+    assert_eq!(decision.step, 4);
+    assert_eq!(reasons(&decision)[0], event_reason::VERB_REFUSED);
 }
 
 #[test]
@@ -864,7 +923,7 @@ proptest! {
         index in 0u32..6,
         elapsed in 0u64..200,
         phase in proptest::sample::select(Phase::ALL.to_vec()),
-        promoted in any::<bool>(),
+        promotion in proptest::option::of(proptest::sample::select(vec![Promotion::Step, Promotion::Full])),
         new_revision in any::<bool>(),
         held in any::<bool>(),
         template_changed in any::<bool>(),
@@ -881,7 +940,7 @@ proptest! {
             rollout_observed: true,
             new_revision,
             desired_pods: desired,
-            promoted,
+            promotion,
             held,
             template_changed,
             retry,
