@@ -1,12 +1,14 @@
 //! `daemonset-canary status NAME`: one CanaryDaemonSet as a person reads it, in the spirit of
 //! `kubectl argo rollouts get`: where the rollout is and since when, how far it got, what the
-//! DaemonSet allows right now, the conditions and the recent events.
+//! DaemonSet allows right now, the Pods driver's steps (the current one marked) and pods per
+//! revision, the conditions and the recent events.
 //!
 //! Pure: the caller fetches the objects, [`render`] only formats them, so it is tested without a
 //! cluster.
 
 use crate::format::{age, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::CanaryDaemonSetStatus;
 use canary_predicates::{
     CONTROLLER_REVISION_HASH_LABEL, current_revision_hash, node_health, pod_is_ready,
     pod_is_terminating, pod_revision_hash,
@@ -93,9 +95,73 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         status.current_max_unavailable.as_deref().unwrap_or("-"),
     );
     field(&mut out, "Generations", &generations(cds));
+    steps(&mut out, cds, &status);
+    pods_by_revision(&mut out, &status);
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
     out
+}
+
+/// Pods driver: the steps the rollout walks, `✓` done, `▶` the current one (a rollback walks
+/// them without the pauses).
+fn steps(out: &mut String, cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus) {
+    let Some(current) = status.current_step_index else {
+        return;
+    };
+    let Ok(plan) = canary_kube_adapter::reconcile::step_plan(cds) else {
+        return;
+    };
+    let rolling_back = status
+        .history
+        .as_ref()
+        .and_then(|h| h.rollback.as_ref())
+        .is_some_and(|r| r.reason != "Undo");
+    let plan = if rolling_back {
+        plan.without_pauses()
+    } else {
+        plan
+    };
+    let _ = writeln!(
+        out,
+        "Steps:{}",
+        if rolling_back {
+            "           (the rollback's: pauses left out)"
+        } else {
+            ""
+        }
+    );
+    let at_rest = matches!(status.phase.as_deref(), Some("successful" | "rolledBack"));
+    for (index, step) in plan.steps().iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let mark = if index < current || at_rest {
+            "✓"
+        } else if index == current {
+            "▶"
+        } else {
+            " "
+        };
+        let _ = writeln!(out, "  {mark} {}. {step}", index + 1);
+    }
+}
+
+/// Pods driver: how many pods run each revision, the target first.
+fn pods_by_revision(out: &mut String, status: &CanaryDaemonSetStatus) {
+    if status.revisions.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "Pods by revision:");
+    for revision in &status.revisions {
+        let target = if status.target_revision.as_deref() == Some(revision.revision.as_str()) {
+            "  (target)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  {:<14}{} pods, {} ready{target}",
+            revision.revision, revision.pods, revision.ready
+        );
+    }
 }
 
 /// `current 4 (v2), stable 3 (v1); rolling back to 3 (v1) after an abort`: where the object
@@ -605,6 +671,45 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("not seen the latest spec"), "{text}");
+    }
+
+    #[test]
+    fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
+        let mut cds = cds();
+        cds.spec.strategy.driver = canary_state_machine::Driver::Pods;
+        cds.spec.strategy.steps = serde_json::from_value(serde_json::json!(
+            [{"nodes": "1"}, {"pause": {}}, {"nodes": "50%", "maxUnavailable": "2"}]
+        ))
+        .unwrap();
+        let status = cds.status.get_or_insert_default();
+        status.phase = Some("paused".into());
+        status.current_step_index = Some(1);
+        status.target_revision = Some("new".into());
+        status.revisions = vec![
+            canary_kube_adapter::crd::RevisionPods {
+                revision: "new".into(),
+                pods: 1,
+                ready: 1,
+            },
+            canary_kube_adapter::crd::RevisionPods {
+                revision: "old".into(),
+                pods: 49,
+                ready: 48,
+            },
+        ];
+        let text = render(&cds, &[], at(142));
+        for line in [
+            "  ✓ 1. nodes 1\n",
+            "  ▶ 2. pause until promoted\n",
+            "    3. nodes 50% (maxUnavailable 2)\n",
+            "    4. nodes 100%\n",
+            "  new           1 pods, 1 ready  (target)\n",
+            "  old           49 pods, 48 ready\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        // The MaxUnavailable driver has no steps to show.
+        assert!(!render(&self::cds(), &[], at(142)).contains("Steps:"));
     }
 
     #[test]

@@ -320,7 +320,9 @@ async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> C
 
 /// The `promote` verb as a user types it: refused while nothing is paused, then, on a
 /// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
-/// lists it. `promote --full` is refused at rest, and skips two pauses at once.
+/// lists it. `promote --full` is refused at rest, and skips two pauses at once. Meanwhile
+/// `status --watch`, off a terminal, prints a view per change with the current step marked,
+/// and ends when the object is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let (sim, client, _run) = controller_on_sim("promote").await;
@@ -343,6 +345,29 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
     refused(&promote(), "is not paused (phase successful)");
+
+    let mut watching = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args(["status", NAME, "-n", NAMESPACE, "--watch", "--kubeconfig"])
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let watched = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let watched = watched.clone();
+        let mut stdout = watching.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut chunk = [0u8; 4096];
+            while let Ok(read @ 1..) = stdout.read(&mut chunk) {
+                watched
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..read]));
+            }
+        })
+    };
+    let _watching = KillOnDrop(watching);
 
     let patched = set_spec(&api, &held("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);

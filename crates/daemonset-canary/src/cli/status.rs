@@ -3,6 +3,11 @@
 //! ([`daemonset_canary::status_view::node_ledger`]) from the DaemonSet's pods, its
 //! ControllerRevisions and the nodes.
 //!
+//! `--watch` redraws the view on every change of the object (a watch on it) and every two
+//! seconds for the ages and events, like `kubectl argo rollouts get rollout -w`, until
+//! interrupted or the object is deleted. Off a terminal it prints a new view, after a `---`
+//! line with the time, only when the object or its events changed: plain lines a log keeps.
+//!
 //! Where it looks: `-n NAMESPACE`, else the kubeconfig's namespace; `-A` searches every
 //! namespace (one match is shown, several are listed). A name missing from the namespace
 //! looked in is searched in the others, so the error can say where it is, or suggest `-A`.
@@ -17,6 +22,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
+use std::fmt::Write as _;
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
@@ -28,6 +34,9 @@ pub struct StatusArgs {
     /// ControllerRevisions and the nodes.
     #[arg(long)]
     nodes: bool,
+    /// Redraw on every change until interrupted (Ctrl-C) or the object is deleted.
+    #[arg(long, short = 'w')]
+    watch: bool,
 }
 
 /// Which CanaryDaemonSet a command is about, and how to reach its cluster: the flags `status`
@@ -67,6 +76,25 @@ impl ObjectArgs {
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let (connection, cds) = args.object.find().await?;
+    if args.watch {
+        return watch(&args, &connection, cds).await;
+    }
+    print!("{}", view(&args, &connection, &cds).await?.text);
+    Ok(())
+}
+
+/// One rendering of the view, and what it was drawn from (the object's resource version and
+/// its events), to tell a change from the clock moving.
+struct View {
+    text: String,
+    drawn_from: (Option<String>, Vec<String>),
+}
+
+async fn view(
+    args: &StatusArgs,
+    connection: &Connection,
+    cds: &CanaryDaemonSet,
+) -> anyhow::Result<View> {
     let namespace = cds.namespace().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(connection.client.clone(), &namespace);
     // Events are a courtesy: without permission to list them the rest is still worth showing.
@@ -81,17 +109,84 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
             Vec::new()
         }
     };
-    print!("{}", status_view::render(&cds, &about, Timestamp::now()));
+    let mut text = status_view::render(cds, &about, Timestamp::now());
     if args.nodes {
-        let rows = ledger(&connection, &cds, &namespace).await?;
-        println!("\nNodes:");
+        let rows = ledger(connection, cds, &namespace).await?;
+        text.push_str("\nNodes:\n");
         if rows.is_empty() {
-            println!("  (no DaemonSet {} yet)", cds.daemon_set_name());
+            let _ = writeln!(text, "  (no DaemonSet {} yet)", cds.daemon_set_name());
         } else {
-            print!("{}", status_view::render_nodes(&rows, Timestamp::now()));
+            text.push_str(&status_view::render_nodes(&rows, Timestamp::now()));
         }
     }
-    Ok(())
+    let event_versions = about
+        .iter()
+        .map(|e| e.metadata.resource_version.clone().unwrap_or_default())
+        .collect();
+    Ok(View {
+        text,
+        drawn_from: (cds.resource_version(), event_versions),
+    })
+}
+
+/// `status --watch`: the view again on every change of `cds` (a watch on it) and on a
+/// two-second tick for the ages and events.
+async fn watch(
+    args: &StatusArgs,
+    connection: &Connection,
+    mut cds: CanaryDaemonSet,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    use std::io::IsTerminal;
+
+    let terminal = std::io::stdout().is_terminal();
+    let namespace = cds.namespace().unwrap_or_default();
+    let api: Api<CanaryDaemonSet> = Api::namespaced(connection.client.clone(), &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", cds.name_any()));
+    // Backoff: an unreachable API server is retried at a growing interval, not in a loop.
+    let mut changes = watcher::watcher(api, config).default_backoff().boxed();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
+    let mut last_drawn = None;
+    let interrupted = super::shutdown_signal();
+    tokio::pin!(interrupted);
+    loop {
+        match view(args, connection, &cds).await {
+            Ok(view) => {
+                if terminal {
+                    // Home and clear, then the view: the screen shows the newest one only.
+                    print!("\x1b[H\x1b[2J{}", view.text);
+                } else if last_drawn.as_ref() != Some(&view.drawn_from) {
+                    println!("--- {}", Timestamp::now());
+                    print!("{}", view.text);
+                }
+                last_drawn = Some(view.drawn_from);
+            }
+            // A watch outlives a blip of the API server: say so and draw again on the next tick.
+            Err(error) => tracing::warn!("{error:#}"),
+        }
+        tokio::select! {
+            () = &mut interrupted => return Ok(()),
+            _ = tick.tick() => {}
+            change = changes.next() => match change {
+                Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
+                    cds = object;
+                }
+                Some(Ok(watcher::Event::Delete(_))) => {
+                    println!("{} deleted", describe_object(&cds));
+                    return Ok(());
+                }
+                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
+                // Retried after a backoff; meanwhile the ticks redraw what is known.
+                Some(Err(error)) => tracing::warn!("watch of {}: {error}", describe_object(&cds)),
+                None => return Ok(()),
+            },
+        }
+    }
+}
+
+fn describe_object(cds: &CanaryDaemonSet) -> String {
+    super::verb::which(&cds.namespace().unwrap_or_default(), &cds.name_any())
 }
 
 /// The per-node ledger of `cds`'s DaemonSet: its pods and ControllerRevisions (by its

@@ -65,7 +65,7 @@ pub async fn template_owner_target(object: &ObjectArgs, what: &str) -> anyhow::R
 }
 
 /// `canarydaemonset NAMESPACE/NAME`, the way every verb names its object.
-fn which(namespace: &str, name: &str) -> String {
+pub(super) fn which(namespace: &str, name: &str) -> String {
     format!("canarydaemonset {namespace}/{name}")
 }
 

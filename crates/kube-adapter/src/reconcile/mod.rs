@@ -21,6 +21,7 @@ mod pods;
 mod report;
 
 pub use context::{Caches, Context, Requeue, error_policy};
+pub use plan::step_plan;
 
 use std::sync::Arc;
 

@@ -190,16 +190,7 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
     if strategy.compatibility == Compatibility::KubeVirt {
         return Err("spec.strategy.driver Pods needs compatibility Fixed: KubeVirt compatibility supports only the MaxUnavailable driver".to_owned());
     }
-    let steps = strategy
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(index, step)| parse_step(index, step))
-        .collect::<Result<Vec<_>, _>>()?;
-    let steps = StepPlan::new(steps).zoned(strategy.topology_key.is_some());
-    steps
-        .validate()
-        .map_err(|e| format!("spec.strategy.steps: {e}"))?;
+    let steps = step_plan(cds)?;
     if let Some(selector) = &strategy.canary_node_selector {
         label_selector_matches(selector, &std::collections::BTreeMap::new())
             .map_err(|e| format!("spec.strategy.canaryNodeSelector: {e}"))?;
@@ -217,6 +208,23 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
         topology_key: strategy.topology_key.clone(),
         workload: spec.workload_ref.as_ref().map(|w| w.name.clone()),
     }))
+}
+
+/// The Pods driver's steps of `cds` (the appended all-nodes step included), checked, or why
+/// they cannot be acted on: what a pass walks and what `status` draws.
+pub fn step_plan(cds: &CanaryDaemonSet) -> Result<StepPlan, String> {
+    let strategy = &cds.spec.strategy;
+    let steps = strategy
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| parse_step(index, step))
+        .collect::<Result<Vec<_>, _>>()?;
+    let steps = StepPlan::new(steps).zoned(strategy.topology_key.is_some());
+    steps
+        .validate()
+        .map_err(|e| format!("spec.strategy.steps: {e}"))?;
+    Ok(steps)
 }
 
 fn parse_step(index: usize, step: &StepSpec) -> Result<Step, String> {

@@ -98,6 +98,27 @@ pub enum Step {
     },
 }
 
+impl std::fmt::Display for Step {
+    /// As a person reads it: `nodes 10%`, `nodes 1 (maxUnavailable 2)`, `pause 30s`, `pause
+    /// until promoted`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Nodes {
+                nodes,
+                max_unavailable: None,
+            } => write!(f, "nodes {nodes}"),
+            Step::Nodes {
+                nodes,
+                max_unavailable: Some(max),
+            } => write!(f, "nodes {nodes} (maxUnavailable {max})"),
+            Step::Pause {
+                duration: Some(duration),
+            } => write!(f, "pause {}s", duration.as_secs()),
+            Step::Pause { duration: None } => write!(f, "pause until promoted"),
+        }
+    }
+}
+
 impl Step {
     /// Every node, at the step's default budget: the last step of every rollout.
     pub const ALL_NODES: Step = Step::Nodes {
