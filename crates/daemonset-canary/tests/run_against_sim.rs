@@ -420,6 +420,22 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         "v3 after the full promotion",
     )
     .await;
+
+    // The watch saw each step of v2 as the current one, and ends with the object.
+    api.delete(NAME, &Default::default()).await.unwrap();
+    reader.join().unwrap();
+    let watched = watched.lock().unwrap().clone();
+    for seen in [
+        "▶ 1. nodes 1",
+        "▶ 2. pause until promoted",
+        "✓ 2. pause until promoted",
+        "Phase:           ✔ successful",
+        "deleted",
+    ] {
+        assert!(watched.contains(seen), "{seen:?} never shown:\n{watched}");
+    }
+    let views = watched.lines().filter(|l| l.starts_with("--- ")).count();
+    assert!(views >= 4, "{views} views printed:\n{watched}");
 }
 
 /// The `pause` and `resume` verbs as a user types them: a paused Pods-driver CanaryDaemonSet
