@@ -77,6 +77,8 @@ pub struct Transition {
     pub pods: Option<Box<PodsRecord>>,
     /// Where the object stands in its history after the pass; `None`: unchanged.
     pub history: Option<Box<crate::crd::HistoryStatus>>,
+    /// The retry mark acted on (in this pass or before), both drivers.
+    pub retry: Option<String>,
 }
 
 /// The Pods driver's part of a [`Transition`].
@@ -100,8 +102,6 @@ pub struct PodsRecord {
     pub promotion: Option<String>,
     /// The pass was held on request (`canary.daemonset.dev/paused`).
     pub held: bool,
-    /// The retry mark acted on (in this pass or before).
-    pub retry: Option<String>,
     /// The counts of the pass.
     pub tally: NodeTally,
     /// Pods deleted in this pass.

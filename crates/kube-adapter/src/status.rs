@@ -244,9 +244,7 @@ pub fn next_status(
         promotion: pods
             .and_then(|p| p.promotion.clone())
             .or_else(|| prev.promotion.clone()),
-        retry: pods
-            .and_then(|p| p.retry.clone())
-            .or_else(|| prev.retry.clone()),
+        retry: pass.retry.clone().or_else(|| prev.retry.clone()),
         history: pass
             .history
             .as_deref()
@@ -358,6 +356,7 @@ mod tests {
             at: t(0),
             pods: None,
             history: None,
+            retry: None,
         }
     }
 
@@ -461,7 +460,6 @@ mod tests {
             revisions: (0..nodes).map(|i| (format!("{i:010}"), 1, 1)).collect(),
             promotion: None,
             held: false,
-            retry: None,
             tally: NodeTally::default(),
             deleted: Vec::new(),
         }

@@ -51,6 +51,24 @@ pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Err(error) = strategy.validate() {
         return invalid_strategy(&error, observation);
     }
+    // Before every row: a retry of a failed rollout forgets the failure, and the rows decide
+    // as for a rollout toward the same target that has just started (a pod still
+    // crash-looping fails it again at once). A retry of anything else changes nothing.
+    if observation.retry
+        && observation
+            .previous
+            .is_some_and(|previous| previous.phase == Phase::Failed)
+    {
+        let fresh = Observation {
+            previous: None,
+            retry: false,
+            ..observation.clone()
+        };
+        return Decision {
+            retried: true,
+            ..decide(strategy, &fresh)
+        };
+    }
     if strategy.compatibility == Compatibility::Fixed
         && !observation.object_changed
         && let Some(drift) = &observation.drift
@@ -107,6 +125,17 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
             ..Decision::hold(Phase::Started)
         },
     }
+}
+
+/// The `Retried` event of a retry on request (both drivers).
+pub fn retried_event(name: &str, version: &str) -> Event {
+    normal(
+        event_reason::RETRIED,
+        format!(
+            "daemonSet {name}: retrying {} from its first step on request",
+            rollout_of(version)
+        ),
+    )
 }
 
 pub(crate) fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decision {

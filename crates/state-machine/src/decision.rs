@@ -155,6 +155,9 @@ pub struct Decision {
     /// The live DaemonSet is drifted from what the controller wrote (the caller reports it as
     /// a condition); with the `Revert` policy this pass writes the desired template back.
     pub drifted: bool,
+    /// A retry on request forgot a failure in this pass (the caller announces it with
+    /// [`retried_event`](crate::retried_event) and records the mark).
+    pub retried: bool,
 }
 
 impl Decision {
@@ -170,6 +173,7 @@ impl Decision {
             error: None,
             quiet: false,
             drifted: false,
+            retried: false,
         }
     }
 

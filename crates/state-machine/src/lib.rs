@@ -84,7 +84,7 @@ mod pods;
 mod rollback;
 mod strategy;
 
-pub use decide::{SyncFlags, decide, decide_create, tls_step};
+pub use decide::{SyncFlags, decide, decide_create, retried_event, tls_step};
 pub use decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
 };

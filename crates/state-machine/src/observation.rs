@@ -95,6 +95,10 @@ pub struct Observation {
     pub tls: Option<TlsFacts>,
     /// The previous pass, from status; `None` on the first pass.
     pub previous: Option<PreviousPass>,
+    /// A retry was asked for and not yet acted on (the `retry` verb): a failed rollout
+    /// forgets its failure and is decided again as one that has just started. Ignored unless
+    /// failed.
+    pub retry: bool,
 }
 
 impl Default for Observation {
@@ -116,6 +120,7 @@ impl Default for Observation {
             drift: None,
             tls: None,
             previous: None,
+            retry: false,
         }
     }
 }

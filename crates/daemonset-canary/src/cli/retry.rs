@@ -1,5 +1,7 @@
-//! `daemonset-canary retry NAME`: starts a failed Pods-driver rollout again from its first
-//! step, toward the same revision, with no template change.
+//! `daemonset-canary retry NAME`: starts a failed rollout again from its first step, toward
+//! the same revision, with no template change. Both drivers: the Pods driver walks its steps
+//! again from the first; the MaxUnavailable driver forgets the failure and supervises the
+//! DaemonSet controller's rollout as from its start (canary, then the fast maxUnavailable).
 //!
 //! The verb marks the CanaryDaemonSet with the annotation `canary.daemonset.dev/retry` (a new
 //! value each time: the time it was asked); the controller acts on a mark once, records it in
@@ -9,7 +11,7 @@
 //! (an image pull secret, a node problem) or roll out another version.
 
 use super::status::ObjectArgs;
-use super::verb::{Target, annotate, pods_driver_target};
+use super::verb::{Target, annotate, find};
 use anyhow::bail;
 use canary_kube_adapter::crd::RETRY_ANNOTATION;
 use k8s_openapi::jiff::Timestamp;
@@ -29,11 +31,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
         name,
         namespace,
         which,
-    } = pods_driver_target(
-        &args.object,
-        "retry restarts a failed rollout from its first step",
-    )
-    .await?;
+    } = find(&args.object).await?;
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if phase != "failed" {
@@ -51,7 +49,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
     )
     .await?;
     println!(
-        "{which} retried: the rollout of {version} (failed: {reason}) starts again from step 1"
+        "{which} retried: the rollout of {version} (failed: {reason}) starts again from its first step"
     );
     Ok(())
 }

@@ -34,8 +34,8 @@ pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Resu
     Ok(target)
 }
 
-/// Finds the CanaryDaemonSet of `object`, with no check.
-async fn find(object: &ObjectArgs) -> anyhow::Result<Target> {
+/// Finds the CanaryDaemonSet of `object`, with no check: a verb both drivers act on.
+pub async fn find(object: &ObjectArgs) -> anyhow::Result<Target> {
     let (connection, cds) = object.find().await?;
     let name = object.name.clone();
     let namespace = cds.namespace().unwrap_or_default();

@@ -398,6 +398,7 @@ mod tests {
             template_hash: None,
             pods: None,
             history: None,
+            retry: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -225,6 +225,7 @@ mod tests {
             at: Timestamp::from_second(at).unwrap(),
             pods: None,
             history: None,
+            retry: None,
         }
     }
 

@@ -845,7 +845,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         .annotations
         .as_ref()
         .and_then(|a| a.get(canary_kube_adapter::crd::RETRY_ANNOTATION));
-    if pods_driver && retry_mark.is_some() && status.retry.as_ref() != retry_mark {
+    if retry_mark.is_some() && status.retry.as_ref() != retry_mark {
         world.violate(
             Invariant::RetryActedOn,
             format!(

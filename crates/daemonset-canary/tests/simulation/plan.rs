@@ -178,6 +178,9 @@ pub struct Plan {
     pub pods: Option<PodsPlan>,
     /// `spec.strategy.onFailure: Rollback` (else the default, `Hold`).
     pub on_failure_rollback: bool,
+    /// MaxUnavailable driver: the harness retries (the `retry` verb) a rollout that has been
+    /// `failed` this long, once (the Pods driver's is [`PodsPlan::retry_after`]).
+    pub retry_after: Option<Duration>,
 }
 
 /// One generated step of the Pods driver.
@@ -592,6 +595,10 @@ impl Plan {
             }
             actions.sort_by_key(|(at, _)| *at);
         }
+        // The MaxUnavailable driver's verbs, from a stream of their own.
+        let mut verbs_rng = Rng::new(seed, 5);
+        let retry_after = (verbs_rng.chance(0.3) && pods.is_none())
+            .then(|| Duration::from_secs(verbs_rng.between(10, 100)));
         Plan {
             seed,
             profile,
@@ -609,6 +616,7 @@ impl Plan {
             edit_at_rest,
             pods,
             on_failure_rollback,
+            retry_after,
         }
     }
 
@@ -722,6 +730,9 @@ impl fmt::Display for Plan {
         )?;
         if self.on_failure_rollback {
             write!(f, "; onFailure Rollback")?;
+        }
+        if let Some(after) = self.retry_after {
+            write!(f, "; retried after {after:?} failed")?;
         }
         if let Some(pods) = &self.pods {
             write!(

@@ -47,7 +47,11 @@ fn rollout_bound(plan: &Plan) -> Duration {
     match &plan.pods {
         None => {
             let waves = u64::from(plan.nodes.min(10)) + 1;
-            Duration::from_secs(1200 + waves * 240)
+            // A retried rollout runs again: its wait and a canary's worth of time.
+            let retried = plan
+                .retry_after
+                .map_or(Duration::ZERO, |after| after + Duration::from_secs(240));
+            Duration::from_secs(1200 + waves * 240) + retried
         }
         Some(pods) => Duration::from_secs(1200 + pods.waves(plan.nodes) * 240) + pods.pause_time(),
     }
@@ -514,10 +518,11 @@ impl Harness<'_> {
             .is_ok()
     }
 
-    /// Retries a Pods-driver rollout that has been `failed` for the plan's while (once per
-    /// seed), as `daemonset-canary retry` does.
+    /// Retries a rollout that has been `failed` for the plan's while (once per seed), as
+    /// `daemonset-canary retry` does, with either driver.
     fn retry_if_due(&mut self, failed_since: &mut Option<Instant>, retried: &mut bool) {
-        let Some(after) = self.plan.pods.as_ref().and_then(|p| p.retry_after) else {
+        let pods_retry = self.plan.pods.as_ref().and_then(|p| p.retry_after);
+        let Some(after) = pods_retry.or(self.plan.retry_after) else {
             return;
         };
         if *retried {

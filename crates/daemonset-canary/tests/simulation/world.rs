@@ -64,7 +64,7 @@ pub enum Invariant {
     ///     controller has acted on it (`status.held`, written only by a pass that saw the
     ///     annotation) or it has been set for a minute (a controller that ignores it).
     NothingMovesWhileHeld,
-    /// 16. Pods driver: a retry is acted on: at quiescence the status records the last retry
+    /// 16. A retry is acted on (both drivers): at quiescence the status records the last retry
     ///     mark the harness set (`status.retry`).
     RetryActedOn,
     /// 17. Going back ends on the last successful revision: at quiescence a `rolledBack`

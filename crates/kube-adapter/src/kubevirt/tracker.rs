@@ -180,6 +180,7 @@ fn transition(
         phase_started_at: to.phase_started_at,
         pods: None,
         history: None,
+        retry: None,
         at: now,
     }
 }

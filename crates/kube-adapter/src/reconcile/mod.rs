@@ -146,8 +146,22 @@ impl<'a> Pass<'a> {
             phase_started_at: self.now,
             pods: None,
             history: None,
+            retry: previous.and_then(|s| s.retry.clone()),
             at: self.now,
         }
+    }
+
+    /// The retry mark on the object (`canary.daemonset.dev/retry`, the `retry` verb) when it
+    /// is new, i.e. not the one the status records as acted on.
+    fn new_retry_mark(&self) -> Option<String> {
+        self.cds
+            .annotations()
+            .get(crate::crd::RETRY_ANNOTATION)
+            .filter(|value| !value.is_empty())
+            .filter(|value| {
+                self.status.as_ref().and_then(|s| s.retry.as_deref()) != Some(value.as_str())
+            })
+            .cloned()
     }
 
     /// [`Pass::record`] before anything is decided.
@@ -162,6 +176,7 @@ impl<'a> Pass<'a> {
             error: None,
             quiet: false,
             drifted: false,
+            retried: false,
         })
     }
 
@@ -265,6 +280,7 @@ impl<'a> Pass<'a> {
         };
         let counts = self.count_pods(plan, &live);
         let status = self.status.as_ref();
+        let retry_mark = self.new_retry_mark();
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let live_hash = live_template_hash(&live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
@@ -286,6 +302,7 @@ impl<'a> Pass<'a> {
             drift,
             tls,
             previous: previous_pass(status, self.now),
+            retry: retry_mark.is_some(),
             ..observe_daemon_set(&live, &counts)
         };
 
@@ -309,6 +326,10 @@ impl<'a> Pass<'a> {
             template_hash: written_hash.is_none().then(|| live_hash.clone()),
             ..self.record(&decision)
         };
+        // Acted on whatever the phase: an old mark never retries a later failure.
+        if retry_mark.is_some() {
+            record.retry = retry_mark;
+        }
 
         // Write.
         let Some(write) = decision.write else {
@@ -530,6 +551,7 @@ impl<'a> Pass<'a> {
             error: Some(message.clone()),
             quiet: false,
             drifted: false,
+            retried: false,
         };
         let live = self.ctx.caches.daemon_sets.get(&self.ds_ref());
         let owned = self.status.as_ref().and_then(|s| s.daemon_set_name.clone());

@@ -41,7 +41,7 @@ use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
-use crate::crd::{PROMOTE_ANNOTATION, RETRY_ANNOTATION, hold_requested, promotion_asked};
+use crate::crd::{PROMOTE_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -151,13 +151,8 @@ impl Pass<'_> {
             .filter(|mark| Some(*mark) != status.and_then(|s| s.promotion.as_deref()))
             .map(promotion_asked);
         let held = hold_requested(self.cds);
-        let retry_mark = self
-            .cds
-            .annotations()
-            .get(RETRY_ANNOTATION)
-            .filter(|value| !value.is_empty())
-            .cloned();
-        let retry = retry_mark.is_some() && retry_mark != status.and_then(|s| s.retry.clone());
+        let retry_mark = self.new_retry_mark();
+        let retry = retry_mark.is_some();
         let hold_recorded = status.is_some_and(|s| s.held == Some(true));
         let version = match &desired {
             Some(_) => plan.target.version.clone(),
@@ -243,6 +238,10 @@ impl Pass<'_> {
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
+        // Acted on whatever the phase: an old mark never retries a later failure.
+        if retry_mark.is_some() {
+            record.retry = retry_mark;
+        }
         record.pods = Some(Box::new(PodsRecord {
             step: decision.step,
             step_count: steps.len(),
@@ -253,12 +252,6 @@ impl Pass<'_> {
             revisions: revision_counts(by_revision, current.as_deref()),
             promotion,
             held: decision.held,
-            // Acted on whatever the phase: an old mark never retries a later failure.
-            retry: if retry {
-                retry_mark
-            } else {
-                status.and_then(|s| s.retry.clone())
-            },
             tally: decision.tally,
             deleted,
         }));

@@ -5,7 +5,9 @@
 //! Invariant: a phase change, a DaemonSet write or a failure is written at once; only a change
 //! of counts waits (at most `Requeue::count_status_interval`).
 
-use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, event_reason};
+use canary_state_machine::{
+    Decision, Event, EventType, FailureReason, Phase, event_reason, retried_event,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -28,9 +30,12 @@ impl Pass<'_> {
         decision: Decision,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
+        let retried = decision
+            .retried
+            .then(|| retried_event(&self.ds_name, &record.version));
         let history = self.write_status(record).await?;
-        self.publish_events(decision.event.iter().chain(&history.events), drift, "")
-            .await;
+        let events = retried.iter().chain(&decision.event).chain(&history.events);
+        self.publish_events(events, drift, "").await;
         let act_again = history.act_again;
         if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
             return Ok(backoff);

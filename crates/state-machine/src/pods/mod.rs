@@ -64,7 +64,8 @@ mod walk;
 use std::time::Duration;
 
 use crate::decide::{
-    failed, invalid_strategy, normal, rollout_of, stay_failed, sticky_failure, warning,
+    failed, invalid_strategy, normal, retried_event, rollout_of, stay_failed, sticky_failure,
+    warning,
 };
 use crate::decision::{DaemonSetWrite, Decision, Event, WriteKind, event_reason};
 use crate::max_unavailable::MaxUnavailable;
@@ -485,6 +486,7 @@ impl PodDecision {
             error: self.error.clone(),
             quiet: false,
             drifted: self.drifted,
+            retried: false,
         }
         .write_failed(strategy, name, api_error);
         PodDecision::from_decision(decision, self.step, self.tally)
@@ -518,17 +520,9 @@ pub fn decide_pods(
     let mut decision = decide_rows(strategy, plan, &fresh);
     if retrying {
         decision.retried = true;
-        decision.events.insert(
-            0,
-            normal(
-                event_reason::RETRIED,
-                format!(
-                    "daemonSet {}: retrying {} from step 1 on request",
-                    observation.name,
-                    rollout_of(&observation.version)
-                ),
-            ),
-        );
+        decision
+            .events
+            .insert(0, retried_event(&observation.name, &observation.version));
     }
     held_on_request(decision, &fresh)
 }

@@ -991,3 +991,54 @@ fn an_invalid_strategy_on_the_create_path_names_the_daemon_set() {
         )
     );
 }
+
+/// The `retry` verb on the MaxUnavailable driver: a failed rollout forgets its failure and is
+/// decided as one that has just started; a pod still crash-looping fails it again at once; a
+/// retry of a rollout that has not failed changes nothing.
+#[test]
+fn a_retry_forgets_a_failure_once_and_nothing_else() {
+    let failed = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        previous: previous(
+            Phase::Failed,
+            Some(FailureReason::CanaryCrashLooping),
+            0,
+            30,
+        ),
+        ..after_start(10, 0)
+    };
+    assert_eq!(
+        fixed(&failed).phase,
+        Phase::Failed,
+        "sticky without a retry"
+    );
+
+    let retried = fixed(&Observation {
+        retry: true,
+        ..failed.clone()
+    });
+    assert!(retried.retried);
+    assert_eq!((retried.phase, retried.failure), (Phase::Canary, None));
+
+    let still_crashing = fixed(&Observation {
+        retry: true,
+        crash_loop: crash(),
+        ..failed.clone()
+    });
+    assert!(still_crashing.retried);
+    assert_eq!(
+        (still_crashing.phase, still_crashing.failure),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
+    );
+
+    let canary = Observation {
+        previous: previous(Phase::Canary, None, 0, 30),
+        ..failed.clone()
+    };
+    let asked = fixed(&Observation {
+        retry: true,
+        ..canary.clone()
+    });
+    assert!(!asked.retried);
+    assert_eq!(asked, fixed(&canary));
+}

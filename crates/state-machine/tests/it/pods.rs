@@ -490,7 +490,7 @@ fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
     assert!(retried.retried);
     assert_eq!(reasons(&retried)[0], event_reason::RETRIED);
     assert!(
-        retried.events[0].message.contains("from step 1"),
+        retried.events[0].message.contains("from its first step"),
         "{:?}",
         retried.events
     );

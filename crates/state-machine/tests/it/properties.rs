@@ -112,6 +112,7 @@ prop_compose! {
                 desired_has_cert_volume,
             }),
             previous,
+            retry: false,
         }
     }
 }

@@ -182,6 +182,7 @@ impl Model {
                 desired_has_cert_volume: desired.cert_volume,
             }),
             previous: self.previous,
+            retry: false,
         }
     }
 
