@@ -534,6 +534,19 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
             "{reason} once: {reasons:?}"
         );
     }
+    // The event names who asked: the verb's field manager, as managedFields records it.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let paused = events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|event| event.reason.as_deref() == Some("Paused"))
+        .and_then(|event| event.note)
+        .unwrap_or_default();
+    assert!(paused.ends_with("(asked by daemonset-canary)"), "{paused}");
 }
 
 /// The `retry` verb as a user types it: refused while nothing failed; after a crash-looping

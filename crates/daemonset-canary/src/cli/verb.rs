@@ -80,7 +80,32 @@ fn require_pods_driver(cds: &CanaryDaemonSet, which: &str, what: &str) -> anyhow
     Ok(())
 }
 
-/// Sets the annotation `key` to `value`, or removes it (`None`), with a merge patch.
+/// `daemonset-canary (USER)`, with the user the API server authenticates the caller as (a
+/// `SelfSubjectReview`, Kubernetes 1.28 and later), else `daemonset-canary`. At most 128
+/// printable characters, as the API server requires of a field manager.
+async fn field_manager(connection: &Connection) -> String {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let review = Api::<SelfSubjectReview>::all(connection.client.clone())
+        .create(&Default::default(), &SelfSubjectReview::default())
+        .await;
+    let user = review
+        .ok()
+        .and_then(|review| review.status?.user_info?.username)
+        .filter(|user| !user.is_empty());
+    let manager = match user {
+        Some(user) => format!("daemonset-canary ({user})"),
+        None => "daemonset-canary".to_owned(),
+    };
+    manager
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(128)
+        .collect()
+}
+
+/// Sets the annotation `key` to `value`, or removes it (`None`), with a merge patch whose
+/// field manager names the caller (see [`field_manager`]): the controller's event for the
+/// mark says who asked.
 pub async fn annotate(
     connection: &Connection,
     namespace: &str,
@@ -89,8 +114,12 @@ pub async fn annotate(
     value: Option<&str>,
 ) -> anyhow::Result<()> {
     let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    let params = PatchParams {
+        field_manager: Some(field_manager(connection).await),
+        ..PatchParams::default()
+    };
     Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &params, &Patch::Merge(&patch))
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
     Ok(())

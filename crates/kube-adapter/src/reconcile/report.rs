@@ -22,6 +22,39 @@ use crate::crd::CanaryDaemonSetStatus;
 use crate::observer::{Report, Transition};
 use crate::status::{AVAILABLE, next_status};
 
+/// Who set the mark a verb's event answers, as the API server says: the field manager that
+/// owns the annotation in `metadata.managedFields` (`kubectl-annotate`, or `daemonset-canary
+/// (alice@example.com)` for the verbs). `None` for other events, or when no manager is known
+/// (a removed annotation, `resume`, is owned by nobody any more).
+fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
+    use crate::crd::{
+        ABORT_ANNOTATION, PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION, UNDO_ANNOTATION,
+    };
+    let annotation = match reason {
+        event_reason::PROMOTED => PROMOTE_ANNOTATION,
+        event_reason::PAUSED => PAUSE_ANNOTATION,
+        event_reason::RETRIED => RETRY_ANNOTATION,
+        event_reason::ABORTED => ABORT_ANNOTATION,
+        event_reason::UNDO_STARTED => UNDO_ANNOTATION,
+        _ => return None,
+    };
+    let field = format!("f:{annotation}");
+    cds.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields.0["f:metadata"]["f:annotations"]
+                    .get(&field)
+                    .is_some()
+            })
+        })
+        // Several may own it (the same value set twice): the latest asked.
+        .max_by_key(|entry| entry.time.as_ref().map(|t| t.0))
+        .and_then(|entry| entry.manager.clone())
+}
+
 impl Pass<'_> {
     /// Status, event and the next requeue.
     pub(super) async fn finish(
@@ -75,7 +108,11 @@ impl Pass<'_> {
                 EventType::Normal => KubeEventType::Normal,
                 EventType::Warning => KubeEventType::Warning,
             };
-            self.publish(type_, event.reason, event.message.clone(), true, series)
+            let message = match requester(self.cds, event.reason) {
+                Some(manager) => format!("{} (asked by {manager})", event.message),
+                None => event.message.clone(),
+            };
+            self.publish(type_, event.reason, message, true, series)
                 .await;
         }
     }
@@ -286,5 +323,40 @@ mod tests {
             ..after.clone()
         };
         assert!(!same_but_counts(&before, &moved), "a step is no count");
+    }
+
+    #[test]
+    fn a_verbs_event_names_the_manager_of_its_mark_the_latest_first() {
+        let cds: crate::CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "canary.daemonset.dev/v1alpha1",
+            "kind": "CanaryDaemonSet",
+            "metadata": {"name": "a", "namespace": "n", "managedFields": [
+                {"manager": "kubectl-annotate", "operation": "Update",
+                 "time": "2026-12-02T03:00:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {
+                     "f:canary.daemonset.dev/promote": {}}}}},
+                {"manager": "daemonset-canary (alice)", "operation": "Update",
+                 "time": "2026-12-02T03:05:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {
+                     "f:canary.daemonset.dev/promote": {},
+                     "f:canary.daemonset.dev/abort": {}}}}},
+                {"manager": "argocd-controller", "operation": "Apply",
+                 "time": "2026-12-02T03:09:00Z", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:target": {}}}}
+            ]},
+            "spec": {"target": {"version": "v1"}}
+        }))
+        .unwrap();
+        use canary_state_machine::event_reason;
+        assert_eq!(
+            super::requester(&cds, event_reason::PROMOTED).as_deref(),
+            Some("daemonset-canary (alice)")
+        );
+        assert_eq!(
+            super::requester(&cds, event_reason::ABORTED).as_deref(),
+            Some("daemonset-canary (alice)")
+        );
+        assert_eq!(super::requester(&cds, event_reason::RETRIED), None);
+        assert_eq!(super::requester(&cds, event_reason::ROLLOUT_STARTED), None);
     }
 }
