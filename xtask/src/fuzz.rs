@@ -207,6 +207,14 @@ fn fixture(path: &Path) -> Result<Value> {
     serde_saphyr::from_str(&text).with_context(|| format!("{} is not YAML", path.display()))
 }
 
+/// Reads every document of a YAML file (an example with its Namespace first) as JSON.
+fn documents(path: &Path) -> Result<Vec<Value>> {
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_saphyr::from_str_multiple(&text)
+        .with_context(|| format!("{} is not YAML", path.display()))
+}
+
 /// The files of `dir` with one of `extensions`, sorted.
 fn files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>> {
     let mut found: Vec<PathBuf> = fs::read_dir(dir)
@@ -234,9 +242,10 @@ pub fn write_seeds(root: &Path) -> Result<()> {
         .collect::<Result<_>>()?;
     let examples: Vec<Value> = files(&root.join("deploy/examples"), &["yaml"])?
         .iter()
-        .map(|p| fixture(p))
+        .map(|p| documents(p))
         .collect::<Result<Vec<_>>>()?
         .into_iter()
+        .flatten()
         .filter(|v| v["kind"] == "CanaryDaemonSet")
         .collect();
     // The DaemonSets the examples ask for: the TLS planner's realistic inputs.
@@ -348,4 +357,29 @@ pub fn write_seeds(root: &Path) -> Result<()> {
         fs::write(&path, input).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The seeds come from every example (each with its Namespace in front): a change of the
+    /// examples' shape must not leave `cargo xtask fuzz` unable to start, as it once did.
+    #[test]
+    fn every_example_yields_a_canary_daemon_set_seed() -> Result<()> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let examples = files(&root.join("deploy/examples"), &["yaml"])?;
+        assert!(!examples.is_empty());
+        for example in &examples {
+            if example.ends_with("kustomization.yaml") {
+                continue;
+            }
+            let found = documents(example)?
+                .iter()
+                .filter(|v| v["kind"] == "CanaryDaemonSet")
+                .count();
+            assert!(found >= 1, "{}: no CanaryDaemonSet", example.display());
+        }
+        Ok(())
+    }
 }

@@ -114,8 +114,7 @@ fn steps(out: &mut String, cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus
     let rolling_back = status
         .history
         .as_ref()
-        .and_then(|h| h.rollback.as_ref())
-        .is_some_and(|r| r.reason != "Undo");
+        .is_some_and(|history| history.going_back());
     let plan = if rolling_back {
         plan.without_pauses()
     } else {

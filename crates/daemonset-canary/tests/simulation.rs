@@ -188,6 +188,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.bad_objects += e.bad_objects;
         total.promotions += e.promotions;
         total.full_promotions += e.full_promotions;
+        total.undos += e.undos;
         total.holds += e.holds;
         total.retries += e.retries;
         total.aborts += e.aborts;
@@ -200,7 +201,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} rolled_back={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -220,6 +221,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.holds,
         t.retries,
         t.aborts,
+        t.undos,
         t.rolled_back,
         wall.as_secs_f64()
     )

@@ -395,13 +395,11 @@ impl Checker {
     /// Invariant 5: a start goes to the latest version asked for, once; or, while the status
     /// records a rollback (or an undo) to `version`, to that version, once per rollback.
     fn count_start(&mut self, version: &str) {
-        let rollback = self
+        let key = self
             .history
             .as_ref()
-            .and_then(|h| h.rollback.clone())
-            .filter(|r| r.to.version == version);
-        if let Some(rollback) = rollback {
-            let key = format!("{version} back from {}", rollback.from);
+            .and_then(|h| super::recorder::rollback_key(h, version));
+        if let Some(key) = key {
             let starts = self.starts.entry(key.clone()).or_default();
             *starts += 1;
             if *starts > 1 {
@@ -840,35 +838,40 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
     };
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.clone().unwrap_or_default();
-    let retry_mark = cds
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(canary_kube_adapter::crd::RETRY_ANNOTATION));
-    if retry_mark.is_some() && status.retry.as_ref() != retry_mark {
-        world.violate(
-            Invariant::RetryActedOn,
-            format!(
-                "the retry {retry_mark:?} was never acted on (status.retry {:?}, phase {phase})",
-                status.retry
-            ),
-        );
-    }
-    // Invariant 18: the last abort mark acted on.
-    let abort_mark = cds
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(canary_kube_adapter::crd::ABORT_ANNOTATION));
+    // Invariants 16, 18 and 20: the last mark of each verb acted on (or refused), once.
     let history = status.history.clone().unwrap_or_default();
-    if abort_mark.is_some() && history.abort.as_ref() != abort_mark {
-        world.violate(
+    use canary_kube_adapter::crd::{ABORT_ANNOTATION, RETRY_ANNOTATION, UNDO_ANNOTATION};
+    for (invariant, annotation, recorded, field) in [
+        (
+            Invariant::RetryActedOn,
+            RETRY_ANNOTATION,
+            &status.retry,
+            "status.retry",
+        ),
+        (
             Invariant::AbortActedOn,
-            format!(
-                "the abort {abort_mark:?} was never acted on (status.history.abort {:?}, phase {phase})",
-                history.abort
-            ),
-        );
+            ABORT_ANNOTATION,
+            &history.abort,
+            "status.history.abort",
+        ),
+        (
+            Invariant::UndoActedOn,
+            UNDO_ANNOTATION,
+            &history.undo,
+            "status.history.undo",
+        ),
+    ] {
+        let mark = cds
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotation));
+        if mark.is_some() && recorded.as_ref() != mark {
+            world.violate(
+                invariant,
+                format!("the mark {annotation}={mark:?} was never acted on ({field} {recorded:?}, phase {phase})"),
+            );
+        }
     }
     // A rollback in force: the DaemonSet runs the revision it went back to, not the spec's.
     let back_to = history.rollback.as_ref().map(|r| r.to.version.clone());

@@ -138,6 +138,9 @@ pub enum Action {
     },
     /// The `abort` verb (the `canary.daemonset.dev/abort` annotation, a new value).
     Abort,
+    /// The `undo` verb (`canary.daemonset.dev/undo=previous@TIME`): the revision before the
+    /// current one, rolled out again, supervised.
+    Undo,
 }
 
 /// The whole scenario of one seed.
@@ -593,6 +596,15 @@ impl Plan {
                     Action::Abort,
                 ));
             }
+            actions.sort_by_key(|(at, _)| *at);
+        }
+        // Undos, on the same terms as the aborts (deterministic only without leader election).
+        let undos = back_rng.chance(0.25);
+        if undos && (!leader_election || std::env::var_os("DST_ABORTS").is_some()) {
+            actions.push((
+                Duration::from_secs(back_rng.between(1, horizon)),
+                Action::Undo,
+            ));
             actions.sort_by_key(|(at, _)| *at);
         }
         // The MaxUnavailable driver's verbs, from a stream of their own.

@@ -360,14 +360,37 @@ where
 /// own).
 pub fn tally_key(store: &Store) -> String {
     let version = live_version(store);
-    let rollback = store
+    let history = store
         .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
-        .and_then(|cds| cds.status?.history?.rollback)
-        .filter(|rollback| rollback.to.version == version);
-    match rollback {
-        Some(rollback) => format!("{version} (back from {})", rollback.from),
+        .and_then(|cds| cds.status?.history);
+    match history.as_ref().and_then(|h| rollback_key(h, &version)) {
+        Some(key) => key,
         None => version,
     }
+}
+
+/// The name of the rollback in force in `history` when it goes to `version`: the version, the
+/// spec revision it overrides, and the verb's mark that asked for it. Two aborts (or undos) to
+/// the same revision with no spec change between them are two rollbacks (abort, undo, abort
+/// again: seed 67 of the CI set).
+pub fn rollback_key(
+    history: &canary_kube_adapter::crd::HistoryStatus,
+    version: &str,
+) -> Option<String> {
+    let rollback = history.rollback.as_ref()?;
+    if rollback.to.version != version {
+        return None;
+    }
+    let mark = match rollback.reason.as_str() {
+        "Abort" => history.abort.as_deref(),
+        "Undo" => history.undo.as_deref(),
+        _ => None,
+    };
+    Some(format!(
+        "{version} (back from {}{})",
+        rollback.from,
+        mark.map(|m| format!(", {m}")).unwrap_or_default()
+    ))
 }
 
 fn live_version(store: &Store) -> String {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::crd::{
     ABORT_ANNOTATION, FULL_PROMOTION_PREFIX, PAUSE_ANNOTATION, PROMOTE_ANNOTATION,
-    RETRY_ANNOTATION, hold_requested,
+    RETRY_ANNOTATION, UNDO_ANNOTATION, hold_requested,
 };
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
@@ -294,6 +294,10 @@ impl Harness<'_> {
             }
             Action::Abort => {
                 self.abort();
+                return;
+            }
+            Action::Undo => {
+                self.undo_verb();
                 return;
             }
             Action::Kill {
@@ -612,20 +616,19 @@ impl Harness<'_> {
     /// controller refuses what it cannot act on, and records the mark either way).
     fn abort(&self) {
         let mark = format!("abort-{}", self.world.now());
-        let marked = self.sim.store().modify::<CanaryDaemonSet>(
-            Some(NAMESPACE),
-            NAME,
-            UpdateScope::Main,
-            |cds| {
-                cds.metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(ABORT_ANNOTATION.to_owned(), mark.clone());
-            },
-        );
-        if marked.is_ok() {
+        if self.annotate(ABORT_ANNOTATION, Some(&mark)) {
             self.world.count(|e| e.aborts += 1);
             self.world.trace(format!("abort asked ({mark})"));
+        }
+    }
+
+    /// The `undo` verb: `previous@TIME`, whatever the phase (the controller refuses what it
+    /// cannot act on, and records the mark either way).
+    fn undo_verb(&self) {
+        let mark = format!("previous@{}", self.world.now());
+        if self.annotate(UNDO_ANNOTATION, Some(&mark)) {
+            self.world.count(|e| e.undos += 1);
+            self.world.trace(format!("undo asked ({mark})"));
         }
     }
 

@@ -81,6 +81,10 @@ pub enum Invariant {
     ///     `full@` promotion mark (`status.promotion`) is in the last nodes step or past it,
     ///     unless the rollout has left its steps (failed, rolling back, successful).
     FullPromotionReachesLastStep,
+    /// 20. An `undo` is acted on exactly once: at quiescence the status records the last
+    ///     mark the harness set (`status.history.undo`), whether it started a rollout or was
+    ///     refused (at rest on the only revision, say).
+    UndoActedOn,
 }
 
 impl Invariant {
@@ -106,6 +110,7 @@ impl Invariant {
             Invariant::RollbackEndsOnStable => "17 rollback-ends-on-stable",
             Invariant::AbortActedOn => "18 abort-acted-on",
             Invariant::FullPromotionReachesLastStep => "19 full-promotion-reaches-last-step",
+            Invariant::UndoActedOn => "20 undo-acted-on",
         }
     }
 }
@@ -165,6 +170,8 @@ pub struct Exercised {
     pub retries: u64,
     /// `abort` verbs sent.
     pub aborts: u64,
+    /// `undo` verbs sent.
+    pub undos: u64,
     /// Rollbacks that ended (`rolledBack` at quiescence).
     pub rolled_back: u64,
 }

@@ -63,3 +63,15 @@ pub struct RollbackStatus {
     #[serde(default)]
     pub decided_phase: Option<String>,
 }
+
+impl HistoryStatus {
+    /// Whether a rollback in force goes back (an abort, `onFailure: Rollback`): it reports
+    /// `rollingBack`/`rolledBack` and walks the Pods driver's steps without their pauses. An
+    /// undo is a rollout like any other.
+    pub fn going_back(&self) -> bool {
+        self.rollback.as_ref().is_some_and(|rollback| {
+            canary_state_machine::RollbackReason::parse(&rollback.reason)
+                .is_some_and(canary_state_machine::RollbackReason::reports_rollback_phases)
+        })
+    }
+}
