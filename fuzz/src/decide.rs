@@ -128,6 +128,7 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         drift,
         tls,
         previous: previous(u)?,
+        retry: u.arbitrary()?,
     })
 }
 
@@ -149,6 +150,15 @@ pub fn decide(data: &[u8]) {
     let valid = strategy.validate().is_ok();
     let kind = decision.write.map(|write| write.kind);
 
+    assert_eq!(
+        decision.retried,
+        valid
+            && observation.retry
+            && observation
+                .previous
+                .is_some_and(|previous| previous.phase == Phase::Failed),
+        "a retry forgets a failure, and only a failure"
+    );
     assert_eq!(decision.phase == Phase::Failed, decision.failure.is_some());
     assert_eq!(decision.phase == Phase::Failed, decision.error.is_some());
     assert!(!decision.done || decision.phase == Phase::Successful);
