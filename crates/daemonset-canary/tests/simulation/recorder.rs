@@ -370,9 +370,10 @@ pub fn tally_key(store: &Store) -> String {
 }
 
 /// The name of the rollback in force in `history` when it goes to `version`: the version, the
-/// spec revision it overrides, and the verb's mark that asked for it. Two aborts (or undos) to
-/// the same revision with no spec change between them are two rollbacks (abort, undo, abort
-/// again: seed 67 of the CI set).
+/// spec revision it overrides, and the last abort and undo marks. With no spec change between
+/// them, two rollbacks to one revision are two rollbacks when a verb came between: abort,
+/// undo, abort again (seed 67 of the CI set), or a failure rolled back, undone to the failed
+/// revision, failed and rolled back again (soak seeds 7000183 and 7000230).
 pub fn rollback_key(
     history: &canary_kube_adapter::crd::HistoryStatus,
     version: &str,
@@ -381,16 +382,12 @@ pub fn rollback_key(
     if rollback.to.version != version {
         return None;
     }
-    let mark = match rollback.reason.as_str() {
-        "Abort" => history.abort.as_deref(),
-        "Undo" => history.undo.as_deref(),
-        _ => None,
-    };
-    Some(format!(
-        "{version} (back from {}{})",
-        rollback.from,
-        mark.map(|m| format!(", {m}")).unwrap_or_default()
-    ))
+    let marks: String = [&history.abort, &history.undo]
+        .into_iter()
+        .flatten()
+        .map(|mark| format!(", {mark}"))
+        .collect();
+    Some(format!("{version} (back from {}{marks})", rollback.from))
 }
 
 fn live_version(store: &Store) -> String {
