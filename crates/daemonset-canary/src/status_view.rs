@@ -4,21 +4,17 @@
 //! revision, the conditions and the recent events.
 //!
 //! Pure: the caller fetches the objects, [`render`] only formats them, so it is tested without a
-//! cluster.
+//! cluster. The per-node ledger of `--nodes` is in `nodes.rs`.
+
+mod nodes;
+
+pub use nodes::{NodeRow, node_ledger, render_nodes};
 
 use crate::format::{age, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
-use canary_predicates::{
-    CONTROLLER_REVISION_HASH_LABEL, current_revision_hash, node_health, pod_is_ready,
-    pod_is_terminating, pod_revision_hash,
-};
-use canary_state_machine::NodeHealth;
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// How many of the most recent events [`render`] shows.
@@ -328,164 +324,6 @@ pub fn is_about(event: &Event, name: &str) -> bool {
     })
 }
 
-/// One node of the ledger `status NAME --nodes` prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRow {
-    /// The node's name.
-    pub node: String,
-    /// The revision its pod runs: `#3 5d4b8c7f9` (the ControllerRevision's number and hash),
-    /// `-` without a pod.
-    pub revision: String,
-    /// When its pod was created, that is when the node last changed revision.
-    pub since: Option<Timestamp>,
-    /// `updated`, `old`, `deferred`, `failed` or `no pod`.
-    pub state: &'static str,
-    /// Why, when there is more to say (`not ready`, a deferral's reason).
-    pub note: String,
-}
-
-/// The per-node ledger of `cds`'s DaemonSet, derived from what the cluster holds: its pods, its
-/// ControllerRevisions and the nodes, with the status's own lists of deferred and failed nodes
-/// (bounded, so a node past them is judged by its health). Nothing here grows the status.
-pub fn node_ledger(
-    cds: &CanaryDaemonSet,
-    pods: &[Pod],
-    revisions: &[ControllerRevision],
-    nodes: &[Node],
-) -> Vec<NodeRow> {
-    let status = cds.status.clone().unwrap_or_default();
-    let target = status
-        .target_revision
-        .clone()
-        .or_else(|| current_revision_hash(revisions).map(str::to_owned));
-    let number_of = |hash: &str| {
-        revisions.iter().find_map(|revision| {
-            let labels = revision.metadata.labels.as_ref()?;
-            (labels.get(CONTROLLER_REVISION_HASH_LABEL)? == hash).then_some(revision.revision)
-        })
-    };
-    let mut by_node: BTreeMap<String, Option<&Node>> = nodes
-        .iter()
-        .filter_map(|node| Some((node.metadata.name.clone()?, Some(node))))
-        .collect();
-    for pod in pods {
-        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-            by_node.entry(node).or_insert(None);
-        }
-    }
-    by_node
-        .into_iter()
-        .map(|(name, node)| {
-            // The node's live pod: the newest that is not terminating.
-            let pod = pods
-                .iter()
-                .filter(|pod| {
-                    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
-                        && !pod_is_terminating(*pod)
-                })
-                .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0));
-            let hash = pod.and_then(|pod| pod_revision_hash(pod));
-            let revision = match hash {
-                Some(hash) => match number_of(hash) {
-                    Some(number) => format!("#{number} {hash}"),
-                    None => hash.to_owned(),
-                },
-                None => "-".to_owned(),
-            };
-            let health = node.map_or(NodeHealth::Missing, node_health);
-            let deferral = status
-                .deferred_nodes
-                .iter()
-                .find(|note| note.name == name)
-                .map(|note| note.reason.clone());
-            let updated = hash.is_some() && hash == target.as_deref();
-            // What the pods say wins over the status's lists, which may be a pass behind.
-            let (state, note) = if status.failed_nodes.contains(&name) {
-                ("failed", "its updated pod crash-loops".to_owned())
-            } else if updated {
-                let ready = pod.is_some_and(pod_is_ready);
-                let mut note = health_note(health);
-                if !ready {
-                    note = [note.as_str(), "not ready"]
-                        .into_iter()
-                        .filter(|part| !part.is_empty())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                }
-                ("updated", note)
-            } else if let Some(reason) = deferral {
-                ("deferred", reason)
-            } else if pod.is_none() {
-                ("no pod", health_note(health))
-            } else if health != NodeHealth::Healthy {
-                ("deferred", health_note(health))
-            } else {
-                ("old", String::new())
-            };
-            NodeRow {
-                node: name,
-                revision,
-                since: pod.and_then(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0)),
-                state,
-                note,
-            }
-        })
-        .collect()
-}
-
-fn health_note(health: NodeHealth) -> String {
-    match health {
-        NodeHealth::Healthy => String::new(),
-        NodeHealth::NotReady => "node NotReady".to_owned(),
-        NodeHealth::Cordoned => "node cordoned".to_owned(),
-        NodeHealth::Missing => "node gone".to_owned(),
-    }
-}
-
-/// The ledger as a table, with a line of totals, as seen at `now`.
-pub fn render_nodes(rows: &[NodeRow], now: Timestamp) -> String {
-    let mut out = String::new();
-    let width = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
-    let revision_width = rows
-        .iter()
-        .map(|r| r.revision.len())
-        .max()
-        .unwrap_or(8)
-        .max(8);
-    let _ = writeln!(
-        out,
-        "{:<width$}  {:<revision_width$}  {:>7}  {:<8}  NOTE",
-        "NODE", "REVISION", "SINCE", "STATE"
-    );
-    for row in rows {
-        let since = row.since.map_or_else(|| "-".to_owned(), |t| age(t, now));
-        let line = format!(
-            "{:<width$}  {:<revision_width$}  {since:>7}  {:<8}  {}",
-            row.node, row.revision, row.state, row.note
-        );
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
-    let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
-    for row in rows {
-        *totals.entry(row.state).or_default() += 1;
-    }
-    let totals: Vec<String> = ["updated", "old", "deferred", "failed", "no pod"]
-        .into_iter()
-        .filter_map(|state| totals.get(state).map(|n| format!("{n} {state}")))
-        .collect();
-    let _ = writeln!(
-        out,
-        "\n{}: {}",
-        crate::format::count(rows.len() as u64, "node", "nodes"),
-        if totals.is_empty() {
-            "none".to_owned()
-        } else {
-            totals.join(", ")
-        }
-    );
-    out
-}
-
 /// `daemonset-canary get`: one line per CanaryDaemonSet, like `kubectl get`: name, phase, the
 /// Pods driver's step, updated-and-ready over desired, version and age (with the namespace
 /// first when `all_namespaces`), sorted by namespace and name.
@@ -550,7 +388,8 @@ pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timesta
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 
     fn at(second: i64) -> Timestamp {
