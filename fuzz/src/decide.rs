@@ -11,7 +11,7 @@ use arbitrary::{Result, Unstructured};
 use canary_state_machine::{
     Compatibility, CrashLoopSeen, DriftPolicy, DriftSeen, FailureReason, LiveMaxUnavailable,
     MaxUnavailable, Observation, Phase, PreviousPass, Strategy, SyncFlags, TlsFacts, WriteKind,
-    decide as decide_pass, decide_create,
+    decide as decide_pass, decide_create, event_reason,
 };
 
 /// A count: mostly small (where the equalities of the table are), sometimes anything.
@@ -129,7 +129,68 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         tls,
         previous: previous(u)?,
         retry: u.arbitrary()?,
+        held: false,
+        hold_recorded: false,
+        live_on_hold: false,
     })
+}
+
+/// The hold on request over the same pass (drawn after the observation, so older inputs decode
+/// as before): held, the only write is the one Hold write, never on a DaemonSet on `OnDelete`
+/// already, and a failure stays one; not held, the rows decide alone and the one extra write
+/// is the Resume of a recorded hold; each announcement is made once.
+fn check_hold(u: &mut Unstructured<'_>, strategy: &Strategy, observation: &Observation) {
+    let (Ok(held), Ok(hold_recorded), Ok(live_on_hold)) = (
+        u.arbitrary::<bool>(),
+        u.arbitrary::<bool>(),
+        u.arbitrary::<bool>(),
+    ) else {
+        return;
+    };
+    let unheld = decide_pass(strategy, observation);
+    let decision = decide_pass(
+        strategy,
+        &Observation {
+            held,
+            hold_recorded,
+            live_on_hold,
+            ..observation.clone()
+        },
+    );
+    let kind = decision.write.map(|write| write.kind);
+    let announced = decision.hold_event.as_ref().map(|event| event.reason);
+    assert_eq!(decision.held, held);
+    if held {
+        assert_eq!(announced, (!hold_recorded).then_some(event_reason::PAUSED));
+        assert!(
+            kind.is_none() || kind == Some(WriteKind::Hold),
+            "held: only the hold is written"
+        );
+        if kind == Some(WriteKind::Hold) {
+            assert!(!live_on_hold, "the hold is written once");
+            assert_eq!(decision.phase, Phase::Paused);
+        }
+        if unheld.phase == Phase::Failed {
+            assert_eq!(
+                (decision.phase, decision.failure),
+                (Phase::Failed, unheld.failure)
+            );
+        } else if unheld.write.is_none() && !unheld.phase.is_in_progress() {
+            assert_eq!((decision.phase, decision.write), (unheld.phase, None));
+        } else {
+            assert_eq!(decision.phase, Phase::Paused);
+            assert!(!decision.done && !decision.record_generation);
+        }
+    } else {
+        assert_eq!(announced, hold_recorded.then_some(event_reason::RESUMED));
+        assert_eq!(decision.phase, unheld.phase);
+        let resumes = hold_recorded && live_on_hold && unheld.write.is_none() && !unheld.drifted;
+        if resumes {
+            assert_eq!(kind, Some(WriteKind::Resume));
+        } else {
+            assert_eq!(decision.write, unheld.write);
+        }
+    }
 }
 
 /// Fuzz target `decide`: a strategy and an observation from the bytes, then every documented
@@ -138,8 +199,9 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
 /// its own row and a reported drift never writes; quiet exactly when no sync flag is set; only
 /// `object_changed` or a drift revert starts a canary (and they always do); never widen with no
 /// ready updated pod (nor with a crash loop or an unobserved rollout in the default table); an
-/// invalid strategy always fails with `InvalidStrategy`; `decide` is deterministic. Then the
-/// create path and `write_failed` on the same strategy.
+/// invalid strategy always fails with `InvalidStrategy`; `decide` is deterministic; a hold on
+/// request only holds or resumes ([`check_hold`]). Then the create path and `write_failed` on
+/// the same strategy.
 pub fn decide(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let (Ok(strategy), Ok(observation)) = (strategy(&mut u), observation(&mut u)) else {
@@ -147,6 +209,7 @@ pub fn decide(data: &[u8]) {
     };
     let decision = decide_pass(&strategy, &observation);
     assert_eq!(decision, decide_pass(&strategy, &observation), "pure");
+    check_hold(&mut u, &strategy, &observation);
     let valid = strategy.validate().is_ok();
     let kind = decision.write.map(|write| write.kind);
 

@@ -68,7 +68,9 @@ fn derive(cds: &CanaryDaemonSet) {
     let fast = strategy.fast_max_unavailable.parse::<MaxUnavailable>();
     if check_spec(cds).is_ok() {
         let from_container = cds.spec.target.from_container.as_deref();
-        assert!(!cds.spec.target.version.is_empty() || from_container.is_some_and(|c| !c.is_empty()));
+        assert!(
+            !cds.spec.target.version.is_empty() || from_container.is_some_and(|c| !c.is_empty())
+        );
         assert!(canary.is_ok() && fast.is_ok() && canary != fast);
     }
 

@@ -64,6 +64,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         "Phase",
         &format!("{} {phase}{since}", symbol(phase)),
     );
+    if let Some(hold) = hold_line(cds, &status) {
+        field(&mut out, "Held", &hold);
+    }
     if let Some(reason) = status.reason.as_deref().filter(|r| !r.is_empty()) {
         field(&mut out, "Reason", reason);
     }
@@ -96,6 +99,22 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
     out
+}
+
+/// The hold on request (the `pause` verb) as asked and as acted on; `None` when neither.
+fn hold_line(cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus) -> Option<String> {
+    let asked = canary_kube_adapter::crd::hold_requested(cds);
+    let acted_on = status.held == Some(true);
+    let name = cds.metadata.name.as_deref().unwrap_or("NAME");
+    let namespace = cds.metadata.namespace.as_deref().unwrap_or("default");
+    match (asked, acted_on) {
+        (true, true) => Some(format!(
+            "on request: nothing moves until daemonset-canary resume {name} -n {namespace}"
+        )),
+        (true, false) => Some("asked for, not acted on yet".to_owned()),
+        (false, true) => Some("resume asked for, not acted on yet".to_owned()),
+        (false, false) => None,
+    }
 }
 
 /// Pods driver: the steps the rollout walks, `✓` done, `▶` the current one (a rollback walks
@@ -493,6 +512,39 @@ mod tests {
             .collect();
         let expected: Vec<String> = (5..15).map(|i| format!("Step{i:02}")).collect();
         assert_eq!(shown, expected, "{text}");
+    }
+
+    #[test]
+    fn a_hold_on_request_shows_as_asked_and_as_acted_on() {
+        let mut held = cds();
+        let view = render(&held, &[], at(100));
+        assert!(!view.contains("Held:"), "{view}");
+        held.metadata.annotations = Some(
+            [(
+                canary_kube_adapter::crd::PAUSE_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )]
+            .into(),
+        );
+        let view = render(&held, &[], at(100));
+        assert!(
+            view.contains("Held:            asked for, not acted on yet"),
+            "{view}"
+        );
+        held.status.get_or_insert_with(Default::default).held = Some(true);
+        let view = render(&held, &[], at(100));
+        assert!(
+            view.contains(
+                "Held:            on request: nothing moves until daemonset-canary resume"
+            ),
+            "{view}"
+        );
+        held.metadata.annotations = None;
+        let view = render(&held, &[], at(100));
+        assert!(
+            view.contains("Held:            resume asked for, not acted on yet"),
+            "{view}"
+        );
     }
 
     #[test]

@@ -438,29 +438,44 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     assert!(views >= 4, "{views} views printed:\n{watched}");
 }
 
-/// The `pause` and `resume` verbs as a user types them: a paused Pods-driver CanaryDaemonSet
-/// whose template changes holds for 20 s with no DaemonSet write and no pod deleted; `resume`
-/// lets the rollout run to the end; each verb is refused when it would change nothing; each is
-/// announced by one event.
+/// The `pause` and `resume` verbs as a user types them, with the Pods driver: see
+/// [`pause_holds`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_holds_a_rollout_with_no_write_until_resume() {
+    pause_holds(canary_state_machine::Driver::Pods).await;
+}
+
+/// The same with the MaxUnavailable driver, whose one write for the hold puts the DaemonSet
+/// on `OnDelete` (the DaemonSet controller replaces no pod) with the old template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_a_max_unavailable_rollout_on_on_delete_until_resume() {
+    pause_holds(canary_state_machine::Driver::MaxUnavailable).await;
+}
+
+/// A paused CanaryDaemonSet whose template changes holds for 20 s with no DaemonSet write
+/// (past the hold's own, with the MaxUnavailable driver) and no pod replaced; `resume` lets the
+/// rollout run to the end; each verb is refused when it would change nothing; each is
+/// announced by one event.
+async fn pause_holds(driver: canary_state_machine::Driver) {
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::core::v1::Pod;
 
-    let (sim, client, _run) = controller_on_sim("pause").await;
+    let (sim, client, _run) = controller_on_sim(&format!("pause-{driver}")).await;
     let kubeconfig = &sim.kubeconfig;
     let verb = |name: &str| verb(kubeconfig, name);
     let manifest = |version: &str| {
         let mut manifest = daemonset_canary::demo::scenario::manifest_for(
             Compatibility::Fixed,
-            canary_state_machine::Driver::Pods,
+            driver,
             None,
             version,
             "healthy",
         );
-        // No timed pause step: the hold is the only pause.
-        manifest["spec"]["strategy"]["steps"] =
-            serde_json::json!([{"nodes": "1"}, {"nodes": "100%"}]);
+        if driver == canary_state_machine::Driver::Pods {
+            // No timed pause step: the hold is the only pause.
+            manifest["spec"]["strategy"]["steps"] =
+                serde_json::json!([{"nodes": "1"}, {"nodes": "100%"}]);
+        }
         manifest
     };
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
@@ -500,7 +515,25 @@ async fn pause_holds_a_rollout_with_no_write_until_resume() {
         uids
     };
     let params = kube::api::ListParams::default();
-    let written = generation(daemon_sets.get(NAME).await.unwrap());
+    let held = daemon_sets.get(NAME).await.unwrap();
+    if driver == canary_state_machine::Driver::MaxUnavailable {
+        let spec = held.spec.clone().unwrap_or_default();
+        let image = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers[0].image.clone());
+        assert_eq!(
+            spec.update_strategy.and_then(|u| u.type_).as_deref(),
+            Some("OnDelete"),
+            "held: the DaemonSet controller replaces no pod"
+        );
+        assert!(
+            image.is_some_and(|i| i.ends_with(":v1")),
+            "v2 is not written while paused"
+        );
+    }
+    let written = generation(held);
     let before = uids(pods.list(&params).await.unwrap());
     assert_eq!(before.len(), 3);
     let held_until = Instant::now() + Duration::from_secs(20);

@@ -152,6 +152,36 @@ pub(crate) fn json_hash<T: serde::Serialize>(value: &T) -> Result<String, Error>
     Ok(format!("{hash:016x}"))
 }
 
+/// `spec.updateStrategy.type` of a DaemonSet whose controller replaces no pod by itself: the
+/// Pods driver's, and the MaxUnavailable driver's while held on request.
+pub const ON_DELETE: &str = "OnDelete";
+/// `spec.updateStrategy.type` of a DaemonSet whose controller replaces pods under its
+/// `maxUnavailable`, the API server's default.
+pub const ROLLING_UPDATE: &str = "RollingUpdate";
+
+/// The update strategy type of `ds`, [`ROLLING_UPDATE`] when unset (the API server's default).
+pub fn strategy_type(ds: &DaemonSet) -> &str {
+    ds.spec
+        .as_ref()
+        .and_then(|spec| spec.update_strategy.as_ref())
+        .and_then(|strategy| strategy.type_.as_deref())
+        .unwrap_or(ROLLING_UPDATE)
+}
+
+/// `ds` with its update strategy type set to `type_`, everything else (the template, the
+/// `rollingUpdate` block and its `maxUnavailable`) as it is: the API server keeps the block of
+/// an `OnDelete` DaemonSet, so a hold's resume finds the rollout's `maxUnavailable` where it was.
+pub fn with_strategy_type(ds: &DaemonSet, type_: &str) -> DaemonSet {
+    let mut written = ds.clone();
+    written
+        .spec
+        .get_or_insert_with(Default::default)
+        .update_strategy
+        .get_or_insert_with(Default::default)
+        .type_ = Some(type_.to_owned());
+    written
+}
+
 /// Annotation on the owned DaemonSet (default compatibility): [`template_hash`] of the template
 /// it was written from, so that every change of the desired template changes the DaemonSet's
 /// metadata and is written, also with an explicit `deploymentId` that does not change.
@@ -216,7 +246,7 @@ pub fn desired_daemon_set(
     // pods it deletes, never replace one on its own.
     if cds.spec.strategy.driver == Driver::Pods {
         spec.update_strategy = Some(DaemonSetUpdateStrategy {
-            type_: Some("OnDelete".to_owned()),
+            type_: Some(ON_DELETE.to_owned()),
             rolling_update: None,
         });
     }
@@ -278,7 +308,7 @@ pub fn set_max_unavailable(
     let strategy = spec
         .update_strategy
         .get_or_insert_with(DaemonSetUpdateStrategy::default);
-    strategy.type_ = Some("RollingUpdate".to_owned());
+    strategy.type_ = Some(ROLLING_UPDATE.to_owned());
     let max_surge = match mode {
         RollingUpdateWrite::ReplaceStruct => None,
         RollingUpdateWrite::KeepMaxSurge => strategy

@@ -79,6 +79,9 @@ pub struct Transition {
     pub history: Option<Box<crate::crd::HistoryStatus>>,
     /// The retry mark acted on (in this pass or before), both drivers.
     pub retry: Option<String>,
+    /// The pass was held on request (`canary.daemonset.dev/paused`), both drivers; a pass
+    /// that decides nothing (an invalid spec) carries over what the status had.
+    pub held: bool,
 }
 
 /// The Pods driver's part of a [`Transition`].
@@ -100,8 +103,6 @@ pub struct PodsRecord {
     pub revisions: Vec<(String, u32, u32)>,
     /// The promotion mark acted on (in this pass or before).
     pub promotion: Option<String>,
-    /// The pass was held on request (`canary.daemonset.dev/paused`).
-    pub held: bool,
     /// The counts of the pass.
     pub tally: NodeTally,
     /// Pods deleted in this pass.
@@ -185,7 +186,7 @@ pub enum Report {
 /// accessor methods.
 #[derive(Debug, Default)]
 pub struct Stats {
-    writes: [AtomicU64; 5],
+    writes: [AtomicU64; WRITE_KINDS.len()],
     write_conflicts: AtomicU64,
     write_failures: AtomicU64,
     status_writes: AtomicU64,
@@ -205,16 +206,20 @@ fn kind_index(kind: WriteKind) -> usize {
         WriteKind::Widen => 2,
         WriteKind::Finish => 3,
         WriteKind::TlsStep => 4,
+        WriteKind::Hold => 5,
+        WriteKind::Resume => 6,
     }
 }
 
 /// Every write kind, in counter order.
-pub const WRITE_KINDS: [WriteKind; 5] = [
+pub const WRITE_KINDS: [WriteKind; 7] = [
     WriteKind::Create,
     WriteKind::Start,
     WriteKind::Widen,
     WriteKind::Finish,
     WriteKind::TlsStep,
+    WriteKind::Hold,
+    WriteKind::Resume,
 ];
 
 impl Stats {

@@ -250,11 +250,7 @@ pub fn next_status(
             .as_deref()
             .cloned()
             .or_else(|| prev.history.clone()),
-        // A pass of the Pods driver says whether it was held; any other keeps what was.
-        held: match pods {
-            Some(pods) => pods.held.then_some(true),
-            None => prev.held,
-        },
+        held: pass.held.then_some(true),
         phase: Some(phase.to_owned()),
         reason: pass.failure.map(|failure| failure.as_str().to_owned()),
         message: pass.message.clone(),
@@ -357,6 +353,7 @@ mod tests {
             pods: None,
             history: None,
             retry: None,
+            held: false,
         }
     }
 
@@ -459,7 +456,6 @@ mod tests {
             failed_nodes: (0..nodes).map(|i| format!("node-{i:05}")).collect(),
             revisions: (0..nodes).map(|i| (format!("{i:010}"), 1, 1)).collect(),
             promotion: None,
-            held: false,
             tally: NodeTally::default(),
             deleted: Vec::new(),
         }

@@ -48,6 +48,11 @@ impl SyncFlags {
 /// row 1 (`object_changed` starts the canary), then the reference rows (KubeVirt mode) or the
 /// fixed rows (default). See the crate documentation and `docs/phases.md` for every row.
 pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
+    held_on_request(decide_rows(strategy, observation), observation)
+}
+
+/// The rows, before the hold on request.
+fn decide_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Err(error) = strategy.validate() {
         return invalid_strategy(&error, observation);
     }
@@ -66,7 +71,7 @@ pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
         };
         return Decision {
             retried: true,
-            ..decide(strategy, &fresh)
+            ..decide_rows(strategy, &fresh)
         };
     }
     if strategy.compatibility == Compatibility::Fixed
@@ -85,6 +90,78 @@ pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
         Compatibility::KubeVirt => reference_rows(strategy, observation),
         Compatibility::Fixed => fixed_rows(strategy, observation),
     }
+}
+
+/// The hold on request over the rows' decision ([`Observation::held`], the `pause` verb).
+///
+/// Held, a pass that would act (write, or supervise a rollout under way) is `paused` instead:
+/// its write and the event announcing it are dropped, and a live DaemonSet still on
+/// `RollingUpdate` gets the one [`WriteKind::Hold`] write, so the DaemonSet controller stops
+/// replacing pods. A failure stays a failure, a rollout at rest stays `successful` (and its
+/// DaemonSet on `RollingUpdate`: nothing is being replaced), and a drift kept as reported
+/// (`Report`) is not written to. Once the hold is gone, a DaemonSet left on `OnDelete` by it
+/// goes back to `RollingUpdate`: with the rows' own write when there is one (every write of
+/// the desired DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write.
+fn held_on_request(mut decision: Decision, observation: &Observation) -> Decision {
+    let name = &observation.name;
+    if !observation.held {
+        if observation.hold_recorded {
+            decision.hold_event = Some(resumed_event(name));
+            if observation.live_on_hold && decision.write.is_none() && !decision.drifted {
+                decision.write = Some(write(WriteKind::Resume, None, None));
+            }
+        }
+        return decision;
+    }
+    decision.held = true;
+    if !observation.hold_recorded {
+        decision.hold_event = Some(paused_event(
+            name,
+            "the DaemonSet's pods are not replaced (updateStrategy OnDelete) and nothing else is written",
+        ));
+    }
+    let acts = decision.write.is_some() || decision.phase.is_in_progress();
+    if !acts || decision.phase == Phase::Failed {
+        return decision;
+    }
+    let reported_drift = decision.drifted && decision.write.is_none();
+    if decision.write.take().is_some() {
+        // What the dropped write would have announced did not happen; a drift is announced
+        // (once), its revert waits.
+        decision.event = decision
+            .event
+            .filter(|event| {
+                event.reason == event_reason::DRIFT_DETECTED
+                    && !observation.previous.is_some_and(|p| p.drifted)
+            })
+            .map(|mut event| {
+                event.message.push_str(" once the hold on request ends");
+                event
+            });
+    }
+    decision.record_generation = false;
+    decision.done = false;
+    decision.phase = Phase::Paused;
+    if !observation.live_on_hold && !reported_drift {
+        decision.write = Some(write(WriteKind::Hold, None, None));
+    }
+    decision
+}
+
+/// The `Paused` event of a hold on request; `what` says what stops (both drivers).
+pub(crate) fn paused_event(name: &str, what: &str) -> Event {
+    normal(
+        event_reason::PAUSED,
+        format!("daemonSet {name}: paused on request, {what} until it is resumed"),
+    )
+}
+
+/// The `Resumed` event of the end of a hold on request (both drivers).
+pub(crate) fn resumed_event(name: &str) -> Event {
+    normal(
+        event_reason::RESUMED,
+        format!("daemonSet {name}: resumed on request, the rollout goes on"),
+    )
 }
 
 /// Decides the create path (spec section 3, step 2): the DaemonSet does not exist yet.
@@ -165,6 +242,12 @@ fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) ->
     let name = &observation.name;
     let already = observation.previous.is_some_and(|p| p.drifted);
     match strategy.drift_policy {
+        // Announced once: a drift the previous pass saw and could not revert (held on
+        // request, a refused write) is reverted now as a plain start.
+        DriftPolicy::Revert if already => Decision {
+            drifted: true,
+            ..start(strategy, observation)
+        },
         DriftPolicy::Revert => Decision {
             event: Some(warning(
                 event_reason::DRIFT_DETECTED,
@@ -437,7 +520,9 @@ pub(crate) fn deadline_exceeded(
 ) -> Option<Decision> {
     let deadline = strategy.progress_deadline?;
     let previous = observation.previous?;
+    // Time held on request (`paused`) is no stall: the deadline runs again from the resume.
     let stalled = previous.phase.is_in_progress()
+        && previous.phase != Phase::Paused
         && previous.updated_ready == observation.updated_ready_pods
         && previous.since_progress > deadline;
     if !stalled {

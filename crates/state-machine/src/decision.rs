@@ -27,6 +27,11 @@ pub enum WriteKind {
     Finish,
     /// A TLS completion step (spec section 6), in place of row 4.
     TlsStep,
+    /// A hold on request: the live DaemonSet as it is, with its update strategy `OnDelete`, so
+    /// that the DaemonSet controller replaces no pod (`maxUnavailable` stays as it was).
+    Hold,
+    /// The end of a hold on request: the live DaemonSet as it is, back to `RollingUpdate`.
+    Resume,
 }
 
 impl WriteKind {
@@ -38,6 +43,8 @@ impl WriteKind {
             WriteKind::Widen => "widen",
             WriteKind::Finish => "finish",
             WriteKind::TlsStep => "tls_step",
+            WriteKind::Hold => "hold",
+            WriteKind::Resume => "resume",
         }
     }
 }
@@ -45,7 +52,8 @@ impl WriteKind {
 /// The one DaemonSet write of a pass: the desired DaemonSet, with these changes applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DaemonSetWrite {
-    /// Why the write is made.
+    /// Why the write is made. [`WriteKind::Hold`] and [`WriteKind::Resume`] are the
+    /// exception to "the desired DaemonSet": they change only the live one's strategy type.
     pub kind: WriteKind,
     /// The `maxUnavailable` to set. How it is applied is the caller's business: the adapter
     /// replaces the whole `rollingUpdate` in `KubeVirt` compatibility (quirk 12, `maxSurge`
@@ -101,11 +109,11 @@ pub mod event_reason {
     pub const STEP_COMPLETED: &str = "StepCompleted";
     /// Normal: a promotion ended a pause or skipped a step.
     pub const PROMOTED: &str = "Promoted";
-    /// Normal: a Pods-driver rollout is held on request (the `pause` verb).
+    /// Normal: a rollout is held on request (the `pause` verb).
     pub const PAUSED: &str = "Paused";
     /// Normal: a hold on request ended (the `resume` verb).
     pub const RESUMED: &str = "Resumed";
-    /// Normal: a failed Pods-driver rollout starts again from its first step (the `retry` verb).
+    /// Normal: a failed rollout starts again from its first step (the `retry` verb).
     pub const RETRIED: &str = "Retried";
     /// Warning: nodes are left for the end of the rollout (NotReady, cordoned, gone).
     pub const NODES_DEFERRED: &str = "NodesDeferred";
@@ -158,6 +166,13 @@ pub struct Decision {
     /// A retry on request forgot a failure in this pass (the caller announces it with
     /// [`retried_event`](crate::retried_event) and records the mark).
     pub retried: bool,
+    /// The pass was held on request (the caller records it, see [`Observation::held`]).
+    ///
+    /// [`Observation::held`]: crate::Observation::held
+    pub held: bool,
+    /// `Paused` when the pass acted on a new hold, `Resumed` when it acted on its end; told
+    /// apart from [`event`](Self::event), which a pass that resumes may carry as well.
+    pub hold_event: Option<Event>,
 }
 
 impl Decision {
@@ -174,6 +189,8 @@ impl Decision {
             quiet: false,
             drifted: false,
             retried: false,
+            held: false,
+            hold_event: None,
         }
     }
 
@@ -183,7 +200,8 @@ impl Decision {
     /// rows 1 and 3a (spec quirk 15, a Go formatting slip). The default strategy names the
     /// DaemonSet instead and adds a `WriteRejected` Warning event. Conflicts (a failed `test` op,
     /// HTTP 409) are not rollout failures: the caller should requeue instead of calling this.
-    /// A decision without a write is returned unchanged.
+    /// A decision without a write is returned unchanged; the hold on request and its
+    /// announcement are kept (a refused hold write is still a held pass).
     #[must_use]
     pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> Decision {
         let Some(write) = self.write else {
@@ -199,6 +217,8 @@ impl Decision {
             failure: Some(FailureReason::WriteRejected),
             event,
             error: Some(message),
+            held: self.held,
+            hold_event: self.hold_event,
             ..Decision::hold(Phase::Failed)
         }
     }
@@ -232,6 +252,12 @@ fn write_failure_message(
         (Compatibility::Fixed, WriteKind::TlsStep) => {
             format!("unable to apply the TLS migration step to daemonset {name}: {api_error}")
         }
+        (_, WriteKind::Hold) => {
+            format!("unable to hold daemonset {name} (updateStrategy OnDelete): {api_error}")
+        }
+        (_, WriteKind::Resume) => {
+            format!("unable to resume daemonset {name} (updateStrategy RollingUpdate): {api_error}")
+        }
     }
 }
 
@@ -248,6 +274,8 @@ mod tests {
             (WriteKind::Widen.as_str(), "widen"),
             (WriteKind::Finish.as_str(), "finish"),
             (WriteKind::TlsStep.as_str(), "tls_step"),
+            (WriteKind::Hold.as_str(), "hold"),
+            (WriteKind::Resume.as_str(), "resume"),
             (EventType::Normal.as_str(), "Normal"),
             (EventType::Warning.as_str(), "Warning"),
         ];

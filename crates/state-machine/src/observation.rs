@@ -99,11 +99,23 @@ pub struct Observation {
     /// forgets its failure and is decided again as one that has just started. Ignored unless
     /// failed.
     pub retry: bool,
+    /// The rollout is held on request (the `pause` verb, `canary.daemonset.dev/paused`): the
+    /// DaemonSet controller must replace no pod, so a rollout under way is put on `OnDelete`
+    /// (one [`WriteKind::Hold`](crate::WriteKind::Hold) write) and nothing else is written
+    /// until the hold ends. The phase shows `paused`; the progress deadline does not run.
+    pub held: bool,
+    /// The previous pass acted on the hold already (the status records it): `Paused` is not
+    /// announced again, and when the hold is gone `Resumed` is announced once and the
+    /// DaemonSet goes back to `RollingUpdate`.
+    pub hold_recorded: bool,
+    /// The live DaemonSet's update strategy is `OnDelete`: the hold's write is in (the caller
+    /// reports a hand-made `OnDelete` as [`drift`](Self::drift)).
+    pub live_on_hold: bool,
 }
 
 impl Default for Observation {
     /// Unchanged, generation known, DaemonSet controller caught up, no pods, `maxUnavailable`
-    /// unset, no TLS, no previous pass: a DaemonSet at rest.
+    /// unset, no TLS, no previous pass, not held: a DaemonSet at rest.
     fn default() -> Self {
         Observation {
             name: String::new(),
@@ -121,6 +133,9 @@ impl Default for Observation {
             tls: None,
             previous: None,
             retry: false,
+            held: false,
+            hold_recorded: false,
+            live_on_hold: false,
         }
     }
 }

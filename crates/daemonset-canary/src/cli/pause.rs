@@ -1,20 +1,19 @@
-//! `daemonset-canary pause NAME` and `resume NAME`: hold a Pods-driver rollout on request, and
-//! let it go on.
+//! `daemonset-canary pause NAME` and `resume NAME`: hold a rollout on request, and let it go on.
 //!
-//! `pause` sets the annotation `canary.daemonset.dev/paused=true`; while it is set the
-//! controller deletes no pod and writes no template, the phase shows `paused` and the progress
-//! deadline does not run. `resume` removes it. The controller announces each once (events
-//! `Paused` and `Resumed`) and records the hold in `status.held`. Each verb is refused, with
-//! the reason, when it would change nothing (pausing a held rollout, resuming one not held).
-//!
-//! The MaxUnavailable driver is refused: there the DaemonSet controller, not this one,
-//! replaces the pods under the written `maxUnavailable`, and holding it would mean rewriting the
-//! DaemonSet's update strategy, which this verb does not do (docs/operations.md).
+//! `pause` sets the annotation `canary.daemonset.dev/paused=true`; `resume` removes it. While it
+//! is set no pod is replaced and nothing is written but the hold itself: the Pods driver deletes
+//! no pod and writes no template; the MaxUnavailable driver puts a rollout under way on
+//! `updateStrategy: OnDelete` (one write, so that the DaemonSet controller replaces no pod) and
+//! back on `RollingUpdate` at the resume. The phase shows `paused` and the progress deadline does
+//! not run. The controller announces each once (events `Paused` and `Resumed`) and records the
+//! hold in `status.held`. Each verb is refused, with the reason, when it would change nothing
+//! (pausing a held rollout, resuming one not held).
 
 use super::status::ObjectArgs;
-use super::verb::{Target, annotate, pods_driver_target};
+use super::verb::{Target, annotate, find};
 use anyhow::bail;
 use canary_kube_adapter::crd::{PAUSE_ANNOTATION, hold_requested};
+use canary_state_machine::Driver;
 
 /// Arguments of `pause` and `resume`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +30,7 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
         name,
         namespace,
         which,
-    } = pods_driver_target(&args.object, "pause holds the pod deletions").await?;
+    } = find(&args.object).await?;
     if hold_requested(&cds) {
         bail!(
             "{which} is already paused on request: resume it with daemonset-canary resume {name} -n {namespace}"
@@ -50,9 +49,13 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
         Some("true"),
     )
     .await?;
-    println!(
-        "{which} paused (was {phase}): no pod is deleted and the template is not written until resume"
-    );
+    let what = match cds.spec.strategy.driver {
+        Driver::Pods => "no pod is deleted and the template is not written",
+        Driver::MaxUnavailable => {
+            "no pod is replaced (a rollout under way goes to updateStrategy OnDelete) and nothing else is written"
+        }
+    };
+    println!("{which} paused (was {phase}): {what} until resume");
     Ok(())
 }
 
@@ -64,7 +67,7 @@ pub async fn resume(args: HoldArgs) -> anyhow::Result<()> {
         name,
         namespace,
         which,
-    } = pods_driver_target(&args.object, "resume ends a hold of the pod deletions").await?;
+    } = find(&args.object).await?;
     if !hold_requested(&cds) {
         bail!(
             "{which} is not paused on request: nothing to resume (a pause step ends with daemonset-canary promote)"

@@ -120,6 +120,8 @@ fn write_name(kind: WriteKind) -> &'static str {
         WriteKind::Widen => "widen",
         WriteKind::Finish => "revert",
         WriteKind::TlsStep => "TLS step",
+        WriteKind::Hold => "hold",
+        WriteKind::Resume => "resume",
     }
 }
 
@@ -399,6 +401,7 @@ mod tests {
             pods: None,
             history: None,
             retry: None,
+            held: false,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -226,6 +226,7 @@ mod tests {
             pods: None,
             history: None,
             retry: None,
+            held: false,
         }
     }
 

@@ -181,6 +181,7 @@ fn transition(
         pods: None,
         history: None,
         retry: None,
+        held: false,
         at: now,
     }
 }

@@ -11,7 +11,10 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
-use crate::desired::{RollingUpdateWrite, live_template_hash, set_max_unavailable};
+use crate::desired::{
+    ON_DELETE, RollingUpdateWrite, live_template_hash, set_max_unavailable, strategy_type,
+    with_strategy_type,
+};
 
 /// Who controls a live DaemonSet, as far as this CanaryDaemonSet is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,19 +53,31 @@ pub(super) fn controller_of(live: &DaemonSet, cds: &CanaryDaemonSet) -> Controll
     }
 }
 
+/// What the controller's own writes may have changed in a live DaemonSet since the record.
+pub(super) struct OwnWrites<'a> {
+    /// The strategy: its canary and fast `maxUnavailable` are the values a write sets.
+    pub strategy: &'a Strategy,
+    /// A hold on request is asked for or recorded: its write (or the one that ends it) may
+    /// have moved the strategy type between `RollingUpdate` and `OnDelete`.
+    pub hold: bool,
+}
+
 /// Whether a template hash that differs from the recorded one is this controller's own write
 /// whose record was lost: the process died, or the status write was refused, between the
 /// DaemonSet write and the status write. Its widen and finish writes move only
-/// `maxUnavailable`, to the canary or the fast value, while a rollout is under way; the live
-/// DaemonSet is then the recorded one with only that field moved. That is the rollout's own
-/// progress, not drift (the state machine reads `maxUnavailable` from the live object anyway),
-/// and calling it drift would restart a finished rollout after every such crash.
+/// `maxUnavailable`, to the canary or the fast value, while a rollout is under way, and a
+/// hold on request and its end move only the strategy type; the live DaemonSet is then the
+/// recorded one with only those fields moved. That is the rollout's own progress, not drift
+/// (the state machine reads `maxUnavailable` from the live object anyway), and calling it
+/// drift would restart a finished rollout after every such crash. An `OnDelete` nobody asked
+/// for is drift.
 pub(super) fn own_unrecorded_write(
     live: &DaemonSet,
     status: &CanaryDaemonSetStatus,
     written_hash: &str,
-    strategy: &Strategy,
+    own: &OwnWrites<'_>,
 ) -> Result<bool, Error> {
+    let strategy = own.strategy;
     let in_flight = status
         .phase
         .as_deref()
@@ -70,7 +85,7 @@ pub(super) fn own_unrecorded_write(
         .is_some_and(|phase| {
             matches!(
                 phase,
-                Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting
+                Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
             )
         });
     let live_max = live_max_unavailable(live);
@@ -84,16 +99,27 @@ pub(super) fn own_unrecorded_write(
         .current_max_unavailable
         .as_deref()
         .and_then(|max| max.parse::<MaxUnavailable>().ok());
-    let (true, true, Some(recorded)) = (in_flight, written_by_us, recorded) else {
+    let type_moved_by_us = own.hold || strategy_type(live) != ON_DELETE;
+    let (true, true, true, Some(recorded)) = (in_flight, written_by_us, type_moved_by_us, recorded)
+    else {
         return Ok(false);
     };
     let mut as_recorded = live.clone();
     set_max_unavailable(&mut as_recorded, recorded, RollingUpdateWrite::KeepMaxSurge);
-    Ok(live_template_hash(&as_recorded)? == written_hash)
+    if live_template_hash(&as_recorded)? == written_hash {
+        return Ok(true);
+    }
+    // The record was taken while the hold's `OnDelete` was in (its end's record was lost).
+    if own.hold {
+        let held = with_strategy_type(&as_recorded, ON_DELETE);
+        return Ok(live_template_hash(&held)? == written_hash);
+    }
+    Ok(false)
 }
 
 /// What someone else changed in `live` against what the controller wants (`desired`): the
-/// images of the containers that differ, else the update strategy, else "pod template".
+/// images of the containers that differ, else the update strategy's type, else its
+/// `maxUnavailable`, else "pod template".
 pub(super) fn describe_drift(
     live: &DaemonSet,
     desired: &DaemonSet,
@@ -124,6 +150,10 @@ pub(super) fn describe_drift(
     if !images.is_empty() {
         return images.join(", ");
     }
+    let (wanted_type, live_type) = (strategy_type(desired), strategy_type(live));
+    if wanted_type != live_type {
+        return format!("update strategy: type {wanted_type} → {live_type}");
+    }
     let live_max = live_max_unavailable(live).to_string();
     match status.current_max_unavailable.as_deref() {
         Some(written) if written != live_max => {
@@ -137,6 +167,80 @@ pub(super) fn describe_drift(
 mod tests {
     use super::*;
     use kube::Resource;
+
+    fn ds(type_: &str, max: i32) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agent", "generation": 3},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"spec": {"containers": [{"name": "agent", "image": "agent:v2"}]}},
+                "updateStrategy": {"type": type_, "rollingUpdate": {"maxUnavailable": max, "maxSurge": 0}}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn status(phase: &str, written: &DaemonSet) -> CanaryDaemonSetStatus {
+        CanaryDaemonSetStatus {
+            phase: Some(phase.into()),
+            current_max_unavailable: Some("1".into()),
+            daemon_set_template_hash: Some(live_template_hash(written).unwrap()),
+            ..CanaryDaemonSetStatus::default()
+        }
+    }
+
+    /// A hold's write (or its end's) whose record was lost is the controller's own while the
+    /// hold is asked for or recorded; an `OnDelete` nobody asked for is drift.
+    #[test]
+    fn the_strategy_type_moved_by_a_hold_is_ours_only_while_a_hold_is_known() {
+        let strategy = Strategy::default();
+        let own = |hold| OwnWrites {
+            strategy: &strategy,
+            hold,
+        };
+        let rolling = ds("RollingUpdate", 1);
+        let on_delete = ds("OnDelete", 1);
+        let before_hold = status("canary", &rolling);
+        let is_own = |live: &DaemonSet, status: &CanaryDaemonSetStatus, hold| {
+            let written = status.daemon_set_template_hash.as_deref().unwrap();
+            own_unrecorded_write(live, status, written, &own(hold)).unwrap()
+        };
+        assert!(
+            is_own(&on_delete, &before_hold, true),
+            "the hold's record lost"
+        );
+        assert!(
+            !is_own(&on_delete, &before_hold, false),
+            "a hand-made OnDelete"
+        );
+        let held = status("paused", &on_delete);
+        assert!(is_own(&rolling, &held, true), "the resume's record lost");
+        assert!(!is_own(&rolling, &held, false));
+        let mut edited = on_delete.clone();
+        edited
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("agent:hand".into());
+        assert!(
+            !is_own(&edited, &before_hold, true),
+            "a template edit stays drift"
+        );
+        let status = status("canary", &rolling);
+        assert_eq!(
+            describe_drift(&on_delete, &rolling, &status),
+            "update strategy: type RollingUpdate → OnDelete"
+        );
+        assert_eq!(
+            describe_drift(&edited, &on_delete, &status),
+            "image of container agent: agent:v2 → agent:hand"
+        );
+    }
 
     #[test]
     fn the_controller_of_a_daemon_set_is_told_by_uid() {

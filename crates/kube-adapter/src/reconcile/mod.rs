@@ -42,13 +42,16 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
-use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
+use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus, hold_requested};
+use crate::desired::{
+    ON_DELETE, ROLLING_UPDATE, desired_daemon_set, live_template_hash, set_max_unavailable,
+    strategy_type, with_strategy_type,
+};
 use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
 use crate::status::previous_pass;
-use drift::{Controller, controller_of, describe_drift, own_unrecorded_write};
+use drift::{Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write};
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
 
@@ -147,6 +150,7 @@ impl<'a> Pass<'a> {
             pods: None,
             history: None,
             retry: previous.and_then(|s| s.retry.clone()),
+            held: previous.and_then(|s| s.held) == Some(true),
             at: self.now,
         }
     }
@@ -154,13 +158,17 @@ impl<'a> Pass<'a> {
     /// The retry mark on the object (`canary.daemonset.dev/retry`, the `retry` verb) when it
     /// is new, i.e. not the one the status records as acted on.
     fn new_retry_mark(&self) -> Option<String> {
+        let recorded = self.status.as_ref().and_then(|s| s.retry.as_deref());
+        self.new_mark(crate::crd::RETRY_ANNOTATION, recorded)
+    }
+
+    /// The value of the mark annotation `key` (a verb's) when it is set, not empty and not
+    /// `recorded`, the value the status records as acted on: each mark is acted on once.
+    fn new_mark(&self, key: &str, recorded: Option<&str>) -> Option<String> {
         self.cds
             .annotations()
-            .get(crate::crd::RETRY_ANNOTATION)
-            .filter(|value| !value.is_empty())
-            .filter(|value| {
-                self.status.as_ref().and_then(|s| s.retry.as_deref()) != Some(value.as_str())
-            })
+            .get(key)
+            .filter(|value| !value.is_empty() && recorded != Some(value.as_str()))
             .cloned()
     }
 
@@ -177,6 +185,8 @@ impl<'a> Pass<'a> {
             quiet: false,
             drifted: false,
             retried: false,
+            held: false,
+            hold_event: None,
         })
     }
 
@@ -281,13 +291,19 @@ impl<'a> Pass<'a> {
         let counts = self.count_pods(plan, &live);
         let status = self.status.as_ref();
         let retry_mark = self.new_retry_mark();
+        let held = hold_requested(self.cds);
+        let hold_recorded = status.is_some_and(|s| s.held == Some(true));
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let live_hash = live_template_hash(&live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
+        let own = OwnWrites {
+            strategy: &plan.strategy,
+            // The hold's `OnDelete` is ours while it is asked for or recorded, not after.
+            hold: held || hold_recorded,
+        };
         let drift = match (written_hash, status) {
             (Some(written), Some(status))
-                if written != live_hash
-                    && !own_unrecorded_write(&live, status, written, &plan.strategy)? =>
+                if written != live_hash && !own_unrecorded_write(&live, status, written, &own)? =>
             {
                 Some(DriftSeen {
                     what: describe_drift(&live, &desired, status),
@@ -303,6 +319,9 @@ impl<'a> Pass<'a> {
             tls,
             previous: previous_pass(status, self.now),
             retry: retry_mark.is_some(),
+            held,
+            hold_recorded,
+            live_on_hold: strategy_type(&live) == ON_DELETE,
             ..observe_daemon_set(&live, &counts)
         };
 
@@ -330,6 +349,7 @@ impl<'a> Pass<'a> {
         if retry_mark.is_some() {
             record.retry = retry_mark;
         }
+        record.held = decision.held;
 
         // Write.
         let Some(write) = decision.write else {
@@ -337,7 +357,13 @@ impl<'a> Pass<'a> {
         };
         let starts = write.kind == WriteKind::Start;
         let remembered = starts.then(|| desired.clone());
-        let mut written = desired;
+        let mut written = match write.kind {
+            // The hold and its end move the live strategy type only: a template change made
+            // meanwhile waits for the rows to write it, supervised.
+            WriteKind::Hold => with_strategy_type(&live, ON_DELETE),
+            WriteKind::Resume => with_strategy_type(&live, ROLLING_UPDATE),
+            _ => desired,
+        };
         if let (Some(edit), Some(cfg)) = (write.template_edit, &plan.tls)
             && let Err(e) = canary_tls_migration::apply_step(&mut written, edit, cfg)
         {
@@ -552,6 +578,8 @@ impl<'a> Pass<'a> {
             quiet: false,
             drifted: false,
             retried: false,
+            held: false,
+            hold_event: None,
         };
         let live = self.ctx.caches.daemon_sets.get(&self.ds_ref());
         let owned = self.status.as_ref().and_then(|s| s.daemon_set_name.clone());

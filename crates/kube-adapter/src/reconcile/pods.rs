@@ -67,13 +67,8 @@ impl Pass<'_> {
         if live.metadata.deletion_timestamp.is_some() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
-        let update_strategy = live
-            .spec
-            .as_ref()
-            .and_then(|s| s.update_strategy.as_ref())
-            .and_then(|s| s.type_.as_deref())
-            .unwrap_or("RollingUpdate");
-        if update_strategy != "OnDelete" {
+        let update_strategy = crate::desired::strategy_type(&live);
+        if update_strategy != crate::desired::ON_DELETE {
             let message = format!(
                 "DaemonSet {workload} has updateStrategy {update_strategy}: the Pods driver needs OnDelete, so that only the pods it deletes are replaced; set it where the DaemonSet is defined (docs/operations.md shows the values for Cilium, Calico and node-exporter). Nothing is done until then"
             );
@@ -140,16 +135,11 @@ impl Pass<'_> {
         };
         let (nodes, by_revision) =
             self.node_states(plan, pods_plan, live, pod_index, current.as_deref());
-        let mark = self
-            .cds
-            .annotations()
-            .get(PROMOTE_ANNOTATION)
-            .filter(|value| !value.is_empty())
-            .cloned();
-        let promotion = mark
-            .as_deref()
-            .filter(|mark| Some(*mark) != status.and_then(|s| s.promotion.as_deref()))
-            .map(promotion_asked);
+        let mark = self.new_mark(
+            PROMOTE_ANNOTATION,
+            status.and_then(|s| s.promotion.as_deref()),
+        );
+        let promotion = mark.as_deref().map(promotion_asked);
         let held = hold_requested(self.cds);
         let retry_mark = self.new_retry_mark();
         let retry = retry_mark.is_some();
@@ -238,6 +228,7 @@ impl Pass<'_> {
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
+        record.held = decision.held;
         // Acted on whatever the phase: an old mark never retries a later failure.
         if retry_mark.is_some() {
             record.retry = retry_mark;
@@ -251,7 +242,6 @@ impl Pass<'_> {
             failed_nodes: decision.failed_nodes.clone(),
             revisions: revision_counts(by_revision, current.as_deref()),
             promotion,
-            held: decision.held,
             tally: decision.tally,
             deleted,
         }));

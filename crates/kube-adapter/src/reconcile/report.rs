@@ -67,7 +67,11 @@ impl Pass<'_> {
             .retried
             .then(|| retried_event(&self.ds_name, &record.version));
         let history = self.write_status(record).await?;
-        let events = retried.iter().chain(&decision.event).chain(&history.events);
+        let events = retried
+            .iter()
+            .chain(&decision.hold_event)
+            .chain(&decision.event)
+            .chain(&history.events);
         self.publish_events(events, drift, "").await;
         let act_again = history.act_again;
         if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {

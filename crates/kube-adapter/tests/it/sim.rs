@@ -106,7 +106,7 @@ async fn healthy_rollout(nodes: u32) {
     if nodes == 1 {
         assert_eq!(
             writes,
-            [0, 1, 0, 1, 0],
+            [0, 1, 0, 1, 0, 0, 0],
             "start and finish only: nothing to widen"
         );
         assert_eq!(written_max_unavailable(&seen), ["1", "1"]);
@@ -194,7 +194,7 @@ async fn crash_looping_canary_fails_without_widening() {
     );
     assert_eq!(
         writes_since(&replica.observer, before),
-        [0, 1, 0, 0, 0],
+        [0, 1, 0, 0, 0, 0, 0],
         "only the start"
     );
     let ds = get_ds(&client, "agent").await;
@@ -375,7 +375,7 @@ async fn restart_in(phase: &str) {
     })
     .await;
     let second_writes = write_counts(&second.observer);
-    let total: [u64; 5] = std::array::from_fn(|i| first_writes[i] + second_writes[i]);
+    let total: WriteCounts = std::array::from_fn(|i| first_writes[i] + second_writes[i]);
     assert_eq!(
         total, START_WIDEN_FINISH,
         "first {first_writes:?} second {second_writes:?}"
@@ -923,7 +923,7 @@ async fn kubevirt_compatibility_rollout() {
     .await;
     assert_eq!(
         write_counts(&replica.observer),
-        [1, 0, 0, 0, 0],
+        [1, 0, 0, 0, 0, 0, 0],
         "create records at once, done"
     );
     eventually(Duration::from_secs(1800), "the install", || {
@@ -979,7 +979,7 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
     assert_eq!(status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
     assert_eq!(
         writes_since(&replica.observer, before),
-        [0, 1, 0, 0, 0],
+        [0, 1, 0, 0, 0, 0, 0],
         "no widening"
     );
     replica.stop().await;
@@ -1074,7 +1074,7 @@ async fn tls_migration_steps_roll_out_under_supervision() {
     .await;
     let writes = writes_since(&replica.observer, before);
     // start, widen; flag: step, widen; detach: step, widen; finish.
-    assert_eq!(writes, [0, 1, 3, 1, 2]);
+    assert_eq!(writes, [0, 1, 3, 1, 2, 0, 0]);
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
         .get("virt-handler")
         .await

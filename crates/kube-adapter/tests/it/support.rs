@@ -247,17 +247,21 @@ pub(crate) fn drain(rx: &mut Transitions) -> Vec<Transition> {
     out
 }
 
-pub(crate) fn writes_since(observer: &Observer, before: [u64; 5]) -> [u64; 5] {
+/// Successful writes per kind, in [`WRITE_KINDS`](canary_kube_adapter::observer::WRITE_KINDS)
+/// order: `[create, start, widen, finish, tls, hold, resume]`.
+pub(crate) type WriteCounts = [u64; canary_kube_adapter::observer::WRITE_KINDS.len()];
+
+pub(crate) fn writes_since(observer: &Observer, before: WriteCounts) -> WriteCounts {
     let now = write_counts(observer);
     std::array::from_fn(|i| now[i] - before[i])
 }
 
-pub(crate) fn write_counts(observer: &Observer) -> [u64; 5] {
+pub(crate) fn write_counts(observer: &Observer) -> WriteCounts {
     canary_kube_adapter::observer::WRITE_KINDS.map(|k| observer.stats().daemon_set_writes(k))
 }
 
-/// `[create, start, widen, finish, tls]`
-pub(crate) const START_WIDEN_FINISH: [u64; 5] = [0, 1, 1, 1, 0];
+/// One start, one widen, one finish.
+pub(crate) const START_WIDEN_FINISH: WriteCounts = [0, 1, 1, 1, 0, 0, 0];
 
 /// The rollout of `version` is complete: successful, every desired pod updated and ready, the
 /// live generation recorded.

@@ -485,3 +485,144 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
     );
     replica.stop().await;
 }
+
+/// `daemonset-canary pause` on the MaxUnavailable driver, through the annotation: the rollout
+/// under way goes to `OnDelete` in one write (`Paused` once, `status.held`), the DaemonSet
+/// controller replaces no pod for an hour held, the phase stays `paused` (no deadline); the
+/// resume puts it back on `RollingUpdate` (`Resumed` once; the Resume write, or the rows' own
+/// write when they have one) and the rollout completes, never called drift.
+#[tokio::test(start_paused = true)]
+async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
+    use canary_kube_adapter::crd::PAUSE_ANNOTATION;
+    let nodes = 6;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let mut spec = spec("v1", None);
+    spec.strategy.progress_deadline_seconds = 300;
+    create_cds(&client, "agent", spec).await;
+    let replica = Replica::start(&sim, None);
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    let mut reports = replica.observer.reports();
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let hold =
+        |value: Option<&str>| json!({"metadata": {"annotations": {PAUSE_ANNOTATION: value}}});
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "the canary under way", || async {
+        get_cds(&client, "agent")
+            .await
+            .status
+            .is_some_and(|s| s.updated >= 1)
+    })
+    .await;
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(hold(Some("true"))),
+    )
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(60), "held", || async {
+        let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+        status.phase.as_deref() == Some("paused") && status.held == Some(true)
+    })
+    .await;
+    let strategy = |ds: &DaemonSet| {
+        let update = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.clone())
+            .unwrap_or_default();
+        let max = update
+            .rolling_update
+            .and_then(|r| r.max_unavailable)
+            .map(|m| serde_json::to_string(&m).unwrap());
+        (update.type_.unwrap_or_default(), max)
+    };
+    assert_eq!(
+        strategy(&get_ds(&client, "agent").await),
+        ("OnDelete".to_owned(), Some("1".to_owned())),
+        "held: OnDelete, the rollout's maxUnavailable kept"
+    );
+    let v2_pods = || async {
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+            .list(&ListParams::default().labels("app=agent"))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].image.as_deref() == Some("agent:v2"))
+            })
+            .count()
+    };
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let held_with = v2_pods().await;
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert_eq!(v2_pods().await, held_with, "no pod replaced while held");
+    assert!(
+        held_with < nodes as usize,
+        "{held_with} pods of {nodes} on v2"
+    );
+    assert!(
+        phase_is(&client, "agent", "paused").await,
+        "an hour held: no deadline"
+    );
+    assert_eq!(writes(&mut reports), [WriteKind::Start, WriteKind::Hold]);
+
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(hold(None)))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(1800),
+        "the rollout resumed to its end",
+        || rolled_out(&client, "agent", "v2", nodes),
+    )
+    .await;
+    let after = writes(&mut reports);
+    // The canary got ready while held: the widening write is the one that resumes.
+    assert!(
+        matches!(after.first(), Some(WriteKind::Resume | WriteKind::Widen)),
+        "{after:?}"
+    );
+    assert!(
+        !after.contains(&WriteKind::Start) && !after.contains(&WriteKind::Hold),
+        "{after:?}"
+    );
+    assert_eq!(after.last(), Some(&WriteKind::Finish), "{after:?}");
+    assert_eq!(
+        strategy(&get_ds(&client, "agent").await),
+        ("RollingUpdate".to_owned(), Some("1".to_owned()))
+    );
+    assert_eq!(
+        get_cds(&client, "agent")
+            .await
+            .status
+            .unwrap_or_default()
+            .held,
+        None
+    );
+    for reason in ["Paused", "Resumed"] {
+        assert_eq!(
+            events_with_reason(&client, reason).await.len(),
+            1,
+            "{reason}"
+        );
+    }
+    assert!(
+        events_with_reason(&client, "DriftDetected")
+            .await
+            .is_empty()
+    );
+    assert!(
+        events_with_reason(&client, "ProgressDeadlineExceeded")
+            .await
+            .is_empty()
+    );
+    replica.stop().await;
+}

@@ -64,8 +64,8 @@ mod walk;
 use std::time::Duration;
 
 use crate::decide::{
-    failed, invalid_strategy, normal, retried_event, rollout_of, stay_failed, sticky_failure,
-    warning,
+    failed, invalid_strategy, normal, paused_event, resumed_event, retried_event, rollout_of,
+    stay_failed, sticky_failure, warning,
 };
 use crate::decision::{DaemonSetWrite, Decision, Event, WriteKind, event_reason};
 use crate::max_unavailable::MaxUnavailable;
@@ -487,6 +487,8 @@ impl PodDecision {
             quiet: false,
             drifted: self.drifted,
             retried: false,
+            held: false,
+            hold_event: None,
         }
         .write_failed(strategy, name, api_error);
         PodDecision::from_decision(decision, self.step, self.tally)
@@ -532,13 +534,7 @@ fn held_on_request(mut decision: PodDecision, observation: &PodObservation) -> P
     let name = &observation.name;
     if !observation.held {
         if observation.hold_recorded {
-            decision.events.insert(
-                0,
-                normal(
-                    event_reason::RESUMED,
-                    format!("daemonSet {name}: resumed on request, the rollout goes on"),
-                ),
-            );
+            decision.events.insert(0, resumed_event(name));
         }
         return decision;
     }
@@ -569,12 +565,7 @@ fn held_on_request(mut decision: PodDecision, observation: &PodObservation) -> P
     if !observation.hold_recorded {
         decision.events.insert(
             0,
-            normal(
-                event_reason::PAUSED,
-                format!(
-                    "daemonSet {name}: paused on request, no pod is deleted and the template is not written until it is resumed"
-                ),
-            ),
+            paused_event(name, "no pod is deleted and the template is not written"),
         );
     }
     decision

@@ -1042,3 +1042,229 @@ fn a_retry_forgets_a_failure_once_and_nothing_else() {
     assert!(!asked.retried);
     assert_eq!(asked, fixed(&canary));
 }
+
+/// The `pause` verb on the MaxUnavailable driver, pass by pass: a rollout under way is put on
+/// `OnDelete` once (the Hold write, `Paused` announced once), then nothing is written while it
+/// is held, whatever the rows would do (widen here); a template change waits for the resume;
+/// the resume announces itself and, with no write of the rows, puts the DaemonSet back on
+/// `RollingUpdate` (the Resume write); the deadline does not count the time held.
+#[test]
+fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
+    let hold = Some(write(WriteKind::Hold, None, None));
+    let resume = Some(write(WriteKind::Resume, None, None));
+    let strategy = Strategy {
+        progress_deadline: Some(Duration::from_secs(60)),
+        ..Strategy::default()
+    };
+    let canary = Observation {
+        previous: previous(Phase::Canary, None, 0, 30),
+        ..after_start(10, 0)
+    };
+    assert_eq!(fixed(&canary).phase, Phase::Canary, "not held: as before");
+
+    // First held pass: the Hold write, announced.
+    let held = Observation {
+        held: true,
+        ..canary.clone()
+    };
+    let first = decide(&strategy, &held);
+    assert_eq!(first.phase, Phase::Paused);
+    assert_eq!(first.write, hold);
+    assert!(first.held);
+    assert_eq!(
+        first.hold_event.as_ref().map(|e| e.reason),
+        Some(event_reason::PAUSED)
+    );
+
+    // The hold is in: the canary is ready and the rows would widen; nothing is written, the
+    // widening is not announced, nothing repeats, and an hour held is no stall.
+    let ready = Observation {
+        hold_recorded: true,
+        live_on_hold: true,
+        previous: previous(Phase::Paused, None, 0, 3600),
+        ..after_start(10, 1)
+    };
+    let unheld_rows = decide(
+        &strategy,
+        &Observation {
+            held: false,
+            hold_recorded: false,
+            live_on_hold: false,
+            previous: previous(Phase::Canary, None, 0, 30),
+            ..ready.clone()
+        },
+    );
+    assert_eq!(
+        unheld_rows.write.map(|w| w.kind),
+        Some(WriteKind::Widen),
+        "the rows widen"
+    );
+    let still = decide(
+        &strategy,
+        &Observation {
+            held: true,
+            ..ready.clone()
+        },
+    );
+    assert_eq!(
+        (still.phase, still.write, still.event, still.hold_event),
+        (Phase::Paused, None, None, None)
+    );
+    assert!(still.held && !still.record_generation && !still.done);
+
+    // A new template while held: no rollout starts until the resume.
+    let changed = decide(
+        &strategy,
+        &Observation {
+            held: true,
+            object_changed: true,
+            ..ready.clone()
+        },
+    );
+    assert_eq!(
+        (changed.phase, changed.write, changed.event),
+        (Phase::Paused, None, None)
+    );
+
+    // Resumed, rows without a write of their own: the Resume write, announced; the hour held
+    // does not fail the rollout by its deadline.
+    let waiting = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
+        ..ready.clone()
+    };
+    let resumed = decide(&strategy, &waiting);
+    assert_eq!((resumed.phase, resumed.write), (Phase::Waiting, resume));
+    assert!(!resumed.held);
+    assert_eq!(
+        resumed.hold_event.as_ref().map(|e| e.reason),
+        Some(event_reason::RESUMED)
+    );
+    // Resumed, rows with a write: that write (every write of the desired DaemonSet sets
+    // `RollingUpdate`) and its announcement.
+    let widened = decide(&strategy, &ready);
+    assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Widen));
+    assert_eq!(
+        widened.event.as_ref().map(|e| e.reason),
+        Some(event_reason::ROLLOUT_WIDENED)
+    );
+    assert_eq!(
+        widened.hold_event.as_ref().map(|e| e.reason),
+        Some(event_reason::RESUMED)
+    );
+}
+
+/// What a hold on request leaves alone: a rollout at rest (its DaemonSet replaces nothing),
+/// a failure (it stays failed, the hold is still recorded), a drift kept as reported; and a
+/// refused Hold write fails the pass as any refused write, still held.
+#[test]
+fn a_hold_on_request_leaves_rest_failure_and_reported_drift_alone() {
+    let at_rest = fixed(&Observation {
+        held: true,
+        ..handler()
+    });
+    assert_eq!((at_rest.phase, at_rest.write), (Phase::Successful, None));
+    assert!(at_rest.held && at_rest.hold_event.is_some());
+
+    let crashing = fixed(&Observation {
+        held: true,
+        crash_loop: crash(),
+        previous: previous(Phase::Canary, None, 0, 30),
+        ..after_start(10, 0)
+    });
+    assert_eq!(
+        (crashing.phase, crashing.failure, crashing.write),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping), None)
+    );
+    assert!(crashing.held);
+
+    let report = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..Strategy::default()
+    };
+    let drifted = decide(
+        &report,
+        &Observation {
+            held: true,
+            drift: Some(DriftSeen {
+                what: "image of container agent: agent:v2 → agent:hand".into(),
+            }),
+            previous: previous(Phase::Canary, None, 0, 30),
+            ..after_start(10, 0)
+        },
+    );
+    assert_eq!((drifted.phase, drifted.write), (Phase::Paused, None));
+    // Whatever phase the report holds, if it is a rollout's (found by the `decide` fuzz
+    // target: a reported drift that holds `rollingBack`).
+    let rolling_back = decide(
+        &report,
+        &Observation {
+            held: true,
+            drift: Some(DriftSeen {
+                what: "pod template".into(),
+            }),
+            previous: previous(Phase::RollingBack, None, 0, 30),
+            ..after_start(10, 0)
+        },
+    );
+    assert_eq!((rolling_back.phase, rolling_back.write), (Phase::Paused, None));
+
+    let held = fixed(&Observation {
+        held: true,
+        previous: previous(Phase::Canary, None, 0, 30),
+        ..after_start(10, 0)
+    });
+    let refused = held.write_failed(&Strategy::default(), NAME, "422 Invalid: no");
+    assert_eq!(
+        (refused.phase, refused.failure),
+        (Phase::Failed, Some(FailureReason::WriteRejected))
+    );
+    assert!(refused.held && refused.hold_event.is_some());
+    assert_eq!(
+        refused.error.as_deref(),
+        Some("unable to hold daemonset virt-handler (updateStrategy OnDelete): 422 Invalid: no")
+    );
+}
+
+/// A hand edit while held (`Revert`): announced once, saying its revert waits for the end of
+/// the hold; the resume reverts it, canary first, without announcing it again.
+#[test]
+fn a_drift_while_held_is_announced_once_and_reverted_at_the_resume() {
+    let drift = Some(DriftSeen {
+        what: "image of container agent: agent:v2 → agent:hand".into(),
+    });
+    let held = fixed(&Observation {
+        held: true,
+        hold_recorded: true,
+        live_on_hold: true,
+        drift: drift.clone(),
+        previous: previous(Phase::Paused, None, 0, 30),
+        ..after_start(10, 1)
+    });
+    assert_eq!((held.phase, held.write), (Phase::Paused, None));
+    let event = held.event.expect("the drift is announced");
+    assert_eq!(event.reason, event_reason::DRIFT_DETECTED);
+    assert!(
+        event.message.ends_with("once the hold on request ends"),
+        "{}",
+        event.message
+    );
+
+    let mut drifted_before = previous(Phase::Paused, None, 0, 30);
+    if let Some(previous) = drifted_before.as_mut() {
+        previous.drifted = true;
+    }
+    let resumed = fixed(&Observation {
+        hold_recorded: true,
+        live_on_hold: true,
+        drift,
+        previous: drifted_before,
+        ..after_start(10, 1)
+    });
+    assert_eq!(resumed.write.map(|w| w.kind), Some(WriteKind::Start));
+    assert!(resumed.drifted);
+    assert_eq!(
+        resumed.event.map(|e| e.reason),
+        Some(event_reason::ROLLOUT_STARTED),
+        "the drift is not announced twice"
+    );
+}

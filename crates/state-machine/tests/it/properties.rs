@@ -6,7 +6,7 @@ use std::time::Duration;
 use canary_state_machine::{
     Compatibility, CrashLoopSeen, DriftPolicy, DriftSeen, FailureReason, LiveMaxUnavailable,
     MaxUnavailable, Observation, Phase, PreviousPass, Strategy, SyncFlags, TlsFacts, WriteKind,
-    decide,
+    decide, event_reason,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -113,6 +113,9 @@ prop_compose! {
             }),
             previous,
             retry: false,
+            held: false,
+            hold_recorded: false,
+            live_on_hold: false,
         }
     }
 }
@@ -181,6 +184,55 @@ proptest! {
                     prop_assert!(observation.rollout_observed);
                     prop_assert!(observation.crash_loop.is_none());
                 }
+            }
+        }
+    }
+}
+
+proptest! {
+    /// The hold on request against the same pass not held: held, the only write is the one
+    /// Hold write (never when the DaemonSet is on `OnDelete` already), a failure stays, a
+    /// pass at rest stays at rest, anything else is `paused`; not held, the rows decide alone
+    /// and the one extra write is the Resume of a hold the status records. Each announcement
+    /// is made once.
+    #[test]
+    fn a_hold_on_request_only_ever_holds_or_resumes(
+        strategy in strategy(),
+        observation in observation(),
+        held: bool,
+        hold_recorded: bool,
+        live_on_hold: bool,
+    ) {
+        let unheld = decide(&strategy, &observation);
+        let decision = decide(&strategy, &Observation { held, hold_recorded, live_on_hold, ..observation });
+        let kind = decision.write.map(|write| write.kind);
+        prop_assert_eq!(decision.held, held);
+        let announced = decision.hold_event.as_ref().map(|event| event.reason);
+        if held {
+            prop_assert_eq!(announced, (!hold_recorded).then_some(event_reason::PAUSED));
+            prop_assert!(kind.is_none() || kind == Some(WriteKind::Hold));
+            if kind == Some(WriteKind::Hold) {
+                prop_assert!(!live_on_hold);
+                prop_assert_eq!(decision.phase, Phase::Paused);
+            }
+            if unheld.phase == Phase::Failed {
+                prop_assert_eq!((decision.phase, decision.failure), (Phase::Failed, unheld.failure));
+            } else if unheld.write.is_none() && !unheld.phase.is_in_progress() {
+                prop_assert_eq!(decision.phase, unheld.phase);
+                prop_assert!(decision.write.is_none());
+            } else {
+                prop_assert_eq!(decision.phase, Phase::Paused);
+                prop_assert!(!decision.done && !decision.record_generation);
+            }
+        } else {
+            prop_assert_eq!(announced, hold_recorded.then_some(event_reason::RESUMED));
+            prop_assert_eq!(decision.phase, unheld.phase);
+            prop_assert_eq!(&decision.event, &unheld.event);
+            let resumes = hold_recorded && live_on_hold && unheld.write.is_none() && !unheld.drifted;
+            if resumes {
+                prop_assert_eq!(kind, Some(WriteKind::Resume));
+            } else {
+                prop_assert_eq!(decision.write, unheld.write);
             }
         }
     }

@@ -183,6 +183,9 @@ impl Model {
             }),
             previous: self.previous,
             retry: false,
+            held: false,
+            hold_recorded: false,
+            live_on_hold: false,
         }
     }
 
