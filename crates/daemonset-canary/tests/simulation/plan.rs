@@ -184,6 +184,9 @@ pub struct Plan {
     /// MaxUnavailable driver: the harness retries (the `retry` verb) a rollout that has been
     /// `failed` this long, once (the Pods driver's is [`PodsPlan::retry_after`]).
     pub retry_after: Option<Duration>,
+    /// MaxUnavailable driver: the harness holds on request at this time from the start, for
+    /// this long (the Pods driver's is [`PodsPlan::hold`]); see [`Plan::hold`].
+    pub max_unavailable_hold: Option<(Duration, Duration)>,
 }
 
 /// One generated step of the Pods driver.
@@ -611,6 +614,12 @@ impl Plan {
         let mut verbs_rng = Rng::new(seed, 5);
         let retry_after = (verbs_rng.chance(0.3) && pods.is_none())
             .then(|| Duration::from_secs(verbs_rng.between(10, 100)));
+        let max_unavailable_hold = (verbs_rng.chance(0.3) && pods.is_none()).then(|| {
+            (
+                Duration::from_secs(verbs_rng.between(5, 400)),
+                Duration::from_secs(verbs_rng.between(10, 200)),
+            )
+        });
         Plan {
             seed,
             profile,
@@ -629,6 +638,15 @@ impl Plan {
             pods,
             on_failure_rollback,
             retry_after,
+            max_unavailable_hold,
+        }
+    }
+
+    /// The hold on request of this scenario, whatever the driver: `(at, for)`.
+    pub fn hold(&self) -> Option<(Duration, Duration)> {
+        match &self.pods {
+            Some(pods) => pods.hold,
+            None => self.max_unavailable_hold,
         }
     }
 
@@ -745,6 +763,9 @@ impl fmt::Display for Plan {
         }
         if let Some(after) = self.retry_after {
             write!(f, "; retried after {after:?} failed")?;
+        }
+        if let Some((at, length)) = self.max_unavailable_hold {
+            write!(f, "; held at {at:?} for {length:?}")?;
         }
         if let Some(pods) = &self.pods {
             write!(

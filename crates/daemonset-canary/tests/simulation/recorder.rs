@@ -146,11 +146,18 @@ impl Recorded {
     fn daemon_set_shape(&self) -> Option<DaemonSetShape> {
         self.store
             .get::<DaemonSet>(Some(NAMESPACE), NAME)
-            .map(|ds| DaemonSetShape {
-                generation: ds.metadata.generation,
-                labels: ds.metadata.labels,
-                annotations: ds.metadata.annotations,
-                owners: ds.metadata.owner_references,
+            .map(|ds| {
+                let spec = ds.spec.unwrap_or_default();
+                let update = spec.update_strategy.unwrap_or_default();
+                DaemonSetShape {
+                    generation: ds.metadata.generation,
+                    labels: ds.metadata.labels,
+                    annotations: ds.metadata.annotations,
+                    owners: ds.metadata.owner_references,
+                    template: serde_json::to_value(&spec.template).unwrap_or_default(),
+                    strategy_type: update.type_,
+                    max_unavailable: update.rolling_update.and_then(|r| r.max_unavailable),
+                }
             })
     }
 
@@ -198,9 +205,35 @@ impl Recorded {
         }
         let version = self.tally_key();
         if status.is_success() {
-            self.check_not_held(&format!("{} {} daemonsets", self.identity, request.method));
+            let now = self.daemon_set_shape();
+            // The update strategy type moved alone: a hold on request (to `OnDelete`) or its end.
+            let type_moved_to = match (&shape, &now) {
+                (Some(before), Some(after))
+                    if before.template == after.template
+                        && before.max_unavailable == after.max_unavailable
+                        && before.strategy_type != after.strategy_type =>
+                {
+                    after.strategy_type.clone()
+                }
+                _ => None,
+            };
+            let holds = type_moved_to.as_deref() == Some("OnDelete");
+            if !holds {
+                self.check_not_held(&format!("{} {} daemonsets", self.identity, request.method));
+            }
             self.world.count(|e| e.daemon_set_writes += 1);
-            let unchanged = shape.is_some() && shape == self.daemon_set_shape();
+            if let Some(to) = &type_moved_to
+                && self.world.strategy_type_written()
+            {
+                self.world.trace(format!(
+                    "{} {} daemonsets -> {} (update strategy {to}, for a hold on request)",
+                    self.identity,
+                    request.method,
+                    status.as_u16()
+                ));
+                return;
+            }
+            let unchanged = shape.is_some() && shape == now;
             let tally = self.world.tally(&version, |t| {
                 t.succeeded += 1;
                 t.unchanged += u64::from(unchanged);
@@ -405,6 +438,12 @@ struct DaemonSetShape {
     labels: Option<std::collections::BTreeMap<String, String>>,
     annotations: Option<std::collections::BTreeMap<String, String>>,
     owners: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    /// The pod template, as JSON.
+    template: serde_json::Value,
+    /// `spec.updateStrategy.type`.
+    strategy_type: Option<String>,
+    /// `spec.updateStrategy.rollingUpdate.maxUnavailable`.
+    max_unavailable: Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
 }
 
 /// What a dead process's requests get: nothing useful.

@@ -51,7 +51,10 @@ fn rollout_bound(plan: &Plan) -> Duration {
             let retried = plan
                 .retry_after
                 .map_or(Duration::ZERO, |after| after + Duration::from_secs(240));
-            Duration::from_secs(1200 + waves * 240) + retried
+            let held = plan
+                .max_unavailable_hold
+                .map_or(Duration::ZERO, |(_, length)| length);
+            Duration::from_secs(1200 + waves * 240) + retried + held
         }
         Some(pods) => Duration::from_secs(1200 + pods.waves(plan.nodes) * 240) + pods.pause_time(),
     }
@@ -589,7 +592,7 @@ impl Harness<'_> {
     /// annotation, as `daemonset-canary pause` sets it) and resumes it after the plan's while;
     /// `stage` counts the steps done (0: not held yet, 1: held, 2: resumed).
     fn hold_if_due(&mut self, since_start: Duration, stage: &mut u8) {
-        let Some((at, length)) = self.plan.pods.as_ref().and_then(|p| p.hold) else {
+        let Some((at, length)) = self.plan.hold() else {
             return;
         };
         let value = match *stage {

@@ -59,10 +59,13 @@ pub enum Invariant {
     OnlyDeferredNodesOld,
     /// 14. Pods driver: at most one successful DELETE per pod UID.
     OneDeletePerPod,
-    /// 15. Pods driver: no pod deletion and no DaemonSet write while the rollout is held on
-    ///     request (the `canary.daemonset.dev/paused` annotation is set) and either the
-    ///     controller has acted on it (`status.held`, written only by a pass that saw the
-    ///     annotation) or it has been set for a minute (a controller that ignores it).
+    /// 15. No pod deletion and no DaemonSet write while the rollout is held on request (the
+    ///     `canary.daemonset.dev/paused` annotation is set) and either the controller has
+    ///     acted on it (`status.held`, written only by a pass that saw the annotation) or it
+    ///     has been set for a minute (a controller that ignores it); both drivers. The one
+    ///     write allowed is the MaxUnavailable driver's hold: the update strategy type to
+    ///     `OnDelete`, template and `maxUnavailable` unchanged. Hold and resume writes (the
+    ///     type moved alone) number at most two per hold the harness asked for.
     NothingMovesWhileHeld,
     /// 16. A retry is acted on (both drivers): at quiescence the status records the last retry
     ///     mark the harness set (`status.retry`).
@@ -164,9 +167,9 @@ pub struct Exercised {
     pub promotions: u64,
     /// Full promotions the harness made (Pods driver).
     pub full_promotions: u64,
-    /// Holds on request the harness made and ended (Pods driver).
+    /// Holds on request the harness made and ended (both drivers).
     pub holds: u64,
-    /// Retries of a failed rollout the harness asked for (Pods driver).
+    /// Retries of a failed rollout the harness asked for (both drivers).
     pub retries: u64,
     /// `abort` verbs sent.
     pub aborts: u64,
@@ -234,6 +237,10 @@ struct State {
     /// Virtual time from which nothing may move: the hold annotation was set a grace earlier
     /// (invariant 15); `None` when not held.
     held_from: Option<f64>,
+    /// Holds the harness asked for (invariant 15 allows two strategy-type writes for each).
+    holds_asked: u64,
+    /// DaemonSet writes that moved the update strategy type alone (a hold or its end).
+    strategy_type_writes: u64,
 }
 
 /// Shared, cheap to clone.
@@ -277,7 +284,17 @@ impl World {
     /// it) or removed it (`None`).
     pub fn hold(&self, grace: Option<f64>) {
         let now = self.now();
-        self.lock().held_from = grace.map(|grace| now + grace);
+        let mut state = self.lock();
+        state.held_from = grace.map(|grace| now + grace);
+        state.holds_asked += u64::from(grace.is_some());
+    }
+
+    /// Records a DaemonSet write that moved the update strategy type alone; whether it is
+    /// within the two a hold asked for allows (else it counts as any write, invariant 7).
+    pub fn strategy_type_written(&self) -> bool {
+        let mut state = self.lock();
+        state.strategy_type_writes += 1;
+        state.strategy_type_writes <= 2 * state.holds_asked
     }
 
     /// Whether nothing may move now: held for longer than the grace.

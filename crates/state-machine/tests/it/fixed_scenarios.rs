@@ -1206,7 +1206,10 @@ fn a_hold_on_request_leaves_rest_failure_and_reported_drift_alone() {
             ..after_start(10, 0)
         },
     );
-    assert_eq!((rolling_back.phase, rolling_back.write), (Phase::Paused, None));
+    assert_eq!(
+        (rolling_back.phase, rolling_back.write),
+        (Phase::Paused, None)
+    );
 
     let held = fixed(&Observation {
         held: true,
