@@ -168,13 +168,13 @@ mod tests {
     use super::*;
     use kube::Resource;
 
-    fn ds(type_: &str, max: i32) -> DaemonSet {
+    fn ds(type_: &str, image: &str) -> DaemonSet {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "agent", "generation": 3},
             "spec": {
                 "selector": {"matchLabels": {"app": "agent"}},
-                "template": {"spec": {"containers": [{"name": "agent", "image": "agent:v2"}]}},
-                "updateStrategy": {"type": type_, "rollingUpdate": {"maxUnavailable": max, "maxSurge": 0}}
+                "template": {"spec": {"containers": [{"name": "agent", "image": image}]}},
+                "updateStrategy": {"type": type_, "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
             }
         }))
         .unwrap()
@@ -198,8 +198,8 @@ mod tests {
             strategy: &strategy,
             hold,
         };
-        let rolling = ds("RollingUpdate", 1);
-        let on_delete = ds("OnDelete", 1);
+        let rolling = ds("RollingUpdate", "agent:v2");
+        let on_delete = ds("OnDelete", "agent:v2");
         let before_hold = status("canary", &rolling);
         let is_own = |live: &DaemonSet, status: &CanaryDaemonSetStatus, hold| {
             let written = status.daemon_set_template_hash.as_deref().unwrap();
@@ -216,17 +216,7 @@ mod tests {
         let held = status("paused", &on_delete);
         assert!(is_own(&rolling, &held, true), "the resume's record lost");
         assert!(!is_own(&rolling, &held, false));
-        let mut edited = on_delete.clone();
-        edited
-            .spec
-            .as_mut()
-            .unwrap()
-            .template
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers[0]
-            .image = Some("agent:hand".into());
+        let edited = ds("OnDelete", "agent:hand");
         assert!(
             !is_own(&edited, &before_hold, true),
             "a template edit stays drift"

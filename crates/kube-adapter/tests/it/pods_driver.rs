@@ -44,28 +44,6 @@ fn pods_spec(version: &str, behavior: Option<&str>, steps: Vec<StepSpec>) -> Can
     spec
 }
 
-/// `(node, image, ready)` of every live pod of DaemonSet `agent`, by node.
-async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, bool)> {
-    Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels("app=agent"))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let node = p.spec.as_ref()?.node_name.clone()?;
-            let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            Some((node, (image, ready)))
-        })
-        .collect()
-}
-
 async fn nodes_on(client: &Client, image: &str) -> Vec<String> {
     pods_by_node(client)
         .await

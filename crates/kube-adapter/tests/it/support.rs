@@ -2,6 +2,7 @@
 //! CRD, a CanaryDaemonSet spec of a node agent, controller replicas, and the waits and checks
 //! every scenario uses.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +17,9 @@ use canary_kube_adapter::observer::{Observer, Transition, Transitions};
 use canary_sim::Sim;
 use canary_sim::cluster::Cluster;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -297,5 +299,27 @@ pub(crate) fn written_max_unavailable(transitions: &[Transition]) -> Vec<String>
         .iter()
         .filter(|t| t.write.is_some())
         .filter_map(|t| t.max_unavailable.as_ref().map(ToString::to_string))
+        .collect()
+}
+
+/// `(node, image, ready)` of every live pod of DaemonSet `agent`, by node.
+pub(crate) async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, bool)> {
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let node = p.spec.as_ref()?.node_name.clone()?;
+            let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            Some((node, (image, ready)))
+        })
         .collect()
 }

@@ -547,18 +547,10 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
         "held: OnDelete, the rollout's maxUnavailable kept"
     );
     let v2_pods = || async {
-        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
-            .list(&ListParams::default().labels("app=agent"))
+        pods_by_node(&client)
             .await
-            .unwrap()
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .is_some_and(|s| s.containers[0].image.as_deref() == Some("agent:v2"))
-            })
+            .values()
+            .filter(|(image, _)| image == "agent:v2")
             .count()
     };
     tokio::time::sleep(Duration::from_secs(120)).await;
