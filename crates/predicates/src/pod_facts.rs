@@ -185,7 +185,8 @@ impl ContainerSummary {
     }
 }
 
-/// The compact, owned form of a pod: its namespace, name and UID, annotations, revision hash,
+/// The compact, owned form of a pod: its namespace, name, UID and resource version,
+/// annotations, revision hash,
 /// controller owner, node, termination, phase and container statuses, and nothing else.
 ///
 /// ```
@@ -209,6 +210,7 @@ pub struct PodSummary {
     namespace: Box<str>,
     name: Box<str>,
     uid: Box<str>,
+    resource_version: Box<str>,
     node_name: Option<Box<str>>,
     annotations: Box<[(Box<str>, Box<str>)]>,
     revision_hash: Option<Box<str>>,
@@ -233,6 +235,12 @@ impl PodSummary {
             namespace: pod.metadata.namespace.as_deref().unwrap_or_default().into(),
             name: pod.name().into(),
             uid: pod.uid().into(),
+            resource_version: pod
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or_default()
+                .into(),
             node_name: pod.node_name().map(Box::from),
             annotations,
             revision_hash: pod.revision_hash().map(Box::from),
@@ -249,6 +257,12 @@ impl PodSummary {
     /// `metadata.namespace` (`""` when absent).
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// `metadata.resourceVersion` (`""` when absent): the version of the pod a decision was
+    /// made on, for a delete precondition that refuses a pod changed since.
+    pub fn resource_version(&self) -> &str {
+        &self.resource_version
     }
 }
 

@@ -48,6 +48,9 @@ use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
 use crate::status::{previous_pass, step_position};
 
+/// The resource version of each pod a pass saw, by UID: what its deletions are conditioned on.
+type PodVersions = std::collections::HashMap<String, String>;
+
 impl Pass<'_> {
     /// A DaemonSet someone else owns: checked (it exists, it is `OnDelete`), its pods watched,
     /// then driven as any Pods-driver DaemonSet, without a template.
@@ -133,7 +136,7 @@ impl Pass<'_> {
             }
             None => (false, None),
         };
-        let (nodes, by_revision) =
+        let (nodes, by_revision, versions) =
             self.node_states(plan, pods_plan, live, pod_index, current.as_deref());
         let mark = self.new_mark(
             PROMOTE_ANNOTATION,
@@ -218,7 +221,7 @@ impl Pass<'_> {
         }
 
         // Delete.
-        let (deleted, delete_error) = self.delete_pods(&decision).await;
+        let (deleted, delete_error) = self.delete_pods(&decision, &versions).await;
 
         let promotion = if decision.promotion_consumed {
             mark
@@ -261,7 +264,7 @@ impl Pass<'_> {
         live: &DaemonSet,
         pod_index: &OwnerIndex<PodSummary>,
         current: Option<&str>,
-    ) -> (Vec<NodeState>, BTreeMap<String, (u32, u32)>) {
+    ) -> (Vec<NodeState>, BTreeMap<String, (u32, u32)>, PodVersions) {
         let uid = live.metadata.uid.clone().unwrap_or_default();
         let owner = OwnerMatch::Uid {
             name: &self.ds_name,
@@ -269,6 +272,7 @@ impl Pass<'_> {
         };
         let mut by_node: BTreeMap<String, Option<PodState>> = BTreeMap::new();
         let mut by_revision: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        let mut versions = PodVersions::new();
         pod_index.with_group(&self.ds_name, |pods| {
             for pod in pods.filter(|pod| pod_is_owned_by(&***pod, &owner)) {
                 let Some(node) = pod.node_name() else {
@@ -294,6 +298,7 @@ impl Pass<'_> {
                 };
                 // Two live pods on one node (a surge): the updated one speaks for the node.
                 if slot.as_ref().is_none_or(|held| !held.updated) {
+                    versions.insert(state.uid.clone(), pod.resource_version().to_owned());
                     *slot = Some(state);
                 }
             }
@@ -333,12 +338,20 @@ impl Pass<'_> {
                 }
             })
             .collect();
-        (nodes, by_revision)
+        (nodes, by_revision, versions)
     }
 
-    /// Deletes the decided pods, one request each, with a UID precondition. Returns the pods
-    /// deleted and the first error that is not "already gone" or "replaced".
-    async fn delete_pods(&self, decision: &PodDecision) -> (Vec<String>, Option<Error>) {
+    /// Deletes the decided pods, one request each, with a precondition on the UID and on the
+    /// resource version the decision saw (`versions`). A pod that changed since is refused
+    /// (409) and left to the next pass: an old pod the cache showed not ready, which takes no
+    /// budget, may have turned ready meanwhile, and deleting it then would take availability
+    /// the step does not have (soak seed 8000245). Returns the pods deleted and the first error
+    /// that is not "already gone" or "changed".
+    async fn delete_pods(
+        &self,
+        decision: &PodDecision,
+        versions: &PodVersions,
+    ) -> (Vec<String>, Option<Error>) {
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let mut deleted = Vec::new();
         let mut first_error = None;
@@ -346,7 +359,10 @@ impl Pass<'_> {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: Some(deletion.uid.clone()),
-                    resource_version: None,
+                    resource_version: versions
+                        .get(&deletion.uid)
+                        .filter(|version| !version.is_empty())
+                        .cloned(),
                 }),
                 ..DeleteParams::default()
             };
@@ -359,8 +375,8 @@ impl Pass<'_> {
                     info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.step, "pod deleted");
                     deleted.push(deletion.pod.clone());
                 }
-                // Gone already, or replaced under the same name (the UID precondition): the
-                // next pass sees the node as it is now.
+                // Gone already, replaced under the same name (the UID precondition) or changed
+                // since the decision (the version): the next pass sees the node as it is now.
                 Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
                 Err(error) => {
                     let error = Error::from(error);
