@@ -48,7 +48,7 @@ impl SyncFlags {
 /// row 1 (`object_changed` starts the canary), then the reference rows (KubeVirt mode) or the
 /// fixed rows (default). See the crate documentation and `docs/phases.md` for every row.
 pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
-    held_on_request(decide_rows(strategy, observation), observation)
+    held_on_request(strategy, decide_rows(strategy, observation), observation)
 }
 
 /// The rows, before the hold on request.
@@ -102,11 +102,25 @@ fn decide_rows(strategy: &Strategy, observation: &Observation) -> Decision {
 /// (`Report`) is not written to. Once the hold is gone, a DaemonSet left on `OnDelete` by it
 /// goes back to `RollingUpdate`: with the rows' own write when there is one (every write of
 /// the desired DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write.
-fn held_on_request(mut decision: Decision, observation: &Observation) -> Decision {
+fn held_on_request(
+    strategy: &Strategy,
+    mut decision: Decision,
+    observation: &Observation,
+) -> Decision {
     let name = &observation.name;
     if !observation.held {
         if observation.hold_recorded {
             decision.hold_event = Some(resumed_event(name));
+            // A drift announced while held is reverted now, as the start it is.
+            let announced = observation.previous.is_some_and(|p| p.drifted);
+            if announced
+                && decision
+                    .event
+                    .as_ref()
+                    .is_some_and(|event| event.reason == event_reason::DRIFT_DETECTED)
+            {
+                decision.event = start(strategy, observation).event;
+            }
             if observation.live_on_hold && decision.write.is_none() && !decision.drifted {
                 decision.write = Some(write(WriteKind::Resume, None, None));
             }
@@ -242,12 +256,6 @@ fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) ->
     let name = &observation.name;
     let already = observation.previous.is_some_and(|p| p.drifted);
     match strategy.drift_policy {
-        // Announced once: a drift the previous pass saw and could not revert (held on
-        // request, a refused write) is reverted now as a plain start.
-        DriftPolicy::Revert if already => Decision {
-            drifted: true,
-            ..start(strategy, observation)
-        },
         DriftPolicy::Revert => Decision {
             event: Some(warning(
                 event_reason::DRIFT_DETECTED,
