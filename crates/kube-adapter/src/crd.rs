@@ -55,13 +55,14 @@ pub fn promotion_asked(mark: &str) -> canary_state_machine::Promotion {
     }
 }
 
-/// The annotation that holds a Pods-driver rollout on request (the `pause` verb): while it is
-/// set to anything but empty or `false`, no pod is deleted and the template is not written;
-/// removing it resumes. The status records that the hold was acted on (`status.held`).
+/// The annotation that holds a rollout on request (the `pause` verb): while it is set to
+/// anything but empty or `false`, no pod is replaced and the template is not written (the
+/// MaxUnavailable driver puts a rollout under way on `OnDelete` until then); removing it
+/// resumes. The status records that the hold was acted on (`status.held`).
 /// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
 pub const PAUSE_ANNOTATION: &str = "canary.daemonset.dev/paused";
 
-/// The annotation that retries a failed Pods-driver rollout (the `retry` verb): a new
+/// The annotation that retries a failed rollout (the `retry` verb, both drivers): a new
 /// non-empty value starts it again from its first step, toward the same revision, once; the
 /// status remembers the value acted on (`status.retry`), whatever the phase was.
 /// `kubectl annotate cds NAME canary.daemonset.dev/retry=$(date +%s) --overwrite`.
@@ -573,8 +574,8 @@ pub struct CanaryDaemonSetStatus {
     /// The last `canary.daemonset.dev/promote` value acted on: a promotion counts once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<String>,
-    /// Pods driver: the rollout is held on request (`canary.daemonset.dev/paused`) and the
-    /// controller has acted on it (announced it with the `Paused` event).
+    /// The rollout is held on request (`canary.daemonset.dev/paused`) and the controller has
+    /// acted on it (announced it with the `Paused` event); both drivers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<bool>,
     /// The last `canary.daemonset.dev/retry` value acted on: a retry counts once.
