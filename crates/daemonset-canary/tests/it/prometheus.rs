@@ -4,9 +4,7 @@
 //!
 //! Needs Debian's `prometheus` package (`cargo xtask tools` installs it); without it these tests
 //! fail, naming the install command.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use support::{KillOnDrop, free_port};
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,7 @@
 //! The command line as a user meets it: help text, bad input, an unreachable cluster, a missing
 //! kubeconfig, listening addresses (host names, a port in use), `status` looking in the wrong
 //! namespace, `crd` output, and the demo's exit codes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 

@@ -1,7 +1,5 @@
 //! Whole rollouts through `daemonset_canary::demo::scenario`, in virtual time: the phases a user sees,
 //! the number of DaemonSet writes, and the end each scenario should reach.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
 

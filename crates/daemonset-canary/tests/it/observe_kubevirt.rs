@@ -2,12 +2,10 @@
 //! virt-operator (the one the adapter's observe tests use): the exposition shows the observed
 //! rollout with `mode="observed"` and the KubeVirt versions, passes `promtool check metrics`, and
 //! the observer made no write request.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use support::KillOnDrop;
 
-#[path = "../../kube-adapter/tests/it/kubevirt_standin.rs"]
+#[path = "../../../kube-adapter/tests/it/kubevirt_standin.rs"]
 mod kubevirt_standin;
 
 use std::process::Command;

@@ -2,10 +2,8 @@
 //! the JSON lines, the wording), and `--plot` checked before the rollout and written after.
 //!
 //! The demo runs in virtual time, deterministic for a seed, so its output is the same on every
-//! run. `UPDATE_GOLDEN=1 cargo test -p daemonset-canary --test demo` rewrites the files after an
+//! run. `UPDATE_GOLDEN=1 cargo test -p daemonset-canary --test it demo::` rewrites the files after an
 //! intended change; review the diff.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

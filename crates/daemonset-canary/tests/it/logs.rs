@@ -2,9 +2,7 @@
 //! with the object's `namespace` and `name` as fields of their own, one line when there is
 //! nothing to do, and one line saying why when the API server goes away (not one per watcher
 //! and retry, and nothing from the client library).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use support::{KillOnDrop, free_port};
 
 use canary_kube_adapter::CanaryDaemonSet;

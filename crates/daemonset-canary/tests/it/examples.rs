@@ -2,9 +2,7 @@
 //! with the controller running creates the examples' own namespaces and rolls both out; the
 //! KubeVirt-like example keeps clear of a real KubeVirt install's names. Needs `kubectl`; fails,
 //! never skips, without it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use support::{KillOnDrop, free_port};
 
 use std::path::Path;

@@ -1,7 +1,5 @@
 //! `daemonset-canary sim serve` as a process: it writes a kubeconfig and answers on it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use std::time::Duration;
 
 #[test]

@@ -7,8 +7,6 @@
 //! binary first on PATH (building inside a test would wait for cargo's lock), and the files under
 //! /tmp get paths of the test's own (tests and people run at the same time). Needs `kubectl`;
 //! fails, never skips, without it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

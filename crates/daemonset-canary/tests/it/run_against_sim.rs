@@ -2,9 +2,7 @@
 //! --kubeconfig --leader-election` in another; a CanaryDaemonSet is installed and upgraded and
 //! reaches `successful`; `/readyz`, `/metrics` answer; SIGTERM stops the controller with exit 0
 //! and releases its lease.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 use support::{KillOnDrop, free_port};
 
 use canary_kube_adapter::CanaryDaemonSet;

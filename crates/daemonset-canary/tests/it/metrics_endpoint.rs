@@ -1,8 +1,6 @@
 //! The metrics endpoint as Prometheus sees it: served over TCP, the right Content-Type, and an
 //! exposition that the real `promtool check metrics` accepts.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use canary_kube_adapter::Health;
 use daemonset_canary::metrics::{Metrics, Mode, PodCounts, RolloutKey};

@@ -1,0 +1,24 @@
+//! The daemonset-canary crate's integration tests, one binary (linking one test binary against
+//! kube, tokio and the simulator, not eleven, is most of what the test step saves): the CLI and
+//! its verbs, the demo and its goldens, the examples, logs, the metrics endpoint and Prometheus,
+//! the KubeVirt observe mode, the README walkthrough, the controller against `sim serve`, and the
+//! scenarios. The end-to-end suite (`e2e`, a real control plane) and the deterministic simulation
+//! (`simulation`) keep binaries of their own: `cargo xtask e2e` and `cargo xtask soak` run them
+//! by name.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod demo;
+mod examples;
+mod logs;
+mod metrics_endpoint;
+mod observe_kubevirt;
+mod prometheus;
+mod readme_walkthrough;
+mod run_against_sim;
+mod scenario;
+mod sim_serve;
