@@ -226,14 +226,7 @@ fn the_subcommand_observes_a_served_cluster_and_stops_on_sigterm() {
         assert!(!metrics.contains(driven_only), "{driven_only}: {metrics}");
     }
 
-    let pid = observer.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::sigterm(&observer.0);
     let mut status = None;
     wait_for("exit after SIGTERM", || {
         status = observer.0.try_wait().unwrap();

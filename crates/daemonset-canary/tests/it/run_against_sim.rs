@@ -124,9 +124,7 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     assert_eq!(holder.as_deref(), Some(IDENTITY));
 
     // SIGTERM: finish, release the lease, exit 0.
-    let pid = run.0.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
+    support::sigterm(&run.0);
     let deadline = Instant::now() + Duration::from_secs(20);
     let exit = loop {
         if let Some(status) = run.0.try_wait().unwrap() {
@@ -230,14 +228,7 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
             fresh.push(stream);
         }
     }
-    let pid = run.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::sigterm(&run.0);
     let stopped = Instant::now();
     let exit = loop {
         if let Some(status) = run.0.try_wait().unwrap() {

@@ -15,6 +15,15 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Sends SIGTERM to `child` (as Kubernetes does to stop a pod) and asserts `kill` succeeded.
+pub fn sigterm(child: &Child) {
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -TERM {}: {sent}", child.id());
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
