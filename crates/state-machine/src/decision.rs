@@ -128,6 +128,11 @@ pub mod event_reason {
     pub const UNDO_STARTED: &str = "UndoStarted";
     /// Warning: a verb could not be acted on (nothing to abort, no such revision).
     pub const VERB_REFUSED: &str = "VerbRefused";
+    /// Warning: a metric of the analysis failed past its limit; the rollout fails.
+    pub const ANALYSIS_FAILED: &str = "AnalysisFailed";
+    /// Warning: a metric of the analysis had no conclusive measurement for too long; the
+    /// rollout holds until it has one.
+    pub const ANALYSIS_INCONCLUSIVE: &str = "AnalysisInconclusive";
 }
 
 /// An event to record on the DaemonSet.

@@ -75,6 +75,7 @@
 //! assert_eq!(quiet.phase.as_str(), "successful");
 //! ```
 
+mod analysis;
 mod decide;
 mod decision;
 mod max_unavailable;
@@ -84,6 +85,11 @@ mod pods;
 mod rollback;
 mod strategy;
 
+pub use analysis::{
+    AnalysisError, AnalysisVerdict, MAX_METRICS, Measurement, MetricCheck, MetricTally,
+    PLACEHOLDERS, RenderError, StepAnalysis, TemplateValues, Verdict, judge, placeholders,
+    regex_alternation, render, validate_metrics, verdict,
+};
 pub use decide::{SyncFlags, decide, decide_create, retried_event, tls_step};
 pub use decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,

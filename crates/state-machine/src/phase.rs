@@ -149,6 +149,9 @@ pub enum FailureReason {
     ProgressDeadlineExceeded,
     /// The strategy does not validate; nothing is written until it is fixed.
     InvalidStrategy,
+    /// A metric of the analysis failed as often as its `failureLimit` allows (Pods driver,
+    /// during a pause step): the release runs but misbehaves by its own metrics.
+    AnalysisFailed,
     /// The caller cannot act on the resource's spec (for example a DaemonSet controlled by
     /// someone else, or a TLS container that is not there); nothing is written until it is
     /// fixed. Never decided by [`decide`](crate::decide): the caller reports it itself.
@@ -157,12 +160,13 @@ pub enum FailureReason {
 
 impl FailureReason {
     /// Every reason.
-    pub const ALL: [FailureReason; 6] = [
+    pub const ALL: [FailureReason; 7] = [
         FailureReason::CanaryCrashLooping,
         FailureReason::WriteRejected,
         FailureReason::UnexpectedState,
         FailureReason::ProgressDeadlineExceeded,
         FailureReason::InvalidStrategy,
+        FailureReason::AnalysisFailed,
         FailureReason::InvalidSpec,
     ];
 
@@ -174,19 +178,23 @@ impl FailureReason {
             FailureReason::UnexpectedState => "UnexpectedState",
             FailureReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
             FailureReason::InvalidStrategy => "InvalidStrategy",
+            FailureReason::AnalysisFailed => "AnalysisFailed",
             FailureReason::InvalidSpec => "InvalidSpec",
         }
     }
 
     /// Whether, in the default strategy, this failure holds until the target changes.
     ///
-    /// A crash-looping canary or a stalled rollout says something about the new version, so
+    /// A crash-looping canary, a stalled rollout or a failed analysis says something about the
+    /// new version, so
     /// retrying the same version would only repeat it. A rejected write or an invalid strategy
     /// says nothing about the version: those are re-evaluated on every pass.
     pub const fn is_sticky(self) -> bool {
         matches!(
             self,
-            FailureReason::CanaryCrashLooping | FailureReason::ProgressDeadlineExceeded
+            FailureReason::CanaryCrashLooping
+                | FailureReason::ProgressDeadlineExceeded
+                | FailureReason::AnalysisFailed
         )
     }
 }
@@ -288,6 +296,7 @@ mod tests {
     fn only_version_failures_are_sticky() {
         assert!(FailureReason::CanaryCrashLooping.is_sticky());
         assert!(FailureReason::ProgressDeadlineExceeded.is_sticky());
+        assert!(FailureReason::AnalysisFailed.is_sticky());
         assert!(!FailureReason::WriteRejected.is_sticky());
         assert!(!FailureReason::InvalidStrategy.is_sticky());
     }

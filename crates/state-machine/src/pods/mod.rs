@@ -29,6 +29,11 @@
 //!    duration has passed or it is promoted; a nodes step
 //!    deletes old pods until its target is updated and ready, then the next step begins in the
 //!    same pass. A nodes step that makes no progress within the progress deadline fails.
+//!    With analysis ([`PodObservation::analysis`]), a pause step also reads its verdict: a
+//!    failed analysis fails the rollout (`AnalysisFailed`, sticky, so `onFailure` applies), an
+//!    inconclusive one holds it `paused` (announced once) until a conclusive measurement, and a
+//!    timed pause ends only once its duration is over *and* the verdict is passing. A
+//!    promotion ends a pause whatever the analysis says.
 //! 8. Every step done: `waiting` until every counted pod is updated and ready (the progress
 //!    deadline applies), then `successful`, with the deferred nodes named. A deferred node that comes
 //!    back is updated then, one at a time, without leaving `successful`.
@@ -63,6 +68,7 @@ mod walk;
 
 use std::time::Duration;
 
+use crate::analysis::StepAnalysis;
 use crate::decide::{
     failed, invalid_strategy, normal, paused_event, resumed_event, retried_event, rollout_of,
     stay_failed, sticky_failure, warning,
@@ -369,6 +375,9 @@ pub struct PodObservation {
     pub retry: bool,
     /// Where the previous pass left the steps; `None` before the first rollout.
     pub position: Option<StepPosition>,
+    /// The analysis of the pause step being measured; `None` when the rollout has no analysis.
+    /// A pause step other than [`StepAnalysis::step`] has no measurement yet (pending).
+    pub analysis: Option<StepAnalysis>,
     /// The previous pass (phase, failure, progress), from status.
     pub previous: Option<PreviousPass>,
 }

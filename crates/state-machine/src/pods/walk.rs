@@ -14,10 +14,11 @@ use super::{
     Deferral, Deletion, LISTED_NODES, NodeHealth, NodeState, NodeTally, PodDecision,
     PodObservation, Promotion, Step, StepPlan,
 };
-use crate::decide::{completed_event, deadline_exceeded, normal, warning};
+use crate::analysis::AnalysisVerdict;
+use crate::decide::{completed_event, deadline_exceeded, failed, normal, warning};
 use crate::decision::{Decision, Event, event_reason};
 use crate::observation::Observation;
-use crate::phase::Phase;
+use crate::phase::{FailureReason, Phase};
 use crate::strategy::Strategy;
 
 /// The nodes sorted into what the rollout does with them.
@@ -203,7 +204,25 @@ impl Walk<'_> {
             match *step {
                 Step::Pause { duration } => {
                     let remaining = duration.map(|d| d.saturating_sub(elapsed));
-                    if remaining.is_some_and(|r| r.is_zero()) {
+                    let analysis = self.analysis_at(index);
+                    if let Some((AnalysisVerdict::Failed { metric, detail }, _)) = analysis {
+                        let message = format!(
+                            "daemonSet {} rollout failed: analysis metric {metric} failed in step {} of {count}: {detail}; no further pod is deleted",
+                            self.observation.name,
+                            index + 1
+                        );
+                        let failure = failed(
+                            &self.view,
+                            FailureReason::AnalysisFailed,
+                            event_reason::ANALYSIS_FAILED,
+                            message,
+                        );
+                        let decision = PodDecision::from_decision(failure, index, tally);
+                        return self.finish(decision, events, canary_nodes, promotion_consumed);
+                    }
+                    let gate_open =
+                        analysis.is_none_or(|(verdict, _)| *verdict == AnalysisVerdict::Passing);
+                    if gate_open && remaining.is_some_and(|r| r.is_zero()) {
                         events.push(self.step_completed_event(index, None));
                         index += 1;
                         elapsed = Duration::ZERO;
@@ -216,7 +235,20 @@ impl Walk<'_> {
                     tally.target = 0;
                     let mut decision =
                         PodDecision::from_decision(Decision::hold(Phase::Paused), index, tally);
-                    decision.wake_after = remaining;
+                    // Over but waiting for the analysis: its next measurement brings a pass.
+                    decision.wake_after = remaining.filter(|r| !r.is_zero());
+                    if let Some((AnalysisVerdict::Inconclusive { metric, detail }, false)) =
+                        analysis
+                    {
+                        events.push(warning(
+                            event_reason::ANALYSIS_INCONCLUSIVE,
+                            format!(
+                                "daemonSet {}: analysis metric {metric} is inconclusive in step {} of {count} ({detail}); the rollout holds until a conclusive measurement",
+                                self.observation.name,
+                                index + 1
+                            ),
+                        ));
+                    }
                     return self.finish(decision, events, canary_nodes, promotion_consumed);
                 }
                 Step::Nodes {
@@ -288,6 +320,18 @@ impl Walk<'_> {
                 }
             }
         }
+    }
+
+    /// The analysis verdict of pause step `index` and whether it was announced already; `None`
+    /// without analysis. A step the caller has no measurement of is pending.
+    fn analysis_at(&self, index: u32) -> Option<(&AnalysisVerdict, bool)> {
+        const PENDING: &AnalysisVerdict = &AnalysisVerdict::Pending;
+        let analysis = self.observation.analysis.as_ref()?;
+        Some(if analysis.step == index {
+            (&analysis.verdict, analysis.announced)
+        } else {
+            (PENDING, false)
+        })
     }
 
     /// Where a promotion moves the rollout from step `index`, and the event that says so (a

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use canary_state_machine::{
-    Compatibility, Deferral, DriftPolicy, DriftSeen, FailureReason, MaxUnavailable, NodeHealth,
-    NodeState, Phase, PodDecision, PodObservation, PodState, PreviousPass, Promotion, Step,
-    StepPlan, StepPosition, Strategy, StrategyError, WriteKind, decide_pods, event_reason,
+    AnalysisVerdict, Compatibility, Deferral, DriftPolicy, DriftSeen, FailureReason,
+    MaxUnavailable, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
+    PreviousPass, Promotion, Step, StepAnalysis, StepPlan, StepPosition, Strategy, StrategyError,
+    WriteKind, decide_pods, event_reason,
 };
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
@@ -346,6 +347,123 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
     let moved = decide_pods(&pods(), &plan, &over);
     assert_eq!((moved.phase, moved.step), (Phase::Increasing, 2));
     assert_eq!(deleted_nodes(&moved), ["n00"]);
+}
+
+/// `[{nodes: 1}, {pause: 30s}]` with the canary ready on `n99`, 40 s into the pause (over), and
+/// the analysis of step 1 at `verdict`.
+fn analysed_pause(verdict: AnalysisVerdict, announced: bool) -> (StepPlan, PodObservation) {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause {
+            duration: Some(Duration::from_secs(30)),
+        },
+    ]);
+    let mut nodes = cluster(4, 0);
+    nodes.push(node("n99", true, true));
+    let mut observation = at(1, Phase::Paused, nodes);
+    observation.position = Some(StepPosition {
+        index: 1,
+        elapsed: Duration::from_secs(40),
+        deferred: 0,
+    });
+    observation.analysis = Some(StepAnalysis {
+        step: 1,
+        verdict,
+        announced,
+    });
+    (plan, observation)
+}
+
+#[test]
+fn a_timed_pause_with_analysis_ends_only_once_the_analysis_passes() {
+    let (plan, pending) = analysed_pause(AnalysisVerdict::Pending, false);
+    let waiting = decide_pods(&pods(), &plan, &pending);
+    assert_eq!((waiting.phase, waiting.step), (Phase::Paused, 1));
+    assert!(waiting.delete.is_empty() && waiting.events.is_empty());
+    assert_eq!(
+        waiting.wake_after, None,
+        "the next measurement brings the pass"
+    );
+
+    let (plan, passing) = analysed_pause(AnalysisVerdict::Passing, false);
+    let moved = decide_pods(&pods(), &plan, &passing);
+    assert_eq!((moved.phase, moved.step), (Phase::Increasing, 2));
+    assert_eq!(deleted_nodes(&moved), ["n00"]);
+
+    // A verdict of another step is no verdict of this one.
+    let mut elsewhere = passing.clone();
+    elsewhere.analysis = Some(StepAnalysis {
+        step: 0,
+        verdict: AnalysisVerdict::Passing,
+        announced: false,
+    });
+    assert_eq!(decide_pods(&pods(), &plan, &elsewhere).step, 1);
+}
+
+#[test]
+fn a_failed_analysis_fails_the_rollout_once_and_deletes_nothing() {
+    let failed = AnalysisVerdict::Failed {
+        metric: "error-ratio".into(),
+        detail: "0.5 is above max 0.05".into(),
+    };
+    let (plan, observation) = analysed_pause(failed, false);
+    let decision = decide_pods(&pods(), &plan, &observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::AnalysisFailed));
+    assert!(decision.delete.is_empty());
+    assert_eq!(reasons(&decision), [event_reason::ANALYSIS_FAILED]);
+    let message = &decision.events[0].message;
+    assert!(
+        message.contains("error-ratio failed in step 2 of 3: 0.5 is above max 0.05"),
+        "{message}"
+    );
+    // The failure is sticky (onFailure applies): the next pass stays failed, silently.
+    let mut after = observation.clone();
+    after.previous = Some(PreviousPass {
+        failure: Some(FailureReason::AnalysisFailed),
+        ..previous(Phase::Failed)
+    });
+    after.analysis = None;
+    let stays = decide_pods(&pods(), &plan, &after);
+    assert_eq!(stays.failure, Some(FailureReason::AnalysisFailed));
+    assert!(stays.events.is_empty() && stays.delete.is_empty());
+}
+
+#[test]
+fn an_inconclusive_analysis_holds_the_pause_and_is_announced_once() {
+    let inconclusive = AnalysisVerdict::Inconclusive {
+        metric: "error-ratio".into(),
+        detail: "connection refused".into(),
+    };
+    let (plan, observation) = analysed_pause(inconclusive.clone(), false);
+    let first = decide_pods(&pods(), &plan, &observation);
+    assert_eq!((first.phase, first.step), (Phase::Paused, 1));
+    assert!(first.failure.is_none() && first.delete.is_empty());
+    assert_eq!(reasons(&first), [event_reason::ANALYSIS_INCONCLUSIVE]);
+    let (plan, announced) = analysed_pause(inconclusive, true);
+    let again = decide_pods(&pods(), &plan, &announced);
+    assert_eq!((again.phase, again.step), (Phase::Paused, 1));
+    assert!(again.events.is_empty());
+}
+
+#[test]
+fn a_promotion_ends_an_analysed_pause_whatever_the_analysis_says() {
+    for verdict in [
+        AnalysisVerdict::Pending,
+        AnalysisVerdict::Inconclusive {
+            metric: "m".into(),
+            detail: "no series".into(),
+        },
+    ] {
+        let (plan, mut observation) = analysed_pause(verdict, true);
+        observation.promotion = Some(Promotion::Step);
+        let decision = decide_pods(&pods(), &plan, &observation);
+        assert!(decision.promotion_consumed);
+        assert_eq!((decision.phase, decision.step), (Phase::Increasing, 2));
+    }
 }
 
 #[test]
@@ -928,6 +1046,7 @@ proptest! {
         held in any::<bool>(),
         template_changed in any::<bool>(),
         retry in any::<bool>(),
+        analysis in proptest::option::of((0u32..6, 0u8..4, any::<bool>())),
     ) {
         // One pod per node name, as a DaemonSet has.
         let mut nodes = nodes;
@@ -947,9 +1066,31 @@ proptest! {
             position: Some(StepPosition { index, elapsed: Duration::from_secs(elapsed), deferred: 0 }),
             previous: Some(previous(phase)),
             nodes: nodes.clone(),
+            analysis: analysis.map(|(step, verdict, announced)| StepAnalysis {
+                step,
+                verdict: match verdict {
+                    0 => AnalysisVerdict::Pending,
+                    1 => AnalysisVerdict::Passing,
+                    2 => AnalysisVerdict::Failed { metric: "m".into(), detail: "high".into() },
+                    _ => AnalysisVerdict::Inconclusive { metric: "m".into(), detail: "down".into() },
+                },
+                announced,
+            }),
             ..PodObservation::default()
         };
         let decision = decide_pods(&pods(), &plan, &observation);
+        // An analysed pause step whose analysis has not passed is never left, and nothing is
+        // deleted from it, unless a person promotes it (or the rollout starts over).
+        let gate_closed = observation.analysis.as_ref().is_some_and(|a| {
+            a.step == index && a.verdict != AnalysisVerdict::Passing
+        });
+        let in_pause = matches!(plan.steps().get(index as usize), Some(Step::Pause { .. }));
+        let walking = !template_changed && !new_revision && !retry && promotion.is_none()
+            && phase.is_in_progress();
+        if gate_closed && in_pause && walking {
+            prop_assert!(decision.step <= index, "left analysed step {index} for {}", decision.step);
+            prop_assert!(decision.delete.is_empty());
+        }
         let tally = decision.tally;
         let deletions = u32::try_from(decision.delete.len()).unwrap();
         // Old pods that are not ready are unavailable already: only ready ones take budget.
