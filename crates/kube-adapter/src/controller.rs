@@ -1,5 +1,6 @@
 //! Wiring: watches, caches, the kube-runtime Controller and leader election.
 
+use crate::analysis::{HttpPrometheus, QueryApi};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,6 +85,9 @@ pub struct ControllerConfig {
     /// The API server's URL, named in the warning when the watches cannot reach it (the client
     /// does not know it).
     pub server_url: Option<String>,
+    /// Where analysis runs send their Prometheus queries (default: over HTTP to each spec's
+    /// `analysis.prometheus.address`).
+    pub prometheus: Arc<dyn QueryApi>,
 }
 
 impl Default for ControllerConfig {
@@ -99,6 +103,7 @@ impl Default for ControllerConfig {
             concurrency: 0,
             health: Health::default(),
             server_url: None,
+            prometheus: Arc::new(HttpPrometheus::default()),
         }
     }
 }
@@ -398,7 +403,8 @@ async fn run_controller(
             config.field_manager.clone(),
             config.requeue,
         )
-        .with_health(health.clone()),
+        .with_health(health.clone())
+        .with_prometheus(Arc::clone(&config.prometheus)),
     );
 
     // CanaryDaemonSets are listed and watched untyped and decoded one by one: one object that

@@ -193,6 +193,10 @@ pub struct CanaryDaemonSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub revision_history_limit: Option<i32>,
+    /// Prometheus queries that judge the release during the Pods driver's pause steps
+    /// (docs/analysis.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisSpec>,
 }
 
 /// A DaemonSet in the CanaryDaemonSet's namespace, owned by someone else.
@@ -584,6 +588,9 @@ pub struct CanaryDaemonSetStatus {
     /// The remembered revisions this object is at, and a rollback in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryStatus>,
+    /// The measurements of the last analysed pause step (`spec.analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisStatus>,
 }
 
 /// A node and why it is listed.
@@ -610,7 +617,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 28] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 29] = [
         "phase",
         "reason",
         "message",
@@ -639,6 +646,7 @@ impl CanaryDaemonSetStatus {
         "held",
         "retry",
         "history",
+        "analysis",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent
@@ -713,6 +721,7 @@ pub fn stand_in(object: &DynamicObject) -> CanaryDaemonSet {
         strategy: StrategySpec::default(),
         tls_migration: TlsMigrationSpec::default(),
         revision_history_limit: None,
+        analysis: None,
     };
     CanaryDaemonSet {
         metadata: object.metadata.clone(),
@@ -778,8 +787,10 @@ fn default_cert_secret_volume() -> String {
     "kubevirt-virt-handler-certs".to_owned()
 }
 
+mod analysis;
 mod history;
 mod schema;
+pub use analysis::{AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec};
 pub use history::{HistoryStatus, RevisionRef, RollbackStatus};
 pub use schema::{INT_OR_STRING_RANGE_RULE, crd, crd_yaml};
 

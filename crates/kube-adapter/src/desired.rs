@@ -361,6 +361,7 @@ mod tests {
                 strategy: Default::default(),
                 tls_migration: Default::default(),
                 revision_history_limit: None,
+                analysis: None,
             },
         );
         cds.metadata.namespace = Some("ns".to_owned());

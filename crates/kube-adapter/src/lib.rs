@@ -97,6 +97,7 @@
 //! # }
 //! ```
 
+pub mod analysis;
 pub mod clock;
 pub mod controller;
 pub mod crd;

@@ -107,6 +107,9 @@ pub struct PodsRecord {
     pub tally: NodeTally,
     /// Pods deleted in this pass.
     pub deleted: Vec<String>,
+    /// The analysis of the pause step the pass is in (`spec.analysis`); `None`: the status
+    /// keeps the last one.
+    pub analysis: Option<crate::crd::AnalysisStatus>,
 }
 
 /// What became of a DaemonSet write.
@@ -132,7 +135,7 @@ impl WriteOutcome {
 }
 
 /// One thing the controller did or saw, as it happens.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Report {
     /// A pass changed the status.
     Transition(Box<Transition>),
@@ -173,6 +176,19 @@ pub enum Report {
     },
     /// The Pods driver deleted an old pod (one DELETE request, accepted).
     PodDeleted,
+    /// An analysis run measured one metric (`spec.analysis`).
+    AnalysisMeasured {
+        /// Namespace of the CanaryDaemonSet.
+        namespace: String,
+        /// Name of the CanaryDaemonSet.
+        name: String,
+        /// The metric's name in the spec.
+        metric: String,
+        /// The value, when Prometheus gave one number.
+        value: Option<f64>,
+        /// What the measurement says.
+        verdict: canary_state_machine::Verdict,
+    },
     /// A CanaryDaemonSet is gone: everything reported about it may be forgotten.
     Deleted {
         /// Namespace of the CanaryDaemonSet.
@@ -288,7 +304,7 @@ impl Stats {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match report {
-            Report::Transition(_) | Report::Deleted { .. } => {}
+            Report::Transition(_) | Report::Deleted { .. } | Report::AnalysisMeasured { .. } => {}
             Report::DriftDetected { .. } => add(&self.drifts),
             Report::PodDeleted => add(&self.pod_deletions),
             Report::Reconciled { error, .. } => {

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use canary_state_machine::{FailureReason, LISTED_NODES, Phase, PreviousPass, StepPosition};
+use canary_state_machine::{
+    AnalysisVerdict, FailureReason, LISTED_NODES, Phase, PreviousPass, StepPosition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
@@ -21,6 +23,9 @@ pub const AVAILABLE: &str = "Available";
 pub const DEGRADED: &str = "Degraded";
 /// Condition type: someone else changed the owned DaemonSet's template or update strategy.
 pub const DRIFTED: &str = "Drifted";
+/// Condition type: the analysis of the last analysed pause step passes (`spec.analysis`); its
+/// reason is `AnalysisPending`, `AnalysisPassing`, `AnalysisFailed` or `AnalysisInconclusive`.
+pub const ANALYSIS_PASSING: &str = "AnalysisPassing";
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
 pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
@@ -204,6 +209,22 @@ pub fn next_status(
         },
     };
     let count = |n: usize| (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX));
+    let analysis = pods
+        .and_then(|p| p.analysis.clone())
+        .or_else(|| prev.analysis.clone());
+    // Only with analysis: a rollout without one carries no AnalysisPassing condition.
+    if let Some(analysis) = &analysis {
+        let passing = analysis.verdict == AnalysisVerdict::Passing.as_str();
+        set_condition(
+            &mut conditions,
+            ANALYSIS_PASSING,
+            passing,
+            &format!("Analysis{}", analysis.verdict),
+            analysis.message.clone(),
+            pass.observed_generation,
+            now,
+        );
+    }
 
     CanaryDaemonSetStatus {
         current_step_index: pods.map(|p| p.step),
@@ -245,6 +266,7 @@ pub fn next_status(
             .and_then(|p| p.promotion.clone())
             .or_else(|| prev.promotion.clone()),
         retry: pass.retry.clone().or_else(|| prev.retry.clone()),
+        analysis,
         history: pass
             .history
             .as_deref()
@@ -458,7 +480,37 @@ mod tests {
             promotion: None,
             tally: NodeTally::default(),
             deleted: Vec::new(),
+            analysis: None,
         }
+    }
+
+    #[test]
+    fn the_analysis_is_kept_until_replaced_and_shown_as_a_condition() {
+        let mut paused = pass(Phase::Paused, 1);
+        let mut record = pods_record(1, 1);
+        record.analysis = Some(crate::crd::AnalysisStatus {
+            step: 1,
+            revision: Some("7b9f5d4c6d".into()),
+            verdict: "Inconclusive".into(),
+            message: Some("errors: Prometheus unreachable: connection refused".into()),
+            measurements: Vec::new(),
+        });
+        paused.pods = Some(Box::new(record));
+        let first = next_status(None, &paused, t(10));
+        let condition = condition(&first, ANALYSIS_PASSING);
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "AnalysisInconclusive")
+        );
+        assert!(condition.message.contains("errors: Prometheus unreachable"));
+        // A pass that measures nothing (the step ended) keeps the last analysis.
+        let mut next = pass(Phase::Increasing, 2);
+        next.pods = Some(Box::new(pods_record(2, 1)));
+        let second = next_status(Some(&first), &next, t(20));
+        assert_eq!(second.analysis, first.analysis);
+        // No analysis, no condition.
+        let plain = next_status(None, &pass(Phase::Canary, 0), t(10));
+        assert!(plain.conditions.iter().all(|c| c.type_ != ANALYSIS_PASSING));
     }
 
     #[test]

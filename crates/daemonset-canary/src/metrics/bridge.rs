@@ -12,7 +12,7 @@ use canary_kube_adapter::observer::WRITE_KINDS;
 use canary_kube_adapter::{Report, Reports, Transition, WriteOutcome};
 use canary_state_machine::{FailureReason, Phase};
 use k8s_openapi::jiff::Timestamp;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Per-rollout memory of the bridge.
@@ -28,6 +28,8 @@ pub struct MetricsBridge {
     metrics: Arc<Metrics>,
     mode: Mode,
     progress: HashMap<(String, String), Progress>,
+    /// The analysis metrics measured per CanaryDaemonSet, to drop their series with it.
+    analysed: HashMap<(String, String), BTreeSet<String>>,
 }
 
 impl MetricsBridge {
@@ -37,6 +39,7 @@ impl MetricsBridge {
             metrics,
             mode,
             progress: HashMap::new(),
+            analysed: HashMap::new(),
         }
     }
 
@@ -61,7 +64,28 @@ impl MetricsBridge {
             Report::DriftDetected {
                 namespace, name, ..
             } => self.metrics.drift_detected(namespace, name),
+            Report::AnalysisMeasured {
+                namespace,
+                name,
+                metric,
+                value,
+                verdict,
+            } => {
+                self.metrics
+                    .analysis_measured(namespace, name, metric, *value, *verdict);
+                self.analysed
+                    .entry((namespace.clone(), name.clone()))
+                    .or_default()
+                    .insert(metric.clone());
+            }
             Report::Deleted { namespace, name } => {
+                if let Some(metrics) = self.analysed.remove(&(namespace.clone(), name.clone())) {
+                    self.metrics.forget_analysis(
+                        namespace,
+                        name,
+                        metrics.iter().map(String::as_str),
+                    );
+                }
                 // A deleted CanaryDaemonSet's series would otherwise stay for ever (and its
                 // last phase gauge could keep an alert firing).
                 self.progress.remove(&(namespace.clone(), name.clone()));

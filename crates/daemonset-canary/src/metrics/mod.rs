@@ -19,7 +19,7 @@ use prometheus::{
 pub mod bridge;
 pub mod kubevirt;
 
-use canary_state_machine::Phase;
+use canary_state_machine::{Phase, Verdict};
 
 /// Buckets for time spent in one phase or one rollout: a canary takes seconds to minutes, a wide
 /// rollout up to hours.
@@ -103,6 +103,8 @@ pub struct Metrics {
     step: IntGaugeVec,
     nodes: IntGaugeVec,
     pod_deletions: IntCounter,
+    analysis_value: GaugeVec,
+    analysis_runs: IntCounterVec,
     leader: IntGauge,
 }
 
@@ -228,6 +230,20 @@ impl Metrics {
             "pod_deletions_total",
             "Pods driver: old pods deleted by the controller (one DELETE request each).",
         )?;
+        let analysis_value = GaugeVec::new(
+            Opts::new(
+                "analysis_value",
+                "Analysis: the last value of each metric of spec.analysis (absent while a query gives no number).",
+            ),
+            &["namespace", "name", "metric"],
+        )?;
+        let analysis_runs = IntCounterVec::new(
+            Opts::new(
+                "analysis_runs_total",
+                "Analysis: measurements of each metric of spec.analysis, by result (pass, fail, inconclusive).",
+            ),
+            &["namespace", "name", "metric", "result"],
+        )?;
         let leader = IntGauge::new(
             "leader",
             "1 while this replica holds the leader lease (or runs without leader election), else 0.",
@@ -259,6 +275,8 @@ impl Metrics {
             collectors.push(Box::new(step.clone()));
             collectors.push(Box::new(nodes.clone()));
             collectors.push(Box::new(pod_deletions.clone()));
+            collectors.push(Box::new(analysis_value.clone()));
+            collectors.push(Box::new(analysis_runs.clone()));
         }
         for collector in collectors {
             registry.register(collector)?;
@@ -280,6 +298,8 @@ impl Metrics {
             step,
             nodes,
             pod_deletions,
+            analysis_value,
+            analysis_runs,
             leader,
         })
     }
@@ -410,6 +430,53 @@ impl Metrics {
     /// Counts one pod deleted by the Pods driver.
     pub fn pod_deleted(&self) {
         self.pod_deletions.inc();
+    }
+
+    /// Records one analysis measurement of `metric` of the CanaryDaemonSet `namespace/name`.
+    /// Every result of the metric starts at 0, so that `increase()` sees the first failure.
+    pub fn analysis_measured(
+        &self,
+        namespace: &str,
+        name: &str,
+        metric: &str,
+        value: Option<f64>,
+        verdict: Verdict,
+    ) {
+        for result in Verdict::ALL {
+            let counter =
+                self.analysis_runs
+                    .with_label_values(&[namespace, name, metric, result.label()]);
+            if result == verdict {
+                counter.inc();
+            }
+        }
+        let labels = [namespace, name, metric];
+        match value.filter(|v| v.is_finite()) {
+            Some(value) => self.analysis_value.with_label_values(&labels).set(value),
+            None => drop(self.analysis_value.remove_label_values(&labels)),
+        }
+    }
+
+    /// Drops the analysis series of the CanaryDaemonSet `namespace/name` for `metrics`.
+    pub fn forget_analysis<'a>(
+        &self,
+        namespace: &str,
+        name: &str,
+        metrics: impl IntoIterator<Item = &'a str>,
+    ) {
+        for metric in metrics {
+            let _ = self
+                .analysis_value
+                .remove_label_values(&[namespace, name, metric]);
+            for result in Verdict::ALL {
+                let _ = self.analysis_runs.remove_label_values(&[
+                    namespace,
+                    name,
+                    metric,
+                    result.label(),
+                ]);
+            }
+        }
     }
 
     /// Sets whether this replica leads.

@@ -21,6 +21,7 @@ use tracing::{debug, warn};
 use super::Pass;
 use super::memory::Memory;
 use crate::Error;
+use crate::analysis::{HttpPrometheus, QueryApi};
 use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
@@ -107,6 +108,8 @@ pub struct Context {
     pub requeue: Requeue,
     /// Readiness and liveness: every pass is counted as running while it runs.
     pub health: Health,
+    /// Where analysis runs send their queries (`spec.analysis`).
+    pub prometheus: Arc<dyn QueryApi>,
     pub(super) memory: Memory,
 }
 
@@ -140,8 +143,15 @@ impl Context {
             field_manager,
             requeue,
             health: Health::default(),
+            prometheus: Arc::new(HttpPrometheus::default()),
             memory: Memory::default(),
         }
+    }
+
+    /// The same context, sending analysis queries to `prometheus` instead of over HTTP.
+    #[must_use]
+    pub fn with_prometheus(self, prometheus: Arc<dyn QueryApi>) -> Self {
+        Self { prometheus, ..self }
     }
 
     /// The same context, reporting its passes to `health`.

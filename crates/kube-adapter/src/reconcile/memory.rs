@@ -25,7 +25,10 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
+use canary_state_machine::{AnalysisVerdict, TemplateValues};
+
+use crate::analysis::{AnalysisRun, RunKey};
+use crate::crd::{AnalysisStatus, CanaryDaemonSet, CanaryDaemonSetStatus};
 
 /// How long a DaemonSet this controller created (or was told exists) may be missing from the
 /// cache before the controller creates it again: about the DaemonSet watcher's longest backoff.
@@ -71,6 +74,9 @@ struct Remembered {
     /// The event recorder of one spec and series: `(UID, metadata.generation, series,
     /// recorder)`.
     recorder: Option<(String, Option<i64>, String, Recorder)>,
+    /// The measurements of the analysed pause step the rollout is in (its task ends when it
+    /// is replaced or forgotten).
+    analysis: Option<AnalysisRun>,
 }
 
 impl std::fmt::Debug for Remembered {
@@ -92,6 +98,7 @@ impl std::fmt::Debug for Remembered {
                     .as_ref()
                     .map(|(uid, generation, series, _)| (uid, generation, series)),
             )
+            .field("analysis", &self.analysis.as_ref().map(AnalysisRun::key))
             .finish()
     }
 }
@@ -304,6 +311,57 @@ impl Memory {
                 .map(|(node, (uid, _))| (node.clone(), uid.clone()))
                 .collect()
         })
+    }
+
+    /// The verdict and status of the analysis run of `cds` for `key`; `None` when no run
+    /// measures that key (none yet, or one of another step).
+    pub(crate) fn analysis_snapshot(
+        &self,
+        cds: &CanaryDaemonSet,
+        key: &RunKey,
+    ) -> Option<(AnalysisVerdict, AnalysisStatus)> {
+        self.with(cds, |r| {
+            r.analysis
+                .as_ref()
+                .filter(|run| run.key() == key)
+                .map(AnalysisRun::snapshot)
+        })
+    }
+
+    /// Keeps the analysis run of `key` measuring `values`: the running one when it measures
+    /// `key`, else a new one from `start` (the one it replaces stops). Returns its snapshot.
+    pub(crate) fn keep_analysis(
+        &self,
+        cds: &CanaryDaemonSet,
+        key: RunKey,
+        values: TemplateValues,
+        start: impl FnOnce(RunKey, TemplateValues) -> AnalysisRun,
+    ) -> (AnalysisVerdict, AnalysisStatus) {
+        self.with(cds, |r| {
+            match &r.analysis {
+                Some(run) if *run.key() == key => run.set_values(values),
+                _ => r.analysis = Some(start(key, values)),
+            }
+            r.analysis
+                .as_ref()
+                .map(AnalysisRun::snapshot)
+                .unwrap_or((AnalysisVerdict::Pending, AnalysisStatus::default()))
+        })
+    }
+
+    /// Stops the analysis run of `cds`, if one runs.
+    pub(crate) fn stop_analysis(&self, cds: &CanaryDaemonSet) {
+        let stopped = self.with(cds, |r| r.analysis.take());
+        drop(stopped);
+    }
+
+    /// A wake-up of `cds`: each call brings it back for a pass, through the stream of
+    /// [`take_status_flushes`](Self::take_status_flushes).
+    pub(crate) fn waker(&self, cds: &CanaryDaemonSet) -> Box<dyn Fn() + Send + Sync> {
+        let tx = self.flush_tx.clone();
+        let cds = Arc::new(cds.clone());
+        // A stopped controller has dropped the receiver: nobody left to wake.
+        Box::new(move || drop(tx.send(Arc::clone(&cds))))
     }
 
     /// Forgets everything about a deleted CanaryDaemonSet.

@@ -4,6 +4,7 @@
 //! Pure. A spec that cannot be acted on is an `Err` with the message the user sees in the
 //! status and the `InvalidSpec` event; nothing here panics on any spec the API server stored.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
@@ -11,6 +12,7 @@ use canary_state_machine::{Compatibility, Driver, MaxUnavailable, Step, StepPlan
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use crate::analysis::{AnalysisPlan, analysis_plan};
 use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, StepSpec};
 use crate::desired::target_of;
 
@@ -51,6 +53,8 @@ pub(crate) struct PodsPlan {
     pub(crate) topology_key: Option<String>,
     /// The referenced DaemonSet, when someone else owns it (`spec.workloadRef`).
     pub(crate) workload: Option<String>,
+    /// The analysis of the pause steps (`spec.analysis`).
+    pub(crate) analysis: Option<Arc<AnalysisPlan>>,
 }
 
 /// The plan of `cds`, or why its spec cannot be acted on.
@@ -185,6 +189,9 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
                 "spec.strategy.{field} is a setting of the Pods driver; set spec.strategy.driver: Pods"
             ));
         }
+        if spec.analysis.is_some() {
+            return Err("spec.analysis runs during the Pods driver's pause steps; set spec.strategy.driver: Pods (the MaxUnavailable driver has no analysis yet)".to_owned());
+        }
         return Ok(DriverPlan::MaxUnavailable);
     }
     if strategy.compatibility == Compatibility::KubeVirt {
@@ -202,7 +209,21 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             "spec.strategy.topologyKey {key:?} is not a label key such as topology.kubernetes.io/zone"
         ));
     }
+    let analysis = match &spec.analysis {
+        None => None,
+        Some(analysis) => {
+            let has_pause = steps
+                .steps()
+                .iter()
+                .any(|step| matches!(step, Step::Pause { .. }));
+            if !has_pause {
+                return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
+            }
+            Some(Arc::new(analysis_plan(analysis, parse_duration)?))
+        }
+    };
     Ok(DriverPlan::Pods(PodsPlan {
+        analysis,
         steps,
         canary_selector: strategy.canary_node_selector.clone(),
         topology_key: strategy.topology_key.clone(),
@@ -400,6 +421,7 @@ pub(super) mod tests {
             strategy: Default::default(),
             tls_migration: Default::default(),
             revision_history_limit: None,
+            analysis: None,
         };
         let mut cds = CanaryDaemonSet::new("agent", spec);
         cds.metadata.namespace = Some("ns".into());

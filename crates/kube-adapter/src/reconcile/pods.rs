@@ -19,6 +19,7 @@
 //! [`WorkloadWatches`]: crate::workload::WorkloadWatches
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use canary_predicates::{
@@ -26,8 +27,8 @@ use canary_predicates::{
     node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
-    DriftSeen, FailureReason, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
-    decide_pods,
+    AnalysisVerdict, DriftSeen, FailureReason, NodeHealth, NodeState, Phase, PodDecision,
+    PodObservation, PodState, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -41,6 +42,8 @@ use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
+use crate::analysis::{AnalysisRun, RunKey, RunReporting};
+use crate::crd::AnalysisStatus;
 use crate::crd::{PROMOTE_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
@@ -153,6 +156,29 @@ impl Pass<'_> {
             None => crate::desired::target_version(&self.cds.spec.target, live.spec.as_ref())
                 .unwrap_or_default(),
         };
+        let position = step_position(status, self.now);
+        let recorded_step = position.map_or(0, |p| p.index);
+        let recorded_key = self.analysis_key(current.as_deref(), recorded_step);
+        // The measurements so far of the analysed step the previous pass left the rollout in.
+        let measured = pods_plan
+            .analysis
+            .as_ref()
+            .and_then(|_| self.ctx.memory.analysis_snapshot(self.cds, &recorded_key));
+        let analysis = pods_plan.analysis.as_ref().map(|_| {
+            let verdict = measured
+                .as_ref()
+                .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
+            let announced = status.and_then(|s| s.analysis.as_ref()).is_some_and(|a| {
+                a.step == recorded_step
+                    && a.revision.as_deref() == current.as_deref()
+                    && a.verdict == verdict.as_str()
+            });
+            StepAnalysis {
+                step: recorded_step,
+                verdict,
+                announced,
+            }
+        });
         let observation = PodObservation {
             name: self.ds_name.clone(),
             version: version.clone(),
@@ -166,8 +192,9 @@ impl Pass<'_> {
             held,
             hold_recorded,
             retry,
-            position: step_position(status, self.now),
+            position,
             previous: previous_pass(status, self.now),
+            analysis,
         };
         // A rollback goes canary first but waits for nobody: its pause steps are left out.
         let rollback_steps = self
@@ -176,6 +203,15 @@ impl Pass<'_> {
         let steps = rollback_steps.as_ref().unwrap_or(&pods_plan.steps);
         let mut decision = decide_pods(&plan.strategy, steps, &observation);
         tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
+        let analysis_status = self.keep_analysis(
+            pods_plan,
+            steps,
+            &decision,
+            &observation.nodes,
+            current.as_deref(),
+        );
+        // A step that ended (or failed) keeps its last measurements in the status.
+        let analysis_status = analysis_status.or_else(|| measured.map(|(_, status)| status));
 
         let mut record = Transition {
             version: observation.version.clone(),
@@ -247,12 +283,84 @@ impl Pass<'_> {
             promotion,
             tally: decision.tally,
             deleted,
+            analysis: analysis_status,
         }));
         let action = self.finish_pods(record, &decision).await?;
         match delete_error {
             Some(error) => Err(error),
             None => Ok(action),
         }
+    }
+
+    /// Which measurements an analysis of `step` of the rollout toward `revision` takes.
+    fn analysis_key(&self, revision: Option<&str>, step: u32) -> RunKey {
+        RunKey {
+            revision: revision.unwrap_or_default().to_owned(),
+            step,
+            generation: self.cds.metadata.generation.unwrap_or_default(),
+        }
+    }
+
+    /// Keeps an analysis run measuring the pause step the decision leaves the rollout in, or
+    /// stops the one that runs when it leaves no analysed pause (a nodes step, a failure, a
+    /// rollback, which has no pause). Returns the status of the measurements kept.
+    fn keep_analysis(
+        &self,
+        pods_plan: &PodsPlan,
+        steps: &StepPlan,
+        decision: &PodDecision,
+        nodes: &[NodeState],
+        revision: Option<&str>,
+    ) -> Option<AnalysisStatus> {
+        let plan = pods_plan.analysis.as_ref()?;
+        let in_pause = matches!(
+            steps.steps().get(decision.step as usize),
+            Some(Step::Pause { .. })
+        );
+        let measuring = in_pause && decision.phase == Phase::Paused && revision.is_some();
+        if !measuring {
+            self.ctx.memory.stop_analysis(self.cds);
+            return None;
+        }
+        let key = self.analysis_key(revision, decision.step);
+        let values = TemplateValues {
+            nodes: nodes
+                .iter()
+                .filter(|node| node.pod.as_ref().is_some_and(|pod| pod.updated))
+                .map(|node| node.name.clone())
+                .collect(),
+            baseline_nodes: nodes
+                .iter()
+                .filter(|node| node.pod.as_ref().is_some_and(|pod| !pod.updated))
+                .map(|node| node.name.clone())
+                .collect(),
+            pods: nodes
+                .iter()
+                .filter_map(|node| node.pod.as_ref().filter(|pod| pod.updated))
+                .map(|pod| pod.name.clone())
+                .collect(),
+            namespace: self.namespace.clone(),
+            daemon_set: self.ds_name.clone(),
+            revision: revision.unwrap_or_default().to_owned(),
+        };
+        let start = |key: RunKey, values: TemplateValues| {
+            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step, revision = %key.revision, "analysis started");
+            AnalysisRun::start(
+                key,
+                Arc::clone(plan),
+                values,
+                Arc::clone(&self.ctx.prometheus),
+                RunReporting {
+                    wake: self.ctx.memory.waker(self.cds),
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                    observer: self.ctx.observer.clone(),
+                    clock: self.ctx.clock.clone(),
+                },
+            )
+        };
+        let (_, status) = self.ctx.memory.keep_analysis(self.cds, key, values, start);
+        Some(status)
     }
 
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and

@@ -7,11 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use canary_kube_adapter::crd::{
-    CanaryDaemonSetSpec, PROMOTE_ANNOTATION, PauseSpec, StepSpec, WorkloadRef,
-};
+use canary_kube_adapter::crd::{CanaryDaemonSetSpec, PROMOTE_ANNOTATION, WorkloadRef};
 use canary_kube_adapter::observer::Report;
-use canary_state_machine::Driver;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -20,38 +17,6 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::*;
-
-fn nodes_step(nodes: &str) -> StepSpec {
-    StepSpec {
-        nodes: Some(nodes.into()),
-        ..StepSpec::default()
-    }
-}
-
-fn pause(duration: Option<&str>) -> StepSpec {
-    StepSpec {
-        pause: Some(PauseSpec {
-            duration: duration.map(str::to_owned),
-        }),
-        ..StepSpec::default()
-    }
-}
-
-fn pods_spec(version: &str, behavior: Option<&str>, steps: Vec<StepSpec>) -> CanaryDaemonSetSpec {
-    let mut spec = spec(version, behavior);
-    spec.strategy.driver = Driver::Pods;
-    spec.strategy.steps = steps;
-    spec
-}
-
-async fn nodes_on(client: &Client, image: &str) -> Vec<String> {
-    pods_by_node(client)
-        .await
-        .into_iter()
-        .filter(|(_, (i, _))| i == image)
-        .map(|(node, _)| node)
-        .collect()
-}
 
 async fn node_names(client: &Client) -> Vec<String> {
     let mut names: Vec<String> = Api::<Node>::all(client.clone())

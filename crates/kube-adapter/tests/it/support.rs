@@ -11,13 +11,15 @@ use std::time::Duration;
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::controller::{ControllerConfig, LeaderElection, run};
 use canary_kube_adapter::crd::{
-    CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, TargetSpec, crd,
+    CanaryDaemonSet, CanaryDaemonSetSpec, DaemonSetTemplate, PauseSpec, StepSpec, TargetSpec, crd,
 };
 use canary_kube_adapter::observer::{Observer, Transition, Transitions};
 use canary_sim::Sim;
 use canary_sim::cluster::Cluster;
+use canary_state_machine::Driver;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -57,7 +59,48 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
         strategy: Default::default(),
         tls_migration: Default::default(),
         revision_history_limit: None,
+        analysis: None,
     }
+}
+
+/// A `{nodes: ...}` step.
+pub(crate) fn nodes_step(nodes: &str) -> StepSpec {
+    StepSpec {
+        nodes: Some(nodes.into()),
+        ..StepSpec::default()
+    }
+}
+
+/// A `{pause: ...}` step, until promoted without a duration.
+pub(crate) fn pause(duration: Option<&str>) -> StepSpec {
+    StepSpec {
+        pause: Some(PauseSpec {
+            duration: duration.map(str::to_owned),
+        }),
+        ..StepSpec::default()
+    }
+}
+
+/// The node agent's spec, Pods driver, with `steps`.
+pub(crate) fn pods_spec(
+    version: &str,
+    behavior: Option<&str>,
+    steps: Vec<StepSpec>,
+) -> CanaryDaemonSetSpec {
+    let mut spec = spec(version, behavior);
+    spec.strategy.driver = Driver::Pods;
+    spec.strategy.steps = steps;
+    spec
+}
+
+/// The nodes whose pod runs `image`.
+pub(crate) async fn nodes_on(client: &Client, image: &str) -> Vec<String> {
+    pods_by_node(client)
+        .await
+        .into_iter()
+        .filter(|(_, (i, _))| i == image)
+        .map(|(node, _)| node)
+        .collect()
 }
 
 /// One controller replica running against the sim.
@@ -74,15 +117,26 @@ impl Replica {
 
     /// A replica talking to the sim through `client`.
     pub(crate) fn start_on(sim: &Sim, client: Client, leader: Option<LeaderElection>) -> Self {
+        Self::start_with(sim, client, |config| ControllerConfig {
+            leader_election: leader,
+            ..config
+        })
+    }
+
+    /// A replica talking to the sim through `client`, its configuration changed by `configure`.
+    pub(crate) fn start_with(
+        sim: &Sim,
+        client: Client,
+        configure: impl FnOnce(ControllerConfig) -> ControllerConfig,
+    ) -> Self {
         let observer = Observer::new();
         let clock = sim.store().clock().clone();
-        let config = ControllerConfig {
+        let config = configure(ControllerConfig {
             clock: Clock::from_fn(move || clock.now()),
             observer: observer.clone(),
-            leader_election: leader,
             instance: Some("test".into()),
             ..ControllerConfig::default()
-        };
+        });
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(run(client, config, async move {
             let _ = stopped.await;
@@ -230,6 +284,25 @@ where
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     panic!("timed out after {limit:?} waiting for {what}");
+}
+
+/// `(status, reason, message)` of the condition `type_` of `cds`.
+pub(crate) fn condition(cds: &CanaryDaemonSet, type_: &str) -> Option<(String, String, String)> {
+    cds.status.as_ref()?.conditions.iter().find_map(|c| {
+        (c.type_ == type_).then(|| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    })
+}
+
+/// The events of the test namespace with `reason`.
+pub(crate) async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
 }
 
 pub(crate) async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {

@@ -11,9 +11,8 @@ use canary_kube_adapter::observer::{Report, Reports};
 use canary_sim::{FaultAction, FaultRule, Verb};
 use canary_state_machine::{Compatibility, DriftPolicy, WriteKind};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::*;
@@ -39,23 +38,6 @@ fn image_of(ds: &DaemonSet) -> String {
         .image
         .clone()
         .unwrap_or_default()
-}
-
-fn condition(cds: &CanaryDaemonSet, type_: &str) -> Option<(String, String, String)> {
-    cds.status.as_ref()?.conditions.iter().find_map(|c| {
-        (c.type_ == type_).then(|| (c.status.clone(), c.reason.clone(), c.message.clone()))
-    })
-}
-
-async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
 }
 
 /// The DaemonSet writes reported from now on, in order.

@@ -59,6 +59,7 @@ fn cds(version: &str) -> CanaryDaemonSet {
             strategy: Default::default(),
             tls_migration: Default::default(),
             revision_history_limit: None,
+            analysis: None,
         },
     );
     cds.metadata.namespace = Some("ns".into());

@@ -1,0 +1,335 @@
+//! Analysis runs: the measurements of one analysed pause step, taken beside the reconcile.
+//!
+//! A pass of the Pods driver that is in (or enters) a pause step of a rollout with
+//! `spec.analysis` keeps one [`AnalysisRun`] for that step: a task that, every `interval`,
+//! renders each metric's queries with the step's [`TemplateValues`], asks Prometheus through a
+//! [`QueryApi`], judges the answers ([`judge`]) and counts them. Each round ends with a wake-up
+//! of the CanaryDaemonSet, so the result comes back as a trigger: the next pass reads the
+//! verdict ([`AnalysisRun::snapshot`]) into the state machine's observation and the last
+//! measurements into the status. A reconcile never waits for Prometheus.
+//!
+//! # Invariants
+//!
+//! - One run per CanaryDaemonSet, for one `(revision, step, spec generation)`: another key
+//!   replaces it, and a replaced or forgotten run's task is aborted (its [`Drop`]).
+//! - The tallies start at zero with each run: failures are counted per pause step.
+//! - The lock of a run is never held across an await.
+
+mod prometheus;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use canary_state_machine::{
+    AnalysisVerdict, Measurement, MetricCheck, MetricTally, TemplateValues, judge, render,
+    validate_metrics, verdict,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use tracing::info;
+
+pub use prometheus::{HttpPrometheus, QueryApi, QueryError, parse_answer, query_uri};
+
+use crate::clock::Clock;
+use crate::crd::{AnalysisSpec, AnalysisStatus, MeasurementStatus};
+use crate::observer::{Observer, Report};
+
+/// What a spec's analysis asks for, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisPlan {
+    /// Prometheus' base URL.
+    pub address: String,
+    /// Deadline of one query.
+    pub timeout: Duration,
+    /// Time between two rounds of measurements.
+    pub interval: Duration,
+    /// The metrics, in the spec's order.
+    pub checks: Vec<MetricCheck>,
+}
+
+/// The plan of `spec`, or why it cannot be used; `parse_duration` reads the durations as the
+/// pause steps' are read.
+pub(crate) fn analysis_plan(
+    spec: &AnalysisSpec,
+    parse_duration: impl Fn(&str) -> Result<Duration, String>,
+) -> Result<AnalysisPlan, String> {
+    query_uri(&spec.prometheus.address, "up")
+        .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
+    let timeout = parse_duration(&spec.prometheus.timeout)
+        .map_err(|e| format!("spec.analysis.prometheus.timeout: {e}"))?;
+    let interval =
+        parse_duration(&spec.interval).map_err(|e| format!("spec.analysis.interval: {e}"))?;
+    if interval.is_zero() || timeout.is_zero() {
+        return Err(
+            "spec.analysis: interval and prometheus.timeout must be longer than zero".to_owned(),
+        );
+    }
+    let checks: Vec<MetricCheck> = spec
+        .metrics
+        .iter()
+        .map(|metric| MetricCheck {
+            name: metric.name.clone(),
+            query: metric.query.clone(),
+            baseline_query: metric.baseline_query.clone(),
+            min: metric.min,
+            max: metric.max,
+            max_ratio: metric.max_ratio,
+            failure_limit: metric.failure_limit,
+            inconclusive_limit: metric.inconclusive_limit,
+        })
+        .collect();
+    validate_metrics(&checks).map_err(|e| format!("spec.analysis.metrics: {e}"))?;
+    Ok(AnalysisPlan {
+        address: spec.prometheus.address.clone(),
+        timeout,
+        interval,
+        checks,
+    })
+}
+
+/// Which measurements a run takes: a new revision, step or spec starts a new run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunKey {
+    /// The target revision measured.
+    pub(crate) revision: String,
+    /// The pause step (index).
+    pub(crate) step: u32,
+    /// The CanaryDaemonSet's `metadata.generation` (the queries and limits it had).
+    pub(crate) generation: i64,
+}
+
+/// One measurement taken, with the queries as sent.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Taken {
+    query: String,
+    baseline_query: Option<String>,
+    measurement: Measurement,
+    at: Timestamp,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    values: TemplateValues,
+    tallies: Vec<MetricTally>,
+    last: Vec<Option<Taken>>,
+}
+
+/// The measurements of one analysed step, taken by a task of their own (see the module docs).
+#[derive(Debug)]
+pub(crate) struct AnalysisRun {
+    key: RunKey,
+    plan: Arc<AnalysisPlan>,
+    shared: Arc<Mutex<Shared>>,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for AnalysisRun {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Where a run reports: the wake-up of its object, the metrics, the time.
+pub(crate) struct RunReporting {
+    /// Brings the CanaryDaemonSet back for a pass after each round.
+    pub(crate) wake: Box<dyn Fn() + Send + Sync>,
+    /// Namespace and name of the CanaryDaemonSet, for logs and metrics.
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) observer: Observer,
+    pub(crate) clock: Clock,
+}
+
+impl AnalysisRun {
+    /// Starts measuring `key` at once, then every interval.
+    pub(crate) fn start(
+        key: RunKey,
+        plan: Arc<AnalysisPlan>,
+        values: TemplateValues,
+        api: Arc<dyn QueryApi>,
+        reporting: RunReporting,
+    ) -> Self {
+        let metrics = plan.checks.len();
+        let shared = Arc::new(Mutex::new(Shared {
+            values,
+            tallies: vec![MetricTally::default(); metrics],
+            last: vec![None; metrics],
+        }));
+        let task = tokio::spawn(measure(
+            Arc::clone(&plan),
+            Arc::clone(&shared),
+            api,
+            reporting,
+        ))
+        .abort_handle();
+        AnalysisRun {
+            key,
+            plan,
+            shared,
+            task,
+        }
+    }
+
+    /// What this run measures.
+    pub(crate) fn key(&self) -> &RunKey {
+        &self.key
+    }
+
+    /// The nodes and pods the next round measures.
+    pub(crate) fn set_values(&self, values: TemplateValues) {
+        lock(&self.shared).values = values;
+    }
+
+    /// The verdict so far and the status of the last measurements.
+    pub(crate) fn snapshot(&self) -> (AnalysisVerdict, AnalysisStatus) {
+        let shared = lock(&self.shared);
+        let details: Vec<(MetricTally, &str)> = shared
+            .tallies
+            .iter()
+            .zip(&shared.last)
+            .map(|(tally, last)| {
+                let detail = last.as_ref().map_or("", |t| t.measurement.detail.as_str());
+                (*tally, detail)
+            })
+            .collect();
+        let verdict = verdict(&self.plan.checks, &details);
+        let measurements = self
+            .plan
+            .checks
+            .iter()
+            .zip(shared.tallies.iter().zip(&shared.last))
+            .filter_map(|(check, (tally, last))| {
+                let taken = last.as_ref()?;
+                let m = &taken.measurement;
+                Some(MeasurementStatus {
+                    metric: check.name.clone(),
+                    query: taken.query.clone(),
+                    baseline_query: taken.baseline_query.clone(),
+                    value: m.value.map(sample),
+                    baseline: m.baseline.map(sample),
+                    verdict: m.verdict.as_str().to_owned(),
+                    detail: (!m.detail.is_empty()).then(|| m.detail.clone()),
+                    time: Some(Time(taken.at)),
+                    failures: tally.failures,
+                    inconclusive: tally.inconclusive_in_a_row,
+                })
+            })
+            .collect();
+        let message = match &verdict {
+            AnalysisVerdict::Failed { metric, detail }
+            | AnalysisVerdict::Inconclusive { metric, detail } => {
+                Some(format!("{metric}: {detail}"))
+            }
+            AnalysisVerdict::Pending | AnalysisVerdict::Passing => None,
+        };
+        let status = AnalysisStatus {
+            step: self.key.step,
+            revision: Some(self.key.revision.clone()),
+            verdict: verdict.as_str().to_owned(),
+            message,
+            measurements,
+        };
+        (verdict, status)
+    }
+}
+
+/// A sample as Prometheus writes one (`0.25`, `NaN`, `+Inf`): a status holds no float that
+/// JSON cannot carry.
+fn sample(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_owned()
+    } else if value == f64::INFINITY {
+        "+Inf".to_owned()
+    } else if value == f64::NEG_INFINITY {
+        "-Inf".to_owned()
+    } else {
+        value.to_string()
+    }
+}
+
+/// The task of a run: a round of measurements at once, then one every interval.
+async fn measure(
+    plan: Arc<AnalysisPlan>,
+    shared: Arc<Mutex<Shared>>,
+    api: Arc<dyn QueryApi>,
+    reporting: RunReporting,
+) {
+    loop {
+        let values = lock(&shared).values.clone();
+        for (index, check) in plan.checks.iter().enumerate() {
+            let taken = measure_one(&plan, check, &values, api.as_ref(), &reporting).await;
+            let mut state = lock(&shared);
+            if let Some(tally) = state.tallies.get_mut(index) {
+                tally.record(taken.measurement.verdict);
+            }
+            if let Some(last) = state.last.get_mut(index) {
+                *last = Some(taken);
+            }
+        }
+        (reporting.wake)();
+        tokio::time::sleep(plan.interval).await;
+    }
+}
+
+async fn measure_one(
+    plan: &AnalysisPlan,
+    check: &MetricCheck,
+    values: &TemplateValues,
+    api: &dyn QueryApi,
+    reporting: &RunReporting,
+) -> Taken {
+    let ask = |query: Result<String, String>| async move {
+        match &query {
+            Ok(promql) => {
+                let answer = api
+                    .query(&plan.address, promql, plan.timeout)
+                    .await
+                    .map_err(|e| e.to_string());
+                (query.clone().unwrap_or_default(), answer)
+            }
+            Err(why) => (String::new(), Err(why.clone())),
+        }
+    };
+    let rendered = render(&check.query, values).map_err(|e| e.to_string());
+    let (query, value) = ask(rendered).await;
+    let (baseline_query, baseline) = match &check.baseline_query {
+        Some(template) => {
+            let (query, answer) = ask(render(template, values).map_err(|e| e.to_string())).await;
+            (Some(query), Some(answer))
+        }
+        None => (None, None),
+    };
+    let measurement = judge(check, value, baseline);
+    info!(
+        namespace = %reporting.namespace,
+        name = %reporting.name,
+        metric = %check.name,
+        query = %query,
+        baseline_query = baseline_query.as_deref().unwrap_or(""),
+        value = ?measurement.value,
+        baseline = ?measurement.baseline,
+        verdict = measurement.verdict.as_str(),
+        detail = %measurement.detail,
+        "analysis measurement"
+    );
+    reporting.observer.report(Report::AnalysisMeasured {
+        namespace: reporting.namespace.clone(),
+        name: reporting.name.clone(),
+        metric: check.name.clone(),
+        value: measurement.value,
+        verdict: measurement.verdict,
+    });
+    Taken {
+        query,
+        baseline_query,
+        measurement,
+        at: reporting.clock.now(),
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A poisoned lock only means a panic elsewhere: the tallies are still whole numbers.
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,232 @@
+//! Analysis gates of the Pods driver against canary-sim, with a fake Prometheus whose answers
+//! the test sets: a passing analysis lets the pause end, a canary with ten times the
+//! baseline's error rate fails the rollout (`AnalysisFailed`) and is rolled back, and an
+//! unreachable Prometheus holds the rollout (`AnalysisInconclusive`) until it answers again.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use canary_kube_adapter::analysis::{QueryApi, QueryError};
+use canary_kube_adapter::controller::ControllerConfig;
+use canary_kube_adapter::crd::{AnalysisSpec, CanaryDaemonSetSpec, MetricSpec, PrometheusSpec};
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::*;
+
+/// What the fake Prometheus answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answers {
+    /// Every node's error ratio is 1%.
+    Healthy,
+    /// The nodes of the new revision report 10%, the baseline 1%.
+    CanaryErrors,
+    /// Connection refused.
+    Down,
+}
+
+/// A Prometheus that answers as told (`baseline_errors{...}` is the baseline's query), and
+/// keeps every query.
+#[derive(Debug)]
+struct FakePrometheus {
+    answers: Mutex<Answers>,
+    queries: Mutex<Vec<String>>,
+}
+
+impl FakePrometheus {
+    fn new(answers: Answers) -> Arc<Self> {
+        Arc::new(Self {
+            answers: Mutex::new(answers),
+            queries: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn set(&self, answers: Answers) {
+        *self.answers.lock().unwrap() = answers;
+    }
+
+    fn queries(&self) -> Vec<String> {
+        self.queries.lock().unwrap().clone()
+    }
+}
+
+impl QueryApi for FakePrometheus {
+    fn query<'a>(
+        &'a self,
+        address: &'a str,
+        promql: &'a str,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<f64, QueryError>> {
+        assert_eq!(address, "http://prometheus.test:9090");
+        self.queries.lock().unwrap().push(promql.to_owned());
+        let answers = *self.answers.lock().unwrap();
+        let baseline = promql.starts_with("baseline_errors");
+        Box::pin(async move {
+            match answers {
+                Answers::Down => Err(QueryError::Unreachable("connection refused".into())),
+                Answers::CanaryErrors if !baseline => Ok(0.1),
+                Answers::Healthy | Answers::CanaryErrors => Ok(0.01),
+            }
+        })
+    }
+}
+
+/// `[{nodes: 1}, {pause: 30s}]` with an analysis every 10 s: the canary's error ratio at most
+/// twice the baseline's.
+fn analysed_spec(version: &str) -> CanaryDaemonSetSpec {
+    let mut spec = pods_spec(version, None, vec![nodes_step("1"), pause(Some("30s"))]);
+    spec.analysis = Some(AnalysisSpec {
+        prometheus: PrometheusSpec {
+            address: "http://prometheus.test:9090".into(),
+            timeout: "5s".into(),
+        },
+        interval: "10s".into(),
+        metrics: vec![MetricSpec {
+            name: "error-ratio".into(),
+            query: r#"canary_errors{node=~"{{nodes}}"}"#.into(),
+            baseline_query: Some(r#"baseline_errors{node=~"{{baselineNodes}}"}"#.into()),
+            min: None,
+            max: None,
+            max_ratio: Some(2.0),
+            failure_limit: 1,
+            inconclusive_limit: 2,
+        }],
+    });
+    spec
+}
+
+fn replica_with(sim: &Env, prometheus: &Arc<FakePrometheus>) -> Replica {
+    let prometheus: Arc<dyn QueryApi> = prometheus.clone();
+    Replica::start_with(sim, sim.client(), |config| ControllerConfig {
+        prometheus,
+        ..config
+    })
+}
+
+async fn analysis_status(client: &Client) -> serde_json::Value {
+    let status = get_cds(client, "agent").await.status;
+    serde_json::to_value(status.and_then(|s| s.analysis)).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_back() {
+    let sim = sim(6);
+    let client = sim.client();
+    let prometheus = FakePrometheus::new(Answers::Healthy);
+    let replica = replica_with(&sim, &prometheus);
+    create_cds(&client, "agent", analysed_spec("v1")).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    assert!(
+        prometheus.queries().is_empty(),
+        "a first install has no pause to analyse"
+    );
+
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "the canary paused", || {
+        phase_is(&client, "agent", "paused")
+    })
+    .await;
+    let canary = nodes_on(&client, "agent:v2").await;
+    assert_eq!(canary.len(), 1);
+    eventually(Duration::from_secs(600), "v2 rolled out", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    // The queries named the canary node, and the old nodes as the baseline.
+    let queries = prometheus.queries();
+    let expected = format!(r#"canary_errors{{node=~"{}"}}"#, canary[0]);
+    assert!(queries.contains(&expected), "{expected} not in {queries:?}");
+    let status = analysis_status(&client).await;
+    assert_eq!(status["verdict"], "Passing");
+    assert_eq!(status["step"], 1);
+    assert_eq!(status["measurements"][0]["metric"], "error-ratio");
+    assert_eq!(status["measurements"][0]["verdict"], "Pass");
+    assert_eq!(status["measurements"][0]["value"], "0.01");
+    let cds = get_cds(&client, "agent").await;
+    let passing = condition(&cds, "AnalysisPassing").unwrap();
+    assert_eq!(
+        (passing.0.as_str(), passing.1.as_str()),
+        ("True", "AnalysisPassing")
+    );
+
+    // v3's canary reports ten times the baseline's errors: failed, then rolled back to v2.
+    prometheus.set(Answers::CanaryErrors);
+    Api::<canary_kube_adapter::CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"strategy": {"onFailure": "Rollback"}}})),
+        )
+        .await
+        .unwrap();
+    set_version(&client, "agent", "v3").await;
+    eventually(Duration::from_secs(600), "v3 rolled back", || {
+        phase_is(&client, "agent", "rolledBack")
+    })
+    .await;
+    let failed = events_with_reason(&client, "AnalysisFailed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let note = failed[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("error-ratio") && note.contains("above maxRatio 2"),
+        "{note}"
+    );
+    let status = analysis_status(&client).await;
+    assert_eq!(status["verdict"], "Failed");
+    assert_eq!(status["measurements"][0]["verdict"], "Fail");
+    assert_eq!(status["measurements"][0]["failures"], 1);
+    assert_eq!(nodes_on(&client, "agent:v3").await, Vec::<String>::new());
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 6);
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
+    let sim = sim(6);
+    let client = sim.client();
+    let prometheus = FakePrometheus::new(Answers::Down);
+    let replica = replica_with(&sim, &prometheus);
+    create_cds(&client, "agent", analysed_spec("v1")).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "inconclusive", || async {
+        analysis_status(&client).await["verdict"] == "Inconclusive"
+    })
+    .await;
+    // Long past the 30 s pause: still held at the canary, nothing failed.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let cds = get_cds(&client, "agent").await;
+    let status = cds.status.clone().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("paused"));
+    assert_eq!(status.current_step_index, Some(1));
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
+    let held = condition(&cds, "AnalysisPassing").unwrap();
+    assert_eq!(
+        (held.0.as_str(), held.1.as_str()),
+        ("False", "AnalysisInconclusive")
+    );
+    assert!(held.2.contains("connection refused"), "{}", held.2);
+    assert_eq!(
+        events_with_reason(&client, "AnalysisInconclusive")
+            .await
+            .len(),
+        1,
+        "announced once"
+    );
+
+    prometheus.set(Answers::Healthy);
+    eventually(Duration::from_secs(600), "v2 rolled out", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 6);
+    replica.stop().await;
+}
