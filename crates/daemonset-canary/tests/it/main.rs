@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod analysis;
 mod cli;
 mod demo;
 mod examples;

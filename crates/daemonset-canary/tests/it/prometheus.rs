@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 const INSTALL: &str =
     "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("canary-prom-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -58,6 +58,12 @@ fn dechunk(mut body: &str) -> String {
 
 fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
     let port = free_port();
+    (start_prometheus_at(dir, target_port, port), port)
+}
+
+/// A Prometheus listening on `port` that scrapes `127.0.0.1:target_port` every second, its
+/// data in `dir` (a restart on the same `dir` and `port` keeps what it scraped).
+pub(crate) fn start_prometheus_at(dir: &Path, target_port: u16, port: u16) -> KillOnDrop {
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
@@ -76,7 +82,13 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("prometheus.log"))
+                .unwrap(),
+        )
         .spawn()
         .expect(INSTALL);
     let prometheus = KillOnDrop(child);
@@ -89,7 +101,7 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    (prometheus, port)
+    prometheus
 }
 
 fn start_demo(scenario: &str, metrics_port: u16, hold_seconds: u64) -> KillOnDrop {

@@ -306,8 +306,8 @@ async fn measure_one(
         metric = %check.name,
         query = %query,
         baseline_query = baseline_query.as_deref().unwrap_or(""),
-        value = ?measurement.value,
-        baseline = ?measurement.baseline,
+        value = %measurement.value.map_or_else(String::new, sample),
+        baseline = %measurement.baseline.map_or_else(String::new, sample),
         verdict = measurement.verdict.as_str(),
         detail = %measurement.detail,
         "analysis measurement"

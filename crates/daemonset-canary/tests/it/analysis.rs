@@ -1,0 +1,251 @@
+//! Analysis gates with a real Prometheus, as a user runs them: `sim serve`, `run --kubeconfig`,
+//! and a Prometheus that scrapes a small exporter of per-node error ratios (this test's, the
+//! way a node agent exports its own). The agent's error ratio is 1% on every node, 10% on
+//! the nodes that run a bad version.
+//!
+//! One rollout after another on one controller: with Prometheus stopped in the pause step, the
+//! rollout holds (`paused`, `AnalysisInconclusive`) however long the pause has been over, and
+//! goes on to `successful` once Prometheus is started again; a version whose canary reports ten
+//! times the baseline's error ratio fails with `AnalysisFailed` and, with `onFailure:
+//! Rollback`, is rolled back to the last good one.
+//!
+//! Needs Debian's `prometheus` package, as `prometheus.rs`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_state_machine::{Compatibility, Driver};
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest_for};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::prometheus::{start_prometheus_at, temp_dir};
+use crate::support::{self, KillOnDrop, free_port};
+
+/// The version whose pods report errors.
+const BAD: &str = "v3";
+
+/// The exporter: the version each node runs, read from the cluster; `/metrics` answers
+/// `agent_error_ratio{node="..."}` for each.
+#[derive(Default)]
+struct Exporter {
+    versions: Mutex<BTreeMap<String, String>>,
+}
+
+impl Exporter {
+    fn exposition(&self) -> String {
+        let mut text = String::from("# TYPE agent_error_ratio gauge\n");
+        for (node, version) in self.versions.lock().unwrap().iter() {
+            let ratio = if version == BAD { 0.1 } else { 0.01 };
+            text.push_str(&format!("agent_error_ratio{{node=\"{node}\"}} {ratio}\n"));
+        }
+        text
+    }
+
+    /// Serves `/metrics` on `listener` until the test process ends.
+    fn serve(self: Arc<Self>, listener: TcpListener) {
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let body = self.exposition();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+    }
+
+    /// Follows the pods: which version runs on which node.
+    async fn follow(self: Arc<Self>, pods: Api<Pod>) {
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                let mut versions = BTreeMap::new();
+                for pod in list.items {
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    let spec = pod.spec.unwrap_or_default();
+                    let (Some(node), Some(image)) = (
+                        spec.node_name,
+                        spec.containers.into_iter().next().and_then(|c| c.image),
+                    ) else {
+                        continue;
+                    };
+                    let tag = image.rsplit(':').next().unwrap_or_default().to_owned();
+                    versions.insert(node, tag);
+                }
+                *self.versions.lock().unwrap() = versions;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// The demo's Pods-driver manifest with one canary node, an 8 s analysed pause, and an
+/// analysis every 2 s: the canary's error ratio at most 3 times the baseline's.
+fn analysed(version: &str, prometheus_port: u16) -> serde_json::Value {
+    let mut manifest = manifest_for(Compatibility::Fixed, Driver::Pods, None, version, "healthy");
+    manifest["spec"]["strategy"]["steps"] = json!([{"nodes": "1"}, {"pause": {"duration": "8s"}}]);
+    manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
+    manifest["spec"]["analysis"] = json!({
+        "prometheus": {"address": format!("http://127.0.0.1:{prometheus_port}"), "timeout": "2s"},
+        "interval": "2s",
+        "metrics": [{
+            "name": "error-ratio",
+            "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
+            "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
+            "maxRatio": 3,
+            "inconclusiveLimit": 2
+        }]
+    });
+    manifest
+}
+
+async fn set_version(api: &Api<CanaryDaemonSet>, version: &str, prometheus_port: u16) {
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": analysed(version, prometheus_port)["spec"]})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits (90 s at most) until `done` holds for the status of the object's current generation.
+async fn wait_for(
+    api: &Api<CanaryDaemonSet>,
+    what: &str,
+    done: impl Fn(&canary_kube_adapter::crd::CanaryDaemonSetStatus) -> bool,
+) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let cds = api.get(NAME).await.unwrap();
+        let status = cds.status.clone().unwrap_or_default();
+        if status.observed_generation >= cds.metadata.generation && done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {status:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn phase(status: &canary_kube_adapter::crd::CanaryDaemonSetStatus) -> &str {
+    status.phase.as_deref().unwrap_or_default()
+}
+
+fn analysis_condition(
+    status: &canary_kube_adapter::crd::CanaryDaemonSetStatus,
+) -> (String, String) {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "AnalysisPassing")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
+    let dir = temp_dir("analysis");
+    let sim = support::serve_sim("analysis", &["--nodes", "4", "--speed", "4"]);
+    let client = support::client(&sim.kubeconfig).await;
+    support::install_crd(&client).await;
+
+    let exporter = Arc::new(Exporter::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let exporter_port = listener.local_addr().unwrap().port();
+    Arc::clone(&exporter).serve(listener);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    tokio::spawn(Arc::clone(&exporter).follow(pods));
+    let prometheus_port = free_port();
+    let mut prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
+
+    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&sim.kubeconfig)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("run.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _run = KillOnDrop(run);
+
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(analysed("v1", prometheus_port)).unwrap();
+    api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_for(&api, "v1 installed", |s| phase(s) == "successful").await;
+
+    // Prometheus stops: the pause step of v2 cannot be judged, so it holds.
+    drop(prometheus.take());
+    set_version(&api, "v2", prometheus_port).await;
+    let held = wait_for(&api, "held inconclusive", |s| {
+        analysis_condition(s).1 == "AnalysisInconclusive"
+    })
+    .await;
+    assert_eq!(phase(&held), "paused");
+    let analysis = held.analysis.clone().unwrap();
+    assert_eq!(analysis.verdict, "Inconclusive");
+    let detail = analysis.measurements[0].detail.clone().unwrap_or_default();
+    assert!(detail.contains("unreachable"), "{detail}");
+    // Well past the 8 s pause: still the canary alone.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let still = api.get(NAME).await.unwrap().status.unwrap();
+    assert_eq!(
+        (phase(&still), still.current_step_index),
+        ("paused", Some(1))
+    );
+    assert_eq!(still.updated, 1, "{still:#?}");
+
+    // Started again: the analysis passes and the rollout goes on.
+    prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
+    let done = wait_for(&api, "v2 successful", |s| phase(s) == "successful").await;
+    let analysis = done.analysis.clone().unwrap();
+    assert_eq!(analysis.verdict, "Passing");
+    let measured = &analysis.measurements[0];
+    assert_eq!(measured.verdict, "Pass");
+    assert_eq!(measured.value.as_deref(), Some("0.01"));
+    assert!(
+        measured
+            .query
+            .starts_with(r#"max(agent_error_ratio{node=~""#),
+        "{}",
+        measured.query
+    );
+
+    // v3's canary reports ten times the baseline's error ratio: failed, rolled back to v2.
+    set_version(&api, BAD, prometheus_port).await;
+    let back = wait_for(&api, "v3 rolled back", |s| phase(s) == "rolledBack").await;
+    let analysis = back.analysis.clone().unwrap();
+    assert_eq!(analysis.verdict, "Failed", "{analysis:#?}");
+    assert_eq!(analysis.measurements[0].verdict, "Fail");
+    assert_eq!(analysis.measurements[0].value.as_deref(), Some("0.1"));
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let failed: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("AnalysisFailed"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let versions = exporter.versions.lock().unwrap().clone();
+    assert!(
+        versions.values().all(|v| v == "v2"),
+        "every node back on v2: {versions:?}"
+    );
+    drop(prometheus);
+}
