@@ -40,7 +40,8 @@ pub struct DemoArgs {
     /// What happens to the new version: `healthy` (every pod becomes ready), `crashloop-canary`
     /// (the canary crash-loops: the rollout fails, which is this scenario's expected end),
     /// `slow-start` (pods take 90 s to become ready), `node-churn` (nodes join, leave and go
-    /// NotReady during the rollout).
+    /// NotReady during the rollout), `bad-metrics` (the new version is ready everywhere but its
+    /// agents report 10% errors: the analysis of the soak fails it, Pods driver).
     #[arg(long, env = "CANARY_DEMO_SCENARIO", value_enum, default_value_t = ScenarioKind::Healthy)]
     scenario: ScenarioKind,
     /// Seed of the simulator's random choices (timing jitter): the same seed replays the same
@@ -52,8 +53,9 @@ pub struct DemoArgs {
     compatibility: Compatibility,
     /// Driver: `max-unavailable` (the DaemonSet controller replaces the pods, steered through
     /// maxUnavailable) or `pods` (the DaemonSet is OnDelete; the controller deletes old pods
-    /// step by step: one canary node, a 30 s soak, half the nodes 10% at a time, the rest).
-    /// `zone-by-zone` and `unhealthy-node` use `pods` whatever this says.
+    /// step by step: one canary node, a 30 s soak judged by the agents' error ratio (analysis
+    /// against the simulator's Prometheus), half the nodes 10% at a time, the rest).
+    /// `zone-by-zone`, `unhealthy-node` and `bad-metrics` use `pods` whatever this says.
     #[arg(long, env = "CANARY_DEMO_DRIVER", default_value = "max-unavailable", value_parser = driver_arg())]
     driver: Driver,
     /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).
@@ -251,7 +253,7 @@ impl Printer {
         println!("{}", compatibility_note(args.compatibility));
         if args.scenario.required_driver().unwrap_or(args.driver) == Driver::Pods {
             println!(
-                "driver Pods: the DaemonSet is OnDelete and the controller deletes old pods itself: one canary node, a 30 s soak, half the nodes at most 10% at a time, then the rest{}",
+                "driver Pods: the DaemonSet is OnDelete and the controller deletes old pods itself: one canary node, a 30 s soak judged by the agents' error ratio (analysis: at most 5% and at most twice the old nodes'), half the nodes at most 10% at a time, then the rest{}",
                 if args.scenario == ScenarioKind::ZoneByZone {
                     ", one zone at a time"
                 } else {

@@ -14,12 +14,14 @@
 //! reads what a user could (the status, the controller's reports, the pods). Under
 //! `tokio::time::pause()` it runs in virtual time, deterministically for a seed.
 
+use crate::demo::prometheus::{DEMO_PROMETHEUS, SimQueries};
 use crate::demo::timeline::{Sample, Summary, Timeline};
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer, Transition};
 use canary_sim::cluster::Cluster;
-use canary_sim::{Sim, StoreEvent};
+use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
+use canary_sim::{Sim, SimPrometheus, StoreEvent};
 use canary_state_machine::{Compatibility, Driver};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -27,6 +29,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -67,13 +70,17 @@ pub enum ScenarioKind {
     /// rollout, then the controller rolls back to v1 in place, canary first (`failed`,
     /// `rollingBack`, `rolledBack`).
     Rollback,
+    /// The Pods driver with analysis: the new version is ready on every node, but its agents
+    /// report a 10% error ratio where v1's reported 1%. The analysis of the 30 s soak after
+    /// the canary node fails the rollout (`AnalysisFailed`); no other node is touched.
+    BadMetrics,
 }
 
 impl ScenarioKind {
     /// The result this scenario should end with.
     pub fn expected_result(self) -> &'static str {
         match self {
-            ScenarioKind::CrashloopCanary => "failed",
+            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics => "failed",
             ScenarioKind::Rollback => "rolledBack",
             _ => "successful",
         }
@@ -87,7 +94,8 @@ impl ScenarioKind {
             ScenarioKind::Healthy
             | ScenarioKind::NodeChurn
             | ScenarioKind::ZoneByZone
-            | ScenarioKind::UnhealthyNode => "healthy",
+            | ScenarioKind::UnhealthyNode
+            | ScenarioKind::BadMetrics => "healthy",
         }
     }
 
@@ -95,7 +103,9 @@ impl ScenarioKind {
     /// driver's.
     pub fn required_driver(self) -> Option<Driver> {
         match self {
-            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode => Some(Driver::Pods),
+            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode | ScenarioKind::BadMetrics => {
+                Some(Driver::Pods)
+            }
             _ => None,
         }
     }
@@ -175,6 +185,7 @@ impl Scenario {
         let controller_config = ControllerConfig {
             clock: clock.clone(),
             observer: observer.clone(),
+            prometheus: Arc::new(SimQueries(SimPrometheus::new(sim.store().clone()))),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -363,6 +374,25 @@ impl Scenario {
         );
         if self.config.kind == ScenarioKind::Rollback {
             manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
+        }
+        if self.driver() == Driver::Pods {
+            // The soak after the canary node is judged: the canary nodes' error ratio at most
+            // 5%, and at most twice the nodes still on the old version.
+            manifest["spec"]["analysis"] = json!({
+                "prometheus": {"address": DEMO_PROMETHEUS},
+                "interval": "10s",
+                "metrics": [{
+                    "name": "error-ratio",
+                    "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
+                    "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
+                    "max": 0.05,
+                    "maxRatio": 2
+                }]
+            });
+        }
+        if self.config.kind == ScenarioKind::BadMetrics && version != "v1" {
+            manifest["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]
+                [ERROR_RATIO_ANNOTATION] = json!("0.1");
         }
         manifest
     }

@@ -139,3 +139,19 @@ async fn a_failed_rollout_is_rolled_back_in_place() {
     let last = report.timeline.last().unwrap();
     assert_eq!((last.updated_ready, last.desired), (20, 20));
 }
+
+/// `--scenario bad-metrics`: v2 is ready everywhere, but its agents report ten times v1's error
+/// ratio; the analysis of the soak after the canary node fails the rollout (`AnalysisFailed`)
+/// with one pod replaced, and the rest of the nodes never leave v1.
+#[tokio::test(start_paused = true)]
+async fn an_analysis_fails_a_ready_release_by_its_error_ratio() {
+    let report = run(ScenarioKind::BadMetrics, 20, Compatibility::Fixed).await;
+    assert!(report.as_expected, "{:?}", report.summary);
+    assert_eq!(report.summary.result, "failed");
+    assert_eq!(report.summary.reason.as_deref(), Some("AnalysisFailed"));
+    assert_eq!(report.summary.pod_deletions, 1, "only the canary node");
+    let phases: Vec<&str> = steps(&report).into_iter().map(|(phase, _)| phase).collect();
+    assert_eq!(phases, ["started", "canary", "paused", "failed"]);
+    let last = report.timeline.last().unwrap();
+    assert_eq!((last.updated, last.desired), (1, 20));
+}
