@@ -107,8 +107,8 @@ pub struct PodsRecord {
     pub tally: NodeTally,
     /// Pods deleted in this pass.
     pub deleted: Vec<String>,
-    /// The analysis of the pause step the pass is in (`spec.analysis`); `None`: the status
-    /// keeps the last one.
+    /// The analysis the status shows (`spec.analysis`): the step measured now, or the last
+    /// one measured; `None` without analysis.
     pub analysis: Option<crate::crd::AnalysisStatus>,
 }
 

@@ -209,10 +209,11 @@ pub fn next_status(
         },
     };
     let count = |n: usize| (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX));
-    let analysis = pods
-        .and_then(|p| p.analysis.clone())
-        .or_else(|| prev.analysis.clone());
+    let analysis = pods.and_then(|p| p.analysis.clone());
     // Only with analysis: a rollout without one carries no AnalysisPassing condition.
+    if analysis.is_none() {
+        conditions.retain(|c| c.type_ != ANALYSIS_PASSING);
+    }
     if let Some(analysis) = &analysis {
         let passing = analysis.verdict == AnalysisVerdict::Passing.as_str();
         set_condition(
@@ -485,7 +486,7 @@ mod tests {
     }
 
     #[test]
-    fn the_analysis_is_kept_until_replaced_and_shown_as_a_condition() {
+    fn the_analysis_the_pass_gives_is_shown_with_its_condition() {
         let mut paused = pass(Phase::Paused, 1);
         let mut record = pods_record(1, 1);
         record.analysis = Some(crate::crd::AnalysisStatus {
@@ -503,14 +504,18 @@ mod tests {
             ("False", "AnalysisInconclusive")
         );
         assert!(condition.message.contains("errors: Prometheus unreachable"));
-        // A pass that measures nothing (the step ended) keeps the last analysis.
+        // The pass says what to show: without analysis (removed from the spec), nothing, and
+        // no condition either.
         let mut next = pass(Phase::Increasing, 2);
         next.pods = Some(Box::new(pods_record(2, 1)));
         let second = next_status(Some(&first), &next, t(20));
-        assert_eq!(second.analysis, first.analysis);
-        // No analysis, no condition.
-        let plain = next_status(None, &pass(Phase::Canary, 0), t(10));
-        assert!(plain.conditions.iter().all(|c| c.type_ != ANALYSIS_PASSING));
+        assert_eq!(second.analysis, None);
+        assert!(
+            second
+                .conditions
+                .iter()
+                .all(|c| c.type_ != ANALYSIS_PASSING)
+        );
     }
 
     #[test]

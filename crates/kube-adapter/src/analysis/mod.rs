@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use tracing::info;
 
-pub use prometheus::{HttpPrometheus, QueryApi, QueryError, parse_answer, query_uri};
+pub use prometheus::{HttpPrometheus, QueryApi, QueryError, form_body, parse_answer, query_uri};
 
 use crate::clock::Clock;
 use crate::crd::{AnalysisSpec, AnalysisStatus, MeasurementStatus};
@@ -53,7 +53,7 @@ pub(crate) fn analysis_plan(
     spec: &AnalysisSpec,
     parse_duration: impl Fn(&str) -> Result<Duration, String>,
 ) -> Result<AnalysisPlan, String> {
-    query_uri(&spec.prometheus.address, "up")
+    query_uri(&spec.prometheus.address)
         .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
     let timeout = parse_duration(&spec.prometheus.timeout)
         .map_err(|e| format!("spec.analysis.prometheus.timeout: {e}"))?;
@@ -203,8 +203,8 @@ impl AnalysisRun {
                 let m = &taken.measurement;
                 Some(MeasurementStatus {
                     metric: check.name.clone(),
-                    query: taken.query.clone(),
-                    baseline_query: taken.baseline_query.clone(),
+                    query: shown(&taken.query),
+                    baseline_query: taken.baseline_query.as_deref().map(shown),
                     value: m.value.map(sample),
                     baseline: m.baseline.map(sample),
                     verdict: m.verdict.as_str().to_owned(),
@@ -233,8 +233,24 @@ impl AnalysisRun {
     }
 }
 
-/// A sample as Prometheus writes one (`0.25`, `NaN`, `+Inf`): a status holds no float that
-/// JSON cannot carry.
+/// The most of a rendered query the status shows: a query listing thousands of nodes would
+/// not fit an object (the log has it whole).
+const SHOWN_QUERY_CHARS: usize = 1024;
+
+/// `query`, cut to [`SHOWN_QUERY_CHARS`] with a note saying how much is left out.
+fn shown(query: &str) -> String {
+    match query.char_indices().nth(SHOWN_QUERY_CHARS) {
+        None => query.to_owned(),
+        Some((cut, _)) => format!(
+            "{}… ({} more characters; the controller's log has the whole query)",
+            &query[..cut],
+            query.len() - cut
+        ),
+    }
+}
+
+/// A sample as Prometheus writes one (`0.25`, `+Inf`): a status holds no float that JSON
+/// cannot carry (a NaN never gets this far: [`judge`] counts it inconclusive).
 fn sample(value: f64) -> String {
     if value.is_nan() {
         "NaN".to_owned()
@@ -293,6 +309,8 @@ async fn measure_one(
     let rendered = render(&check.query, values).map_err(|e| e.to_string());
     let (query, value) = ask(rendered).await;
     let (baseline_query, baseline) = match &check.baseline_query {
+        // No value, no comparison: the baseline is not asked for.
+        Some(_) if value.is_err() => (None, None),
         Some(template) => {
             let (query, answer) = ask(render(template, values).map_err(|e| e.to_string())).await;
             (Some(query), Some(answer))

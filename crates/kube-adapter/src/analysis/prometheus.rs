@@ -1,5 +1,6 @@
-//! A small typed client of Prometheus' instant-query API (`GET /api/v1/query`), on the hyper
-//! client kube already brings: one number per query, or why there is none.
+//! A small typed client of Prometheus' instant-query API (`POST /api/v1/query`, the query
+//! form-encoded in the body, so that a query listing thousands of nodes fits no URL limit), on
+//! the hyper client kube already brings: one number per query, or why there is none.
 //!
 //! No Prometheus client crate fits: the maintained one (`prometheus-http-query`) is built on
 //! reqwest and its TLS stacks, a second HTTP client beside kube's hyper for one GET. This one
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -75,7 +76,7 @@ pub trait QueryApi: std::fmt::Debug + Send + Sync + 'static {
 /// [`QueryApi`] over HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpPrometheus {
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<HttpConnector, Full<Bytes>>,
 }
 
 impl Default for HttpPrometheus {
@@ -106,34 +107,52 @@ impl QueryApi for HttpPrometheus {
 
 impl HttpPrometheus {
     async fn get(&self, address: &str, promql: &str) -> Result<f64, QueryError> {
-        let uri = query_uri(address, promql)?;
+        let request = hyper::Request::post(query_uri(address)?)
+            .header(
+                hyper::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(Full::new(Bytes::from(form_body(promql))))
+            .map_err(|e| QueryError::BadAddress(e.to_string()))?;
         let response = self
             .client
-            .get(uri)
+            .request(request)
             .await
             .map_err(|e| QueryError::Unreachable(crate::error::chain(&e)))?;
         let status = response.status().as_u16();
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
-            .map_err(|e| QueryError::Unreachable(e.to_string()))?
+            .map_err(|e| {
+                if e.downcast_ref::<LengthLimitError>().is_some() {
+                    QueryError::Undecodable(format!(
+                        "an answer larger than {} MiB (aggregate the query to one series)",
+                        MAX_ANSWER_BYTES >> 20
+                    ))
+                } else {
+                    QueryError::Unreachable(e.to_string())
+                }
+            })?
             .to_bytes();
         parse_answer(status, &body)
     }
 }
 
-/// `<address>/api/v1/query?query=<promql>`, the query form-encoded.
-pub fn query_uri(address: &str, promql: &str) -> Result<hyper::Uri, QueryError> {
+/// `<address>/api/v1/query`, for an `http://` address.
+pub fn query_uri(address: &str) -> Result<hyper::Uri, QueryError> {
     if !address.starts_with("http://") {
         return Err(QueryError::BadAddress(address.to_owned()));
     }
-    let encoded: String = form_urlencoded::byte_serialize(promql.as_bytes()).collect();
-    format!(
-        "{}/api/v1/query?query={encoded}",
-        address.trim_end_matches('/')
-    )
-    .parse()
-    .map_err(|_| QueryError::BadAddress(address.to_owned()))
+    format!("{}/api/v1/query", address.trim_end_matches('/'))
+        .parse()
+        .map_err(|_| QueryError::BadAddress(address.to_owned()))
+}
+
+/// The form body of an instant query: `query=<promql>`, form-encoded.
+pub fn form_body(promql: &str) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("query", promql)
+        .finish()
 }
 
 #[derive(Deserialize)]
@@ -268,14 +287,15 @@ mod tests {
     }
 
     #[test]
-    fn the_query_is_form_encoded_after_the_address() {
-        let uri = query_uri("http://prom:9090/", r#"sum(x{node=~"a\\.b|c"})"#).unwrap();
+    fn the_query_is_form_encoded_in_the_body() {
+        let uri = query_uri("http://prom:9090/").unwrap();
+        assert_eq!(uri.to_string(), "http://prom:9090/api/v1/query");
         assert_eq!(
-            uri.to_string(),
-            "http://prom:9090/api/v1/query?query=sum%28x%7Bnode%3D%7E%22a%5C%5C.b%7Cc%22%7D%29"
+            form_body(r#"sum(x{node=~"a\\.b|c"})"#),
+            "query=sum%28x%7Bnode%3D%7E%22a%5C%5C.b%7Cc%22%7D%29"
         );
         assert_eq!(
-            query_uri("https://prom", "up"),
+            query_uri("https://prom"),
             Err(QueryError::BadAddress("https://prom".to_owned()))
         );
     }

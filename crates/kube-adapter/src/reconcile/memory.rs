@@ -329,24 +329,18 @@ impl Memory {
     }
 
     /// Keeps the analysis run of `key` measuring `values`: the running one when it measures
-    /// `key`, else a new one from `start` (the one it replaces stops). Returns its snapshot.
+    /// `key`, else a new one from `start` (the one it replaces stops).
     pub(crate) fn keep_analysis(
         &self,
         cds: &CanaryDaemonSet,
         key: RunKey,
         values: TemplateValues,
         start: impl FnOnce(RunKey, TemplateValues) -> AnalysisRun,
-    ) -> (AnalysisVerdict, AnalysisStatus) {
-        self.with(cds, |r| {
-            match &r.analysis {
-                Some(run) if *run.key() == key => run.set_values(values),
-                _ => r.analysis = Some(start(key, values)),
-            }
-            r.analysis
-                .as_ref()
-                .map(AnalysisRun::snapshot)
-                .unwrap_or((AnalysisVerdict::Pending, AnalysisStatus::default()))
-        })
+    ) {
+        self.with(cds, |r| match &r.analysis {
+            Some(run) if *run.key() == key => run.set_values(values),
+            _ => r.analysis = Some(start(key, values)),
+        });
     }
 
     /// Stops the analysis run of `cds`, if one runs.

@@ -194,8 +194,15 @@ impl<'a> Pass<'a> {
         // Read.
         let mut plan = match plan(self.cds) {
             Ok(plan) => plan,
-            Err(message) => return self.invalid_spec(message).await,
+            Err(message) => {
+                self.ctx.memory.stop_analysis(self.cds);
+                return self.invalid_spec(message).await;
+            }
         };
+        // A spec without analysis (removed, or another driver) measures nothing any more.
+        if !matches!(&plan.driver, DriverPlan::Pods(pods) if pods.analysis.is_some()) {
+            self.ctx.memory.stop_analysis(self.cds);
+        }
         if let DriverPlan::Pods(pods) = &plan.driver
             && let Some(workload) = &pods.workload
         {

@@ -43,7 +43,6 @@ use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
 use crate::analysis::{AnalysisRun, RunKey, RunReporting};
-use crate::crd::AnalysisStatus;
 use crate::crd::{PROMOTE_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
@@ -203,15 +202,27 @@ impl Pass<'_> {
         let steps = rollback_steps.as_ref().unwrap_or(&pods_plan.steps);
         let mut decision = decide_pods(&plan.strategy, steps, &observation);
         tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
-        let analysis_status = self.keep_analysis(
+        let kept = self.keep_analysis(
             pods_plan,
             steps,
             &decision,
             &observation.nodes,
             current.as_deref(),
         );
-        // A step that ended (or failed) keeps its last measurements in the status.
-        let analysis_status = analysis_status.or_else(|| measured.map(|(_, status)| status));
+        // The status shows what the decision read (a round that ended since then shows in the
+        // next pass, which it wakes): a step still measured or just ended keeps those
+        // measurements; a step just begun shows its new run; without analysis there is none.
+        let analysis_status = match (kept, measured) {
+            (Some(key), Some((_, status))) if key == recorded_key => Some(status),
+            (Some(key), _) => self
+                .ctx
+                .memory
+                .analysis_snapshot(self.cds, &key)
+                .map(|(_, status)| status),
+            (None, Some((_, status))) => Some(status),
+            (None, None) if pods_plan.analysis.is_some() => status.and_then(|s| s.analysis.clone()),
+            (None, None) => None,
+        };
 
         let mut record = Transition {
             version: observation.version.clone(),
@@ -303,7 +314,7 @@ impl Pass<'_> {
 
     /// Keeps an analysis run measuring the pause step the decision leaves the rollout in, or
     /// stops the one that runs when it leaves no analysed pause (a nodes step, a failure, a
-    /// rollback, which has no pause). Returns the status of the measurements kept.
+    /// rollback, which has no pause). Returns the key of the run kept.
     fn keep_analysis(
         &self,
         pods_plan: &PodsPlan,
@@ -311,8 +322,11 @@ impl Pass<'_> {
         decision: &PodDecision,
         nodes: &[NodeState],
         revision: Option<&str>,
-    ) -> Option<AnalysisStatus> {
-        let plan = pods_plan.analysis.as_ref()?;
+    ) -> Option<RunKey> {
+        let Some(plan) = pods_plan.analysis.as_ref() else {
+            self.ctx.memory.stop_analysis(self.cds);
+            return None;
+        };
         let in_pause = matches!(
             steps.steps().get(decision.step as usize),
             Some(Step::Pause { .. })
@@ -359,8 +373,10 @@ impl Pass<'_> {
                 },
             )
         };
-        let (_, status) = self.ctx.memory.keep_analysis(self.cds, key, values, start);
-        Some(status)
+        self.ctx
+            .memory
+            .keep_analysis(self.cds, key.clone(), values, start);
+        Some(key)
     }
 
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
