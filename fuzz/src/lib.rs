@@ -3,7 +3,8 @@
 //!
 //! Every input parser and decider of the project gets arbitrary input here: the
 //! `CanaryDaemonSet` spec and stored objects (JSON), `maxUnavailable` strings, the annotation,
-//! readiness, crash-loop and ownership predicates, the TLS planner, the state machine's
+//! readiness, crash-loop and ownership predicates, the TLS planner, analysis templates and
+//! Prometheus answers, the state machine's
 //! `decide`, and the simulator's patch functions. Each function checks the properties the code
 //! documents, as assertions, beyond "no panic": a failed assertion is a crash for libFuzzer.
 //!
@@ -15,12 +16,14 @@
 //! replay a crashing input, and so that one body can be shared by the target and a regression
 //! test while a fix is written.
 
+mod analysis;
 mod decide;
 mod predicates;
 mod sim_patch;
 mod spec;
 mod tls_plan;
 
+pub use analysis::analysis;
 pub use decide::decide;
 pub use predicates::{max_unavailable, predicates};
 pub use sim_patch::sim_patch;

@@ -20,8 +20,9 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 /// Every target of `fuzz/Cargo.toml`, in the order they run.
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "decide",
+    "analysis",
     "max_unavailable",
     "predicates",
     "tls_plan",

@@ -19,6 +19,8 @@
 mod checker;
 #[path = "simulation/plan.rs"]
 mod plan;
+#[path = "simulation/prometheus.rs"]
+mod prometheus;
 #[path = "simulation/recorder.rs"]
 mod recorder;
 #[path = "simulation/rng.rs"]
@@ -193,6 +195,9 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.retries += e.retries;
         total.aborts += e.aborts;
         total.rolled_back += e.rolled_back;
+        for (sum, verdicts) in total.analysis_verdicts.iter_mut().zip(e.analysis_verdicts) {
+            *sum += verdicts;
+        }
     }
     total
 }
@@ -201,7 +206,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -223,6 +228,9 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.aborts,
         t.undos,
         t.rolled_back,
+        t.analysis_verdicts[0],
+        t.analysis_verdicts[1],
+        t.analysis_verdicts[2],
         wall.as_secs_f64()
     )
 }

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
-use super::plan::{Behavior, PodsPlan, StepBudget, scale};
+use super::plan::{Behavior, PlanStep, PodsPlan, StepBudget, scale};
 use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
 
@@ -74,6 +74,8 @@ pub struct Checker {
     last_status: Option<canary_kube_adapter::crd::CanaryDaemonSetStatus>,
     /// The history part of the last status seen, both drivers (invariant 5 during a rollback).
     history: Option<canary_kube_adapter::crd::HistoryStatus>,
+    /// The pause steps are analysed (invariant 21).
+    analysed: bool,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -174,12 +176,19 @@ impl Checker {
             pending: None,
             last_status: None,
             history: None,
+            analysed: false,
         }
     }
 
     /// Checks the Pods driver's invariants against `plan`'s steps.
     pub fn with_pods_plan(mut self, plan: Option<PodsPlan>) -> Self {
         self.pods_plan = plan;
+        self
+    }
+
+    /// Checks the analysis invariant (21): the pause steps are analysed.
+    pub fn with_analysis(mut self, analysed: bool) -> Self {
+        self.analysed = analysed;
         self
     }
 
@@ -647,6 +656,66 @@ impl Checker {
         }
     }
 
+    /// Invariant 21: a status write that moves the rollout past an analysed pause step records
+    /// that step's analysis as passing, unless a promotion was acted on in it; and the
+    /// verdicts recorded, counted.
+    fn check_analysed_pauses(
+        &self,
+        plan: &PodsPlan,
+        previous: Option<&canary_kube_adapter::crd::CanaryDaemonSetStatus>,
+        status: &canary_kube_adapter::crd::CanaryDaemonSetStatus,
+    ) {
+        let verdict = |s: Option<&canary_kube_adapter::crd::CanaryDaemonSetStatus>| {
+            s.and_then(|s| s.analysis.as_ref())
+                .map(|a| (a.step, a.revision.clone(), a.verdict.clone()))
+        };
+        let now = verdict(Some(status));
+        if now.is_some() && now != verdict(previous) {
+            let index = match now.as_ref().map(|(_, _, v)| v.as_str()) {
+                Some("Passing") => Some(0),
+                Some("Failed") => Some(1),
+                Some("Inconclusive") => Some(2),
+                _ => None,
+            };
+            if let Some(index) = index {
+                self.world.count(|e| e.analysis_verdicts[index] += 1);
+            }
+        }
+        let Some(previous) = previous else { return };
+        let (Some(from), Some(to)) = (previous.current_step_index, status.current_step_index)
+        else {
+            return;
+        };
+        let rolling_back = status
+            .history
+            .as_ref()
+            .is_some_and(|h| h.rollback.is_some());
+        if to <= from
+            || previous.target_revision != status.target_revision
+            || previous.promotion != status.promotion
+            || rolling_back
+        {
+            return;
+        }
+        for pause in (from..to)
+            .filter(|index| matches!(plan.steps.get(*index as usize), Some(PlanStep::Pause(_))))
+        {
+            let passed = status.analysis.as_ref().is_some_and(|a| {
+                a.step == pause && a.revision == status.target_revision && a.verdict == "Passing"
+            });
+            if !passed {
+                self.world.violate(
+                    Invariant::AnalysedPauseEndsWhenPassing,
+                    format!(
+                        "the status moved from step {from} to {to} past the analysed pause step {pause} (revision {:?}) with analysis {:?}",
+                        status.target_revision,
+                        status.analysis
+                    ),
+                );
+            }
+        }
+    }
+
     /// Invariants 11 (the deletions since the last status, against the steps they may have
     /// been made in) and 13 (a status turning `successful`).
     fn on_pods_status(&mut self, cds: &CanaryDaemonSet, phase: Option<&str>) {
@@ -656,6 +725,9 @@ impl Checker {
             return;
         }
         let promotion_before = self.last_status.as_ref().and_then(|s| s.promotion.clone());
+        if self.analysed {
+            self.check_analysed_pauses(plan, self.last_status.as_ref(), status);
+        }
         self.last_status = Some(status.clone());
         self.check_full_promotion(plan, status, promotion_before.as_deref());
         let step = status

@@ -187,6 +187,76 @@ pub struct Plan {
     /// MaxUnavailable driver: the harness holds on request at this time from the start, for
     /// this long (the Pods driver's is [`PodsPlan::hold`]); see [`Plan::hold`].
     pub max_unavailable_hold: Option<(Duration, Duration)>,
+    /// Pods driver with a pause step: `spec.analysis`, and what the fake Prometheus answers.
+    pub analysis: Option<AnalysisPlan>,
+}
+
+/// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
+/// per node (1%, 10% on the nodes of a bad version), an outage, slow answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AnalysisPlan {
+    /// Time between measurements.
+    pub interval: Duration,
+    /// `failureLimit`.
+    pub failure_limit: u32,
+    /// `inconclusiveLimit`.
+    pub inconclusive_limit: u32,
+    /// Versions whose agents report ten times the errors (`v<n>`).
+    pub bad_versions: Vec<u32>,
+    /// Prometheus unreachable from this time (since the start) for this long.
+    pub outage: Option<(Duration, Duration)>,
+    /// Answers delayed by the third value from this time for this long (past the query
+    /// timeout, [`ANALYSIS_TIMEOUT`], they are inconclusive).
+    pub slow: Option<(Duration, Duration, Duration)>,
+}
+
+/// The query timeout of the generated analyses.
+pub const ANALYSIS_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl AnalysisPlan {
+    fn generate(rng: &mut Rng, changes: &[VersionChange]) -> Self {
+        let window = |rng: &mut Rng| {
+            (
+                Duration::from_secs(rng.between(1, 400)),
+                Duration::from_secs(rng.between(10, 200)),
+            )
+        };
+        AnalysisPlan {
+            interval: Duration::from_secs(rng.between(2, 30)),
+            failure_limit: rng.between(1, 3) as u32,
+            inconclusive_limit: rng.between(1, 3) as u32,
+            bad_versions: changes
+                .iter()
+                .filter(|_| rng.chance(0.3))
+                .map(|change| change.version)
+                .collect(),
+            outage: rng.chance(0.3).then(|| window(rng)),
+            slow: rng.chance(0.3).then(|| {
+                let (at, length) = window(rng);
+                (at, length, Duration::from_secs(rng.between(1, 8)))
+            }),
+        }
+    }
+
+    /// The `spec.analysis` of the scenario.
+    pub fn spec(&self) -> serde_json::Value {
+        serde_json::json!({
+            "prometheus": {
+                "address": "http://prometheus.simulation:9090",
+                "timeout": format!("{}s", ANALYSIS_TIMEOUT.as_secs())
+            },
+            "interval": format!("{}s", self.interval.as_secs()),
+            "metrics": [{
+                "name": "error-ratio",
+                "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
+                "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
+                "max": 0.05,
+                "maxRatio": 2,
+                "failureLimit": self.failure_limit,
+                "inconclusiveLimit": self.inconclusive_limit
+            }]
+        })
+    }
 }
 
 /// One generated step of the Pods driver.
@@ -486,7 +556,7 @@ impl Plan {
             Behavior::SlowStart(rng.between(5, 60))
         };
         let count = rng.between(1, 3) as u32;
-        let changes = (0..count)
+        let changes: Vec<VersionChange> = (0..count)
             .map(|i| VersionChange {
                 version: i + 2,
                 behavior: behavior(&mut rng),
@@ -620,6 +690,15 @@ impl Plan {
                 Duration::from_secs(verbs_rng.between(10, 200)),
             )
         });
+        // Analysis, from a stream of its own: only a Pods-driver plan with a pause has one.
+        let mut analysis_rng = Rng::new(seed, 6);
+        let paused = pods.as_ref().is_some_and(|pods| {
+            pods.steps
+                .iter()
+                .any(|step| matches!(step, PlanStep::Pause(_)))
+        });
+        let analysis = (paused && analysis_rng.chance(0.6))
+            .then(|| AnalysisPlan::generate(&mut analysis_rng, &changes));
         Plan {
             seed,
             profile,
@@ -639,6 +718,7 @@ impl Plan {
             on_failure_rollback,
             retry_after,
             max_unavailable_hold,
+            analysis,
         }
     }
 
@@ -784,6 +864,22 @@ impl fmt::Display for Plan {
             }
             if let Some(at) = pods.full_promotion_at {
                 write!(f, ", fully promoted at {at:?}")?;
+            }
+        }
+        if let Some(analysis) = &self.analysis {
+            write!(
+                f,
+                "; analysis every {:?} (failureLimit {}, inconclusiveLimit {}), bad versions {:?}",
+                analysis.interval,
+                analysis.failure_limit,
+                analysis.inconclusive_limit,
+                analysis.bad_versions
+            )?;
+            if let Some((at, length)) = analysis.outage {
+                write!(f, ", Prometheus down at {at:?} for {length:?}")?;
+            }
+            if let Some((at, length, delay)) = analysis.slow {
+                write!(f, ", answers {delay:?} late at {at:?} for {length:?}")?;
             }
         }
         Ok(())

@@ -310,10 +310,11 @@ impl Recorded {
             return;
         };
         let Some(status) = &cds.status else { return };
-        let sticky = matches!(
-            status.reason.as_deref(),
-            Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
-        );
+        let sticky = status
+            .reason
+            .as_deref()
+            .and_then(|reason| reason.parse::<canary_state_machine::FailureReason>().ok())
+            .is_some_and(canary_state_machine::FailureReason::is_sticky);
         let current = status.observed_generation == cds.metadata.generation;
         // A hand edit reverted after the failure is a rollout of its own (its status write may
         // have failed: the controller goes on from the status it remembers).

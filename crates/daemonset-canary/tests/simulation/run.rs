@@ -12,7 +12,8 @@ use canary_kube_adapter::crd::{
 };
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
-use canary_sim::{Sim, UpdateScope};
+use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
+use canary_sim::{Sim, SimPrometheus, UpdateScope};
 use canary_state_machine::DriftPolicy;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
@@ -23,6 +24,7 @@ use tokio::time::Instant;
 
 use super::checker::{Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended};
 use super::plan::{Action, Behavior, CANARY_LABEL, Plan, When, ZONE_LABEL};
+use super::prometheus::FakePrometheus;
 use super::recorder::Recorded;
 use super::rng::Rng;
 use super::world::{Exercised, Invariant, Violation, World};
@@ -107,6 +109,8 @@ struct Harness<'a> {
     clock: Clock,
     replicas: Vec<Replica>,
     rng: Rng,
+    /// When the scenario began (the fake Prometheus' times count from it).
+    start: Instant,
     /// Node changes to undo: (when, node, what).
     undo: Vec<(Instant, String, Undo)>,
     not_ready: BTreeMap<String, ()>,
@@ -140,6 +144,11 @@ impl Harness<'_> {
                 .plan
                 .leader_election
                 .then(|| LeaderElection::new(NAMESPACE, identity.clone())),
+            prometheus: Arc::new(FakePrometheus::new(
+                SimPrometheus::new(self.sim.store().clone()),
+                self.plan.analysis.clone().unwrap_or_default(),
+                self.start,
+            )),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -649,6 +658,13 @@ impl Harness<'_> {
         {
             strategy.extend(fields);
         }
+        if let Some(analysis) = &self.plan.analysis {
+            spec["spec"]["analysis"] = analysis.spec();
+            if analysis.bad_versions.contains(&version) {
+                spec["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]
+                    [ERROR_RATIO_ANNOTATION] = serde_json::json!("0.1");
+            }
+        }
         let store = self.sim.store();
         let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
             Ok(object) if version == 1 => store.create(&object).is_ok(),
@@ -798,12 +814,14 @@ pub async fn run(plan: &Plan) -> Outcome {
     let events = sim.store().subscribe();
     let checker = checker
         .with_nodes(sim.store().list::<Node>(None))
-        .with_pods_plan(plan.pods.clone());
+        .with_pods_plan(plan.pods.clone())
+        .with_analysis(plan.analysis.is_some());
     let checker_task = tokio::spawn(checker.run(events));
 
     let epoch = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH);
     let mut harness = Harness {
         plan,
+        start: Instant::now(),
         world: world.clone(),
         intent: intent.clone(),
         clock: Clock::tokio_virtual(epoch),

@@ -88,6 +88,12 @@ pub enum Invariant {
     ///     mark the harness set (`status.history.undo`), whether it started a rollout or was
     ///     refused (at rest on the only revision, say).
     UndoActedOn,
+    /// 21. Analysis: the status write that moves a rollout past an analysed pause step (same
+    ///     target revision, not a rollback) records that step's analysis as `Passing`, unless
+    ///     it acts on a promotion (which ends a pause whatever the analysis says). With
+    ///     invariant 12 (`AnalysisFailed` is sticky): no step and no deletion after a failed
+    ///     analysis.
+    AnalysedPauseEndsWhenPassing,
 }
 
 impl Invariant {
@@ -114,6 +120,7 @@ impl Invariant {
             Invariant::AbortActedOn => "18 abort-acted-on",
             Invariant::FullPromotionReachesLastStep => "19 full-promotion-reaches-last-step",
             Invariant::UndoActedOn => "20 undo-acted-on",
+            Invariant::AnalysedPauseEndsWhenPassing => "21 analysed-pause-ends-when-passing",
         }
     }
 }
@@ -177,6 +184,9 @@ pub struct Exercised {
     pub undos: u64,
     /// Rollbacks that ended (`rolledBack` at quiescence).
     pub rolled_back: u64,
+    /// Analysis verdicts the status recorded, each time one changed: passing, failed,
+    /// inconclusive.
+    pub analysis_verdicts: [u64; 3],
 }
 
 /// DaemonSet writes attributed to one version.
