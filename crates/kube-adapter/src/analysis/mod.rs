@@ -287,32 +287,33 @@ async fn measure(
     }
 }
 
-async fn measure_one(
-    plan: &AnalysisPlan,
-    check: &MetricCheck,
-    values: &TemplateValues,
-    api: &dyn QueryApi,
+async fn measure_one<'a>(
+    plan: &'a AnalysisPlan,
+    check: &'a MetricCheck,
+    values: &'a TemplateValues,
+    api: &'a dyn QueryApi,
     reporting: &RunReporting,
 ) -> Taken {
-    let ask = |query: Result<String, String>| async move {
-        match &query {
+    // The query as sent, or the template when it cannot be rendered (the status then shows
+    // what would have been sent, beside why not).
+    let ask = |template: &'a str| async move {
+        match render(template, values) {
             Ok(promql) => {
                 let answer = api
-                    .query(&plan.address, promql, plan.timeout)
+                    .query(&plan.address, &promql, plan.timeout)
                     .await
                     .map_err(|e| e.to_string());
-                (query.clone().unwrap_or_default(), answer)
+                (promql, answer)
             }
-            Err(why) => (String::new(), Err(why.clone())),
+            Err(why) => (template.to_owned(), Err(why.to_string())),
         }
     };
-    let rendered = render(&check.query, values).map_err(|e| e.to_string());
-    let (query, value) = ask(rendered).await;
+    let (query, value) = ask(&check.query).await;
     let (baseline_query, baseline) = match &check.baseline_query {
         // No value, no comparison: the baseline is not asked for.
         Some(_) if value.is_err() => (None, None),
         Some(template) => {
-            let (query, answer) = ask(render(template, values).map_err(|e| e.to_string())).await;
+            let (query, answer) = ask(template).await;
             (Some(query), Some(answer))
         }
         None => (None, None),
