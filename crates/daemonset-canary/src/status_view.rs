@@ -96,6 +96,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     field(&mut out, "Generations", &generations(cds));
     steps(&mut out, cds, &status);
     pods_by_revision(&mut out, &status);
+    analysis(&mut out, cds, now);
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
     out
@@ -270,19 +271,69 @@ fn conditions(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
     }
     let _ = writeln!(
         out,
-        "  {:<12} {:<7} {:<24} {:>7}  MESSAGE",
+        "  {:<15} {:<7} {:<24} {:>7}  MESSAGE",
         "TYPE", "STATUS", "REASON", "AGE"
     );
     for condition in conditions {
         let _ = writeln!(
             out,
-            "  {:<12} {:<7} {:<24} {:>7}  {}",
+            "  {:<15} {:<7} {:<24} {:>7}  {}",
             condition.type_,
             condition.status,
             condition.reason,
             age(condition.last_transition_time.0, now),
             condition.message
         );
+    }
+}
+
+/// The last analysed pause step (`status.analysis`): its verdict, and each metric's last
+/// measurement with the query as sent, to paste into Prometheus.
+fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
+    let Some(analysis) = cds.status.as_ref().and_then(|s| s.analysis.as_ref()) else {
+        return;
+    };
+    let _ = write!(
+        out,
+        "\nAnalysis:        step {}, revision {}: {}",
+        analysis.step + 1,
+        analysis.revision.as_deref().unwrap_or("-"),
+        analysis.verdict
+    );
+    if let Some(message) = &analysis.message {
+        let _ = write!(out, " ({message})");
+    }
+    let _ = writeln!(out);
+    if analysis.measurements.is_empty() {
+        let _ = writeln!(out, "  (no measurement yet)");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<20} {:<12} {:>10} {:>10} {:>8} {:>8} {:>7}",
+        "METRIC", "VERDICT", "VALUE", "BASELINE", "FAILURES", "IN A ROW", "AGE"
+    );
+    for m in &analysis.measurements {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<12} {:>10} {:>10} {:>8} {:>8} {:>7}",
+            m.metric,
+            m.verdict,
+            m.value.as_deref().unwrap_or("-"),
+            m.baseline.as_deref().unwrap_or("-"),
+            m.failures,
+            m.inconclusive,
+            m.time
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |t| age(t.0, now))
+        );
+        if let Some(detail) = &m.detail {
+            let _ = writeln!(out, "    {detail}");
+        }
+        let _ = writeln!(out, "    query: {}", m.query);
+        if let Some(baseline) = &m.baseline_query {
+            let _ = writeln!(out, "    baseline: {baseline}");
+        }
     }
 }
 
@@ -543,6 +594,55 @@ mod tests {
         let view = render(&held, &[], at(100));
         assert!(
             view.contains("Held:            resume asked for, not acted on yet"),
+            "{view}"
+        );
+    }
+
+    #[test]
+    fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
+        use canary_kube_adapter::crd::{AnalysisStatus, MeasurementStatus};
+        let mut analysed = cds();
+        assert!(!render(&analysed, &[], at(100)).contains("Analysis:"));
+        analysed
+            .status
+            .get_or_insert_with(Default::default)
+            .analysis = Some(AnalysisStatus {
+            step: 1,
+            revision: Some("7fcdd5986b".into()),
+            verdict: "Failed".into(),
+            message: Some("errors: 0.1 is above max 0.05".into()),
+            measurements: vec![MeasurementStatus {
+                metric: "errors".into(),
+                query: r#"max(agent_error_ratio{node=~"node-1"})"#.into(),
+                baseline_query: None,
+                value: Some("0.1".into()),
+                baseline: None,
+                verdict: "Fail".into(),
+                detail: Some("0.1 is above max 0.05".into()),
+                time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(90))),
+                failures: 1,
+                inconclusive: 0,
+            }],
+        });
+        let view = render(&analysed, &[], at(100));
+        assert!(
+            view.contains(
+                "Analysis:        step 2, revision 7fcdd5986b: Failed (errors: 0.1 is above max 0.05)"
+            ),
+            "{view}"
+        );
+        let row = view
+            .lines()
+            .find(|l| l.trim_start().starts_with("errors "))
+            .unwrap_or_default();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["errors", "Fail", "0.1", "-", "1", "0", "10s"],
+            "{view}"
+        );
+        assert!(
+            view.contains(r#"    query: max(agent_error_ratio{node=~"node-1"})"#),
             "{view}"
         );
     }

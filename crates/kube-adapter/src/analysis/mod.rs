@@ -1,11 +1,11 @@
 //! Analysis runs: the measurements of one analysed pause step, taken beside the reconcile.
 //!
 //! A pass of the Pods driver that is in (or enters) a pause step of a rollout with
-//! `spec.analysis` keeps one [`AnalysisRun`] for that step: a task that, every `interval`,
+//! `spec.analysis` keeps one `AnalysisRun` for that step: a task that, every `interval`,
 //! renders each metric's queries with the step's [`TemplateValues`], asks Prometheus through a
 //! [`QueryApi`], judges the answers ([`judge`]) and counts them. Each round ends with a wake-up
 //! of the CanaryDaemonSet, so the result comes back as a trigger: the next pass reads the
-//! verdict ([`AnalysisRun::snapshot`]) into the state machine's observation and the last
+//! verdict (`AnalysisRun::snapshot`) into the state machine's observation and the last
 //! measurements into the status. A reconcile never waits for Prometheus.
 //!
 //! # Invariants
