@@ -12,32 +12,11 @@ use canary_state_machine::{
     MetricCheck, MetricTally, TemplateValues, Verdict, judge, placeholders, render, verdict,
 };
 
-/// The names an alternation rendered inside a double-quoted string stands for: the string
-/// literal's escapes undone, then split on the unescaped `|`, each regex escape undone. `None`
-/// when it is not well formed (an unescaped quote, a dangling backslash).
+/// The names a rendered `{{nodes}}` stands for, read back as a matcher by the simulator's
+/// stand-in Prometheus (an implementation of its own: PromQL's string escapes, then RE2's
+/// alternation of escaped literals).
 fn read_back(rendered: &str) -> Option<Vec<String>> {
-    let mut literal = String::new();
-    let mut chars = rendered.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return None,
-            '\\' => match chars.next()? {
-                'n' => literal.push('\n'),
-                other => literal.push(other),
-            },
-            c => literal.push(c),
-        }
-    }
-    let mut names = vec![String::new()];
-    let mut chars = literal.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => names.last_mut()?.push(chars.next()?),
-            '|' => names.push(String::new()),
-            c => names.last_mut()?.push(c),
-        }
-    }
-    Some(names)
+    canary_sim::listed_nodes(&format!(r#"m{{node=~"{rendered}"}}"#))
 }
 
 fn values(u: &mut Unstructured<'_>) -> Result<TemplateValues> {

@@ -45,7 +45,7 @@ impl SimPrometheus {
 
     /// The highest error ratio of the running pods on the nodes `promql` lists.
     pub fn query(&self, promql: &str) -> Result<f64, SimQueryError> {
-        let nodes = node_matcher(promql).ok_or(SimQueryError::NoNodeMatcher)?;
+        let nodes = listed_nodes(promql).ok_or(SimQueryError::NoNodeMatcher)?;
         self.store
             .list::<Pod>(None)
             .iter()
@@ -73,16 +73,21 @@ fn error_ratio(pod: &Pod) -> f64 {
         .unwrap_or(DEFAULT_ERROR_RATIO)
 }
 
-/// The names the first `node=~"..."` matcher lists: the string literal unescaped, split on the
-/// alternation's `|`, each name's regex escapes undone.
-fn node_matcher(promql: &str) -> Option<Vec<String>> {
+/// The names the first `node=~"..."` matcher of `promql` lists: the string literal unescaped
+/// (`\n` is a newline, any other escaped character itself), split on the alternation's
+/// unescaped `|`, each name's regex escapes undone. `None` without such a matcher, or when it
+/// is not well formed.
+pub fn listed_nodes(promql: &str) -> Option<Vec<String>> {
     let start = promql.find("node=~\"")? + "node=~\"".len();
     let mut literal = String::new();
     let mut chars = promql[start..].chars();
     loop {
         match chars.next()? {
             '"' => break,
-            '\\' => literal.push(chars.next()?),
+            '\\' => match chars.next()? {
+                'n' => literal.push('\n'),
+                other => literal.push(other),
+            },
             c => literal.push(c),
         }
     }
@@ -103,12 +108,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_node_matcher_is_read_as_analysis_templates_render_it() {
+    fn the_listed_nodes_are_read_as_analysis_templates_render_them() {
         assert_eq!(
-            node_matcher(r#"max(agent_error_ratio{node=~"node-1|ip-10\\.ec2"})"#),
+            listed_nodes(r#"max(agent_error_ratio{node=~"node-1|ip-10\\.ec2"})"#),
             Some(vec!["node-1".to_owned(), "ip-10.ec2".to_owned()])
         );
-        assert_eq!(node_matcher(r#"up{job="x"}"#), None);
-        assert_eq!(node_matcher(r#"up{node=~"unclosed"#), None);
+        assert_eq!(listed_nodes(r#"up{job="x"}"#), None);
+        assert_eq!(listed_nodes(r#"up{node=~"unclosed"#), None);
     }
 }

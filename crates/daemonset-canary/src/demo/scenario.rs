@@ -376,19 +376,7 @@ impl Scenario {
             manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
         }
         if self.driver() == Driver::Pods {
-            // The soak after the canary node is judged: the canary nodes' error ratio at most
-            // 5%, and at most twice the nodes still on the old version.
-            manifest["spec"]["analysis"] = json!({
-                "prometheus": {"address": DEMO_PROMETHEUS},
-                "interval": "10s",
-                "metrics": [{
-                    "name": "error-ratio",
-                    "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
-                    "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
-                    "max": 0.05,
-                    "maxRatio": 2
-                }]
-            });
+            manifest["spec"]["analysis"] = error_ratio_analysis(DEMO_PROMETHEUS, "10s");
         }
         if self.config.kind == ScenarioKind::BadMetrics && version != "v1" {
             manifest["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]
@@ -528,6 +516,23 @@ pub fn manifest(compatibility: Compatibility, version: &str, behavior: &str) -> 
         version,
         behavior,
     )
+}
+
+/// The `spec.analysis` the demo judges its soak with: one metric, the agents' error ratio on
+/// the nodes of the new revision (`agent_error_ratio{node=...}`), at most 5% and at most twice
+/// the nodes still on the old one, measured every `interval` from the Prometheus at `address`.
+pub fn error_ratio_analysis(address: &str, interval: &str) -> serde_json::Value {
+    json!({
+        "prometheus": {"address": address},
+        "interval": interval,
+        "metrics": [{
+            "name": "error-ratio",
+            "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
+            "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
+            "max": 0.05,
+            "maxRatio": 2
+        }]
+    })
 }
 
 /// [`manifest`] with a driver: the Pods driver goes one canary node, a 30 s soak, half the

@@ -14,19 +14,19 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::{Compatibility, Driver};
-use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest_for};
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, error_ratio_analysis, manifest_for};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::prometheus::{start_prometheus_at, temp_dir};
-use crate::support::{self, KillOnDrop, free_port};
+use crate::support::{self, free_port};
 
 /// The version whose pods report errors.
 const BAD: &str = "v3";
@@ -91,23 +91,16 @@ impl Exporter {
     }
 }
 
-/// The demo's Pods-driver manifest with one canary node, an 8 s analysed pause, and an
-/// analysis every 2 s: the canary's error ratio at most 3 times the baseline's.
+/// The demo's Pods-driver manifest with one canary node, an 8 s analysed pause, and the demo's
+/// analysis every 2 s (the canary's error ratio at most 5%, at most twice the baseline's).
 fn analysed(version: &str, prometheus_port: u16) -> serde_json::Value {
     let mut manifest = manifest_for(Compatibility::Fixed, Driver::Pods, None, version, "healthy");
     manifest["spec"]["strategy"]["steps"] = json!([{"nodes": "1"}, {"pause": {"duration": "8s"}}]);
     manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
-    manifest["spec"]["analysis"] = json!({
-        "prometheus": {"address": format!("http://127.0.0.1:{prometheus_port}"), "timeout": "2s"},
-        "interval": "2s",
-        "metrics": [{
-            "name": "error-ratio",
-            "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
-            "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
-            "maxRatio": 3,
-            "inconclusiveLimit": 2
-        }]
-    });
+    let mut analysis = error_ratio_analysis(&format!("http://127.0.0.1:{prometheus_port}"), "2s");
+    analysis["prometheus"]["timeout"] = json!("2s");
+    analysis["metrics"][0]["inconclusiveLimit"] = json!(2);
+    manifest["spec"]["analysis"] = analysis;
     manifest
 }
 
@@ -170,16 +163,8 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     let prometheus_port = free_port();
     let mut prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
 
-    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&sim.kubeconfig)
-        .arg("--metrics-addr=127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("run.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let _run = KillOnDrop(run);
+    let log = std::fs::File::create(dir.join("run.log")).unwrap();
+    let _run = support::spawn_run(&sim.kubeconfig, Stdio::from(log));
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let v1: CanaryDaemonSet = serde_json::from_value(analysed("v1", prometheus_port)).unwrap();

@@ -251,16 +251,8 @@ async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, Kil
     let sim = support::serve_sim(test, &["--nodes", "3"]);
     let client = support::client(&sim.kubeconfig).await;
     support::install_crd(&client).await;
-    let run = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(&sim.kubeconfig)
-        .arg("--metrics-addr=127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    (sim, client, KillOnDrop(run))
+    let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
+    (sim, client, run)
 }
 
 /// `daemonset-canary VERB node-agent -n default` as a user types it.

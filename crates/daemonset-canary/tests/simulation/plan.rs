@@ -240,22 +240,15 @@ impl AnalysisPlan {
 
     /// The `spec.analysis` of the scenario.
     pub fn spec(&self) -> serde_json::Value {
-        serde_json::json!({
-            "prometheus": {
-                "address": "http://prometheus.simulation:9090",
-                "timeout": format!("{}s", ANALYSIS_TIMEOUT.as_secs())
-            },
-            "interval": format!("{}s", self.interval.as_secs()),
-            "metrics": [{
-                "name": "error-ratio",
-                "query": r#"max(agent_error_ratio{node=~"{{nodes}}"})"#,
-                "baselineQuery": r#"max(agent_error_ratio{node=~"{{baselineNodes}}"})"#,
-                "max": 0.05,
-                "maxRatio": 2,
-                "failureLimit": self.failure_limit,
-                "inconclusiveLimit": self.inconclusive_limit
-            }]
-        })
+        let mut spec = daemonset_canary::demo::scenario::error_ratio_analysis(
+            "http://prometheus.simulation:9090",
+            &format!("{}s", self.interval.as_secs()),
+        );
+        spec["prometheus"]["timeout"] =
+            serde_json::json!(format!("{}s", ANALYSIS_TIMEOUT.as_secs()));
+        spec["metrics"][0]["failureLimit"] = serde_json::json!(self.failure_limit);
+        spec["metrics"][0]["inconclusiveLimit"] = serde_json::json!(self.inconclusive_limit);
+        spec
     }
 }
 

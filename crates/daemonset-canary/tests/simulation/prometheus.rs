@@ -1,12 +1,12 @@
-//! The fake Prometheus of the simulation: canary-sim's stand-in ([`SimPrometheus`]: the
-//! agents' error ratio per node, from the pods) behind the controller's [`QueryApi`], with the
-//! plan's outage (unreachable) and slow answers (late, past the query's timeout: a timeout), in
-//! virtual time.
+//! The fake Prometheus of the simulation: the demo's ([`SimQueries`], canary-sim's stand-in
+//! behind the controller's [`QueryApi`]: the agents' error ratio per node, from the pods), with
+//! the plan's outage (unreachable) and slow answers (late, past the query's timeout: a
+//! timeout), in virtual time.
 
 use std::time::Duration;
 
 use canary_kube_adapter::analysis::{QueryApi, QueryError};
-use canary_sim::{SimPrometheus, SimQueryError};
+use daemonset_canary::demo::prometheus::SimQueries;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
@@ -15,14 +15,14 @@ use super::plan::AnalysisPlan;
 /// See the module documentation.
 #[derive(Debug)]
 pub struct FakePrometheus {
-    sim: SimPrometheus,
+    sim: SimQueries,
     plan: AnalysisPlan,
     start: Instant,
 }
 
 impl FakePrometheus {
     /// Answers from `sim` as `plan` says, its times counted from `start`.
-    pub fn new(sim: SimPrometheus, plan: AnalysisPlan, start: Instant) -> Self {
+    pub fn new(sim: SimQueries, plan: AnalysisPlan, start: Instant) -> Self {
         Self { sim, plan, start }
     }
 
@@ -35,7 +35,7 @@ impl FakePrometheus {
 impl QueryApi for FakePrometheus {
     fn query<'a>(
         &'a self,
-        _address: &'a str,
+        address: &'a str,
         promql: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<f64, QueryError>> {
@@ -52,13 +52,7 @@ impl QueryApi for FakePrometheus {
                 }
                 tokio::time::sleep(delay).await;
             }
-            self.sim.query(promql).map_err(|error| match error {
-                SimQueryError::NoData => QueryError::NoData,
-                SimQueryError::NoNodeMatcher => QueryError::Refused {
-                    status: 400,
-                    error: error.to_string(),
-                },
-            })
+            self.sim.query(address, promql, timeout).await
         })
     }
 }

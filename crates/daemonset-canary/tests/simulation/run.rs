@@ -29,6 +29,7 @@ use super::recorder::Recorded;
 use super::rng::Rng;
 use super::world::{Exercised, Invariant, Violation, World};
 use super::{NAME, NAMESPACE, manifest};
+use daemonset_canary::demo::prometheus::SimQueries;
 
 /// What one seed found and exercised.
 #[derive(Debug, Clone)]
@@ -145,7 +146,7 @@ impl Harness<'_> {
                 .leader_election
                 .then(|| LeaderElection::new(NAMESPACE, identity.clone())),
             prometheus: Arc::new(FakePrometheus::new(
-                SimPrometheus::new(self.sim.store().clone()),
+                SimQueries(SimPrometheus::new(self.sim.store().clone())),
                 self.plan.analysis.clone().unwrap_or_default(),
                 self.start,
             )),

@@ -121,6 +121,21 @@ pub fn serve_sim(test: &str, args: &[&str]) -> ServedSim {
 }
 
 /// A client for the cluster of `kubeconfig`.
+/// `daemonset-canary run --kubeconfig KUBECONFIG` (metrics on a free loopback port, its log to
+/// `stderr`), killed when the value is dropped.
+pub fn spawn_run(kubeconfig: &std::path::Path, stderr: Stdio) -> KillOnDrop {
+    let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    KillOnDrop(child)
+}
+
 pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
     let file = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default())

@@ -309,8 +309,8 @@ fn a_ready_canary_completes_the_step_and_the_next_one_begins_in_the_same_pass() 
     assert!(decision.events[0].message.contains("canary on n99"));
 }
 
-#[test]
-fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() {
+/// `[{nodes: 1}, {pause: 30s}]` over four old nodes and the canary `n99`, updated and ready.
+fn canary_then_30s_pause() -> (StepPlan, Vec<NodeState>) {
     let plan = StepPlan::new(vec![
         Step::Nodes {
             nodes: MaxUnavailable::ONE,
@@ -322,6 +322,12 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
     ]);
     let mut nodes = cluster(4, 0);
     nodes.push(node("n99", true, true));
+    (plan, nodes)
+}
+
+#[test]
+fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() {
+    let (plan, nodes) = canary_then_30s_pause();
     let entering = decide_pods(&pods(), &plan, &at(0, Phase::Canary, nodes.clone()));
     assert_eq!((entering.phase, entering.step), (Phase::Paused, 1));
     assert!(entering.delete.is_empty());
@@ -352,17 +358,7 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
 /// `[{nodes: 1}, {pause: 30s}]` with the canary ready on `n99`, 40 s into the pause (over), and
 /// the analysis of step 1 at `verdict`.
 fn analysed_pause(verdict: AnalysisVerdict, announced: bool) -> (StepPlan, PodObservation) {
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause {
-            duration: Some(Duration::from_secs(30)),
-        },
-    ]);
-    let mut nodes = cluster(4, 0);
-    nodes.push(node("n99", true, true));
+    let (plan, nodes) = canary_then_30s_pause();
     let mut observation = at(1, Phase::Paused, nodes);
     observation.position = Some(StepPosition {
         index: 1,
