@@ -47,12 +47,9 @@ pub struct AnalysisPlan {
     pub checks: Vec<MetricCheck>,
 }
 
-/// The plan of `spec`, or why it cannot be used; `parse_duration` reads the durations as the
-/// pause steps' are read.
-pub(crate) fn analysis_plan(
-    spec: &AnalysisSpec,
-    parse_duration: impl Fn(&str) -> Result<Duration, String>,
-) -> Result<AnalysisPlan, String> {
+/// The plan of `spec`, or why it cannot be used; the durations read as the pause steps' are.
+pub(crate) fn analysis_plan(spec: &AnalysisSpec) -> Result<AnalysisPlan, String> {
+    use crate::reconcile::parse_duration;
     query_uri(&spec.prometheus.address)
         .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
     let timeout = parse_duration(&spec.prometheus.timeout)
@@ -351,4 +348,135 @@ fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
     shared
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::future::BoxFuture;
+
+    /// Answers every query with the number of `|` in it: the nodes it lists, less one.
+    #[derive(Debug)]
+    struct Counting;
+
+    impl QueryApi for Counting {
+        fn query<'a>(
+            &'a self,
+            _address: &'a str,
+            promql: &'a str,
+            _timeout: Duration,
+        ) -> BoxFuture<'a, Result<f64, QueryError>> {
+            let bars = promql.matches('|').count();
+            Box::pin(std::future::ready(Ok(bars as f64)))
+        }
+    }
+
+    fn plan(metrics: usize) -> AnalysisPlan {
+        AnalysisPlan {
+            address: "http://prometheus.test:9090".into(),
+            timeout: Duration::from_secs(5),
+            interval: Duration::from_secs(10),
+            checks: (0..metrics)
+                .map(|i| MetricCheck {
+                    name: format!("metric-{i}"),
+                    query: r#"max(x{node=~"{{nodes}}"})"#.into(),
+                    baseline_query: Some(r#"max(x{node=~"{{baselineNodes}}"})"#.into()),
+                    min: None,
+                    max: Some(1e9),
+                    max_ratio: Some(1e9),
+                    failure_limit: 1,
+                    inconclusive_limit: 1,
+                })
+                .collect(),
+        }
+    }
+
+    fn reporting(woken: Arc<std::sync::atomic::AtomicU32>) -> RunReporting {
+        RunReporting {
+            wake: Box::new(move || {
+                woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+            namespace: "default".into(),
+            name: "agent".into(),
+            observer: Observer::new(),
+            clock: Clock::tokio_virtual(Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    /// 16 metrics with a baseline each over 5,000 nodes: every query is sent whole (the
+    /// answers count its names), and the status that shows them stays small.
+    #[tokio::test(start_paused = true)]
+    async fn a_round_over_5000_nodes_sends_whole_queries_and_keeps_the_status_small() {
+        let names = |prefix: &str, n: usize| -> Vec<String> {
+            (0..n)
+                .map(|i| format!("{prefix}-{i:05}.eu-west-1.compute.internal"))
+                .collect()
+        };
+        let values = TemplateValues {
+            nodes: names("ip-new", 2_500),
+            baseline_nodes: names("ip-old", 2_500),
+            ..TemplateValues::default()
+        };
+        let woken = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let run = AnalysisRun::start(
+            RunKey {
+                revision: "7b9f".into(),
+                step: 1,
+                generation: 2,
+            },
+            Arc::new(plan(16)),
+            values,
+            Arc::new(Counting),
+            reporting(Arc::clone(&woken)),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            woken.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "one round, one wake-up"
+        );
+        let (verdict, status) = run.snapshot();
+        assert_eq!(verdict, AnalysisVerdict::Passing);
+        assert_eq!(status.measurements.len(), 16);
+        assert_eq!(status.measurements[0].value.as_deref(), Some("2499"));
+        assert_eq!(status.measurements[0].baseline.as_deref(), Some("2499"));
+        let size = serde_json::to_vec(&status)
+            .map(|bytes| bytes.len())
+            .unwrap_or(usize::MAX);
+        assert!(size < 48 * 1024, "status.analysis is {size} bytes");
+        assert!(status.measurements[0].query.contains("more characters"));
+        // The next round comes an interval later.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // Dropped, the run stops measuring.
+        drop(run);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_plan_reads_the_durations_and_checks_the_metrics() {
+        let spec: AnalysisSpec = serde_json::from_value(serde_json::json!({
+            "prometheus": {"address": "http://prom:9090"},
+            "metrics": [{"name": "m", "query": "up", "max": 1}]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let plan = analysis_plan(&spec).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (plan.interval, plan.timeout),
+            (Duration::from_secs(60), Duration::from_secs(10))
+        );
+        assert_eq!(plan.checks[0].failure_limit, 1);
+        assert_eq!(plan.checks[0].inconclusive_limit, 3);
+        let mut https = spec.clone();
+        https.prometheus.address = "https://prom".into();
+        assert!(analysis_plan(&https).unwrap_err().contains("http:// URL"));
+        let mut typo = spec;
+        typo.metrics[0].query = "x{{node}}".into();
+        assert!(
+            analysis_plan(&typo)
+                .unwrap_err()
+                .contains("unknown placeholder")
+        );
+    }
 }

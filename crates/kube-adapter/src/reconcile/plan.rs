@@ -219,7 +219,7 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             if !has_pause {
                 return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
             }
-            Some(Arc::new(analysis_plan(analysis, parse_duration)?))
+            Some(Arc::new(analysis_plan(analysis)?))
         }
     };
     Ok(DriverPlan::Pods(PodsPlan {
