@@ -3,8 +3,8 @@
 //! way a node agent exports its own). The agent's error ratio is 1% on every node, 10% on
 //! the nodes that run a bad version.
 //!
-//! One rollout after another on one controller: with Prometheus stopped in the pause step, the
-//! rollout holds (`paused`, `AnalysisInconclusive`) however long the pause has been over, and
+//! One rollout after another on one controller: a healthy release passes its analysis and
+//! completes; with Prometheus stopped in the pause step, the rollout holds (`paused`, `AnalysisInconclusive`) however long the pause has been over, and
 //! goes on to `successful` once Prometheus is started again; a version whose canary reports ten
 //! times the baseline's error ratio fails with `AnalysisFailed` and, with `onFailure:
 //! Rollback`, is rolled back to the last good one.
@@ -29,7 +29,7 @@ use crate::prometheus::{start_prometheus_at, temp_dir};
 use crate::support::{self, free_port};
 
 /// The version whose pods report errors.
-const BAD: &str = "v3";
+const BAD: &str = "v4";
 
 /// The exporter: the version each node runs, read from the cluster; `/metrics` answers
 /// `agent_error_ratio{node="..."}` for each.
@@ -171,9 +171,16 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     api.create(&PostParams::default(), &v1).await.unwrap();
     wait_for(&api, "v1 installed", |s| phase(s) == "successful").await;
 
-    // Prometheus stops: the pause step of v2 cannot be judged, so it holds.
-    drop(prometheus.take());
+    // A healthy release: its analysis passes, the pause ends on time, the rollout completes.
     set_version(&api, "v2", prometheus_port).await;
+    let done = wait_for(&api, "v2 successful", |s| phase(s) == "successful").await;
+    let analysis = done.analysis.clone().unwrap();
+    assert_eq!((analysis.verdict.as_str(), analysis.step), ("Passing", 1));
+    assert_eq!(analysis.measurements[0].verdict, "Pass");
+
+    // Prometheus stops: the pause step of v3 cannot be judged, so it holds.
+    drop(prometheus.take());
+    set_version(&api, "v3", prometheus_port).await;
     let held = wait_for(&api, "held inconclusive", |s| {
         analysis_condition(s).1 == "AnalysisInconclusive"
     })
@@ -194,7 +201,7 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
 
     // Started again: the analysis passes and the rollout goes on.
     prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
-    let done = wait_for(&api, "v2 successful", |s| phase(s) == "successful").await;
+    let done = wait_for(&api, "v3 successful", |s| phase(s) == "successful").await;
     let analysis = done.analysis.clone().unwrap();
     assert_eq!(analysis.verdict, "Passing");
     let measured = &analysis.measurements[0];
@@ -208,9 +215,9 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
         measured.query
     );
 
-    // v3's canary reports ten times the baseline's error ratio: failed, rolled back to v2.
+    // v4's canary reports ten times the baseline's error ratio: failed, rolled back to v3.
     set_version(&api, BAD, prometheus_port).await;
-    let back = wait_for(&api, "v3 rolled back", |s| phase(s) == "rolledBack").await;
+    let back = wait_for(&api, "v4 rolled back", |s| phase(s) == "rolledBack").await;
     let analysis = back.analysis.clone().unwrap();
     assert_eq!(analysis.verdict, "Failed", "{analysis:#?}");
     assert_eq!(analysis.measurements[0].verdict, "Fail");
@@ -229,8 +236,8 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let versions = exporter.versions.lock().unwrap().clone();
     assert!(
-        versions.values().all(|v| v == "v2"),
-        "every node back on v2: {versions:?}"
+        versions.values().all(|v| v == "v3"),
+        "every node back on v3: {versions:?}"
     );
     drop(prometheus);
 }
