@@ -827,6 +827,14 @@ impl Checker {
     }
 }
 
+/// Whether a failure `reason` holds until the target changes (`FailureReason::is_sticky`:
+/// a crash loop, a missed deadline, a failed analysis).
+pub fn sticky_reason(reason: Option<&str>) -> bool {
+    reason
+        .and_then(|reason| reason.parse::<canary_state_machine::FailureReason>().ok())
+        .is_some_and(canary_state_machine::FailureReason::is_sticky)
+}
+
 /// Whether the CanaryDaemonSet's status describes its current spec in a final phase.
 pub fn ended(store: &Store) -> Option<String> {
     let cds = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?;
@@ -834,10 +842,7 @@ pub fn ended(store: &Store) -> Option<String> {
     let current = status.observed_generation == cds.metadata.generation;
     let phase = status.phase.clone()?;
     // A refused write or an invalid spec is re-evaluated on every pass: not an end.
-    let sticky = matches!(
-        status.reason.as_deref(),
-        Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
-    );
+    let sticky = sticky_reason(status.reason.as_deref());
     let at_rest = phase == "successful" || phase == "rolledBack";
     (current && (at_rest || (phase == "failed" && sticky))).then_some(phase)
 }
@@ -974,10 +979,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         }
     }
     let rollback_asked = cds.spec.strategy.on_failure == canary_state_machine::OnFailure::Rollback;
-    let sticky = matches!(
-        status.reason.as_deref(),
-        Some("CanaryCrashLooping" | "ProgressDeadlineExceeded")
-    );
+    let sticky = sticky_reason(status.reason.as_deref());
     if phase == "failed"
         && sticky
         && rollback_asked

@@ -310,11 +310,7 @@ impl Recorded {
             return;
         };
         let Some(status) = &cds.status else { return };
-        let sticky = status
-            .reason
-            .as_deref()
-            .and_then(|reason| reason.parse::<canary_state_machine::FailureReason>().ok())
-            .is_some_and(canary_state_machine::FailureReason::is_sticky);
+        let sticky = super::checker::sticky_reason(status.reason.as_deref());
         let current = status.observed_generation == cds.metadata.generation;
         // A hand edit reverted after the failure is a rollout of its own (its status write may
         // have failed: the controller goes on from the status it remembers).

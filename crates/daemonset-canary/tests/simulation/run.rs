@@ -918,8 +918,12 @@ pub async fn run(plan: &Plan) -> Outcome {
             (Some(p), _) => quiet_since = Some((now, p.clone())),
             (None, _) => quiet_since = None,
         }
+        // A rollout held on request is quiet by design, not at rest: quiescence (and the hand
+        // edit at rest, which a hold keeps until the resume) waits for the resume.
+        let held = hold_stage == 1;
         if let Some((since, p)) = &quiet_since
             && now >= *since + QUIET
+            && !held
         {
             counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());

@@ -50,8 +50,8 @@ pub enum Invariant {
     ///     unavailable pod at all to the DaemonSet controller (which deletes none).
     PodsWithinStepBudget,
     /// 12. Pods driver: no pod deletion while the stored status is `failed` with a sticky
-    ///     reason (`CanaryCrashLooping`, `ProgressDeadlineExceeded`) for the current spec; a
-    ///     spec change or a reverted hand edit starts a new rollout and lifts it.
+    ///     reason (`CanaryCrashLooping`, `ProgressDeadlineExceeded`, `AnalysisFailed`) for the
+    ///     current spec; a spec change or a reverted hand edit starts a new rollout and lifts it.
     NoDeletionAfterFailure,
     /// 13. Pods driver: when the status turns `successful`, no node runs a pod of another
     ///     revision than `status.targetRevision` unless it is named in `deferredNodes` (or

@@ -211,14 +211,22 @@ impl Pass<'_> {
         );
         // The status shows what the decision read (a round that ended since then shows in the
         // next pass, which it wakes): a step still measured or just ended keeps those
-        // measurements; a step just begun shows its new run; without analysis there is none.
+        // measurements, also while the next analysed step has none of its own yet (the write
+        // that ends a step records why it could end); then the new run; without analysis,
+        // nothing.
         let analysis_status = match (kept, measured) {
             (Some(key), Some((_, status))) if key == recorded_key => Some(status),
-            (Some(key), _) => self
-                .ctx
-                .memory
-                .analysis_snapshot(self.cds, &key)
-                .map(|(_, status)| status),
+            (Some(key), measured) => {
+                let fresh = self
+                    .ctx
+                    .memory
+                    .analysis_snapshot(self.cds, &key)
+                    .map(|(_, status)| status);
+                match (fresh, measured) {
+                    (Some(fresh), Some((_, ended))) if fresh.measurements.is_empty() => Some(ended),
+                    (fresh, _) => fresh,
+                }
+            }
             (None, Some((_, status))) => Some(status),
             (None, None) if pods_plan.analysis.is_some() => status.and_then(|s| s.analysis.clone()),
             (None, None) => None,
