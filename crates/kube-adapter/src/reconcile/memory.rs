@@ -4,8 +4,9 @@
 //! The status is the controller's memory across restarts; this is the short-term memory of one
 //! process, which only ever makes a pass *more* careful: our last DaemonSet write not yet in the
 //! cache, a DaemonSet we created that the watch has not delivered, our last status (fresher than
-//! the cache's), the error streak for the backoff, when the status was last written, and the
-//! event recorder of the current spec generation.
+//! the cache's), the error streak for the backoff, when the status was last written, the event
+//! recorder of the current spec generation, and the analysis run of the pause step being
+//! measured (its task stops when the entry drops it or is forgotten).
 //!
 //! # Invariants
 //!
