@@ -387,7 +387,14 @@ impl<'a> Pass<'a> {
                 self.report_write(write.kind, WriteOutcome::Ok);
                 self.ctx.memory.remember_write(self.cds, &patched);
                 record.write = Some(write.kind);
-                record.template_hash = Some(live_template_hash(&patched)?);
+                record.template_hash = match write.kind {
+                    // A hold (or its end) over a drifted template writes that template back as
+                    // it is: recording it as ours would forget the drift, which then outlived
+                    // the hold (soak seed 9000841). The reference stays the last template the
+                    // controller wrote; the type moved alone is ours while the hold lasts.
+                    WriteKind::Hold | WriteKind::Resume if observation.drift.is_some() => None,
+                    _ => Some(live_template_hash(&patched)?),
+                };
                 if decision.record_generation {
                     record.recorded_generation = patched.metadata.generation;
                 }

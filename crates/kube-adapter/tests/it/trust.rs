@@ -600,3 +600,61 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     );
     replica.stop().await;
 }
+
+/// A hand edit seen while a hold is asked for, at rest: the hold's `OnDelete` goes out over the
+/// edited template, and the edit is still drift, written over at the resume (soak seed
+/// 9000841: the hold write was recorded as the controller's own template, and the edit
+/// outlived the hold).
+#[tokio::test(start_paused = true)]
+async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
+    use canary_kube_adapter::crd::PAUSE_ANNOTATION;
+    let nodes = 3;
+    let sim = sim(nodes);
+    let client = sim.client();
+    create_cds(&client, "agent", spec("v1", None)).await;
+    let replica = Replica::start(&sim, None);
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let hold =
+        |value: Option<&str>| json!({"metadata": {"annotations": {PAUSE_ANNOTATION: value}}});
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(hold(Some("true"))),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    set_image_by_hand(&client, "agent:by-hand").await;
+    eventually(Duration::from_secs(60), "held on OnDelete", || async {
+        let ds = get_ds(&client, "agent").await;
+        let on_delete = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref())
+            == Some("OnDelete");
+        on_delete && phase_is(&client, "agent", "paused").await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let cds = get_cds(&client, "agent").await;
+    let drifted = condition(&cds, "Drifted").unwrap_or_default();
+    assert_eq!(drifted.0, "True", "still drift while held: {drifted:?}");
+    api.patch("agent", &PatchParams::default(), &Patch::Merge(hold(None)))
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(600),
+        "the edit written over",
+        || async {
+            image_of(&get_ds(&client, "agent").await) == "agent:v1"
+                && rolled_out(&client, "agent", "v1", nodes).await
+        },
+    )
+    .await;
+    replica.stop().await;
+}
