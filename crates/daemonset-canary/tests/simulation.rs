@@ -324,9 +324,30 @@ fn soak() {
 
 #[test]
 fn a_seed_replays_identically() {
-    // Determinism is what makes the replay command worth printing. Seed 8 sends aborts and
-    // rolls back.
-    for seed in [7, 8] {
+    // Determinism is what makes the replay command worth printing. Leader election reads the
+    // wall clock (kube-lease-manager), so only a seed without it replays exactly whatever the
+    // load (seed 7, which has it, once replayed differently beside a build): the first such
+    // seed of the CI set, and the first that also sends an abort (a rollback).
+    let exact: Vec<(u64, Plan)> = (0..CI_SEEDS)
+        .map(|seed| (seed, Plan::generate(seed, Profile::Ci)))
+        .filter(|(_, plan)| !plan.leader_election)
+        .collect();
+    let first = exact.first().map(|(seed, _)| *seed);
+    let aborting = exact
+        .iter()
+        .find(|(_, plan)| {
+            plan.actions
+                .iter()
+                .any(|(_, action)| matches!(action, plan::Action::Abort))
+        })
+        .map(|(seed, _)| *seed);
+    let seeds: Vec<u64> = [first, aborting].into_iter().flatten().collect();
+    assert_eq!(
+        seeds.len(),
+        2,
+        "the CI set has seeds without leader election, one aborting"
+    );
+    for seed in seeds {
         let first = run_seed(seed, Profile::Ci);
         let second = run_seed(seed, Profile::Ci);
         let (a, b) = (first.outcome.unwrap(), second.outcome.unwrap());
