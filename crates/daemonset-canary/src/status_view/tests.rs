@@ -1,0 +1,387 @@
+//! Tests of the `status NAME` view: what each part of the status reads as.
+
+use super::*;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
+
+fn at(second: i64) -> Timestamp {
+    Timestamp::from_second(1_767_225_600 + second).unwrap()
+}
+
+fn cds() -> CanaryDaemonSet {
+    let mut cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": "node-agent", "namespace": "default", "generation": 2},
+        "spec": {
+            "target": {"version": "v2", "registry": "registry.example"},
+            "template": {"spec": {
+                "selector": {"matchLabels": {"app": "a"}},
+                "template": {"metadata": {"labels": {"app": "a"}},
+                             "spec": {"containers": [{"name": "a", "image": "a:v2"}]}}
+            }}
+        }
+    }))
+    .unwrap();
+    let status = cds.status.get_or_insert_default();
+    status.phase = Some("canary".into());
+    status.desired = 50;
+    status.updated = 1;
+    status.updated_ready = 0;
+    status.current_max_unavailable = Some("1".into());
+    status.observed_generation = Some(2);
+    status.recorded_daemon_set_generation = Some(4);
+    status.phase_start_time = Some(Time(at(100)));
+    status.conditions = vec![Condition {
+        type_: "Progressing".into(),
+        status: "True".into(),
+        reason: "CanaryStarted".into(),
+        message: "waiting for the canary pod".into(),
+        last_transition_time: Time(at(100)),
+        observed_generation: Some(2),
+    }];
+    cds
+}
+
+fn event(second: i64, reason: &str, name: &str) -> Event {
+    Event {
+        reason: Some(reason.into()),
+        type_: Some("Normal".into()),
+        note: Some(format!("{reason} happened")),
+        event_time: Some(MicroTime(at(second))),
+        regarding: Some(ObjectReference {
+            kind: Some("CanaryDaemonSet".into()),
+            name: Some(name.into()),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    }
+}
+
+#[test]
+fn shows_phase_since_counts_and_conditions() {
+    let text = render(&cds(), &[], at(142));
+    assert!(
+        text.contains("◌ canary  (since 2026-01-01T00:01:40Z, 42s ago)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0/50 updated and ready (1 updated, 50 desired)"),
+        "{text}"
+    );
+    assert!(text.contains("maxUnavailable:  1\n"), "{text}");
+    assert!(
+        text.contains("Target:          v2, registry registry.example"),
+        "{text}"
+    );
+    assert!(text.contains("recorded DaemonSet generation 4"), "{text}");
+    assert!(!text.contains("not seen the latest spec"), "{text}");
+    let progressing = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Progressing"))
+        .unwrap();
+    assert!(progressing.contains("CanaryStarted"), "{progressing}");
+    assert!(progressing.contains("42s"), "{progressing}");
+    assert!(
+        text.contains("Events (most recent last):\n  (none)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn events_are_sorted_and_only_the_most_recent_shown() {
+    let events: Vec<Event> = (0..15i64)
+        .rev()
+        .map(|i| event(i, &format!("Step{i:02}"), "node-agent"))
+        .collect();
+    let text = render(&cds(), &events, at(20));
+    let shown: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .filter(|r| r.starts_with("Step"))
+        })
+        .collect();
+    let expected: Vec<String> = (5..15).map(|i| format!("Step{i:02}")).collect();
+    assert_eq!(shown, expected, "{text}");
+}
+
+#[test]
+fn a_hold_on_request_shows_as_asked_and_as_acted_on() {
+    let mut held = cds();
+    let view = render(&held, &[], at(100));
+    assert!(!view.contains("Held:"), "{view}");
+    held.metadata.annotations = Some(
+        [(
+            canary_kube_adapter::crd::PAUSE_ANNOTATION.to_owned(),
+            "true".to_owned(),
+        )]
+        .into(),
+    );
+    let view = render(&held, &[], at(100));
+    assert!(
+        view.contains("Held:            asked for, not acted on yet"),
+        "{view}"
+    );
+    held.status.get_or_insert_with(Default::default).held = Some(true);
+    let view = render(&held, &[], at(100));
+    assert!(
+        view.contains("Held:            on request: nothing moves until daemonset-canary resume"),
+        "{view}"
+    );
+    held.metadata.annotations = None;
+    let view = render(&held, &[], at(100));
+    assert!(
+        view.contains("Held:            resume asked for, not acted on yet"),
+        "{view}"
+    );
+}
+
+#[test]
+fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
+    use canary_kube_adapter::crd::{AnalysisStatus, MeasurementStatus};
+    let mut analysed = cds();
+    assert!(!render(&analysed, &[], at(100)).contains("Analysis:"));
+    analysed
+        .status
+        .get_or_insert_with(Default::default)
+        .analysis = Some(AnalysisStatus {
+        step: 1,
+        revision: Some("7fcdd5986b".into()),
+        verdict: "Failed".into(),
+        message: Some("errors: 0.1 is above max 0.05".into()),
+        measurements: vec![MeasurementStatus {
+            metric: "errors".into(),
+            query: r#"max(agent_error_ratio{node=~"node-1"})"#.into(),
+            baseline_query: None,
+            value: Some("0.1".into()),
+            baseline: None,
+            verdict: "Fail".into(),
+            detail: Some("0.1 is above max 0.05".into()),
+            time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(90))),
+            failures: 1,
+            inconclusive: 0,
+        }],
+    });
+    let view = render(&analysed, &[], at(100));
+    assert!(
+        view.contains(
+            "Analysis:        step 2, revision 7fcdd5986b: Failed (errors: 0.1 is above max 0.05)"
+        ),
+        "{view}"
+    );
+    let row = view
+        .lines()
+        .find(|l| l.trim_start().starts_with("errors "))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["errors", "Fail", "0.1", "-", "1", "0", "10s"],
+        "{view}"
+    );
+    assert!(
+        view.contains(r#"    query: max(agent_error_ratio{node=~"node-1"})"#),
+        "{view}"
+    );
+}
+
+#[test]
+fn a_stale_status_and_a_failure_say_so() {
+    let mut cds = cds();
+    cds.metadata.generation = Some(3);
+    let status = cds.status.as_mut().unwrap();
+    status.phase = Some("failed".into());
+    status.reason = Some("CanaryCrashLooping".into());
+    let text = render(&cds, &[], at(200));
+    assert!(text.contains("✖ failed"), "{text}");
+    assert!(
+        text.contains("Reason:          CanaryCrashLooping"),
+        "{text}"
+    );
+    assert!(text.contains("not seen the latest spec"), "{text}");
+}
+
+#[test]
+fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
+    let mut cds = cds();
+    cds.spec.strategy.driver = canary_state_machine::Driver::Pods;
+    cds.spec.strategy.steps = serde_json::from_value(serde_json::json!(
+        [{"nodes": "1"}, {"pause": {}}, {"nodes": "50%", "maxUnavailable": "2"}]
+    ))
+    .unwrap();
+    let status = cds.status.get_or_insert_default();
+    status.phase = Some("paused".into());
+    status.current_step_index = Some(1);
+    status.target_revision = Some("new".into());
+    status.revisions = vec![
+        canary_kube_adapter::crd::RevisionPods {
+            revision: "new".into(),
+            pods: 1,
+            ready: 1,
+        },
+        canary_kube_adapter::crd::RevisionPods {
+            revision: "old".into(),
+            pods: 49,
+            ready: 48,
+        },
+    ];
+    let text = render(&cds, &[], at(142));
+    for line in [
+        "  ✓ 1. nodes 1\n",
+        "  ▶ 2. pause until promoted\n",
+        "    3. nodes 50% (maxUnavailable 2)\n",
+        "    4. nodes 100%\n",
+        "  new           1 pods, 1 ready  (target)\n",
+        "  old           49 pods, 48 ready\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in\n{text}");
+    }
+    // The MaxUnavailable driver has no steps to show.
+    assert!(!render(&self::cds(), &[], at(142)).contains("Steps:"));
+}
+
+#[test]
+fn events_are_matched_by_kind_and_name() {
+    assert!(is_about(&event(1, "X", "node-agent"), "node-agent"));
+    assert!(!is_about(&event(1, "X", "other"), "node-agent"));
+    let mut of_daemon_set = event(1, "X", "node-agent");
+    if let Some(r) = of_daemon_set.regarding.as_mut() {
+        r.kind = Some("DaemonSet".into());
+    }
+    assert!(!is_about(&of_daemon_set, "node-agent"));
+}
+
+fn pod(node: &str, hash: &str, created: i64, ready: bool) -> Pod {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("a-{node}"), "namespace": "default",
+                     "creationTimestamp": at(created).to_string(),
+                     "labels": {"app": "a", "controller-revision-hash": hash}},
+        "spec": {"nodeName": node, "containers": [{"name": "a"}]},
+        "status": {"phase": "Running", "containerStatuses": [{
+            "name": "a", "ready": ready, "restartCount": 0, "image": "a", "imageID": ""
+        }]}
+    }))
+    .unwrap()
+}
+
+fn revision(number: i64, hash: &str) -> ControllerRevision {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("a-{hash}"), "labels": {"controller-revision-hash": hash}},
+        "revision": number
+    }))
+    .unwrap()
+}
+
+fn node(name: &str, ready: bool, cordoned: bool) -> Node {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"unschedulable": cordoned},
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+    }))
+    .unwrap()
+}
+
+/// Every state of the ledger from the cluster's own objects: the pods' revisions wins over
+/// the status's lists, an unhealthy node with an old pod is deferred even past the status's
+/// bounded list, a node without a pod says so, a pod on a node that is gone still shows.
+#[test]
+fn the_node_ledger_reads_each_nodes_revision_and_state() {
+    let mut cds = cds();
+    let status = cds.status.get_or_insert_default();
+    status.target_revision = Some("new".into());
+    status.failed_nodes = vec!["n3".into()];
+    status.deferred_nodes = vec![canary_kube_adapter::crd::NodeNote {
+        name: "n1".into(),
+        reason: "cordoned".into(),
+    }];
+    let pods = [
+        pod("n0", "new", 100, true),
+        pod("n1", "new", 90, true),
+        pod("n2", "old", 10, true),
+        pod("n3", "new", 100, false),
+        pod("n4", "old", 10, true),
+        pod("gone", "old", 10, true),
+    ];
+    let revisions = [revision(1, "old"), revision(2, "new")];
+    let nodes = [
+        node("n0", true, false),
+        node("n1", true, true),
+        node("n2", true, false),
+        node("n3", true, false),
+        node("n4", false, false),
+        node("n5", true, false),
+    ];
+    let rows = node_ledger(&cds, &pods, &revisions, &nodes);
+    let got: Vec<(&str, &str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.node.as_str(),
+                r.revision.as_str(),
+                r.state,
+                r.note.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("gone", "#1 old", "deferred", "node gone"),
+            ("n0", "#2 new", "updated", ""),
+            ("n1", "#2 new", "updated", "node cordoned"),
+            ("n2", "#1 old", "old", ""),
+            ("n3", "#2 new", "failed", "its updated pod crash-loops"),
+            ("n4", "#1 old", "deferred", "node NotReady"),
+            ("n5", "-", "no pod", ""),
+        ]
+    );
+    assert_eq!(rows[1].since, Some(at(100)));
+    let table = render_nodes(&rows, at(160));
+    assert!(
+        table.starts_with("NODE  REVISION    SINCE  STATE"),
+        "{table}"
+    );
+    assert!(
+        table.contains("\nn0    #2 new      1m00s  updated\n"),
+        "{table}"
+    );
+    assert!(
+        table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
+        "{table}"
+    );
+}
+
+#[test]
+fn the_list_has_a_line_per_object_with_its_step_and_the_namespace_only_with_all() {
+    let mut second = cds();
+    second.metadata.name = Some("agent".into());
+    second.metadata.creation_timestamp = Some(Time(at(0)));
+    let status = second.status.get_or_insert_default();
+    status.phase = Some("paused".into());
+    status.current_step_index = Some(1);
+    status.step_count = Some(4);
+    status.updated_ready = 3;
+    status.desired = 12;
+    status.target_version = Some("v1.9.3".into());
+    let items = [cds(), second];
+    let list = render_list(&items, false, at(90));
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(
+        lines[0],
+        "NAME         PHASE    STEP   READY   VERSION   AGE"
+    );
+    assert_eq!(
+        lines[1],
+        "agent        paused   2/4    3/12    v1.9.3    1m30s"
+    );
+    assert!(
+        lines[2].starts_with("node-agent   canary   -      0/50 "),
+        "{list}"
+    );
+    let all = render_list(&items, true, at(90));
+    assert!(all.starts_with("NAMESPACE   NAME "), "{all}");
+    assert!(all.contains("\ndefault     agent "), "{all}");
+}
