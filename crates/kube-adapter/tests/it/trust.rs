@@ -26,6 +26,18 @@ async fn set_image_by_hand(client: &Client, image: &str) {
         .unwrap();
 }
 
+/// `daemonset-canary pause` (`true`) or `resume` (`false`) on `agent`: the
+/// `canary.daemonset.dev/paused` annotation set or removed.
+async fn hold(client: &Client, on: bool) {
+    let value = on.then_some("true");
+    let patch =
+        json!({"metadata": {"annotations": {canary_kube_adapter::crd::PAUSE_ANNOTATION: value}}});
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch("agent", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
 fn image_of(ds: &DaemonSet) -> String {
     ds.spec
         .as_ref()
@@ -475,7 +487,6 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
 /// write when they have one) and the rollout completes, never called drift.
 #[tokio::test(start_paused = true)]
 async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
-    use canary_kube_adapter::crd::PAUSE_ANNOTATION;
     let nodes = 6;
     let sim = sim(nodes);
     let client = sim.client();
@@ -488,9 +499,6 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     })
     .await;
     let mut reports = replica.observer.reports();
-    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    let hold =
-        |value: Option<&str>| json!({"metadata": {"annotations": {PAUSE_ANNOTATION: value}}});
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(120), "the canary under way", || async {
         get_cds(&client, "agent")
@@ -499,13 +507,7 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
             .is_some_and(|s| s.updated >= 1)
     })
     .await;
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(hold(Some("true"))),
-    )
-    .await
-    .unwrap();
+    hold(&client, true).await;
     eventually(Duration::from_secs(60), "held", || async {
         let status = get_cds(&client, "agent").await.status.unwrap_or_default();
         status.phase.as_deref() == Some("paused") && status.held == Some(true)
@@ -549,9 +551,7 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     );
     assert_eq!(writes(&mut reports), [WriteKind::Start, WriteKind::Hold]);
 
-    api.patch("agent", &PatchParams::default(), &Patch::Merge(hold(None)))
-        .await
-        .unwrap();
+    hold(&client, false).await;
     eventually(
         Duration::from_secs(1800),
         "the rollout resumed to its end",
@@ -607,7 +607,6 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
 /// outlived the hold).
 #[tokio::test(start_paused = true)]
 async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
-    use canary_kube_adapter::crd::PAUSE_ANNOTATION;
     let nodes = 3;
     let sim = sim(nodes);
     let client = sim.client();
@@ -617,16 +616,7 @@ async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
         rolled_out(&client, "agent", "v1", nodes)
     })
     .await;
-    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    let hold =
-        |value: Option<&str>| json!({"metadata": {"annotations": {PAUSE_ANNOTATION: value}}});
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(hold(Some("true"))),
-    )
-    .await
-    .unwrap();
+    hold(&client, true).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     set_image_by_hand(&client, "agent:by-hand").await;
     eventually(Duration::from_secs(60), "held on OnDelete", || async {
@@ -644,9 +634,7 @@ async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
     let cds = get_cds(&client, "agent").await;
     let drifted = condition(&cds, "Drifted").unwrap_or_default();
     assert_eq!(drifted.0, "True", "still drift while held: {drifted:?}");
-    api.patch("agent", &PatchParams::default(), &Patch::Merge(hold(None)))
-        .await
-        .unwrap();
+    hold(&client, false).await;
     eventually(
         Duration::from_secs(600),
         "the edit written over",
