@@ -198,6 +198,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         for (sum, verdicts) in total.analysis_verdicts.iter_mut().zip(e.analysis_verdicts) {
             *sum += verdicts;
         }
+        total.token_rotations += e.token_rotations;
     }
     total
 }
@@ -206,7 +207,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -231,6 +232,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.analysis_verdicts[0],
         t.analysis_verdicts[1],
         t.analysis_verdicts[2],
+        t.token_rotations,
         wall.as_secs_f64()
     )
 }

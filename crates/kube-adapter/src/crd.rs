@@ -790,7 +790,9 @@ fn default_cert_secret_volume() -> String {
 mod analysis;
 mod history;
 mod schema;
-pub use analysis::{AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec};
+pub use analysis::{
+    AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec, SecretKeyRef,
+};
 pub use history::{HistoryStatus, RevisionRef, RollbackStatus};
 pub use schema::{INT_OR_STRING_RANGE_RULE, crd, crd_yaml};
 

@@ -12,6 +12,9 @@
 //!   outside `metadata` and `status` changed.
 //! - The status subresource's update: nothing but `status` (and the writer's field ownership).
 //! - `CheckGracefulDelete`: only pods bound to a node and not finished are deleted gracefully.
+//! - A Secret's `stringData` is folded into `data` on every write, as the conversion of the
+//!   write path does (`Convert_v1_Secret_To_core_Secret` in `pkg/apis/core/v1/conversion.go`):
+//!   a reader never sees `stringData`.
 //!
 //! Invariant: the rules depend on the resource's key and registration only, never on who
 //! writes; the store's own bookkeeping (name, uid, resourceVersion, timestamps) is not here.
@@ -25,6 +28,30 @@ use crate::registry::{BuiltinKind, ResourceInfo, ResourceKey};
 
 /// The annotation carrying `spec.templateGeneration` in apps/v1.
 pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+
+/// Moves a Secret's `stringData` into `data`, base64-encoded, over any value `data` had for
+/// the same key (the API server's conversion); a value that is not a string is left out.
+fn fold_string_data(secret: &mut Map<String, Value>) {
+    let Some(Value::Object(strings)) = secret.remove("stringData") else {
+        return;
+    };
+    let data = secret
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Value::Object(data) = data {
+        for (key, value) in strings {
+            if let Value::String(text) = value
+                && let Ok(encoded) =
+                    serde_json::to_value(k8s_openapi::ByteString(text.into_bytes()))
+            {
+                data.insert(key, encoded);
+            }
+        }
+    }
+}
 
 /// Metadata the server owns: a main-resource update cannot change it.
 const SERVER_OWNED_METADATA: [&str; 6] = [
@@ -64,6 +91,9 @@ impl Strategy {
     ) {
         metadata_mut(object).insert("generation".into(), json!(1));
         self.reset_status(object, now);
+        if self.kind == Some(BuiltinKind::Secret) {
+            fold_string_data(object);
+        }
         apply_defaults(key, object);
         if self.kind == Some(BuiltinKind::DaemonSet) {
             set_template_generation(None, object);
@@ -86,6 +116,9 @@ impl Strategy {
             };
         }
         preserve_server_fields(old, next);
+        if self.kind == Some(BuiltinKind::Secret) {
+            fold_string_data(next);
+        }
         apply_defaults(key, next);
         if self.kind == Some(BuiltinKind::DaemonSet) {
             set_template_generation(Some(old), next);
@@ -288,6 +321,23 @@ mod tests {
             "containers": [{"name": "a", "image": "repo/a:1.0"}]}}}}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_secrets_string_data_is_stored_in_data() {
+        let strategy = Strategy {
+            kind: Some(BuiltinKind::Secret),
+            status_subresource: false,
+        };
+        let key = ResourceKey::new("", "v1", "secrets");
+        let mut secret = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},
+            "stringData": {"b": "token\n"}})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        strategy.prepare_for_create(&key, &mut secret, Timestamp::UNIX_EPOCH);
+        assert_eq!(secret.get("stringData"), None);
+        assert_eq!(secret["data"], json!({"a": "eA==", "b": "dG9rZW4K"}));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use canary_kube_adapter::analysis::{QueryApi, QueryError};
+use canary_kube_adapter::analysis::{Endpoint, QueryApi, QueryError};
 use canary_sim::{SimPrometheus, SimQueryError};
 use futures::future::BoxFuture;
 
@@ -18,7 +18,7 @@ pub struct SimQueries(pub SimPrometheus);
 impl QueryApi for SimQueries {
     fn query<'a>(
         &'a self,
-        _address: &'a str,
+        _endpoint: &'a Endpoint,
         promql: &'a str,
         _timeout: Duration,
     ) -> BoxFuture<'a, Result<f64, QueryError>> {

@@ -9,6 +9,10 @@
 //! times the baseline's error ratio fails with `AnalysisFailed` and, with `onFailure:
 //! Rollback`, is rolled back to the last good one.
 //!
+//! A second test serves Prometheus over https with the test certificate of `testdata/tls/`:
+//! the CA and a bearer token come from Secrets; a CA that does not sign the server's
+//! certificate holds the rollout (inconclusive) until the right one is put back.
+//!
 //! Needs Debian's `prometheus` package, as `prometheus.rs`.
 
 use std::collections::BTreeMap;
@@ -25,7 +29,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::prometheus::{start_prometheus_at, temp_dir};
+use crate::prometheus::{start_prometheus_at, start_prometheus_tls_at, temp_dir};
 use crate::support::{self, free_port};
 
 /// The version whose pods report errors.
@@ -94,10 +98,15 @@ impl Exporter {
 /// The demo's Pods-driver manifest with one canary node, an 8 s analysed pause, and the demo's
 /// analysis every 2 s (the canary's error ratio at most 5%, at most twice the baseline's).
 fn analysed(version: &str, prometheus_port: u16) -> serde_json::Value {
+    analysed_at(version, &format!("http://127.0.0.1:{prometheus_port}"))
+}
+
+/// [`analysed`] with Prometheus at `address`.
+fn analysed_at(version: &str, address: &str) -> serde_json::Value {
     let mut manifest = manifest_for(Compatibility::Fixed, Driver::Pods, None, version, "healthy");
     manifest["spec"]["strategy"]["steps"] = json!([{"nodes": "1"}, {"pause": {"duration": "8s"}}]);
     manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
-    let mut analysis = error_ratio_analysis(&format!("http://127.0.0.1:{prometheus_port}"), "2s");
+    let mut analysis = error_ratio_analysis(address, "2s");
     analysis["prometheus"]["timeout"] = json!("2s");
     analysis["metrics"][0]["inconclusiveLimit"] = json!(2);
     manifest["spec"]["analysis"] = analysis;
@@ -240,4 +249,99 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
         "every node back on v3: {versions:?}"
     );
     drop(prometheus);
+}
+
+/// The spec of [`analysed_at`] over https, with the CA and the token from Secrets.
+fn analysed_https(version: &str, prometheus_port: u16) -> serde_json::Value {
+    let mut manifest = analysed_at(version, &format!("https://127.0.0.1:{prometheus_port}"));
+    let prometheus = &mut manifest["spec"]["analysis"]["prometheus"];
+    prometheus["caSecret"] = json!({"name": "prometheus-ca", "key": "ca.crt"});
+    prometheus["bearerTokenSecret"] = json!({"name": "prometheus-token", "key": "token"});
+    manifest
+}
+
+/// Writes Secret `name` with `key: value` (server-side apply, as `kubectl apply` would).
+async fn put_secret(client: &kube::Client, name: &str, key: &str, value: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "stringData": {key: value},
+    });
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(secret),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
+    let dir = temp_dir("analysis-tls");
+    let sim = support::serve_sim("analysis-tls", &["--nodes", "3", "--speed", "4"]);
+    let client = support::client(&sim.kubeconfig).await;
+    support::install_crd(&client).await;
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tls");
+    let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
+    let not_the_ca = std::fs::read_to_string(tls.join("server.crt")).unwrap();
+    put_secret(&client, "prometheus-ca", "ca.crt", &ca).await;
+    put_secret(&client, "prometheus-token", "token", "a-token\n").await;
+
+    let exporter = Arc::new(Exporter::default());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let exporter_port = listener.local_addr().unwrap().port();
+    Arc::clone(&exporter).serve(listener);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    tokio::spawn(Arc::clone(&exporter).follow(pods));
+    let port = free_port();
+    let _prometheus = start_prometheus_tls_at(&dir, exporter_port, port);
+
+    let log = std::fs::File::create(dir.join("run.log")).unwrap();
+    let _run = support::spawn_run(&sim.kubeconfig, Stdio::from(log));
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let set = |version: &'static str| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                NAME,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": analysed_https(version, port)["spec"]})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let v1: CanaryDaemonSet = serde_json::from_value(analysed_https("v1", port)).unwrap();
+    api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_for(&api, "v1 installed", |s| phase(s) == "successful").await;
+
+    // Verified with the CA of the Secret: the analysis passes.
+    set("v2").await;
+    let done = wait_for(&api, "v2 successful", |s| phase(s) == "successful").await;
+    let analysis = done.analysis.clone().unwrap();
+    assert_eq!(analysis.verdict, "Passing", "{analysis:#?}");
+    assert_eq!(analysis.measurements[0].value.as_deref(), Some("0.01"));
+
+    // A CA that does not sign the server's certificate: no answer is trusted, the canary holds.
+    put_secret(&client, "prometheus-ca", "ca.crt", &not_the_ca).await;
+    set("v3").await;
+    let held = wait_for(&api, "held inconclusive", |s| {
+        analysis_condition(s).1 == "AnalysisInconclusive"
+    })
+    .await;
+    assert_eq!(phase(&held), "paused");
+    let detail = held.analysis.clone().unwrap().measurements[0]
+        .detail
+        .clone()
+        .unwrap_or_default();
+    assert!(detail.contains("certificate"), "{detail}");
+    assert_eq!(held.updated, 1, "{held:#?}");
+
+    // The right CA back: the rollout goes on.
+    put_secret(&client, "prometheus-ca", "ca.crt", &ca).await;
+    wait_for(&api, "v3 successful", |s| phase(s) == "successful").await;
 }

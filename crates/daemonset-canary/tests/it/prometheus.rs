@@ -64,6 +64,52 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
 /// A Prometheus listening on `port` that scrapes `127.0.0.1:target_port` every second, its
 /// data in `dir` (a restart on the same `dir` and `port` keeps what it scraped).
 pub(crate) fn start_prometheus_at(dir: &Path, target_port: u16, port: u16) -> KillOnDrop {
+    let prometheus = spawn_prometheus(dir, target_port, port, None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get(port, "/-/ready").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "prometheus not ready after 30 s; log in {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    prometheus
+}
+
+/// [`start_prometheus_at`] serving https only, with the test certificate of `testdata/tls/`
+/// (signed by its `ca.crt`, for `127.0.0.1`); ready once its log says so.
+pub(crate) fn start_prometheus_tls_at(dir: &Path, target_port: u16, port: u16) -> KillOnDrop {
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tls");
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            tls.join("server.crt").display(),
+            tls.join("server.key").display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join("prometheus.log");
+    let _ = std::fs::remove_file(&log);
+    let prometheus = spawn_prometheus(dir, target_port, port, Some(&web));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("Server is ready to receive web requests")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "prometheus (TLS) not ready after 30 s; log in {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    prometheus
+}
+
+fn spawn_prometheus(dir: &Path, target_port: u16, port: u16, web: Option<&Path>) -> KillOnDrop {
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
@@ -81,6 +127,7 @@ pub(crate) fn start_prometheus_at(dir: &Path, target_port: u16, port: u16) -> Ki
             dir.join("data").display()
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(web.map(|web| format!("--web.config.file={}", web.display())))
         .stdout(Stdio::null())
         .stderr(
             std::fs::OpenOptions::new()
@@ -91,17 +138,7 @@ pub(crate) fn start_prometheus_at(dir: &Path, target_port: u16, port: u16) -> Ki
         )
         .spawn()
         .expect(INSTALL);
-    let prometheus = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(port, "/-/ready").is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "prometheus not ready after 30 s; log in {}",
-            dir.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    prometheus
+    KillOnDrop(child)
 }
 
 fn start_demo(scenario: &str, metrics_port: u16, hold_seconds: u64) -> KillOnDrop {

@@ -208,7 +208,23 @@ pub struct AnalysisPlan {
     /// Answers delayed by the third value from this time for this long (past the query
     /// timeout, [`ANALYSIS_TIMEOUT`], they are inconclusive).
     pub slow: Option<(Duration, Duration, Duration)>,
+    /// An https Prometheus that asks for a bearer token, read from a Secret.
+    pub token: Option<TokenPlan>,
 }
+
+/// The bearer token of an https Prometheus, in the Secret [`TOKEN_SECRET`] that the harness
+/// writes before the controller starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenPlan {
+    /// The Secret is deleted at this time (since the start) for this long, then written back
+    /// with a new token (a rotation).
+    pub gap: Option<(Duration, Duration)>,
+    /// The token is rotated this often (the Secret rewritten in place), outside the gap.
+    pub rotate_every: Option<Duration>,
+}
+
+/// The Secret of the generated bearer tokens, key `token`.
+pub const TOKEN_SECRET: &str = "prometheus-token";
 
 /// The query timeout of the generated analyses.
 pub const ANALYSIS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -235,6 +251,12 @@ impl AnalysisPlan {
                 let (at, length) = window(rng);
                 (at, length, Duration::from_secs(rng.between(1, 8)))
             }),
+            token: rng.chance(0.4).then(|| TokenPlan {
+                gap: rng.chance(0.5).then(|| window(rng)),
+                rotate_every: rng
+                    .chance(0.5)
+                    .then(|| Duration::from_secs(rng.between(20, 120))),
+            }),
         }
     }
 
@@ -248,6 +270,11 @@ impl AnalysisPlan {
             serde_json::json!(format!("{}s", ANALYSIS_TIMEOUT.as_secs()));
         spec["metrics"][0]["failureLimit"] = serde_json::json!(self.failure_limit);
         spec["metrics"][0]["inconclusiveLimit"] = serde_json::json!(self.inconclusive_limit);
+        if self.token.is_some() {
+            spec["prometheus"]["address"] = serde_json::json!("https://prometheus.simulation:9090");
+            spec["prometheus"]["bearerTokenSecret"] =
+                serde_json::json!({"name": TOKEN_SECRET, "key": "token"});
+        }
         spec
     }
 }
@@ -873,6 +900,15 @@ impl fmt::Display for Plan {
             }
             if let Some((at, length, delay)) = analysis.slow {
                 write!(f, ", answers {delay:?} late at {at:?} for {length:?}")?;
+            }
+            if let Some(token) = &analysis.token {
+                write!(f, ", https with a bearer token from a Secret")?;
+                if let Some((at, length)) = token.gap {
+                    write!(f, " deleted at {at:?} for {length:?}, then rotated")?;
+                }
+                if let Some(every) = token.rotate_every {
+                    write!(f, ", rotated every {every:?}")?;
+                }
             }
         }
         Ok(())

@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::checker::{Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended};
-use super::plan::{Action, Behavior, CANARY_LABEL, Plan, When, ZONE_LABEL};
-use super::prometheus::FakePrometheus;
+use super::plan::{Action, Behavior, CANARY_LABEL, Plan, TOKEN_SECRET, When, ZONE_LABEL};
+use super::prometheus::{FakePrometheus, Tokens};
 use super::recorder::Recorded;
 use super::rng::Rng;
 use super::world::{Exercised, Invariant, Violation, World};
@@ -115,6 +115,8 @@ struct Harness<'a> {
     /// Node changes to undo: (when, node, what).
     undo: Vec<(Instant, String, Undo)>,
     not_ready: BTreeMap<String, ()>,
+    /// The bearer tokens written to [`TOKEN_SECRET`].
+    tokens: Tokens,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +151,8 @@ impl Harness<'_> {
                 SimQueries(SimPrometheus::new(self.sim.store().clone())),
                 self.plan.analysis.clone().unwrap_or_default(),
                 self.start,
+                Arc::clone(&self.tokens),
+                self.world.clone(),
             )),
             ..ControllerConfig::default()
         };
@@ -625,6 +629,100 @@ impl Harness<'_> {
         }
     }
 
+    /// Writes [`TOKEN_SECRET`] with a new token, when the plan's Prometheus asks for one.
+    fn write_token(&self) {
+        let token = {
+            let mut tokens = self
+                .tokens
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let token = format!("token-{}", tokens.len());
+            tokens.push((token.clone(), Instant::now()));
+            token
+        };
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": TOKEN_SECRET, "namespace": NAMESPACE},
+            // As `kubectl create secret generic --from-file` keeps a file's newline.
+            "stringData": {"token": format!("{token}\n")},
+        });
+        let key = canary_sim::ResourceKey::new("", "v1", "secrets");
+        // Created, or updated in place (a rotation).
+        let written = match self.sim.store().create_value(&key, secret) {
+            Err(canary_sim::StoreError::AlreadyExists { .. }) => self
+                .sim
+                .store()
+                .modify::<k8s_openapi::api::core::v1::Secret>(
+                    Some(NAMESPACE),
+                    TOKEN_SECRET,
+                    UpdateScope::Main,
+                    |secret| {
+                        secret.data = Some(BTreeMap::from([(
+                            "token".to_owned(),
+                            k8s_openapi::ByteString(format!("{token}\n").into_bytes()),
+                        )]));
+                    },
+                )
+                .map(|_| ()),
+            other => other.map(|_| ()),
+        };
+        if let Err(error) = written {
+            self.world.violate(
+                Invariant::NoPanicNoHotLoop,
+                format!("harness: could not write the token Secret: {error}"),
+            );
+        }
+    }
+
+    /// Deletes the token Secret at the plan's time and writes it back, rotated, after the
+    /// plan's while (`stage` counts the steps done), and rotates it at the plan's period
+    /// outside that gap.
+    fn rotate_token_if_due(&mut self, since_start: Duration, stage: &mut u8) {
+        let Some(token) = self.plan.analysis.as_ref().and_then(|a| a.token.as_ref()) else {
+            return;
+        };
+        let last_written = self
+            .tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last()
+            .map(|(_, at)| *at);
+        if let (Some(every), Some(last)) = (token.rotate_every, last_written)
+            && *stage != 1
+            && last.elapsed() >= every
+        {
+            self.write_token();
+            self.world.count(|e| e.token_rotations += 1);
+            self.world.trace("token rotated");
+        }
+        let Some((at, length)) = token.gap else {
+            return;
+        };
+        match *stage {
+            0 if since_start >= at => {
+                let deleted = self
+                    .sim
+                    .store()
+                    .delete::<k8s_openapi::api::core::v1::Secret>(Some(NAMESPACE), TOKEN_SECRET);
+                if let Err(error) = deleted {
+                    self.world.violate(
+                        Invariant::NoPanicNoHotLoop,
+                        format!("harness: could not delete the token Secret: {error}"),
+                    );
+                }
+                self.world.trace("token Secret deleted");
+                *stage = 1;
+            }
+            1 if since_start >= at + length => {
+                self.write_token();
+                self.world.count(|e| e.token_rotations += 1);
+                self.world.trace("token Secret written back, rotated");
+                *stage = 2;
+            }
+            _ => {}
+        }
+    }
+
     /// The `abort` verb: a new `canary.daemonset.dev/abort` value, whatever the phase (the
     /// controller refuses what it cannot act on, and records the mark either way).
     fn abort(&self) {
@@ -838,9 +936,13 @@ pub async fn run(plan: &Plan) -> Outcome {
         rng: Rng::new(plan.seed, 2),
         undo: Vec::new(),
         not_ready: BTreeMap::new(),
+        tokens: Tokens::default(),
         sim,
         cluster,
     };
+    if plan.analysis.as_ref().is_some_and(|a| a.token.is_some()) {
+        harness.write_token();
+    }
     for rule in &plan.faults {
         harness.sim.faults().add(rule.clone());
     }
@@ -863,6 +965,7 @@ pub async fn run(plan: &Plan) -> Outcome {
     let mut quiet_since: Option<(Instant, String)> = None;
     let mut paused_since: Option<Instant> = None;
     let mut hold_stage = 0;
+    let mut token_stage = 0;
     let mut failed_since: Option<Instant> = None;
     let mut retried = false;
     let mut fully_promoted = false;
@@ -873,6 +976,7 @@ pub async fn run(plan: &Plan) -> Outcome {
         harness.reap().await;
         harness.promote_if_due(&mut paused_since);
         harness.hold_if_due(now - start, &mut hold_stage);
+        harness.rotate_token_if_due(now - start, &mut token_stage);
         harness.full_promote_if_due(now - start, &mut fully_promoted);
         harness.retry_if_due(&mut failed_since, &mut retried);
         while let Some((at, action)) = actions.peek() {

@@ -94,6 +94,11 @@ pub enum Invariant {
     ///     invariant 12 (`AnalysisFailed` is sticky): no step and no deletion after a failed
     ///     analysis.
     AnalysedPauseEndsWhenPassing,
+    /// 22. Analysis credentials: with `bearerTokenSecret`, every query to Prometheus carries
+    ///     the token the Secret holds, or the one it held until a rotation at most
+    ///     `ROTATION_GRACE` ago (none is sent while the Secret is missing: the round is
+    ///     inconclusive); without it, none carries a token.
+    QueriesCarryTheToken,
 }
 
 impl Invariant {
@@ -121,6 +126,7 @@ impl Invariant {
             Invariant::FullPromotionReachesLastStep => "19 full-promotion-reaches-last-step",
             Invariant::UndoActedOn => "20 undo-acted-on",
             Invariant::AnalysedPauseEndsWhenPassing => "21 analysed-pause-ends-when-passing",
+            Invariant::QueriesCarryTheToken => "22 queries-carry-the-token",
         }
     }
 }
@@ -187,6 +193,8 @@ pub struct Exercised {
     /// Analysis verdicts the status recorded, each time one changed: passing, failed,
     /// inconclusive.
     pub analysis_verdicts: [u64; 3],
+    /// Bearer tokens rotated (their Secret deleted, then written back with a new one).
+    pub token_rotations: u64,
 }
 
 /// DaemonSet writes attributed to one version.

@@ -8,6 +8,10 @@
 //! verdict (`AnalysisRun::snapshot`) into the state machine's observation and the last
 //! measurements into the status. A reconcile never waits for Prometheus.
 //!
+//! The Secrets a spec names (`bearerTokenSecret`, `caSecret`) are read at the start of each
+//! round, so a rotated token or CA is used at the next round; one that cannot be read makes
+//! the round inconclusive, with the reason (not found, forbidden, no such key) in the status.
+//!
 //! # Invariants
 //!
 //! - One run per CanaryDaemonSet, for one `(revision, step, spec generation)`: another key
@@ -24,14 +28,18 @@ use canary_state_machine::{
     AnalysisVerdict, Measurement, MetricCheck, MetricTally, TemplateValues, judge, render,
     validate_metrics, verdict,
 };
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::Api;
 use tracing::info;
 
-pub use prometheus::{HttpPrometheus, QueryApi, QueryError, form_body, parse_answer, query_uri};
+pub use prometheus::{
+    Endpoint, HttpPrometheus, QueryApi, QueryError, form_body, parse_answer, query_uri, tls_config,
+};
 
 use crate::clock::Clock;
-use crate::crd::{AnalysisSpec, AnalysisStatus, MeasurementStatus};
+use crate::crd::{AnalysisSpec, AnalysisStatus, MeasurementStatus, SecretKeyRef};
 use crate::observer::{Observer, Report};
 
 /// What a spec's analysis asks for, checked.
@@ -39,6 +47,10 @@ use crate::observer::{Observer, Report};
 pub struct AnalysisPlan {
     /// Prometheus' base URL.
     pub address: String,
+    /// The Secret key of the bearer token (https only).
+    pub bearer_token_secret: Option<SecretKeyRef>,
+    /// The Secret key of the CA certificates (https only).
+    pub ca_secret: Option<SecretKeyRef>,
     /// Deadline of one query.
     pub timeout: Duration,
     /// Time between two rounds of measurements.
@@ -50,8 +62,16 @@ pub struct AnalysisPlan {
 /// The plan of `spec`, or why it cannot be used; the durations read as the pause steps' are.
 pub(crate) fn analysis_plan(spec: &AnalysisSpec) -> Result<AnalysisPlan, String> {
     use crate::reconcile::parse_duration;
-    query_uri(&spec.prometheus.address)
+    let prometheus = &spec.prometheus;
+    let uri = query_uri(&prometheus.address)
         .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
+    let https = uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS);
+    if !https && prometheus.bearer_token_secret.is_some() {
+        return Err("spec.analysis.prometheus.bearerTokenSecret: a bearer token goes over https:// only, it would cross the network in clear text".to_owned());
+    }
+    if !https && prometheus.ca_secret.is_some() {
+        return Err("spec.analysis.prometheus.caSecret verifies an https:// address".to_owned());
+    }
     let timeout = parse_duration(&spec.prometheus.timeout)
         .map_err(|e| format!("spec.analysis.prometheus.timeout: {e}"))?;
     let interval =
@@ -77,7 +97,9 @@ pub(crate) fn analysis_plan(spec: &AnalysisSpec) -> Result<AnalysisPlan, String>
         .collect();
     validate_metrics(&checks).map_err(|e| format!("spec.analysis.metrics: {e}"))?;
     Ok(AnalysisPlan {
-        address: spec.prometheus.address.clone(),
+        address: prometheus.address.clone(),
+        bearer_token_secret: prometheus.bearer_token_secret.clone(),
+        ca_secret: prometheus.ca_secret.clone(),
         timeout,
         interval,
         checks,
@@ -135,6 +157,8 @@ pub(crate) struct RunReporting {
     pub(crate) name: String,
     pub(crate) observer: Observer,
     pub(crate) clock: Clock,
+    /// The Secrets of the CanaryDaemonSet's namespace, for the plan's credentials.
+    pub(crate) secrets: Api<Secret>,
 }
 
 impl AnalysisRun {
@@ -269,8 +293,10 @@ async fn measure(
 ) {
     loop {
         let values = lock(&shared).values.clone();
+        let endpoint = endpoint(&plan, &reporting.secrets).await;
         for (index, check) in plan.checks.iter().enumerate() {
-            let taken = measure_one(&plan, check, &values, api.as_ref(), &reporting).await;
+            let taken =
+                measure_one(&plan, &endpoint, check, &values, api.as_ref(), &reporting).await;
             let mut state = lock(&shared);
             if let Some(tally) = state.tallies.get_mut(index) {
                 tally.record(taken.measurement.verdict);
@@ -284,8 +310,70 @@ async fn measure(
     }
 }
 
+/// Where this round's queries go: the plan's address with the token and CA its Secrets hold
+/// now, or why a Secret cannot be used (every measurement of the round is then inconclusive).
+async fn endpoint(plan: &AnalysisPlan, secrets: &Api<Secret>) -> Result<Endpoint, String> {
+    let bearer_token = match &plan.bearer_token_secret {
+        Some(key) => {
+            let bytes = read_secret(secrets, key, "bearerTokenSecret").await?;
+            // `echo token > file` leaves a newline that no server accepts in a header.
+            let token = String::from_utf8(bytes)
+                .map_err(|_| format!("bearerTokenSecret {}/{}: not UTF-8", key.name, key.key))?
+                .trim()
+                .to_owned();
+            if token.is_empty() {
+                return Err(format!("bearerTokenSecret {}/{}: empty", key.name, key.key));
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    let ca_pem = match &plan.ca_secret {
+        Some(key) => Some(read_secret(secrets, key, "caSecret").await?),
+        None => None,
+    };
+    Ok(Endpoint {
+        address: plan.address.clone(),
+        bearer_token,
+        ca_pem,
+    })
+}
+
+/// The bytes under `key` of a Secret, or why not, naming the `field` of the spec.
+async fn read_secret(
+    secrets: &Api<Secret>,
+    key: &SecretKeyRef,
+    field: &str,
+) -> Result<Vec<u8>, String> {
+    let secret = match secrets.get(&key.name).await {
+        Ok(secret) => secret,
+        Err(kube::Error::Api(status)) if status.is_not_found() => {
+            return Err(format!("{field}: Secret {} not found", key.name));
+        }
+        Err(kube::Error::Api(status)) if status.is_forbidden() => {
+            return Err(format!(
+                "{field}: the controller may not read Secret {} (grant its ServiceAccount get on it, docs/analysis.md \"Credentials\")",
+                key.name
+            ));
+        }
+        Err(error) => {
+            return Err(format!(
+                "{field}: Secret {}: {}",
+                key.name,
+                crate::error::chain(&error)
+            ));
+        }
+    };
+    secret
+        .data
+        .and_then(|mut data| data.remove(&key.key))
+        .map(|bytes| bytes.0)
+        .ok_or_else(|| format!("{field}: Secret {} has no key {}", key.name, key.key))
+}
+
 async fn measure_one<'a>(
     plan: &'a AnalysisPlan,
+    endpoint: &'a Result<Endpoint, String>,
     check: &'a MetricCheck,
     values: &'a TemplateValues,
     api: &'a dyn QueryApi,
@@ -294,15 +382,16 @@ async fn measure_one<'a>(
     // The query as sent, or the template when it cannot be rendered (the status then shows
     // what would have been sent, beside why not).
     let ask = |template: &'a str| async move {
-        match render(template, values) {
-            Ok(promql) => {
+        match (render(template, values), endpoint) {
+            (Ok(promql), Ok(endpoint)) => {
                 let answer = api
-                    .query(&plan.address, &promql, plan.timeout)
+                    .query(endpoint, &promql, plan.timeout)
                     .await
                     .map_err(|e| e.to_string());
                 (promql, answer)
             }
-            Err(why) => (template.to_owned(), Err(why.to_string())),
+            (Ok(promql), Err(why)) => (promql, Err(why.clone())),
+            (Err(why), _) => (template.to_owned(), Err(why.to_string())),
         }
     };
     let (query, value) = ask(&check.query).await;
@@ -362,7 +451,7 @@ mod tests {
     impl QueryApi for Counting {
         fn query<'a>(
             &'a self,
-            _address: &'a str,
+            _endpoint: &'a Endpoint,
             promql: &'a str,
             _timeout: Duration,
         ) -> BoxFuture<'a, Result<f64, QueryError>> {
@@ -374,6 +463,8 @@ mod tests {
     fn plan(metrics: usize) -> AnalysisPlan {
         AnalysisPlan {
             address: "http://prometheus.test:9090".into(),
+            bearer_token_secret: None,
+            ca_secret: None,
             timeout: Duration::from_secs(5),
             interval: Duration::from_secs(10),
             checks: (0..metrics)
@@ -400,7 +491,17 @@ mod tests {
             name: "agent".into(),
             observer: Observer::new(),
             clock: Clock::tokio_virtual(Timestamp::UNIX_EPOCH),
+            secrets: Api::default_namespaced(unreachable_client()),
         }
+    }
+
+    /// A client whose requests go nowhere: these plans name no Secret.
+    fn unreachable_client() -> kube::Client {
+        let (service, _handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        kube::Client::new(service, "default")
     }
 
     /// 16 metrics with a baseline each over 5,000 nodes: every query is sent whole (the
@@ -468,9 +569,26 @@ mod tests {
         );
         assert_eq!(plan.checks[0].failure_limit, 1);
         assert_eq!(plan.checks[0].inconclusive_limit, 3);
+        let mut ftp = spec.clone();
+        ftp.prometheus.address = "ftp://prom".into();
+        assert!(analysis_plan(&ftp).unwrap_err().contains("https:// URL"));
+        // A token or a CA over https; a token never over http.
+        let token = SecretKeyRef {
+            name: "prometheus-token".into(),
+            key: "token".into(),
+        };
         let mut https = spec.clone();
         https.prometheus.address = "https://prom".into();
-        assert!(analysis_plan(&https).unwrap_err().contains("http:// URL"));
+        https.prometheus.bearer_token_secret = Some(token.clone());
+        https.prometheus.ca_secret = Some(SecretKeyRef {
+            name: "prometheus-ca".into(),
+            key: "ca.crt".into(),
+        });
+        let https = analysis_plan(&https).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(https.bearer_token_secret, Some(token.clone()));
+        let mut clear = spec.clone();
+        clear.prometheus.bearer_token_secret = Some(token);
+        assert!(analysis_plan(&clear).unwrap_err().contains("clear text"));
         let mut typo = spec;
         typo.metrics[0].query = "x{{node}}".into();
         assert!(

@@ -1,9 +1,9 @@
 //! A small typed client of Prometheus' instant-query API (`POST /api/v1/query`, the query
 //! form-encoded in the body, so that a query listing thousands of nodes fits no URL limit), on
-//! the hyper client kube already brings: one number per query, or why there is none.
+//! the hyper and rustls stack kube already brings: one number per query, or why there is none.
 //!
 //! No Prometheus client crate fits: the maintained one (`prometheus-http-query`) is built on
-//! reqwest and its TLS stacks, a second HTTP client beside kube's hyper for one GET. This one
+//! reqwest and its TLS stacks, a second HTTP client beside kube's hyper for one POST. This one
 //! reads only what a measurement needs.
 //!
 //! # Invariants
@@ -12,34 +12,50 @@
 //!   answer is an error after it, never a hang.
 //! - A query that does not give exactly one number is an error that says why (no series,
 //!   several series, a range vector, a string): the caller counts it inconclusive.
+//! - A bearer token never appears in a log or a `Debug` output ([`Endpoint`]'s `Debug` hides
+//!   it), and is only sent over https (the CRD and [`query_uri`]'s caller refuse it over http).
+//! - An `https://` address is verified against the CA of the endpoint, or the system's roots:
+//!   there is no way to skip the verification.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use serde::Deserialize;
 
 /// The largest answer read: one sample is a few hundred bytes; an aggregation forgotten over
 /// 5,000 nodes is far more, and is refused as several series anyway.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
 
+/// The https clients kept, one per CA: a CA that rotates leaves an old one behind, so the map
+/// starts over past this many.
+const MAX_TLS_CLIENTS: usize = 8;
+
 /// Why a query gave no number.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
-    /// The address is not an `http://` URL.
-    #[error("address {0:?} is not an http:// URL")]
+    /// The address is not an `http://` or `https://` URL.
+    #[error("address {0:?} is not an http:// or https:// URL")]
     BadAddress(String),
-    /// No connection, or it broke.
+    /// The CA certificates cannot be used, or the system has no roots.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// No connection, or it broke (a certificate the CA does not sign included).
     #[error("Prometheus unreachable: {0}")]
     Unreachable(String),
     /// No answer within the timeout.
     #[error("no answer from Prometheus within {0:?}")]
     Timeout(Duration),
-    /// Prometheus refused the query (a PromQL error, a bad request).
+    /// Prometheus refused the query (a PromQL error, a bad request, a token refused).
     #[error("Prometheus answered {status}: {error}")]
     Refused {
         /// The HTTP status.
@@ -61,30 +77,79 @@ pub enum QueryError {
     NotANumber(String),
 }
 
+/// Where a query goes and what proves who asks: read from the spec and its Secrets before
+/// each round of measurements.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Prometheus' base URL.
+    pub address: String,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer_token: Option<String>,
+    /// PEM certificates of the CAs that sign the server's certificate (https); `None`: the
+    /// system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+impl Endpoint {
+    /// An endpoint with no credentials.
+    pub fn plain(address: &str) -> Self {
+        Endpoint {
+            address: address.to_owned(),
+            ..Endpoint::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    /// The token is a secret: only whether there is one shows.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("address", &self.address)
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<hidden>"),
+            )
+            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
 /// Asks Prometheus one instant query. A trait so that tests and the deterministic simulation
 /// can answer without a server.
 pub trait QueryApi: std::fmt::Debug + Send + Sync + 'static {
-    /// The value of `promql` at Prometheus' now, from the server at `address`, within `timeout`.
+    /// The value of `promql` at Prometheus' now, from the server of `endpoint`, within
+    /// `timeout`.
     fn query<'a>(
         &'a self,
-        address: &'a str,
+        endpoint: &'a Endpoint,
         promql: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<f64, QueryError>>;
 }
 
-/// [`QueryApi`] over HTTP.
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// [`QueryApi`] over HTTP or HTTPS.
 #[derive(Debug, Clone)]
 pub struct HttpPrometheus {
-    client: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpConnector, Full<Bytes>>,
+    /// By CA (`None`: the system's roots), built at first use.
+    https: Arc<Mutex<HashMap<Option<Vec<u8>>, HttpsClient>>>,
+}
+
+/// The TCP connector; under TLS (`https`), it must let `https://` URIs through.
+fn connector(https: bool) -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_secs(5)));
+    connector.enforce_http(!https);
+    connector
 }
 
 impl Default for HttpPrometheus {
     fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
         Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            http: Client::builder(TokioExecutor::new()).build(connector(false)),
+            https: Arc::default(),
         }
     }
 }
@@ -92,12 +157,12 @@ impl Default for HttpPrometheus {
 impl QueryApi for HttpPrometheus {
     fn query<'a>(
         &'a self,
-        address: &'a str,
+        endpoint: &'a Endpoint,
         promql: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<f64, QueryError>> {
         Box::pin(async move {
-            match tokio::time::timeout(timeout, self.get(address, promql)).await {
+            match tokio::time::timeout(timeout, self.post(endpoint, promql)).await {
                 Ok(answer) => answer,
                 Err(_) => Err(QueryError::Timeout(timeout)),
             }
@@ -106,19 +171,26 @@ impl QueryApi for HttpPrometheus {
 }
 
 impl HttpPrometheus {
-    async fn get(&self, address: &str, promql: &str) -> Result<f64, QueryError> {
-        let request = hyper::Request::post(query_uri(address)?)
-            .header(
-                hyper::header::CONTENT_TYPE,
-                "application/x-www-form-urlencoded",
-            )
+    async fn post(&self, endpoint: &Endpoint, promql: &str) -> Result<f64, QueryError> {
+        let uri = query_uri(&endpoint.address)?;
+        let mut request = hyper::Request::post(uri.clone()).header(
+            hyper::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        );
+        if let Some(token) = &endpoint.bearer_token {
+            request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
             .body(Full::new(Bytes::from(form_body(promql))))
             .map_err(|e| QueryError::BadAddress(e.to_string()))?;
-        let response = self
-            .client
-            .request(request)
-            .await
-            .map_err(|e| QueryError::Unreachable(crate::error::chain(&e)))?;
+        let sent = if uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS) {
+            self.https_client(endpoint.ca_pem.as_deref())?
+                .request(request)
+                .await
+        } else {
+            self.http.request(request).await
+        };
+        let response = sent.map_err(|e| QueryError::Unreachable(crate::error::chain(&e)))?;
         let status = response.status().as_u16();
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
@@ -136,11 +208,65 @@ impl HttpPrometheus {
             .to_bytes();
         parse_answer(status, &body)
     }
+
+    /// The https client that trusts `ca_pem` (or the system's roots), built once per CA.
+    fn https_client(&self, ca_pem: Option<&[u8]>) -> Result<HttpsClient, QueryError> {
+        let key = ca_pem.map(<[u8]>::to_vec);
+        let mut clients = self
+            .https
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca_pem)?)
+            .https_only()
+            .enable_http1()
+            .wrap_connector(connector(true));
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        if clients.len() >= MAX_TLS_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
 }
 
-/// `<address>/api/v1/query`, for an `http://` address.
+/// A TLS client configuration that trusts the certificates of `ca_pem`, or the system's roots.
+pub fn tls_config(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, QueryError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| QueryError::Tls(e.to_string()))?;
+    let config = match ca_pem {
+        None => builder
+            .with_native_roots()
+            .map_err(|e| QueryError::Tls(format!("the system's root certificates: {e}")))?
+            .with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for certificate in CertificateDer::pem_slice_iter(pem) {
+                let certificate =
+                    certificate.map_err(|e| QueryError::Tls(format!("the CA's PEM: {e}")))?;
+                roots
+                    .add(certificate)
+                    .map_err(|e| QueryError::Tls(format!("a CA certificate: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(QueryError::Tls(
+                    "the CA holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned(),
+                ));
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+    };
+    Ok(config)
+}
+
+/// `<address>/api/v1/query`, for an `http://` or `https://` address.
 pub fn query_uri(address: &str) -> Result<hyper::Uri, QueryError> {
-    if !address.starts_with("http://") {
+    if !(address.starts_with("http://") || address.starts_with("https://")) {
         return Err(QueryError::BadAddress(address.to_owned()));
     }
     format!("{}/api/v1/query", address.trim_end_matches('/'))
@@ -286,6 +412,50 @@ mod tests {
         ));
     }
 
+    /// One request to a loopback server that keeps what it received and answers one sample.
+    #[tokio::test]
+    async fn the_token_goes_in_the_authorization_header_and_never_in_debug() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 8192];
+            let read = stream.read(&mut request).await.unwrap();
+            let body = r#"{"status":"success","data":{"resultType":"scalar","result":[1,"0.5"]}}"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&request[..read]).into_owned()
+        });
+        let endpoint = Endpoint {
+            address: format!("http://127.0.0.1:{port}"),
+            bearer_token: Some("s3cret".into()),
+            ca_pem: None,
+        };
+        let value = HttpPrometheus::default()
+            .query(&endpoint, "up", Duration::from_secs(5))
+            .await;
+        assert_eq!(value, Ok(0.5));
+        let request = server.await.unwrap().to_ascii_lowercase();
+        assert!(request.starts_with("post /api/v1/query "), "{request}");
+        assert!(
+            request.contains("authorization: bearer s3cret"),
+            "{request}"
+        );
+        assert!(!format!("{endpoint:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_ca_without_a_certificate_is_refused() {
+        let error = tls_config(Some(b"not a certificate")).unwrap_err();
+        assert!(error.to_string().contains("no PEM certificate"), "{error}");
+        let ca = include_bytes!("../../../../testdata/tls/ca.crt");
+        assert!(tls_config(Some(ca)).is_ok());
+    }
+
     #[test]
     fn the_query_is_form_encoded_in_the_body() {
         let uri = query_uri("http://prom:9090/").unwrap();
@@ -295,8 +465,12 @@ mod tests {
             "query=sum%28x%7Bnode%3D%7E%22a%5C%5C.b%7Cc%22%7D%29"
         );
         assert_eq!(
-            query_uri("https://prom"),
-            Err(QueryError::BadAddress("https://prom".to_owned()))
+            query_uri("https://prom").map(|uri| uri.to_string()),
+            Ok("https://prom/api/v1/query".to_owned())
+        );
+        assert_eq!(
+            query_uri("ftp://prom"),
+            Err(QueryError::BadAddress("ftp://prom".to_owned()))
         );
     }
 }

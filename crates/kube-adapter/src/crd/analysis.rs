@@ -16,7 +16,8 @@ use super::DURATION_RULE;
 /// value is judged; a metric that fails `failureLimit` times fails the rollout
 /// (`AnalysisFailed`), one inconclusive `inconclusiveLimit` times in a row holds it
 /// (`AnalysisInconclusive`) until a conclusive measurement, and a timed pause ends only once
-/// every metric has passed. Pods driver only.
+/// every metric has passed. Pods driver only: the DaemonSet controller cannot hold one
+/// updated pod alone for a soak (docs/analysis.md, "Why the Pods driver").
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalysisSpec {
@@ -32,20 +33,45 @@ pub struct AnalysisSpec {
     pub metrics: Vec<MetricSpec>,
 }
 
-/// A Prometheus server.
+/// A Prometheus server, and how the controller proves who asks.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = kube::core::Rule::new("!has(self.bearerTokenSecret) || self.address.startsWith('https://')").message("a bearer token goes over https:// only: it would cross the network in clear text"))]
+#[x_kube(validation = kube::core::Rule::new("!has(self.caSecret) || self.address.startsWith('https://')").message("caSecret verifies an https:// address"))]
 pub struct PrometheusSpec {
-    /// Its base URL, `http://` (for example `http://prometheus-operated.monitoring.svc:9090`);
-    /// the queries go to `<address>/api/v1/query`.
+    /// Its base URL, `http://` or `https://` (for example
+    /// `http://prometheus-operated.monitoring.svc:9090`); the queries go to
+    /// `<address>/api/v1/query`.
     #[schemars(length(min = 8, max = 2048))]
-    #[x_kube(validation = kube::core::Rule::new("self.startsWith('http://')").message("an http:// URL such as http://prometheus-operated.monitoring.svc:9090"))]
+    #[x_kube(validation = kube::core::Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("an http:// or https:// URL such as http://prometheus-operated.monitoring.svc:9090"))]
     pub address: String,
     /// How long one query may take before it counts as inconclusive (default `10s`).
     #[serde(default = "default_timeout")]
     #[schemars(length(min = 2, max = 24))]
     #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 5s or 1m"))]
     pub timeout: String,
+    /// A Secret of this namespace whose key holds a bearer token, sent as `Authorization:
+    /// Bearer` (a Prometheus behind kube-rbac-proxy, Thanos Querier, a managed service).
+    /// Read again at every round of measurements, so a rotated token is picked up. https only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret: Option<SecretKeyRef>,
+    /// A Secret of this namespace whose key holds the PEM certificates of the CAs that sign
+    /// the server's certificate (`ca.crt`); without it, the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_secret: Option<SecretKeyRef>,
+}
+
+/// A key of a Secret in the CanaryDaemonSet's namespace. The controller needs `get` on it
+/// (docs/analysis.md, "Credentials"): the default install grants no access to Secrets.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key in its data.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
 }
 
 /// One metric: a PromQL query whose single sample is the value, and the range it must stay in.

@@ -190,7 +190,10 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             ));
         }
         if spec.analysis.is_some() {
-            return Err("spec.analysis runs during the Pods driver's pause steps; set spec.strategy.driver: Pods (the MaxUnavailable driver has no analysis yet)".to_owned());
+            // The DaemonSet controller replaces the next pod as soon as the canary is
+            // available, so the MaxUnavailable driver cannot hold a canary alone for a soak:
+            // the Pods driver's default steps are the same shape, with a pause to soak in.
+            return Err("spec.analysis runs during the Pods driver's pause steps: the DaemonSet controller, at maxUnavailable 1, replaces the next pod as soon as the canary is available, so no canary can soak alone under the MaxUnavailable driver. Set spec.strategy.driver: Pods with steps [{nodes: \"1\"}, {pause: {duration: 10m}}] (then every node at the fast maxUnavailable): the same shape, with a soak (docs/analysis.md)".to_owned());
         }
         return Ok(DriverPlan::MaxUnavailable);
     }

@@ -378,6 +378,7 @@ impl Pass<'_> {
                     name: self.cds.name_any(),
                     observer: self.ctx.observer.clone(),
                     clock: self.ctx.clock.clone(),
+                    secrets: Api::namespaced(self.ctx.client.clone(), &self.namespace),
                 },
             )
         };

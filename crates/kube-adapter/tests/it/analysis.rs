@@ -2,13 +2,17 @@
 //! the test sets: a passing analysis lets the pause end, a canary with ten times the
 //! baseline's error rate fails the rollout (`AnalysisFailed`) and is rolled back, and an
 //! unreachable Prometheus holds the rollout (`AnalysisInconclusive`) until it answers again.
+//! The bearer token and CA of an https Prometheus come from Secrets, read at every round: a
+//! rotated token is used at the next round, a deleted Secret holds the rollout.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canary_kube_adapter::analysis::{QueryApi, QueryError};
+use canary_kube_adapter::analysis::{Endpoint, QueryApi, QueryError};
 use canary_kube_adapter::controller::ControllerConfig;
-use canary_kube_adapter::crd::{AnalysisSpec, CanaryDaemonSetSpec, MetricSpec, PrometheusSpec};
+use canary_kube_adapter::crd::{
+    AnalysisSpec, CanaryDaemonSetSpec, MetricSpec, PrometheusSpec, SecretKeyRef,
+};
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -33,6 +37,7 @@ enum Answers {
 struct FakePrometheus {
     answers: Mutex<Answers>,
     queries: Mutex<Vec<String>>,
+    endpoints: Mutex<Vec<Endpoint>>,
 }
 
 impl FakePrometheus {
@@ -40,6 +45,7 @@ impl FakePrometheus {
         Arc::new(Self {
             answers: Mutex::new(answers),
             queries: Mutex::new(Vec::new()),
+            endpoints: Mutex::new(Vec::new()),
         })
     }
 
@@ -50,17 +56,22 @@ impl FakePrometheus {
     fn queries(&self) -> Vec<String> {
         self.queries.lock().unwrap().clone()
     }
+
+    fn endpoints(&self) -> Vec<Endpoint> {
+        self.endpoints.lock().unwrap().clone()
+    }
 }
 
 impl QueryApi for FakePrometheus {
     fn query<'a>(
         &'a self,
-        address: &'a str,
+        endpoint: &'a Endpoint,
         promql: &'a str,
         _timeout: Duration,
     ) -> BoxFuture<'a, Result<f64, QueryError>> {
-        assert_eq!(address, "http://prometheus.test:9090");
+        assert!(endpoint.address.ends_with("://prometheus.test:9090"));
         self.queries.lock().unwrap().push(promql.to_owned());
+        self.endpoints.lock().unwrap().push(endpoint.clone());
         let answers = *self.answers.lock().unwrap();
         let baseline = promql.starts_with("baseline_errors");
         Box::pin(async move {
@@ -81,6 +92,8 @@ fn analysed_spec(version: &str) -> CanaryDaemonSetSpec {
         prometheus: PrometheusSpec {
             address: "http://prometheus.test:9090".into(),
             timeout: "5s".into(),
+            bearer_token_secret: None,
+            ca_secret: None,
         },
         interval: "10s".into(),
         metrics: vec![MetricSpec {
@@ -228,5 +241,120 @@ async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
     })
     .await;
     assert_eq!(nodes_on(&client, "agent:v2").await.len(), 6);
+    replica.stop().await;
+}
+
+/// A Secret `name` holding `key: value`, created or replaced.
+async fn put_secret(client: &Client, name: &str, key: &str, value: &str) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "stringData": {key: value},
+    });
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(secret),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_round() {
+    let sim = sim(6);
+    let client = sim.client();
+    let prometheus = FakePrometheus::new(Answers::Healthy);
+    let replica = replica_with(&sim, &prometheus);
+    let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    put_secret(&client, "prometheus-token", "token", "first-token\n").await;
+    put_secret(&client, "prometheus-ca", "ca.crt", ca).await;
+    let mut spec = analysed_spec("v1");
+    if let Some(analysis) = spec.analysis.as_mut() {
+        analysis.prometheus.address = "https://prometheus.test:9090".into();
+        analysis.prometheus.bearer_token_secret = Some(SecretKeyRef {
+            name: "prometheus-token".into(),
+            key: "token".into(),
+        });
+        analysis.prometheus.ca_secret = Some(SecretKeyRef {
+            name: "prometheus-ca".into(),
+            key: "ca.crt".into(),
+        });
+    }
+    create_cds(&client, "agent", spec).await;
+    eventually(Duration::from_secs(300), "v1 installed", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+
+    // The first round sends the token (trimmed of its newline) and the CA.
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "measured", || async {
+        !prometheus.endpoints().is_empty()
+    })
+    .await;
+    let first = prometheus.endpoints()[0].clone();
+    assert_eq!(first.bearer_token.as_deref(), Some("first-token"));
+    assert_eq!(first.ca_pem.as_deref(), Some(ca.as_bytes()));
+    assert!(
+        !format!("{first:?}").contains("first-token"),
+        "the token never shows in a Debug output: {first:?}"
+    );
+
+    // Rotated: the next round sends the new token.
+    put_secret(&client, "prometheus-token", "token", "second-token").await;
+    eventually(
+        Duration::from_secs(60),
+        "the rotated token sent",
+        || async {
+            prometheus
+                .endpoints()
+                .iter()
+                .any(|e| e.bearer_token.as_deref() == Some("second-token"))
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(600), "v2 rolled out", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
+
+    // Deleted: nothing is sent, the rounds are inconclusive and the canary holds.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
+    secrets
+        .delete("prometheus-token", &Default::default())
+        .await
+        .unwrap();
+    let sent = prometheus.queries().len();
+    set_version(&client, "agent", "v3").await;
+    eventually(Duration::from_secs(120), "inconclusive", || async {
+        analysis_status(&client).await["verdict"] == "Inconclusive"
+    })
+    .await;
+    assert_eq!(
+        prometheus.queries().len(),
+        sent,
+        "no query without its token"
+    );
+    let status = analysis_status(&client).await;
+    let detail = status["measurements"][0]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("bearerTokenSecret: Secret prometheus-token not found"),
+        "{detail}"
+    );
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(phase_is(&client, "agent", "paused").await);
+    assert_eq!(nodes_on(&client, "agent:v3").await.len(), 1);
+
+    // Put back: the rollout goes on.
+    put_secret(&client, "prometheus-token", "token", "third-token").await;
+    eventually(Duration::from_secs(600), "v3 rolled out", || {
+        phase_is(&client, "agent", "successful")
+    })
+    .await;
     replica.stop().await;
 }
