@@ -35,6 +35,9 @@ pub(super) struct Classes<'a> {
     crashing: Vec<(&'a str, &'a str, &'a str)>,
     /// Counted nodes with a ready updated pod, by name.
     updated_ready_nodes: Vec<&'a str>,
+    /// Pods on unhealthy nodes that are not updated and ready: what the rollout cannot judge
+    /// until their node is back.
+    pub(super) unjudged_pods: u32,
     pub(super) tally: NodeTally,
 }
 
@@ -46,6 +49,7 @@ impl<'a> Classes<'a> {
             deferred: Vec::new(),
             crashing: Vec::new(),
             updated_ready_nodes: Vec::new(),
+            unjudged_pods: 0,
             tally: NodeTally {
                 desired: observation.desired_pods,
                 ..NodeTally::default()
@@ -62,6 +66,13 @@ impl<'a> Classes<'a> {
                 classes.crashing.push((&node.name, &pod.name, reason));
             }
             if let Some(deferral) = deferral(node) {
+                if node
+                    .pod
+                    .as_ref()
+                    .is_none_or(|pod| !(pod.updated && pod.ready))
+                {
+                    classes.unjudged_pods += 1;
+                }
                 // An unhealthy node whose pod already runs the target has nothing left to do:
                 // it is left out of targets and budgets like a deferred node, but not named as
                 // one ("updated when it comes back" would be false).
@@ -269,6 +280,21 @@ impl Walk<'_> {
                         .max(1);
                     tally.target = target;
                     tally.budget = budget;
+                    let phase = if first {
+                        Phase::Canary
+                    } else {
+                        Phase::Increasing
+                    };
+                    // No node can be judged (every pod not yet updated and ready is on a
+                    // deferred node): an empty count proves nothing, so the step holds rather
+                    // than completing on it (soak seed 9200017: a never-ready canary whose node
+                    // went NotReady, the last old pod on a cordoned node, reported
+                    // `successful`). No deadline: the count cannot move until a node is back.
+                    if counted == 0 && self.classes.unjudged_pods > 0 {
+                        let decision =
+                            PodDecision::from_decision(Decision::hold(phase), index, tally);
+                        return self.finish(decision, events, canary_nodes, promotion_consumed);
+                    }
                     if tally.updated_ready >= target {
                         if first {
                             canary_nodes = Some(
@@ -287,11 +313,6 @@ impl Walk<'_> {
                         }
                         continue;
                     }
-                    let phase = if first {
-                        Phase::Canary
-                    } else {
-                        Phase::Increasing
-                    };
                     // The deadline measures a nodes step that was already running: not one
                     // entered in this pass, and not the time spent paused before it.
                     let same_step = index == start.min(count)

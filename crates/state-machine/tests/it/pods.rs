@@ -694,6 +694,44 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     assert_eq!(decision.tally.counted, 2);
 }
 
+/// Regression (soak seeds 9200017 and 9200019): when no node can be judged, a nodes step
+/// holds instead of completing on an empty count. Here the canary never got ready and its node
+/// went NotReady, and the last old pod is on a cordoned node: the walk used to complete every
+/// step on 0 of 0 nodes and report `successful` with no ready pod of the new revision.
+#[test]
+fn a_step_with_no_node_to_judge_holds_instead_of_completing() {
+    let mut nodes = vec![node("n00", true, false), node("n01", false, true)];
+    nodes[0].health = NodeHealth::NotReady;
+    nodes[1].health = NodeHealth::Cordoned;
+    let mut observation = at(0, Phase::Canary, nodes);
+    // Long past any deadline: an empty count cannot move, it is no stall.
+    if let Some(previous) = observation.previous.as_mut() {
+        previous.since_progress = Duration::from_secs(3600);
+    }
+    let strategy = Strategy {
+        progress_deadline: Some(Duration::from_secs(60)),
+        ..pods()
+    };
+    let decision = decide_pods(&strategy, &StepPlan::default(), &observation);
+    assert_eq!((decision.phase, decision.step), (Phase::Canary, 0));
+    assert!(!decision.done && decision.delete.is_empty() && decision.failure.is_none());
+    assert!(
+        !reasons(&decision).contains(&event_reason::STEP_COMPLETED),
+        "{:?}",
+        reasons(&decision)
+    );
+
+    // The cordoned node back: it is counted, and the canary goes there.
+    let mut nodes = vec![node("n00", true, false), node("n01", false, true)];
+    nodes[0].health = NodeHealth::NotReady;
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    assert_eq!(deleted_nodes(&decision), ["n01"]);
+
+    // Nothing to judge because there is nothing at all (no pod): finished, as before.
+    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, vec![]));
+    assert_eq!(decision.phase, Phase::Successful);
+}
+
 /// Regression (DST seeds 27, 30, 31, 33, 40 of the CI set): old pods that are not ready on
 /// healthy nodes (a failed rollout's crash-looping or never-ready pods) were deferred as "old
 /// pod not ready": left out of the budget, so that the next rollout took down as many ready
