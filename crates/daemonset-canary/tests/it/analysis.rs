@@ -69,6 +69,18 @@ impl Exporter {
         });
     }
 
+    /// An exporter serving on a loopback port and following the pods of `client`'s cluster,
+    /// and its port.
+    fn start(client: &kube::Client) -> (Arc<Self>, u16) {
+        let exporter = Arc::new(Exporter::default());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        Arc::clone(&exporter).serve(listener);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        tokio::spawn(Arc::clone(&exporter).follow(pods));
+        (exporter, port)
+    }
+
     /// Follows the pods: which version runs on which node.
     async fn follow(self: Arc<Self>, pods: Api<Pod>) {
         loop {
@@ -163,12 +175,7 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     let client = support::client(&sim.kubeconfig).await;
     support::install_crd(&client).await;
 
-    let exporter = Arc::new(Exporter::default());
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let exporter_port = listener.local_addr().unwrap().port();
-    Arc::clone(&exporter).serve(listener);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    tokio::spawn(Arc::clone(&exporter).follow(pods));
+    let (exporter, exporter_port) = Exporter::start(&client);
     let prometheus_port = free_port();
     let mut prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
 
@@ -291,12 +298,7 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     put_secret(&client, "prometheus-ca", "ca.crt", &ca).await;
     put_secret(&client, "prometheus-token", "token", "a-token\n").await;
 
-    let exporter = Arc::new(Exporter::default());
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let exporter_port = listener.local_addr().unwrap().port();
-    Arc::clone(&exporter).serve(listener);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    tokio::spawn(Arc::clone(&exporter).follow(pods));
+    let (_exporter, exporter_port) = Exporter::start(&client);
     let port = free_port();
     let _prometheus = start_prometheus_tls_at(&dir, exporter_port, port);
 
