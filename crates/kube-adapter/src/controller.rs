@@ -9,7 +9,7 @@ use std::time::Duration;
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
@@ -25,7 +25,7 @@ use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
-use crate::index::OwnerIndex;
+use crate::index::{OwnerIndex, WatchedPod};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
 use crate::trigger::{WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors};
@@ -310,7 +310,7 @@ async fn run_controller(
     // A pod event is a trigger only when it moved something a pass reads (issue 20: most pod
     // events of a rollout move nothing a decision reads, an old pod's readiness or its end, a
     // new resource version; see `OwnerIndex::apply`). A relist's pods always are.
-    let pod_stream = watcher(api::<Pod>(&client, ns), owned.clone())
+    let pod_stream = watcher(api::<WatchedPod>(&client, ns), owned.clone())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             let matters = pod_index.apply(&event);

@@ -13,6 +13,7 @@
 //! says whether it moved anything a pass reads, so that the watch triggers passes only then.
 
 mod pod_tally;
+mod watched_pod;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,11 +21,11 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use canary_predicates::{PodCounts, PodFacts, PodSummary};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 
 pub use pod_tally::{PodCountRule, PodTally};
+pub use watched_pod::WatchedPod;
 
 /// What an index stores, made from what the watcher delivers.
 pub trait Indexed: Send + Sync + 'static {
@@ -323,18 +324,18 @@ fn identity(meta: &ObjectMeta) -> (String, String) {
     )
 }
 
-/// Pods are grouped by the **name** of their controller owner when it is a DaemonSet. The
+/// Pods, watched as [`WatchedPod`], are grouped by the **name** of their controller owner when it is a DaemonSet. The
 /// reference matches by name only (across namespaces); the UID rule filters a group further.
 impl Indexed for PodSummary {
-    type Source = Pod;
+    type Source = WatchedPod;
     type Tally = PodTally;
 
-    fn from_source(pod: &Pod) -> Self {
-        PodSummary::of(pod)
+    fn from_source(pod: &WatchedPod) -> Self {
+        PodSummary::of(&pod.0)
     }
 
-    fn source_identity(pod: &Pod) -> (String, String) {
-        identity(&pod.metadata)
+    fn source_identity(pod: &WatchedPod) -> (String, String) {
+        identity(&pod.0.metadata)
     }
 
     fn index_key(&self) -> Option<String> {
@@ -385,10 +386,11 @@ impl Indexed for ControllerRevision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    fn pod(ns: &str, name: &str, owner: &str) -> Pod {
-        Pod {
+    fn pod(ns: &str, name: &str, owner: &str) -> WatchedPod {
+        WatchedPod(Pod {
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
                 name: Some(name.into()),
@@ -408,7 +410,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        }
+        })
     }
 
     fn names(index: &OwnerIndex<PodSummary>, key: &str) -> Vec<String> {
@@ -458,12 +460,12 @@ mod tests {
     fn pods_without_daemonset_controller_are_left_out_and_slimmed() {
         let index = OwnerIndex::<PodSummary>::new();
         let mut orphan = pod("a", "orphan", "x");
-        orphan.metadata.owner_references = None;
+        orphan.0.metadata.owner_references = None;
         index.apply(&Event::Apply(orphan));
         assert!(index.is_empty());
         index.apply(&Event::Apply(pod("a", "p", "agent")));
         let stored = &index.get("agent")[0];
-        assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent")));
+        assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent").0));
         assert_eq!((stored.namespace(), stored.name()), ("a", "p"));
     }
 
@@ -471,7 +473,7 @@ mod tests {
     fn revisions_group_by_owner_uid() {
         let index = OwnerIndex::<ControllerRevision>::new();
         let mut revision = ControllerRevision {
-            metadata: pod("a", "agent-abc", "agent").metadata,
+            metadata: pod("a", "agent-abc", "agent").0.metadata,
             data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
                 serde_json::json!({"spec": {}}),
             )),

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::watcher::Event;
 use proptest::prelude::*;
 
-use crate::index::{OwnerIndex, PodCountRule};
+use crate::index::{OwnerIndex, PodCountRule, WatchedPod};
 
 /// One pod of the test universe: namespace and name from small sets, so events collide.
 #[derive(Debug, Clone)]
@@ -34,7 +34,11 @@ fn target() -> Target {
     }
 }
 
-fn pod(shape: &PodShape) -> Pod {
+fn pod(shape: &PodShape) -> WatchedPod {
+    WatchedPod::from(whole_pod(shape))
+}
+
+fn whole_pod(shape: &PodShape) -> Pod {
     let (owner, uid) = [("agent", "u1"), ("agent", "u2"), ("other", "u3")][shape.owner];
     let revision = if shape.new_revision { "new" } else { "old" };
     Pod {
