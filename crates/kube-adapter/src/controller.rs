@@ -9,7 +9,7 @@ use std::time::Duration;
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
@@ -25,10 +25,10 @@ use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
-use crate::index::OwnerIndex;
+use crate::index::{OwnerIndex, WatchedPod};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::{WatchBackoff, WatchLog, without_errors};
+use crate::trigger::{WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -307,15 +307,21 @@ async fn run_controller(
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
     let pod_listed = listed.clone();
-    let pod_stream = watcher(api::<Pod>(&client, ns), owned.clone())
+    // A pod event is a trigger only when it moved something a pass reads (issue 20: most pod
+    // events of a rollout move nothing a decision reads, an old pod's readiness or its end, a
+    // new resource version; see `OwnerIndex::apply`). A relist's pods always are.
+    let pod_stream = watcher(api::<WatchedPod>(&client, ns), owned.clone())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
-            pod_index.apply(&event);
+            let matters = pod_index.apply(&event);
             pod_listed.note(&event, Source::Pods);
-            event
-        })
-        .touched_objects();
-    let pod_stream = without_errors(
+            match event {
+                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => matters.then_some(pod),
+                watcher::Event::InitApply(pod) => Some(pod),
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            }
+        });
+    let pod_stream = quiet_or_trigger_without_errors(
         pod_stream,
         "pods",
         config.observer.clone(),

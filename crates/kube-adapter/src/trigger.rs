@@ -23,18 +23,25 @@
 //! retry's error is the one that says why the server cannot be reached (the first error of an
 //! outage is often a reset connection, the next ones "connection refused").
 //!
+//! Not every watch item is a trigger: [`quiet_or_trigger_without_errors`] takes items that say
+//! the watcher works but ask for no pass (`Ok(None)`), such as a pod event that moved nothing a
+//! pass reads (see [`OwnerIndex::apply`]); a rollout on 5,000 nodes has tens of thousands of
+//! them (issue 20). They reach neither the Controller nor [`Health::triggered`], which would
+//! otherwise wait for a pass that never comes.
+//!
 //! [`WatchBackoff`] replaces kube-runtime's default: that one starts over at 0.8 s on every
 //! item a watcher delivers, and a list that fails after its `Init` marker delivers one each
 //! time, so a list that always failed was retried about every second for ever.
 //!
 //! [`Stats::watch_errors`]: crate::Stats::watch_errors
+//! [`OwnerIndex::apply`]: crate::index::OwnerIndex::apply
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, future};
+use futures::{Stream, StreamExt, TryStreamExt, future};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 use tokio::time::Instant;
@@ -164,13 +171,31 @@ where
     S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
     T: Send + 'static,
 {
+    quiet_or_trigger_without_errors(stream.map_ok(Some), resource, observer, health, log)
+}
+
+/// [`without_errors`] over a stream whose `Ok(None)` items say the watcher works and trigger
+/// nothing: they are dropped too, without counting as a trigger.
+pub(crate) fn quiet_or_trigger_without_errors<S, T>(
+    stream: S,
+    resource: &'static str,
+    observer: Observer,
+    health: Health,
+    log: WatchLog,
+) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static
+where
+    S: Stream<Item = Result<Option<T>, watcher::Error>> + Send + 'static,
+    T: Send + 'static,
+{
     stream.filter_map(move |item| {
         let kept = match item {
-            Ok(object) => {
+            Ok(trigger) => {
                 health.watch_succeeded(resource);
-                health.triggered();
                 let _resumed = log.succeeded(resource);
-                Some(Ok(object))
+                trigger.map(|object| {
+                    health.triggered();
+                    Ok(object)
+                })
             }
             Err(error) => {
                 observer.report(Report::WatchError { resource });

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use canary_predicates::PodSummary;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
@@ -33,7 +32,7 @@ use tokio::task::AbortHandle;
 
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
-use crate::index::OwnerIndex;
+use crate::index::{OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::trigger::{WatchBackoff, WatchLog, without_errors};
 
@@ -153,7 +152,7 @@ impl WorkloadWatches {
             revisions: OwnerIndex::new(),
         };
         let config = watcher::Config::default().labels(&selector);
-        let pods = self.spawn::<Pod, PodSummary>(
+        let pods = self.spawn::<WatchedPod, PodSummary>(
             Api::namespaced(self.client.clone(), &namespace),
             config.clone(),
             indexes.pods.clone(),

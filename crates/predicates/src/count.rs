@@ -37,33 +37,58 @@ pub struct PodCounts {
     pub first_crash_loop: Option<(String, CrashLoop)>,
 }
 
-/// Counts `pods`, already filtered to one DaemonSet (see [`count_pods_owned_by`] otherwise).
+/// What one pod adds to [`PodCounts`] besides `total`: the per-pod half of [`count_pods`], for
+/// a cache that keeps counts up to date one pod change at a time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodCount {
+    /// The pod is updated.
+    pub updated: bool,
+    /// The pod is updated and ready.
+    pub updated_ready: bool,
+    /// The pod is updated and crash-looping: its first failing container.
+    pub crash_loop: Option<CrashLoop>,
+}
+
+/// What `pod` adds to the counts under `rule`, or `None` when it is not counted at all (a
+/// terminating pod the rule leaves out). Owner matching is the caller's part.
 ///
-/// Crash loops are looked for on **updated** pods only, as the reference does with its canary pods;
-/// an updated pod that is crash-looping may still be ready and counted in `updated_ready` (deciding
-/// what wins is the state machine's job). Counts saturate at `u32::MAX`.
+/// Crash loops are looked for on **updated** pods only, as the reference does with its canary
+/// pods; an updated pod that is crash-looping may still be ready (deciding what wins is the
+/// state machine's job).
+pub fn count_pod<P: PodFacts + ?Sized>(pod: &P, rule: &CountRule<'_>) -> Option<PodCount> {
+    if rule.skip_terminating && pod_is_terminating(pod) {
+        return None;
+    }
+    if !pod_is_updated(pod, rule.target, rule.keys, rule.updated) {
+        return Some(PodCount::default());
+    }
+    Some(PodCount {
+        updated: true,
+        updated_ready: pod_is_ready(pod),
+        crash_loop: pod_crash_loop(pod, rule.crash_loop),
+    })
+}
+
+/// Counts `pods`, already filtered to one DaemonSet (see [`count_pods_owned_by`] otherwise),
+/// with [`count_pod`] for each. Counts saturate at `u32::MAX`.
 pub fn count_pods<'p, P: PodFacts + ?Sized + 'p>(
     pods: impl IntoIterator<Item = &'p P>,
     rule: &CountRule<'_>,
 ) -> PodCounts {
     let mut counts = PodCounts::default();
     for pod in pods {
-        if rule.skip_terminating && pod_is_terminating(pod) {
+        let Some(count) = count_pod(pod, rule) else {
             continue;
-        }
+        };
         counts.total = counts.total.saturating_add(1);
-        if !pod_is_updated(pod, rule.target, rule.keys, rule.updated) {
-            continue;
-        }
-        counts.updated = counts.updated.saturating_add(1);
-        if pod_is_ready(pod) {
-            counts.updated_ready = counts.updated_ready.saturating_add(1);
-        }
-        if let Some(crash_loop) = pod_crash_loop(pod, rule.crash_loop) {
+        counts.updated = counts.updated.saturating_add(u32::from(count.updated));
+        counts.updated_ready = counts
+            .updated_ready
+            .saturating_add(u32::from(count.updated_ready));
+        if let Some(crash_loop) = count.crash_loop {
             counts.crash_looping = counts.crash_looping.saturating_add(1);
             if counts.first_crash_loop.is_none() {
-                let name = pod.name().to_owned();
-                counts.first_crash_loop = Some((name, crash_loop));
+                counts.first_crash_loop = Some((pod.name().to_owned(), crash_loop));
             }
         }
     }

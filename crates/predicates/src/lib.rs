@@ -100,7 +100,7 @@ mod readiness;
 mod target;
 
 pub use canary_state_machine::{LiveMaxUnavailable, MaxUnavailable};
-pub use count::{CountRule, PodCounts, count_pods, count_pods_owned_by};
+pub use count::{CountRule, PodCount, PodCounts, count_pod, count_pods, count_pods_owned_by};
 pub use crash_loop::{CrashLoop, CrashLoopPolicy, CrashLoopReason, pod_crash_loop};
 pub use max_unavailable::{
     InvalidMaxUnavailable, MaxUnavailableWire, daemonset_controller_max_unavailable,

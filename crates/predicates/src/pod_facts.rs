@@ -264,6 +264,49 @@ impl PodSummary {
     pub fn resource_version(&self) -> &str {
         &self.resource_version
     }
+
+    /// Whether `self` and `other` say the same to every predicate: equal but for the resource
+    /// version, which changes with every write of the pod, read or not.
+    ///
+    /// ```
+    /// use canary_predicates::PodSummary;
+    /// use canary_predicates::k8s_openapi::api::core::v1::{Pod, PodStatus};
+    ///
+    /// let mut pod = Pod::default();
+    /// pod.metadata.resource_version = Some("1".into());
+    /// let before = PodSummary::of(&pod);
+    /// pod.metadata.resource_version = Some("2".into());
+    /// assert!(before.same_facts(&PodSummary::of(&pod)));
+    /// pod.status = Some(PodStatus { phase: Some("Running".into()), ..PodStatus::default() });
+    /// assert!(!before.same_facts(&PodSummary::of(&pod)));
+    /// ```
+    pub fn same_facts(&self, other: &Self) -> bool {
+        let PodSummary {
+            namespace,
+            name,
+            uid,
+            resource_version: _,
+            node_name,
+            annotations,
+            revision_hash,
+            controller,
+            terminating,
+            phase,
+            containers,
+            init_containers,
+        } = self;
+        *namespace == other.namespace
+            && *name == other.name
+            && *uid == other.uid
+            && *node_name == other.node_name
+            && *annotations == other.annotations
+            && *revision_hash == other.revision_hash
+            && *controller == other.controller
+            && *terminating == other.terminating
+            && *phase == other.phase
+            && *containers == other.containers
+            && *init_containers == other.init_containers
+    }
 }
 
 impl PodFacts for PodSummary {

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use canary_kube_adapter::index::OwnerIndex;
+use canary_kube_adapter::index::{OwnerIndex, WatchedPod};
 use canary_predicates::{
     AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, PodSummary, Target,
     UpdatedRule, count_pods_owned_by,
@@ -156,7 +156,7 @@ fn indexed(pods: &[Pod]) -> OwnerIndex<PodSummary> {
     let index = OwnerIndex::<PodSummary>::new();
     index.apply(&Event::Init);
     for pod in pods {
-        index.apply(&Event::InitApply(pod.clone()));
+        index.apply(&Event::InitApply(WatchedPod::from(pod.clone())));
     }
     index.apply(&Event::InitDone);
     index

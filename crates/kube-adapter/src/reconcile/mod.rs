@@ -28,8 +28,7 @@ pub use plan::step_plan;
 use std::sync::Arc;
 
 use canary_predicates::{
-    CountRule, OwnerMatch, PodCounts, Target, UpdatedRule, count_pods_owned_by,
-    current_revision_hash, live_max_unavailable,
+    PodCounts, Target, UpdatedRule, current_revision_hash, live_max_unavailable,
 };
 use canary_state_machine::{
     Compatibility, Decision, DriftSeen, FailureReason, Observation, Phase, WriteKind, decide,
@@ -49,6 +48,7 @@ use crate::desired::{
     ON_DELETE, ROLLING_UPDATE, desired_daemon_set, live_template_hash, set_max_unavailable,
     strategy_type, with_strategy_type,
 };
+use crate::index::PodCountRule;
 use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
@@ -489,42 +489,35 @@ impl<'a> Pass<'a> {
         self.finish(record, decision).await
     }
 
+    /// The DaemonSet's pod counts, from the pod index's tally (O(1) but once per rollout, when
+    /// the rule moves to the new target or revision and the group is recounted).
     fn count_pods(&self, plan: &Plan, live: &DaemonSet) -> PodCounts {
         let uid = live.metadata.uid.clone().unwrap_or_default();
-        let (owner, updated, skip_terminating) = match plan.strategy.compatibility {
+        let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {
             // The reference: owner name only, annotations only, terminating pods counted.
-            Compatibility::KubeVirt => (
-                OwnerMatch::NameOnly {
-                    name: &self.ds_name,
-                },
-                UpdatedRule::Annotations,
-                false,
-            ),
+            Compatibility::KubeVirt => (None, UpdatedRule::Annotations, false),
             Compatibility::Fixed => {
                 let revisions = self.ctx.caches.revisions.get(&uid);
                 let revision_hash = current_revision_hash(revisions.iter().map(|r| &**r))
                     .unwrap_or_default()
                     .to_owned();
                 (
-                    OwnerMatch::Uid {
-                        name: &self.ds_name,
-                        uid: &uid,
-                    },
+                    Some(uid),
                     UpdatedRule::AnnotationsAndRevision { revision_hash },
                     true,
                 )
             }
         };
-        let rule = CountRule {
-            target: &plan.target,
-            keys: &plan.keys,
-            updated: &updated,
-            crash_loop: &plan.crash_loop,
+        let rule = PodCountRule {
+            owner_name: self.ds_name.clone(),
+            owner_uid,
+            target: plan.target.clone(),
+            keys: plan.keys.clone(),
+            updated,
+            crash_loop: plan.crash_loop.clone(),
             skip_terminating,
         };
-        self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-            count_pods_owned_by(pods.map(|p| &**p), &owner, &rule)
-        })
+        self.ctx.caches.pods.count(&self.ds_name, &rule)
     }
 
     async fn patch(&self, live: &DaemonSet, desired: &DaemonSet) -> Result<DaemonSet, Error> {

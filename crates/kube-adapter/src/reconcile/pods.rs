@@ -406,6 +406,8 @@ impl Pass<'_> {
         let mut by_node: BTreeMap<String, Option<PodState>> = BTreeMap::new();
         let mut by_revision: BTreeMap<String, (u32, u32)> = BTreeMap::new();
         let mut versions = PodVersions::new();
+        // This driver reads every pod's facts, not the counts: any change of them must trigger.
+        pod_index.forget_counts(&self.ds_name);
         pod_index.with_group(&self.ds_name, |pods| {
             for pod in pods.filter(|pod| pod_is_owned_by(&***pod, &owner)) {
                 let Some(node) = pod.node_name() else {

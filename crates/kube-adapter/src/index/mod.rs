@@ -6,16 +6,26 @@
 //! fresh map atomically on `InitDone`), and stores slimmed objects: pods as [`PodSummary`],
 //! only the fields the predicates read (a few hundred bytes instead of several KiB), so 50,000
 //! pods stay small.
+//!
+//! Each group also keeps a [`Tally`] of its objects, moved by every insert and removal: for
+//! pods, the counts a MaxUnavailable pass reads ([`PodTally`], read through
+//! [`OwnerIndex::count`]), so that a pass does not walk the DaemonSet's pods. Applying an event
+//! says whether it moved anything a pass reads, so that the watch triggers passes only then.
+
+mod pod_tally;
+mod watched_pod;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use canary_predicates::{PodFacts, PodSummary};
+use canary_predicates::{PodCounts, PodFacts, PodSummary};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
+
+pub use pod_tally::{PodCountRule, PodTally};
+pub use watched_pod::WatchedPod;
 
 /// What an index stores, made from what the watcher delivers.
 pub trait Indexed: Send + Sync + 'static {
@@ -29,18 +39,55 @@ pub trait Indexed: Send + Sync + 'static {
     fn index_key(&self) -> Option<String>;
     /// `(namespace, name)`: identity inside the index.
     fn identity(&self) -> (String, String);
+    /// What each group keeps up to date about its objects.
+    type Tally: Tally<Self>;
 }
 
-type Group<T> = HashMap<(String, String), Arc<T>>;
+/// Something a group keeps up to date from its objects, one change at a time.
+pub trait Tally<T: ?Sized>: Default + std::fmt::Debug + Send + Sync + 'static {
+    /// Moves the tally from `old` to `new`, one object of the group (`old` is `None` for an
+    /// object that joins the group, `new` for one that leaves it). Returns whether the change
+    /// can matter to a pass.
+    fn replace(&mut self, old: Option<&T>, new: Option<&T>) -> bool;
+}
+
+/// No tally: every change may matter.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTally;
+
+impl<T: ?Sized> Tally<T> for NoTally {
+    fn replace(&mut self, _old: Option<&T>, _new: Option<&T>) -> bool {
+        true
+    }
+}
+
+/// `(namespace, name)` of an indexed object.
+type Id = (String, String);
+
+/// The objects of one group, and their tally.
+#[derive(Debug)]
+struct Group<T: Indexed> {
+    objects: HashMap<Id, Arc<T>>,
+    tally: T::Tally,
+}
+
+impl<T: Indexed> Default for Group<T> {
+    fn default() -> Self {
+        Self {
+            objects: HashMap::new(),
+            tally: T::Tally::default(),
+        }
+    }
+}
 
 /// Objects by group, and the group of each object.
 #[derive(Debug)]
-struct Maps<T> {
+struct Maps<T: Indexed> {
     groups: HashMap<String, Group<T>>,
-    key_of: HashMap<(String, String), String>,
+    key_of: HashMap<Id, String>,
 }
 
-impl<T> Default for Maps<T> {
+impl<T: Indexed> Default for Maps<T> {
     fn default() -> Self {
         Self {
             groups: HashMap::new(),
@@ -50,27 +97,44 @@ impl<T> Default for Maps<T> {
 }
 
 impl<T: Indexed> Maps<T> {
-    fn insert(&mut self, obj: T) {
+    /// Inserts or replaces `obj`; whether that can matter to a pass (see [`Tally::replace`]).
+    fn insert(&mut self, obj: T) -> bool {
         let id = obj.identity();
-        self.remove(&id);
-        let Some(key) = obj.index_key() else { return };
-        self.groups
-            .entry(key.clone())
-            .or_default()
-            .insert(id.clone(), Arc::new(obj));
-        self.key_of.insert(id, key);
-    }
-
-    fn remove(&mut self, id: &(String, String)) {
-        let Some(key) = self.key_of.remove(id) else {
-            return;
-        };
-        if let Some(group) = self.groups.get_mut(&key) {
-            group.remove(id);
-            if group.is_empty() {
-                self.groups.remove(&key);
+        let key = obj.index_key();
+        let old = self.key_of.get(&id).cloned();
+        let obj = Arc::new(obj);
+        match (old, key) {
+            (Some(old_key), Some(key)) if old_key == key => {
+                let group = self.groups.entry(key).or_default();
+                let previous = group.objects.insert(id, obj.clone());
+                group.tally.replace(previous.as_deref(), Some(&obj))
+            }
+            (_, key) => {
+                let left = self.remove(&id);
+                let Some(key) = key else { return left };
+                let group = self.groups.entry(key.clone()).or_default();
+                group.objects.insert(id.clone(), obj.clone());
+                let joined = group.tally.replace(None, Some(&obj));
+                self.key_of.insert(id, key);
+                left || joined
             }
         }
+    }
+
+    /// Removes the object `id`; whether that can matter to a pass.
+    fn remove(&mut self, id: &Id) -> bool {
+        let Some(key) = self.key_of.remove(id) else {
+            return false;
+        };
+        let Some(group) = self.groups.get_mut(&key) else {
+            return false;
+        };
+        let removed = group.objects.remove(id);
+        let moved = group.tally.replace(removed.as_deref(), None);
+        if group.objects.is_empty() {
+            self.groups.remove(&key);
+        }
+        moved
     }
 }
 
@@ -78,12 +142,12 @@ impl<T: Indexed> Maps<T> {
 /// objects arrive (slimmed one by one, never buffered whole) and swapped in on `InitDone`, so
 /// readers never see a half-listed index.
 #[derive(Debug)]
-struct State<T> {
+struct State<T: Indexed> {
     live: Maps<T>,
     relist: Option<Maps<T>>,
 }
 
-impl<T> Default for State<T> {
+impl<T: Indexed> Default for State<T> {
     fn default() -> Self {
         Self {
             live: Maps::default(),
@@ -94,12 +158,12 @@ impl<T> Default for State<T> {
 
 /// Objects grouped by owner; cheap to clone (shared).
 #[derive(Debug)]
-pub struct OwnerIndex<T> {
+pub struct OwnerIndex<T: Indexed> {
     state: Arc<RwLock<State<T>>>,
     ready: Arc<AtomicBool>,
 }
 
-impl<T> Clone for OwnerIndex<T> {
+impl<T: Indexed> Clone for OwnerIndex<T> {
     fn clone(&self) -> Self {
         Self {
             state: self.state.clone(),
@@ -128,25 +192,33 @@ impl<T: Indexed> OwnerIndex<T> {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Applies one watcher event.
-    pub fn apply(&self, event: &Event<T::Source>) {
+    /// Applies one watcher event. Returns whether it can matter to a pass: an object that
+    /// joined, left, or changed what its group's [`Tally`] says it should trigger on. A relist's
+    /// objects always may (they replace the whole index); `Init` and `InitDone` never do by
+    /// themselves.
+    pub fn apply(&self, event: &Event<T::Source>) -> bool {
         // Objects are slimmed before taking the lock: readers only wait for the map update.
         match event {
             Event::Apply(obj) => {
                 let slim = T::from_source(obj);
-                self.write().live.insert(slim);
+                self.write().live.insert(slim)
             }
             Event::Delete(obj) => {
                 let id = T::source_identity(obj);
-                self.write().live.remove(&id);
+                self.write().live.remove(&id)
             }
-            Event::Init => self.write().relist = Some(Maps::default()),
+            Event::Init => {
+                self.write().relist = Some(Maps::default());
+                false
+            }
             Event::InitApply(obj) => {
                 let slim = T::from_source(obj);
-                self.write()
+                let _ = self
+                    .write()
                     .relist
                     .get_or_insert_with(Maps::default)
                     .insert(slim);
+                true
             }
             Event::InitDone => {
                 let mut state = self.write();
@@ -156,6 +228,7 @@ impl<T: Indexed> OwnerIndex<T> {
                 // Freed outside the lock: dropping 50,000 objects takes a while.
                 drop(stale);
                 self.ready.store(true, Ordering::Release);
+                false
             }
         }
     }
@@ -179,7 +252,7 @@ impl<T: Indexed> OwnerIndex<T> {
             .groups
             .get(key)
             .into_iter()
-            .flat_map(|g| g.values());
+            .flat_map(|g| g.objects.values());
         read(&mut objects)
     }
 
@@ -208,6 +281,42 @@ impl<T: Indexed> OwnerIndex<T> {
     }
 }
 
+impl OwnerIndex<PodSummary> {
+    /// The counts of the pods grouped under `key` under `rule`: read from the group's tally,
+    /// which is recounted (once) when it was kept under another rule. Debug builds check the
+    /// tally against a full recount on every read.
+    pub fn count(&self, key: &str, rule: &PodCountRule) -> PodCounts {
+        {
+            let state = self.read();
+            let Some(group) = state.live.groups.get(key) else {
+                return PodCounts::default();
+            };
+            if group.tally.counts_under(rule) {
+                debug_assert_eq!(
+                    group.tally,
+                    PodTally::recount(rule.clone(), group.objects.values().map(|p| &**p)),
+                    "the pod tally of {key} drifted from a full recount"
+                );
+                return group.tally.counts();
+            }
+        }
+        let mut state = self.write();
+        let Some(group) = state.live.groups.get_mut(key) else {
+            return PodCounts::default();
+        };
+        group.tally = PodTally::recount(rule.clone(), group.objects.values().map(|p| &**p));
+        group.tally.counts()
+    }
+
+    /// Stops keeping counts for the group `key`: every change of its pods' facts matters again.
+    /// For passes that read more of the pods than the counts (the Pods driver's node states).
+    pub fn forget_counts(&self, key: &str) {
+        if let Some(group) = self.write().live.groups.get_mut(key) {
+            group.tally = PodTally::default();
+        }
+    }
+}
+
 fn identity(meta: &ObjectMeta) -> (String, String) {
     (
         meta.namespace.clone().unwrap_or_default(),
@@ -215,17 +324,18 @@ fn identity(meta: &ObjectMeta) -> (String, String) {
     )
 }
 
-/// Pods are grouped by the **name** of their controller owner when it is a DaemonSet. The
+/// Pods, watched as [`WatchedPod`], are grouped by the **name** of their controller owner when it is a DaemonSet. The
 /// reference matches by name only (across namespaces); the UID rule filters a group further.
 impl Indexed for PodSummary {
-    type Source = Pod;
+    type Source = WatchedPod;
+    type Tally = PodTally;
 
-    fn from_source(pod: &Pod) -> Self {
-        PodSummary::of(pod)
+    fn from_source(pod: &WatchedPod) -> Self {
+        PodSummary::of(&pod.0)
     }
 
-    fn source_identity(pod: &Pod) -> (String, String) {
-        identity(&pod.metadata)
+    fn source_identity(pod: &WatchedPod) -> (String, String) {
+        identity(&pod.0.metadata)
     }
 
     fn index_key(&self) -> Option<String> {
@@ -241,6 +351,7 @@ impl Indexed for PodSummary {
 /// ControllerRevisions are grouped by the **UID** of their controller owner.
 impl Indexed for ControllerRevision {
     type Source = ControllerRevision;
+    type Tally = NoTally;
 
     fn from_source(revision: &ControllerRevision) -> Self {
         ControllerRevision {
@@ -275,10 +386,11 @@ impl Indexed for ControllerRevision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    fn pod(ns: &str, name: &str, owner: &str) -> Pod {
-        Pod {
+    fn pod(ns: &str, name: &str, owner: &str) -> WatchedPod {
+        WatchedPod(Pod {
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
                 name: Some(name.into()),
@@ -298,7 +410,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        }
+        })
     }
 
     fn names(index: &OwnerIndex<PodSummary>, key: &str) -> Vec<String> {
@@ -348,12 +460,12 @@ mod tests {
     fn pods_without_daemonset_controller_are_left_out_and_slimmed() {
         let index = OwnerIndex::<PodSummary>::new();
         let mut orphan = pod("a", "orphan", "x");
-        orphan.metadata.owner_references = None;
+        orphan.0.metadata.owner_references = None;
         index.apply(&Event::Apply(orphan));
         assert!(index.is_empty());
         index.apply(&Event::Apply(pod("a", "p", "agent")));
         let stored = &index.get("agent")[0];
-        assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent")));
+        assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent").0));
         assert_eq!((stored.namespace(), stored.name()), ("a", "p"));
     }
 
@@ -361,7 +473,7 @@ mod tests {
     fn revisions_group_by_owner_uid() {
         let index = OwnerIndex::<ControllerRevision>::new();
         let mut revision = ControllerRevision {
-            metadata: pod("a", "agent-abc", "agent").metadata,
+            metadata: pod("a", "agent-abc", "agent").0.metadata,
             data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
                 serde_json::json!({"spec": {}}),
             )),

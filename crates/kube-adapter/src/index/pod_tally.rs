@@ -1,0 +1,193 @@
+//! Pod counts of one owner, kept up to date as pod events arrive.
+//!
+//! Counting a DaemonSet's pods by walking them all made every MaxUnavailable pass O(pods), and
+//! every pod event a pass, so a rollout cost O(pods²) (issue 20). A [`PodTally`] sits beside
+//! each group of the pod index and holds the counts of its pods under one [`PodCountRule`]:
+//! each pod change moves them by that pod's [`PodCount`] before and after, so a pass reads them
+//! in O(1). The rule (target, revision hash, owner UID, policies) changes once per rollout; a
+//! pass that asks under another rule recounts the group once and keeps that rule.
+//!
+//! Invariant: when a tally has a rule, its counts equal [`PodTally::recount`] of the group
+//! under that rule. Debug builds (the tests and the deterministic simulation) check it on every
+//! read ([`OwnerIndex::count`](super::OwnerIndex::count)).
+//!
+//! The tally also tells the watch which pod events can change a decision
+//! ([`Tally::replace`]): under a rule, only a move of what the state machine reads (updated,
+//! updated and ready, crash loops); without one, any change of the pod's facts.
+
+use std::collections::BTreeMap;
+
+use canary_predicates::{
+    AnnotationKeys, CountRule, CrashLoop, CrashLoopPolicy, OwnerMatch, PodCount, PodCounts,
+    PodSummary, Target, UpdatedRule, count_pod, pod_is_owned_by,
+};
+
+use super::{Id, Tally};
+
+/// The owned form of what counting one DaemonSet's pods depends on: its owner match and
+/// [`CountRule`]. A tally is valid for exactly one of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodCountRule {
+    /// The DaemonSet's name: the controller owner's name.
+    pub owner_name: String,
+    /// The DaemonSet's UID when the owner is matched by UID as well (`OwnerMatch::Uid`);
+    /// `None` for the reference's match by name alone.
+    pub owner_uid: Option<String>,
+    /// The target the pods move to.
+    pub target: Target,
+    /// The annotation keys carrying the target.
+    pub keys: AnnotationKeys,
+    /// How a pod counts as updated (with the current revision hash, when it reads one).
+    pub updated: UpdatedRule,
+    /// How a pod counts as crash-looping.
+    pub crash_loop: CrashLoopPolicy,
+    /// Leave out terminating pods entirely.
+    pub skip_terminating: bool,
+}
+
+impl PodCountRule {
+    /// The owner match this rule counts the pods of.
+    pub fn owner(&self) -> OwnerMatch<'_> {
+        match &self.owner_uid {
+            Some(uid) => OwnerMatch::Uid {
+                name: &self.owner_name,
+                uid,
+            },
+            None => OwnerMatch::NameOnly {
+                name: &self.owner_name,
+            },
+        }
+    }
+
+    /// The borrowed rule the predicates apply.
+    pub fn rule(&self) -> CountRule<'_> {
+        CountRule {
+            target: &self.target,
+            keys: &self.keys,
+            updated: &self.updated,
+            crash_loop: &self.crash_loop,
+            skip_terminating: self.skip_terminating,
+        }
+    }
+
+    /// What `pod` adds to the counts, `None` when it is not counted (another owner, or left out).
+    fn count(&self, pod: &PodSummary) -> Option<PodCount> {
+        if !pod_is_owned_by(pod, &self.owner()) {
+            return None;
+        }
+        count_pod(pod, &self.rule())
+    }
+}
+
+/// The counts of one group of pods under one rule (none until a pass asks for counts).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PodTally {
+    rule: Option<PodCountRule>,
+    total: u32,
+    updated: u32,
+    updated_ready: u32,
+    /// The crash-looping updated pods by identity: ordered, so the pod a failure names is the
+    /// same whatever the order pods arrived in (the first by namespace and name).
+    crash_loops: BTreeMap<Id, CrashLoop>,
+}
+
+impl PodTally {
+    /// The tally of `pods` under `rule`, counted from scratch.
+    pub(super) fn recount<'p>(
+        rule: PodCountRule,
+        pods: impl IntoIterator<Item = &'p PodSummary>,
+    ) -> Self {
+        let mut tally = PodTally::default();
+        for pod in pods {
+            tally.add(pod, rule.count(pod));
+        }
+        tally.rule = Some(rule);
+        tally
+    }
+
+    /// Whether the counts are kept under `rule`.
+    pub(super) fn counts_under(&self, rule: &PodCountRule) -> bool {
+        self.rule.as_ref() == Some(rule)
+    }
+
+    /// The counts, as [`canary_predicates::count_pods`] gives them (the crash loop named is the
+    /// first by namespace and name).
+    pub(super) fn counts(&self) -> PodCounts {
+        PodCounts {
+            total: self.total,
+            updated: self.updated,
+            updated_ready: self.updated_ready,
+            crash_looping: u32::try_from(self.crash_loops.len()).unwrap_or(u32::MAX),
+            first_crash_loop: self
+                .crash_loops
+                .first_key_value()
+                .map(|((_, name), crash)| (name.clone(), crash.clone())),
+        }
+    }
+
+    fn add(&mut self, pod: &PodSummary, count: Option<PodCount>) {
+        let Some(count) = count else { return };
+        self.total = self.total.saturating_add(1);
+        self.updated = self.updated.saturating_add(u32::from(count.updated));
+        self.updated_ready = self
+            .updated_ready
+            .saturating_add(u32::from(count.updated_ready));
+        if let Some(crash) = count.crash_loop {
+            self.crash_loops.insert(identity(pod), crash);
+        }
+    }
+
+    fn subtract(&mut self, pod: &PodSummary, count: Option<PodCount>) {
+        let Some(count) = count else { return };
+        self.total = self.total.saturating_sub(1);
+        self.updated = self.updated.saturating_sub(u32::from(count.updated));
+        self.updated_ready = self
+            .updated_ready
+            .saturating_sub(u32::from(count.updated_ready));
+        if count.crash_loop.is_some() {
+            self.crash_loops.remove(&identity(pod));
+        }
+    }
+}
+
+fn identity(pod: &PodSummary) -> Id {
+    (
+        pod.namespace().to_owned(),
+        canary_predicates::PodFacts::name(pod).to_owned(),
+    )
+}
+
+impl Tally<PodSummary> for PodTally {
+    fn replace(&mut self, old: Option<&PodSummary>, new: Option<&PodSummary>) -> bool {
+        let changed_facts = match (old, new) {
+            (Some(old), Some(new)) => !old.same_facts(new),
+            (None, None) => false,
+            _ => true,
+        };
+        let Some(rule) = &self.rule else {
+            return changed_facts;
+        };
+        let owned =
+            |pod: Option<&PodSummary>| pod.is_some_and(|p| pod_is_owned_by(p, &rule.owner()));
+        if !owned(old) && !owned(new) {
+            // Another owner's pod in the same group (a DaemonSet of the same name in another
+            // namespace): this tally cannot say whether it matters to that owner's passes.
+            return changed_facts;
+        }
+        let before = old.and_then(|pod| rule.count(pod));
+        let after = new.and_then(|pod| rule.count(pod));
+        // Only what the state machine reads: a pod that is counted or not, with the same
+        // facts, moves `total` alone, which no decision reads.
+        let moved = before.clone().unwrap_or_default() != after.clone().unwrap_or_default();
+        if let Some(old) = old {
+            self.subtract(old, before);
+        }
+        if let Some(new) = new {
+            self.add(new, after);
+        }
+        moved
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,331 @@
+//! The tally against a full recount, over random pod events, and which events it lets trigger.
+
+use canary_predicates::{
+    AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, CrashLoopPolicy, PodSummary, Target,
+    UpdatedRule, count_pods_owned_by,
+};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::runtime::watcher::Event;
+use proptest::prelude::*;
+
+use crate::index::{OwnerIndex, PodCountRule, WatchedPod};
+
+/// One pod of the test universe: namespace and name from small sets, so events collide.
+#[derive(Debug, Clone)]
+struct PodShape {
+    namespace: usize,
+    name: usize,
+    /// 0: the DaemonSet `agent` with UID `u1`; 1: another `agent` (UID `u2`); 2: `other`.
+    owner: usize,
+    annotated: bool,
+    new_revision: bool,
+    ready: bool,
+    restarts: i32,
+    terminating: bool,
+    resource_version: u32,
+}
+
+fn target() -> Target {
+    Target {
+        version: "v2".into(),
+        registry: "r".into(),
+        deployment_id: "d".into(),
+    }
+}
+
+fn pod(shape: &PodShape) -> WatchedPod {
+    WatchedPod::from(whole_pod(shape))
+}
+
+fn whole_pod(shape: &PodShape) -> Pod {
+    let (owner, uid) = [("agent", "u1"), ("agent", "u2"), ("other", "u3")][shape.owner];
+    let revision = if shape.new_revision { "new" } else { "old" };
+    Pod {
+        metadata: ObjectMeta {
+            namespace: Some(["a", "b"][shape.namespace].into()),
+            name: Some(format!("p{}", shape.name)),
+            resource_version: Some(shape.resource_version.to_string()),
+            annotations: shape
+                .annotated
+                .then(|| target().annotations(&AnnotationKeys::default())),
+            labels: Some(
+                [(
+                    CONTROLLER_REVISION_HASH_LABEL.to_owned(),
+                    revision.to_owned(),
+                )]
+                .into(),
+            ),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: owner.into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            deletion_timestamp: shape
+                .terminating
+                .then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(format!("n{}", shape.name)),
+            ..PodSpec::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "c".into(),
+                ready: shape.ready,
+                restart_count: shape.restarts,
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        }),
+    }
+}
+
+/// The rules a pass may count under: by UID or by name, the new or the old revision.
+fn rule(choice: usize) -> PodCountRule {
+    let by_uid = choice.is_multiple_of(2);
+    PodCountRule {
+        owner_name: "agent".into(),
+        owner_uid: by_uid.then(|| "u1".to_owned()),
+        target: target(),
+        keys: AnnotationKeys::default(),
+        updated: if by_uid {
+            UpdatedRule::AnnotationsAndRevision {
+                revision_hash: if choice < 2 { "new" } else { "old" }.into(),
+            }
+        } else {
+            UpdatedRule::Annotations
+        },
+        crash_loop: CrashLoopPolicy::KubeVirt,
+        skip_terminating: by_uid,
+    }
+}
+
+fn shape() -> impl Strategy<Value = PodShape> {
+    (
+        (0..2usize, 0..4usize, 0..3usize),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        0..2i32,
+        any::<bool>(),
+        0..3u32,
+    )
+        .prop_map(
+            |(
+                (namespace, name, owner),
+                annotated,
+                new_revision,
+                ready,
+                restarts,
+                terminating,
+                rv,
+            )| {
+                PodShape {
+                    namespace,
+                    name,
+                    owner,
+                    annotated,
+                    new_revision,
+                    ready,
+                    restarts,
+                    terminating,
+                    resource_version: rv,
+                }
+            },
+        )
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Apply(PodShape),
+    Delete(PodShape),
+    Count(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => shape().prop_map(Step::Apply),
+        1 => shape().prop_map(Step::Delete),
+        2 => (0..4usize).prop_map(Step::Count),
+    ]
+}
+
+/// What a full walk of the group says under `rule`, the crash loop named being the first by
+/// namespace and name.
+fn recounted(index: &OwnerIndex<PodSummary>, rule: &PodCountRule) -> canary_predicates::PodCounts {
+    index.with_group("agent", |pods| {
+        let mut pods: Vec<_> = pods.map(|p| &**p).collect();
+        pods.sort_by_key(|p| {
+            (
+                p.namespace().to_owned(),
+                canary_predicates::PodFacts::name(*p).to_owned(),
+            )
+        });
+        count_pods_owned_by(pods, &rule.owner(), &rule.rule())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever the events and however the rule changes, the counts read from the tally are
+    /// those of a full walk; and an event the index says cannot matter leaves them as they were.
+    #[test]
+    fn the_tally_equals_a_full_recount(steps in proptest::collection::vec(step(), 1..40)) {
+        let index = OwnerIndex::<PodSummary>::new();
+        index.apply(&Event::Init);
+        index.apply(&Event::InitDone);
+        let mut last_rule = None;
+        for step in steps {
+            let event = match step {
+                Step::Count(choice) => {
+                    let rule = rule(choice);
+                    prop_assert_eq!(index.count("agent", &rule), recounted(&index, &rule));
+                    last_rule = Some(rule);
+                    continue;
+                }
+                Step::Apply(shape) => Event::Apply(pod(&shape)),
+                Step::Delete(shape) => Event::Delete(pod(&shape)),
+            };
+            let Some(rule) = &last_rule else {
+                index.apply(&event);
+                continue;
+            };
+            let before = index.count("agent", rule);
+            let matters = index.apply(&event);
+            let after = index.count("agent", rule);
+            prop_assert_eq!(&after, &recounted(&index, rule));
+            if !matters {
+                prop_assert_eq!(
+                    (before.updated, before.updated_ready, before.first_crash_loop),
+                    (after.updated, after.updated_ready, after.first_crash_loop)
+                );
+            }
+        }
+    }
+}
+
+fn healthy(name: usize) -> PodShape {
+    PodShape {
+        namespace: 0,
+        name,
+        owner: 0,
+        annotated: true,
+        new_revision: true,
+        ready: true,
+        restarts: 0,
+        terminating: false,
+        resource_version: 1,
+    }
+}
+
+#[test]
+fn only_events_that_move_what_a_pass_reads_matter() {
+    let index = OwnerIndex::<PodSummary>::new();
+    let old = PodShape {
+        new_revision: false,
+        ..healthy(0)
+    };
+    assert!(index.apply(&Event::Apply(pod(&old))), "a pod joins");
+    let rewritten = PodShape {
+        resource_version: 2,
+        ..old.clone()
+    };
+    assert!(
+        !index.apply(&Event::Apply(pod(&rewritten))),
+        "a new resource version alone changes no fact"
+    );
+    let not_ready = PodShape {
+        ready: false,
+        ..rewritten.clone()
+    };
+    assert!(
+        index.apply(&Event::Apply(pod(&not_ready))),
+        "without counts kept, any fact matters"
+    );
+
+    let rule = rule(0);
+    assert_eq!(index.count("agent", &rule).total, 1);
+    assert!(
+        !index.apply(&Event::Apply(pod(&old))),
+        "counts kept: an old pod's readiness is read by no decision"
+    );
+    let terminating = PodShape {
+        terminating: true,
+        ..old.clone()
+    };
+    assert!(
+        !index.apply(&Event::Apply(pod(&terminating))),
+        "nor its termination"
+    );
+    assert!(
+        !index.apply(&Event::Delete(pod(&terminating))),
+        "nor its end"
+    );
+    let starting = PodShape {
+        ready: false,
+        ..healthy(1)
+    };
+    assert!(
+        index.apply(&Event::Apply(pod(&starting))),
+        "an updated pod joins"
+    );
+    assert!(
+        index.apply(&Event::Apply(pod(&healthy(1)))),
+        "and becomes ready"
+    );
+    let crashing = PodShape {
+        restarts: 1,
+        ..healthy(1)
+    };
+    assert!(
+        index.apply(&Event::Apply(pod(&crashing))),
+        "then crash-loops"
+    );
+    let counts = index.count("agent", &rule);
+    assert_eq!(
+        counts.first_crash_loop.map(|(name, _)| name).as_deref(),
+        Some("p1"),
+        "the crash loop names its pod"
+    );
+    let stranger = PodShape {
+        owner: 1,
+        ..healthy(2)
+    };
+    assert!(index.apply(&Event::Apply(pod(&stranger))));
+    let stranger_not_ready = PodShape {
+        ready: false,
+        ..stranger
+    };
+    assert!(
+        index.apply(&Event::Apply(pod(&stranger_not_ready))),
+        "another owner's pod in the group: the tally cannot tell, so it matters"
+    );
+
+    index.forget_counts("agent");
+    assert!(
+        index.apply(&Event::Apply(pod(&not_ready))),
+        "counts forgotten: any fact matters again"
+    );
+}
+
+/// The debug check of [`OwnerIndex::count`] catches a tally that drifted from its pods.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "drifted from a full recount")]
+fn a_drifted_tally_fails_the_debug_check() {
+    let index = OwnerIndex::<PodSummary>::new();
+    index.apply(&Event::Apply(pod(&healthy(0))));
+    let rule = rule(0);
+    assert_eq!(index.count("agent", &rule).updated_ready, 1);
+    if let Some(group) = index.write().live.groups.get_mut("agent") {
+        group.tally = super::PodTally::recount(rule.clone(), []);
+    }
+    let _ = index.count("agent", &rule);
+}

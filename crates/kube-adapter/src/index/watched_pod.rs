@@ -1,0 +1,141 @@
+//! The pod as the watch decodes it: [`WatchedPod`], a k8s-openapi [`Pod`] holding only what
+//! [`PodSummary`] reads.
+//!
+//! Decoding a whole `Pod` from every watch event (its spec's containers, volumes and
+//! tolerations, its status's conditions and addresses) was a large part of the controller's CPU
+//! during a rollout (issue 20), for fields the index drops at once. Serde skips the fields a
+//! type does not name without building them, so the watch decodes into [`WatchedPod`], whose
+//! spec keeps only `nodeName` and whose status keeps the phase and the container statuses.
+//!
+//! Invariant: [`PodSummary::of`] gives the same summary for a [`WatchedPod`] as for the full
+//! pod it was decoded from (tested below against the pods of `testdata/pods/`). A field a
+//! predicate starts reading must be kept here too.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// A pod decoded with only what [`PodSummary`](canary_predicates::PodSummary) reads: the
+/// metadata, `spec.nodeName`, `status.phase` and the (init) container statuses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchedPod(pub Pod);
+
+impl From<Pod> for WatchedPod {
+    /// A full pod as the watch would deliver it (for tests and benches fed in process).
+    fn from(pod: Pod) -> Self {
+        WatchedPod(pod)
+    }
+}
+
+/// The wire form: the fields kept, every other one skipped by serde unbuilt.
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<WireSpec>,
+    #[serde(default)]
+    status: Option<WireStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    container_statuses: Option<Vec<ContainerStatus>>,
+    #[serde(default)]
+    init_container_statuses: Option<Vec<ContainerStatus>>,
+}
+
+impl<'de> Deserialize<'de> for WatchedPod {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(WatchedPod(Pod {
+            metadata: wire.metadata,
+            spec: wire.spec.map(|spec| PodSpec {
+                node_name: spec.node_name,
+                ..PodSpec::default()
+            }),
+            status: wire.status.map(|status| PodStatus {
+                phase: status.phase,
+                container_statuses: status.container_statuses,
+                init_container_statuses: status.init_container_statuses,
+                ..PodStatus::default()
+            }),
+        }))
+    }
+}
+
+impl k8s_openapi::Resource for WatchedPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::Metadata for WatchedPod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use canary_predicates::PodSummary;
+
+    /// Every pod of `testdata/pods/` (healthy, crash-looping, init crash loop, image pull
+    /// failure, running but not ready) summarises the same decoded whole or watched.
+    #[test]
+    fn a_watched_pod_summarises_like_the_whole_pod() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/pods");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let value: serde_json::Value = if path.extension().is_some_and(|e| e == "json") {
+                serde_json::from_str(&text).unwrap_or_default()
+            } else {
+                serde_saphyr::from_str(&text).unwrap_or_default()
+            };
+            let whole: Pod = serde_json::from_value(value.clone()).unwrap_or_default();
+            let watched: WatchedPod = serde_json::from_value(value).unwrap_or_default();
+            assert_ne!(whole, Pod::default(), "{} decodes", path.display());
+            assert_eq!(
+                PodSummary::of(&watched.0),
+                PodSummary::of(&whole),
+                "{}",
+                path.display()
+            );
+            assert!(
+                watched
+                    .0
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.conditions.is_none()),
+                "the rest is left out"
+            );
+            seen += 1;
+        }
+        assert!(seen >= 5, "the pods of testdata/pods: {seen}");
+    }
+}
