@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use crate::Error;
 use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
+use crate::daemon_set_trigger::DaemonSetTriggers;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
 use crate::index::{OwnerIndex, WatchedPod};
@@ -287,7 +288,10 @@ async fn run_controller(
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let ds_listed = listed.clone();
     // Every DaemonSet (not only labelled ones), so that an existing DaemonSet is found (and
-    // adopted when asked) instead of being created again.
+    // adopted when asked) instead of being created again. An event is a trigger only when it
+    // changed what a pass reads: the DaemonSet controller's status writes of a rollout mostly
+    // move counts the pod index triggers on already (issue 20).
+    let mut ds_triggers = DaemonSetTriggers::default();
     let ds_stream = watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
@@ -295,8 +299,8 @@ async fn run_controller(
             event
         })
         .reflect(ds_writer)
-        .touched_objects();
-    let ds_stream = without_errors(
+        .map_ok(move |event| ds_triggers.filter(event));
+    let ds_stream = quiet_or_trigger_without_errors(
         ds_stream,
         "daemonsets",
         config.observer.clone(),

@@ -101,6 +101,7 @@ pub mod analysis;
 pub mod clock;
 pub mod controller;
 pub mod crd;
+mod daemon_set_trigger;
 pub mod desired;
 pub mod error;
 pub mod health;
