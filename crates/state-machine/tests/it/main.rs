@@ -1,6 +1,7 @@
 //! The state machine's integration tests, one binary: the reference scenarios and quirks, the default table's scenarios, property tests and a rollout model. Shared builders in [`common`].
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod analysis_edges;
 mod common;
 mod fixed_scenarios;
 mod fixtures;

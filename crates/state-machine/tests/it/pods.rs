@@ -1181,3 +1181,96 @@ fn kubevirt_compatibility_is_refused_not_panicked() {
         Phase::Failed
     );
 }
+
+/// A stalled nodes step names what it counted, deferred nodes left out: "1 of 5 pods" with a
+/// sixth, cordoned node (cargo-mutants found the counts of the deadline's message unpinned).
+#[test]
+fn a_stalled_step_names_the_counted_pods_in_its_failure() {
+    let mut nodes = cluster(3, 1);
+    nodes.push(node("n98", true, false));
+    let mut cordoned = node("n99", false, true);
+    cordoned.health = NodeHealth::Cordoned;
+    nodes.push(cordoned);
+    let mut stalled = at(1, Phase::Increasing, nodes);
+    stalled.previous = Some(PreviousPass {
+        updated_ready: 1,
+        since_progress: Duration::from_secs(601),
+        ..previous(Phase::Increasing)
+    });
+    let decision = decide_pods(&pods(), &StepPlan::default(), &stalled);
+    assert_eq!(
+        decision.failure,
+        Some(FailureReason::ProgressDeadlineExceeded)
+    );
+    let message = decision.error.clone().unwrap_or_default();
+    assert!(
+        message.contains("1 of 5 pods updated and ready"),
+        "{message}"
+    );
+}
+
+/// The deferral of nodes is announced when their number changes, and only then.
+#[test]
+fn deferred_nodes_are_announced_when_their_number_changes() {
+    let deferred_now = |before: u32, cordoned: usize| {
+        let mut nodes = cluster(4, 0);
+        for node in nodes.iter_mut().take(cordoned) {
+            node.health = NodeHealth::Cordoned;
+        }
+        let mut observation = at(0, Phase::Canary, nodes);
+        if let Some(position) = observation.position.as_mut() {
+            position.deferred = before;
+        }
+        let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+        reasons(&decision).contains(&event_reason::NODES_DEFERRED)
+    };
+    assert!(deferred_now(0, 1), "a first deferred node");
+    assert!(deferred_now(1, 2), "one more");
+    assert!(!deferred_now(1, 1), "the same one");
+    assert!(!deferred_now(1, 0), "none any more: nothing to warn of");
+}
+
+/// The wording of completed steps: nodes listed up to `LISTED_NODES`, a count beyond, and the
+/// plural right (cargo-mutants found these unpinned).
+#[test]
+fn completed_steps_list_their_nodes_or_count_them() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Nodes {
+            nodes: MaxUnavailable::Count(2),
+            max_unavailable: None,
+        },
+        Step::Nodes {
+            nodes: MaxUnavailable::Count(12),
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ]);
+    let messages = |ready: usize| -> Vec<String> {
+        let decision = decide_pods(
+            &pods(),
+            &plan,
+            &at(0, Phase::Canary, cluster(12 - ready, ready)),
+        );
+        decision
+            .events
+            .iter()
+            .filter(|e| e.reason == event_reason::STEP_COMPLETED)
+            .map(|e| e.message.clone())
+            .collect()
+    };
+    let twelve = messages(12);
+    assert!(twelve[0].ends_with("step 1 of 5 completed: canary on n00, n01, n02, n03, n04, n05, n06, n07, n08, n09 and 2 more"), "{twelve:?}");
+    assert!(
+        twelve[2].ends_with("step 3 of 5 completed: 12 nodes updated and ready"),
+        "{twelve:?}"
+    );
+    let two = messages(2);
+    assert!(
+        two[1].ends_with("step 2 of 5 completed: updated and ready: n10, n11"),
+        "{two:?}"
+    );
+}
