@@ -26,10 +26,12 @@ use crate::crd::CanaryDaemonSet;
 use crate::daemon_set_trigger::DaemonSetTriggers;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
-use crate::index::{OwnerIndex, WatchedPod};
+use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::{WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors};
+use crate::trigger::{
+    Coalesced, WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors,
+};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -266,6 +268,10 @@ where
 /// How often the reconcile loop is checked for a wedge.
 const WEDGE_CHECK: Duration = Duration::from_secs(10);
 
+/// How long pod events that move only reported counts wait for their pass (see
+/// [`Moved::Counts`]): the status' counts lag the pods by at most this much.
+const COUNTS_WAIT: Duration = Duration::from_secs(1);
+
 /// One controller term: fresh watches and caches, until `stop` completes or the reconcile loop
 /// wedges (then the reason).
 async fn run_controller(
@@ -313,14 +319,26 @@ async fn run_controller(
     let pod_listed = listed.clone();
     // A pod event is a trigger only when it moved something a pass reads (issue 20: most pod
     // events of a rollout move nothing a decision reads, an old pod's readiness or its end, a
-    // new resource version; see `OwnerIndex::apply`). A relist's pods always are.
+    // new resource version; see `OwnerIndex::apply`). A relist's pods always are. One that
+    // moves counts no decision turns on waits, with the others of its CanaryDaemonSet, for
+    // one pass per `COUNTS_WAIT`, which brings the status' counts up to date.
+    let (counts_moved, counted_triggers) = Coalesced::<CanaryDaemonSet>::new(COUNTS_WAIT);
     let pod_stream = watcher(api::<WatchedPod>(&client, ns), owned.clone())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
-            let matters = pod_index.apply(&event);
+            let moved = pod_index.apply(&event);
             pod_listed.note(&event, Source::Pods);
             match event {
-                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => matters.then_some(pod),
+                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => match moved {
+                    Moved::Decision => Some(pod),
+                    Moved::Counts => {
+                        if let Some(owner) = owner_of_labelled(pod) {
+                            counts_moved.later(owner);
+                        }
+                        None
+                    }
+                    Moved::Nothing => None,
+                },
                 watcher::Event::InitApply(pod) => Some(pod),
                 watcher::Event::Init | watcher::Event::InitDone => None,
             }
@@ -481,6 +499,7 @@ async fn run_controller(
                 .map(|cds| ObjectRef::from_obj(&*cds))
                 .collect::<Vec<_>>()
         })
+        .reconcile_on(counted_triggers)
         .reconcile_on(futures::stream::unfold(
             workload_triggers,
             |mut rx| async move {

@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt, future};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 use tokio::time::Instant;
@@ -256,6 +257,70 @@ impl Backoff for WatchBackoff {
     /// Called on every item the watcher delivers: ignored, the delay starts over only after
     /// [`WatchBackoff::HEALTHY`] without an error (see [`Iterator::next`]).
     fn reset(&mut self) {}
+}
+
+/// Triggers that may wait: at most one pass per object per `wait`, however many ask for one
+/// meanwhile. For pod events that move counts a pass only reports (see
+/// [`Moved::Counts`](crate::index::Moved::Counts)): the status' counts follow the rollout
+/// every `wait` instead of on each of its thousands of pod events.
+pub(crate) struct Coalesced<K: kube::Resource> {
+    pending: Arc<Mutex<std::collections::HashSet<ObjectRef<K>>>>,
+    sender: tokio::sync::mpsc::UnboundedSender<ObjectRef<K>>,
+    wait: Duration,
+}
+
+impl<K: kube::Resource> Clone for Coalesced<K> {
+    fn clone(&self) -> Self {
+        Coalesced {
+            pending: Arc::clone(&self.pending),
+            sender: self.sender.clone(),
+            wait: self.wait,
+        }
+    }
+}
+
+impl<K> Coalesced<K>
+where
+    K: kube::Resource + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync + 'static,
+{
+    /// A coalescer, and the stream of its triggers (for `Controller::reconcile_on`).
+    pub(crate) fn new(wait: Duration) -> (Self, impl Stream<Item = ObjectRef<K>> + Send) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let triggers = futures::stream::unfold(receiver, |mut receiver| async move {
+            let key = receiver.recv().await?;
+            Some((key, receiver))
+        });
+        let coalesced = Coalesced {
+            pending: Arc::default(),
+            sender,
+            wait,
+        };
+        (coalesced, triggers)
+    }
+
+    /// A pass of `key` within `wait`, unless one is already on its way.
+    pub(crate) fn later(&self, key: ObjectRef<K>) {
+        let fresh = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone());
+        if !fresh {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(this.wait).await;
+            // Forgotten before the pass: a move during the pass asks for the next one.
+            this.pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&key);
+            // A stopped controller has dropped the stream: nothing left to trigger.
+            let _ = this.sender.send(key);
+        });
+    }
 }
 
 #[cfg(test)]

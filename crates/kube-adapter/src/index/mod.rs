@@ -43,12 +43,24 @@ pub trait Indexed: Send + Sync + 'static {
     type Tally: Tally<Self>;
 }
 
+/// How much one change of an object matters to the passes of its group, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Moved {
+    /// Nothing a pass reads.
+    Nothing,
+    /// Counts a pass reports (the status), but no decision can change on them: a pass may
+    /// wait and take several such moves at once.
+    Counts,
+    /// What a decision reads, or a threshold it looks at: a pass now.
+    Decision,
+}
+
 /// Something a group keeps up to date from its objects, one change at a time.
 pub trait Tally<T: ?Sized>: Default + std::fmt::Debug + Send + Sync + 'static {
     /// Moves the tally from `old` to `new`, one object of the group (`old` is `None` for an
-    /// object that joins the group, `new` for one that leaves it). Returns whether the change
-    /// can matter to a pass.
-    fn replace(&mut self, old: Option<&T>, new: Option<&T>) -> bool;
+    /// object that joins the group, `new` for one that leaves it). Returns how much the change
+    /// matters to a pass.
+    fn replace(&mut self, old: Option<&T>, new: Option<&T>) -> Moved;
 }
 
 /// No tally: every change may matter.
@@ -56,8 +68,8 @@ pub trait Tally<T: ?Sized>: Default + std::fmt::Debug + Send + Sync + 'static {
 pub struct NoTally;
 
 impl<T: ?Sized> Tally<T> for NoTally {
-    fn replace(&mut self, _old: Option<&T>, _new: Option<&T>) -> bool {
-        true
+    fn replace(&mut self, _old: Option<&T>, _new: Option<&T>) -> Moved {
+        Moved::Decision
     }
 }
 
@@ -97,8 +109,8 @@ impl<T: Indexed> Default for Maps<T> {
 }
 
 impl<T: Indexed> Maps<T> {
-    /// Inserts or replaces `obj`; whether that can matter to a pass (see [`Tally::replace`]).
-    fn insert(&mut self, obj: T) -> bool {
+    /// Inserts or replaces `obj`; how much that matters to a pass (see [`Tally::replace`]).
+    fn insert(&mut self, obj: T) -> Moved {
         let id = obj.identity();
         let key = obj.index_key();
         let old = self.key_of.get(&id).cloned();
@@ -116,18 +128,18 @@ impl<T: Indexed> Maps<T> {
                 group.objects.insert(id.clone(), obj.clone());
                 let joined = group.tally.replace(None, Some(&obj));
                 self.key_of.insert(id, key);
-                left || joined
+                left.max(joined)
             }
         }
     }
 
-    /// Removes the object `id`; whether that can matter to a pass.
-    fn remove(&mut self, id: &Id) -> bool {
+    /// Removes the object `id`; how much that matters to a pass.
+    fn remove(&mut self, id: &Id) -> Moved {
         let Some(key) = self.key_of.remove(id) else {
-            return false;
+            return Moved::Nothing;
         };
         let Some(group) = self.groups.get_mut(&key) else {
-            return false;
+            return Moved::Nothing;
         };
         let removed = group.objects.remove(id);
         let moved = group.tally.replace(removed.as_deref(), None);
@@ -192,11 +204,11 @@ impl<T: Indexed> OwnerIndex<T> {
         self.ready.load(Ordering::Acquire)
     }
 
-    /// Applies one watcher event. Returns whether it can matter to a pass: an object that
+    /// Applies one watcher event. Returns how much it matters to a pass: an object that
     /// joined, left, or changed what its group's [`Tally`] says it should trigger on. A relist's
-    /// objects always may (they replace the whole index); `Init` and `InitDone` never do by
-    /// themselves.
-    pub fn apply(&self, event: &Event<T::Source>) -> bool {
+    /// objects always may (they replace the whole index: [`Moved::Decision`]); `Init` and
+    /// `InitDone` never do by themselves.
+    pub fn apply(&self, event: &Event<T::Source>) -> Moved {
         // Objects are slimmed before taking the lock: readers only wait for the map update.
         match event {
             Event::Apply(obj) => {
@@ -209,7 +221,7 @@ impl<T: Indexed> OwnerIndex<T> {
             }
             Event::Init => {
                 self.write().relist = Some(Maps::default());
-                false
+                Moved::Nothing
             }
             Event::InitApply(obj) => {
                 let slim = T::from_source(obj);
@@ -218,7 +230,7 @@ impl<T: Indexed> OwnerIndex<T> {
                     .relist
                     .get_or_insert_with(Maps::default)
                     .insert(slim);
-                true
+                Moved::Decision
             }
             Event::InitDone => {
                 let mut state = self.write();
@@ -228,7 +240,7 @@ impl<T: Indexed> OwnerIndex<T> {
                 // Freed outside the lock: dropping 50,000 objects takes a while.
                 drop(stale);
                 self.ready.store(true, Ordering::Release);
-                false
+                Moved::Nothing
             }
         }
     }

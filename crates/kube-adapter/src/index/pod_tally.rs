@@ -12,8 +12,12 @@
 //! read ([`OwnerIndex::count`](super::OwnerIndex::count)).
 //!
 //! The tally also tells the watch which pod events can change a decision
-//! ([`Tally::replace`]): under a rule, only a move of what the state machine reads (updated,
-//! updated and ready, crash loops); without one, any change of the pod's facts.
+//! ([`Tally::replace`]): under a rule, a move of what the state machine reads (updated,
+//! updated and ready, crash loops) is [`Moved::Counts`], and [`Moved::Decision`] only when it
+//! crosses a threshold a decision looks at: no updated pod or some, no updated pod ready or
+//! some (the canary), every counted pod updated and ready or not (the end), the crash loop
+//! named; without a rule, any change of the pod's facts is a decision. A rollout on 5,000
+//! nodes moves the counts some 10,000 times and crosses a threshold a handful of times.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +26,7 @@ use canary_predicates::{
     PodSummary, Target, UpdatedRule, count_pod, pod_is_owned_by,
 };
 
-use super::{Id, Tally};
+use super::{Id, Moved, Tally};
 
 /// The owned form of what counting one DaemonSet's pods depends on: its owner match and
 /// [`CountRule`]. A tally is valid for exactly one of these.
@@ -150,6 +154,21 @@ impl PodTally {
     }
 }
 
+/// Where the counts stand against what a decision looks at: some updated pod, some updated
+/// pod ready, every counted pod updated and ready, and the crash loop a failure names.
+type Thresholds = (bool, bool, bool, Option<Id>);
+
+impl PodTally {
+    fn thresholds(&self) -> Thresholds {
+        (
+            self.updated > 0,
+            self.updated_ready > 0,
+            self.total > 0 && self.updated_ready >= self.total,
+            self.crash_loops.keys().next().cloned(),
+        )
+    }
+}
+
 fn identity(pod: &PodSummary) -> Id {
     (
         pod.namespace().to_owned(),
@@ -158,11 +177,16 @@ fn identity(pod: &PodSummary) -> Id {
 }
 
 impl Tally<PodSummary> for PodTally {
-    fn replace(&mut self, old: Option<&PodSummary>, new: Option<&PodSummary>) -> bool {
+    fn replace(&mut self, old: Option<&PodSummary>, new: Option<&PodSummary>) -> Moved {
         let changed_facts = match (old, new) {
             (Some(old), Some(new)) => !old.same_facts(new),
             (None, None) => false,
             _ => true,
+        };
+        let changed_facts = if changed_facts {
+            Moved::Decision
+        } else {
+            Moved::Nothing
         };
         let Some(rule) = &self.rule else {
             return changed_facts;
@@ -179,13 +203,20 @@ impl Tally<PodSummary> for PodTally {
         // Only what the state machine reads: a pod that is counted or not, with the same
         // facts, moves `total` alone, which no decision reads.
         let moved = before.clone().unwrap_or_default() != after.clone().unwrap_or_default();
+        let thresholds = self.thresholds();
         if let Some(old) = old {
             self.subtract(old, before);
         }
         if let Some(new) = new {
             self.add(new, after);
         }
-        moved
+        // A pod that leaves or joins without moving a count can still cross "every counted
+        // pod updated and ready" (the last old pod gone).
+        match (moved, thresholds == self.thresholds()) {
+            (_, false) => Moved::Decision,
+            (true, true) => Moved::Counts,
+            (false, true) => Moved::Nothing,
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::watcher::Event;
 use proptest::prelude::*;
 
-use crate::index::{OwnerIndex, PodCountRule, WatchedPod};
+use crate::index::{Moved, OwnerIndex, PodCountRule, WatchedPod};
 
 /// One pod of the test universe: namespace and name from small sets, so events collide.
 #[derive(Debug, Clone)]
@@ -201,11 +201,21 @@ proptest! {
             let matters = index.apply(&event);
             let after = index.count("agent", rule);
             prop_assert_eq!(&after, &recounted(&index, rule));
-            if !matters {
-                prop_assert_eq!(
+            let thresholds = |c: &canary_predicates::PodCounts| {
+                (
+                    c.updated > 0,
+                    c.updated_ready > 0,
+                    c.total > 0 && c.updated_ready >= c.total,
+                    c.first_crash_loop.as_ref().map(|(name, _)| name.clone()),
+                )
+            };
+            match matters {
+                Moved::Nothing => prop_assert_eq!(
                     (before.updated, before.updated_ready, before.first_crash_loop),
                     (after.updated, after.updated_ready, after.first_crash_loop)
-                );
+                ),
+                Moved::Counts => prop_assert_eq!(thresholds(&before), thresholds(&after)),
+                Moved::Decision => {}
             }
         }
     }
@@ -232,60 +242,102 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         new_revision: false,
         ..healthy(0)
     };
-    assert!(index.apply(&Event::Apply(pod(&old))), "a pod joins");
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&old))),
+        Moved::Decision,
+        "a pod joins"
+    );
     let rewritten = PodShape {
         resource_version: 2,
         ..old.clone()
     };
-    assert!(
-        !index.apply(&Event::Apply(pod(&rewritten))),
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&rewritten))),
+        Moved::Nothing,
         "a new resource version alone changes no fact"
     );
     let not_ready = PodShape {
         ready: false,
         ..rewritten.clone()
     };
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&not_ready))),
+        Moved::Decision,
         "without counts kept, any fact matters"
     );
 
     let rule = rule(0);
     assert_eq!(index.count("agent", &rule).total, 1);
-    assert!(
-        !index.apply(&Event::Apply(pod(&old))),
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&old))),
+        Moved::Nothing,
         "counts kept: an old pod's readiness is read by no decision"
     );
     let terminating = PodShape {
         terminating: true,
         ..old.clone()
     };
-    assert!(
-        !index.apply(&Event::Apply(pod(&terminating))),
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&terminating))),
+        Moved::Nothing,
         "nor its termination"
     );
-    assert!(
-        !index.apply(&Event::Delete(pod(&terminating))),
+    assert_eq!(
+        index.apply(&Event::Delete(pod(&terminating))),
+        Moved::Nothing,
         "nor its end"
     );
     let starting = PodShape {
         ready: false,
         ..healthy(1)
     };
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&starting))),
+        Moved::Decision,
         "an updated pod joins"
     );
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&healthy(1)))),
-        "and becomes ready"
+        Moved::Decision,
+        "and becomes ready: the first updated pod ready"
+    );
+    // A pass counts (the group emptied a moment ago, and its rule went with it).
+    assert_eq!(index.count("agent", &rule).updated_ready, 1);
+    let another_old = PodShape {
+        new_revision: false,
+        ..healthy(4)
+    };
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&another_old))),
+        Moved::Decision,
+        "an old pod joins: no longer every counted pod updated and ready"
+    );
+    let second = PodShape {
+        ready: false,
+        ..healthy(3)
+    };
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&second))),
+        Moved::Counts,
+        "a second updated pod moves the counts, no threshold: its pass may wait"
+    );
+    assert_eq!(
+        index.apply(&Event::Apply(pod(&healthy(3)))),
+        Moved::Counts,
+        "nor does it when it becomes ready while an old pod remains"
+    );
+    assert_eq!(
+        index.apply(&Event::Delete(pod(&another_old))),
+        Moved::Decision,
+        "the last old pod gone: every counted pod updated and ready"
     );
     let crashing = PodShape {
         restarts: 1,
         ..healthy(1)
     };
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&crashing))),
+        Moved::Decision,
         "then crash-loops"
     );
     let counts = index.count("agent", &rule);
@@ -298,19 +350,21 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         owner: 1,
         ..healthy(2)
     };
-    assert!(index.apply(&Event::Apply(pod(&stranger))));
+    assert_eq!(index.apply(&Event::Apply(pod(&stranger))), Moved::Decision);
     let stranger_not_ready = PodShape {
         ready: false,
         ..stranger
     };
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&stranger_not_ready))),
+        Moved::Decision,
         "another owner's pod in the group: the tally cannot tell, so it matters"
     );
 
     index.forget_counts("agent");
-    assert!(
+    assert_eq!(
         index.apply(&Event::Apply(pod(&not_ready))),
+        Moved::Decision,
         "counts forgotten: any fact matters again"
     );
 }
