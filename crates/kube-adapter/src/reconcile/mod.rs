@@ -412,7 +412,20 @@ impl<'a> Pass<'a> {
             Err(error) => {
                 self.report_write(write.kind, WriteOutcome::Rejected);
                 record.max_unavailable = Some(observation.live_max_unavailable.clone());
-                decision.write_failed(&plan.strategy, &self.ds_name, &describe_api_error(&error))
+                let mut failed = decision.write_failed(
+                    &plan.strategy,
+                    &self.ds_name,
+                    &describe_api_error(&error),
+                );
+                if write.kind == WriteKind::Resume {
+                    // The DaemonSet is still on the hold's `OnDelete`: the hold stays recorded,
+                    // so the next pass writes the resume again, and announces it then (soak
+                    // seed 9300109: a 429 on the resume left the rollout on `OnDelete` for good
+                    // and failed it on the progress deadline).
+                    record.held = true;
+                    failed.hold_event = None;
+                }
+                failed
             }
         };
         record.to = decision.phase;

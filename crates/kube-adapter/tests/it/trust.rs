@@ -646,3 +646,64 @@ async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
     .await;
     replica.stop().await;
 }
+
+/// Regression (soak seed 9300109): the resume's write refused (a 429) recorded the hold as
+/// over while the DaemonSet stayed on `OnDelete`, so no pass wrote the resume again and the
+/// rollout failed on its progress deadline. The hold now stays recorded until the resume lands.
+#[tokio::test(start_paused = true)]
+async fn a_refused_resume_is_written_again() {
+    let nodes = 20;
+    let sim = sim(nodes);
+    let client = sim.client();
+    create_cds(&client, "agent", spec("v1", None)).await;
+    let replica = Replica::start(&sim, None);
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(&client, "agent", "v1", nodes)
+    })
+    .await;
+    // Held in the middle of the rollout: its template is written already, so only the
+    // resume takes the DaemonSet off `OnDelete`.
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(60), "v2 written", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v2"
+    })
+    .await;
+    hold(&client, true).await;
+    eventually(Duration::from_secs(60), "held on OnDelete", || async {
+        let ds = get_ds(&client, "agent").await;
+        let on_delete = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref())
+            == Some("OnDelete");
+        on_delete && phase_is(&client, "agent", "paused").await
+    })
+    .await;
+    let patches = sim.requests().count(Verb::Patch, "daemonsets");
+    // The next DaemonSet write (the resume) is refused.
+    sim.faults().add(
+        FaultRule::new(
+            Some(Verb::Patch),
+            Some("daemonsets"),
+            FaultAction::too_many_requests(1),
+        )
+        .when(canary_sim::Trigger::Nth(1)),
+    );
+    hold(&client, false).await;
+    eventually(Duration::from_secs(1800), "v2 rolled out", || {
+        rolled_out(&client, "agent", "v2", nodes)
+    })
+    .await;
+    assert!(
+        sim.requests().count(Verb::Patch, "daemonsets") >= patches + 2,
+        "the refused resume and its retry"
+    );
+    let resumed = events_with_reason(&client, "Resumed").await;
+    assert_eq!(
+        resumed.len(),
+        1,
+        "announced once, when it landed: {resumed:?}"
+    );
+    replica.stop().await;
+}
