@@ -38,6 +38,21 @@ async fn hold(client: &Client, on: bool) {
         .unwrap();
 }
 
+/// Waits until the hold is in force: `agent` paused, its DaemonSet on `OnDelete`.
+async fn held_on_on_delete(client: &Client) {
+    eventually(Duration::from_secs(60), "held on OnDelete", || async {
+        let ds = get_ds(client, "agent").await;
+        let on_delete = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|u| u.type_.as_deref())
+            == Some("OnDelete");
+        on_delete && phase_is(client, "agent", "paused").await
+    })
+    .await;
+}
+
 fn image_of(ds: &DaemonSet) -> String {
     ds.spec
         .as_ref()
@@ -619,17 +634,7 @@ async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
     hold(&client, true).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     set_image_by_hand(&client, "agent:by-hand").await;
-    eventually(Duration::from_secs(60), "held on OnDelete", || async {
-        let ds = get_ds(&client, "agent").await;
-        let on_delete = ds
-            .spec
-            .as_ref()
-            .and_then(|s| s.update_strategy.as_ref())
-            .and_then(|u| u.type_.as_deref())
-            == Some("OnDelete");
-        on_delete && phase_is(&client, "agent", "paused").await
-    })
-    .await;
+    held_on_on_delete(&client).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     let cds = get_cds(&client, "agent").await;
     let drifted = condition(&cds, "Drifted").unwrap_or_default();
@@ -669,17 +674,7 @@ async fn a_refused_resume_is_written_again() {
     })
     .await;
     hold(&client, true).await;
-    eventually(Duration::from_secs(60), "held on OnDelete", || async {
-        let ds = get_ds(&client, "agent").await;
-        let on_delete = ds
-            .spec
-            .as_ref()
-            .and_then(|s| s.update_strategy.as_ref())
-            .and_then(|u| u.type_.as_deref())
-            == Some("OnDelete");
-        on_delete && phase_is(&client, "agent", "paused").await
-    })
-    .await;
+    held_on_on_delete(&client).await;
     let patches = sim.requests().count(Verb::Patch, "daemonsets");
     // The next DaemonSet write (the resume) is refused.
     sim.faults().add(
