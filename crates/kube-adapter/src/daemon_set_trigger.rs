@@ -72,10 +72,16 @@ impl DaemonSetTriggers {
     /// (or is a marker of the watch).
     pub(crate) fn filter(&mut self, event: watcher::Event<DaemonSet>) -> Option<DaemonSet> {
         match event {
-            watcher::Event::Apply(ds) | watcher::Event::InitApply(ds) => {
+            watcher::Event::Apply(ds) => {
                 let facts = DaemonSetFacts::of(&ds);
                 let changed = self.seen.insert(key(&ds), facts.clone()) != Some(facts);
                 changed.then_some(ds)
+            }
+            // A relist after a watch outage: each DaemonSet is a pass, as the pods of a
+            // relist are (a few passes, and nothing missed meanwhile is left waiting).
+            watcher::Event::InitApply(ds) => {
+                self.seen.insert(key(&ds), DaemonSetFacts::of(&ds));
+                Some(ds)
             }
             watcher::Event::Delete(ds) => {
                 self.seen.remove(&key(&ds));
