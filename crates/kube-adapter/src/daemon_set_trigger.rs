@@ -23,6 +23,8 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::watcher;
 
+use crate::reconcile::observation::every_pod_updated_and_available;
+
 /// What a pass reads from one DaemonSet (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct DaemonSetFacts {
@@ -42,8 +44,7 @@ pub(crate) struct DaemonSetFacts {
 impl DaemonSetFacts {
     pub(crate) fn of(ds: &DaemonSet) -> Self {
         let meta = &ds.metadata;
-        let status = ds.status.clone().unwrap_or_default();
-        let desired = status.desired_number_scheduled;
+        let status = ds.status.as_ref();
         DaemonSetFacts {
             uid: meta.uid.clone(),
             generation: meta.generation,
@@ -52,11 +53,10 @@ impl DaemonSetFacts {
             annotations: meta.annotations.clone(),
             owners: meta.owner_references.clone(),
             spec: ds.spec.clone(),
-            observed_generation: status.observed_generation,
-            desired,
-            misscheduled: status.number_misscheduled,
-            rolled_out: status.updated_number_scheduled.unwrap_or(0) >= desired
-                && status.number_available.unwrap_or(0) >= desired,
+            observed_generation: status.and_then(|s| s.observed_generation),
+            desired: status.map_or(0, |s| s.desired_number_scheduled),
+            misscheduled: status.map_or(0, |s| s.number_misscheduled),
+            rolled_out: status.is_none_or(every_pod_updated_and_available),
         }
     }
 }

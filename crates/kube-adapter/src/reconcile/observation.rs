@@ -6,7 +6,7 @@
 
 use canary_predicates::{PodCounts, live_max_unavailable};
 use canary_state_machine::{CrashLoopSeen, Observation};
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 
 /// The observation of `live` and its `counts`: desired pods, updated and ready counts, the
 /// first crash-looping updated pod, the live `maxUnavailable` and whether the DaemonSet
@@ -15,7 +15,6 @@ pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
     let status = live.status.clone().unwrap_or_default();
     let generation = live.metadata.generation.unwrap_or_default();
     let observed = status.observed_generation.is_some_and(|g| g >= generation);
-    let desired = status.desired_number_scheduled;
     Observation {
         name: live.metadata.name.clone().unwrap_or_default(),
         desired_pods: u32::try_from(status.desired_number_scheduled).unwrap_or(0),
@@ -31,11 +30,19 @@ pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
         live_max_unavailable: live_max_unavailable(live),
         rollout_observed: observed,
         daemon_set_rolled_out: observed
-            && status.updated_number_scheduled.unwrap_or(0) >= desired
-            && status.number_available.unwrap_or(0) >= desired
+            && every_pod_updated_and_available(&status)
             && status.number_misscheduled == 0,
         ..Observation::default()
     }
+}
+
+/// Whether the DaemonSet's status counts every desired pod updated and available (with the
+/// generation observed and nothing misscheduled, the DaemonSet is rolled out). The DaemonSet
+/// watch triggers a pass when this changes (`DaemonSetTriggers`).
+pub(crate) fn every_pod_updated_and_available(status: &DaemonSetStatus) -> bool {
+    let desired = status.desired_number_scheduled;
+    status.updated_number_scheduled.unwrap_or(0) >= desired
+        && status.number_available.unwrap_or(0) >= desired
 }
 
 /// Available pods of the DaemonSet, whatever their version.
