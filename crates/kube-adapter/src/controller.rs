@@ -27,6 +27,7 @@ use crate::daemon_set_trigger::DaemonSetTriggers;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
+use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
 use crate::trigger::{
@@ -36,7 +37,7 @@ use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
 
-/// Leader election through a `coordination.k8s.io/v1` Lease (kube-lease-manager).
+/// Leader election through a `coordination.k8s.io/v1` Lease ([`crate::lease`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderElection {
     /// Lease name.
@@ -47,7 +48,8 @@ pub struct LeaderElection {
     pub identity: String,
     /// Lease duration in seconds: how long a dead leader blocks the others.
     pub duration_seconds: u64,
-    /// Renew this many seconds before the lease expires.
+    /// How long before another replica may take over the leader stops writing: the renew
+    /// deadline is the duration less this. Renewals are tried every half of it.
     pub grace_seconds: u64,
 }
 
@@ -123,10 +125,9 @@ impl Default for ControllerConfig {
 ///
 /// # Errors
 ///
-/// [`Error::LeaderElection`], when the lease task dies, and [`Error::Wedged`]. API errors are
-/// retried: setting up the Lease with backoff (a replica that cannot reach the Lease waits, as
-/// a standby), watches with backoff, passes by the error policy; a lease release that fails at
-/// the stop is logged, the lease expires on its own.
+/// [`Error::Wedged`]. API errors are retried: the Lease every retry period (a replica that
+/// cannot reach it waits, as a standby), watches with backoff, passes by the error policy; a
+/// lease release that fails at the stop is logged, the lease expires on its own.
 pub async fn run(
     client: Client,
     config: ControllerConfig,
@@ -140,11 +141,37 @@ pub async fn run(
         config.health.set_leading(false);
         return wedged.map_or(Ok(()), |why| Err(Error::Wedged(why)));
     };
-    let Some(manager) = lease_manager(&client, &config, &election, shutdown.clone()).await else {
-        return Ok(());
+    let leadership = Leadership::new(config.clock.clone());
+    let elector = Elector::new(&client, &election, config.clock.clone());
+    // Every write of the controller goes through the guard: a pass that began while leading
+    // sends nothing once the renew deadline has passed (rule 7 of `lease::rules`).
+    let client = lease::guarded(client, leadership.clone());
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    // The campaign runs in this task, beside the controller, not spawned: a replica whose task
+    // is aborted stops renewing with it.
+    let campaign = elector.campaign(leadership.clone(), async move {
+        let _ = released.await;
+    });
+    let controller = async {
+        let wedged = lead_while_elected(client, &config, &election, &leadership, shutdown).await;
+        // The controller has stopped: the campaign may release the lease.
+        let _ = release.send(());
+        wedged
     };
-    let (mut leader, lease_task) = manager.watch().await;
-    let mut wedge = None;
+    let ((), wedged) = tokio::join!(campaign, controller);
+    wedged.map_or(Ok(()), |why| Err(Error::Wedged(why)))
+}
+
+/// Runs the controller for each term this replica leads, until `shutdown` or a wedge (then
+/// the reason).
+async fn lead_while_elected(
+    client: Client,
+    config: &ControllerConfig,
+    election: &LeaderElection,
+    leadership: &Leadership,
+    shutdown: future::Shared<futures::future::BoxFuture<'static, ()>>,
+) -> Option<String> {
+    let mut leader = leadership.subscribe();
     loop {
         // Wait to lead (or stop).
         let acquired = tokio::select! {
@@ -152,7 +179,7 @@ pub async fn run(
             changed = leader.wait_for(|is_leader| *is_leader) => changed.is_ok(),
         };
         if !acquired {
-            break;
+            return None;
         }
         info!(identity = %election.identity, "leading");
         config.observer.report(Report::Leader(true));
@@ -162,91 +189,17 @@ pub async fn run(
             let _ = watch.wait_for(|is_leader| !*is_leader).await;
         };
         let stop = future::select(shutdown.clone(), lost.boxed()).map(|_| ());
-        let wedged = run_controller(client.clone(), &config, stop).await;
+        let wedged = run_controller(client.clone(), config, stop).await;
         config.observer.report(Report::Leader(false));
         config.health.set_leading(false);
         if let Some(why) = wedged {
             warn!(identity = %election.identity, %why, "the reconcile loop is wedged: giving up the lease");
-            wedge = Some(why);
-            break;
+            return Some(why);
         }
         if shutdown.clone().now_or_never().is_some() {
-            break;
+            return None;
         }
         warn!(identity = %election.identity, "lost the lease, controller stopped");
-    }
-    // Dropping the receiver makes the lease task release the lease.
-    drop(leader);
-    let released = release(lease_task, &election).await;
-    match wedge {
-        Some(why) => Err(Error::Wedged(why)),
-        None => released,
-    }
-}
-
-/// Waits for the lease task, which releases the lease once its receiver is dropped.
-async fn release(
-    lease_task: tokio::task::JoinHandle<
-        kube_lease_manager::Result<kube_lease_manager::LeaseManager>,
-    >,
-    election: &LeaderElection,
-) -> Result<(), Error> {
-    match lease_task.await {
-        Ok(Ok(_)) => Ok(()),
-        // The lease task only fails here in releasing the lease. The controller has stopped by
-        // then and the lease expires on its own, so a clean stop is still a clean stop.
-        Ok(Err(e)) => {
-            warn!(identity = %election.identity, error = %e, "releasing the lease failed; it will expire");
-            Ok(())
-        }
-        // kube-lease-manager 0.13.1 panics (an `unreachable!`) when the release is answered with
-        // a conflict, e.g. because another replica already took the lease over. Same reasoning.
-        // Found by the deterministic simulation (docs/reliability.md, finding 1).
-        Err(e) if e.is_panic() => {
-            warn!(identity = %election.identity, "releasing the lease failed inside kube-lease-manager; it will expire");
-            Ok(())
-        }
-        Err(e) => Err(Error::LeaderElection(e.to_string())),
-    }
-}
-
-/// Longest wait between two attempts to set up the Lease.
-const LEASE_SETUP_BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// Sets up the Lease (kube-lease-manager reads it and creates it when missing), retrying with
-/// backoff until it works or `shutdown` completes (`None`). Exiting instead would turn a
-/// transient API error at start-up into a crash loop of the pod.
-async fn lease_manager(
-    client: &Client,
-    config: &ControllerConfig,
-    election: &LeaderElection,
-    shutdown: impl Future<Output = ()>,
-) -> Option<kube_lease_manager::LeaseManager> {
-    let mut shutdown = std::pin::pin!(shutdown);
-    let mut delay = Duration::from_secs(1);
-    loop {
-        let built =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &election.lease_name)
-                .with_namespace(&election.namespace)
-                .with_identity(&election.identity)
-                .with_duration(election.duration_seconds)
-                .with_grace(election.grace_seconds)
-                // One field manager per replica: server-side apply conflicts are what keeps two
-                // replicas from both taking an orphaned Lease.
-                .with_field_manager(format!("{}-{}", config.field_manager, election.identity))
-                .build()
-                .await;
-        match built {
-            Ok(manager) => return Some(manager),
-            Err(error) => {
-                warn!(identity = %election.identity, %error, ?delay, "setting up the lease failed, retrying");
-            }
-        }
-        tokio::select! {
-            () = &mut shutdown => return None,
-            () = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(LEASE_SETUP_BACKOFF_MAX);
     }
 }
 

@@ -25,9 +25,6 @@ pub enum Error {
     /// Serializing a patch or the CRD failed.
     #[error("serialization failed: {0}")]
     Serialize(String),
-    /// Leader election failed.
-    #[error("leader election: {0}")]
-    LeaderElection(String),
     /// The reconcile loop stopped making progress (see `Health::wedged`); the controller
     /// stopped and gave up its lease.
     #[error("the reconcile loop is wedged: {0}")]
@@ -43,7 +40,6 @@ impl Error {
             Error::InvalidSpec(_) => "InvalidSpec",
             Error::MissingField(_) => "MissingField",
             Error::Serialize(_) => "Serialize",
-            Error::LeaderElection(_) => "LeaderElection",
             Error::Wedged(_) => "Wedged",
         }
     }

@@ -108,6 +108,7 @@ pub mod health;
 pub mod history;
 pub mod index;
 pub mod kubevirt;
+pub mod lease;
 pub mod meta;
 pub mod observer;
 pub mod patch;

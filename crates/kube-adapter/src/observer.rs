@@ -213,6 +213,7 @@ pub struct Stats {
     drifts: AtomicU64,
     pod_deletions: AtomicU64,
     leader: AtomicBool,
+    leader_terms: AtomicU64,
 }
 
 fn kind_index(kind: WriteKind) -> usize {
@@ -299,6 +300,13 @@ impl Stats {
         self.leader.load(Ordering::Relaxed)
     }
 
+    /// Terms this replica has led: each starts the controller afresh, with empty caches and
+    /// nothing remembered of the term before (a write whose status write the end of the term
+    /// refused is sent again, as after a restart).
+    pub fn leader_terms(&self) -> u64 {
+        self.leader_terms.load(Ordering::Relaxed)
+    }
+
     fn count(&self, report: &Report) {
         let add = |counter: &AtomicU64| {
             counter.fetch_add(1, Ordering::Relaxed);
@@ -321,7 +329,12 @@ impl Stats {
             Report::StatusWritten => add(&self.status_writes),
             Report::EventPublished => add(&self.events),
             Report::WatchError { .. } => add(&self.watch_errors),
-            Report::Leader(leader) => self.leader.store(*leader, Ordering::Relaxed),
+            Report::Leader(leader) => {
+                if *leader && !self.leader.swap(true, Ordering::Relaxed) {
+                    add(&self.leader_terms);
+                }
+                self.leader.store(*leader, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -49,7 +49,9 @@ pub struct RunArgs {
     /// Namespace of the Lease. Default: POD_NAMESPACE, else the kubeconfig's namespace.
     #[arg(long, env = "CANARY_LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
-    /// Lease duration in seconds: how long a vanished leader blocks the standby.
+    /// Lease duration in seconds: how long a vanished leader blocks the standby. The leader stops
+    /// writing two thirds of it after its last renewal if it cannot renew (a frozen or cut-off
+    /// leader writes nothing once a standby may have taken over), and renews every sixth.
     #[arg(long, env = "CANARY_LEASE_DURATION_SECONDS", default_value_t = 15)]
     lease_duration_seconds: u64,
     /// This replica's identity in the Lease and in events. Default: POD_NAME, else host name and

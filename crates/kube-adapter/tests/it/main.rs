@@ -9,6 +9,7 @@
 mod analysis;
 mod fuzz_spec;
 mod kubevirt_standin;
+mod lease;
 mod observe_kubevirt;
 mod pods_driver;
 mod sim;

@@ -240,27 +240,6 @@ pub(crate) async fn get_ds(client: &Client, name: &str) -> DaemonSet {
         .unwrap()
 }
 
-/// Like [`eventually`], but waits in real time: kube-lease-manager decides lease expiry with
-/// the system clock (`SystemTime`), not tokio's, so a takeover needs the lease duration to
-/// pass for real.
-pub(crate) async fn eventually_real<F, Fut>(limit: std::time::Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        // Real time passes (blocking this test's single thread on purpose), then virtual time,
-        // so that the lease managers' tokio sleeps fire and they look at the lease again.
-        std::thread::sleep(Duration::from_millis(50));
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("timed out after {limit:?} (real time) waiting for {what}");
-}
-
 /// A short lease, so that a takeover test waits seconds, not the default 15.
 pub(crate) fn short_lease(identity: &str) -> LeaderElection {
     LeaderElection {
