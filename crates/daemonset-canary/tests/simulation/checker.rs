@@ -19,9 +19,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
+use super::lease::Handover;
 use super::plan::{Behavior, PlanStep, PodsPlan, StepBudget, scale};
 use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
+use k8s_openapi::api::coordination::v1::Lease;
 
 /// What the harness has asked for so far, shared with the checker.
 #[derive(Debug, Default)]
@@ -231,6 +233,23 @@ impl Checker {
             }
         } else if *key == ResourceKey::of::<CanaryDaemonSet>() {
             self.on_canary(event);
+        } else if *key == ResourceKey::of::<Lease>() {
+            self.on_lease(event);
+        }
+    }
+
+    /// Invariant 23, at every change of the Lease.
+    fn on_lease(&self, event: &StoreEvent) {
+        let (Some(before), Some(after)) = (
+            event.previous.as_deref().and_then(decode::<Lease>),
+            decode::<Lease>(&event.object),
+        ) else {
+            return;
+        };
+        match super::lease::handover(&before, &after) {
+            Handover::None | Handover::Released => {}
+            Handover::Expired => self.world.count(|e| e.lease_takeovers += 1),
+            Handover::Live(why) => self.world.violate(Invariant::NoTakeoverOfALiveLease, why),
         }
     }
 

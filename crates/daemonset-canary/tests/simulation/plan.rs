@@ -141,6 +141,16 @@ pub enum Action {
     /// The `undo` verb (`canary.daemonset.dev/undo=previous@TIME`): the revision before the
     /// current one, rolled out again, supervised.
     Undo,
+    /// A replica is cut off from the API server for `for_` while its process runs: its new
+    /// requests fail at once (a network cut) or hang and then fail (`frozen`: a process
+    /// stopped, whose connection the server dropped meanwhile). `leader`: the replica holding
+    /// the Lease at that moment, else replica number `replica`.
+    Isolate {
+        leader: bool,
+        replica: usize,
+        for_: Duration,
+        frozen: bool,
+    },
 }
 
 /// The whole scenario of one seed.
@@ -676,13 +686,10 @@ impl Plan {
         let mut back_rng = Rng::new(seed, 4);
         let on_failure_rollback = back_rng.chance(0.4);
         // Aborts land at fixed virtual times, so they turn any timing difference into a
-        // different path. With leader election there is one: kube-lease-manager reads the wall
-        // clock (issue 22), so a lease set up after an injected error leads a few hundred
-        // milliseconds earlier or later from run to run, and seed 7 did not replay identically.
-        // Aborts are generated without leader election (fully deterministic), and with it only
-        // under `DST_ABORTS=1`. The draw is made either way: the stream keeps its shape.
-        let aborts = back_rng.chance(0.3);
-        if aborts && (!leader_election || std::env::var_os("DST_ABORTS").is_some()) {
+        // different path; every seed replays exactly now that leader election runs on the
+        // virtual clock (it read the wall clock through kube-lease-manager before, and aborts
+        // were then kept to seeds without it).
+        if back_rng.chance(0.3) {
             for _ in 0..back_rng.between(1, 2) {
                 actions.push((
                     Duration::from_secs(back_rng.between(1, horizon)),
@@ -691,13 +698,28 @@ impl Plan {
             }
             actions.sort_by_key(|(at, _)| *at);
         }
-        // Undos, on the same terms as the aborts (deterministic only without leader election).
-        let undos = back_rng.chance(0.25);
-        if undos && (!leader_election || std::env::var_os("DST_ABORTS").is_some()) {
+        if back_rng.chance(0.25) {
             actions.push((
                 Duration::from_secs(back_rng.between(1, horizon)),
                 Action::Undo,
             ));
+            actions.sort_by_key(|(at, _)| *at);
+        }
+        // Lease expiry, from a stream of its own: with leader election, half the seeds cut a
+        // replica (mostly the leader) off for 5 s to 2 min, once or twice.
+        let mut lease_rng = Rng::new(seed, 7);
+        if leader_election && lease_rng.chance(0.5) {
+            for _ in 0..lease_rng.between(1, 2) {
+                actions.push((
+                    Duration::from_secs(lease_rng.between(1, horizon)),
+                    Action::Isolate {
+                        leader: lease_rng.chance(0.8),
+                        replica: lease_rng.below(replicas as u64) as usize,
+                        for_: Duration::from_secs(lease_rng.between(5, 120)),
+                        frozen: lease_rng.chance(0.5),
+                    },
+                ));
+            }
             actions.sort_by_key(|(at, _)| *at);
         }
         // The MaxUnavailable driver's verbs, from a stream of their own.

@@ -7,8 +7,8 @@
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use canary_sim::{SimService, Store};
 use http::{Method, Request, Response};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
+use tokio::time::Instant;
 
 use super::checker::SharedIntent;
 use super::world::{Deleted, Invariant, World};
@@ -84,6 +85,13 @@ pub struct Recorded {
     intent: SharedIntent,
     hot_loop_limit: u64,
     alive: Arc<AtomicBool>,
+    /// Until when this replica is cut off, and whether frozen (`Action::Isolate`).
+    isolated: Arc<Mutex<Option<(Instant, bool)>>>,
+    /// The replica's observer (its leader terms) and the lost terms already credited.
+    terms: Option<(
+        canary_kube_adapter::Observer,
+        Arc<std::sync::atomic::AtomicU64>,
+    )>,
 }
 
 impl Recorded {
@@ -128,7 +136,25 @@ impl Recorded {
             intent,
             hot_loop_limit,
             alive: Arc::new(AtomicBool::new(true)),
+            isolated: Arc::new(Mutex::new(None)),
+            terms: None,
         }
+    }
+
+    /// Follows `observer`'s leader terms: a term that ended is a restart of the controller
+    /// (nothing of it remembered) and is credited to invariant 7's tally as a kill is.
+    pub fn with_observer(mut self, observer: canary_kube_adapter::Observer) -> Self {
+        self.terms = Some((observer, Arc::default()));
+        self
+    }
+
+    /// Terms ended since the last call: each may lose the record of one write.
+    fn terms_ended(&self) -> u64 {
+        let Some((observer, credited)) = &self.terms else {
+            return 0;
+        };
+        let ended = observer.stats().leader_terms().saturating_sub(1);
+        ended.saturating_sub(credited.swap(ended, Ordering::AcqRel))
     }
 
     /// Kills the replica's connection: every later request fails without reaching the
@@ -136,6 +162,29 @@ impl Recorded {
     /// tasks its libraries spawned (kube-lease-manager's renewal task); this does.
     pub fn kill(&self) {
         self.alive.store(false, Ordering::Release);
+    }
+
+    /// Cuts the replica off until `until`: its new requests never reach the simulator. A cut
+    /// connection answers at once; a `frozen` one holds each request until `until`, then
+    /// answers that the connection is gone (the server dropped it while the process slept),
+    /// so nothing a frozen replica sent lands late. Watches already open keep streaming.
+    pub fn isolate(&self, until: Instant, frozen: bool) {
+        if let Ok(mut isolated) = self.isolated.lock() {
+            *isolated = Some((until, frozen));
+        }
+    }
+
+    /// Ends any isolation now.
+    pub fn reconnect(&self) {
+        if let Ok(mut isolated) = self.isolated.lock() {
+            *isolated = None;
+        }
+    }
+
+    /// The isolation in force now.
+    fn isolation(&self) -> Option<(Instant, bool)> {
+        let isolated = *self.isolated.lock().ok()?;
+        isolated.filter(|(until, _)| Instant::now() < *until)
     }
 
     fn tally_key(&self) -> String {
@@ -234,7 +283,9 @@ impl Recorded {
                 return;
             }
             let unchanged = shape.is_some() && shape == now;
+            let terms_ended = self.terms_ended();
             let tally = self.world.tally(&version, |t| {
+                t.kills += terms_ended;
                 t.succeeded += 1;
                 t.unchanged += u64::from(unchanged);
             });
@@ -356,7 +407,17 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         if !self.alive.load(Ordering::Acquire) {
-            return Box::pin(async { Ok(dead_answer()) });
+            return Box::pin(async { Ok(unreachable_answer("the replica is dead")) });
+        }
+        if let Some((until, frozen)) = self.isolation() {
+            return Box::pin(async move {
+                if frozen {
+                    tokio::time::sleep_until(until).await;
+                }
+                Ok(unreachable_answer(
+                    "the replica is cut off from the API server",
+                ))
+            });
         }
         let info = Request_::of(&request);
         self.before(&info);
@@ -443,13 +504,14 @@ struct DaemonSetShape {
     max_unavailable: Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
 }
 
-/// What a dead process's requests get: nothing useful.
-fn dead_answer() -> Response<canary_sim::api::ResponseBody> {
+/// What a dead or cut-off process's requests get: nothing useful.
+fn unreachable_answer(message: &str) -> Response<canary_sim::api::ResponseBody> {
     use http_body_util::BodyExt;
-    let body = http_body_util::Full::new(Bytes::from_static(
-        br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the replica is dead","reason":"ServiceUnavailable","code":503}"#,
-    ))
-    .boxed_unsync();
+    let status = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+        "reason": "ServiceUnavailable", "code": 503,
+    });
+    let body = http_body_util::Full::new(Bytes::from(status.to_string())).boxed_unsync();
     let mut response = Response::new(body);
     *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
     response

@@ -16,6 +16,7 @@ use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
 use canary_sim::{Sim, SimPrometheus, UpdateScope};
 use canary_state_machine::DriftPolicy;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::oneshot;
@@ -99,7 +100,21 @@ struct Replica {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), canary_kube_adapter::Error>>>,
     restart_at: Option<Instant>,
+    /// When the running task started.
+    started_at: Instant,
 }
+
+/// An isolation of the leader, to be judged when it ends (invariant 24).
+#[derive(Debug, Clone)]
+struct Isolated {
+    replica: usize,
+    from: Instant,
+    until: Instant,
+}
+
+/// How long after the last renewal the other replica may take to take a lost lease over: the
+/// lease duration (15 s), then its retries through the injected errors and latency.
+const TAKEOVER_BOUND: Duration = Duration::from_secs(15 + 30);
 
 struct Harness<'a> {
     plan: &'a Plan,
@@ -117,6 +132,10 @@ struct Harness<'a> {
     not_ready: BTreeMap<String, ()>,
     /// The bearer tokens written to [`TOKEN_SECRET`].
     tokens: Tokens,
+    /// Leaders cut off, to check once reconnected.
+    isolated: Vec<Isolated>,
+    /// Every isolation so far, leader or not.
+    isolations: Vec<Isolated>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -138,11 +157,13 @@ impl Harness<'_> {
             self.intent.clone(),
             hot_loop_limit(self.plan.nodes),
         );
+        let observer = Observer::new();
+        let service = service.with_observer(observer.clone());
         let client = kube::Client::new(service.clone(), NAMESPACE);
         let config = ControllerConfig {
             clock: self.clock.clone(),
             instance: Some(identity.clone()),
-            observer: Observer::new(),
+            observer,
             leader_election: self
                 .plan
                 .leader_election
@@ -166,6 +187,7 @@ impl Harness<'_> {
         replica.stop = Some(stop);
         replica.task = Some(task);
         replica.restart_at = None;
+        replica.started_at = Instant::now();
     }
 
     async fn stop_replica(&mut self, index: usize, graceful: bool) {
@@ -317,6 +339,15 @@ impl Harness<'_> {
                 self.undo_verb();
                 return;
             }
+            Action::Isolate {
+                leader,
+                replica,
+                for_,
+                frozen,
+            } => {
+                self.isolate(leader, replica, for_, frozen);
+                return;
+            }
             Action::Kill {
                 replica,
                 graceful,
@@ -331,6 +362,97 @@ impl Harness<'_> {
             }
         }
         self.world.count(|e| e.node_changes += 1);
+    }
+
+    /// The replica holding the Lease now, by index.
+    fn lease_holder(&self) -> Option<usize> {
+        let holder = self
+            .sim
+            .store()
+            .get::<Lease>(Some(NAMESPACE), super::LEASE_NAME)?
+            .spec?
+            .holder_identity?;
+        self.replicas.iter().position(|r| r.identity == holder)
+    }
+
+    /// `Action::Isolate`: cuts the leader (or replica `replica`) off for `for_`.
+    fn isolate(&mut self, leader: bool, replica: usize, for_: Duration, frozen: bool) {
+        let now = Instant::now();
+        let holder = self.lease_holder();
+        let index = if leader {
+            holder.unwrap_or(replica)
+        } else {
+            replica
+        };
+        let Some(connection) = self.replicas.get(index).and_then(|r| r.connection.as_ref()) else {
+            return;
+        };
+        if self.replicas[index].task.is_none() {
+            return;
+        }
+        connection.isolate(now + for_, frozen);
+        self.isolations.push(Isolated {
+            replica: index,
+            from: now,
+            until: now + for_,
+        });
+        self.world.count(|e| e.isolations += 1);
+        self.world.trace(format!(
+            "{} {} for {for_:?}{}",
+            self.replicas[index].identity,
+            if frozen { "frozen" } else { "cut off" },
+            if holder == Some(index) {
+                " (the leader)"
+            } else {
+                ""
+            }
+        ));
+        if holder == Some(index) {
+            self.isolated.push(Isolated {
+                replica: index,
+                from: now,
+                until: now + for_,
+            });
+        }
+    }
+
+    /// Invariant 24, for each leader isolation that ended: when it lasted past the takeover
+    /// bound and the other replica ran connected from its start, the other one holds the Lease.
+    fn isolations_due(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = self.isolated.drain(..).partition(|i| i.until <= now);
+        self.isolated = later;
+        for isolation in due {
+            let others: Vec<usize> = (0..self.replicas.len())
+                .filter(|other| *other != isolation.replica)
+                .collect();
+            let overlapping = |other: usize| {
+                self.isolations.iter().any(|i| {
+                    i.replica == other && i.from < isolation.until && i.until > isolation.from
+                })
+            };
+            let standby_ran = others.iter().any(|other| {
+                let replica = &self.replicas[*other];
+                replica.task.is_some()
+                    && replica.started_at <= isolation.from
+                    && !overlapping(*other)
+            });
+            if !standby_ran || isolation.until - isolation.from < TAKEOVER_BOUND {
+                continue;
+            }
+            let holder = self.lease_holder();
+            if holder.is_none_or(|h| h == isolation.replica) {
+                self.world.violate(
+                    Invariant::IsolatedLeaderReplaced,
+                    format!(
+                        "{} was cut off for {:?} and the Lease holder is still {:?}",
+                        self.replicas[isolation.replica].identity,
+                        isolation.until - isolation.from,
+                        holder.map(|h| self.replicas[h].identity.clone())
+                    ),
+                );
+            }
+        }
     }
 
     fn undo_due(&mut self) {
@@ -794,6 +916,17 @@ impl Harness<'_> {
     /// running. From here on the system must converge.
     fn heal(&mut self) {
         self.sim.faults().clear();
+        for replica in &self.replicas {
+            if let Some(connection) = &replica.connection {
+                connection.reconnect();
+            }
+        }
+        // Isolations end here: those cut short are not judged (invariant 24).
+        let now = Instant::now();
+        self.isolated.retain(|i| i.until <= now);
+        for isolation in &mut self.isolations {
+            isolation.until = isolation.until.min(now);
+        }
         let pending: Vec<_> = self.undo.drain(..).collect();
         for (_, name, undo) in pending {
             self.undo_one(&name, undo);
@@ -931,12 +1064,15 @@ pub async fn run(plan: &Plan) -> Outcome {
                 stop: None,
                 task: None,
                 restart_at: None,
+                started_at: Instant::now(),
             })
             .collect(),
         rng: Rng::new(plan.seed, 2),
         undo: Vec::new(),
         not_ready: BTreeMap::new(),
         tokens: Tokens::default(),
+        isolated: Vec::new(),
+        isolations: Vec::new(),
         sim,
         cluster,
     };
@@ -987,6 +1123,7 @@ pub async fn run(plan: &Plan) -> Outcome {
             actions.next();
         }
         harness.undo_due();
+        harness.isolations_due();
         harness.restart_due();
         let phase = ended(harness.sim.store());
         match (&phase, ended_since) {

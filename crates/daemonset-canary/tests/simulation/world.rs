@@ -99,6 +99,17 @@ pub enum Invariant {
     ///     `ROTATION_GRACE` ago (none is sent while the Secret is missing: the round is
     ///     inconclusive); without it, none carries a token.
     QueriesCarryTheToken,
+    /// 23. Leader election: a Lease held by one replica passes to another only after its
+    ///     holder stopped renewing for its whole duration (the taker's `acquireTime` is at
+    ///     least `leaseDurationSeconds` after the holder's last `renewTime`), or after a
+    ///     release (no holder). Both times are written from the one virtual clock.
+    NoTakeoverOfALiveLease,
+    /// 24. Leader election: a leader cut off from the API server (its process running, or
+    ///     frozen) for longer than its lease duration and a margin is replaced by the other
+    ///     replica, if that one ran connected throughout. With invariant 7 (every write of a
+    ///     replica is sent while it holds the Lease), the old leader writes nothing after it
+    ///     comes back.
+    IsolatedLeaderReplaced,
 }
 
 impl Invariant {
@@ -127,6 +138,8 @@ impl Invariant {
             Invariant::UndoActedOn => "20 undo-acted-on",
             Invariant::AnalysedPauseEndsWhenPassing => "21 analysed-pause-ends-when-passing",
             Invariant::QueriesCarryTheToken => "22 queries-carry-the-token",
+            Invariant::NoTakeoverOfALiveLease => "23 no-takeover-of-a-live-lease",
+            Invariant::IsolatedLeaderReplaced => "24 isolated-leader-replaced",
         }
     }
 }
@@ -195,6 +208,10 @@ pub struct Exercised {
     pub analysis_verdicts: [u64; 3],
     /// Bearer tokens rotated (their Secret deleted, then written back with a new one).
     pub token_rotations: u64,
+    /// Replicas cut off from the API server for a while (`Action::Isolate`), frozen or not.
+    pub isolations: u64,
+    /// Changes of the Lease's holder from one replica to the other (releases not counted).
+    pub lease_takeovers: u64,
 }
 
 /// DaemonSet writes attributed to one version.
@@ -206,7 +223,8 @@ pub struct WriteTally {
     pub failed: u64,
     /// Successful writes that left the DaemonSet as it was (the API server skipped them).
     pub unchanged: u64,
-    /// Replica kills while this version was live: each may lose the record of one write.
+    /// Replica kills, and leader terms ended, while this version was live: each may lose the
+    /// record of one write.
     pub kills: u64,
     /// Hand edits while this version was live: each may be reverted by a rollout of its own.
     pub hand_edits: u64,
