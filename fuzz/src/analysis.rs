@@ -92,11 +92,16 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
         inconclusive_limit: u.int_in_range(1..=5)?,
     };
     let measured = judge(&check, Ok(sample), None);
-    let in_range = check.min.is_none_or(|min| sample >= min) && check.max.is_none_or(|max| sample <= max);
+    let in_range =
+        check.min.is_none_or(|min| sample >= min) && check.max.is_none_or(|max| sample <= max);
     if sample.is_nan() {
         assert_eq!(measured.verdict, Verdict::Inconclusive);
     } else {
-        assert_eq!(measured.verdict == Verdict::Pass, in_range, "{check:?} {sample}");
+        assert_eq!(
+            measured.verdict == Verdict::Pass,
+            in_range,
+            "{check:?} {sample}"
+        );
     }
     assert_eq!(
         judge(&check, Err("down".to_owned()), None).verdict,

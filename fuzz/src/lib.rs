@@ -5,7 +5,7 @@
 //! `CanaryDaemonSet` spec and stored objects (JSON), `maxUnavailable` strings, the annotation,
 //! readiness, crash-loop and ownership predicates, the TLS planner, analysis templates and
 //! Prometheus answers, the state machine's
-//! `decide`, and the simulator's patch functions. Each function checks the properties the code
+//! `decide`, the leader-election rules, and the simulator's patch functions. Each function checks the properties the code
 //! documents, as assertions, beyond "no panic": a failed assertion is a crash for libFuzzer.
 //!
 //! Invariants of this crate: a target never reads the clock, the file system or the network,
@@ -18,6 +18,7 @@
 
 mod analysis;
 mod decide;
+mod lease;
 mod predicates;
 mod sim_patch;
 mod spec;
@@ -25,6 +26,7 @@ mod tls_plan;
 
 pub use analysis::analysis;
 pub use decide::decide;
+pub use lease::lease;
 pub use predicates::{max_unavailable, predicates};
 pub use sim_patch::sim_patch;
 pub use spec::{decode, spec};

@@ -20,8 +20,9 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 /// Every target of `fuzz/Cargo.toml`, in the order they run.
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "decide",
+    "lease",
     "analysis",
     "max_unavailable",
     "predicates",
@@ -338,6 +339,23 @@ pub fn write_seeds(root: &Path) -> Result<()> {
         "9223372036854775808",
     ] {
         seeds.push(("max_unavailable", text.as_bytes().to_vec()));
+    }
+    // Leases as a real API server holds them: fresh, released, hand-made, one of another
+    // protocol (`preferredHolder`), each with candidate bytes for both rules' sides.
+    for lease in [
+        json!({"holderIdentity": "b", "leaseDurationSeconds": 15, "leaseTransitions": 3,
+               "acquireTime": "2026-12-02T10:00:00.000000Z", "renewTime": "2026-12-02T10:05:00.000000Z"}),
+        json!({"holderIdentity": "", "leaseDurationSeconds": 1, "leaseTransitions": 7}),
+        json!({"holderIdentity": "a"}),
+        json!({"leaseDurationSeconds": -5, "leaseTransitions": 2147483647}),
+        json!({"holderIdentity": "b", "preferredHolder": "a", "strategy": "OldestEmulationVersion"}),
+    ] {
+        for candidate in [[0u8, 0, 15, 0], [2, 200, 15, 0], [2, 0xff, 30, 0xff]] {
+            seeds.push((
+                "lease",
+                [bytes(&lease), vec![0], candidate.to_vec()].concat(),
+            ));
+        }
     }
     seeds.push(("decide", vec![0; 64]));
     seeds.push(("decide", vec![0xff; 64]));

@@ -361,4 +361,50 @@ mod tests {
         assert_eq!(spec.preferred_holder.as_deref(), Some("b"));
         assert_eq!(spec.strategy.as_deref(), Some("OldestEmulationVersion"));
     }
+
+    proptest::proptest! {
+        /// Over any holder, age and duration: a held lease is taken over exactly when it has
+        /// been unchanged for its duration, ours is renewed, a released one taken; and every
+        /// write names us, renews now and counts a transition exactly when the holder changes.
+        #[test]
+        fn steps_and_writes_follow_the_rules(
+            holder in proptest::option::of(proptest::sample::select(vec!["a", "b"])),
+            age_ms in 0u64..120_000,
+            duration_s in 1u64..60,
+            transitions in 0i32..i32::MAX,
+        ) {
+            let since = at(0);
+            let now = add(since, Duration::from_millis(age_ms));
+            let previous = LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                lease_duration_seconds: i32::try_from(duration_s).ok(),
+                acquire_time: Some(MicroTime(at(-100))),
+                lease_transitions: Some(transitions),
+                ..LeaseSpec::default()
+            };
+            let observed = Observed { record: Record::of(Some(&previous), D), since };
+            let expired = age_ms >= duration_s * 1000;
+            let step = step(Some(&observed), "a", now);
+            let expected = match holder {
+                None => Step::TakeOver { released: true },
+                Some("a") => Step::Renew,
+                Some(_) if expired => Step::TakeOver { released: false },
+                Some(other) => Step::Wait {
+                    holder: other.to_owned(),
+                    expires_at: add(since, Duration::from_secs(duration_s)),
+                },
+            };
+            proptest::prop_assert_eq!(&step, &expected);
+            let written = written(&step, Some(&previous), "a", D, now);
+            if let Some(spec) = written {
+                proptest::prop_assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+                proptest::prop_assert_eq!(spec.renew_time, Some(MicroTime(now)));
+                let counted = if holder == Some("a") { transitions } else { transitions.saturating_add(1) };
+                proptest::prop_assert_eq!(spec.lease_transitions, Some(counted));
+            } else {
+                let waits = matches!(step, Step::Wait { .. });
+                proptest::prop_assert!(waits, "{:?} wrote nothing", step);
+            }
+        }
+    }
 }
