@@ -33,8 +33,8 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
     if let Some(b) = behavior {
         annotations.insert("sim.canary.daemonset.dev/behavior".into(), json!(b));
     }
-    CanaryDaemonSetSpec {
-        template: Some(DaemonSetTemplate {
+    CanaryDaemonSetSpec::with_template(
+        DaemonSetTemplate {
             metadata: Default::default(),
             spec: serde_json::from_value(json!({
                 "selector": {"matchLabels": {"app": "agent"}},
@@ -45,22 +45,14 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
             }))
             .unwrap(),
-        }),
-        workload_ref: None,
-        daemon_set_name: None,
-        adopt: false,
-        target: TargetSpec {
+        },
+        TargetSpec {
             version: version.into(),
             from_container: None,
             registry: "reg".into(),
             deployment_id: None,
         },
-        annotation_keys: None,
-        strategy: Default::default(),
-        tls_migration: Default::default(),
-        revision_history_limit: None,
-        analysis: None,
-    }
+    )
 }
 
 /// A `{nodes: ...}` step.

@@ -34,8 +34,8 @@ type MockHandle = Handle<Request<Body>, Response<Body>>;
 fn cds(version: &str) -> CanaryDaemonSet {
     let mut cds = CanaryDaemonSet::new(
         "agent",
-        CanaryDaemonSetSpec {
-            template: Some(DaemonSetTemplate {
+        CanaryDaemonSetSpec::with_template(
+            DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({
                     "selector": {"matchLabels": {"app": "agent"}},
@@ -45,22 +45,14 @@ fn cds(version: &str) -> CanaryDaemonSet {
                     }
                 }))
                 .unwrap(),
-            }),
-            workload_ref: None,
-            daemon_set_name: None,
-            adopt: false,
-            target: TargetSpec {
+            },
+            TargetSpec {
                 version: version.into(),
                 from_container: None,
                 registry: "reg".into(),
                 deployment_id: Some("id".into()),
             },
-            annotation_keys: None,
-            strategy: Default::default(),
-            tls_migration: Default::default(),
-            revision_history_limit: None,
-            analysis: None,
-        },
+        ),
     );
     cds.metadata.namespace = Some("ns".into());
     cds.metadata.uid = Some("cds-uid".into());
