@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::crd::{
-    CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, DaemonSetTemplate, TargetSpec,
+    CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, TargetSpec,
 };
 use canary_kube_adapter::desired::{
     RollingUpdateWrite, desired_daemon_set, set_max_unavailable, target_of,
@@ -29,23 +29,21 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tower_test::mock::{Handle, pair};
 
+use crate::support::template;
+
 type MockHandle = Handle<Request<Body>, Response<Body>>;
 
 fn cds(version: &str) -> CanaryDaemonSet {
     let mut cds = CanaryDaemonSet::new(
         "agent",
         CanaryDaemonSetSpec::with_template(
-            DaemonSetTemplate {
-                metadata: Default::default(),
-                spec: serde_json::from_value(json!({
-                    "selector": {"matchLabels": {"app": "agent"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "agent"}},
-                        "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
-                    }
-                }))
-                .unwrap(),
-            },
+            template(json!({
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
+                }
+            })),
             TargetSpec {
                 version: version.into(),
                 from_container: None,
