@@ -36,20 +36,9 @@ async fn call_raw(
     (code, headers, body)
 }
 
-async fn call(
-    api: &ApiServer,
-    method: Method,
-    uri: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let (code, _, body) = call_raw(api, method, uri, content_type, body).await;
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
-
 /// `GET uri`.
 async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {
-    call(api, Method::GET, uri, "application/json", "").await
+    send(api, (Method::GET, "application/json"), uri, "").await
 }
 
 /// The kinds of request the tests send with a body: method and content type.
@@ -60,11 +49,12 @@ const MERGE_PATCH: (Method, &str) = (Method::PATCH, "application/merge-patch+jso
 const JSON_PATCH: (Method, &str) = (Method::PATCH, "application/json-patch+json");
 const STRATEGIC_PATCH: (Method, &str) = (Method::PATCH, "application/strategic-merge-patch+json");
 
-/// Sends `body` to `uri` as `kind` says: one call for every request with a body, so that a test
-/// spells out only what it is about.
+/// Sends `body` to `uri` as `kind` says and reads the answer as JSON (`null` when it is not):
+/// one call for every request, so that a test spells out only what it is about.
 async fn send(api: &ApiServer, kind: (Method, &str), uri: &str, body: &str) -> (u16, Value) {
     let (method, content_type) = kind;
-    call(api, method, uri, content_type, body).await
+    let (code, _, body) = call_raw(api, method, uri, content_type, body).await;
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 const DS_PATH: &str = "/apis/apps/v1/namespaces/default/daemonsets";
@@ -176,11 +166,10 @@ async fn create_get_list_with_selectors() {
 #[tokio::test]
 async fn protobuf_bodies_are_unsupported_media() {
     let api = server();
-    let (code, status) = call(
+    let (code, status) = send(
         &api,
-        Method::POST,
+        (Method::POST, "application/vnd.kubernetes.protobuf"),
         "/api/v1/namespaces",
-        "application/vnd.kubernetes.protobuf",
         "k8s\0",
     )
     .await;
@@ -311,7 +300,7 @@ async fn strategic_merge_patch_merges_containers_by_name() {
         patched["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
         "2"
     );
-    let (code, _) = call(&api, Method::PATCH, &ds_uri("a"), "text/plain", "{}").await;
+    let (code, _) = send(&api, (Method::PATCH, "text/plain"), &ds_uri("a"), "{}").await;
     assert_eq!(code, 415);
 }
 
@@ -366,13 +355,13 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
     };
     let lease = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: leader\nspec:\n  holderIdentity: a\n  leaseDurationSeconds: 15\n";
     let yaml = "application/apply-patch+yaml";
-    let (code, created) = call(&api, Method::PATCH, &apply("mgr", false), yaml, lease).await;
+    let (code, created) = send(&api, (Method::PATCH, yaml), &apply("mgr", false), lease).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["spec"]["holderIdentity"], "a");
     assert_eq!(created["metadata"]["managedFields"][0]["manager"], "mgr");
 
     let take = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{"holderIdentity":"b"}}"#;
-    let (code, status) = call(&api, Method::PATCH, &apply("other", false), yaml, take).await;
+    let (code, status) = send(&api, (Method::PATCH, yaml), &apply("other", false), take).await;
     assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
     let message = status["message"].as_str().unwrap();
     assert!(
@@ -380,7 +369,7 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
         "{message}"
     );
 
-    let (code, forced) = call(&api, Method::PATCH, &apply("other", true), yaml, take).await;
+    let (code, forced) = send(&api, (Method::PATCH, yaml), &apply("other", true), take).await;
     assert_eq!(code, 200);
     assert_eq!(forced["spec"]["holderIdentity"], "b");
     assert_eq!(
@@ -396,14 +385,14 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
     assert_eq!(managers, ["mgr", "other"]);
 
     let nothing = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{}}"#;
-    let (_, dropped) = call(&api, Method::PATCH, &apply("mgr", false), yaml, nothing).await;
+    let (_, dropped) = send(&api, (Method::PATCH, yaml), &apply("mgr", false), nothing).await;
     assert!(
         dropped["spec"].get("leaseDurationSeconds").is_none(),
         "a field its only manager stops applying is removed: {dropped}"
     );
     assert_eq!(dropped["spec"]["holderIdentity"], "b");
 
-    let (code, _) = call(&api, Method::PATCH, base, yaml, lease).await;
+    let (code, _) = send(&api, (Method::PATCH, yaml), base, lease).await;
     assert_eq!(code, 400, "apply needs a fieldManager");
 }
 
