@@ -55,18 +55,18 @@ enum Command {
     /// End the pause step a Pods-driver rollout is held in (refused when it is not paused).
     Promote(cli::promote::PromoteArgs),
     /// Hold a Pods-driver rollout: no pod deletion, no template write until `resume`.
-    Pause(cli::pause::HoldArgs),
+    Pause(cli::verb::TargetArgs),
     /// Let a rollout held by `pause` go on.
-    Resume(cli::pause::HoldArgs),
+    Resume(cli::verb::TargetArgs),
     /// Start a failed Pods-driver rollout again from its first step (refused unless failed).
-    Retry(cli::retry::RetryArgs),
+    Retry(cli::verb::TargetArgs),
     /// Stop a rollout and roll back to the last revision that finished successfully, canary
     /// first (both drivers; refused at rest).
-    Abort(cli::rollback::TargetArgs),
+    Abort(cli::verb::TargetArgs),
     /// Roll out an earlier revision (default: the one before the current), canary first.
     Undo(cli::rollback::UndoArgs),
     /// List the revisions rolled out: number, version, outcome, start and end.
-    History(cli::rollback::TargetArgs),
+    History(cli::verb::TargetArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),

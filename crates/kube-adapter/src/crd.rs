@@ -708,21 +708,11 @@ pub fn decode(object: DynamicObject) -> Result<CanaryDaemonSet, Box<Undecoded>> 
 /// A CanaryDaemonSet with the metadata (and, when it decodes, the status) of `object` and an
 /// empty spec: what the controller knows of an object it cannot decode, or of a deleted one.
 pub fn stand_in(object: &DynamicObject) -> CanaryDaemonSet {
-    let spec = CanaryDaemonSetSpec {
-        template: Some(DaemonSetTemplate {
-            metadata: TemplateMetadata::default(),
-            spec: DaemonSetSpec::default(),
-        }),
-        workload_ref: None,
-        daemon_set_name: None,
-        adopt: false,
-        target: TargetSpec::default(),
-        annotation_keys: None,
-        strategy: StrategySpec::default(),
-        tls_migration: TlsMigrationSpec::default(),
-        revision_history_limit: None,
-        analysis: None,
+    let template = DaemonSetTemplate {
+        metadata: TemplateMetadata::default(),
+        spec: DaemonSetSpec::default(),
     };
+    let spec = CanaryDaemonSetSpec::with_template(template, TargetSpec::default());
     CanaryDaemonSet {
         metadata: object.metadata.clone(),
         spec,
@@ -788,6 +778,7 @@ fn default_cert_secret_volume() -> String {
 }
 
 mod analysis;
+mod build;
 mod history;
 mod schema;
 pub use analysis::{

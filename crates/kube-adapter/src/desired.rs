@@ -332,8 +332,8 @@ mod tests {
     pub(crate) fn cds(name: &str) -> CanaryDaemonSet {
         let mut cds = CanaryDaemonSet::new(
             name,
-            CanaryDaemonSetSpec {
-                template: Some(DaemonSetTemplate {
+            CanaryDaemonSetSpec::with_template(
+DaemonSetTemplate {
                     metadata: TemplateMetadata {
                         labels: BTreeMap::from([("app".to_owned(), "agent".to_owned())]),
                         annotations: BTreeMap::new(),
@@ -347,22 +347,14 @@ mod tests {
                         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
                     }))
                     .unwrap(),
-                }),
-                workload_ref: None,
-                daemon_set_name: None,
-                adopt: false,
-                target: TargetSpec {
+                },
+TargetSpec {
                     version: "v1".to_owned(),
                     from_container: None,
                     registry: "reg.example".to_owned(),
                     deployment_id: None,
                 },
-                annotation_keys: None,
-                strategy: Default::default(),
-                tls_migration: Default::default(),
-                revision_history_limit: None,
-                analysis: None,
-            },
+),
         );
         cds.metadata.namespace = Some("ns".to_owned());
         cds.metadata.uid = Some("cds-uid".to_owned());

@@ -78,10 +78,7 @@ impl Drop for PassGuard {
 impl Health {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // Every critical section is a few field updates: a poisoned state is still consistent.
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.shared.state)
     }
 
     /// The process can do its job (the API server answered, the CRD is installed).

@@ -114,6 +114,7 @@ pub mod observer;
 pub mod patch;
 pub mod reconcile;
 pub mod status;
+mod sync;
 mod trigger;
 mod undecodable;
 pub mod workload;

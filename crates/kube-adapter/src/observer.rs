@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::lock;
 use canary_state_machine::{
     Deferral, FailureReason, LiveMaxUnavailable, NodeTally, Phase, WriteKind,
 };
@@ -428,13 +429,6 @@ impl Observer {
         self.stats.count(&report);
         lock(&self.subscribers).retain(|subscriber| subscriber.send(report.clone()).is_ok());
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section is one push or one retain: a poisoned list is still consistent.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

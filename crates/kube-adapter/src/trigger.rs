@@ -51,6 +51,7 @@ use tracing::{debug, info, warn};
 use crate::error::{chain, transport_failure};
 use crate::health::Health;
 use crate::observer::{Observer, Report};
+use crate::sync::lock;
 
 /// How often the same watch failure is warned again while it lasts.
 pub(crate) const REPEAT_WARNING: Duration = Duration::from_secs(300);
@@ -149,13 +150,6 @@ impl WatchLog {
         }
         false
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section leaves the state consistent: a poisoned lock is still usable.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `stream` without its errors, each counted against `resource`, noted in `health` and logged

@@ -34,6 +34,7 @@ use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
 use crate::index::{OwnerIndex, WatchedPod};
 use crate::observer::Observer;
+use crate::sync::lock;
 use crate::trigger::{WatchBackoff, WatchLog, without_errors};
 
 /// The indexes of one referenced DaemonSet.
@@ -265,13 +266,6 @@ pub fn selector_string(selector: &LabelSelector) -> Result<String, String> {
         return Err("is empty".to_owned());
     }
     Ok(terms.join(","))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section is a single map operation: a poisoned map is still consistent.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

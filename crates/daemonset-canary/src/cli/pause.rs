@@ -9,31 +9,20 @@
 //! hold in `status.held`. Each verb is refused, with the reason, when it would change nothing
 //! (pausing a held rollout, resuming one not held).
 
-use super::status::ObjectArgs;
-use super::verb::{Target, annotate, find};
+use super::verb::{TargetArgs, find};
 use anyhow::bail;
 use canary_kube_adapter::crd::{PAUSE_ANNOTATION, hold_requested};
 use canary_state_machine::Driver;
 
-/// Arguments of `pause` and `resume`.
-#[derive(Debug, clap::Args)]
-pub struct HoldArgs {
-    #[command(flatten)]
-    object: ObjectArgs,
-}
-
 /// `pause`: marks the CanaryDaemonSet held and prints one line saying so.
-pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = find(&args.object).await?;
-    if hold_requested(&cds) {
+pub async fn pause(args: TargetArgs) -> anyhow::Result<()> {
+    let target = find(&args.object).await?;
+    let (cds, which) = (&target.cds, &target.which);
+    if hold_requested(cds) {
         bail!(
-            "{which} is already paused on request: resume it with daemonset-canary resume {name} -n {namespace}"
+            "{which} is already paused on request: resume it with daemonset-canary resume {} -n {}",
+            target.name,
+            target.namespace
         );
     }
     let phase = cds
@@ -41,14 +30,7 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
         .as_ref()
         .and_then(|s| s.phase.clone())
         .unwrap_or_else(|| "pending".to_owned());
-    annotate(
-        &connection,
-        &namespace,
-        &name,
-        PAUSE_ANNOTATION,
-        Some("true"),
-    )
-    .await?;
+    target.mark(PAUSE_ANNOTATION, Some("true")).await?;
     let what = match cds.spec.strategy.driver {
         Driver::Pods => "no pod is deleted and the template is not written",
         Driver::MaxUnavailable => {
@@ -60,20 +42,15 @@ pub async fn pause(args: HoldArgs) -> anyhow::Result<()> {
 }
 
 /// `resume`: withdraws the hold and prints one line saying so.
-pub async fn resume(args: HoldArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = find(&args.object).await?;
-    if !hold_requested(&cds) {
+pub async fn resume(args: TargetArgs) -> anyhow::Result<()> {
+    let target = find(&args.object).await?;
+    let (cds, which) = (&target.cds, &target.which);
+    if !hold_requested(cds) {
         bail!(
             "{which} is not paused on request: nothing to resume (a pause step ends with daemonset-canary promote)"
         );
     }
-    annotate(&connection, &namespace, &name, PAUSE_ANNOTATION, None).await?;
+    target.mark(PAUSE_ANNOTATION, None).await?;
     println!("{which} resumed: the rollout goes on from where it was held");
     Ok(())
 }

@@ -11,7 +11,7 @@
 //! when no rollout is under way.
 
 use super::status::ObjectArgs;
-use super::verb::{Target, annotate, pods_driver_target};
+use super::verb::pods_driver_target;
 use anyhow::bail;
 use canary_kube_adapter::crd::{FULL_PROMOTION_PREFIX, PROMOTE_ANNOTATION, hold_requested};
 use k8s_openapi::jiff::Timestamp;
@@ -33,13 +33,8 @@ const FULL_PROMOTION_PHASES: [&str; 5] =
 
 /// Marks the CanaryDaemonSet and prints one line saying what that ends.
 pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = pods_driver_target(&args.object, "promote ends a pause step").await?;
+    let target = pods_driver_target(&args.object, "promote ends a pause step").await?;
+    let (cds, which) = (&target.cds, &target.which);
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if args.full && !FULL_PROMOTION_PHASES.contains(&phase) {
@@ -48,9 +43,11 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     if !args.full && phase != "paused" {
         bail!("{which} is not paused (phase {phase}): nothing to promote");
     }
-    if hold_requested(&cds) {
+    if hold_requested(cds) {
         bail!(
-            "{which} is held on request (the pause verb): resume it first (daemonset-canary resume {name} -n {namespace}), a promotion does not end a hold"
+            "{which} is held on request (the pause verb): resume it first (daemonset-canary resume {} -n {}), a promotion does not end a hold",
+            target.name,
+            target.namespace
         );
     }
     let step = match (status.current_step_index, status.step_count) {
@@ -63,14 +60,7 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     } else {
         stamp
     };
-    annotate(
-        &connection,
-        &namespace,
-        &name,
-        PROMOTE_ANNOTATION,
-        Some(&mark),
-    )
-    .await?;
+    target.mark(PROMOTE_ANNOTATION, Some(&mark)).await?;
     if args.full {
         println!(
             "{which} fully promoted from {step}: every remaining step and pause is skipped, the last nodes step updates every node at its budget"

@@ -10,28 +10,15 @@
 //! A pod that still crash-loops fails the retried rollout again at once; fix the cause first
 //! (an image pull secret, a node problem) or roll out another version.
 
-use super::status::ObjectArgs;
-use super::verb::{Target, annotate, find};
+use super::verb::{TargetArgs, find};
 use anyhow::bail;
 use canary_kube_adapter::crd::RETRY_ANNOTATION;
 use k8s_openapi::jiff::Timestamp;
 
-/// Arguments of `retry`.
-#[derive(Debug, clap::Args)]
-pub struct RetryArgs {
-    #[command(flatten)]
-    object: ObjectArgs,
-}
-
 /// Marks the CanaryDaemonSet and prints one line saying what starts again.
-pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = find(&args.object).await?;
+pub async fn run(args: TargetArgs) -> anyhow::Result<()> {
+    let target = find(&args.object).await?;
+    let (cds, which) = (&target.cds, &target.which);
     let status = cds.status.clone().unwrap_or_default();
     let phase = status.phase.as_deref().unwrap_or("pending");
     if phase != "failed" {
@@ -40,14 +27,7 @@ pub async fn run(args: RetryArgs) -> anyhow::Result<()> {
     let reason = status.reason.as_deref().unwrap_or("unknown reason");
     let version = status.target_version.as_deref().unwrap_or("the target");
     let mark = Timestamp::now().to_string();
-    annotate(
-        &connection,
-        &namespace,
-        &name,
-        RETRY_ANNOTATION,
-        Some(&mark),
-    )
-    .await?;
+    target.mark(RETRY_ANNOTATION, Some(&mark)).await?;
     println!(
         "{which} retried: the rollout of {version} (failed: {reason}) starts again from its first step"
     );

@@ -11,7 +11,7 @@
 //! controller knows (a rollback already running) comes back as a `VerbRefused` event.
 
 use super::status::ObjectArgs;
-use super::verb::{Target, annotate, template_owner_target};
+use super::verb::{TargetArgs, template_owner_target};
 use super::{Connection, describe};
 use anyhow::{Context as _, bail};
 use canary_kube_adapter::CanaryDaemonSet;
@@ -19,13 +19,6 @@ use canary_kube_adapter::crd::{ABORT_ANNOTATION, CanaryDaemonSetStatus, UNDO_ANN
 use canary_kube_adapter::history::{Entry, History};
 use canary_state_machine::Phase;
 use k8s_openapi::jiff::Timestamp;
-
-/// Arguments of `abort` and `history`: the object.
-#[derive(Debug, clap::Args)]
-pub struct TargetArgs {
-    #[command(flatten)]
-    object: ObjectArgs,
-}
 
 /// Arguments of `undo`.
 #[derive(Debug, clap::Args)]
@@ -54,17 +47,12 @@ async fn entries(connection: &Connection, cds: &CanaryDaemonSet) -> anyhow::Resu
 
 /// `abort`: marks the CanaryDaemonSet and prints where it goes back to.
 pub async fn abort(args: TargetArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = template_owner_target(
+    let target = template_owner_target(
         &args.object,
         "abort rolls back to the last successful revision",
     )
     .await?;
+    let (cds, which) = (&target.cds, &target.which);
     let status = cds.status.clone().unwrap_or_default();
     let phase = phase_of(&status);
     let history = status.history.clone().unwrap_or_default();
@@ -87,14 +75,7 @@ pub async fn abort(args: TargetArgs) -> anyhow::Result<()> {
         );
     }
     let mark = Timestamp::now().to_string();
-    annotate(
-        &connection,
-        &namespace,
-        &name,
-        ABORT_ANNOTATION,
-        Some(&mark),
-    )
-    .await?;
+    target.mark(ABORT_ANNOTATION, Some(&mark)).await?;
     println!(
         "{which} aborted (was {}): rolling back to revision {} ({}), canary first",
         phase.map_or("pending", Phase::as_str),
@@ -106,14 +87,9 @@ pub async fn abort(args: TargetArgs) -> anyhow::Result<()> {
 
 /// `undo`: marks the CanaryDaemonSet with the revision to roll out and prints it.
 pub async fn undo(args: UndoArgs) -> anyhow::Result<()> {
-    let Target {
-        connection,
-        cds,
-        name,
-        namespace,
-        which,
-    } = template_owner_target(&args.object, "undo rolls out an earlier revision").await?;
-    let entries = entries(&connection, &cds).await?;
+    let object = template_owner_target(&args.object, "undo rolls out an earlier revision").await?;
+    let (connection, cds, which) = (&object.connection, &object.cds, &object.which);
+    let entries = entries(connection, cds).await?;
     let status = cds.status.clone().unwrap_or_default();
     let current = status.history.and_then(|h| h.current).map(|c| c.revision);
     let listed = || {
@@ -143,7 +119,7 @@ pub async fn undo(args: UndoArgs) -> anyhow::Result<()> {
         bail!("{which} is at revision {} already", target.revision);
     }
     let mark = format!("{}@{}", target.revision, Timestamp::now());
-    annotate(&connection, &namespace, &name, UNDO_ANNOTATION, Some(&mark)).await?;
+    object.mark(UNDO_ANNOTATION, Some(&mark)).await?;
     println!(
         "{which}: rolling out revision {} ({}), canary first; a spec change ends it",
         target.revision, target.version

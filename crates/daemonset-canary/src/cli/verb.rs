@@ -12,6 +12,14 @@ use canary_state_machine::Driver;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+/// Arguments of a verb that takes nothing but its object (`pause`, `resume`, `retry`, `abort`,
+/// `history`): one type, so that they all name their object the same way.
+#[derive(Debug, clap::Args)]
+pub struct TargetArgs {
+    #[command(flatten)]
+    pub(super) object: ObjectArgs,
+}
+
 /// The CanaryDaemonSet a verb acts on, as found.
 pub struct Target {
     /// The connection it was found through.
@@ -103,24 +111,22 @@ async fn field_manager(connection: &Connection) -> String {
         .collect()
 }
 
-/// Sets the annotation `key` to `value`, or removes it (`None`), with a merge patch whose
-/// field manager names the caller (see [`field_manager`]): the controller's event for the
-/// mark says who asked.
-pub async fn annotate(
-    connection: &Connection,
-    namespace: &str,
-    name: &str,
-    key: &str,
-    value: Option<&str>,
-) -> anyhow::Result<()> {
-    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
-    let params = PatchParams {
-        field_manager: Some(field_manager(connection).await),
-        ..PatchParams::default()
-    };
-    Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), namespace)
-        .patch(name, &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
-    Ok(())
+impl Target {
+    /// Sets the annotation `key` to `value`, or removes it (`None`), with a merge patch whose
+    /// field manager names the caller (see [`field_manager`]): the controller's event for the
+    /// mark says who asked. Every verb marks through this one call, so that none patches its
+    /// object another way.
+    pub async fn mark(&self, key: &str, value: Option<&str>) -> anyhow::Result<()> {
+        let connection = &self.connection;
+        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        let params = PatchParams {
+            field_manager: Some(field_manager(connection).await),
+            ..PatchParams::default()
+        };
+        Api::<CanaryDaemonSet>::namespaced(connection.client.clone(), &self.namespace)
+            .patch(&self.name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
+        Ok(())
+    }
 }

@@ -271,29 +271,32 @@ mod tests {
         transitions.iter().map(|t| t.to).collect()
     }
 
+    /// What `tracker` reports on seeing `ds` with `pods` at second `second`, KubeVirt as `kv`.
+    fn observe(
+        tracker: &mut PhaseTracker,
+        ds: &DaemonSet,
+        kv: KubeVirtView,
+        pods: &[Pod],
+        second: i64,
+    ) -> Vec<Transition> {
+        tracker.observe(ds, &derive(&kv, ds, pods), at(second))
+    }
+
     #[test]
     fn every_state_seen_gives_no_inference() {
         let mut tracker = PhaseTracker::new();
         let rest = ds("v1", 1, json!(1), "u1");
-        let t = tracker.observe(
-            &rest,
-            &derive(&kv("v1", 1), &rest, &ready_pods("v1", 10)),
-            at(0),
-        );
+        let t = observe(&mut tracker, &rest, kv("v1", 1), &ready_pods("v1", 10), 0);
         assert_eq!(phases(&t), [Phase::Successful]);
         assert_eq!(t[0].from, None);
-        let t = tracker.observe(&rest, &derive(&kv("v2", 1), &rest, &[]), at(1));
+        let t = observe(&mut tracker, &rest, kv("v2", 1), &[], 1);
         assert_eq!(phases(&t), [Phase::Started]);
         let patched = ds("v2", 2, json!(1), "u1");
-        let t = tracker.observe(&patched, &derive(&kv("v2", 1), &patched, &[]), at(2));
+        let t = observe(&mut tracker, &patched, kv("v2", 1), &[], 2);
         assert_eq!(phases(&t), [Phase::Canary]);
         assert_eq!(t[0].from, Some(Phase::Started));
         // The same state again reports nothing.
-        assert!(
-            tracker
-                .observe(&patched, &derive(&kv("v2", 1), &patched, &[]), at(3))
-                .is_empty()
-        );
+        assert!(observe(&mut tracker, &patched, kv("v2", 1), &[], 3).is_empty());
         assert_eq!(
             tracker.phase("kubevirt", "virt-handler"),
             Some(Phase::Canary)
@@ -304,15 +307,11 @@ mod tests {
     fn a_missed_start_and_widen_are_inferred_from_the_writes() {
         let mut tracker = PhaseTracker::new();
         let rest = ds("v1", 1, json!(1), "u1");
-        tracker.observe(
-            &rest,
-            &derive(&kv("v1", 1), &rest, &ready_pods("v1", 10)),
-            at(0),
-        );
+        observe(&mut tracker, &rest, kv("v1", 1), &ready_pods("v1", 10), 0);
         // Target written and widened before the observer looked again.
         let widened = ds("v2", 3, json!("10%"), "u1");
         let pods = ready_pods("v2", 2);
-        let t = tracker.observe(&widened, &derive(&kv("v2", 3), &widened, &pods), at(5));
+        let t = observe(&mut tracker, &widened, kv("v2", 3), &pods, 5);
         assert_eq!(
             phases(&t),
             [Phase::Started, Phase::Increasing, Phase::Waiting]
@@ -326,10 +325,10 @@ mod tests {
         let mut tracker = PhaseTracker::new();
         let at_one = ds("v2", 2, json!(1), "u1");
         let pods = ready_pods("v2", 1);
-        let t = tracker.observe(&at_one, &derive(&kv("v2", 1), &at_one, &pods), at(0));
+        let t = observe(&mut tracker, &at_one, kv("v2", 1), &pods, 0);
         assert_eq!(phases(&t), [Phase::Increasing]);
         let widened = ds("v2", 3, json!("10%"), "u1");
-        let t = tracker.observe(&widened, &derive(&kv("v2", 3), &widened, &pods), at(1));
+        let t = observe(&mut tracker, &widened, kv("v2", 3), &pods, 1);
         assert_eq!(phases(&t), [Phase::Waiting]);
     }
 
@@ -337,15 +336,19 @@ mod tests {
     fn counts_moving_inside_a_phase_keep_its_start_time() {
         let mut tracker = PhaseTracker::new();
         let widened = ds("v2", 3, json!("10%"), "u1");
-        tracker.observe(
+        observe(
+            &mut tracker,
             &widened,
-            &derive(&kv("v2", 3), &widened, &ready_pods("v2", 2)),
-            at(10),
+            kv("v2", 3),
+            &ready_pods("v2", 2),
+            10,
         );
-        let t = tracker.observe(
+        let t = observe(
+            &mut tracker,
             &widened,
-            &derive(&kv("v2", 3), &widened, &ready_pods("v2", 4)),
-            at(20),
+            kv("v2", 3),
+            &ready_pods("v2", 4),
+            20,
         );
         assert_eq!(phases(&t), [Phase::Waiting]);
         assert_eq!(t[0].from, Some(Phase::Waiting));
@@ -357,16 +360,14 @@ mod tests {
     fn a_recreated_daemon_set_and_forgotten_keys_start_afresh() {
         let mut tracker = PhaseTracker::new();
         let rest = ds("v1", 1, json!(1), "u1");
-        tracker.observe(
-            &rest,
-            &derive(&kv("v1", 1), &rest, &ready_pods("v1", 10)),
-            at(0),
-        );
+        observe(&mut tracker, &rest, kv("v1", 1), &ready_pods("v1", 10), 0);
         let recreated = ds("v2", 1, json!(1), "u2");
-        let t = tracker.observe(
+        let t = observe(
+            &mut tracker,
             &recreated,
-            &derive(&kv("v2", 1), &recreated, &ready_pods("v2", 10)),
-            at(1),
+            kv("v2", 1),
+            &ready_pods("v2", 10),
+            1,
         );
         assert_eq!(phases(&t), [Phase::Successful]);
         assert_eq!(t[0].from, None, "no inference across UIDs");

@@ -30,6 +30,7 @@ use canary_state_machine::{AnalysisVerdict, TemplateValues};
 
 use crate::analysis::{AnalysisRun, RunKey};
 use crate::crd::{AnalysisStatus, CanaryDaemonSet, CanaryDaemonSetStatus};
+use crate::sync::lock;
 
 /// How long a DaemonSet this controller created (or was told exists) may be missing from the
 /// cache before the controller creates it again: about the DaemonSet watcher's longest backoff.
@@ -415,13 +416,6 @@ impl Memory {
             delay.min(max)
         })
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section is a single map operation: a poisoned map is still consistent.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -406,26 +406,18 @@ pub(super) mod tests {
     /// A CanaryDaemonSet `ns/agent` (UID `u`) with an empty template at `v1`; shared by the
     /// pass's tests.
     pub(in crate::reconcile) fn cds() -> CanaryDaemonSet {
-        let spec = CanaryDaemonSetSpec {
-            template: Some(DaemonSetTemplate {
+        let spec = CanaryDaemonSetSpec::with_template(
+            DaemonSetTemplate {
                 metadata: Default::default(),
                 spec: serde_json::from_value(json!({"selector": {}, "template": {}})).unwrap(),
-            }),
-            workload_ref: None,
-            daemon_set_name: None,
-            adopt: false,
-            target: TargetSpec {
+            },
+            TargetSpec {
                 version: "v1".into(),
                 from_container: None,
                 registry: String::new(),
                 deployment_id: None,
             },
-            annotation_keys: None,
-            strategy: Default::default(),
-            tls_migration: Default::default(),
-            revision_history_limit: None,
-            analysis: None,
-        };
+        );
         let mut cds = CanaryDaemonSet::new("agent", spec);
         cds.metadata.namespace = Some("ns".into());
         cds.metadata.uid = Some("u".into());

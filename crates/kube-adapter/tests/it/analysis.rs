@@ -130,26 +130,17 @@ async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_bac
     let prometheus = FakePrometheus::new(Answers::Healthy);
     let replica = replica_with(&sim, &prometheus);
     create_cds(&client, "agent", analysed_spec("v1")).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     assert!(
         prometheus.queries().is_empty(),
         "a first install has no pause to analyse"
     );
 
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(120), "the canary paused", || {
-        phase_is(&client, "agent", "paused")
-    })
-    .await;
+    until_agent_phase(&client, "paused", 120, "the canary paused").await;
     let canary = nodes_on(&client, "agent:v2").await;
     assert_eq!(canary.len(), 1);
-    eventually(Duration::from_secs(600), "v2 rolled out", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 600, "v2 rolled out").await;
     // The queries named the canary node, and the old nodes as the baseline.
     let queries = prometheus.queries();
     let expected = format!(r#"canary_errors{{node=~"{}"}}"#, canary[0]);
@@ -178,10 +169,7 @@ async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_bac
         .await
         .unwrap();
     set_version(&client, "agent", "v3").await;
-    eventually(Duration::from_secs(600), "v3 rolled back", || {
-        phase_is(&client, "agent", "rolledBack")
-    })
-    .await;
+    until_agent_phase(&client, "rolledBack", 600, "v3 rolled back").await;
     let failed = events_with_reason(&client, "AnalysisFailed").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     let note = failed[0].note.clone().unwrap_or_default();
@@ -205,10 +193,7 @@ async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
     let prometheus = FakePrometheus::new(Answers::Down);
     let replica = replica_with(&sim, &prometheus);
     create_cds(&client, "agent", analysed_spec("v1")).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(120), "inconclusive", || async {
         analysis_status(&client).await["verdict"] == "Inconclusive"
@@ -236,10 +221,7 @@ async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
     );
 
     prometheus.set(Answers::Healthy);
-    eventually(Duration::from_secs(600), "v2 rolled out", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 600, "v2 rolled out").await;
     assert_eq!(nodes_on(&client, "agent:v2").await.len(), 6);
     replica.stop().await;
 }
@@ -284,10 +266,7 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
         });
     }
     create_cds(&client, "agent", spec).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
 
     // The first round sends the token (trimmed of its newline) and the CA.
     set_version(&client, "agent", "v2").await;
@@ -316,10 +295,7 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
         },
     )
     .await;
-    eventually(Duration::from_secs(600), "v2 rolled out", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 600, "v2 rolled out").await;
 
     // Deleted: nothing is sent, the rounds are inconclusive and the canary holds.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
@@ -352,9 +328,6 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
 
     // Put back: the rollout goes on.
     put_secret(&client, "prometheus-token", "token", "third-token").await;
-    eventually(Duration::from_secs(600), "v3 rolled out", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 600, "v3 rolled out").await;
     replica.stop().await;
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use canary_kube_adapter::crd::{CanaryDaemonSetSpec, PROMOTE_ANNOTATION, WorkloadRef};
 use canary_kube_adapter::observer::Report;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -60,19 +60,13 @@ async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it(
         ..LabelSelector::default()
     });
     create_cds(&client, "agent", spec).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     let ds = get_ds(&client, "agent").await;
     let strategy = ds.spec.unwrap().update_strategy.unwrap();
     assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
 
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(120), "paused after the canary", || {
-        phase_is(&client, "agent", "paused")
-    })
-    .await;
+    until_agent_phase(&client, "paused", 120, "paused after the canary").await;
     assert_eq!(
         nodes_on(&client, "agent:v2").await,
         std::slice::from_ref(&chosen)
@@ -98,10 +92,7 @@ async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it(
             std::slice::from_ref(&chosen)
         );
     }
-    eventually(Duration::from_secs(300), "the rest after the pause", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "the rest after the pause").await;
     assert_eq!(nodes_on(&client, "agent:v2").await, nodes);
     assert_eq!(
         replica.observer.stats().pod_deletions(),
@@ -130,10 +121,7 @@ async fn later_steps_go_zone_by_zone_never_two_zones_at_once() {
     let mut spec = pods_spec("v1", None, vec![nodes_step("1"), wide]);
     spec.strategy.topology_key = Some("topology.kubernetes.io/zone".into());
     create_cds(&client, "agent", spec).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
 
     set_version(&client, "agent", "v2").await;
     let mut disrupted_at_once = 0;
@@ -178,10 +166,7 @@ async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updat
     let nodes = node_names(&client).await;
     let replica = Replica::start(&sim, None);
     create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     let sick = nodes[2].clone();
     sim.cluster.set_node_ready(&sick, false).unwrap();
 
@@ -219,10 +204,7 @@ async fn a_crash_looping_canary_stops_all_deletions() {
     let client = sim.client();
     let replica = Replica::start(&sim, None);
     create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
     let broken = pods_spec("v2", Some("crashloop"), vec![]);
     api.patch(
@@ -232,10 +214,7 @@ async fn a_crash_looping_canary_stops_all_deletions() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(600), "failed", || {
-        phase_is(&client, "agent", "failed")
-    })
-    .await;
+    until_agent_phase(&client, "failed", 600, "failed").await;
     let status = status_field(&client, "agent").await;
     assert_eq!(status["reason"], "CanaryCrashLooping");
     assert_eq!(status["failedNodeCount"], json!(1));
@@ -258,15 +237,9 @@ async fn a_pause_without_duration_holds_until_promoted_once() {
         pods_spec("v1", None, vec![nodes_step("1"), pause(None)]),
     )
     .await;
-    eventually(Duration::from_secs(300), "v1 installed", || {
-        phase_is(&client, "agent", "successful")
-    })
-    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(120), "paused", || {
-        phase_is(&client, "agent", "paused")
-    })
-    .await;
+    until_agent_phase(&client, "paused", 120, "paused").await;
     tokio::time::sleep(Duration::from_secs(3_600)).await;
     assert!(
         phase_is(&client, "agent", "paused").await,
@@ -292,10 +265,7 @@ async fn a_pause_without_duration_holds_until_promoted_once() {
 
     // The same mark does not promote the next rollout's pause.
     set_version(&client, "agent", "v3").await;
-    eventually(Duration::from_secs(120), "paused again", || {
-        phase_is(&client, "agent", "paused")
-    })
-    .await;
+    until_agent_phase(&client, "paused", 120, "paused again").await;
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert!(phase_is(&client, "agent", "paused").await);
     replica.stop().await;
@@ -328,13 +298,9 @@ fn workload_spec() -> CanaryDaemonSetSpec {
 }
 
 async fn cilium_images(client: &Client) -> Vec<String> {
-    let mut images: Vec<String> = Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels("k8s-app=cilium"))
+    let mut images: Vec<String> = live_pods(client, "k8s-app=cilium")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| p.spec?.containers.first()?.image.clone())
         .collect();
     images.sort();

@@ -172,10 +172,7 @@ async fn crash_looping_canary_fails_without_widening() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(900), "the failure", || {
-        phase_is(&client, "agent", "failed")
-    })
-    .await;
+    until_agent_phase(&client, "failed", 900, "the failure").await;
     // Keep running: the failure must stay, with no further write.
     tokio::time::sleep(Duration::from_secs(600)).await;
 
@@ -723,10 +720,7 @@ async fn a_killed_leader_is_replaced_when_its_lease_expires_mid_rollout() {
     install(&client, nodes).await;
     let before = write_counts(&a.observer);
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(600), "the canary of v2", || {
-        phase_is(&client, "agent", "canary")
-    })
-    .await;
+    until_agent_phase(&client, "canary", 600, "the canary of v2").await;
 
     alive.store(false, Ordering::Release);
     a.task.abort();
@@ -964,10 +958,7 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(1800), "the deadline", || {
-        phase_is(&client, "agent", "failed")
-    })
-    .await;
+    until_agent_phase(&client, "failed", 1800, "the deadline").await;
     let waited = started.elapsed();
     assert!(
         waited >= Duration::from_secs(300),

@@ -33,33 +33,29 @@ pub(crate) fn spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec
     if let Some(b) = behavior {
         annotations.insert("sim.canary.daemonset.dev/behavior".into(), json!(b));
     }
-    CanaryDaemonSetSpec {
-        template: Some(DaemonSetTemplate {
-            metadata: Default::default(),
-            spec: serde_json::from_value(json!({
-                "selector": {"matchLabels": {"app": "agent"}},
-                "template": {
-                    "metadata": {"labels": {"app": "agent"}, "annotations": annotations},
-                    "spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}
-                },
-                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
-            }))
-            .unwrap(),
-        }),
-        workload_ref: None,
-        daemon_set_name: None,
-        adopt: false,
-        target: TargetSpec {
+    CanaryDaemonSetSpec::with_template(
+        template(json!({
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}, "annotations": annotations},
+                "spec": {"containers": [{"name": "agent", "image": format!("agent:{version}")}]}
+            },
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+        })),
+        TargetSpec {
             version: version.into(),
             from_container: None,
             registry: "reg".into(),
             deployment_id: None,
         },
-        annotation_keys: None,
-        strategy: Default::default(),
-        tls_migration: Default::default(),
-        revision_history_limit: None,
-        analysis: None,
+    )
+}
+
+/// A template of `spec` (a DaemonSet spec as JSON) with no metadata of its own.
+pub(crate) fn template(spec: serde_json::Value) -> DaemonSetTemplate {
+    DaemonSetTemplate {
+        metadata: Default::default(),
+        spec: serde_json::from_value(spec).unwrap(),
     }
 }
 
@@ -284,6 +280,15 @@ pub(crate) async fn events_with_reason(client: &Client, reason: &str) -> Vec<Eve
         .collect()
 }
 
+/// Waits up to `secs` seconds for CanaryDaemonSet `agent`, the object of most scenarios, to
+/// reach `phase`; `what` names the wait in the panic when it does not.
+pub(crate) async fn until_agent_phase(client: &Client, phase: &str, secs: u64, what: &str) {
+    eventually(Duration::from_secs(secs), what, || {
+        phase_is(client, "agent", phase)
+    })
+    .await;
+}
+
 pub(crate) async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
     get_cds(client, name)
         .await
@@ -354,15 +359,23 @@ pub(crate) fn written_max_unavailable(transitions: &[Transition]) -> Vec<String>
         .collect()
 }
 
-/// `(node, image, ready)` of every live pod of DaemonSet `agent`, by node.
-pub(crate) async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, bool)> {
+/// The pods of namespace `NS` that match `labels` and are not being deleted.
+pub(crate) async fn live_pods(client: &Client, labels: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), NS)
-        .list(&ListParams::default().labels("app=agent"))
+        .list(&ListParams::default().labels(labels))
         .await
         .unwrap()
         .items
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+/// `(node, image, ready)` of every live pod of DaemonSet `agent`, by node.
+pub(crate) async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, bool)> {
+    live_pods(client, "app=agent")
+        .await
+        .into_iter()
         .filter_map(|p| {
             let node = p.spec.as_ref()?.node_name.clone()?;
             let image = p.spec.as_ref()?.containers.first()?.image.clone()?;

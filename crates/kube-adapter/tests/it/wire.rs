@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::crd::{
-    CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, DaemonSetTemplate, TargetSpec,
+    CanaryDaemonSet, CanaryDaemonSetSpec, CanaryDaemonSetStatus, TargetSpec,
 };
 use canary_kube_adapter::desired::{
     RollingUpdateWrite, desired_daemon_set, set_max_unavailable, target_of,
@@ -27,40 +27,38 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tower_test::mock::{Handle, pair};
+use tokio::task::JoinHandle;
+use tower_test::mock::{Handle, SendResponse, pair};
+
+use crate::support::template;
+
+/// The paths the start of a canary writes to, in the order it does.
+const DAEMON_SET: &str = "/apis/apps/v1/namespaces/ns/daemonsets/agent";
+const REVISIONS: &str = "/apis/apps/v1/namespaces/ns/controllerrevisions";
+const STATUS: &str =
+    "/apis/canary.daemonset.dev/v1alpha1/namespaces/ns/canarydaemonsets/agent/status";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
 type MockHandle = Handle<Request<Body>, Response<Body>>;
 
 fn cds(version: &str) -> CanaryDaemonSet {
     let mut cds = CanaryDaemonSet::new(
         "agent",
-        CanaryDaemonSetSpec {
-            template: Some(DaemonSetTemplate {
-                metadata: Default::default(),
-                spec: serde_json::from_value(json!({
-                    "selector": {"matchLabels": {"app": "agent"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "agent"}},
-                        "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
-                    }
-                }))
-                .unwrap(),
-            }),
-            workload_ref: None,
-            daemon_set_name: None,
-            adopt: false,
-            target: TargetSpec {
+        CanaryDaemonSetSpec::with_template(
+            template(json!({
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "agent:v1"}]}
+                }
+            })),
+            TargetSpec {
                 version: version.into(),
                 from_container: None,
                 registry: "reg".into(),
                 deployment_id: Some("id".into()),
             },
-            annotation_keys: None,
-            strategy: Default::default(),
-            tls_migration: Default::default(),
-            revision_history_limit: None,
-            analysis: None,
-        },
+        ),
     );
     cds.metadata.namespace = Some("ns".into());
     cds.metadata.uid = Some("cds-uid".into());
@@ -150,18 +148,57 @@ async fn body_json(request: Request<Body>) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// Answers a request with `body` as JSON (through a `Value`, as the API server's own bytes
+/// would be, whatever `body`'s type).
 fn respond(
     handle_response: tower_test::mock::SendResponse<Response<Body>>,
     status: StatusCode,
-    body: &Value,
+    body: &impl serde::Serialize,
 ) {
+    let body = serde_json::to_value(body).unwrap();
     handle_response.send_response(
         Response::builder()
             .status(status)
             .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
             .unwrap(),
     );
+}
+
+/// The next request, asserted to be `method` on `path`.
+async fn expect(
+    handle: &mut MockHandle,
+    method: Method,
+    path: &str,
+) -> (Request<Body>, SendResponse<Response<Body>>) {
+    let (request, send) = handle.next_request().await.unwrap();
+    assert_eq!(request.method(), method);
+    assert_eq!(request.uri().path(), path);
+    (request, send)
+}
+
+/// The reconcile pass a test drives, running.
+type Pass = JoinHandle<Result<Action, canary_kube_adapter::Error>>;
+
+/// A pass toward `v2` of a CanaryDaemonSet whose DaemonSet is at rest on `v1` (generation 3),
+/// started against a mock API server: the mock's handle, the object, the context, the observer
+/// and the pass.
+fn pass_to_v2() -> (
+    MockHandle,
+    Arc<CanaryDaemonSet>,
+    Arc<Context>,
+    Observer,
+    Pass,
+) {
+    let (service, handle) = pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let mut new = cds("v2");
+    new.status = Some(at_rest_status(3));
+    let observer = Observer::default();
+    let ctx = context(client, live_for(&cds("v1"), 3), observer.clone());
+    let new = Arc::new(new);
+    let task = tokio::spawn(reconcile(new.clone(), ctx.clone()));
+    (handle, new, ctx, observer, task)
 }
 
 async fn no_more_requests(handle: &mut MockHandle) {
@@ -175,24 +212,11 @@ async fn no_more_requests(handle: &mut MockHandle) {
 
 #[tokio::test]
 async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_write_then_the_event() {
-    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
-    let old = cds("v1");
-    let mut new = cds("v2");
-    new.status = Some(at_rest_status(3));
-    let live = live_for(&old, 3);
-    let observer = Observer::default();
-    let ctx = context(client, live.clone(), observer.clone());
-
-    let task = tokio::spawn(reconcile(Arc::new(new.clone()), ctx));
+    let (mut handle, new, _ctx, observer, task) = pass_to_v2();
+    let live = live_for(&cds("v1"), 3);
 
     // 1. The DaemonSet patch.
-    let (request, send) = handle.next_request().await.unwrap();
-    assert_eq!(request.method(), Method::PATCH);
-    assert_eq!(
-        request.uri().path(),
-        "/apis/apps/v1/namespaces/ns/daemonsets/agent"
-    );
+    let (request, send) = expect(&mut handle, Method::PATCH, DAEMON_SET).await;
     assert!(
         request
             .uri()
@@ -245,20 +269,11 @@ async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_writ
     );
     let mut patched = live.clone();
     patched.metadata.generation = Some(4);
-    respond(
-        send,
-        StatusCode::OK,
-        &serde_json::to_value(&patched).unwrap(),
-    );
+    respond(send, StatusCode::OK, &patched);
 
     // 2. The history: the revisions listed (none yet), the new one created, owned by the
     // CanaryDaemonSet, holding the desired DaemonSet and the target version.
-    let (request, send) = handle.next_request().await.unwrap();
-    assert_eq!(request.method(), Method::GET);
-    assert_eq!(
-        request.uri().path(),
-        "/apis/apps/v1/namespaces/ns/controllerrevisions"
-    );
+    let (request, send) = expect(&mut handle, Method::GET, REVISIONS).await;
     assert!(
         request
             .uri()
@@ -272,12 +287,7 @@ async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_writ
         StatusCode::OK,
         &json!({"apiVersion": "apps/v1", "kind": "ControllerRevisionList", "metadata": {}, "items": []}),
     );
-    let (request, send) = handle.next_request().await.unwrap();
-    assert_eq!(request.method(), Method::POST);
-    assert_eq!(
-        request.uri().path(),
-        "/apis/apps/v1/namespaces/ns/controllerrevisions"
-    );
+    let (request, send) = expect(&mut handle, Method::POST, REVISIONS).await;
     let revision = body_json(request).await;
     assert_eq!(revision["revision"], json!(1));
     assert_eq!(
@@ -295,12 +305,7 @@ async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_writ
     respond(send, StatusCode::CREATED, &revision);
 
     // 3. The status, by merge patch on the status subresource; the start is not recorded.
-    let (request, send) = handle.next_request().await.unwrap();
-    assert_eq!(request.method(), Method::PATCH);
-    assert_eq!(
-        request.uri().path(),
-        "/apis/canary.daemonset.dev/v1alpha1/namespaces/ns/canarydaemonsets/agent/status"
-    );
+    let (request, send) = expect(&mut handle, Method::PATCH, STATUS).await;
     assert_eq!(
         request.headers()["content-type"],
         "application/merge-patch+json"
@@ -310,21 +315,12 @@ async fn start_of_canary_is_one_json_patch_then_the_history_then_one_status_writ
     assert_eq!(body["status"]["recordedDaemonSetGeneration"], json!(3));
     assert_eq!(body["status"]["currentMaxUnavailable"], "1");
     assert_eq!(body["status"]["history"]["current"]["revision"], json!(1));
-    let mut stored = new.clone();
+    let mut stored = (*new).clone();
     stored.status = serde_json::from_value(body["status"].clone()).unwrap();
-    respond(
-        send,
-        StatusCode::OK,
-        &serde_json::to_value(&stored).unwrap(),
-    );
+    respond(send, StatusCode::OK, &stored);
 
     // 4. The event.
-    let (request, send) = handle.next_request().await.unwrap();
-    assert_eq!(request.method(), Method::POST);
-    assert_eq!(
-        request.uri().path(),
-        "/apis/events.k8s.io/v1/namespaces/ns/events"
-    );
+    let (request, send) = expect(&mut handle, Method::POST, EVENTS).await;
     let event = body_json(request).await;
     assert_eq!(event["reason"], "RolloutStarted");
     assert_eq!(event["type"], "Normal");
@@ -366,11 +362,7 @@ async fn quiet_pass_makes_no_request() {
     assert_eq!(body["status"]["desired"], json!(3));
     let mut stored = cds.clone();
     stored.status = serde_json::from_value(body["status"].clone()).unwrap();
-    respond(
-        send,
-        StatusCode::OK,
-        &serde_json::to_value(&stored).unwrap(),
-    );
+    respond(send, StatusCode::OK, &stored);
     let action = task.await.unwrap().unwrap();
     assert_eq!(action, Action::requeue(Requeue::default().resync));
 
@@ -386,15 +378,8 @@ async fn quiet_pass_makes_no_request() {
 
 #[tokio::test]
 async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
-    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
+    let (mut handle, new, ctx, observer, task) = pass_to_v2();
     let old = cds("v1");
-    let mut new = cds("v2");
-    new.status = Some(at_rest_status(3));
-    let observer = Observer::default();
-    let ctx = context(client, live_for(&old, 3), observer.clone());
-    let new = Arc::new(new);
-    let task = tokio::spawn(reconcile(new.clone(), ctx.clone()));
 
     let (request, send) = handle.next_request().await.unwrap();
     assert_eq!(
@@ -413,11 +398,7 @@ async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
         (request.method(), request.uri().path()),
         (&Method::GET, "/apis/apps/v1/namespaces/ns/daemonsets/agent")
     );
-    respond(
-        send,
-        StatusCode::OK,
-        &serde_json::to_value(live_for(&old, 4)).unwrap(),
-    );
+    respond(send, StatusCode::OK, &live_for(&old, 4));
     let error = task.await.unwrap().unwrap_err();
     assert!(error.is_conflict(), "{error}");
     assert_eq!(
@@ -432,15 +413,8 @@ async fn failed_test_op_is_a_conflict_retried_quickly_without_status_write() {
 
 #[tokio::test]
 async fn a_refused_write_fails_the_rollout_with_the_servers_message_and_backs_off() {
-    let (service, mut handle) = pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "default");
+    let (mut handle, _new, _ctx, observer, task) = pass_to_v2();
     let old = cds("v1");
-    let mut new = cds("v2");
-    new.status = Some(at_rest_status(3));
-    let observer = Observer::default();
-    let ctx = context(client, live_for(&old, 3), observer.clone());
-    let new = Arc::new(new);
-    let task = tokio::spawn(reconcile(new.clone(), ctx.clone()));
 
     let (_patch, send) = handle.next_request().await.unwrap();
     let message =
@@ -453,11 +427,7 @@ async fn a_refused_write_fails_the_rollout_with_the_servers_message_and_backs_of
     );
     // The generation did not move: the change itself was refused.
     let (_get, send) = handle.next_request().await.unwrap();
-    respond(
-        send,
-        StatusCode::OK,
-        &serde_json::to_value(live_for(&old, 3)).unwrap(),
-    );
+    respond(send, StatusCode::OK, &live_for(&old, 3));
     let (status_write, send) = handle.next_request().await.unwrap();
     assert_eq!(status_write.method(), Method::PATCH);
     let body = body_json(status_write).await;

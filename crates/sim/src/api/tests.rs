@@ -36,19 +36,25 @@ async fn call_raw(
     (code, headers, body)
 }
 
-async fn call(
-    api: &ApiServer,
-    method: Method,
-    uri: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let (code, _, body) = call_raw(api, method, uri, content_type, body).await;
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+/// `GET uri`.
+async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {
+    send(api, (Method::GET, "application/json"), uri, "").await
 }
 
-async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {
-    call(api, Method::GET, uri, "application/json", "").await
+/// The kinds of request the tests send with a body: method and content type.
+const POST_JSON: (Method, &str) = (Method::POST, "application/json");
+const PUT_JSON: (Method, &str) = (Method::PUT, "application/json");
+const DELETE_JSON: (Method, &str) = (Method::DELETE, "application/json");
+const MERGE_PATCH: (Method, &str) = (Method::PATCH, "application/merge-patch+json");
+const JSON_PATCH: (Method, &str) = (Method::PATCH, "application/json-patch+json");
+const STRATEGIC_PATCH: (Method, &str) = (Method::PATCH, "application/strategic-merge-patch+json");
+
+/// Sends `body` to `uri` as `kind` says and reads the answer as JSON (`null` when it is not):
+/// one call for every request, so that a test spells out only what it is about.
+async fn send(api: &ApiServer, kind: (Method, &str), uri: &str, body: &str) -> (u16, Value) {
+    let (method, content_type) = kind;
+    let (code, _, body) = call_raw(api, method, uri, content_type, body).await;
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 const DS_PATH: &str = "/apis/apps/v1/namespaces/default/daemonsets";
@@ -68,14 +74,7 @@ fn ds_body(name: &str) -> String {
 }
 
 async fn create_ds(api: &ApiServer, name: &str) -> Value {
-    let (code, body) = call(
-        api,
-        Method::POST,
-        DS_PATH,
-        "application/json",
-        &ds_body(name),
-    )
-    .await;
+    let (code, body) = send(api, POST_JSON, DS_PATH, &ds_body(name)).await;
     assert_eq!(code, 201, "{body}");
     body
 }
@@ -157,14 +156,7 @@ async fn create_get_list_with_selectors() {
     let (code, missing) = get(&api, &ds_uri("zzz")).await;
     assert_eq!((code, missing["reason"].as_str()), (404, Some("NotFound")));
     assert_eq!(missing["kind"], "Status");
-    let (code, exists) = call(
-        &api,
-        Method::POST,
-        DS_PATH,
-        "application/json",
-        &ds_body("a"),
-    )
-    .await;
+    let (code, exists) = send(&api, POST_JSON, DS_PATH, &ds_body("a")).await;
     assert_eq!(
         (code, exists["reason"].as_str()),
         (409, Some("AlreadyExists"))
@@ -174,11 +166,10 @@ async fn create_get_list_with_selectors() {
 #[tokio::test]
 async fn protobuf_bodies_are_unsupported_media() {
     let api = server();
-    let (code, status) = call(
+    let (code, status) = send(
         &api,
-        Method::POST,
+        (Method::POST, "application/vnd.kubernetes.protobuf"),
         "/api/v1/namespaces",
-        "application/vnd.kubernetes.protobuf",
         "k8s\0",
     )
     .await;
@@ -194,11 +185,10 @@ async fn pods_select_by_node_name() {
     for (name, node) in [("p1", "node-1"), ("p2", "node-2")] {
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}});
-        let (code, _) = call(
+        let (code, _) = send(
             &api,
-            Method::POST,
+            POST_JSON,
             "/api/v1/namespaces/default/pods",
-            "application/json",
             &pod.to_string(),
         )
         .await;
@@ -222,26 +212,12 @@ async fn replace_with_stale_resource_version_conflicts() {
     let created = create_ds(&api, "a").await;
     let mut first = created.clone();
     first["spec"]["minReadySeconds"] = json!(5);
-    let (code, updated) = call(
-        &api,
-        Method::PUT,
-        &ds_uri("a"),
-        "application/json",
-        &first.to_string(),
-    )
-    .await;
+    let (code, updated) = send(&api, PUT_JSON, &ds_uri("a"), &first.to_string()).await;
     assert_eq!(code, 200);
     assert_eq!(updated["metadata"]["generation"], 2);
     let mut stale = created;
     stale["spec"]["minReadySeconds"] = json!(9);
-    let (code, status) = call(
-        &api,
-        Method::PUT,
-        &ds_uri("a"),
-        "application/json",
-        &stale.to_string(),
-    )
-    .await;
+    let (code, status) = send(&api, PUT_JSON, &ds_uri("a"), &stale.to_string()).await;
     assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
     assert!(
         status["message"]
@@ -257,28 +233,14 @@ async fn json_patch_with_failed_test_is_422_and_changes_nothing() {
     create_ds(&api, "a").await;
     let patch = r#"[{"op":"test","path":"/metadata/generation","value":1},
         {"op":"replace","path":"/spec/updateStrategy/rollingUpdate/maxUnavailable","value":"10%"}]"#;
-    let (code, patched) = call(
-        &api,
-        Method::PATCH,
-        &ds_uri("a"),
-        "application/json-patch+json",
-        patch,
-    )
-    .await;
+    let (code, patched) = send(&api, JSON_PATCH, &ds_uri("a"), patch).await;
     assert_eq!(code, 200, "{patched}");
     assert_eq!(
         patched["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
         "10%"
     );
     assert_eq!(patched["metadata"]["generation"], 2);
-    let (code, status) = call(
-        &api,
-        Method::PATCH,
-        &ds_uri("a"),
-        "application/json-patch+json",
-        patch,
-    )
-    .await;
+    let (code, status) = send(&api, JSON_PATCH, &ds_uri("a"), patch).await;
     assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
     let (_, after) = get(&api, &ds_uri("a")).await;
     assert_eq!(after["metadata"]["generation"], 2);
@@ -292,46 +254,30 @@ async fn json_patch_with_failed_test_is_422_and_changes_nothing() {
 async fn merge_patch_generation_and_resource_version_precondition() {
     let api = server();
     let created = create_ds(&api, "a").await;
-    let (_, labelled) = call(
+    let (_, labelled) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &ds_uri("a"),
-        "application/merge-patch+json",
         r#"{"metadata":{"labels":{"extra":"x"}}}"#,
     )
     .await;
     assert_eq!(labelled["metadata"]["generation"], 1, "metadata-only");
     assert_eq!(labelled["metadata"]["labels"]["extra"], "x");
     let stale = json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "spec": {"minReadySeconds": 3}});
-    let (code, _) = call(
-        &api,
-        Method::PATCH,
-        &ds_uri("a"),
-        "application/merge-patch+json",
-        &stale.to_string(),
-    )
-    .await;
+    let (code, _) = send(&api, MERGE_PATCH, &ds_uri("a"), &stale.to_string()).await;
     assert_eq!(
         code, 409,
         "resourceVersion in a merge patch is a precondition"
     );
-    let (_, spec) = call(
+    let (_, spec) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &ds_uri("a"),
-        "application/merge-patch+json",
         r#"{"spec":{"minReadySeconds":3}}"#,
     )
     .await;
     assert_eq!(spec["metadata"]["generation"], 2);
-    let (code, _) = call(
-        &api,
-        Method::PATCH,
-        &ds_uri("missing"),
-        "application/merge-patch+json",
-        "{}",
-    )
-    .await;
+    let (code, _) = send(&api, MERGE_PATCH, &ds_uri("missing"), "{}").await;
     assert_eq!(code, 404);
 }
 
@@ -341,14 +287,7 @@ async fn strategic_merge_patch_merges_containers_by_name() {
     create_ds(&api, "a").await;
     let patch = r#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"main"},{"name":"sidecar"}],
         "containers":[{"image":"main:2","name":"main"}]}}}}"#;
-    let (code, patched) = call(
-        &api,
-        Method::PATCH,
-        &ds_uri("a"),
-        "application/strategic-merge-patch+json",
-        patch,
-    )
-    .await;
+    let (code, patched) = send(&api, STRATEGIC_PATCH, &ds_uri("a"), patch).await;
     assert_eq!(code, 200, "{patched}");
     let containers: Vec<(&str, &str)> = patched["spec"]["template"]["spec"]["containers"]
         .as_array()
@@ -361,7 +300,7 @@ async fn strategic_merge_patch_merges_containers_by_name() {
         patched["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
         "2"
     );
-    let (code, _) = call(&api, Method::PATCH, &ds_uri("a"), "text/plain", "{}").await;
+    let (code, _) = send(&api, (Method::PATCH, "text/plain"), &ds_uri("a"), "{}").await;
     assert_eq!(code, 415);
 }
 
@@ -369,11 +308,10 @@ async fn strategic_merge_patch_merges_containers_by_name() {
 async fn status_subresource_isolation_over_http() {
     let api = server();
     create_ds(&api, "a").await;
-    let (code, after) = call(
+    let (code, after) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &format!("{}/status", ds_uri("a")),
-        "application/merge-patch+json",
         r#"{"spec":{"minReadySeconds":42},"status":{"numberReady":2}}"#,
     )
     .await;
@@ -384,11 +322,10 @@ async fn status_subresource_isolation_over_http() {
         "status ignores spec"
     );
     assert_eq!(after["metadata"]["generation"], 1);
-    let (_, main) = call(
+    let (_, main) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &ds_uri("a"),
-        "application/merge-patch+json",
         r#"{"status":{"numberReady":9}}"#,
     )
     .await;
@@ -396,21 +333,11 @@ async fn status_subresource_isolation_over_http() {
         main["status"]["numberReady"], 2,
         "main resource ignores status"
     );
-    let (code, _) = call(
-        &api,
-        Method::PATCH,
-        &format!("{}/scale", ds_uri("a")),
-        "application/merge-patch+json",
-        "{}",
-    )
-    .await;
+    let (code, _) = send(&api, MERGE_PATCH, &format!("{}/scale", ds_uri("a")), "{}").await;
     assert_eq!(code, 404);
-    let (code, _) = call(
+    let (code, _) = get(
         &api,
-        Method::GET,
         "/apis/apps/v1/namespaces/default/controllerrevisions/x/status",
-        "application/json",
-        "",
     )
     .await;
     assert_eq!(code, 404, "no status subresource on controllerrevisions");
@@ -428,13 +355,13 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
     };
     let lease = "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: leader\nspec:\n  holderIdentity: a\n  leaseDurationSeconds: 15\n";
     let yaml = "application/apply-patch+yaml";
-    let (code, created) = call(&api, Method::PATCH, &apply("mgr", false), yaml, lease).await;
+    let (code, created) = send(&api, (Method::PATCH, yaml), &apply("mgr", false), lease).await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["spec"]["holderIdentity"], "a");
     assert_eq!(created["metadata"]["managedFields"][0]["manager"], "mgr");
 
     let take = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{"holderIdentity":"b"}}"#;
-    let (code, status) = call(&api, Method::PATCH, &apply("other", false), yaml, take).await;
+    let (code, status) = send(&api, (Method::PATCH, yaml), &apply("other", false), take).await;
     assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
     let message = status["message"].as_str().unwrap();
     assert!(
@@ -442,7 +369,7 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
         "{message}"
     );
 
-    let (code, forced) = call(&api, Method::PATCH, &apply("other", true), yaml, take).await;
+    let (code, forced) = send(&api, (Method::PATCH, yaml), &apply("other", true), take).await;
     assert_eq!(code, 200);
     assert_eq!(forced["spec"]["holderIdentity"], "b");
     assert_eq!(
@@ -458,14 +385,14 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
     assert_eq!(managers, ["mgr", "other"]);
 
     let nothing = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"leader"},"spec":{}}"#;
-    let (_, dropped) = call(&api, Method::PATCH, &apply("mgr", false), yaml, nothing).await;
+    let (_, dropped) = send(&api, (Method::PATCH, yaml), &apply("mgr", false), nothing).await;
     assert!(
         dropped["spec"].get("leaseDurationSeconds").is_none(),
         "a field its only manager stops applying is removed: {dropped}"
     );
     assert_eq!(dropped["spec"]["holderIdentity"], "b");
 
-    let (code, _) = call(&api, Method::PATCH, base, yaml, lease).await;
+    let (code, _) = send(&api, (Method::PATCH, yaml), base, lease).await;
     assert_eq!(code, 400, "apply needs a fieldManager");
 }
 
@@ -473,11 +400,10 @@ async fn server_side_apply_owns_fields_and_detects_conflicts() {
 async fn updates_record_their_manager() {
     let api = server();
     create_ds(&api, "a").await;
-    let (_, patched) = call(
+    let (_, patched) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &format!("{}?fieldManager=kubectl-patch", ds_uri("a")),
-        "application/merge-patch+json",
         r#"{"spec":{"minReadySeconds":4}}"#,
     )
     .await;
@@ -497,11 +423,10 @@ async fn updates_record_their_manager() {
 async fn crd_registration_serves_custom_resources_with_status() {
     let api = server();
     let crd = serde_json::to_string(&crate::crds::kubevirt()).unwrap();
-    let (code, _) = call(
+    let (code, _) = send(
         &api,
-        Method::POST,
+        POST_JSON,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
         &crd,
     )
     .await;
@@ -510,29 +435,21 @@ async fn crd_registration_serves_custom_resources_with_status() {
     assert_eq!(discovery["resources"][1]["name"], "kubevirts/status");
     let uri = "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts";
     let kv = r#"{"apiVersion":"kubevirt.io/v1","kind":"KubeVirt","metadata":{"name":"kubevirt"},"spec":{"x":1},"status":{"phase":"Deployed"}}"#;
-    let (code, created) = call(&api, Method::POST, uri, "application/json", kv).await;
+    let (code, created) = send(&api, POST_JSON, uri, kv).await;
     assert_eq!(code, 201);
     assert!(
         created["status"].is_null(),
         "status is dropped on create with a status subresource"
     );
-    let (code, _) = call(
+    let (code, _) = send(
         &api,
-        Method::PATCH,
+        MERGE_PATCH,
         &format!("{uri}/kubevirt/status"),
-        "application/merge-patch+json",
         r#"{"status":{"phase":"Deployed"}}"#,
     )
     .await;
     assert_eq!(code, 200);
-    let (code, _) = call(
-        &api,
-        Method::PATCH,
-        &format!("{uri}/kubevirt"),
-        "application/strategic-merge-patch+json",
-        "{}",
-    )
-    .await;
+    let (code, _) = send(&api, STRATEGIC_PATCH, &format!("{uri}/kubevirt"), "{}").await;
     assert_eq!(code, 415, "custom resources refuse strategic merge");
     let (_, got) = get(&api, &format!("{uri}/kubevirt")).await;
     assert_eq!(got["status"]["phase"], "Deployed");
@@ -542,32 +459,23 @@ async fn crd_registration_serves_custom_resources_with_status() {
 async fn delete_semantics_over_http() {
     let api = server();
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n","containers":[]}}"#;
-    call(
-        &api,
-        Method::POST,
-        "/api/v1/namespaces/default/pods",
-        "application/json",
-        pod,
-    )
-    .await;
+    send(&api, POST_JSON, "/api/v1/namespaces/default/pods", pod).await;
     let uri = "/api/v1/namespaces/default/pods/p";
-    let (code, terminating) = call(&api, Method::DELETE, uri, "application/json", "").await;
+    let (code, terminating) = send(&api, DELETE_JSON, uri, "").await;
     assert_eq!(code, 200);
     assert_eq!(terminating["metadata"]["deletionGracePeriodSeconds"], 30);
-    let (code, _) = call(
+    let (code, _) = send(
         &api,
-        Method::DELETE,
+        DELETE_JSON,
         uri,
-        "application/json",
         r#"{"preconditions":{"uid":"not-the-uid"}}"#,
     )
     .await;
     assert_eq!(code, 409);
-    let (code, _) = call(
+    let (code, _) = send(
         &api,
-        Method::DELETE,
+        DELETE_JSON,
         &format!("{uri}?gracePeriodSeconds=0"),
-        "application/json",
         "",
     )
     .await;
@@ -722,18 +630,7 @@ async fn faults_errors_latency_and_watch_limits() {
     assert_eq!(headers["retry-after"], "3");
     let status: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(status["reason"], "TooManyRequests");
-    assert_eq!(
-        call(
-            &api,
-            Method::PATCH,
-            &ds_uri("a"),
-            "application/merge-patch+json",
-            "{}"
-        )
-        .await
-        .0,
-        200
-    );
+    assert_eq!(send(&api, MERGE_PATCH, &ds_uri("a"), "{}").await.0, 200);
 
     api.faults().add(FaultRule::new(
         Some(Verb::Get),

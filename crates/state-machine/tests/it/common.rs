@@ -19,6 +19,17 @@ pub fn handler() -> Observation {
     }
 }
 
+/// A pass after row 1's unrecorded write: only the generation flag is set.
+pub fn after_start(desired: u32, updated_ready: u32) -> Observation {
+    Observation {
+        generation_known: false,
+        desired_pods: desired,
+        updated_pods: updated_ready,
+        updated_ready_pods: updated_ready,
+        ..handler()
+    }
+}
+
 /// The write a decision is expected to carry.
 pub fn write(
     kind: WriteKind,

@@ -9,7 +9,7 @@ use canary_state_machine::{
     TlsFacts, WriteKind, decide, decide_create, event_reason,
 };
 
-use crate::common::{NAME, VERSION, handler, write};
+use crate::common::{NAME, VERSION, after_start, handler, write};
 
 fn fixed(observation: &Observation) -> Decision {
     decide(&Strategy::default(), observation)
@@ -35,16 +35,6 @@ fn previous(
         since_progress: Duration::from_secs(secs),
         drifted: false,
     })
-}
-
-fn after_start(desired: u32, updated_ready: u32) -> Observation {
-    Observation {
-        generation_known: false,
-        desired_pods: desired,
-        updated_pods: updated_ready,
-        updated_ready_pods: updated_ready,
-        ..handler()
-    }
 }
 
 fn assert_no_write_in(decision: &Decision, phase: Phase) {

@@ -14,7 +14,7 @@ use canary_state_machine::{
     decide_create, event_reason,
 };
 
-use crate::common::{NAME, VERSION, handler, write};
+use crate::common::{NAME, VERSION, after_start, handler, write};
 
 fn kubevirt(observation: &Observation) -> Decision {
     decide(&Strategy::kubevirt(), observation)
@@ -25,17 +25,6 @@ fn crash() -> Option<CrashLoopSeen> {
         pod: "virt-handler-abcde".into(),
         reason: "restartCount 1".into(),
     })
-}
-
-/// A pass after row 1's unrecorded write: only the generation flag is set.
-fn after_start(desired: u32, updated_ready: u32) -> Observation {
-    Observation {
-        generation_known: false,
-        desired_pods: desired,
-        updated_pods: updated_ready,
-        updated_ready_pods: updated_ready,
-        ..handler()
-    }
 }
 
 fn assert_no_write_in(decision: &Decision, phase: Phase) {

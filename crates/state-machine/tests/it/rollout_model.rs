@@ -447,12 +447,17 @@ proptest! {
 }
 
 fn fair(compatibility: Compatibility, nodes: u32, bad_nodes: &[u32]) -> Model {
+    fair_with_tls(compatibility, nodes, bad_nodes, false)
+}
+
+/// [`fair`], with the TLS migration to do (`tls`) or not.
+fn fair_with_tls(compatibility: Compatibility, nodes: u32, bad_nodes: &[u32], tls: bool) -> Model {
     let mut model = Model::new(Params {
         compatibility,
         nodes,
         ready_delay: 1,
         bad_nodes: bad_nodes.iter().copied().collect(),
-        tls: false,
+        tls,
         schedule: Vec::new(),
     });
     model.run().unwrap();
@@ -496,15 +501,7 @@ fn late_crash_fails_the_default_strategy_but_leaves_the_reference_waiting() {
 
 #[test]
 fn tls_migration_in_the_default_strategy_is_two_supervised_re_rolls() {
-    let mut model = Model::new(Params {
-        compatibility: Compatibility::Fixed,
-        nodes: 10,
-        ready_delay: 1,
-        bad_nodes: BTreeSet::new(),
-        tls: true,
-        schedule: Vec::new(),
-    });
-    model.run().unwrap();
+    let model = fair_with_tls(Compatibility::Fixed, 10, &[], true);
     use WriteKind::*;
     assert_eq!(
         model.writes,
@@ -521,15 +518,7 @@ fn tls_migration_in_the_default_strategy_is_two_supervised_re_rolls() {
 
 #[test]
 fn tls_migration_in_the_reference_reports_done_before_the_re_roll() {
-    let mut model = Model::new(Params {
-        compatibility: Compatibility::KubeVirt,
-        nodes: 10,
-        ready_delay: 1,
-        bad_nodes: BTreeSet::new(),
-        tls: true,
-        schedule: Vec::new(),
-    });
-    model.run().unwrap();
+    let model = fair_with_tls(Compatibility::KubeVirt, 10, &[], true);
     assert_eq!(
         model.writes,
         [WriteKind::Start, WriteKind::Widen, WriteKind::TlsStep]
