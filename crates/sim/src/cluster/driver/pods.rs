@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 
 use super::super::daemonset::DaemonPod;
 use super::super::kubelet::{
@@ -15,7 +17,6 @@ use super::super::nodes;
 use super::super::ownership::controller_uid;
 use super::timers::Timer;
 use super::{Driver, NodeState, ObjKey, object_key};
-use crate::store::UpdateScope;
 
 pub(super) struct PodState {
     pub(super) uid: String,
@@ -256,13 +257,20 @@ impl Driver {
             let (Some(runtime), Some(addresses)) = (&state.runtime, &state.addresses) else {
                 continue;
             };
-            let result =
-                self.store
-                    .modify::<Pod>(Some(&key.0), &key.1, UpdateScope::Status, |pod| {
-                        pod.status = Some(render_status(pod, runtime, addresses));
-                    });
+            // Only what the status is rendered from (metadata, spec) is decoded, and only
+            // the status is encoded: these writes are most of the simulator's work.
+            let result = self
+                .store
+                .modify_status::<Pod, _>(Some(&key.0), &key.1, |stored| {
+                    let pod = Pod {
+                        metadata: ObjectMeta::deserialize(&stored["metadata"]).ok()?,
+                        spec: Option::<PodSpec>::deserialize(&stored["spec"]).ok()?,
+                        status: None,
+                    };
+                    Some(render_status(&pod, runtime, addresses))
+                });
             match result {
-                Ok(_) => wrote = true,
+                Ok(written) => wrote |= written.is_some(),
                 Err(error) => tracing::debug!(pod = %key.1, %error, "pod status not written"),
             }
         }
