@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
 
 use super::super::daemonset::DaemonPod;
 use super::super::kubelet::{
@@ -34,7 +36,9 @@ pub(super) struct PodState {
 }
 
 impl Driver {
-    pub(super) fn on_pod(&mut self, pod: Pod) {
+    /// A pod as the store has it now. `whole` is the event's object when `pod` is only its
+    /// [`pod_view`]: the whole pod is then decoded only if its kubelet admits it now.
+    pub(super) fn on_pod(&mut self, pod: Pod, whole: Option<&Value>) {
         let key = object_key(&pod.metadata);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if self.pods.get(&key).is_some_and(|p| p.uid != uid) {
@@ -98,7 +102,11 @@ impl Driver {
         if state.deleting.is_some() {
             self.schedule_termination(&key);
         } else if state.runtime.is_none() {
-            self.admit(&key, &pod);
+            match whole.map(Pod::deserialize) {
+                None => self.admit(&key, &pod),
+                Some(Ok(whole)) => self.admit(&key, &whole),
+                Some(Err(error)) => tracing::debug!(pod = %key.1, %error, "pod not admitted"),
+            }
         }
     }
 
@@ -276,6 +284,48 @@ impl Driver {
         }
         wrote
     }
+}
+
+/// What the cluster task reads of a pod on every event: its metadata, node, host network,
+/// phase and conditions. A pod's containers (most of it) and the rest of its status are
+/// skipped: decoding every pod event whole was a large part of the simulator's work, and
+/// only admission reads the containers ([`Driver::on_pod`] decodes them then). `None` when
+/// the object is not a pod with containers, as when it does not decode as a whole [`Pod`].
+pub(super) fn pod_view(object: &Value) -> Option<Pod> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        node_name: Option<String>,
+        host_network: Option<bool>,
+        // Required, as in `PodSpec`, but not decoded.
+        #[serde(rename = "containers")]
+        _containers: IgnoredAny,
+    }
+    #[derive(Deserialize)]
+    struct Status {
+        phase: Option<String>,
+        conditions: Option<Vec<PodCondition>>,
+    }
+    #[derive(Deserialize)]
+    struct View {
+        metadata: ObjectMeta,
+        spec: Option<Spec>,
+        status: Option<Status>,
+    }
+    let view = View::deserialize(object).ok()?;
+    Some(Pod {
+        metadata: view.metadata,
+        spec: view.spec.map(|spec| PodSpec {
+            node_name: spec.node_name,
+            host_network: spec.host_network,
+            ..PodSpec::default()
+        }),
+        status: view.status.map(|status| PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        }),
+    })
 }
 
 /// Whether the node `node` names is Ready; `None` when the pod is unbound or its node is gone.
