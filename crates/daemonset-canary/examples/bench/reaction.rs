@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use canary_sim::store::{EventKind, StoreEvent};
 use serde_json::Value;
 
+use crate::oracle::Recorded;
+
 /// The annotation carrying the target version on pods.
 const VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
 
@@ -96,11 +98,17 @@ fn track_pod<'a>(pods: &mut HashMap<&'a str, PodState>, event: &'a StoreEvent, v
     }
     let pod = &event.object;
     let state = pods.entry(event.name.as_str()).or_default();
-    state.on_target = pod["metadata"]["annotations"][VERSION_ANNOTATION] == version;
+    state.on_target = on_target(pod, version);
     state.ready = is_ready(pod);
 }
 
-fn is_ready(pod: &Value) -> bool {
+/// Whether `pod` carries the target `version`.
+pub fn on_target(pod: &Value, version: &str) -> bool {
+    pod["metadata"]["annotations"][VERSION_ANNOTATION] == version
+}
+
+/// Whether `pod` is ready the way the controller reads it.
+pub fn is_ready(pod: &Value) -> bool {
     let status = &pod["status"];
     let containers = status["containerStatuses"].as_array();
     status["phase"] == "Running"
@@ -108,7 +116,8 @@ fn is_ready(pod: &Value) -> bool {
         && containers.is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["ready"] == true))
 }
 
-fn owner_name(object: &Value) -> Option<&str> {
+/// The name of `object`'s controller owner.
+pub fn owner_name(object: &Value) -> Option<&str> {
     object["metadata"]["ownerReferences"]
         .as_array()?
         .iter()
@@ -120,6 +129,25 @@ fn generation(object: Option<&Value>) -> i64 {
     object
         .and_then(|o| o["metadata"]["generation"].as_i64())
         .unwrap_or(0)
+}
+
+/// The controller's writes to the DaemonSet `name` among `events`, to replay in the oracle:
+/// the DaemonSet before the first one, and the spec each one left.
+pub fn recorded(events: &[StoreEvent], name: &str) -> Recorded {
+    let mut recorded = Recorded::default();
+    for event in events {
+        if event.key.plural != "daemonsets" || event.name != name {
+            continue;
+        }
+        let Some(write) = classify_write(event).filter(|w| *w != "other") else {
+            continue;
+        };
+        if recorded.before.is_none() {
+            recorded.before = event.previous.as_deref().cloned();
+        }
+        recorded.writes.push((write, event.object["spec"].clone()));
+    }
+    recorded
 }
 
 /// Which controller write `event` is, if it changed the DaemonSet's spec.

@@ -9,6 +9,9 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::baseline::{BaselineFigures, median, percentile};
+use crate::demo::DemoFigures;
+use crate::goals::{Goal, Verdict};
+use crate::oracle::OracleFigures;
 use crate::pods::PodsFigures;
 use crate::process::ProcessFigures;
 use crate::rollout::RolloutFigures;
@@ -66,6 +69,10 @@ pub struct Report {
     pub processes: Vec<ProcessFigures>,
     /// Pods-driver rollouts, every size.
     pub pods: Vec<PodsFigures>,
+    /// The whole demo process, every size.
+    pub demos: Vec<DemoFigures>,
+    /// Our first rollout of each size against the oracle's.
+    pub oracles: Vec<OracleFigures>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -261,11 +268,102 @@ impl Report {
                 let _ = writeln!(out, "\nController command: `{}`", p.controller);
             }
         }
+        self.demo_markdown(&mut out);
         let _ = writeln!(out, "\n## Goals (issue 10)\n");
         for (ok, line) in self.goals() {
             let _ = writeln!(out, "- {} {line}", if ok { "PASS" } else { "MISS" });
         }
+        let _ = writeln!(out, "\n## Goals (issue 20)\n");
+        for goal in crate::goals::issue_20(self) {
+            let _ = writeln!(out, "- {} {}", goal.verdict, goal.text);
+        }
+        let missed = self.missed();
+        if !missed.is_empty() {
+            let _ = writeln!(out, "\n**{} goal(s) missed:**\n", missed.len());
+            for line in &missed {
+                let _ = writeln!(out, "- {line}");
+            }
+        }
         out
+    }
+
+    /// The demo and oracle tables.
+    fn demo_markdown(&self, out: &mut String) {
+        if !self.demos.is_empty() {
+            let _ = writeln!(out, "\n## The demo, whole process (wall time)\n");
+            let _ = writeln!(
+                out,
+                "`{}`, each size run one or more times; best = the least disturbed run.\n",
+                crate::demo::command(0).replace("--nodes 0", "--nodes N")
+            );
+            let _ = writeln!(
+                out,
+                "| nodes | best wall (s) | every run (s) | best / best at {} nodes | reconciles |",
+                crate::goals::SMALL_NODES
+            );
+            let _ = writeln!(out, "|---:|---:|---|---:|---:|");
+            let small = self
+                .demos
+                .iter()
+                .find(|d| d.nodes == crate::goals::SMALL_NODES)
+                .map(|d| d.best().as_secs_f64());
+            for d in &self.demos {
+                let runs: Vec<String> = d
+                    .walls
+                    .iter()
+                    .map(|w| format!("{:.2}", w.as_secs_f64()))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.2} | {} | {} | {} |",
+                    d.nodes,
+                    d.best().as_secs_f64(),
+                    runs.join(", "),
+                    small.map_or_else(
+                        || "—".to_owned(),
+                        |s| format!("{:.2}", d.best().as_secs_f64() / s)
+                    ),
+                    d.reconciles
+                        .map_or_else(|| "—".to_owned(), |r| r.to_string())
+                );
+            }
+        }
+        if !self.oracles.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Makespan over the oracle (in process, virtual time)\n"
+            );
+            let _ = writeln!(
+                out,
+                "The oracle makes the controller's three DaemonSet writes of the first rollout at the exact moments they become possible, with no reaction delay, in a simulator of the same size and seed.\n"
+            );
+            let _ = writeln!(out, "| nodes | ours (s) | oracle (s) | ours / oracle |");
+            let _ = writeln!(out, "|---:|---:|---:|---:|");
+            for o in &self.oracles {
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.3} | {:.3} | {:.4} |",
+                    o.nodes,
+                    o.ours.as_secs_f64(),
+                    o.oracle.as_secs_f64(),
+                    o.ratio()
+                );
+            }
+        }
+    }
+
+    /// Every missed goal, issue 10's and issue 20's.
+    pub fn missed(&self) -> Vec<String> {
+        let old = self
+            .goals()
+            .into_iter()
+            .filter(|(ok, _)| !ok)
+            .map(|(_, line)| format!("issue 10: {line}"));
+        let new = crate::goals::issue_20(self)
+            .into_iter()
+            .filter(|g| g.verdict == Verdict::Miss)
+            .map(|g: Goal| format!("issue 20: {}", g.text));
+        old.chain(new).collect()
     }
 
     /// Each goal: whether it is met, and the figure behind it.
@@ -413,7 +511,38 @@ impl Report {
                 })
             })
             .collect();
+        let demos: Vec<_> = self
+            .demos
+            .iter()
+            .map(|d| {
+                json!({
+                    "nodes": d.nodes,
+                    "best_wall_seconds": d.best().as_secs_f64(),
+                    "wall_seconds": d.walls.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
+                    "reconciles": d.reconciles,
+                })
+            })
+            .collect();
+        let oracles: Vec<_> = self
+            .oracles
+            .iter()
+            .map(|o| {
+                json!({
+                    "nodes": o.nodes,
+                    "ours_seconds": o.ours.as_secs_f64(),
+                    "oracle_seconds": o.oracle.as_secs_f64(),
+                    "ratio": o.ratio(),
+                })
+            })
+            .collect();
+        let goals_20: Vec<_> = crate::goals::issue_20(self)
+            .into_iter()
+            .map(|g| json!({"verdict": g.verdict.to_string(), "goal": g.text}))
+            .collect();
         Ok(serde_json::to_string_pretty(&json!({
+            "demo": demos,
+            "oracle": oracles,
+            "goals_issue_20": goals_20,
             "rollouts": rollouts,
             "pods_rollouts": pods,
             "baseline": self.baseline,

@@ -20,7 +20,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::reaction::{Reaction, reactions};
+use crate::oracle::Recorded;
+use crate::reaction::{Reaction, reactions, recorded};
 
 /// Virtual time kept after `successful`, to catch late writes.
 const QUIET_AFTER: Duration = Duration::from_secs(60);
@@ -42,6 +43,10 @@ pub struct RolloutFigures {
     pub makespan: Duration,
     /// Start, widen and finish, with their latencies.
     pub reactions: Vec<Reaction>,
+    /// The controller's DaemonSet writes, for the oracle.
+    pub recorded: Recorded,
+    /// The version rolled out.
+    pub version: String,
 }
 
 /// Counters read before and after a rollout.
@@ -134,6 +139,8 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
         reconciles: after.reconciles - before.reconciles,
         makespan,
         reactions: reactions(&events, scenario::NAME, version, nodes as usize),
+        recorded: recorded(&events, scenario::NAME),
+        version: version.to_owned(),
     })
 }
 

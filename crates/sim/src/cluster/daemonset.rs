@@ -304,64 +304,81 @@ fn oldest_first(pods: &mut [&DaemonPod]) {
     pods.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)));
 }
 
+/// Whether `manage` runs with surge (`maxSurge` above zero): then it may keep an old pod
+/// beside a new one.
+fn surges(ds: &DaemonSet) -> bool {
+    matches!(strategy(ds), Strategy::RollingUpdate { ref max_surge, .. }
+        if scaled_value(max_surge, 1, true).unwrap_or(0) > 0)
+}
+
 /// `manage` / `podsShouldBeOnNode`: one pod on each node that should run one, none elsewhere.
 pub fn manage(cx: &SyncContext<'_>, placement: &Placement<'_>) -> SyncPlan {
-    let surge = matches!(strategy(cx.ds), Strategy::RollingUpdate { ref max_surge, .. }
-        if scaled_value(max_surge, 1, true).unwrap_or(0) > 0);
+    let surge = surges(cx.ds);
     let mut plan = SyncPlan::default();
     for (node, slot) in placement.nodes {
-        // Pods on nodes that are gone are the pod garbage collector's business.
-        let Some(fit) = slot.fit else { continue };
-        let pods = slot.pods.as_slice();
-        if fit.should_run && pods.is_empty() {
-            plan.create_on_nodes.push(node.clone());
-        } else if fit.should_continue_running {
-            let mut running: Vec<&DaemonPod> = Vec::new();
-            for pod in pods.iter().filter(|p| !p.deleting) {
-                // Failed and Succeeded pods are deleted so that a fresh one replaces them.
-                if pod.terminal {
-                    plan.delete_pods.push(pod.name.clone());
-                } else {
-                    running.push(pod);
-                }
-            }
-            oldest_first(&mut running);
-            if !surge {
-                plan.delete_pods
-                    .extend(running.iter().skip(1).map(|p| p.name.clone()));
-                continue;
-            }
-            if running.is_empty() && fit.should_run {
-                plan.create_on_nodes.push(node.clone());
-                continue;
-            }
-            // With surge: keep the oldest new pod and the oldest old pod, the old one only
-            // while the new one is not yet available and the old one is ready.
-            let mut oldest_new = None;
-            let mut oldest_old = None;
-            for pod in running {
-                let slot = if cx.is_updated(pod) {
-                    &mut oldest_new
-                } else {
-                    &mut oldest_old
-                };
-                if slot.is_none() {
-                    *slot = Some(pod);
-                } else {
-                    plan.delete_pods.push(pod.name.clone());
-                }
-            }
-            if let (Some(new), Some(old)) = (oldest_new, oldest_old)
-                && (!old.is_ready() || cx.is_available(new))
-            {
-                plan.delete_pods.push(old.name.clone());
-            }
-        } else {
-            plan.delete_pods
-                .extend(pods.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
-        }
+        manage_slot(cx, surge, node, slot, &mut plan);
     }
     plan
+}
+
+/// [`manage`] on one node: what it creates and deletes there, appended to `plan`.
+fn manage_slot(
+    cx: &SyncContext<'_>,
+    surge: bool,
+    node: &str,
+    slot: &NodeSlot,
+    plan: &mut SyncPlan,
+) {
+    // Pods on nodes that are gone are the pod garbage collector's business.
+    let Some(fit) = slot.fit else { return };
+    let pods = slot.pods.as_slice();
+    if fit.should_run && pods.is_empty() {
+        plan.create_on_nodes.push(node.to_owned());
+    } else if fit.should_continue_running {
+        let mut running: Vec<&DaemonPod> = Vec::new();
+        for pod in pods.iter().filter(|p| !p.deleting) {
+            // Failed and Succeeded pods are deleted so that a fresh one replaces them.
+            if pod.terminal {
+                plan.delete_pods.push(pod.name.clone());
+            } else {
+                running.push(pod);
+            }
+        }
+        oldest_first(&mut running);
+        if !surge {
+            plan.delete_pods
+                .extend(running.iter().skip(1).map(|p| p.name.clone()));
+            return;
+        }
+        if running.is_empty() && fit.should_run {
+            plan.create_on_nodes.push(node.to_owned());
+            return;
+        }
+        // With surge: keep the oldest new pod and the oldest old pod, the old one only
+        // while the new one is not yet available and the old one is ready.
+        let mut oldest_new = None;
+        let mut oldest_old = None;
+        for pod in running {
+            let slot = if cx.is_updated(pod) {
+                &mut oldest_new
+            } else {
+                &mut oldest_old
+            };
+            if slot.is_none() {
+                *slot = Some(pod);
+            } else {
+                plan.delete_pods.push(pod.name.clone());
+            }
+        }
+        if let (Some(new), Some(old)) = (oldest_new, oldest_old)
+            && (!old.is_ready() || cx.is_available(new))
+        {
+            plan.delete_pods.push(old.name.clone());
+        }
+    } else {
+        plan.delete_pods
+            .extend(pods.iter().filter(|p| !p.deleting).map(|p| p.name.clone()));
+    }
 }
 
 /// `findUpdatedPodsOnNode`: at most one new and one old non-terminating pod, or `None`.
@@ -394,6 +411,31 @@ fn rollout_nodes<'a>(placement: &Placement<'a>) -> impl Iterator<Item = (&'a str
         .map(|(name, slot)| (name.as_str(), slot))
 }
 
+/// What one node of [`rollout_nodes`] means to the rolling update without surge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoSurgeSlot<'p> {
+    /// Its pod is new and available: nothing to do, nothing unavailable.
+    Available,
+    /// Counts against `maxUnavailable` (no pod, a new pod not available yet, a node being
+    /// replaced, more than one pod).
+    Unavailable,
+    /// Its old pod is unavailable: replaced whatever the budget (and counts as unavailable).
+    ReplaceOld(&'p DaemonPod),
+    /// Its old pod is available: replaced while the budget allows.
+    Candidate(&'p DaemonPod),
+}
+
+/// The rolling update's view of one node (`rollingUpdate`'s loop body, `maxSurge == 0`).
+fn no_surge_slot<'p>(cx: &SyncContext<'_>, slot: &'p NodeSlot) -> NoSurgeSlot<'p> {
+    match updated_and_old(cx, &slot.pods) {
+        None | Some((None, None) | (Some(_), Some(_))) => NoSurgeSlot::Unavailable,
+        Some((Some(new), None)) if cx.is_available(new) => NoSurgeSlot::Available,
+        Some((Some(_), None)) => NoSurgeSlot::Unavailable,
+        Some((None, Some(old))) if cx.is_available(old) => NoSurgeSlot::Candidate(old),
+        Some((None, Some(old))) => NoSurgeSlot::ReplaceOld(old),
+    }
+}
+
 /// `rollingUpdate` with `maxSurge == 0`: delete old pods while the number of unavailable
 /// nodes stays within `maxUnavailable`; unavailable old pods are replaced first and
 /// regardless of the budget.
@@ -404,25 +446,20 @@ fn rolling_update_without_surge(
 ) -> SyncPlan {
     let mut unavailable = 0usize;
     let mut replacements = Vec::new();
-    let mut candidates = Vec::new();
+    // Names are cloned only for the candidates taken, and no more than `max_unavailable` are
+    // kept (no more can be taken): this runs on every sync, over every node.
+    let mut candidates: Vec<&str> = Vec::new();
     for (_, slot) in rollout_nodes(placement) {
-        let Some((new, old)) = updated_and_old(cx, &slot.pods) else {
-            unavailable += 1;
-            continue;
-        };
-        match (new, old) {
-            (None, None) | (Some(_), Some(_)) => unavailable += 1,
-            (Some(new), None) => {
-                if !cx.is_available(new) {
-                    unavailable += 1;
-                }
+        match no_surge_slot(cx, slot) {
+            NoSurgeSlot::Available => {}
+            NoSurgeSlot::Unavailable => unavailable += 1,
+            NoSurgeSlot::ReplaceOld(old) => {
+                replacements.push(old.name.clone());
+                unavailable += 1;
             }
-            (None, Some(old)) => {
-                if !cx.is_available(old) {
-                    replacements.push(old.name.clone());
-                    unavailable += 1;
-                } else if unavailable < max_unavailable {
-                    candidates.push(old.name.clone());
+            NoSurgeSlot::Candidate(old) => {
+                if unavailable < max_unavailable && candidates.len() < max_unavailable {
+                    candidates.push(&old.name);
                 }
             }
         }
@@ -430,7 +467,7 @@ fn rolling_update_without_surge(
     let remaining = max_unavailable
         .saturating_sub(unavailable)
         .min(candidates.len());
-    replacements.extend(candidates.into_iter().take(remaining));
+    replacements.extend(candidates.into_iter().take(remaining).map(str::to_owned));
     SyncPlan {
         create_on_nodes: Vec::new(),
         delete_pods: replacements,
@@ -496,45 +533,81 @@ fn rolling_update_with_surge(
     plan
 }
 
+/// The counts of `updateDaemonSetStatus`, summed over nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct StatusCounts {
+    desired: i32,
+    current: i32,
+    misscheduled: i32,
+    ready: i32,
+    available: i32,
+    updated: i32,
+}
+
+impl StatusCounts {
+    fn add(&mut self, other: Self) {
+        self.desired += other.desired;
+        self.current += other.current;
+        self.misscheduled += other.misscheduled;
+        self.ready += other.ready;
+        self.available += other.available;
+        self.updated += other.updated;
+    }
+
+    fn subtract(&mut self, other: Self) {
+        self.desired -= other.desired;
+        self.current -= other.current;
+        self.misscheduled -= other.misscheduled;
+        self.ready -= other.ready;
+        self.available -= other.available;
+        self.updated -= other.updated;
+    }
+}
+
+/// What one node adds to the status counts, from its oldest pod.
+fn status_slot(cx: &SyncContext<'_>, slot: &NodeSlot) -> StatusCounts {
+    let mut counts = StatusCounts::default();
+    let Some(fit) = slot.fit else { return counts };
+    if !fit.should_run {
+        counts.misscheduled = i32::from(!slot.pods.is_empty());
+        return counts;
+    }
+    counts.desired = 1;
+    let Some(pod) = slot
+        .pods
+        .iter()
+        .min_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)))
+    else {
+        return counts;
+    };
+    counts.current = 1;
+    if pod.is_ready() {
+        counts.ready = 1;
+        counts.available = i32::from(cx.is_available(pod));
+    }
+    counts.updated = i32::from(cx.is_updated(pod));
+    counts
+}
+
 /// `updateDaemonSetStatus`: the counts, from the oldest pod on each node.
 pub fn compute_status(cx: &SyncContext<'_>, placement: &Placement<'_>) -> DaemonSetStatus {
-    let mut status = cx.ds.status.clone().unwrap_or_default();
-    let (mut desired, mut current, mut misscheduled, mut ready, mut available, mut updated) =
-        (0, 0, 0, 0, 0, 0);
+    let mut counts = StatusCounts::default();
     for slot in placement.nodes.values() {
-        let Some(fit) = slot.fit else { continue };
-        if !fit.should_run {
-            if !slot.pods.is_empty() {
-                misscheduled += 1;
-            }
-            continue;
-        }
-        desired += 1;
-        let Some(pod) = slot
-            .pods
-            .iter()
-            .min_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)))
-        else {
-            continue;
-        };
-        current += 1;
-        if pod.is_ready() {
-            ready += 1;
-            if cx.is_available(pod) {
-                available += 1;
-            }
-        }
-        if cx.is_updated(pod) {
-            updated += 1;
-        }
+        counts.add(status_slot(cx, slot));
     }
-    status.desired_number_scheduled = desired;
-    status.current_number_scheduled = current;
-    status.number_misscheduled = misscheduled;
-    status.number_ready = ready;
-    status.number_available = Some(available);
-    status.number_unavailable = Some(desired - available);
-    status.updated_number_scheduled = Some(updated);
+    status_from_counts(cx, counts)
+}
+
+/// The DaemonSet's status with `counts` in it.
+fn status_from_counts(cx: &SyncContext<'_>, counts: StatusCounts) -> DaemonSetStatus {
+    let mut status = cx.ds.status.clone().unwrap_or_default();
+    status.desired_number_scheduled = counts.desired;
+    status.current_number_scheduled = counts.current;
+    status.number_misscheduled = counts.misscheduled;
+    status.number_ready = counts.ready;
+    status.number_available = Some(counts.available);
+    status.number_unavailable = Some(counts.desired - counts.available);
+    status.updated_number_scheduled = Some(counts.updated);
     status.observed_generation = cx.ds.metadata.generation;
     status
 }
@@ -601,6 +674,10 @@ fn pin_to_node(affinity: &mut Option<Affinity>, node: &str) {
         .get_or_insert_with(NodeAffinity::default);
     node_affinity.required_during_scheduling_ignored_during_execution = Some(selector);
 }
+
+mod tally;
+
+pub use tally::SyncTally;
 
 #[cfg(test)]
 mod tests;

@@ -254,6 +254,45 @@ impl Store {
         decode(&form.from_storage(&updated))
     }
 
+    /// Replaces the `status` of the object with what `status` computes from the stored object
+    /// (as `K` serves it), under the store lock: [`Store::modify`] with
+    /// [`UpdateScope::Status`], without decoding and re-encoding the whole object, which is
+    /// what the kubelets' status writes cost when they went through [`Store::modify`]. The
+    /// result is the same: a status update keeps everything of the stored object but its
+    /// `status`. `status` returns `None` to write nothing.
+    pub fn modify_status<K, S>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        status: impl FnOnce(&Value) -> Option<S>,
+    ) -> Result<Option<Arc<Value>>, StoreError>
+    where
+        K: kube::Resource<DynamicType = ()>,
+        S: Serialize,
+    {
+        let key = ResourceKey::of::<K>();
+        let mut inner = self.lock();
+        let (stored, form, current) = inner.existing(&key, namespace, name)?;
+        let served = form.from_storage(&current);
+        let Some(status) = status(&served) else {
+            return Ok(None);
+        };
+        let mut meta = serde_json::Map::new();
+        for field in ["name", "namespace"] {
+            if let Some(value) = served["metadata"].get(field) {
+                meta.insert(field.into(), value.clone());
+            }
+        }
+        let incoming = json!({"metadata": meta, "status": encode(&status)?});
+        let updated = self.update_locked(
+            &mut inner,
+            &stored,
+            form.to_storage(incoming),
+            UpdateScope::Status,
+        )?;
+        Ok(Some(form.from_storage(&updated)))
+    }
+
     /// Deletes with Kubernetes semantics: an object with finalizers, or a pod bound to a node
     /// with a grace period above zero, only gets a `deletionTimestamp`
     /// (and `deletionGracePeriodSeconds`); anything else is removed.
@@ -454,7 +493,8 @@ impl Store {
         if let Some(stored_rv) = current["metadata"].get("resourceVersion") {
             metadata_mut(&mut next).insert("resourceVersion".into(), stored_rv.clone());
         }
-        if Value::Object(next.clone()) == *current.as_ref() {
+        // Compared in place: cloning `next` for the comparison cost as much as the write.
+        if matches!(current.as_ref(), Value::Object(stored) if *stored == next) {
             // Kubernetes skips the write (and keeps the resourceVersion) for no-op updates.
             return Ok(current);
         }

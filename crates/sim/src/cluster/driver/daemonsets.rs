@@ -3,15 +3,17 @@
 //! and `syncDaemonSet` (history, then pods, then status) through the pure planners of
 //! [`crate::cluster::daemonset`] and [`crate::cluster::revision`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::super::daemonset::{self, DaemonPod, NodeSlot, Placement, SyncContext};
+use super::super::daemonset::{
+    self, DaemonPod, InvalidIntOrPercent, NodeSlot, Placement, SyncContext, SyncPlan, SyncTally,
+};
 use super::super::ownership::{REVISION_HASH_LABEL, controller_uid};
 use super::super::revision;
 use super::super::scheduling::{NodeFit, add_daemon_tolerations, node_fit};
@@ -34,11 +36,17 @@ pub(super) struct DsState {
     pub(super) sync_scheduled: bool,
     /// Every node that exists or holds one of its pods: fit and pods.
     pub(super) slots: BTreeMap<String, NodeSlot>,
+    /// The plan and status by node, when the DaemonSet's strategy allows one
+    /// ([`SyncTally::applies`]); `None` until the next sync makes one.
+    pub(super) tally: Option<SyncTally>,
+    /// Nodes whose slot changed since the tally was last updated.
+    pub(super) changed: BTreeSet<String>,
 }
 
 impl DsState {
     /// Records the fit of `node` (`None`: the node is gone); returns whether it changed.
     pub(super) fn set_fit(&mut self, node: &str, fit: Option<NodeFit>) -> bool {
+        self.changed.insert(node.to_owned());
         let changed = match self.slots.get_mut(node) {
             Some(slot) => std::mem::replace(&mut slot.fit, fit) != fit,
             None if fit.is_some() => {
@@ -58,6 +66,7 @@ impl DsState {
     }
 
     pub(super) fn add_pod(&mut self, pod: DaemonPod) {
+        self.changed.insert(pod.node.clone());
         self.slots
             .entry(pod.node.clone())
             .or_default()
@@ -66,6 +75,7 @@ impl DsState {
     }
 
     pub(super) fn remove_pod(&mut self, node: &str, name: &str) {
+        self.changed.insert(node.to_owned());
         if let Some(slot) = self.slots.get_mut(node) {
             slot.pods.retain(|p| p.name != name);
         }
@@ -80,6 +90,40 @@ impl DsState {
         {
             self.slots.remove(node);
         }
+    }
+
+    /// This sync's plan and status: from the tally, brought up to date with the nodes that
+    /// changed (made anew for a new revision), when one applies; else from every node.
+    fn plan_and_status(
+        &mut self,
+        cx: &SyncContext<'_>,
+    ) -> (Result<SyncPlan, InvalidIntOrPercent>, DaemonSetStatus) {
+        let changed = std::mem::take(&mut self.changed);
+        if !SyncTally::applies(cx) {
+            self.tally = None;
+            let placement = Placement { nodes: &self.slots };
+            return (
+                daemonset::plan_sync(cx, &placement),
+                daemonset::compute_status(cx, &placement),
+            );
+        }
+        let tally = match &mut self.tally {
+            Some(tally) if tally.is_for(cx) => {
+                for node in &changed {
+                    tally.update(cx, node, self.slots.get(node));
+                }
+                tally
+            }
+            stale => stale.insert(SyncTally::of_all(cx, &self.slots)),
+        };
+        let planned = (tally.plan(cx, &self.slots), tally.status(cx));
+        if cfg!(debug_assertions) {
+            // Every test of a debug build checks the tally against the full planners.
+            let placement = Placement { nodes: &self.slots };
+            debug_assert_eq!(planned.0, daemonset::plan_sync(cx, &placement));
+            debug_assert_eq!(planned.1, daemonset::compute_status(cx, &placement));
+        }
+        planned
     }
 }
 
@@ -107,6 +151,8 @@ impl Driver {
                 requeue_at: None,
                 sync_scheduled: false,
                 slots: BTreeMap::new(),
+                tally: None,
+                changed: BTreeSet::new(),
             }
         });
         if fresh || state.pod_spec != pod_spec {
@@ -250,25 +296,24 @@ impl Driver {
         if !wrote && let Some(state) = self.daemonsets.get_mut(key) {
             state.current_hash = Some(hash.clone());
         }
-        let Some(state) = self.daemonsets.get(key) else {
+        let Some(state) = self.daemonsets.get_mut(key) else {
             return wrote;
         };
-        let cx = SyncContext::new(&state.ds, &hash, now);
-        let placement = Placement {
-            nodes: &state.slots,
-        };
-        let plan = daemonset::plan_sync(&cx, &placement).unwrap_or_else(|error| {
+        // The context borrows a copy of the DaemonSet: the tally beside it is updated.
+        let ds = state.ds.clone();
+        let cx = SyncContext::new(&ds, &hash, now);
+        let (plan, status) = state.plan_and_status(&cx);
+        let plan = plan.unwrap_or_else(|error| {
             tracing::warn!(daemonset = %key.1, %error, "cannot roll out");
             daemonset::SyncPlan::default()
         });
-        let status = daemonset::compute_status(&cx, &placement);
         let requeue = daemonset::requeue_after(&cx, &status);
         let new_pods: Vec<Pod> = plan
             .create_on_nodes
             .iter()
             .map(|node| daemonset::new_daemon_pod(&cx, node))
             .collect();
-        let status_changed = state.ds.status.as_ref() != Some(&status);
+        let status_changed = ds.status.as_ref() != Some(&status);
         for pod in new_pods {
             match self.store.create(&pod) {
                 Ok(_) => wrote = true,

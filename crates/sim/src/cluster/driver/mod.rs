@@ -245,7 +245,7 @@ impl Driver {
             self.on_pod_deleted(&gone);
         }
         for pod in pods {
-            self.on_pod(pod);
+            self.on_pod(pod, None);
         }
     }
 
@@ -261,7 +261,11 @@ impl Driver {
             ("", "pods", EventKind::Deleted) => {
                 self.on_pod_deleted(&key_of(event.namespace.as_deref(), &event.name));
             }
-            ("", "pods", _) => decode(object).map_or((), |pod| self.on_pod(pod)),
+            ("", "pods", _) => {
+                if let Some(pod) = pods::pod_view(object) {
+                    self.on_pod(pod, Some(object));
+                }
+            }
             ("apps", "daemonsets", EventKind::Deleted) => {
                 self.on_daemonset_deleted(&key_of(event.namespace.as_deref(), &event.name));
             }

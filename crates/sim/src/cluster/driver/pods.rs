@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
 
 use super::super::daemonset::DaemonPod;
 use super::super::kubelet::{
@@ -15,7 +19,6 @@ use super::super::nodes;
 use super::super::ownership::controller_uid;
 use super::timers::Timer;
 use super::{Driver, NodeState, ObjKey, object_key};
-use crate::store::UpdateScope;
 
 pub(super) struct PodState {
     pub(super) uid: String,
@@ -33,7 +36,9 @@ pub(super) struct PodState {
 }
 
 impl Driver {
-    pub(super) fn on_pod(&mut self, pod: Pod) {
+    /// A pod as the store has it now. `whole` is the event's object when `pod` is only its
+    /// [`pod_view`]: the whole pod is then decoded only if its kubelet admits it now.
+    pub(super) fn on_pod(&mut self, pod: Pod, whole: Option<&Value>) {
         let key = object_key(&pod.metadata);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if self.pods.get(&key).is_some_and(|p| p.uid != uid) {
@@ -97,7 +102,11 @@ impl Driver {
         if state.deleting.is_some() {
             self.schedule_termination(&key);
         } else if state.runtime.is_none() {
-            self.admit(&key, &pod);
+            match whole.map(Pod::deserialize) {
+                None => self.admit(&key, &pod),
+                Some(Ok(whole)) => self.admit(&key, &whole),
+                Some(Err(error)) => tracing::debug!(pod = %key.1, %error, "pod not admitted"),
+            }
         }
     }
 
@@ -256,18 +265,67 @@ impl Driver {
             let (Some(runtime), Some(addresses)) = (&state.runtime, &state.addresses) else {
                 continue;
             };
-            let result =
-                self.store
-                    .modify::<Pod>(Some(&key.0), &key.1, UpdateScope::Status, |pod| {
-                        pod.status = Some(render_status(pod, runtime, addresses));
-                    });
+            // Only what the status is rendered from (metadata, spec) is decoded, and only
+            // the status is encoded: these writes are most of the simulator's work.
+            let result = self
+                .store
+                .modify_status::<Pod, _>(Some(&key.0), &key.1, |stored| {
+                    let pod = Pod {
+                        metadata: ObjectMeta::deserialize(&stored["metadata"]).ok()?,
+                        spec: Option::<PodSpec>::deserialize(&stored["spec"]).ok()?,
+                        status: None,
+                    };
+                    Some(render_status(&pod, runtime, addresses))
+                });
             match result {
-                Ok(_) => wrote = true,
+                Ok(written) => wrote |= written.is_some(),
                 Err(error) => tracing::debug!(pod = %key.1, %error, "pod status not written"),
             }
         }
         wrote
     }
+}
+
+/// What the cluster task reads of a pod on every event: its metadata, node, host network,
+/// phase and conditions. A pod's containers (most of it) and the rest of its status are
+/// skipped: decoding every pod event whole was a large part of the simulator's work, and
+/// only admission reads the containers ([`Driver::on_pod`] decodes them then). `None` when
+/// the object is not a pod with containers, as when it does not decode as a whole [`Pod`].
+pub(super) fn pod_view(object: &Value) -> Option<Pod> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec {
+        node_name: Option<String>,
+        host_network: Option<bool>,
+        // Required, as in `PodSpec`, but not decoded.
+        #[serde(rename = "containers")]
+        _containers: IgnoredAny,
+    }
+    #[derive(Deserialize)]
+    struct Status {
+        phase: Option<String>,
+        conditions: Option<Vec<PodCondition>>,
+    }
+    #[derive(Deserialize)]
+    struct View {
+        metadata: ObjectMeta,
+        spec: Option<Spec>,
+        status: Option<Status>,
+    }
+    let view = View::deserialize(object).ok()?;
+    Some(Pod {
+        metadata: view.metadata,
+        spec: view.spec.map(|spec| PodSpec {
+            node_name: spec.node_name,
+            host_network: spec.host_network,
+            ..PodSpec::default()
+        }),
+        status: view.status.map(|status| PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            ..PodStatus::default()
+        }),
+    })
 }
 
 /// Whether the node `node` names is Ready; `None` when the pod is unbound or its node is gone.

@@ -1,0 +1,206 @@
+//! The goals of issue 20 ("Performance"), checked against one run's figures.
+//!
+//! Each goal is met, missed, or not measured (the run did not include the size or the
+//! measurement it needs, e.g. `--process-nodes 0`); `cargo xtask bench` fails when one is
+//! missed. The limits are the issue's and are not to be loosened: a missed goal stays missed,
+//! with its figure in the report.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::baseline::percentile;
+use crate::report::Report;
+
+/// The cluster size most goals are about.
+pub const GOAL_NODES: u32 = 5000;
+/// The size the demo's growth is measured from.
+pub const SMALL_NODES: u32 = 1000;
+const DEMO_WALL_MAX: Duration = Duration::from_secs(5);
+const DEMO_GROWTH_MAX: f64 = 6.0;
+const CPU_ONE_MAX: f64 = 2.0;
+const CPU_TEN_MAX: f64 = 10.0;
+const MEMORY_ONE_MIB: f64 = 26.0;
+const MEMORY_TEN_MIB: f64 = 102.0;
+const RECONCILES_MAX: u64 = 200;
+const REACTION_P99_MAX_MS: f64 = 5.0;
+const REACTION_SAMPLES_MIN: usize = 30;
+const ORACLE_RATIO_MAX: f64 = 1.01;
+
+/// Where a goal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Met.
+    Pass,
+    /// Missed: the run fails.
+    Miss,
+    /// The run did not measure it.
+    NotMeasured,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Pass => "PASS",
+            Self::Miss => "MISS",
+            Self::NotMeasured => "NOT MEASURED",
+        })
+    }
+}
+
+/// One goal and what the run measured for it.
+#[derive(Debug, Clone)]
+pub struct Goal {
+    /// Met, missed or not measured.
+    pub verdict: Verdict,
+    /// The goal and the figure.
+    pub text: String,
+}
+
+fn goal(met: bool, text: String) -> Goal {
+    Goal {
+        verdict: if met { Verdict::Pass } else { Verdict::Miss },
+        text,
+    }
+}
+
+fn not_measured(text: &str) -> Goal {
+    Goal {
+        verdict: Verdict::NotMeasured,
+        text: format!("{text} (not measured in this run)"),
+    }
+}
+
+/// Issue 20's goals against `report`.
+pub fn issue_20(report: &Report) -> Vec<Goal> {
+    let mut goals = Vec::new();
+    let best = |nodes: u32| {
+        report
+            .demos
+            .iter()
+            .find(|d| d.nodes == nodes)
+            .map(|d| d.best())
+    };
+    let demo_goal = format!(
+        "demo on {GOAL_NODES} nodes in at most {} s wall",
+        DEMO_WALL_MAX.as_secs()
+    );
+    goals.push(match best(GOAL_NODES) {
+        Some(wall) => goal(
+            wall <= DEMO_WALL_MAX,
+            format!("{demo_goal}: {:.2} s (best run)", wall.as_secs_f64()),
+        ),
+        None => not_measured(&demo_goal),
+    });
+    let growth_goal =
+        format!("demo time({GOAL_NODES}) / time({SMALL_NODES}) at most {DEMO_GROWTH_MAX}");
+    goals.push(match (best(GOAL_NODES), best(SMALL_NODES)) {
+        (Some(large), Some(small)) if !small.is_zero() => {
+            let ratio = large.as_secs_f64() / small.as_secs_f64();
+            goal(
+                ratio <= DEMO_GROWTH_MAX,
+                format!(
+                    "{growth_goal}: {ratio:.2} ({:.2} s / {:.2} s)",
+                    large.as_secs_f64(),
+                    small.as_secs_f64()
+                ),
+            )
+        }
+        _ => not_measured(&growth_goal),
+    });
+    for (daemon_sets, cpu_max, memory_max) in [
+        (1, CPU_ONE_MAX, MEMORY_ONE_MIB),
+        (10, CPU_TEN_MAX, MEMORY_TEN_MIB),
+    ] {
+        let process = report.processes.iter().find(|p| {
+            p.nodes == GOAL_NODES && p.daemon_sets == daemon_sets && p.target == "canary-sim"
+        });
+        let cpu_goal = format!(
+            "controller CPU for one {GOAL_NODES}-node rollout with {daemon_sets} CanaryDaemonSets at most {cpu_max} s"
+        );
+        let memory_goal = format!(
+            "controller peak memory under {memory_max} MiB with {daemon_sets} CanaryDaemonSets on {GOAL_NODES} nodes"
+        );
+        match process {
+            Some(p) => {
+                goals.push(goal(
+                    p.cpu_rollout <= cpu_max,
+                    format!("{cpu_goal}: {:.2} s", p.cpu_rollout),
+                ));
+                let mib = p.peak_memory as f64 / (1024.0 * 1024.0);
+                goals.push(goal(
+                    mib < memory_max,
+                    format!("{memory_goal}: {mib:.1} MiB"),
+                ));
+            }
+            None => {
+                goals.push(not_measured(&cpu_goal));
+                goals.push(not_measured(&memory_goal));
+            }
+        }
+    }
+    let large: Vec<_> = report
+        .rollouts
+        .iter()
+        .filter(|r| r.nodes == GOAL_NODES)
+        .collect();
+    let reconcile_goal = format!(
+        "at most {RECONCILES_MAX} reconciles and exactly 3 DaemonSet writes per {GOAL_NODES}-node rollout"
+    );
+    if large.is_empty() {
+        goals.push(not_measured(&reconcile_goal));
+    } else {
+        let reconciles: Vec<u64> = large.iter().map(|r| r.reconciles).collect();
+        let writes: Vec<u64> = large.iter().map(|r| r.daemon_set_writes).collect();
+        goals.push(goal(
+            reconciles.iter().all(|&r| r <= RECONCILES_MAX) && writes.iter().all(|&w| w == 3),
+            format!("{reconcile_goal}: reconciles {reconciles:?}, writes {writes:?}"),
+        ));
+    }
+    let reaction_goal = format!(
+        "reaction p99 at {GOAL_NODES} nodes at most {REACTION_P99_MAX_MS} ms over at least {REACTION_SAMPLES_MIN} samples"
+    );
+    let mut latencies: Vec<f64> = large
+        .iter()
+        .flat_map(|r| &r.reactions)
+        .filter_map(|x| x.latency.map(|l| l.as_secs_f64() * 1e3))
+        .collect();
+    let untriggered = large
+        .iter()
+        .flat_map(|r| &r.reactions)
+        .filter(|x| x.latency.is_none())
+        .count();
+    if large.is_empty() {
+        goals.push(not_measured(&reaction_goal));
+    } else {
+        let samples = latencies.len();
+        let p99 = percentile(&mut latencies, 0.99);
+        goals.push(goal(
+            p99 <= REACTION_P99_MAX_MS && samples >= REACTION_SAMPLES_MIN && untriggered == 0,
+            format!(
+                "{reaction_goal}: {p99:.2} ms over {samples} samples ({untriggered} without a trigger)"
+            ),
+        ));
+    }
+    let oracle_goal = format!("makespan / oracle's makespan at most {ORACLE_RATIO_MAX}");
+    let worst = report
+        .oracles
+        .iter()
+        .map(|o| (o.ratio(), o.nodes))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    goals.push(match worst {
+        Some((ratio, nodes)) => goal(
+            ratio <= ORACLE_RATIO_MAX,
+            format!(
+                "{oracle_goal}: worst {ratio:.4} (on {nodes} nodes; every size: {})",
+                report
+                    .oracles
+                    .iter()
+                    .map(|o| format!("{} nodes {:.4}", o.nodes, o.ratio()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        None => not_measured(&oracle_goal),
+    });
+    goals
+}
