@@ -3,8 +3,11 @@
 //! linear growth from the 1,000-node time for comparison (time(5,000)/time(1,000) at most 6
 //! means little worse than linear).
 //!
-//! plotters with its SVG backend only (no default features): text is written as SVG `<text>`
-//! and laid out with plotters' built-in size estimate, so no font is needed.
+//! plotters' SVG backend, with the font the demo's plots compile in (DejaVu Sans, Latin-1,
+//! `crates/daemonset-canary/assets/`) registered for text: the workspace builds plotters with
+//! `ab_glyph`, which lays text out from a registered font and finds no system font (a
+//! workspace test run failed with `FontUnavailable` when xtask asked for plotters without it
+//! and relied on feature unification not happening).
 
 use anyhow::{Context, Result, bail};
 use plotters::prelude::*;
@@ -21,21 +24,38 @@ pub fn demo_points(report: &Value) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The font every text of the plot is drawn in.
+const FONT: &str = "sans-serif";
+static FONT_BYTES: &[u8] =
+    include_bytes!("../../../crates/daemonset-canary/assets/DejaVuSans-Latin1.ttf");
+
+/// Registers [`FONT_BYTES`] as [`FONT`] once.
+fn ensure_font() -> Result<()> {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES).is_ok()
+    });
+    if !ok {
+        bail!(
+            "the plot's font (crates/daemonset-canary/assets/DejaVuSans-Latin1.ttf) does not load"
+        );
+    }
+    Ok(())
+}
+
 /// Draws `points` (nodes, seconds) into `path`.
 pub fn draw(points: &[(f64, f64)], path: &Path) -> Result<()> {
     if points.is_empty() {
         bail!("no demo figures to plot");
     }
+    ensure_font()?;
     let max_nodes = points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.05;
     let max_seconds = points.iter().map(|p| p.1).fold(5.0, f64::max) * 1.15;
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     let draw_error = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("cannot draw the plot: {e:?}");
     root.fill(&WHITE).map_err(draw_error)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "daemonset-canary demo: wall time against nodes",
-            ("sans-serif", 20),
-        )
+        .caption("daemonset-canary demo: wall time against nodes", (FONT, 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(55)
