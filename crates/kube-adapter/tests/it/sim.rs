@@ -870,8 +870,8 @@ async fn leader_election_elects_one_and_hands_over_on_stop() {
     follower.stop().await;
 }
 
-/// The Lease API fails while a replica starts: it keeps trying with backoff (a pod that exited
-/// here would crash-loop), then leads and reconciles.
+/// The Lease API fails while a replica starts: it keeps trying every retry period (a pod that
+/// exited here would crash-loop), then leads and reconciles.
 #[tokio::test(start_paused = true)]
 async fn a_replica_retries_setting_up_its_lease() {
     let nodes = 2;

@@ -53,6 +53,22 @@ async fn held_on_on_delete(client: &Client) {
     .await;
 }
 
+/// `agent` created with `spec` (at v1) and one replica started, once v1 runs on every node.
+async fn installed(
+    sim: &Env,
+    client: &Client,
+    spec: canary_kube_adapter::crd::CanaryDaemonSetSpec,
+    nodes: u32,
+) -> Replica {
+    create_cds(client, "agent", spec).await;
+    let replica = Replica::start(sim, None);
+    eventually(Duration::from_secs(1800), "the first install", || {
+        rolled_out(client, "agent", "v1", nodes)
+    })
+    .await;
+    replica
+}
+
 fn image_of(ds: &DaemonSet) -> String {
     ds.spec
         .as_ref()
@@ -507,12 +523,7 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     let client = sim.client();
     let mut spec = spec("v1", None);
     spec.strategy.progress_deadline_seconds = 300;
-    create_cds(&client, "agent", spec).await;
-    let replica = Replica::start(&sim, None);
-    eventually(Duration::from_secs(1800), "the first install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    let replica = installed(&sim, &client, spec, nodes).await;
     let mut reports = replica.observer.reports();
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(120), "the canary under way", || async {
@@ -625,12 +636,7 @@ async fn a_hand_edit_under_a_hold_is_written_over_at_the_resume() {
     let nodes = 3;
     let sim = sim(nodes);
     let client = sim.client();
-    create_cds(&client, "agent", spec("v1", None)).await;
-    let replica = Replica::start(&sim, None);
-    eventually(Duration::from_secs(1800), "the first install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    let replica = installed(&sim, &client, spec("v1", None), nodes).await;
     hold(&client, true).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     set_image_by_hand(&client, "agent:by-hand").await;
@@ -660,12 +666,7 @@ async fn a_refused_resume_is_written_again() {
     let nodes = 20;
     let sim = sim(nodes);
     let client = sim.client();
-    create_cds(&client, "agent", spec("v1", None)).await;
-    let replica = Replica::start(&sim, None);
-    eventually(Duration::from_secs(1800), "the first install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    let replica = installed(&sim, &client, spec("v1", None), nodes).await;
     // Held in the middle of the rollout: its template is written already, so only the
     // resume takes the DaemonSet off `OnDelete`.
     set_version(&client, "agent", "v2").await;
