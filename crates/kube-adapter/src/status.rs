@@ -29,6 +29,9 @@ pub const ANALYSIS_PASSING: &str = "AnalysisPassing";
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
 pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
+/// Reason of a Degraded condition while the phase stays `successful`: updated pods crash-loop
+/// after the rollout succeeded (Pods driver).
+pub const CRASH_LOOPING_AT_REST: &str = "CrashLoopingAtRest";
 
 /// The state machine's memory of the previous pass, read from the status.
 ///
@@ -156,13 +159,37 @@ pub fn next_status(
         pass.observed_generation,
         now,
     );
-    let degraded = pass.to == Phase::Failed;
-    let degraded_reason = match (degraded, pass.failure) {
-        (true, Some(reason)) => reason.as_str(),
-        (true, None) => "Failed",
-        (false, _) => "AsExpected",
+    // A release whose pods crash-loop after its rollout succeeded stays `successful` (it is
+    // not failed, or rolled back, after the fact), but it is degraded: the crashes hold the
+    // catch-up of any node still on an older revision (finding 25).
+    let crashing_at_rest = match pass.pods.as_deref() {
+        Some(pods) if pass.to == Phase::Successful && !pods.failed_nodes.is_empty() => {
+            Some(&pods.failed_nodes)
+        }
+        _ => None,
     };
-    let degraded_message = if degraded { pass.message.clone() } else { None };
+    let degraded = pass.to == Phase::Failed || crashing_at_rest.is_some();
+    let degraded_reason = match (pass.to, pass.failure, crashing_at_rest) {
+        (Phase::Failed, Some(reason), _) => reason.as_str(),
+        (Phase::Failed, None, _) => "Failed",
+        (_, _, Some(_)) => CRASH_LOOPING_AT_REST,
+        _ => "AsExpected",
+    };
+    let degraded_message = match crashing_at_rest {
+        Some(nodes) if pass.to != Phase::Failed => Some(format!(
+            "the rollout succeeded, but updated pods crash-loop on {} {} ({}); no old pod is replaced until they run",
+            nodes.len(),
+            if nodes.len() == 1 { "node" } else { "nodes" },
+            nodes
+                .iter()
+                .take(LISTED_NODES)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ if degraded => pass.message.clone(),
+        _ => None,
+    };
     set_condition(
         &mut conditions,
         DEGRADED,
@@ -534,6 +561,36 @@ mod tests {
         assert_eq!(status.deferred_node_count, Some(5_000));
         assert_eq!(status.failed_node_count, Some(5_000));
         assert_eq!(status.revisions.len(), LISTED_REVISIONS);
+    }
+
+    #[test]
+    fn updated_pods_crash_looping_at_rest_degrade_a_successful_status() {
+        let mut crashing = pass(Phase::Successful, 3);
+        crashing.pods = Some(Box::new(pods_record(4, 2)));
+        let status = next_status(None, &crashing, t(0));
+        assert_eq!(status.phase.as_deref(), Some("successful"));
+        let degraded = condition(&status, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", CRASH_LOOPING_AT_REST)
+        );
+        assert!(
+            degraded
+                .message
+                .contains("crash-loop on 2 nodes (node-00000, node-00001)"),
+            "{}",
+            degraded.message
+        );
+        assert_eq!(status.failed_node_count, Some(2));
+        // Once they run, the condition clears.
+        let mut recovered = crashing.clone();
+        recovered.pods.as_mut().unwrap().failed_nodes.clear();
+        let status = next_status(Some(&status), &recovered, t(10));
+        let degraded = condition(&status, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("False", "AsExpected")
+        );
     }
 
     #[test]

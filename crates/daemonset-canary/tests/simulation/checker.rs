@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use canary_kube_adapter::CanaryDaemonSet;
-use canary_kube_adapter::crd::FULL_PROMOTION_PREFIX;
+use canary_kube_adapter::crd::{CanaryDaemonSetStatus, FULL_PROMOTION_PREFIX};
 use canary_kube_adapter::desired::OWNER_LABEL;
 use canary_predicates::{
     CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready,
@@ -744,6 +744,7 @@ impl Checker {
             return;
         }
         let promotion_before = self.last_status.as_ref().and_then(|s| s.promotion.clone());
+        let rolled_back_before = self.last_status.as_ref().is_some_and(rolling_back);
         if self.analysed {
             self.check_analysed_pauses(plan, self.last_status.as_ref(), status);
         }
@@ -754,20 +755,23 @@ impl Checker {
             .map(|index| (index, status.target_revision.clone()));
         if let Some(pending) = self.pending.take() {
             // A rollback (abort, `onFailure: Rollback`) walks the nodes steps without pauses.
-            let rolling_back = status
-                .history
-                .as_ref()
-                .and_then(|h| h.rollback.as_ref())
-                .is_some_and(|r| r.reason != "Undo");
-            let budgets = if rolling_back {
-                plan.without_pauses().step_budgets()
-            } else {
-                plan.step_budgets()
-            };
+            // The deletions since the last status were made under its regime or this one's:
+            // a pass that fails the rollout writes the rollback it starts with the failure
+            // (finding 29), after the deletions of the step it was in.
+            let regimes: Vec<Vec<StepBudget>> = [rolled_back_before, rolling_back(status)]
+                .into_iter()
+                .map(|back| {
+                    if back {
+                        plan.without_pauses().step_budgets()
+                    } else {
+                        plan.step_budgets()
+                    }
+                })
+                .collect();
             // The status before the deletions said step `from`; the pass that deleted went on
             // from there (completed steps, ended pauses) up to the step this status records.
             // With another target revision in between, the new rollout began at step 0.
-            let last = budgets.len() as u32;
+            let last = regimes.iter().map(Vec::len).max().unwrap_or(0) as u32;
             let window: Vec<u32> = match (&pending.from, &step) {
                 (Some((from, a)), Some((to, b))) if a == b && from <= to => (*from..=*to).collect(),
                 (Some((from, _)), Some((to, _))) => (*from..=last).chain(0..=*to).collect(),
@@ -776,15 +780,20 @@ impl Checker {
                 (None, None) => (0..=last).collect(),
             };
             let desired = u64::from(pending.desired.max(self.desired()));
-            let allowed = window
+            let allowed = regimes
                 .iter()
-                .map(|index| match budgets.get(*index as usize) {
-                    Some(StepBudget::Nodes { max_unavailable }) => {
-                        scale(max_unavailable, desired).max(1)
-                    }
-                    Some(StepBudget::Pause) => 0,
-                    // Every step done: a node that comes back is caught up at the canary budget.
-                    None => scale("1", desired).max(1),
+                .flat_map(|budgets| {
+                    window
+                        .iter()
+                        .map(move |index| match budgets.get(*index as usize) {
+                            Some(StepBudget::Nodes { max_unavailable }) => {
+                                scale(max_unavailable, desired).max(1)
+                            }
+                            Some(StepBudget::Pause) => 0,
+                            // Every step done: a node that comes back is caught up at the
+                            // canary budget.
+                            None => scale("1", desired).max(1),
+                        })
                 })
                 .max()
                 .unwrap_or(0);
@@ -844,6 +853,16 @@ impl Checker {
             );
         }
     }
+}
+
+/// Whether `status` records a rollback that walks the steps (an abort, `onFailure: Rollback`;
+/// an undo is a new rollout of an older template).
+fn rolling_back(status: &CanaryDaemonSetStatus) -> bool {
+    status
+        .history
+        .as_ref()
+        .and_then(|h| h.rollback.as_ref())
+        .is_some_and(|r| r.reason != "Undo")
 }
 
 /// Whether a failure `reason` holds until the target changes (`FailureReason::is_sticky`:
@@ -1078,7 +1097,17 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
                 );
             }
             let all = usize::try_from(desired).unwrap_or(0);
-            if updated != pods.len() || updated != all {
+            // Finding 25: updated pods that crash-loop after the rollout succeeded hold the
+            // catch-up of a node that came back; the status must say so (Degraded, the
+            // crash-looping nodes named).
+            let held_by_crashes = behavior.is_some_and(Behavior::crashes)
+                && status.failed_node_count.unwrap_or(0) > 0
+                && status.conditions.iter().any(|c| {
+                    c.type_ == "Degraded"
+                        && c.status == "True"
+                        && c.reason == canary_kube_adapter::status::CRASH_LOOPING_AT_REST
+                });
+            if (updated != pods.len() || updated != all) && !held_by_crashes {
                 world.violate(
                     Invariant::StatusAgreesAtQuiescence,
                     format!("successful but not every pod is updated: {summary}"),

@@ -514,6 +514,9 @@ impl Walk<'_> {
         events.append(&mut decision.events);
         decision.events = events;
         decision.deferred = self.classes.deferred.clone();
+        // Only at rest can an updated pod crash-loop here (during a rollout it fails it before
+        // the walk): named, they tell why a caught-up node waits.
+        decision.failed_nodes = self.classes.crashing_nodes();
         decision.canary_nodes = canary_nodes;
         decision.promotion_consumed = promotion_consumed;
         decision

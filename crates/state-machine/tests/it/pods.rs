@@ -793,6 +793,32 @@ fn a_deferred_node_that_comes_back_is_updated_after_success_one_at_a_time() {
 }
 
 #[test]
+fn at_rest_a_crash_looping_updated_pod_holds_the_catch_up_and_is_named_without_failing() {
+    // Finding 25: a release that crashes some time after it was ready succeeded before the
+    // first crash; a node deferred then comes back.
+    let mut nodes = cluster(1, 3);
+    nodes[2].pod.as_mut().unwrap().crash_loop = Some("CrashLoopBackOff".into());
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(2, Phase::Successful, nodes),
+    );
+    assert_eq!(decision.phase, Phase::Successful);
+    assert_eq!(decision.failure, None);
+    assert!(decision.delete.is_empty(), "the catch-up waits");
+    assert!(!decision.done);
+    assert_eq!(decision.failed_nodes, ["n02"]);
+    // Without a crash the same node is caught up, and no node is named.
+    let decision = decide_pods(
+        &pods(),
+        &StepPlan::default(),
+        &at(2, Phase::Successful, cluster(1, 3)),
+    );
+    assert_eq!(deleted_nodes(&decision), ["n00"]);
+    assert!(decision.failed_nodes.is_empty());
+}
+
+#[test]
 fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
     let mut nodes = cluster(10, 2);
     nodes[11].pod.as_mut().unwrap().crash_loop = Some("CrashLoopBackOff".into());
