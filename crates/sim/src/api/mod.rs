@@ -13,6 +13,7 @@ pub mod discovery;
 mod format;
 mod jsonpath;
 pub mod managed;
+mod paging;
 pub mod patch;
 pub mod printers;
 mod query;

@@ -1,5 +1,5 @@
 //! The read verbs that return collections: list (written straight into one buffer, so lists
-//! of thousands of pods stay cheap) and watch ([`super::watch`]), both with label and field
+//! of thousands of pods stay cheap, and paged with `limit` and `continue`, [`super::paging`]) and watch ([`super::watch`]), both with label and field
 //! selectors (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go`), as plain JSON or
 //! as a Table ([`super::table`]).
 
@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, header};
 
+use super::paging::{self, Continue};
 use super::query::Query;
 use super::response::{bytes_response, json_response};
 use super::route::ObjectRoute;
@@ -25,35 +26,73 @@ impl ApiServer {
         table: Option<TableView>,
     ) -> Result<Response<ResponseBody>, StoreError> {
         let selection = Self::selection(route, query)?;
+        let limit = match query.get("limit").filter(|l| !l.is_empty()) {
+            None => None,
+            Some(limit) => Some(limit.parse::<usize>().map_err(|_| StoreError::BadRequest {
+                message: format!("invalid limit {limit:?}"),
+            })?),
+        };
+        let token = match query.get("continue").filter(|c| !c.is_empty()) {
+            None => None,
+            Some(token) => Some(Continue::parse(token)?),
+        };
+        if let Some(token) = &token {
+            let oldest = self.store.oldest_resumable();
+            if token.rv < oldest {
+                return Err(StoreError::Gone {
+                    requested: token.rv,
+                    oldest,
+                });
+            }
+        }
         let (objects, resource_version) = self
             .store
             .list_values(&route.info.key, route.namespace.as_deref());
+        let selected = objects
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|o| selection.matches(o));
+        let page = paging::page(selected, limit, token.as_ref(), resource_version);
+        // Kubernetes counts the rest only when it can without reading it: with no selector.
+        let remaining = (page.next.is_some() && !selection.filters()).then_some(page.remaining);
         if let Some(view) = table {
-            let selected = objects.iter().filter(|o| selection.matches(o));
             let now = self.store.clock().now();
-            let table = view.table(
-                selected.map(AsRef::as_ref),
-                &resource_version.to_string(),
+            let mut table = view.table(
+                page.objects.iter().copied(),
+                &page.resource_version.to_string(),
                 true,
                 now,
             );
+            if let Some(next) = &page.next {
+                table["metadata"]["continue"] = next.clone().into();
+            }
+            if let Some(remaining) = remaining {
+                table["metadata"]["remainingItemCount"] = remaining.into();
+            }
             return Ok(json_response(200, &table));
+        }
+        let mut metadata =
+            serde_json::json!({"resourceVersion": page.resource_version.to_string()});
+        if let Some(next) = &page.next {
+            metadata["continue"] = next.clone().into();
+        }
+        if let Some(remaining) = remaining {
+            metadata["remainingItemCount"] = remaining.into();
         }
         // One buffer, objects written in place: lists of thousands of pods stay cheap.
         let mut out = format!(
-            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{metadata},\"items\":[",
             route.info.kind,
             route.info.api_version(),
-            resource_version
         )
         .into_bytes();
         let mut first = true;
-        for object in objects.iter().filter(|o| selection.matches(o)) {
+        for object in page.objects {
             if !first {
                 out.push(b',');
             }
             first = false;
-            let _ = serde_json::to_writer(&mut out, object.as_ref());
+            let _ = serde_json::to_writer(&mut out, object);
         }
         out.extend_from_slice(b"]}");
         Ok(bytes_response(200, Bytes::from(out)))

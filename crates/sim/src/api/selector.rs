@@ -22,6 +22,11 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
     /// Parses `a=b,c!=d,e in (x,y),f notin (z),g,!h` (`==` is accepted for `=`).
     pub fn parse(text: &str) -> Result<Self, StoreError> {
         let mut requirements = Vec::new();
@@ -133,6 +138,11 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
     /// Parses a field selector.
     pub fn parse(text: &str) -> Result<Self, StoreError> {
         let mut terms = Vec::new();

@@ -44,6 +44,11 @@ impl Selection {
             && self.labels.matches(object)
             && self.fields.matches(object)
     }
+
+    /// Whether a label or field selector narrows the objects (the namespace does not count).
+    pub fn filters(&self) -> bool {
+        !self.labels.is_empty() || !self.fields.is_empty()
+    }
 }
 
 /// Everything a watch request asked for.

@@ -138,6 +138,12 @@ impl Store {
         (objects, inner.resource_version, self.events.subscribe())
     }
 
+    /// The oldest `resourceVersion` a watch can still resume from (or a paged list continue
+    /// at): older ones get 410 Gone.
+    pub fn oldest_resumable(&self) -> u64 {
+        self.lock().compacted_through
+    }
+
     /// Forgets the whole event history, as an etcd compaction does: every watch resuming from
     /// an earlier `resourceVersion` gets 410 Gone.
     pub fn compact(&self) {
