@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::watched_node::WatchedNode;
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
@@ -244,6 +244,11 @@ async fn run_controller(
     let listed = Listed::new(health.clone());
     let log = WatchLog::new(config.server_url.clone());
 
+    // The CanaryDaemonSets' cache comes first: the DaemonSet and node watches read it to
+    // tell whether an event concerns any CanaryDaemonSet. One that concerns none is no
+    // trigger: counted as waiting work, it would never be served, and an idle controller would
+    // count as wedged (and stop) after `Health::wedge_timeout`.
+    let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let ds_listed = listed.clone();
     // Every DaemonSet (not only labelled ones), so that an existing DaemonSet is found (and
@@ -251,6 +256,7 @@ async fn run_controller(
     // changed what a pass reads: the DaemonSet controller's status writes of a rollout mostly
     // move counts the pod index triggers on already (issue 20).
     let mut ds_triggers = DaemonSetTriggers::default();
+    let ds_referrers = cds_store.clone();
     let ds_stream = watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
@@ -258,7 +264,10 @@ async fn run_controller(
             event
         })
         .reflect(ds_writer)
-        .map_ok(move |event| ds_triggers.filter(event));
+        .map_ok(move |event| ds_triggers.filter(event))
+        .map_ok(move |ds| {
+            ds.filter(|ds| !owner_or_referrers(ds, &ds_referrers.state()).is_empty())
+        });
     let ds_stream = quiet_or_trigger_without_errors(
         ds_stream,
         "daemonsets",
@@ -323,26 +332,31 @@ async fn run_controller(
         log.clone(),
     );
 
-    // Nodes, for the Pods driver: health, zone and canary labels, nothing else (a node's
-    // status carries its image list and more, several KiB each). Not part of readiness: a
-    // controller without node permissions still runs the MaxUnavailable driver.
-    let (node_store, node_writer) = reflector::store::<Node>();
+    // Nodes, for the Pods driver: health, zone and canary labels, nothing else, decoded as
+    // `WatchedNode` (a node's status carries its image list and more, several KiB each). Not
+    // part of readiness: a controller without node permissions still runs the MaxUnavailable
+    // driver.
+    let (node_store, node_writer) = reflector::store::<WatchedNode>();
     let nodes_ready = Arc::new(AtomicBool::new(false));
     let nodes_listed = nodes_ready.clone();
-    let node_stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .backoff(WatchBackoff::default())
-        .map_ok(|event| event.modify(slim_node))
-        .map_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
-                nodes_listed.store(true, Ordering::Release);
-            }
-            event
-        })
-        .reflect(node_writer)
-        .touched_objects()
-        // Kubelets report their status every few minutes: only what the driver reads triggers.
-        .predicate_filter(node_fingerprint, PredicateConfig::default());
-    let node_stream = without_errors(
+    let node_readers = cds_store.clone();
+    let node_stream = watcher(
+        Api::<WatchedNode>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .backoff(WatchBackoff::default())
+    .map_ok(move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            nodes_listed.store(true, Ordering::Release);
+        }
+        event
+    })
+    .reflect(node_writer)
+    .touched_objects()
+    // Kubelets report their status every few minutes: only what the driver reads triggers.
+    .predicate_filter(crate::watched_node::fingerprint, PredicateConfig::default())
+    .map_ok(move |node| (!pods_driven(&node_readers.state()).is_empty()).then_some(node));
+    let node_stream = quiet_or_trigger_without_errors(
         node_stream,
         "nodes",
         config.observer.clone(),
@@ -394,7 +408,6 @@ async fn run_controller(
     // would stop every other object's rollout. Only spec changes (generation) and the verbs'
     // marks trigger a pass: the status is this controller's own writing (see `spec_or_marks`).
     // The store still sees every change.
-    let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
     let cds_listed = listed.clone();
     let cds_ctx = ctx.clone();
@@ -426,7 +439,7 @@ async fn run_controller(
         })
     });
     let referrers = cds_store.clone();
-    let pods_driven = cds_store.clone();
+    let node_targets = cds_store.clone();
     let controller = Controller::for_stream(cds_stream, cds_store);
     let controller = match flushes {
         // Deferred status writes that came due (see `Context::take_status_flushes`).
@@ -444,13 +457,8 @@ async fn run_controller(
         .watches_stream(pod_stream, owner_of_labelled)
         .watches_stream(revision_stream, owner_of_labelled)
         // A node that changes (NotReady, cordoned, back) matters to Pods-driver rollouts only.
-        .watches_stream(node_stream, move |_node: Node| {
-            pods_driven
-                .state()
-                .into_iter()
-                .filter(|cds| cds.spec.strategy.driver == Driver::Pods)
-                .map(|cds| ObjectRef::from_obj(&*cds))
-                .collect::<Vec<_>>()
+        .watches_stream(node_stream, move |_node: WatchedNode| {
+            pods_driven(&node_targets.state())
         })
         .reconcile_on(counted_triggers)
         .reconcile_on(futures::stream::unfold(
@@ -490,6 +498,14 @@ async fn run_controller(
     // The referenced DaemonSets' watches end with the term.
     drop(workloads);
     wedged
+}
+
+/// The CanaryDaemonSets a node event concerns: those of the Pods driver.
+fn pods_driven(all: &[Arc<CanaryDaemonSet>]) -> Vec<ObjectRef<CanaryDaemonSet>> {
+    all.iter()
+        .filter(|cds| cds.spec.strategy.driver == Driver::Pods)
+        .map(|cds| ObjectRef::from_obj(&**cds))
+        .collect()
 }
 
 /// The CanaryDaemonSets a DaemonSet event concerns: its controller owner, and every one that
@@ -541,59 +557,6 @@ fn spec_or_marks(cds: &CanaryDaemonSet) -> Option<u64> {
         cds.annotations().get(mark).hash(&mut hasher);
     }
     Some(hasher.finish())
-}
-
-/// A hash of what the Pods driver reads of a (slimmed) node: a change of anything else is
-/// no reason for a pass.
-fn node_fingerprint(node: &Node) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    node.metadata.labels.hash(&mut hasher);
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .hash(&mut hasher);
-    for condition in node
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-    {
-        (&condition.type_, &condition.status).hash(&mut hasher);
-    }
-    Some(hasher.finish())
-}
-
-/// A node as the Pods driver reads it: name, labels, `spec.unschedulable` and the `Ready`
-/// condition. Everything else (images, capacity, addresses, managed fields) is dropped before
-/// the cache keeps it.
-fn slim_node(node: &mut Node) {
-    node.metadata.managed_fields = None;
-    node.metadata.annotations = None;
-    if let Some(spec) = node.spec.as_mut() {
-        let unschedulable = spec.unschedulable;
-        *spec = k8s_openapi::api::core::v1::NodeSpec {
-            unschedulable,
-            ..Default::default()
-        };
-    }
-    if let Some(status) = node.status.as_mut() {
-        let ready = status
-            .conditions
-            .take()
-            .into_iter()
-            .flatten()
-            .filter(|c| c.type_ == "Ready")
-            .map(|c| k8s_openapi::api::core::v1::NodeCondition {
-                message: None,
-                last_heartbeat_time: None,
-                ..c
-            })
-            .collect();
-        *status = k8s_openapi::api::core::v1::NodeStatus {
-            conditions: Some(ready),
-            ..Default::default()
-        };
-    }
 }
 
 /// A CanaryDaemonSet watch event, decoded object by object. An object that does not decode is

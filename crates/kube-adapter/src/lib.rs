@@ -117,6 +117,7 @@ pub mod status;
 mod sync;
 mod trigger;
 mod undecodable;
+pub mod watched_node;
 pub mod workload;
 
 pub use controller::{ControllerConfig, LeaderElection, run};

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::watched_node::WatchedNode;
 use canary_predicates::PodSummary;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Node;
 use kube::runtime::controller::Action;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -73,7 +73,7 @@ pub struct Caches {
     /// ControllerRevisions by controller-owner UID.
     pub revisions: OwnerIndex<ControllerRevision>,
     /// Nodes, slimmed to what the Pods driver reads (labels, `unschedulable`, `Ready`).
-    pub nodes: Store<Node>,
+    pub nodes: Store<WatchedNode>,
     /// Whether the node cache has completed its first list (only the Pods driver waits for it:
     /// a controller without node permissions still runs the MaxUnavailable driver).
     pub nodes_ready: Arc<AtomicBool>,

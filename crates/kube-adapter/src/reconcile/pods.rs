@@ -31,7 +31,7 @@ use canary_state_machine::{
     PodObservation, PodState, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -49,6 +49,7 @@ use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
 use crate::status::{previous_pass, step_position};
+use crate::watched_node::WatchedNode;
 
 /// The resource version of each pod a pass saw, by UID: what its deletions are conditioned on.
 type PodVersions = std::collections::HashMap<String, String>;
@@ -454,20 +455,26 @@ impl Pass<'_> {
         let nodes = by_node
             .into_iter()
             .map(|(name, pod)| {
-                let node = self.ctx.caches.nodes.get(&ObjectRef::<Node>::new(&name));
+                let node = self
+                    .ctx
+                    .caches
+                    .nodes
+                    .get(&ObjectRef::<WatchedNode>::new(&name));
                 let labels = node
                     .as_ref()
-                    .map(|n| n.labels().clone())
+                    .map(|n| n.0.labels().clone())
                     .unwrap_or_default();
                 NodeState {
                     zone: pods_plan
                         .topology_key
                         .as_deref()
-                        .and_then(|key| node.as_deref().and_then(|n| node_label(n, key)))
+                        .and_then(|key| node.as_deref().and_then(|n| node_label(&n.0, key)))
                         .map(str::to_owned),
                     canary: selector
                         .is_some_and(|s| label_selector_matches(s, &labels).unwrap_or(false)),
-                    health: node.as_deref().map_or(NodeHealth::Missing, node_health),
+                    health: node
+                        .as_deref()
+                        .map_or(NodeHealth::Missing, |n| node_health(&n.0)),
                     pod,
                     name,
                 }

@@ -1080,3 +1080,61 @@ async fn tls_migration_steps_roll_out_under_supervision() {
     );
     replica.stop().await;
 }
+
+/// A controller with nothing to roll out stays alive however the nodes and the DaemonSets it
+/// does not manage change: an event that concerns no CanaryDaemonSet is no waiting work. (It
+/// counted as such, and an idle controller stopped as wedged after 300 s.)
+#[tokio::test(start_paused = true)]
+async fn an_idle_controller_is_not_wedged_by_events_that_concern_no_canary_daemon_set() {
+    use canary_kube_adapter::controller::ControllerConfig;
+    use canary_kube_adapter::health::Health;
+    use k8s_openapi::api::core::v1::Node;
+    let sim = sim(3);
+    let client = sim.client();
+    let health = Health::default();
+    let replica = Replica::start_with(&sim, client.clone(), |config| ControllerConfig {
+        health: health.clone(),
+        ..config
+    });
+    let unmanaged: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "kube-proxy", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "kube-proxy"}},
+            "template": {"metadata": {"labels": {"app": "kube-proxy"}},
+                         "spec": {"containers": [{"name": "proxy", "image": "proxy:1"}]}}
+        }
+    }))
+    .unwrap();
+    let daemon_sets = Api::<DaemonSet>::namespaced(client.clone(), NS);
+    daemon_sets
+        .create(&Default::default(), &unmanaged)
+        .await
+        .unwrap();
+    let nodes = Api::<Node>::all(client.clone());
+    for (round, unschedulable) in [(0, true), (1, false), (2, true), (3, false)] {
+        nodes
+            .patch(
+                "node-1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": unschedulable},
+                                     "metadata": {"labels": {"round": round.to_string()}}})),
+            )
+            .await
+            .unwrap();
+        daemon_sets
+            .patch(
+                "kube-proxy",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"metadata": {"annotations": {"round": round.to_string()}}}}})),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(health.wedged(), None, "round {round}");
+        assert!(
+            !replica.task.is_finished(),
+            "round {round}: the controller stopped"
+        );
+    }
+    replica.stop().await;
+}

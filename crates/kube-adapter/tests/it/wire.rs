@@ -123,7 +123,7 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
         daemon_sets_ready: Arc::new(AtomicBool::new(true)),
         pods,
         revisions,
-        nodes: reflector::store::<k8s_openapi::api::core::v1::Node>().0,
+        nodes: reflector::store::<canary_kube_adapter::watched_node::WatchedNode>().0,
         nodes_ready: Arc::new(AtomicBool::new(true)),
         workloads: Arc::new(WorkloadWatches::new(
             client.clone(),
