@@ -2,8 +2,8 @@
 //! the store change that is that write.
 //!
 //! The events come from the simulator's store (every change, in commit order, each with the
-//! wall-clock instant of its commit), recorded during one rollout and analysed afterwards, so
-//! that the analysis costs the measured system nothing. Three writes are expected per rollout:
+//! wall-clock instant of its commit), reduced to [`Fact`]s as they arrive during one rollout and
+//! analysed afterwards. Three writes are expected per rollout:
 //!
 //! | write  | recognised by (DaemonSet generation moved and)  | made possible by                          |
 //! |--------|-------------------------------------------------|-------------------------------------------|
@@ -35,71 +35,113 @@ pub struct Reaction {
     pub latency: Option<Duration>,
 }
 
-#[derive(Default)]
-struct PodState {
+/// What the analysis reads of one store event, taken as the event arrives so that no object
+/// version outlives the store's own watch history: a recorder that kept the events (their
+/// objects, about 30,000 versions per 5,000-node rollout) freed them all right before the next
+/// rollout's change, and glibc's heap consolidation landed in that rollout's measured start.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fact {
+    /// The CanaryDaemonSet's generation moved (its spec changed).
+    SpecChanged { at: Instant },
+    /// A pod of the DaemonSet changed: on the target version and ready, or deleted.
+    Pod {
+        name: String,
+        state: Option<PodState>,
+        at: Instant,
+    },
+    /// The DaemonSet's spec changed: `start`, `widen`, `finish` or `other`, with the spec it
+    /// left and, but for `other`, the DaemonSet before it (for the oracle).
+    DaemonSetWrite {
+        write: &'static str,
+        spec: Value,
+        before: Option<Value>,
+        at: Instant,
+    },
+}
+
+/// A pod as the analysis reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PodState {
     on_target: bool,
     ready: bool,
 }
 
-/// Replays `events` of the DaemonSet `name` moving to `version` on `desired` nodes.
-pub fn reactions(
-    events: &[StoreEvent],
-    name: &str,
-    version: &str,
-    desired: usize,
-) -> Vec<Reaction> {
+/// What `event` means for the rollout of the DaemonSet `name` to `version`, if anything.
+pub fn fact_of(event: &StoreEvent, name: &str, version: &str) -> Option<Fact> {
+    let at = event.committed_at;
+    match (event.key.plural.as_str(), event.key.group.as_str()) {
+        ("canarydaemonsets", _)
+            if event.name == name
+                && generation(event.previous.as_deref()) < generation(Some(&event.object)) =>
+        {
+            Some(Fact::SpecChanged { at })
+        }
+        ("pods", "") if owner_name(&event.object) == Some(name) => Some(Fact::Pod {
+            name: event.name.clone(),
+            state: (event.kind != EventKind::Deleted).then(|| PodState {
+                on_target: on_target(&event.object, version),
+                ready: is_ready(&event.object),
+            }),
+            at,
+        }),
+        ("daemonsets", "apps") if event.name == name => {
+            classify_write(event).map(|write| Fact::DaemonSetWrite {
+                write,
+                spec: event.object["spec"].clone(),
+                before: (write != "other")
+                    .then(|| event.previous.as_deref().cloned())
+                    .flatten(),
+                at,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Replays the `facts` of one rollout on `desired` nodes.
+pub fn reactions(facts: &[Fact], desired: usize) -> Vec<Reaction> {
     let mut pods: HashMap<&str, PodState> = HashMap::new();
     let mut spec_changed: Option<Instant> = None;
     let mut first_ready: Option<Instant> = None;
     let mut all_ready: Option<Instant> = None;
     let mut found = Vec::new();
-    for event in events {
-        match (event.key.plural.as_str(), event.key.group.as_str()) {
-            ("canarydaemonsets", _)
-                if event.name == name
-                    && generation(event.previous.as_deref()) < generation(Some(&event.object)) =>
-            {
-                spec_changed.get_or_insert(event.committed_at);
+    for fact in facts {
+        match fact {
+            Fact::SpecChanged { at } => {
+                spec_changed.get_or_insert(*at);
             }
-            ("pods", "") if owner_name(&event.object) == Some(name) => {
-                track_pod(&mut pods, event, version);
+            Fact::Pod { name, state, at } => {
+                match state {
+                    Some(state) => {
+                        pods.insert(name, *state);
+                    }
+                    None => {
+                        pods.remove(name.as_str());
+                    }
+                }
                 let ready_on_target = pods.values().filter(|p| p.on_target && p.ready).count();
                 if ready_on_target >= 1 {
-                    first_ready.get_or_insert(event.committed_at);
+                    first_ready.get_or_insert(*at);
                 }
                 if ready_on_target == desired && pods.len() == desired {
-                    all_ready.get_or_insert(event.committed_at);
+                    all_ready.get_or_insert(*at);
                 }
             }
-            ("daemonsets", "apps") if event.name == name => {
-                if let Some(write) = classify_write(event) {
-                    let trigger = match write {
-                        "start" => spec_changed,
-                        "widen" => first_ready,
-                        "finish" => all_ready,
-                        _ => None,
-                    };
-                    found.push(Reaction {
-                        write,
-                        latency: trigger.map(|t| event.committed_at.saturating_duration_since(t)),
-                    });
-                }
+            Fact::DaemonSetWrite { write, at, .. } => {
+                let trigger = match *write {
+                    "start" => spec_changed,
+                    "widen" => first_ready,
+                    "finish" => all_ready,
+                    _ => None,
+                };
+                found.push(Reaction {
+                    write,
+                    latency: trigger.map(|t| at.saturating_duration_since(t)),
+                });
             }
-            _ => {}
         }
     }
     found
-}
-
-fn track_pod<'a>(pods: &mut HashMap<&'a str, PodState>, event: &'a StoreEvent, version: &str) {
-    if event.kind == EventKind::Deleted {
-        pods.remove(event.name.as_str());
-        return;
-    }
-    let pod = &event.object;
-    let state = pods.entry(event.name.as_str()).or_default();
-    state.on_target = on_target(pod, version);
-    state.ready = is_ready(pod);
 }
 
 /// Whether `pod` carries the target `version`.
@@ -131,21 +173,27 @@ fn generation(object: Option<&Value>) -> i64 {
         .unwrap_or(0)
 }
 
-/// The controller's writes to the DaemonSet `name` among `events`, to replay in the oracle:
-/// the DaemonSet before the first one, and the spec each one left.
-pub fn recorded(events: &[StoreEvent], name: &str) -> Recorded {
+/// The controller's writes among the `facts`, to replay in the oracle: the DaemonSet before
+/// the first one, and the spec each one left.
+pub fn recorded(facts: &[Fact]) -> Recorded {
     let mut recorded = Recorded::default();
-    for event in events {
-        if event.key.plural != "daemonsets" || event.name != name {
-            continue;
-        }
-        let Some(write) = classify_write(event).filter(|w| *w != "other") else {
+    for fact in facts {
+        let Fact::DaemonSetWrite {
+            write,
+            spec,
+            before,
+            ..
+        } = fact
+        else {
             continue;
         };
-        if recorded.before.is_none() {
-            recorded.before = event.previous.as_deref().cloned();
+        if *write == "other" {
+            continue;
         }
-        recorded.writes.push((write, event.object["spec"].clone()));
+        if recorded.before.is_none() {
+            recorded.before = before.clone();
+        }
+        recorded.writes.push((write, spec.clone()));
     }
     recorded
 }

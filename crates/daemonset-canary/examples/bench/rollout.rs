@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::oracle::Recorded;
-use crate::reaction::{Reaction, reactions, recorded};
+use crate::reaction::{Fact, Reaction, fact_of, reactions, recorded};
 
 /// Virtual time kept after `successful`, to catch late writes.
 const QUIET_AFTER: Duration = Duration::from_secs(60);
@@ -100,7 +100,7 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     let sim = scenario.sim();
     let stats = scenario.observer().stats();
     let mut transitions = scenario.observer().subscribe();
-    let recorder = Recorder::start(sim.store().subscribe());
+    let recorder = Recorder::start(sim.store().subscribe(), version);
     let before = Counters::read(stats, sim);
 
     let manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
@@ -130,7 +130,7 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     let makespan = started.elapsed();
     tokio::time::sleep(QUIET_AFTER).await;
     let after = Counters::read(stats, sim);
-    let events = recorder.finish().await?;
+    let facts = recorder.finish().await?;
     Ok(RolloutFigures {
         nodes,
         daemon_set_writes: after.daemon_set_writes - before.daemon_set_writes,
@@ -138,35 +138,40 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
         requests: (after.requests - before.requests).saturating_sub(1),
         reconciles: after.reconciles - before.reconciles,
         makespan,
-        reactions: reactions(&events, scenario::NAME, version, nodes as usize),
-        recorded: recorded(&events, scenario::NAME),
+        reactions: reactions(&facts, nodes as usize),
+        recorded: recorded(&facts),
         version: version.to_owned(),
     })
 }
 
-/// Keeps every store event from its start until [`Recorder::finish`].
+/// Keeps what the analysis reads of every store event ([`Fact`]) from its start until
+/// [`Recorder::finish`].
 struct Recorder {
     stop: oneshot::Sender<()>,
-    task: JoinHandle<(Vec<StoreEvent>, u64)>,
+    task: JoinHandle<(Vec<Fact>, u64)>,
 }
 
 impl Recorder {
-    fn start(mut events: broadcast::Receiver<StoreEvent>) -> Self {
+    fn start(mut events: broadcast::Receiver<StoreEvent>, version: &str) -> Self {
         let (stop, mut stopped) = oneshot::channel::<()>();
+        let version = version.to_owned();
         let task = tokio::spawn(async move {
             let mut kept = Vec::new();
             let mut missed = 0;
+            let keep = |event: StoreEvent, kept: &mut Vec<Fact>| {
+                kept.extend(fact_of(&event, scenario::NAME, &version));
+            };
             loop {
                 tokio::select! {
                     biased;
                     event = events.recv() => match event {
-                        Ok(event) => kept.push(event),
+                        Ok(event) => keep(event, &mut kept),
                         Err(RecvError::Lagged(n)) => missed += n,
                         Err(RecvError::Closed) => break,
                     },
                     _ = &mut stopped => {
                         while let Ok(event) = events.try_recv() {
-                            kept.push(event);
+                            keep(event, &mut kept);
                         }
                         break;
                     }
@@ -177,14 +182,14 @@ impl Recorder {
         Self { stop, task }
     }
 
-    /// The events recorded; an error if any was missed (the latencies would be wrong).
-    async fn finish(self) -> Result<Vec<StoreEvent>> {
+    /// The facts recorded; an error if any event was missed (the latencies would be wrong).
+    async fn finish(self) -> Result<Vec<Fact>> {
         let _ = self.stop.send(());
-        let (events, missed) = self.task.await.context("the event recorder panicked")?;
+        let (facts, missed) = self.task.await.context("the event recorder panicked")?;
         ensure!(
             missed == 0,
             "the event recorder missed {missed} store events"
         );
-        Ok(events)
+        Ok(facts)
     }
 }
