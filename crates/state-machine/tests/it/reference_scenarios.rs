@@ -58,6 +58,26 @@ fn assert_completed(decision: &Decision) {
     assert_eq!(decision.error, None);
 }
 
+/// The pass after row 1's unrecorded write on one node, the live DaemonSet in the TLS era
+/// described by `tls`.
+fn tls_era(tls: TlsFacts) -> Observation {
+    Observation {
+        tls: Some(tls),
+        ..after_start(1, 1)
+    }
+}
+
+/// A TLS migration step that makes `edit`: still `waiting`, the generation recorded.
+fn assert_tls_step(decision: &Decision, edit: TemplateEdit) {
+    assert_eq!(decision.phase, Phase::Waiting);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::TlsStep, None, Some(edit)))
+    );
+    assert!(decision.record_generation);
+    assert!(!decision.done);
+}
+
 #[test]
 fn scenario_01_create_reports_done_at_once() {
     let decision = decide_create(&Strategy::kubevirt(), NAME, VERSION);
@@ -92,14 +112,11 @@ fn scenario_03_generation_unknown_spec_up_to_date_completes() {
 
 #[test]
 fn scenario_03_tls_era_completes_when_tls_is_done() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: true,
-            desired_has_cert_volume: false,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: true,
+        desired_has_cert_volume: false,
+    });
     assert_completed(&kubevirt(&observation));
 }
 
@@ -232,26 +249,13 @@ fn scenario_12_complete_the_rollout_in_the_revert_pass() {
 
 #[test]
 fn scenario_13_detach_the_secret_before_completing() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: true,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: true,
+        desired_has_cert_volume: true,
+    });
     let decision = kubevirt(&observation);
-    assert_eq!(decision.phase, Phase::Waiting);
-    assert_eq!(
-        decision.write,
-        Some(write(
-            WriteKind::TlsStep,
-            None,
-            Some(TemplateEdit::DetachCertSecret)
-        ))
-    );
-    assert!(decision.record_generation);
-    assert!(!decision.done);
+    assert_tls_step(&decision, TemplateEdit::DetachCertSecret);
     assert_eq!(decision.error, None);
     let event = decision.event.unwrap();
     assert_eq!(
@@ -266,26 +270,13 @@ fn scenario_13_detach_the_secret_before_completing() {
 
 #[test]
 fn scenario_14_switch_to_the_tls_rollout() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: false,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: false,
+        desired_has_cert_volume: true,
+    });
     let decision = kubevirt(&observation);
-    assert_eq!(decision.phase, Phase::Waiting);
-    assert_eq!(
-        decision.write,
-        Some(write(
-            WriteKind::TlsStep,
-            None,
-            Some(TemplateEdit::InsertTlsFlag)
-        ))
-    );
-    assert!(decision.record_generation);
-    assert!(!decision.done);
+    assert_tls_step(&decision, TemplateEdit::InsertTlsFlag);
     assert_eq!(
         decision.event.map(|e| (e.reason, e.message)),
         Some((
@@ -297,14 +288,11 @@ fn scenario_14_switch_to_the_tls_rollout() {
 
 #[test]
 fn tls_unsupported_live_daemonset_completes_normally() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: false,
-            live_has_flag: false,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: false,
+        live_has_flag: false,
+        desired_has_cert_volume: true,
+    });
     assert_completed(&kubevirt(&observation));
 }
 
