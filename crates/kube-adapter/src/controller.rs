@@ -30,9 +30,7 @@ use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::{
-    Coalesced, WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors,
-};
+use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -243,6 +241,11 @@ async fn run_controller(
     let health = config.health.clone();
     let listed = Listed::new(health.clone());
     let log = WatchLog::new(config.server_url.clone());
+    let watch_errors = WatchErrors {
+        observer: config.observer.clone(),
+        health: health.clone(),
+        log: log.clone(),
+    };
 
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let ds_listed = listed.clone();
@@ -259,13 +262,7 @@ async fn run_controller(
         })
         .reflect(ds_writer)
         .map_ok(move |event| ds_triggers.filter(event));
-    let ds_stream = quiet_or_trigger_without_errors(
-        ds_stream,
-        "daemonsets",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let ds_stream = watch_errors.quiet_or_trigger(ds_stream, "daemonsets");
 
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
@@ -296,13 +293,7 @@ async fn run_controller(
                 watcher::Event::Init | watcher::Event::InitDone => None,
             }
         });
-    let pod_stream = quiet_or_trigger_without_errors(
-        pod_stream,
-        "pods",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let pod_stream = watch_errors.quiet_or_trigger(pod_stream, "pods");
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
@@ -315,13 +306,7 @@ async fn run_controller(
             event
         })
         .touched_objects();
-    let revision_stream = without_errors(
-        revision_stream,
-        "controllerrevisions",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let revision_stream = watch_errors.without_errors(revision_stream, "controllerrevisions");
 
     // Nodes, for the Pods driver: health, zone and canary labels, nothing else (a node's
     // status carries its image list and more, several KiB each). Not part of readiness: a
@@ -342,13 +327,7 @@ async fn run_controller(
         .touched_objects()
         // Kubelets report their status every few minutes: only what the driver reads triggers.
         .predicate_filter(node_fingerprint, PredicateConfig::default());
-    let node_stream = without_errors(
-        node_stream,
-        "nodes",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let node_stream = watch_errors.without_errors(node_stream, "nodes");
 
     let (workload_tx, workload_triggers) = mpsc::unbounded_channel();
     let workloads = Arc::new(
@@ -411,13 +390,7 @@ async fn run_controller(
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(spec_or_marks, PredicateConfig::default());
-    let cds_stream = without_errors(
-        cds_stream,
-        "canarydaemonsets",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let cds_stream = watch_errors.without_errors(cds_stream, "canarydaemonsets");
     let invalid_objects = tokio::spawn(crate::undecodable::report(undecodable, ctx.clone()));
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {
