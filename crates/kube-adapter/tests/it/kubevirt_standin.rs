@@ -119,6 +119,11 @@ impl StandIn {
             "targetKubeVirtRegistry": target.registry,
             "targetDeploymentID": target.deployment_id,
         }});
+        self.merge_status(status).await;
+    }
+
+    /// Merge-patches the KubeVirt object's status with `status`: one write.
+    async fn merge_status(&mut self, status: serde_json::Value) {
         self.kubevirts
             .patch_status(KUBEVIRT, &PatchParams::default(), &Patch::Merge(&status))
             .await
@@ -146,11 +151,7 @@ impl StandIn {
                             "name": HANDLER, "lastGeneration": generation, "hash": ""}),
         );
         let status = json!({"status": {"generations": records}});
-        self.kubevirts
-            .patch_status(KUBEVIRT, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
-        self.writes += 1;
+        self.merge_status(status).await;
     }
 
     /// The DaemonSet the install strategy asks for, with the operator metadata injected.
