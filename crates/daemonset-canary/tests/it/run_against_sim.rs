@@ -721,14 +721,7 @@ async fn rollback_abort_undo_and_history() {
 
     let (sim, client, _run) = controller_on_sim("rollback").await;
     let kubeconfig = &sim.kubeconfig;
-    let run_verb = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-            .args(args)
-            .args([NAME, "-n", NAMESPACE, "--kubeconfig"])
-            .arg(kubeconfig)
-            .output()
-            .unwrap()
-    };
+    let run_verb = |args: &[&str]| verb_with(kubeconfig, args);
     let manifest = |version: &str, behavior: &str| {
         let mut manifest = daemonset_canary::demo::scenario::manifest_for(
             Compatibility::Fixed,
