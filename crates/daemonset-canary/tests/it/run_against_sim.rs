@@ -249,8 +249,7 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
 /// controller is killed when the last value is dropped.
 async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
     let sim = support::serve_sim(test, &["--nodes", "3"]);
-    let client = support::client(&sim.kubeconfig).await;
-    support::install_crd(&client).await;
+    let client = support::client_with_crd(&sim.kubeconfig).await;
     let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
     (sim, client, run)
 }
