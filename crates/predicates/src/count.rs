@@ -22,6 +22,20 @@ pub struct CountRule<'a> {
     pub skip_terminating: bool,
 }
 
+impl<'a> CountRule<'a> {
+    /// The reference's rule (KubeVirt mode): updated by the install-strategy annotations,
+    /// crash loops as `PodIsCrashLooping` judges them, terminating pods counted.
+    pub fn reference(target: &'a Target, keys: &'a AnnotationKeys) -> Self {
+        CountRule {
+            target,
+            keys,
+            updated: &UpdatedRule::Annotations,
+            crash_loop: &CrashLoopPolicy::KubeVirt,
+            skip_terminating: false,
+        }
+    }
+}
+
 /// Pod counts of one DaemonSet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodCounts {
@@ -281,13 +295,7 @@ mod tests {
                 ..BASE
             }),
         ];
-        let mut rule = CountRule {
-            target: &target,
-            keys: &keys,
-            updated: &UpdatedRule::Annotations,
-            crash_loop: &CrashLoopPolicy::KubeVirt,
-            skip_terminating: false,
-        };
+        let mut rule = CountRule::reference(&target, &keys);
         assert_eq!(count_pods(&pods, &rule).updated_ready, 2);
         rule.skip_terminating = true;
         let counts = count_pods(&pods, &rule);
