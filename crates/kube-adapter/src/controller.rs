@@ -30,9 +30,7 @@ use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
-use crate::trigger::{
-    Coalesced, WatchBackoff, WatchLog, quiet_or_trigger_without_errors, without_errors,
-};
+use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -243,6 +241,11 @@ async fn run_controller(
     let health = config.health.clone();
     let listed = Listed::new(health.clone());
     let log = WatchLog::new(config.server_url.clone());
+    let watch_errors = WatchErrors {
+        observer: config.observer.clone(),
+        health: health.clone(),
+        log: log.clone(),
+    };
 
     // The CanaryDaemonSets' cache comes first: the DaemonSet and node watches read it to
     // tell whether an event concerns any CanaryDaemonSet. One that concerns none is no
@@ -268,13 +271,7 @@ async fn run_controller(
         .map_ok(move |ds| {
             ds.filter(|ds| !owner_or_referrers(ds, &ds_referrers.state()).is_empty())
         });
-    let ds_stream = quiet_or_trigger_without_errors(
-        ds_stream,
-        "daemonsets",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let ds_stream = watch_errors.quiet_or_trigger(ds_stream, "daemonsets");
 
     let pods = OwnerIndex::<PodSummary>::new();
     let pod_index = pods.clone();
@@ -305,13 +302,7 @@ async fn run_controller(
                 watcher::Event::Init | watcher::Event::InitDone => None,
             }
         });
-    let pod_stream = quiet_or_trigger_without_errors(
-        pod_stream,
-        "pods",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let pod_stream = watch_errors.quiet_or_trigger(pod_stream, "pods");
 
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
@@ -324,13 +315,7 @@ async fn run_controller(
             event
         })
         .touched_objects();
-    let revision_stream = without_errors(
-        revision_stream,
-        "controllerrevisions",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let revision_stream = watch_errors.without_errors(revision_stream, "controllerrevisions");
 
     // Nodes, for the Pods driver: health, zone and canary labels, nothing else, decoded as
     // `WatchedNode` (a node's status carries its image list and more, several KiB each). Not
@@ -356,13 +341,7 @@ async fn run_controller(
     // Kubelets report their status every few minutes: only what the driver reads triggers.
     .predicate_filter(crate::watched_node::fingerprint, PredicateConfig::default())
     .map_ok(move |node| (!pods_driven(&node_readers.state()).is_empty()).then_some(node));
-    let node_stream = quiet_or_trigger_without_errors(
-        node_stream,
-        "nodes",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let node_stream = watch_errors.quiet_or_trigger(node_stream, "nodes");
 
     let (workload_tx, workload_triggers) = mpsc::unbounded_channel();
     let workloads = Arc::new(
@@ -424,13 +403,7 @@ async fn run_controller(
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(spec_or_marks, PredicateConfig::default());
-    let cds_stream = without_errors(
-        cds_stream,
-        "canarydaemonsets",
-        config.observer.clone(),
-        health.clone(),
-        log.clone(),
-    );
+    let cds_stream = watch_errors.without_errors(cds_stream, "canarydaemonsets");
     let invalid_objects = tokio::spawn(crate::undecodable::report(undecodable, ctx.clone()));
     let flushes = ctx.take_status_flushes().map(|rx| {
         futures::stream::unfold(rx, |mut rx| async move {

@@ -119,51 +119,30 @@ mod tests {
 
     #[test]
     fn only_what_a_pass_reads_triggers() {
-        let mut triggers = DaemonSetTriggers::default();
-        assert!(
-            triggers
-                .filter(watcher::Event::InitApply(ds("1", 1, 2)))
-                .is_some()
-        );
-        // A count the pass does not read, a new resource version: quiet.
-        assert!(
-            triggers
-                .filter(watcher::Event::Apply(ds("2", 2, 2)))
-                .is_none()
-        );
-        // Every pod available: rolled out, a trigger.
-        assert!(
-            triggers
-                .filter(watcher::Event::Apply(ds("3", 3, 2)))
-                .is_some()
-        );
-        // The DaemonSet controller catching up with a write: a trigger.
-        assert!(
-            triggers
-                .filter(watcher::Event::Apply(ds("4", 3, 3)))
-                .is_some()
-        );
-        // A hand edit of the spec: a trigger.
+        use watcher::Event::{Apply, Delete, InitApply, InitDone};
         let mut edited = ds("5", 3, 3);
         if let Some(spec) = edited.spec.as_mut() {
             spec.min_ready_seconds = Some(10);
         }
-        assert!(triggers.filter(watcher::Event::Apply(edited)).is_some());
-        // Deleted, then seen again: both trigger.
-        assert!(
-            triggers
-                .filter(watcher::Event::Delete(ds("6", 3, 3)))
-                .is_some()
-        );
-        assert!(
-            triggers
-                .filter(watcher::Event::Apply(ds("7", 3, 3)))
-                .is_some()
-        );
-        assert!(
-            triggers
-                .filter(watcher::Event::<DaemonSet>::InitDone)
-                .is_none()
-        );
+        // Each event in turn, whether it triggers a pass, and what it is.
+        let events = [
+            (InitApply(ds("1", 1, 2)), true, "listed"),
+            // A count the pass does not read, a new resource version: quiet.
+            (Apply(ds("2", 2, 2)), false, "a count moved"),
+            // Every pod available: rolled out, a trigger.
+            (Apply(ds("3", 3, 2)), true, "rolled out"),
+            // The DaemonSet controller catching up with a write: a trigger.
+            (Apply(ds("4", 3, 3)), true, "write observed"),
+            // A hand edit of the spec: a trigger.
+            (Apply(edited), true, "edited"),
+            // Deleted, then seen again: both trigger.
+            (Delete(ds("6", 3, 3)), true, "deleted"),
+            (Apply(ds("7", 3, 3)), true, "seen again"),
+            (InitDone, false, "list done"),
+        ];
+        let mut triggers = DaemonSetTriggers::default();
+        for (event, triggers_a_pass, what) in events {
+            assert_eq!(triggers.filter(event).is_some(), triggers_a_pass, "{what}");
+        }
     }
 }

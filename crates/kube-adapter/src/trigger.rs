@@ -23,7 +23,7 @@
 //! retry's error is the one that says why the server cannot be reached (the first error of an
 //! outage is often a reset connection, the next ones "connection refused").
 //!
-//! Not every watch item is a trigger: [`quiet_or_trigger_without_errors`] takes items that say
+//! Not every watch item is a trigger: [`WatchErrors::quiet_or_trigger`] takes items that say
 //! the watcher works but ask for no pass (`Ok(None)`), such as a pod event that moved nothing a
 //! pass reads (see [`OwnerIndex::apply`]); a rollout on 5,000 nodes has tens of thousands of
 //! them (issue 20). They reach neither the Controller nor [`Health::triggered`], which would
@@ -152,55 +152,68 @@ impl WatchLog {
     }
 }
 
-/// `stream` without its errors, each counted against `resource`, noted in `health` and logged
-/// through `log` first; every item that passes is a trigger of the Controller, and says the
-/// watcher works.
-pub(crate) fn without_errors<S, T>(
-    stream: S,
-    resource: &'static str,
-    observer: Observer,
-    health: Health,
-    log: WatchLog,
-) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static
-where
-    S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
-    T: Send + 'static,
-{
-    quiet_or_trigger_without_errors(stream.map_ok(Some), resource, observer, health, log)
+/// Where the watch errors of one controller term go: counted by the observer, noted in the
+/// health, logged through the term's shared log. One value for every watcher of the term, so
+/// that each wraps its stream with the same three.
+#[derive(Clone)]
+pub(crate) struct WatchErrors {
+    pub(crate) observer: Observer,
+    pub(crate) health: Health,
+    pub(crate) log: WatchLog,
 }
 
-/// [`without_errors`] over a stream whose `Ok(None)` items say the watcher works and trigger
-/// nothing: they are dropped too, without counting as a trigger.
-pub(crate) fn quiet_or_trigger_without_errors<S, T>(
-    stream: S,
-    resource: &'static str,
-    observer: Observer,
-    health: Health,
-    log: WatchLog,
-) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static
-where
-    S: Stream<Item = Result<Option<T>, watcher::Error>> + Send + 'static,
-    T: Send + 'static,
-{
-    stream.filter_map(move |item| {
-        let kept = match item {
-            Ok(trigger) => {
-                health.watch_succeeded(resource);
-                let _resumed = log.succeeded(resource);
-                trigger.map(|object| {
-                    health.triggered();
-                    Ok(object)
-                })
-            }
-            Err(error) => {
-                observer.report(Report::WatchError { resource });
-                health.watch_failed(resource);
-                let _warned = log.failed(resource, &error);
-                None
-            }
-        };
-        future::ready(kept)
-    })
+impl WatchErrors {
+    /// `stream` without its errors, each counted against `resource`, noted in the health and
+    /// logged first; every item that passes is a trigger of the Controller, and says the
+    /// watcher works.
+    pub(crate) fn without_errors<S, T>(
+        &self,
+        stream: S,
+        resource: &'static str,
+    ) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static + use<S, T>
+    where
+        S: Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.quiet_or_trigger(stream.map_ok(Some), resource)
+    }
+
+    /// [`WatchErrors::without_errors`] over a stream whose `Ok(None)` items say the watcher
+    /// works and trigger nothing: they are dropped too, without counting as a trigger.
+    pub(crate) fn quiet_or_trigger<S, T>(
+        &self,
+        stream: S,
+        resource: &'static str,
+    ) -> impl Stream<Item = Result<T, watcher::Error>> + Send + 'static + use<S, T>
+    where
+        S: Stream<Item = Result<Option<T>, watcher::Error>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let WatchErrors {
+            observer,
+            health,
+            log,
+        } = self.clone();
+        stream.filter_map(move |item| {
+            let kept = match item {
+                Ok(trigger) => {
+                    health.watch_succeeded(resource);
+                    let _resumed = log.succeeded(resource);
+                    trigger.map(|object| {
+                        health.triggered();
+                        Ok(object)
+                    })
+                }
+                Err(error) => {
+                    observer.report(Report::WatchError { resource });
+                    health.watch_failed(resource);
+                    let _warned = log.failed(resource, &error);
+                    None
+                }
+            };
+            future::ready(kept)
+        })
+    }
 }
 
 /// The watchers' backoff: exponential from [`WatchBackoff::MIN`] to [`WatchBackoff::MAX`],
@@ -351,13 +364,12 @@ mod tests {
         let (events, watch) = mpsc::unbounded();
         let (store, writer) = reflector::store::<ConfigMap>();
         let observer = Observer::default();
-        let trigger = without_errors(
-            watch.reflect(writer).applied_objects(),
-            "configmaps",
-            observer.clone(),
-            Health::default(),
-            WatchLog::default(),
-        );
+        let errors = WatchErrors {
+            observer: observer.clone(),
+            health: Health::default(),
+            log: WatchLog::default(),
+        };
+        let trigger = errors.without_errors(watch.reflect(writer).applied_objects(), "configmaps");
         let (nudge, nudged) = mpsc::unbounded::<ConfigMap>();
         let passes = Arc::new(AtomicUsize::new(0));
         let counted = passes.clone();

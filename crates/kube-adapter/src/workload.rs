@@ -35,7 +35,7 @@ use crate::health::Health;
 use crate::index::{OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
-use crate::trigger::{WatchBackoff, WatchLog, without_errors};
+use crate::trigger::{WatchBackoff, WatchErrors, WatchLog};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]
@@ -70,9 +70,7 @@ impl Drop for Watch {
 /// The watches of one controller term; see the module documentation.
 pub struct WorkloadWatches {
     client: Client,
-    observer: Observer,
-    health: Health,
-    log: WatchLog,
+    errors: WatchErrors,
     triggers: mpsc::UnboundedSender<ObjectRef<CanaryDaemonSet>>,
     watches: Mutex<HashMap<(String, String), Watch>>,
 }
@@ -106,9 +104,11 @@ impl WorkloadWatches {
     ) -> Self {
         Self {
             client,
-            observer,
-            health,
-            log: WatchLog::default(),
+            errors: WatchErrors {
+                observer,
+                health,
+                log: WatchLog::default(),
+            },
             triggers,
             watches: Mutex::default(),
         }
@@ -117,8 +117,9 @@ impl WorkloadWatches {
     /// The same, logging watch failures through the controller term's `log` (one warning per
     /// outage for every watcher of the term).
     #[must_use]
-    pub(crate) fn with_log(self, log: WatchLog) -> Self {
-        Self { log, ..self }
+    pub(crate) fn with_log(mut self, log: WatchLog) -> Self {
+        self.errors.log = log;
+        self
     }
 
     /// The indexes of `ds` for `cds`, starting its watches on first use.
@@ -218,13 +219,7 @@ impl WorkloadWatches {
                 index.apply(&event);
                 event
             });
-        let stream = without_errors(
-            stream,
-            resource,
-            self.observer.clone(),
-            self.health.clone(),
-            self.log.clone(),
-        );
+        let stream = self.errors.without_errors(stream, resource);
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while stream.next().await.is_some() {

@@ -22,6 +22,20 @@ pub struct CountRule<'a> {
     pub skip_terminating: bool,
 }
 
+impl<'a> CountRule<'a> {
+    /// The reference's rule (KubeVirt mode): updated by the install-strategy annotations,
+    /// crash loops as `PodIsCrashLooping` judges them, terminating pods counted.
+    pub fn reference(target: &'a Target, keys: &'a AnnotationKeys) -> Self {
+        CountRule {
+            target,
+            keys,
+            updated: &UpdatedRule::Annotations,
+            crash_loop: &CrashLoopPolicy::KubeVirt,
+            skip_terminating: false,
+        }
+    }
+}
+
 /// Pod counts of one DaemonSet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodCounts {
@@ -137,6 +151,15 @@ mod tests {
         owner: "virt-handler",
     };
 
+    /// Pod `name`, ready, with the annotations of `target`.
+    fn ready_on(name: &str, target: &Target) -> Pod {
+        make(PodSpec {
+            name,
+            target: Some(target),
+            ..BASE
+        })
+    }
+
     fn make(spec: PodSpec<'_>) -> Pod {
         let keys = AnnotationKeys::default();
         Pod {
@@ -187,11 +210,7 @@ mod tests {
         let target = target();
         let old = Target::default();
         let pods = vec![
-            make(PodSpec {
-                name: "stale-ready",
-                target: Some(&old),
-                ..BASE
-            }),
+            ready_on("stale-ready", &old),
             make(PodSpec {
                 name: "stale-crashing",
                 target: Some(&old),
@@ -199,11 +218,7 @@ mod tests {
                 ready: false,
                 ..BASE
             }),
-            make(PodSpec {
-                name: "new-ready",
-                target: Some(&target),
-                ..BASE
-            }),
+            ready_on("new-ready", &target),
             make(PodSpec {
                 name: "new-not-ready",
                 target: Some(&target),
@@ -269,11 +284,7 @@ mod tests {
         let target = target();
         let keys = AnnotationKeys::default();
         let pods = [
-            make(PodSpec {
-                name: "a",
-                target: Some(&target),
-                ..BASE
-            }),
+            ready_on("a", &target),
             make(PodSpec {
                 name: "b",
                 target: Some(&target),
@@ -281,13 +292,7 @@ mod tests {
                 ..BASE
             }),
         ];
-        let mut rule = CountRule {
-            target: &target,
-            keys: &keys,
-            updated: &UpdatedRule::Annotations,
-            crash_loop: &CrashLoopPolicy::KubeVirt,
-            skip_terminating: false,
-        };
+        let mut rule = CountRule::reference(&target, &keys);
         assert_eq!(count_pods(&pods, &rule).updated_ready, 2);
         rule.skip_terminating = true;
         let counts = count_pods(&pods, &rule);
@@ -305,11 +310,7 @@ mod tests {
                 revision: "old",
                 ..BASE
             }),
-            make(PodSpec {
-                name: "new-template",
-                target: Some(&target),
-                ..BASE
-            }),
+            ready_on("new-template", &target),
         ];
         let by_revision = UpdatedRule::AnnotationsAndRevision {
             revision_hash: "new".into(),
@@ -335,11 +336,7 @@ mod tests {
         let target = target();
         let keys = AnnotationKeys::default();
         let pods = [
-            make(PodSpec {
-                name: "mine",
-                target: Some(&target),
-                ..BASE
-            }),
+            ready_on("mine", &target),
             make(PodSpec {
                 name: "other",
                 target: Some(&target),

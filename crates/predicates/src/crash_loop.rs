@@ -400,36 +400,6 @@ mod tests {
                 Some(R::CrashLoopBackOff),
             ),
             (
-                "ImagePullBackOff",
-                status("a", waiting("ImagePullBackOff"), None, 0),
-                Some(R::ImagePullBackOff),
-            ),
-            (
-                "ErrImagePull",
-                status("a", waiting("ErrImagePull"), None, 0),
-                Some(R::ErrImagePull),
-            ),
-            (
-                "InvalidImageName",
-                status("a", waiting("InvalidImageName"), None, 0),
-                Some(R::InvalidImageName),
-            ),
-            (
-                "CreateContainerConfigError",
-                status("a", waiting("CreateContainerConfigError"), None, 0),
-                Some(R::CreateContainerConfigError),
-            ),
-            (
-                "CreateContainerError",
-                status("a", waiting("CreateContainerError"), None, 0),
-                Some(R::CreateContainerError),
-            ),
-            (
-                "RunContainerError",
-                status("a", waiting("RunContainerError"), None, 0),
-                Some(R::RunContainerError),
-            ),
-            (
                 "ContainerCreating is benign",
                 status("a", waiting("ContainerCreating"), None, 0),
                 None,
@@ -445,6 +415,22 @@ mod tests {
                 reason(&pod(vec![], vec![container]), &policy),
                 expected,
                 "{case}"
+            );
+        }
+        // Each of the kubelet's other failure reasons, waiting, is that failure.
+        for (waiting_reason, expected) in [
+            ("ImagePullBackOff", R::ImagePullBackOff),
+            ("ErrImagePull", R::ErrImagePull),
+            ("InvalidImageName", R::InvalidImageName),
+            ("CreateContainerConfigError", R::CreateContainerConfigError),
+            ("CreateContainerError", R::CreateContainerError),
+            ("RunContainerError", R::RunContainerError),
+        ] {
+            let container = status("a", waiting(waiting_reason), None, 0);
+            assert_eq!(
+                reason(&pod(vec![], vec![container]), &policy),
+                Some(expected),
+                "{waiting_reason}"
             );
         }
     }

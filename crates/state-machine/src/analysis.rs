@@ -703,35 +703,37 @@ mod tests {
         let checks = [check()];
         let mut tally = MetricTally::default();
         assert_eq!(verdict(&checks, &[]), AnalysisVerdict::Pending);
-        tally.record(Verdict::Inconclusive);
-        assert_eq!(
-            verdict(&checks, &[(tally, "down")]),
-            AnalysisVerdict::Pending
-        );
-        tally.record(Verdict::Inconclusive);
-        assert_eq!(
-            verdict(&checks, &[(tally, "down")]),
-            AnalysisVerdict::Inconclusive {
-                metric: "errors".into(),
-                detail: "down".into()
-            }
-        );
-        // A conclusive measurement ends the streak on its own.
-        tally.record(Verdict::Pass);
-        assert_eq!(verdict(&checks, &[(tally, "")]), AnalysisVerdict::Passing);
-        tally.record(Verdict::Fail);
-        assert_eq!(
-            verdict(&checks, &[(tally, "high")]),
-            AnalysisVerdict::Passing
-        );
-        tally.record(Verdict::Fail);
-        assert_eq!(
-            verdict(&checks, &[(tally, "high")]),
-            AnalysisVerdict::Failed {
-                metric: "errors".into(),
-                detail: "high".into()
-            }
-        );
+        // Each measurement in turn, with its detail and the verdict after it.
+        let measurements = [
+            (Verdict::Inconclusive, "down", AnalysisVerdict::Pending),
+            (
+                Verdict::Inconclusive,
+                "down",
+                AnalysisVerdict::Inconclusive {
+                    metric: "errors".into(),
+                    detail: "down".into(),
+                },
+            ),
+            // A conclusive measurement ends the streak on its own.
+            (Verdict::Pass, "", AnalysisVerdict::Passing),
+            (Verdict::Fail, "high", AnalysisVerdict::Passing),
+            (
+                Verdict::Fail,
+                "high",
+                AnalysisVerdict::Failed {
+                    metric: "errors".into(),
+                    detail: "high".into(),
+                },
+            ),
+        ];
+        for (i, (measured, detail, expected)) in measurements.into_iter().enumerate() {
+            tally.record(measured);
+            assert_eq!(
+                verdict(&checks, &[(tally, detail)]),
+                expected,
+                "after measurement {i} ({measured:?}, {detail:?})"
+            );
+        }
         // A second metric never measured keeps the step pending.
         let two = [
             check(),

@@ -181,8 +181,8 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// A decision in `phase` with nothing else set.
-    pub(crate) fn hold(phase: Phase) -> Self {
+    /// A decision in `phase` with nothing else set (nothing written, announced or recorded).
+    pub fn hold(phase: Phase) -> Self {
         Decision {
             phase,
             failure: None,

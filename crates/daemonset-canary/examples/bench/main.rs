@@ -169,11 +169,7 @@ fn run(cli: Cli) -> Result<()> {
 
     for &nodes in &cli.nodes {
         eprintln!("rollouts: {nodes} nodes x {} ...", cli.rollouts);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .context("cannot build the virtual-time runtime")?;
+        let runtime = virtual_time_runtime()?;
         let figures = runtime.block_on(rollout::run(nodes, cli.rollouts, cli.seed))?;
         // Progress as it comes: a long run that is stopped still leaves its figures.
         for f in &figures {
@@ -211,11 +207,7 @@ fn run(cli: Cli) -> Result<()> {
             "pods-driver rollouts: {nodes} nodes x {} ...",
             cli.pods_rollouts
         );
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .context("cannot build the virtual-time runtime")?;
+        let runtime = virtual_time_runtime()?;
         let figures = runtime.block_on(pods::run(nodes, cli.pods_rollouts, cli.seed))?;
         for f in &figures {
             eprintln!(
@@ -294,4 +286,14 @@ fn bare_controller(kubeconfig: &std::path::Path) -> Result<()> {
             .await
             .context("the controller stopped")
     })
+}
+
+/// A current-thread runtime on a paused clock: the rollouts of both drivers run in virtual
+/// time: their waits cost no real time.
+fn virtual_time_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .context("cannot build the virtual-time runtime")
 }

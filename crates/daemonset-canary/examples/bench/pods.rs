@@ -9,20 +9,18 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::observer::Stats;
 use canary_sim::{Sim, Verb};
-use canary_state_machine::{Compatibility, Phase};
-use daemonset_canary::demo::scenario::{self, Scenario, ScenarioConfig, ScenarioKind};
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario::{self, Scenario};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::report::KubeletTimes;
-
-/// Virtual time kept after `successful`, to catch late requests.
-const QUIET_AFTER: Duration = Duration::from_secs(60);
+use crate::rollout::{healthy, roll_out, rounds, wait_for};
 
 /// The pause of the step plan.
 pub const PAUSE: Duration = Duration::from_secs(30);
@@ -98,13 +96,7 @@ impl Counters {
 /// Installs `v1` with the Pods driver on `nodes` nodes, then runs `rollouts` healthy rollouts.
 /// Call on a current-thread runtime with a paused clock.
 pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<PodsFigures>> {
-    let config = ScenarioConfig {
-        nodes,
-        seed,
-        kind: ScenarioKind::Healthy,
-        ..ScenarioConfig::default()
-    };
-    let scenario = Scenario::start(config).await?;
+    let scenario = healthy(nodes, seed).await?;
     let mut manifest = scenario::manifest(Compatibility::Fixed, "v1", "healthy");
     manifest["spec"]["strategy"] = strategy();
     let object: CanaryDaemonSet = serde_json::from_value(manifest)
@@ -115,36 +107,7 @@ pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<PodsFigures
         .await
         .context("cannot create the CanaryDaemonSet")?;
     wait_for(transitions).await.context("installing v1")?;
-    let mut figures = Vec::new();
-    for round in 0..rollouts {
-        let version = format!("v{}", round + 2);
-        figures.push(
-            one_rollout(&scenario, nodes, &version)
-                .await
-                .with_context(|| format!("rolling out {version} on {nodes} nodes"))?,
-        );
-    }
-    scenario.stop().await?;
-    Ok(figures)
-}
-
-/// Waits for a transition from a phase in progress to `successful`.
-async fn wait_for(mut transitions: canary_kube_adapter::observer::Transitions) -> Result<()> {
-    let deadline = Duration::from_secs(6 * 3600);
-    loop {
-        let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
-            Err(_) => bail!("no end within {deadline:?}"),
-            Ok(Err(_closed)) => bail!("the controller stopped"),
-            Ok(Ok(transition)) => transition,
-        };
-        match transition.to {
-            Phase::Successful if transition.from.is_some_and(|p| p.is_in_progress()) => {
-                return Ok(());
-            }
-            Phase::Failed => bail!("the rollout failed: {:?}", transition.failure),
-            _ => {}
-        }
-    }
+    rounds(scenario, nodes, rollouts, one_rollout).await
 }
 
 async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<PodsFigures> {
@@ -153,19 +116,8 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<P
     let before = Counters::read(stats, sim);
     let manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
     let patch = json!({"spec": {"target": manifest["spec"]["target"], "template": manifest["spec"]["template"]}});
-    let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
     let transitions = scenario.observer().subscribe();
-    let started = tokio::time::Instant::now();
-    api.patch(
-        scenario::NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .context("cannot change the CanaryDaemonSet")?;
-    wait_for(transitions).await?;
-    let makespan = started.elapsed();
-    tokio::time::sleep(QUIET_AFTER).await;
+    let makespan = roll_out(sim, &patch, transitions).await?;
     let after = Counters::read(stats, sim);
     let figures = PodsFigures {
         nodes,

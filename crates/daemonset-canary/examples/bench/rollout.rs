@@ -72,17 +72,80 @@ impl Counters {
 /// Runs `rollouts` successive healthy rollouts on `nodes` nodes. Call on a current-thread
 /// runtime with a paused clock.
 pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<RolloutFigures>> {
+    let scenario = healthy(nodes, seed).await?;
+    scenario
+        .install()
+        .await
+        .with_context(|| format!("installing v1 on {nodes} nodes"))?;
+    rounds(scenario, nodes, rollouts, one_rollout).await
+}
+
+/// The healthy scenario of both drivers' rollouts on `nodes` nodes, started.
+pub async fn healthy(nodes: u32, seed: u64) -> Result<Scenario> {
     let config = ScenarioConfig {
         nodes,
         seed,
         kind: ScenarioKind::Healthy,
         ..ScenarioConfig::default()
     };
-    let scenario = Scenario::start(config).await?;
-    scenario
-        .install()
-        .await
-        .with_context(|| format!("installing v1 on {nodes} nodes"))?;
+    Scenario::start(config).await
+}
+
+/// Starts a rollout with `patch`, waits for its success and then for [`QUIET_AFTER`], so that
+/// a late request counts against it; the makespan, from the patch to the success.
+pub async fn roll_out(
+    sim: &Sim,
+    patch: &serde_json::Value,
+    transitions: canary_kube_adapter::observer::Transitions,
+) -> Result<Duration> {
+    let started = tokio::time::Instant::now();
+    change(sim, patch).await?;
+    wait_for(transitions).await?;
+    let makespan = started.elapsed();
+    tokio::time::sleep(QUIET_AFTER).await;
+    Ok(makespan)
+}
+
+/// Merge-patches the benchmark's CanaryDaemonSet with `patch`: what starts a rollout.
+async fn change(sim: &Sim, patch: &serde_json::Value) -> Result<()> {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
+    api.patch(
+        scenario::NAME,
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .context("cannot change the CanaryDaemonSet")?;
+    Ok(())
+}
+
+/// Waits for a transition from a phase in progress to `successful`.
+pub async fn wait_for(mut transitions: canary_kube_adapter::observer::Transitions) -> Result<()> {
+    let deadline = Duration::from_secs(6 * 3600);
+    loop {
+        let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
+            Err(_) => bail!("no end within {deadline:?}"),
+            Ok(Err(_closed)) => bail!("the controller stopped"),
+            Ok(Ok(transition)) => transition,
+        };
+        match transition.to {
+            Phase::Successful if transition.from.is_some_and(|p| p.is_in_progress()) => {
+                return Ok(());
+            }
+            Phase::Failed => bail!("the rollout failed: {:?}", transition.failure),
+            _ => {}
+        }
+    }
+}
+
+/// Rolls out `v2`, `v3`, ... (`rollouts` of them) one after the other on the installed
+/// `scenario` with `one_rollout`, then stops the scenario: the rounds of both drivers.
+pub async fn rounds<T>(
+    scenario: Scenario,
+    nodes: u32,
+    rollouts: u32,
+    one_rollout: impl AsyncFn(&Scenario, u32, &str) -> Result<T>,
+) -> Result<Vec<T>> {
     let mut figures = Vec::new();
     for round in 0..rollouts {
         let version = format!("v{}", round + 2);
@@ -99,36 +162,13 @@ pub async fn run(nodes: u32, rollouts: u32, seed: u64) -> Result<Vec<RolloutFigu
 async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<RolloutFigures> {
     let sim = scenario.sim();
     let stats = scenario.observer().stats();
-    let mut transitions = scenario.observer().subscribe();
+    let transitions = scenario.observer().subscribe();
     let recorder = Recorder::start(sim.store().subscribe(), version);
     let before = Counters::read(stats, sim);
 
     let manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
     let patch = json!({"spec": manifest["spec"]});
-    let api: Api<CanaryDaemonSet> = Api::namespaced(sim.client(), scenario::NAMESPACE);
-    let started = tokio::time::Instant::now();
-    api.patch(
-        scenario::NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .context("cannot change the CanaryDaemonSet")?;
-    let deadline = Duration::from_secs(6 * 3600);
-    loop {
-        let transition = match tokio::time::timeout(deadline, transitions.recv()).await {
-            Err(_) => bail!("no end within {deadline:?}"),
-            Ok(Err(_closed)) => bail!("the controller stopped"),
-            Ok(Ok(transition)) => transition,
-        };
-        match transition.to {
-            Phase::Successful if transition.from.is_some_and(|p| p.is_in_progress()) => break,
-            Phase::Failed => bail!("the rollout failed: {:?}", transition.failure),
-            _ => {}
-        }
-    }
-    let makespan = started.elapsed();
-    tokio::time::sleep(QUIET_AFTER).await;
+    let makespan = roll_out(sim, &patch, transitions).await?;
     let after = Counters::read(stats, sim);
     let facts = recorder.finish().await?;
     Ok(RolloutFigures {

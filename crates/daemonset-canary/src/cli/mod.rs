@@ -4,7 +4,8 @@
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
 //! Shared here: the kubeconfig flags ([`KubeArgs`], flattened into every command that talks to
-//! a cluster), the connection and its one-line error messages, and the one shutdown signal.
+//! a cluster), the endpoint address of the long-running commands ([`EndpointArgs`]), the
+//! connection and its one-line error messages, and the one shutdown signal.
 
 pub mod crd;
 pub mod demo;
@@ -34,6 +35,15 @@ pub struct KubeArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, env = "CANARY_CONTEXT")]
     pub context: Option<String>,
+}
+
+/// The endpoint flag of the long-running commands (`run`, `observe-kubevirt`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct EndpointArgs {
+    /// Address of the /metrics, /healthz and /readyz endpoints.
+    /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
+    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = daemonset_canary::listen::parse_listen_addr)]
+    pub metrics_addr: std::net::SocketAddr,
 }
 
 impl KubeArgs {

@@ -6,15 +6,13 @@
 //! then watch until SIGTERM or SIGINT. `/readyz` answers 200 once the KubeVirt, DaemonSet and pod
 //! caches have listed. The process never writes to the cluster; its RBAC is get/list/watch.
 
-use super::{KubeArgs, describe, shutdown_signal};
+use super::{EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::kubevirt::{ObserveConfig, ObserveError};
-use daemonset_canary::listen::parse_listen_addr;
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::kubevirt as kubevirt_metrics;
 use daemonset_canary::server::BackgroundServer;
-use std::net::SocketAddr;
 
 /// Arguments of `observe-kubevirt`.
 #[derive(Debug, clap::Args)]
@@ -25,17 +23,15 @@ pub struct ObserveKubeVirtArgs {
     /// namespaces, which is what virt-operator's own pod cache sees.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
-    /// Address of the /metrics, /healthz and /readyz endpoints.
-    /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
-    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
-    metrics_addr: SocketAddr,
+    #[command(flatten)]
+    endpoints: EndpointArgs,
 }
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::observed().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(args.metrics_addr, metrics).await?;
+    let server = BackgroundServer::start(args.endpoints.metrics_addr, metrics).await?;
     let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,

@@ -11,16 +11,14 @@
 //! and on a standby replica alike. A standby is healthy, it only waits for the lease; taking it out
 //! of the Service's endpoints would only hide its metrics (`canary_leader 0`).
 
-use super::{Connection, KubeArgs, describe, shutdown_signal};
+use super::{Connection, EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
 use canary_kube_adapter::controller::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
-use daemonset_canary::listen::parse_listen_addr;
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::{Mode, bridge};
 use daemonset_canary::server::BackgroundServer;
 use kube::api::ListParams;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long the first request to the API server may take before `run` gives up.
@@ -35,10 +33,8 @@ pub struct RunArgs {
     /// namespaces.
     #[arg(long, short = 'n', env = "CANARY_NAMESPACE")]
     namespace: Option<String>,
-    /// Address of the /metrics, /healthz and /readyz endpoints.
-    /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
-    #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
-    metrics_addr: SocketAddr,
+    #[command(flatten)]
+    endpoints: EndpointArgs,
     /// Only run the controller while this replica holds a Lease, so several replicas can run and
     /// exactly one acts. Required with more than one replica.
     #[arg(long, env = "CANARY_LEADER_ELECTION")]
@@ -70,7 +66,7 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::new().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(args.metrics_addr, metrics).await?;
+    let server = BackgroundServer::start(args.endpoints.metrics_addr, metrics).await?;
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;

@@ -126,10 +126,15 @@ fn analysed_at(version: &str, address: &str) -> serde_json::Value {
 }
 
 async fn set_version(api: &Api<CanaryDaemonSet>, version: &str, prometheus_port: u16) {
+    set_spec(api, analysed(version, prometheus_port)).await;
+}
+
+/// Merge-patches the object's spec with the spec of `manifest`.
+async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: serde_json::Value) {
     api.patch(
         NAME,
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": analysed(version, prometheus_port)["spec"]})),
+        &Patch::Merge(json!({"spec": manifest["spec"]})),
     )
     .await
     .unwrap();
@@ -172,8 +177,7 @@ fn analysis_condition(
 async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     let dir = temp_dir("analysis");
     let sim = support::serve_sim("analysis", &["--nodes", "4", "--speed", "4"]);
-    let client = support::client(&sim.kubeconfig).await;
-    support::install_crd(&client).await;
+    let client = support::client_with_crd(&sim.kubeconfig).await;
 
     let (exporter, exporter_port) = Exporter::start(&client);
     let prometheus_port = free_port();
@@ -290,8 +294,7 @@ async fn put_secret(client: &kube::Client, name: &str, key: &str, value: &str) {
 async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     let dir = temp_dir("analysis-tls");
     let sim = support::serve_sim("analysis-tls", &["--nodes", "3", "--speed", "4"]);
-    let client = support::client(&sim.kubeconfig).await;
-    support::install_crd(&client).await;
+    let client = support::client_with_crd(&sim.kubeconfig).await;
     let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tls");
     let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
     let not_the_ca = std::fs::read_to_string(tls.join("server.crt")).unwrap();
@@ -307,15 +310,7 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let set = |version: &'static str| {
         let api = api.clone();
-        async move {
-            api.patch(
-                NAME,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": analysed_https(version, port)["spec"]})),
-            )
-            .await
-            .unwrap();
-        }
+        async move { set_spec(&api, analysed_https(version, port)).await }
     };
     let v1: CanaryDaemonSet = serde_json::from_value(analysed_https("v1", port)).unwrap();
     api.create(&PostParams::default(), &v1).await.unwrap();

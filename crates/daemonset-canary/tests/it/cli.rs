@@ -363,8 +363,7 @@ fn status_in_the_wrong_namespace_points_to_the_right_one() {
     let sim = support::serve_sim("status", &["--nodes", "1"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let client = support::client(&sim.kubeconfig).await;
-        support::install_crd(&client).await;
+        let client = support::client_with_crd(&sim.kubeconfig).await;
         let namespace: Namespace =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "monitoring"}}))
                 .unwrap();

@@ -65,16 +65,21 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (KillOnDrop, u16) {
 /// data in `dir` (a restart on the same `dir` and `port` keeps what it scraped).
 pub(crate) fn start_prometheus_at(dir: &Path, target_port: u16, port: u16) -> KillOnDrop {
     let prometheus = spawn_prometheus(dir, target_port, port, None);
+    wait_ready("prometheus", dir, || http_get(port, "/-/ready").is_some());
+    prometheus
+}
+
+/// Polls `ready` every 200 ms for up to 30 s; the panic names `what` and where its log is.
+fn wait_ready(what: &str, log: &Path, ready: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(port, "/-/ready").is_none() {
+    while !ready() {
         assert!(
             Instant::now() < deadline,
-            "prometheus not ready after 30 s; log in {}",
-            dir.display()
+            "{what} not ready after 30 s; log in {}",
+            log.display()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    prometheus
 }
 
 /// [`start_prometheus_at`] serving https only, with the test certificate of `testdata/tls/`
@@ -94,18 +99,11 @@ pub(crate) fn start_prometheus_tls_at(dir: &Path, target_port: u16, port: u16) -
     let log = dir.join("prometheus.log");
     let _ = std::fs::remove_file(&log);
     let prometheus = spawn_prometheus(dir, target_port, port, Some(&web));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("Server is ready to receive web requests")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "prometheus (TLS) not ready after 30 s; log in {}",
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_ready("prometheus (TLS)", &log, || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("Server is ready to receive web requests")
+    });
     prometheus
 }
 
@@ -221,16 +219,24 @@ fn scrape_scenario(
     }
 }
 
+/// The phases from the last canary visit on (the upgrade's; the install has one too).
+fn since_last_canary(phases: &[String]) -> Option<&[String]> {
+    let canary = phases.iter().rposition(|p| p == "canary")?;
+    phases.get(canary..)
+}
+
+/// Whether `phases` widen the rollout (`increasing` or `waiting`).
+fn widens(phases: &[String]) -> bool {
+    phases.iter().any(|p| p == "waiting" || p == "increasing")
+}
+
 /// The last canary visit (the upgrade's), a widening phase after it, and `last` at the end.
 fn widened_then(last: &'static str) -> impl Fn(&[String]) -> bool {
     move |phases| {
-        let Some(canary) = phases.iter().rposition(|p| p == "canary") else {
+        let Some(upgrade) = since_last_canary(phases) else {
             return false;
         };
-        let widened = phases[canary..]
-            .iter()
-            .any(|p| p == "waiting" || p == "increasing");
-        widened && phases.last().map(String::as_str) == Some(last)
+        widens(upgrade) && phases.last().map(String::as_str) == Some(last)
     }
 }
 
@@ -249,16 +255,9 @@ fn prometheus_sees_a_healthy_rollout_reach_successful() {
         Duration::from_secs(55),
     );
     // The v1 install ends `successful` too; the upgrade must pass through the canary to it.
-    let canary = phases
-        .iter()
-        .rposition(|p| p == "canary")
-        .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
-    assert!(
-        phases[canary..]
-            .iter()
-            .any(|p| p == "waiting" || p == "increasing"),
-        "no widening after the canary: {phases:?}"
-    );
+    let upgrade =
+        since_last_canary(&phases).unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
+    assert!(widens(upgrade), "no widening after the canary: {phases:?}");
     assert_eq!(phases.last().unwrap(), "successful", "{phases:?}");
     assert!(!phases.iter().any(|p| p == "failed"), "{phases:?}");
 }
@@ -270,15 +269,11 @@ fn prometheus_sees_a_crashlooping_canary_fail() {
         canary_then("failed"),
         Duration::from_secs(45),
     );
-    let canary = phases
-        .iter()
-        .rposition(|p| p == "canary")
-        .unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
-    assert_eq!(phases[canary..].last().unwrap(), "failed", "{phases:?}");
+    let upgrade =
+        since_last_canary(&phases).unwrap_or_else(|| panic!("no canary phase in {phases:?}"));
+    assert_eq!(upgrade.last().unwrap(), "failed", "{phases:?}");
     assert!(
-        !phases[canary..]
-            .iter()
-            .any(|p| p == "waiting" || p == "increasing"),
+        !widens(upgrade),
         "a crash-looping canary must never be widened: {phases:?}"
     );
 }

@@ -249,8 +249,7 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
 /// controller is killed when the last value is dropped.
 async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
     let sim = support::serve_sim(test, &["--nodes", "3"]);
-    let client = support::client(&sim.kubeconfig).await;
-    support::install_crd(&client).await;
+    let client = support::client_with_crd(&sim.kubeconfig).await;
     let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
     (sim, client, run)
 }
@@ -721,14 +720,7 @@ async fn rollback_abort_undo_and_history() {
 
     let (sim, client, _run) = controller_on_sim("rollback").await;
     let kubeconfig = &sim.kubeconfig;
-    let run_verb = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-            .args(args)
-            .args([NAME, "-n", NAMESPACE, "--kubeconfig"])
-            .arg(kubeconfig)
-            .output()
-            .unwrap()
-    };
+    let run_verb = |args: &[&str]| verb_with(kubeconfig, args);
     let manifest = |version: &str, behavior: &str| {
         let mut manifest = daemonset_canary::demo::scenario::manifest_for(
             Compatibility::Fixed,

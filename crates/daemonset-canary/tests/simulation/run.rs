@@ -621,18 +621,7 @@ impl Harness<'_> {
     /// indefinite pause ends no other way).
     fn promote_if_due(&mut self, paused_since: &mut Option<Instant>) {
         let Some(pods) = &self.plan.pods else { return };
-        let store = self.sim.store();
-        let paused = store
-            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
-            .and_then(|cds| cds.status)
-            .is_some_and(|status| status.phase.as_deref() == Some("paused"));
-        if !paused {
-            *paused_since = None;
-            return;
-        }
-        let now = Instant::now();
-        let since = *paused_since.get_or_insert(now);
-        if now < since + pods.promote_after {
+        if !self.in_phase_for("paused", paused_since, pods.promote_after) {
             return;
         }
         let value = format!("p{}", self.rng.next_u64() % 1_000_000);
@@ -641,6 +630,23 @@ impl Harness<'_> {
             self.world.count(|e| e.promotions += 1);
             self.world.trace(format!("promoted ({value})"));
         }
+    }
+
+    /// Whether the CanaryDaemonSet has been in `phase` for `after` or longer: `since` holds when
+    /// it was first seen in it, and is forgotten as soon as it is not.
+    fn in_phase_for(&self, phase: &str, since: &mut Option<Instant>, after: Duration) -> bool {
+        let in_phase = self
+            .sim
+            .store()
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .is_some_and(|status| status.phase.as_deref() == Some(phase));
+        if !in_phase {
+            *since = None;
+            return false;
+        }
+        let now = Instant::now();
+        now >= *since.get_or_insert(now) + after
     }
 
     /// Sets (or removes, `None`) an annotation of the CanaryDaemonSet, as a verb does;
@@ -671,17 +677,7 @@ impl Harness<'_> {
         if *retried {
             return;
         }
-        let store = self.sim.store();
-        let failed = store
-            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
-            .and_then(|cds| cds.status)
-            .is_some_and(|status| status.phase.as_deref() == Some("failed"));
-        if !failed {
-            *failed_since = None;
-            return;
-        }
-        let now = Instant::now();
-        if now < *failed_since.get_or_insert(now) + after {
+        if !self.in_phase_for("failed", failed_since, after) {
             return;
         }
         let value = format!("r{}", self.rng.next_u64() % 1_000_000);

@@ -144,6 +144,13 @@ pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// A client for the cluster of `kubeconfig`, with the CanaryDaemonSet CRD installed.
+pub async fn client_with_crd(kubeconfig: &std::path::Path) -> kube::Client {
+    let client = client(kubeconfig).await;
+    install_crd(&client).await;
+    client
+}
+
 /// Installs the CanaryDaemonSet CRD, as `daemonset-canary crd | kubectl apply -f -` would.
 pub async fn install_crd(client: &kube::Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -4,8 +4,8 @@
 //! Pure: no I/O. What cannot be seen from outside virt-operator is listed on [`derive`].
 
 use canary_predicates::{
-    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, PodCounts, Target, UpdatedRule,
-    count_pods_owned_by, daemonset_is_up_to_date,
+    AnnotationKeys, CountRule, OwnerMatch, PodCounts, Target, count_pods_owned_by,
+    daemonset_is_up_to_date,
 };
 use canary_state_machine::{Decision, Observation, Strategy, SyncFlags, decide};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -62,13 +62,7 @@ pub fn derive<'p>(
     let target_changed = !daemonset_is_up_to_date(ds, &kv.target, &keys);
     let kubevirt_generation_changed = kubevirt_generation_changed(kv, ds);
     let expected = kv.expected_daemon_set_generation(namespace, &name);
-    let rule = CountRule {
-        target: &kv.target,
-        keys: &keys,
-        updated: &UpdatedRule::Annotations,
-        crash_loop: &CrashLoopPolicy::KubeVirt,
-        skip_terminating: false,
-    };
+    let rule = CountRule::reference(&kv.target, &keys);
     let counts = count_pods_owned_by(pods, &OwnerMatch::NameOnly { name: &name }, &rule);
     let observation = Observation {
         version: kv.target.version.clone(),

@@ -176,20 +176,7 @@ impl<'a> Pass<'a> {
 
     /// [`Pass::record`] before anything is decided.
     fn blank_record(&self) -> Transition {
-        self.record(&Decision {
-            phase: Phase::Started,
-            failure: None,
-            write: None,
-            record_generation: false,
-            done: false,
-            event: None,
-            error: None,
-            quiet: false,
-            drifted: false,
-            retried: false,
-            held: false,
-            hold_event: None,
-        })
+        self.record(&Decision::hold(Phase::Started))
     }
 
     async fn run(&self) -> Result<Action, Error> {

@@ -27,8 +27,8 @@ use canary_predicates::{
     node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
-    AnalysisVerdict, DriftSeen, FailureReason, NodeHealth, NodeState, Phase, PodDecision,
-    PodObservation, PodState, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
+    AnalysisVerdict, DriftSeen, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
+    PodState, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -553,26 +553,20 @@ impl Pass<'_> {
             .await;
         // Not in the step's series: a rollback's events belong to no step.
         self.publish_events(history.events.iter(), None, "").await;
-        let act_again = history.act_again;
-        if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
-            return Ok(backoff);
-        }
-        let requeue = &self.ctx.requeue;
-        let next = match decision.phase {
-            // A rollback just started: the next pass writes its template.
-            _ if act_again => requeue.conflict,
-            // The next pass acts at once (the target revision recorded, the steps begin): no
-            // watch event would bring it.
-            Phase::Started => requeue.conflict,
-            Phase::Successful if decision.done => requeue.resync,
-            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                requeue.resync
-            }
-            _ => decision
-                .wake_after
-                .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
-        };
-        Ok(Action::requeue(next))
+        Ok(self.next_pass(
+            history.act_again,
+            decision.phase,
+            decision.failure,
+            |requeue| match decision.phase {
+                // The next pass acts at once (the target revision recorded, the steps begin):
+                // no watch event would bring it.
+                Phase::Started => requeue.conflict,
+                Phase::Successful if decision.done => requeue.resync,
+                _ => decision
+                    .wake_after
+                    .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
+            },
+        ))
     }
 }
 

@@ -5,6 +5,8 @@
 //! Invariant: a phase change, a DaemonSet write or a failure is written at once; only a change
 //! of counts waits (at most `Requeue::count_status_interval`).
 
+use std::time::Duration;
+
 use canary_state_machine::{
     Decision, Event, EventType, FailureReason, Phase, event_reason, retried_event,
 };
@@ -16,6 +18,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::Pass;
+use super::context::Requeue;
 use super::history::HistoryOutcome;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
@@ -73,21 +76,43 @@ impl Pass<'_> {
             .chain(&decision.event)
             .chain(&history.events);
         self.publish_events(events, drift, "").await;
-        let act_again = history.act_again;
-        if let Some(backoff) = self.backoff_after_refused_write(decision.failure) {
-            return Ok(backoff);
+        Ok(self.next_pass(
+            history.act_again,
+            decision.phase,
+            decision.failure,
+            |requeue| {
+                if decision.quiet {
+                    requeue.resync
+                } else {
+                    requeue.in_progress
+                }
+            },
+        ))
+    }
+
+    /// When the next pass comes, by the rules both drivers share: the backoff after a refused
+    /// write; at once (the conflict delay) when a rollback just started, as the next pass
+    /// writes its template; at rest after a sticky failure; otherwise what `otherwise` says
+    /// of the driver's own phases.
+    pub(super) fn next_pass(
+        &self,
+        act_again: bool,
+        phase: Phase,
+        failure: Option<FailureReason>,
+        otherwise: impl FnOnce(&Requeue) -> Duration,
+    ) -> Action {
+        if let Some(backoff) = self.backoff_after_refused_write(failure) {
+            return backoff;
         }
         let requeue = &self.ctx.requeue;
-        let next = match decision.phase {
-            // A rollback just started: the next pass writes its template.
-            _ if act_again => requeue.conflict,
-            _ if decision.quiet => requeue.resync,
-            Phase::Failed if decision.failure.is_some_and(FailureReason::is_sticky) => {
-                requeue.resync
-            }
-            _ => requeue.in_progress,
+        let next = if act_again {
+            requeue.conflict
+        } else if phase == Phase::Failed && failure.is_some_and(FailureReason::is_sticky) {
+            requeue.resync
+        } else {
+            otherwise(requeue)
         };
-        Ok(Action::requeue(next))
+        Action::requeue(next)
     }
 
     /// Publishes a pass's events in order (`series`: see [`Pass::publish`]); a

@@ -118,6 +118,15 @@ fn replica_with(sim: &Env, prometheus: &Arc<FakePrometheus>) -> Replica {
     })
 }
 
+/// Six nodes, a fake Prometheus giving `answers` and one replica asking it.
+fn with_prometheus(answers: Answers) -> (Env, Client, Arc<FakePrometheus>, Replica) {
+    let sim = sim(6);
+    let client = sim.client();
+    let prometheus = FakePrometheus::new(answers);
+    let replica = replica_with(&sim, &prometheus);
+    (sim, client, prometheus, replica)
+}
+
 async fn analysis_status(client: &Client) -> serde_json::Value {
     let status = get_cds(client, "agent").await.status;
     serde_json::to_value(status.and_then(|s| s.analysis)).unwrap()
@@ -125,10 +134,7 @@ async fn analysis_status(client: &Client) -> serde_json::Value {
 
 #[tokio::test(start_paused = true)]
 async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_back() {
-    let sim = sim(6);
-    let client = sim.client();
-    let prometheus = FakePrometheus::new(Answers::Healthy);
-    let replica = replica_with(&sim, &prometheus);
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Healthy);
     create_cds(&client, "agent", analysed_spec("v1")).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
     assert!(
@@ -188,10 +194,7 @@ async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_bac
 
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
-    let sim = sim(6);
-    let client = sim.client();
-    let prometheus = FakePrometheus::new(Answers::Down);
-    let replica = replica_with(&sim, &prometheus);
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Down);
     create_cds(&client, "agent", analysed_spec("v1")).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
     set_version(&client, "agent", "v2").await;
@@ -246,10 +249,7 @@ async fn put_secret(client: &Client, name: &str, key: &str, value: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_round() {
-    let sim = sim(6);
-    let client = sim.client();
-    let prometheus = FakePrometheus::new(Answers::Healthy);
-    let replica = replica_with(&sim, &prometheus);
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Healthy);
     let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
     put_secret(&client, "prometheus-token", "token", "first-token\n").await;
     put_secret(&client, "prometheus-ca", "ca.crt", ca).await;

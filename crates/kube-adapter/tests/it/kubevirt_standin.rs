@@ -17,8 +17,7 @@ use canary_kube_adapter::meta::object_meta_modified;
 use canary_kube_adapter::patch::daemon_set_patch;
 use canary_kube_adapter::reconcile::observation::observe_daemon_set;
 use canary_predicates::{
-    AnnotationKeys, CountRule, CrashLoopPolicy, OwnerMatch, Target, UpdatedRule,
-    count_pods_owned_by, daemonset_is_up_to_date,
+    AnnotationKeys, CountRule, OwnerMatch, Target, count_pods_owned_by, daemonset_is_up_to_date,
 };
 use canary_state_machine::{Decision, Observation, Phase, Strategy, decide, decide_create};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -119,6 +118,11 @@ impl StandIn {
             "targetKubeVirtRegistry": target.registry,
             "targetDeploymentID": target.deployment_id,
         }});
+        self.merge_status(status).await;
+    }
+
+    /// Merge-patches the KubeVirt object's status with `status`: one write.
+    async fn merge_status(&mut self, status: serde_json::Value) {
         self.kubevirts
             .patch_status(KUBEVIRT, &PatchParams::default(), &Patch::Merge(&status))
             .await
@@ -146,11 +150,7 @@ impl StandIn {
                             "name": HANDLER, "lastGeneration": generation, "hash": ""}),
         );
         let status = json!({"status": {"generations": records}});
-        self.kubevirts
-            .patch_status(KUBEVIRT, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
-        self.writes += 1;
+        self.merge_status(status).await;
     }
 
     /// The DaemonSet the install strategy asks for, with the operator metadata injected.
@@ -205,13 +205,7 @@ impl StandIn {
             .await
             .unwrap()
             .items;
-        let rule = CountRule {
-            target: &kv.target,
-            keys: &keys,
-            updated: &UpdatedRule::Annotations,
-            crash_loop: &CrashLoopPolicy::KubeVirt,
-            skip_terminating: false,
-        };
+        let rule = CountRule::reference(&kv.target, &keys);
         let counts = count_pods_owned_by(&pods, &OwnerMatch::NameOnly { name: HANDLER }, &rule);
         let observation = Observation {
             object_changed,

@@ -84,6 +84,13 @@ fn now(sim: &Sim) -> Timestamp {
     clock(sim).now()
 }
 
+/// Candidate `a` started on its own connection, once it leads.
+async fn a_leading(sim: &Sim) -> Candidate {
+    let a = Candidate::start(sim, sim.client(), "a");
+    wait_for(Duration::from_secs(5), "a leading", || a.leads()).await;
+    a
+}
+
 /// Steps virtual time by 100 ms until `check` holds, at most `limit`; the virtual time it took.
 async fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
     let start = tokio::time::Instant::now();
@@ -100,8 +107,7 @@ async fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) 
 async fn rule_1_a_missing_lease_is_created_and_led() {
     let sim = sim();
     assert!(lease(&sim).is_none());
-    let a = Candidate::start(&sim, sim.client(), "a");
-    wait_for(Duration::from_secs(5), "a leading", || a.leads()).await;
+    let a = a_leading(&sim).await;
     let spec = lease(&sim).and_then(|l| l.spec).unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("a"));
     assert_eq!(spec.lease_transitions, Some(0));
@@ -112,8 +118,7 @@ async fn rule_1_a_missing_lease_is_created_and_led() {
 #[tokio::test(start_paused = true)]
 async fn rule_2_the_leader_renews_only_the_renew_time() {
     let sim = sim();
-    let a = Candidate::start(&sim, sim.client(), "a");
-    wait_for(Duration::from_secs(5), "a leading", || a.leads()).await;
+    let a = a_leading(&sim).await;
     let first = lease(&sim).and_then(|l| l.spec).unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
     let later = lease(&sim).and_then(|l| l.spec).unwrap();
@@ -132,8 +137,7 @@ async fn rule_2_the_leader_renews_only_the_renew_time() {
 #[tokio::test(start_paused = true)]
 async fn rule_3_a_renewed_lease_is_never_taken() {
     let sim = sim();
-    let a = Candidate::start(&sim, sim.client(), "a");
-    wait_for(Duration::from_secs(5), "a leading", || a.leads()).await;
+    let a = a_leading(&sim).await;
     let b = Candidate::start(&sim, sim.client(), "b");
     for _ in 0..1200 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -219,8 +223,7 @@ async fn rules_4_and_7_a_cut_off_leader_stops_before_the_standby_takes_over() {
 #[tokio::test(start_paused = true)]
 async fn rules_5_and_8_a_clean_stop_releases_and_the_standby_takes_it_at_once() {
     let sim = sim();
-    let a = Candidate::start(&sim, sim.client(), "a");
-    wait_for(Duration::from_secs(5), "a leading", || a.leads()).await;
+    let a = a_leading(&sim).await;
     let b = Candidate::start(&sim, sim.client(), "b");
     tokio::time::sleep(Duration::from_secs(5)).await;
     a.stop().await;

@@ -30,6 +30,14 @@ struct Running {
     task: JoinHandle<Result<(), ObserveError>>,
 }
 
+/// [`installed_and_observed`], then KubeVirt upgraded to `version` whose pods behave as
+/// `behavior` says.
+async fn upgrading(version: &str, behavior: &str) -> Running {
+    let mut running = installed_and_observed().await;
+    running.standin.upgrade(version, behavior).await;
+    running
+}
+
 /// virt-handler installed at v1 on every node, then the observer started and synced.
 async fn installed_and_observed() -> Running {
     let sim = Sim::builder().nodes(NODES).seed(11).build().unwrap();
@@ -152,8 +160,7 @@ impl Finished {
 
 #[tokio::test(start_paused = true)]
 async fn a_healthy_upgrade_is_observed_phase_by_phase() {
-    let mut running = installed_and_observed().await;
-    running.standin.upgrade("v2", "healthy").await;
+    let mut running = upgrading("v2", "healthy").await;
     running.drive(|decision, _| decision.quiet).await;
     let finished = running.finish().await;
     use Phase::*;
@@ -180,8 +187,7 @@ async fn a_healthy_upgrade_is_observed_phase_by_phase() {
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_looping_canary_is_observed_as_failed() {
-    let mut running = installed_and_observed().await;
-    running.standin.upgrade("v2", "crashloop").await;
+    let mut running = upgrading("v2", "crashloop").await;
     running
         .drive(|_, phases| phases.iter().rev().take(3).all(|p| *p == Phase::Failed))
         .await;
@@ -203,8 +209,7 @@ async fn a_crash_looping_canary_is_observed_as_failed() {
 
 #[tokio::test(start_paused = true)]
 async fn an_upgrade_interrupted_by_a_second_version_is_observed_twice() {
-    let mut running = installed_and_observed().await;
-    running.standin.upgrade("v2", "healthy").await;
+    let mut running = upgrading("v2", "healthy").await;
     running
         .drive(|decision, _| decision.phase == Phase::Waiting)
         .await;

@@ -200,9 +200,7 @@ async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updat
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_looping_canary_stops_all_deletions() {
-    let sim = sim(6);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(6);
     create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
     let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
@@ -228,9 +226,7 @@ async fn a_crash_looping_canary_stops_all_deletions() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pause_without_duration_holds_until_promoted_once() {
-    let sim = sim(4);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(4);
     create_cds(
         &client,
         "agent",

@@ -8,6 +8,7 @@ use canary_kube_adapter::crd::{CanaryDaemonSet, CanaryDaemonSetSpec};
 use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
 use canary_state_machine::WriteKind;
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -15,9 +16,7 @@ use crate::support::*;
 
 #[tokio::test(start_paused = true)]
 async fn creates_the_daemonset_owned_and_annotated() {
-    let sim = sim(3);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(3);
     create_cds(&client, "agent", spec("v1", None)).await;
     eventually(Duration::from_secs(60), "the DaemonSet", || async {
         Api::<DaemonSet>::namespaced(client.clone(), NS)
@@ -54,22 +53,13 @@ async fn creates_the_daemonset_owned_and_annotated() {
         get_cds(&client, "agent").await.status.is_some()
     })
     .await;
-    assert_eq!(
-        replica
-            .observer
-            .stats()
-            .daemon_set_writes(WriteKind::Create),
-        1
-    );
+    assert_eq!(replica.writes(WriteKind::Create), 1);
     replica.stop().await;
 }
 
 /// Writes of each kind made by `observer` since `before`.
 async fn healthy_rollout(nodes: u32) {
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
 
     let before = write_counts(&replica.observer);
     let events_before = replica.observer.stats().events();
@@ -77,10 +67,7 @@ async fn healthy_rollout(nodes: u32) {
     let mut transitions = replica.observer.subscribe();
     let started = tokio::time::Instant::now();
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     // Count-only status changes are written at most once a second: the status writes follow
     // the rollout's duration, not its pods (one per pod event would be thousands here).
     let status_writes = replica.observer.stats().status_writes() - status_writes_before;
@@ -118,17 +105,9 @@ async fn healthy_rollout(nodes: u32) {
     assert_eq!(phases.first(), Some(&"started"), "{phases:?}");
     assert_eq!(phases.last(), Some(&"successful"), "{phases:?}");
     assert!(!phases.contains(&"failed"), "{phases:?}");
-    let ds = get_ds(&client, "agent").await;
-    let rolling = ds
-        .spec
-        .unwrap()
-        .update_strategy
-        .unwrap()
-        .rolling_update
-        .unwrap();
     assert_eq!(
-        rolling.max_unavailable,
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+        live_max_unavailable(&client).await,
+        Some(IntOrString::Int(1))
     );
     assert_eq!(replica.observer.stats().write_conflicts(), 0);
     replica.stop().await;
@@ -156,10 +135,7 @@ async fn healthy_rollout_on_a_thousand_nodes() {
 
 #[tokio::test(start_paused = true)]
 async fn crash_looping_canary_fails_without_widening() {
-    let sim = sim(5);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, 5).await;
+    let (_sim, client, replica) = started_and_installed(5).await;
     let before = write_counts(&replica.observer);
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
@@ -194,17 +170,9 @@ async fn crash_looping_canary_fails_without_widening() {
         [0, 1, 0, 0, 0, 0, 0],
         "only the start"
     );
-    let ds = get_ds(&client, "agent").await;
-    let rolling = ds
-        .spec
-        .unwrap()
-        .update_strategy
-        .unwrap()
-        .rolling_update
-        .unwrap();
     assert_eq!(
-        rolling.max_unavailable,
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+        live_max_unavailable(&client).await,
+        Some(IntOrString::Int(1))
     );
     // Only the canary was replaced: the other four pods still run v1.
     let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
@@ -243,16 +211,10 @@ async fn crash_looping_canary_fails_without_widening() {
 /// keys its series on the reason, not the note, and keeps the first note).
 #[tokio::test(start_paused = true)]
 async fn each_rollout_has_its_own_events_naming_its_version() {
-    let sim = sim(3);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, 3).await;
+    let (_sim, client, replica) = started_and_installed(3).await;
     for version in ["v2", "v3"] {
         set_version(&client, "agent", version).await;
-        eventually(Duration::from_secs(3600), version, || {
-            rolled_out(&client, "agent", version, 3)
-        })
-        .await;
+        until_rolled_out(&client, version, 3, 3600, version).await;
     }
     // The completion event comes from the pass after the revert.
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -302,27 +264,19 @@ async fn each_rollout_has_its_own_events_naming_its_version() {
 /// image is the whole upgrade; the status says which version it resolved.
 #[tokio::test(start_paused = true)]
 async fn the_version_can_come_from_a_container_image_tag() {
-    let sim = sim(3);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(3);
     let mut from_image = spec("v1", None);
     from_image.target.version = String::new();
     from_image.target.from_container = Some("agent".into());
     create_cds(&client, "agent", from_image).await;
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", 3)
-    })
-    .await;
+    until_rolled_out(&client, "v1", 3, 1800, "the install").await;
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
     let image_only = json!({"spec": {"template": {"spec": {"template": {"spec": {
         "containers": [{"name": "agent", "image": "registry.example:5000/agent:v1.2.3@sha256:0123"}]}}}}}});
     api.patch("agent", &PatchParams::default(), &Patch::Merge(image_only))
         .await
         .unwrap();
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v1.2.3", 3)
-    })
-    .await;
+    until_rolled_out(&client, "v1.2.3", 3, 3600, "the upgrade").await;
     let status = get_cds(&client, "agent").await.status.unwrap();
     assert_eq!(status.target_version.as_deref(), Some("v1.2.3"));
 
@@ -353,24 +307,12 @@ async fn restart_in(phase: &str) {
     let before = write_counts(&first.observer);
     let mut transitions = first.observer.subscribe();
     set_version(&client, "agent", "v2").await;
-    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
-    loop {
-        let t = tokio::time::timeout_at(limit, transitions.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if t.to.as_str() == phase {
-            break;
-        }
-    }
+    until_transition_to(&mut transitions, phase).await;
     let first_writes = writes_since(&first.observer, before);
     first.stop().await;
 
     let second = Replica::start(&sim, None);
-    eventually(Duration::from_secs(3600), "the resumed upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the resumed upgrade").await;
     let second_writes = write_counts(&second.observer);
     let total: WriteCounts = std::array::from_fn(|i| first_writes[i] + second_writes[i]);
     assert_eq!(
@@ -409,22 +351,11 @@ async fn restart_in_waiting_resumes() {
 #[tokio::test(start_paused = true)]
 async fn unknown_generation_during_rollout_does_not_restart_the_canary() {
     let nodes = 10;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (_sim, client, replica) = started_and_installed(nodes).await;
     let before = write_counts(&replica.observer);
     let mut transitions = replica.observer.subscribe();
     set_version(&client, "agent", "v2").await;
-    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
-    while tokio::time::timeout_at(limit, transitions.recv())
-        .await
-        .unwrap()
-        .unwrap()
-        .to
-        .as_str()
-        != "increasing"
-    {}
+    until_transition_to(&mut transitions, "increasing").await;
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
     let edited = ds_api
         .patch(
@@ -440,10 +371,7 @@ async fn unknown_generation_during_rollout_does_not_restart_the_canary() {
         "generation now unknown"
     );
 
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert_eq!(writes_since(&replica.observer, before), START_WIDEN_FINISH);
     let ds = get_ds(&client, "agent").await;
     assert_ne!(
@@ -460,16 +388,9 @@ async fn unknown_generation_during_rollout_does_not_restart_the_canary() {
 #[tokio::test(start_paused = true)]
 async fn out_of_band_template_edit_is_reverted_in_kubevirt_compatibility() {
     let nodes = 4;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    let mut reference = spec("v1", None);
-    reference.strategy.compatibility = canary_state_machine::Compatibility::KubeVirt;
-    create_cds(&client, "agent", reference).await;
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    let (_sim, client, replica) = started(nodes);
+    create_cds(&client, "agent", kubevirt_compatible(spec("v1", None))).await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
     let before = write_counts(&replica.observer);
     let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
     let patch = json!({"spec": {"template": {"metadata": {"annotations": {"edited": "by-hand"}}}}});
@@ -502,22 +423,11 @@ async fn out_of_band_template_edit_is_reverted_in_kubevirt_compatibility() {
 #[tokio::test(start_paused = true)]
 async fn nodes_added_and_removed_mid_rollout() {
     let nodes = 10;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
     let before = write_counts(&replica.observer);
     let mut transitions = replica.observer.subscribe();
     set_version(&client, "agent", "v2").await;
-    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
-    while tokio::time::timeout_at(limit, transitions.recv())
-        .await
-        .unwrap()
-        .unwrap()
-        .to
-        .as_str()
-        != "increasing"
-    {}
+    until_transition_to(&mut transitions, "increasing").await;
     let node_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let first_node = node_api.list(&Default::default()).await.unwrap().items[0]
         .metadata
@@ -528,10 +438,7 @@ async fn nodes_added_and_removed_mid_rollout() {
     sim.cluster.add_node("extra-2").unwrap();
     sim.cluster.remove_node(&first_node).unwrap();
 
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes + 1)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes + 1, 3600, "the upgrade").await;
     eprintln!(
         "node churn: writes {:?}",
         writes_since(&replica.observer, before)
@@ -543,10 +450,7 @@ async fn nodes_added_and_removed_mid_rollout() {
 #[tokio::test(start_paused = true)]
 async fn api_errors_and_dropped_watches_do_not_stop_the_rollout() {
     let nodes = 10;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
     let before = write_counts(&replica.observer);
     let faults = sim.faults();
     // The widening patch fails once with a 500, a status write fails once, watches keep
@@ -586,10 +490,7 @@ async fn api_errors_and_dropped_watches_do_not_stop_the_rollout() {
         .when(Trigger::Nth(2)),
     );
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     let writes = writes_since(&replica.observer, before);
     assert_eq!(writes, START_WIDEN_FINISH, "successful writes");
     assert!(
@@ -630,10 +531,7 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
     let creates_during_outage = sim.requests().count(Verb::Create, "daemonsets");
     let passes_during_outage = replica.observer.stats().reconciles();
     sim.faults().clear();
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
     assert!(
         passes_during_outage >= u64::from(nodes),
         "the new pods triggered passes during the outage: {passes_during_outage}"
@@ -642,13 +540,7 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
         creates_during_outage <= 3,
         "{creates_during_outage} creates in a minute of watch outage (one per 30 s at most)"
     );
-    assert_eq!(
-        replica
-            .observer
-            .stats()
-            .daemon_set_writes(WriteKind::Create),
-        1
-    );
+    assert_eq!(replica.writes(WriteKind::Create), 1);
     replica.stop().await;
 }
 
@@ -672,14 +564,11 @@ async fn two_replicas_with_leader_election_never_both_write() {
 
     install(&client, nodes).await;
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert!(!follower.observer.stats().is_leader());
     assert_eq!(follower.observer.stats().total_daemon_set_writes(), 0);
     assert_eq!(follower.observer.stats().status_writes(), 0);
-    assert!(leader.observer.stats().daemon_set_writes(WriteKind::Start) == 1);
+    assert!(leader.writes(WriteKind::Start) == 1);
 
     // The leader goes away: the follower takes over and runs the next upgrade alone.
     leader.stop().await;
@@ -688,17 +577,8 @@ async fn two_replicas_with_leader_election_never_both_write() {
     })
     .await;
     set_version(&client, "agent", "v3").await;
-    eventually(Duration::from_secs(3600), "the next upgrade", || {
-        rolled_out(&client, "agent", "v3", nodes)
-    })
-    .await;
-    assert_eq!(
-        follower
-            .observer
-            .stats()
-            .daemon_set_writes(WriteKind::Start),
-        1
-    );
+    until_rolled_out(&client, "v3", nodes, 3600, "the next upgrade").await;
+    assert_eq!(follower.writes(WriteKind::Start), 1);
     follower.stop().await;
 }
 
@@ -732,17 +612,14 @@ async fn a_killed_leader_is_replaced_when_its_lease_expires_mid_rollout() {
         b.observer.stats().is_leader()
     })
     .await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert_eq!(
-        a.observer.stats().daemon_set_writes(WriteKind::Start),
+        a.writes(WriteKind::Start),
         1,
         "the dead leader started the canary"
     );
     assert_eq!(
-        b.observer.stats().daemon_set_writes(WriteKind::Start),
+        b.writes(WriteKind::Start),
         0,
         "the new leader resumed the rollout instead of restarting the canary"
     );
@@ -792,9 +669,7 @@ async fn replicas_racing_for_a_fresh_lease_never_both_lead() {
 
 #[tokio::test(start_paused = true)]
 async fn invalid_spec_is_degraded_without_hot_loop() {
-    let sim = sim(2);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(2);
     let mut bad = spec("v1", None);
     bad.strategy.fast_max_unavailable = "lots".into();
     create_cds(&client, "agent", bad).await;
@@ -835,10 +710,7 @@ async fn invalid_spec_is_degraded_without_hot_loop() {
     )
     .await
     .unwrap();
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", 2)
-    })
-    .await;
+    until_rolled_out(&client, "v1", 2, 1800, "the install").await;
     replica.stop().await;
 }
 
@@ -901,12 +773,8 @@ async fn a_replica_retries_setting_up_its_lease() {
 #[tokio::test(start_paused = true)]
 async fn kubevirt_compatibility_rollout() {
     let nodes = 10;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    let mut reference = spec("v1", None);
-    reference.strategy.compatibility = canary_state_machine::Compatibility::KubeVirt;
-    create_cds(&client, "agent", reference).await;
+    let (_sim, client, replica) = started(nodes);
+    create_cds(&client, "agent", kubevirt_compatible(spec("v1", None))).await;
     eventually(Duration::from_secs(60), "the create", || async {
         get_cds(&client, "agent")
             .await
@@ -919,18 +787,12 @@ async fn kubevirt_compatibility_rollout() {
         [1, 0, 0, 0, 0, 0, 0],
         "create records at once, done"
     );
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
 
     let before = write_counts(&replica.observer);
     let mut transitions = replica.observer.subscribe();
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert_eq!(writes_since(&replica.observer, before), START_WIDEN_FINISH);
     assert_eq!(
         written_max_unavailable(&drain(&mut transitions)),
@@ -942,10 +804,7 @@ async fn kubevirt_compatibility_rollout() {
 #[tokio::test(start_paused = true)]
 async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
     let nodes = 3;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (_sim, client, replica) = started_and_installed(nodes).await;
     let before = write_counts(&replica.observer);
     let started = tokio::time::Instant::now();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
@@ -980,9 +839,7 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
 #[tokio::test(start_paused = true)]
 async fn tls_migration_steps_roll_out_under_supervision() {
     let nodes = 4;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(nodes);
     let handler = |version: &str, supported: bool| -> CanaryDaemonSetSpec {
         let labels = if supported {
             json!({"kubevirt.io/supports-migration-cn-types": "true"})

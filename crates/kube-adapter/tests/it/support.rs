@@ -20,6 +20,7 @@ use canary_state_machine::Driver;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -144,6 +145,11 @@ impl Replica {
         }
     }
 
+    /// Successful DaemonSet writes of `kind` by this replica so far.
+    pub(crate) fn writes(&self, kind: canary_state_machine::WriteKind) -> u64 {
+        self.observer.stats().daemon_set_writes(kind)
+    }
+
     pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -202,6 +208,22 @@ pub(crate) fn sim(nodes: u32) -> Env {
     Env { sim, cluster }
 }
 
+/// The simulator on `nodes` nodes, a client of it and one replica started: the opening of
+/// most scenarios.
+pub(crate) fn started(nodes: u32) -> (Env, Client, Replica) {
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    (sim, client, replica)
+}
+
+/// [`started`], then `agent` installed at `v1` on every node.
+pub(crate) async fn started_and_installed(nodes: u32) -> (Env, Client, Replica) {
+    let (sim, client, replica) = started(nodes);
+    install(&client, nodes).await;
+    (sim, client, replica)
+}
+
 pub(crate) async fn create_cds(
     client: &Client,
     name: &str,
@@ -234,6 +256,25 @@ pub(crate) async fn get_ds(client: &Client, name: &str) -> DaemonSet {
         .get(name)
         .await
         .unwrap()
+}
+
+/// `spec` with `compatibility: KubeVirt` (the reference's rules).
+pub(crate) fn kubevirt_compatible(mut spec: CanaryDaemonSetSpec) -> CanaryDaemonSetSpec {
+    spec.strategy.compatibility = canary_state_machine::Compatibility::KubeVirt;
+    spec
+}
+
+/// The `rollingUpdate.maxUnavailable` of DaemonSet `agent` as it is live.
+pub(crate) async fn live_max_unavailable(client: &Client) -> Option<IntOrString> {
+    get_ds(client, "agent")
+        .await
+        .spec
+        .unwrap()
+        .update_strategy
+        .unwrap()
+        .rolling_update
+        .unwrap()
+        .max_unavailable
 }
 
 /// A short lease, so that a takeover test waits seconds, not the default 15.
@@ -298,6 +339,21 @@ pub(crate) async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
         == Some(phase)
 }
 
+/// Waits (at most 900 virtual seconds) for a transition to `phase`; the ones before it are
+/// consumed.
+pub(crate) async fn until_transition_to(transitions: &mut Transitions, phase: &str) {
+    let limit = tokio::time::Instant::now() + Duration::from_secs(900);
+    loop {
+        let t = tokio::time::timeout_at(limit, transitions.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if t.to.as_str() == phase {
+            return;
+        }
+    }
+}
+
 pub(crate) fn drain(rx: &mut Transitions) -> Vec<Transition> {
     let mut out = Vec::new();
     while let Some(t) = rx.try_recv() {
@@ -342,12 +398,24 @@ pub(crate) async fn rolled_out(client: &Client, name: &str, version: &str, nodes
         && status.observed_generation == cds.metadata.generation
 }
 
-pub(crate) async fn install(client: &Client, nodes: u32) {
-    create_cds(client, "agent", spec("v1", None)).await;
-    eventually(Duration::from_secs(1800), "the first install", || {
-        rolled_out(client, "agent", "v1", nodes)
+/// Waits up to `secs` seconds for `agent` to be [`rolled_out`] at `version` on `nodes` nodes;
+/// `what` names the wait in the panic when it does not come.
+pub(crate) async fn until_rolled_out(
+    client: &Client,
+    version: &str,
+    nodes: u32,
+    secs: u64,
+    what: &str,
+) {
+    eventually(Duration::from_secs(secs), what, || {
+        rolled_out(client, "agent", version, nodes)
     })
     .await;
+}
+
+pub(crate) async fn install(client: &Client, nodes: u32) {
+    create_cds(client, "agent", spec("v1", None)).await;
+    until_rolled_out(client, "v1", nodes, 1800, "the first install").await;
 }
 
 /// The maxUnavailable written by each successful DaemonSet write, in order.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use canary_kube_adapter::crd::CanaryDaemonSet;
 use canary_kube_adapter::observer::{Report, Reports};
 use canary_sim::{FaultAction, FaultRule, Verb};
-use canary_state_machine::{Compatibility, DriftPolicy, WriteKind};
+use canary_state_machine::{DriftPolicy, WriteKind};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -62,10 +62,7 @@ async fn installed(
 ) -> Replica {
     create_cds(client, "agent", spec).await;
     let replica = Replica::start(sim, None);
-    eventually(Duration::from_secs(1800), "the first install", || {
-        rolled_out(client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(client, "v1", nodes, 1800, "the first install").await;
     replica
 }
 
@@ -101,10 +98,7 @@ fn writes(reports: &mut Reports) -> Vec<WriteKind> {
 #[tokio::test(start_paused = true)]
 async fn a_hand_edit_is_reverted_canary_first() {
     let nodes = 6;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (_sim, client, replica) = started_and_installed(nodes).await;
     let mut reports = replica.observer.reports();
     set_image_by_hand(&client, "agent:by-hand").await;
 
@@ -139,16 +133,11 @@ async fn a_hand_edit_is_reverted_canary_first() {
 #[tokio::test(start_paused = true)]
 async fn a_reported_drift_is_left_alone_until_the_desired_state_changes() {
     let nodes = 4;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(nodes);
     let mut reported = spec("v1", None);
     reported.strategy.drift_policy = DriftPolicy::Report;
     create_cds(&client, "agent", reported).await;
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
     let writes_before = replica.observer.stats().total_daemon_set_writes();
     set_image_by_hand(&client, "agent:by-hand").await;
     eventually(Duration::from_secs(60), "the Drifted condition", || async {
@@ -169,10 +158,7 @@ async fn a_reported_drift_is_left_alone_until_the_desired_state_changes() {
 
     // A new version is a rollout like any other, and ends the drift.
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(3600), "the upgrade", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert_eq!(
         condition(&get_cds(&client, "agent").await, "Drifted").map(|c| c.0),
         Some("False".into())
@@ -269,20 +255,14 @@ async fn an_unowned_daemon_set_is_adopted_only_when_asked() {
         )
         .await
         .unwrap();
-    eventually(Duration::from_secs(1800), "the adoption", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the adoption").await;
     replica.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_write_fails_with_the_servers_message_and_backs_off() {
     let nodes = 3;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
     sim.faults().add(FaultRule::new(
         Some(Verb::Patch),
         Some("daemonsets"),
@@ -319,28 +299,18 @@ async fn a_refused_write_fails_with_the_servers_message_and_backs_off() {
         "{attempts} attempts in ten minutes"
     );
     sim.faults().clear();
-    eventually(
-        Duration::from_secs(3600),
-        "the upgrade once allowed",
-        || rolled_out(&client, "agent", "v2", nodes),
-    )
-    .await;
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade once allowed").await;
     replica.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_template_only_change_with_an_explicit_deployment_id_is_written() {
     let nodes = 3;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
+    let (_sim, client, replica) = started(nodes);
     let mut pinned = spec("v1", None);
     pinned.target.deployment_id = Some("build-1".into());
     create_cds(&client, "agent", pinned).await;
-    eventually(Duration::from_secs(1800), "the install", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
     let before = write_counts(&replica.observer);
     Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
         .patch(
@@ -367,12 +337,8 @@ async fn a_template_only_change_with_an_explicit_deployment_id_is_written() {
 #[tokio::test(start_paused = true)]
 async fn kubevirt_compatibility_restarts_the_canary_on_any_spec_edit() {
     let nodes = 3;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    let mut reference = spec("v1", None);
-    reference.strategy.compatibility = Compatibility::KubeVirt;
-    create_cds(&client, "agent", reference).await;
+    let (_sim, client, replica) = started(nodes);
+    create_cds(&client, "agent", kubevirt_compatible(spec("v1", None))).await;
     eventually(Duration::from_secs(1800), "the install", || async {
         get_cds(&client, "agent")
             .await
@@ -407,10 +373,7 @@ async fn kubevirt_compatibility_restarts_the_canary_on_any_spec_edit() {
 #[tokio::test(start_paused = true)]
 async fn the_daemon_set_name_cannot_change_and_a_deleted_object_is_forgotten() {
     let nodes = 2;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (_sim, client, replica) = started_and_installed(nodes).await;
     let mut reports = replica.observer.reports();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
     api.patch(
@@ -469,10 +432,7 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
     use canary_state_machine::MaxUnavailable;
 
     let nodes = 4;
-    let sim = sim(nodes);
-    let client = sim.client();
-    let replica = Replica::start(&sim, None);
-    install(&client, nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
     replica.stop().await;
 
     let mut widened = get_ds(&client, "agent").await;
@@ -493,10 +453,7 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
 
     let replica = Replica::start(&sim, None);
     let mut reports = replica.observer.reports();
-    eventually(Duration::from_secs(600), "the finished rollout", || {
-        rolled_out(&client, "agent", "v1", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v1", nodes, 600, "the finished rollout").await;
     let written = writes(&mut reports);
     assert!(
         !written.contains(&WriteKind::Start),
@@ -578,12 +535,7 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     assert_eq!(writes(&mut reports), [WriteKind::Start, WriteKind::Hold]);
 
     hold(&client, false).await;
-    eventually(
-        Duration::from_secs(1800),
-        "the rollout resumed to its end",
-        || rolled_out(&client, "agent", "v2", nodes),
-    )
-    .await;
+    until_rolled_out(&client, "v2", nodes, 1800, "the rollout resumed to its end").await;
     let after = writes(&mut reports);
     // The canary got ready while held: the widening write is the one that resumes.
     assert!(
@@ -687,10 +639,7 @@ async fn a_refused_resume_is_written_again() {
         .when(canary_sim::Trigger::Nth(1)),
     );
     hold(&client, false).await;
-    eventually(Duration::from_secs(1800), "v2 rolled out", || {
-        rolled_out(&client, "agent", "v2", nodes)
-    })
-    .await;
+    until_rolled_out(&client, "v2", nodes, 1800, "v2 rolled out").await;
     assert!(
         sim.requests().count(Verb::Patch, "daemonsets") >= patches + 2,
         "the refused resume and its retry"

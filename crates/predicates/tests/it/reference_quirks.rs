@@ -99,37 +99,19 @@ fn scenario_10_canary_restarted_once_fails_only_under_the_reference() {
 
 #[test]
 fn quirk_3_int_value_reads_percentages_as_ongoing() {
+    let int = |n| with_rolling_update(max_unavailable(IntOrString::Int(n)));
+    let string = |s: &str| with_rolling_update(max_unavailable(IntOrString::String(s.into())));
     let rows = [
         (
             "§8 #9: nil maxUnavailable counts as default",
             with_rolling_update(Some(RollingUpdateDaemonSet::default())),
             true,
         ),
-        (
-            "§8 #12: int 1",
-            with_rolling_update(max_unavailable(IntOrString::Int(1))),
-            true,
-        ),
-        (
-            "string \"1\"",
-            with_rolling_update(max_unavailable(IntOrString::String("1".into()))),
-            true,
-        ),
-        (
-            "§8 #11: \"10%\"",
-            with_rolling_update(max_unavailable(IntOrString::String("10%".into()))),
-            false,
-        ),
-        (
-            "int 2",
-            with_rolling_update(max_unavailable(IntOrString::Int(2))),
-            false,
-        ),
-        (
-            "\"100%\"",
-            with_rolling_update(max_unavailable(IntOrString::String("100%".into()))),
-            false,
-        ),
+        ("§8 #12: int 1", int(1), true),
+        ("string \"1\"", string("1"), true),
+        ("§8 #11: \"10%\"", string("10%"), false),
+        ("int 2", int(2), false),
+        ("\"100%\"", string("100%"), false),
         ("nil rollingUpdate", with_rolling_update(None), false),
     ];
     for (case, ds, default) in rows {

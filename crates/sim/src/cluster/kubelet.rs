@@ -346,6 +346,37 @@ impl PodRuntime {
         }
     }
 
+    /// The container (re)started at `now`, not ready yet; what comes next by its behaviour.
+    fn run_container(
+        &mut self,
+        now: Timestamp,
+        timing: StepTiming,
+        backoff: &BackoffConfig,
+    ) -> Option<(KubeletStep, Duration)> {
+        self.set_phase(
+            ContainerPhase::Running {
+                started_at: now,
+                ready: false,
+            },
+            now,
+        );
+        self.after_start(timing, backoff.crash_after)
+    }
+
+    /// One more image pull failed at `now`: the back-off begins after at most a second.
+    fn pull_failed(
+        &mut self,
+        now: Timestamp,
+        backoff: &BackoffConfig,
+    ) -> Option<(KubeletStep, Duration)> {
+        self.pull_attempts += 1;
+        self.set_phase(ContainerPhase::PullFailed { backing_off: false }, now);
+        Some((
+            KubeletStep::PullBackOff,
+            Duration::from_secs(1).min(backoff.initial),
+        ))
+    }
+
     /// Applies `step` at `now` and returns the next step and its delay, if any.
     pub fn step(
         &mut self,
@@ -358,21 +389,9 @@ impl PodRuntime {
             KubeletStep::Start => {
                 self.sandbox_ready_at = Some(now);
                 if self.behavior == PodBehavior::ImagePullBackOff {
-                    self.pull_attempts += 1;
-                    self.set_phase(ContainerPhase::PullFailed { backing_off: false }, now);
-                    return Some((
-                        KubeletStep::PullBackOff,
-                        Duration::from_secs(1).min(backoff.initial),
-                    ));
+                    return self.pull_failed(now, backoff);
                 }
-                self.set_phase(
-                    ContainerPhase::Running {
-                        started_at: now,
-                        ready: false,
-                    },
-                    now,
-                );
-                self.after_start(timing, backoff.crash_after)
+                self.run_container(now, timing, backoff)
             }
             KubeletStep::BecomeReady => {
                 let ContainerPhase::Running { started_at, .. } = self.phase else {
@@ -398,28 +417,14 @@ impl PodRuntime {
                 let delay = backoff.delay(self.restart_count);
                 if delay.is_zero() {
                     self.restart_count += 1;
-                    self.set_phase(
-                        ContainerPhase::Running {
-                            started_at: now,
-                            ready: false,
-                        },
-                        now,
-                    );
-                    return self.after_start(timing, backoff.crash_after);
+                    return self.run_container(now, timing, backoff);
                 }
                 self.set_phase(ContainerPhase::BackOff { delay }, now);
                 Some((KubeletStep::Restart, delay))
             }
             KubeletStep::Restart => {
                 self.restart_count += 1;
-                self.set_phase(
-                    ContainerPhase::Running {
-                        started_at: now,
-                        ready: false,
-                    },
-                    now,
-                );
-                self.after_start(timing, backoff.crash_after)
+                self.run_container(now, timing, backoff)
             }
             KubeletStep::PullBackOff => {
                 self.set_phase(ContainerPhase::PullFailed { backing_off: true }, now);
@@ -428,14 +433,7 @@ impl PodRuntime {
                     backoff.pull_delay(self.pull_attempts),
                 ))
             }
-            KubeletStep::PullRetry => {
-                self.pull_attempts += 1;
-                self.set_phase(ContainerPhase::PullFailed { backing_off: false }, now);
-                Some((
-                    KubeletStep::PullBackOff,
-                    Duration::from_secs(1).min(backoff.initial),
-                ))
-            }
+            KubeletStep::PullRetry => self.pull_failed(now, backoff),
         }
     }
 }

@@ -313,26 +313,22 @@ mod tests {
         assert!(node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none());
     }
 
+    /// How many taints `node` has (`None`: no taint list at all).
+    fn taint_count(node: &Node) -> Option<usize> {
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .map(Vec::len)
+    }
+
     #[test]
     fn cordon_sets_unschedulable_and_its_taint_and_uncordon_clears_both() {
         let mut node = new_node("node-1", 0, t0());
         set_unschedulable(&mut node, true);
         assert_eq!(node.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
-        assert_eq!(
-            node.spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .map(Vec::len),
-            Some(1)
-        );
+        assert_eq!(taint_count(&node), Some(1));
         set_unschedulable(&mut node, true);
-        assert_eq!(
-            node.spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .map(Vec::len),
-            Some(1)
-        );
+        assert_eq!(taint_count(&node), Some(1));
         set_unschedulable(&mut node, false);
         assert_eq!(node.spec.as_ref().and_then(|s| s.unschedulable), None);
         assert!(node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none());

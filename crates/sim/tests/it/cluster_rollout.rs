@@ -6,10 +6,11 @@ use std::time::Duration;
 use canary_sim::cluster::{BEHAVIOR_ANNOTATION, Cluster, ClusterConfig, KubeletConfig};
 use canary_sim::{EventKind, SimClock, Store, StoreEvent};
 use k8s_openapi::api::apps::v1::{
-    ControllerRevision, DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
+    ControllerRevision, DaemonSet, DaemonSetSpec, DaemonSetStatus, DaemonSetUpdateStrategy,
+    RollingUpdateDaemonSet,
 };
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use tokio::sync::broadcast;
@@ -89,17 +90,52 @@ fn set_image(store: &Store, name: &str, image: &str) {
     store.update(&ds).expect("template updated");
 }
 
+/// The metadata of `ds`'s pod template.
+fn template_metadata(ds: &DaemonSet) -> &ObjectMeta {
+    ds.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+}
+
+/// A `NoSchedule` taint `key=value`.
+fn no_schedule(key: &str, value: &str) -> Taint {
+    Taint {
+        key: key.to_owned(),
+        value: Some(value.to_owned()),
+        effect: "NoSchedule".to_owned(),
+        time_added: None,
+    }
+}
+
+/// The owner references of `pod`.
+fn owners(pod: &Pod) -> impl Iterator<Item = &OwnerReference> {
+    pod.metadata.owner_references.iter().flatten()
+}
+
+/// Creates DaemonSet `agent` at `agent:v1` with `max_unavailable`, waits until it runs on all
+/// `nodes`, then sets its image to `agent:v2`.
+async fn install_then_upgrade(store: &Store, cluster: &Cluster, nodes: i32, max_unavailable: &str) {
+    store
+        .create(&daemonset(
+            "agent",
+            "agent:v1",
+            IntOrString::String(max_unavailable.to_owned()),
+        ))
+        .unwrap();
+    cluster.wait_idle().await.unwrap();
+    assert_rolled_out(store, "agent", nodes, "agent:v1");
+    set_image(store, "agent", "agent:v2");
+}
+
 fn pods_of(store: &Store, ds: &str) -> Vec<Pod> {
     store
         .list::<Pod>(Some(NS))
         .into_iter()
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.name == ds)
-        })
+        .filter(|p| owners(p).any(|o| o.name == ds))
         .collect()
 }
 
@@ -199,6 +235,23 @@ impl UnavailabilityTracker {
     }
 }
 
+/// Every one of the `nodes` pods is updated and available.
+fn all_new(status: &DaemonSetStatus, nodes: u32) -> bool {
+    status.updated_number_scheduled == Some(nodes as i32)
+        && status.number_available == Some(nodes as i32)
+}
+
+/// Waits until the cluster is idle, then takes in what the tracker has not seen yet.
+async fn settle(
+    cluster: &Cluster,
+    tracker: &mut UnavailabilityTracker,
+    node_names: &BTreeSet<String>,
+    from_rv: u64,
+) {
+    cluster.wait_idle().await.unwrap();
+    tracker.drain(node_names, from_rv);
+}
+
 async fn rolling_update(nodes: u32, max_unavailable: IntOrString, allowed: usize) {
     let (store, cluster) = start(nodes, 42);
     let node_names: BTreeSet<String> = (1..=nodes).map(|i| format!("node-{i}")).collect();
@@ -218,15 +271,11 @@ async fn rolling_update(nodes: u32, max_unavailable: IntOrString, allowed: usize
         tracker.drain(&node_names, from_rv);
         let ds = get_ds(&store, "agent");
         let status = ds.status.unwrap_or_default();
-        if status.observed_generation == ds.metadata.generation
-            && status.updated_number_scheduled == Some(nodes as i32)
-            && status.number_available == Some(nodes as i32)
-        {
+        if status.observed_generation == ds.metadata.generation && all_new(&status, nodes) {
             break;
         }
     }
-    cluster.wait_idle().await.unwrap();
-    tracker.drain(&node_names, from_rv);
+    settle(&cluster, &mut tracker, &node_names, from_rv).await;
     assert_rolled_out(&store, "agent", nodes as i32, "agent:v2");
     assert_eq!(
         tracker.replaced.len(),
@@ -284,7 +333,7 @@ fn fixture_daemonset(file: &str) -> DaemonSet {
 
 #[tokio::test(start_paused = true)]
 async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
-    use k8s_openapi::api::core::v1::{Node, Taint};
+    use k8s_openapi::api::core::v1::Node;
     let (store, cluster) = start(3, 1);
     cluster.add_node("windows-1").unwrap();
     store
@@ -297,20 +346,10 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
         })
         .unwrap();
     cluster.add_node("gpu-1").unwrap();
-    let gpu = Taint {
-        key: "nvidia.com/gpu".to_owned(),
-        value: Some("present".to_owned()),
-        effect: "NoSchedule".to_owned(),
-        time_added: None,
-    };
+    let gpu = no_schedule("nvidia.com/gpu", "present");
     cluster.taint("gpu-1", gpu).unwrap();
     cluster.add_node("infra-1").unwrap();
-    let infra = Taint {
-        key: "dedicated".to_owned(),
-        value: Some("infra".to_owned()),
-        effect: "NoSchedule".to_owned(),
-        time_added: None,
-    };
+    let infra = no_schedule("dedicated", "infra");
     cluster.taint("infra-1", infra).unwrap();
 
     // (file, nodes its pods belong on)
@@ -363,13 +402,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
         let pods: Vec<Pod> = store
             .list::<Pod>(Some(namespace))
             .into_iter()
-            .filter(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.name == name && o.controller == Some(true))
-            })
+            .filter(|p| owners(p).any(|o| o.name == name && o.controller == Some(true)))
             .collect();
         let mut on: Vec<String> = pods
             .iter()
@@ -377,17 +410,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
             .collect();
         on.sort();
         assert_eq!(on, nodes, "{file}: pods on exactly the eligible nodes");
-        let template_labels = template
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .metadata
-            .as_ref()
-            .unwrap()
-            .labels
-            .clone()
-            .unwrap();
+        let template_labels = template_metadata(&template).labels.clone().unwrap();
         for pod in &pods {
             let labels = pod.metadata.labels.as_ref().unwrap();
             assert!(
@@ -441,17 +464,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
     }
     // The node-exporter template annotation reaches the pods.
     let exporter = fixture_daemonset("node-exporter.yaml");
-    let annotations = exporter
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .annotations
-        .clone()
-        .unwrap();
+    let annotations = template_metadata(&exporter).annotations.clone().unwrap();
     let pod = store
         .list::<Pod>(Some("monitoring"))
         .into_iter()
@@ -493,30 +506,16 @@ fn container_waiting_reason(pod: &Pod) -> Option<String> {
 #[tokio::test(start_paused = true)]
 async fn kubelet_behaviours_show_in_pod_and_daemonset_status() {
     let (store, cluster) = start(2, 3);
-    store
-        .create(&with_behavior(
-            daemonset("crashy", "crashy:v1", IntOrString::Int(1)),
-            "crashloop",
-        ))
-        .unwrap();
-    store
-        .create(&with_behavior(
-            daemonset("pully", "pully:v1", IntOrString::Int(1)),
-            "image-pull-backoff",
-        ))
-        .unwrap();
-    store
-        .create(&with_behavior(
-            daemonset("stuck", "stuck:v1", IntOrString::Int(1)),
-            "never-ready",
-        ))
-        .unwrap();
-    store
-        .create(&with_behavior(
-            daemonset("slow", "slow:v1", IntOrString::Int(1)),
-            "slow-start=60s",
-        ))
-        .unwrap();
+    // One DaemonSet per pod behaviour, each at `<name>:v1`.
+    for (name, behavior) in [
+        ("crashy", "crashloop"),
+        ("pully", "image-pull-backoff"),
+        ("stuck", "never-ready"),
+        ("slow", "slow-start=60s"),
+    ] {
+        let ds = daemonset(name, &format!("{name}:v1"), IntOrString::Int(1));
+        store.create(&with_behavior(ds, behavior)).unwrap();
+    }
     cluster.wait_idle().await.unwrap();
     tokio::time::sleep(Duration::from_secs(120)).await;
     cluster.settle().await.unwrap();
@@ -628,16 +627,7 @@ async fn runs_are_deterministic_for_a_seed() {
 #[tokio::test(start_paused = true)]
 async fn nodes_change_during_a_rollout_and_it_still_completes() {
     let (store, cluster) = start(20, 5);
-    store
-        .create(&daemonset(
-            "agent",
-            "agent:v1",
-            IntOrString::String("10%".to_owned()),
-        ))
-        .unwrap();
-    cluster.wait_idle().await.unwrap();
-    assert_rolled_out(&store, "agent", 20, "agent:v1");
-    set_image(&store, "agent", "agent:v2");
+    install_then_upgrade(&store, &cluster, 20, "10%").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     cluster.add_node("late-1").unwrap();
     cluster.remove_node("node-20").unwrap();
@@ -841,14 +831,11 @@ async fn surge_rollout_keeps_every_node_available() {
             .count();
         most_pods = most_pods.max(live);
         let status = get_ds(&store, "agent").status.unwrap_or_default();
-        if status.updated_number_scheduled == Some(nodes as i32)
-            && status.number_available == Some(nodes as i32)
-        {
+        if all_new(&status, nodes) {
             break;
         }
     }
-    cluster.wait_idle().await.unwrap();
-    tracker.drain(&node_names, from_rv);
+    settle(&cluster, &mut tracker, &node_names, from_rv).await;
     assert_rolled_out(&store, "agent", nodes as i32, "agent:v2");
     assert_eq!(
         tracker.max_unavailable_seen, 0,
@@ -875,16 +862,7 @@ async fn a_lagging_cluster_relists_and_completes_the_rollout() {
         },
     );
     // 30 nodes created at start already overflow 8 slots of channel before the task runs.
-    store
-        .create(&daemonset(
-            "agent",
-            "agent:v1",
-            IntOrString::String("20%".to_owned()),
-        ))
-        .unwrap();
-    cluster.wait_idle().await.unwrap();
-    assert_rolled_out(&store, "agent", 30, "agent:v1");
-    set_image(&store, "agent", "agent:v2");
+    install_then_upgrade(&store, &cluster, 30, "20%").await;
     cluster.wait_idle().await.unwrap();
     assert_rolled_out(&store, "agent", 30, "agent:v2");
     cluster.shutdown();

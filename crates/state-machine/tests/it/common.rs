@@ -1,7 +1,8 @@
 //! Builders shared by the scenario tests of both strategies.
 
 use canary_state_machine::{
-    DaemonSetWrite, LiveMaxUnavailable, MaxUnavailable, Observation, TemplateEdit, WriteKind,
+    DaemonSetWrite, Decision, LiveMaxUnavailable, MaxUnavailable, Observation, Phase, TemplateEdit,
+    WriteKind,
 };
 
 /// The DaemonSet every scenario is about.
@@ -41,4 +42,24 @@ pub fn write(
         max_unavailable: max,
         template_edit: edit,
     }
+}
+
+/// A pass in `phase` that writes, records and reports nothing, and is not done.
+pub fn assert_no_write_in(decision: &Decision, phase: Phase) {
+    assert_eq!(decision.phase, phase);
+    assert_eq!(decision.write, None);
+    assert!(!decision.record_generation);
+    assert!(!decision.done);
+    assert_eq!(decision.error, None);
+}
+
+/// Row 1: the canary starts at maxUnavailable 1, nothing recorded, not done.
+pub fn assert_starts_the_canary(decision: &Decision) {
+    assert_eq!(decision.phase, Phase::Started);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
+    );
+    assert!(!decision.record_generation, "row 1 never records");
+    assert!(!decision.done);
 }

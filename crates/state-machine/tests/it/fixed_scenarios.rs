@@ -9,7 +9,9 @@ use canary_state_machine::{
     TlsFacts, WriteKind, decide, decide_create, event_reason,
 };
 
-use crate::common::{NAME, VERSION, after_start, handler, write};
+use crate::common::{
+    NAME, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler, write,
+};
 
 fn fixed(observation: &Observation) -> Decision {
     decide(&Strategy::default(), observation)
@@ -37,22 +39,8 @@ fn previous(
     })
 }
 
-fn assert_no_write_in(decision: &Decision, phase: Phase) {
-    assert_eq!(decision.phase, phase);
-    assert_eq!(decision.write, None);
-    assert!(!decision.record_generation);
-    assert!(!decision.done);
-    assert_eq!(decision.error, None);
-}
-
 fn assert_started(decision: &Decision) {
-    assert_eq!(decision.phase, Phase::Started);
-    assert_eq!(
-        decision.write,
-        Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
-    );
-    assert!(!decision.record_generation);
-    assert!(!decision.done);
+    assert_starts_the_canary(decision);
     assert_eq!(
         decision.event.as_ref().unwrap().reason,
         event_reason::ROLLOUT_STARTED

@@ -98,6 +98,11 @@ fn pods() -> Strategy {
     Strategy::default()
 }
 
+/// The Pods driver's decision with the default strategy and the default step plan.
+fn by_default(observation: &PodObservation) -> PodDecision {
+    decide_pods(&pods(), &StepPlan::default(), observation)
+}
+
 #[test]
 fn the_default_plan_is_the_reference_shape_and_every_plan_ends_at_all_nodes() {
     let one = Step::Nodes {
@@ -167,7 +172,7 @@ fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
         template_changed: true,
         ..at(2, Phase::Successful, cluster(3, 0))
     };
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     let write = decision.write.unwrap();
     assert_eq!(
         (write.kind, write.max_unavailable),
@@ -182,7 +187,7 @@ fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
         template_changed: true,
         ..at(2, Phase::Successful, cluster(0, 3))
     };
-    let tally = decide_pods(&pods(), &StepPlan::default(), &rolled_out).tally;
+    let tally = by_default(&rolled_out).tally;
     assert_eq!(
         (tally.desired, tally.updated, tally.updated_ready, tally.old),
         (3, 0, 0, 3)
@@ -197,7 +202,7 @@ fn row_2_drift_reverts_or_holds_by_policy() {
         }),
         ..at(1, Phase::Increasing, cluster(3, 1))
     };
-    let revert = decide_pods(&pods(), &StepPlan::default(), &drifted);
+    let revert = by_default(&drifted);
     assert!(revert.drifted && revert.write.is_some());
     assert_eq!(reasons(&revert), [event_reason::DRIFT_DETECTED]);
     let report = Strategy {
@@ -215,7 +220,7 @@ fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
         rollout_observed: false,
         ..at(0, Phase::Started, cluster(3, 0))
     };
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     assert_eq!(decision.phase, Phase::Started);
     assert!(decision.delete.is_empty());
 }
@@ -226,7 +231,7 @@ fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
         new_revision: true,
         ..at(2, Phase::Successful, cluster(3, 0))
     };
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
     assert!(decision.delete.is_empty());
     assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
@@ -235,11 +240,7 @@ fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
         new_revision: true,
         ..at(0, Phase::Started, cluster(3, 0))
     };
-    assert!(
-        decide_pods(&pods(), &StepPlan::default(), &observed)
-            .events
-            .is_empty()
-    );
+    assert!(by_default(&observed).events.is_empty());
 }
 
 #[test]
@@ -268,7 +269,7 @@ fn row_4_a_first_install_skips_the_steps_and_waits_for_the_pods() {
 fn the_canary_goes_to_a_selected_node_one_pod_at_a_time() {
     let mut nodes = cluster(5, 0);
     nodes[3].canary = true;
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Started, nodes));
+    let decision = by_default(&at(0, Phase::Started, nodes));
     assert_eq!(decision.phase, Phase::Canary);
     assert_eq!(deleted_nodes(&decision), ["n03"]);
     assert_eq!(decision.delete[0].uid, "uid-n03");
@@ -278,18 +279,14 @@ fn the_canary_goes_to_a_selected_node_one_pod_at_a_time() {
     // The canary pod is gone and its replacement not ready yet: nothing more.
     let mut nodes = cluster(5, 0);
     nodes[3].pod = None;
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    let decision = by_default(&at(0, Phase::Canary, nodes));
     assert!(decision.delete.is_empty());
     assert_eq!(decision.tally.unavailable, 1);
 }
 
 #[test]
 fn without_a_selector_the_order_is_by_name() {
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(0, Phase::Started, cluster(4, 0)),
-    );
+    let decision = by_default(&at(0, Phase::Started, cluster(4, 0)));
     assert_eq!(deleted_nodes(&decision), ["n00"]);
 }
 
@@ -298,7 +295,7 @@ fn a_ready_canary_completes_the_step_and_the_next_one_begins_in_the_same_pass() 
     // 20 nodes, the canary ready: 10% of 20 is 2 pods at a time.
     let mut nodes = cluster(19, 0);
     nodes.push(node("n99", true, true));
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    let decision = by_default(&at(0, Phase::Canary, nodes));
     assert_eq!((decision.phase, decision.step), (Phase::Increasing, 1));
     assert_eq!(decision.canary_nodes, Some(vec!["n99".to_owned()]));
     assert_eq!(deleted_nodes(&decision), ["n00", "n01"]);
@@ -492,16 +489,13 @@ fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
 fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way() {
     // Mid-canary on 5 nodes: without the hold, n00 would go.
     let moving = at(0, Phase::Canary, cluster(5, 0));
-    assert_eq!(
-        deleted_nodes(&decide_pods(&pods(), &StepPlan::default(), &moving)),
-        ["n00"]
-    );
+    assert_eq!(deleted_nodes(&by_default(&moving)), ["n00"]);
 
     let asked = PodObservation {
         held: true,
         ..moving.clone()
     };
-    let first = decide_pods(&pods(), &StepPlan::default(), &asked);
+    let first = by_default(&asked);
     assert_eq!((first.phase, first.step), (Phase::Paused, 0));
     assert!(first.delete.is_empty() && first.held);
     assert_eq!(reasons(&first), [event_reason::PAUSED]);
@@ -509,7 +503,7 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
     let mut still = at(0, Phase::Paused, cluster(5, 0));
     still.held = true;
     still.hold_recorded = true;
-    let again = decide_pods(&pods(), &StepPlan::default(), &still);
+    let again = by_default(&still);
     assert_eq!(again.phase, Phase::Paused);
     assert!(
         again.delete.is_empty() && again.events.is_empty(),
@@ -521,7 +515,7 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
         template_changed: true,
         ..still.clone()
     };
-    let not_written = decide_pods(&pods(), &StepPlan::default(), &changed);
+    let not_written = by_default(&changed);
     assert_eq!(
         (not_written.phase, not_written.write),
         (Phase::Paused, None)
@@ -532,7 +526,7 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
         held: false,
         ..still
     };
-    let on = decide_pods(&pods(), &StepPlan::default(), &resumed);
+    let on = by_default(&resumed);
     assert_eq!(on.phase, Phase::Canary);
     assert_eq!(deleted_nodes(&on), ["n00"]);
     assert_eq!(reasons(&on), [event_reason::RESUMED]);
@@ -545,7 +539,7 @@ fn a_hold_keeps_a_failure_and_a_rollout_at_rest_as_they_are() {
     crashing.push(crash_looping("n99"));
     let mut observation = at(0, Phase::Canary, crashing);
     observation.held = true;
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     assert_eq!(
         (decision.phase, decision.failure),
         (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
@@ -553,7 +547,7 @@ fn a_hold_keeps_a_failure_and_a_rollout_at_rest_as_they_are() {
 
     let mut at_rest = at(2, Phase::Successful, cluster(0, 5));
     at_rest.held = true;
-    let rest = decide_pods(&pods(), &StepPlan::default(), &at_rest);
+    let rest = by_default(&at_rest);
     assert_eq!(rest.phase, Phase::Successful);
     assert!(rest.held);
 }
@@ -648,7 +642,7 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     nodes[0].health = NodeHealth::NotReady;
     nodes[0].pod.as_mut().unwrap().ready = false;
     nodes[1].health = NodeHealth::Cordoned;
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Started, nodes));
+    let decision = by_default(&at(0, Phase::Started, nodes));
     assert_eq!(
         decision.deferred,
         [
@@ -664,11 +658,7 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     let mut nodes = cluster(2, 2);
     nodes[0].health = NodeHealth::NotReady;
     nodes[1].health = NodeHealth::Cordoned;
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(1, Phase::Increasing, nodes),
-    );
+    let decision = by_default(&at(1, Phase::Increasing, nodes));
     assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
     assert!(decision.delete.is_empty());
     assert_eq!(decision.deferred.len(), 2);
@@ -684,11 +674,7 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     // there) has nothing left to do: not deferred, not named, not counted.
     let mut nodes = cluster(0, 3);
     nodes[1].health = NodeHealth::Cordoned;
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(1, Phase::Increasing, nodes),
-    );
+    let decision = by_default(&at(1, Phase::Increasing, nodes));
     assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
     assert!(decision.deferred.is_empty(), "{:?}", decision.deferred);
     assert_eq!(decision.tally.counted, 2);
@@ -724,11 +710,11 @@ fn a_step_with_no_node_to_judge_holds_instead_of_completing() {
     // The cordoned node back: it is counted, and the canary goes there.
     let mut nodes = vec![node("n00", true, false), node("n01", false, true)];
     nodes[0].health = NodeHealth::NotReady;
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, nodes));
+    let decision = by_default(&at(0, Phase::Canary, nodes));
     assert_eq!(deleted_nodes(&decision), ["n01"]);
 
     // Nothing to judge because there is nothing at all (no pod): finished, as before.
-    let decision = decide_pods(&pods(), &StepPlan::default(), &at(0, Phase::Canary, vec![]));
+    let decision = by_default(&at(0, Phase::Canary, vec![]));
     assert_eq!(decision.phase, Phase::Successful);
 }
 
@@ -744,11 +730,7 @@ fn a_broken_old_revision_counts_against_the_budget_and_is_replaced_first() {
     let mut nodes = cluster(4, 0);
     nodes[1].pod.as_mut().unwrap().ready = false;
     nodes[3].pod.as_mut().unwrap().ready = false;
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(1, Phase::Increasing, nodes),
-    );
+    let decision = by_default(&at(1, Phase::Increasing, nodes));
     assert!(decision.deferred.is_empty());
     assert_eq!((decision.tally.unavailable, decision.tally.budget), (2, 1));
     assert_eq!(deleted_nodes(&decision), ["n01", "n03"]);
@@ -769,11 +751,7 @@ fn a_broken_old_revision_counts_against_the_budget_and_is_replaced_first() {
     // Not `successful` while an old pod remains on a counted node, even with every step done.
     let mut nodes = cluster(1, 1);
     nodes[0].pod.as_mut().unwrap().ready = false;
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(2, Phase::Increasing, nodes),
-    );
+    let decision = by_default(&at(2, Phase::Increasing, nodes));
     assert_eq!(decision.phase, Phase::Waiting);
     assert_eq!(deleted_nodes(&decision), ["n00"]);
 }
@@ -781,11 +759,7 @@ fn a_broken_old_revision_counts_against_the_budget_and_is_replaced_first() {
 #[test]
 fn a_deferred_node_that_comes_back_is_updated_after_success_one_at_a_time() {
     let nodes = cluster(2, 3);
-    let decision = decide_pods(
-        &pods(),
-        &StepPlan::default(),
-        &at(2, Phase::Successful, nodes),
-    );
+    let decision = by_default(&at(2, Phase::Successful, nodes));
     assert_eq!(decision.phase, Phase::Successful);
     assert_eq!(deleted_nodes(&decision), ["n00"]);
     assert!(!decision.done);
@@ -823,7 +797,7 @@ fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
     let mut nodes = cluster(10, 2);
     nodes[11].pod.as_mut().unwrap().crash_loop = Some("CrashLoopBackOff".into());
     for phase in [Phase::Canary, Phase::Increasing, Phase::Paused] {
-        let decision = decide_pods(&pods(), &StepPlan::default(), &at(1, phase, nodes.clone()));
+        let decision = by_default(&at(1, phase, nodes.clone()));
         assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
         assert!(decision.delete.is_empty());
         assert_eq!(decision.failed_nodes, ["n11"]);
@@ -836,7 +810,7 @@ fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
         previous: Some(failed),
         ..at(1, Phase::Failed, cluster(10, 2))
     };
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     assert_eq!(decision.phase, Phase::Failed);
     assert!(decision.delete.is_empty());
 }
@@ -850,7 +824,7 @@ fn a_step_that_stalls_past_the_deadline_fails_but_a_pause_does_not_count() {
         since_progress: Duration::from_secs(601),
         ..previous(Phase::Canary)
     });
-    let decision = decide_pods(&pods(), &StepPlan::default(), &stalled);
+    let decision = by_default(&stalled);
     assert_eq!(
         decision.failure,
         Some(FailureReason::ProgressDeadlineExceeded)
@@ -963,12 +937,12 @@ fn a_promotion_in_a_nodes_step_is_recorded_and_changes_nothing() {
     // Finding 18 of docs/reliability.md: a promotion that skipped a nodes step left its nodes
     // to the one-at-a-time tail of the rollout.
     let canary = at(0, Phase::Canary, cluster(20, 0));
-    let unasked = decide_pods(&pods(), &StepPlan::default(), &canary);
+    let unasked = by_default(&canary);
     let observation = PodObservation {
         promotion: Some(Promotion::Step),
         ..canary
     };
-    let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+    let decision = by_default(&observation);
     assert!(
         decision.promotion_consumed,
         "recorded, so it does not linger"
@@ -1223,7 +1197,7 @@ fn a_stalled_step_names_the_counted_pods_in_its_failure() {
         since_progress: Duration::from_secs(601),
         ..previous(Phase::Increasing)
     });
-    let decision = decide_pods(&pods(), &StepPlan::default(), &stalled);
+    let decision = by_default(&stalled);
     assert_eq!(
         decision.failure,
         Some(FailureReason::ProgressDeadlineExceeded)
@@ -1247,7 +1221,7 @@ fn deferred_nodes_are_announced_when_their_number_changes() {
         if let Some(position) = observation.position.as_mut() {
             position.deferred = before;
         }
-        let decision = decide_pods(&pods(), &StepPlan::default(), &observation);
+        let decision = by_default(&observation);
         reasons(&decision).contains(&event_reason::NODES_DEFERRED)
     };
     assert!(deferred_now(0, 1), "a first deferred node");

@@ -14,7 +14,9 @@ use canary_state_machine::{
     decide_create, event_reason,
 };
 
-use crate::common::{NAME, VERSION, after_start, handler, write};
+use crate::common::{
+    NAME, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler, write,
+};
 
 fn kubevirt(observation: &Observation) -> Decision {
     decide(&Strategy::kubevirt(), observation)
@@ -27,23 +29,14 @@ fn crash() -> Option<CrashLoopSeen> {
     })
 }
 
-fn assert_no_write_in(decision: &Decision, phase: Phase) {
-    assert_eq!(decision.phase, phase);
-    assert_eq!(decision.write, None);
-    assert!(!decision.record_generation);
-    assert!(!decision.done);
-    assert_eq!(decision.error, None);
+/// [`assert_no_write_in`], and no failure either.
+fn assert_quiet_in(decision: &Decision, phase: Phase) {
+    assert_no_write_in(decision, phase);
     assert_eq!(decision.failure, None);
 }
 
 fn assert_started(decision: &Decision) {
-    assert_eq!(decision.phase, Phase::Started);
-    assert_eq!(
-        decision.write,
-        Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
-    );
-    assert!(!decision.record_generation, "row 1 never records");
-    assert!(!decision.done);
+    assert_starts_the_canary(decision);
     assert_eq!(decision.error, None);
 }
 
@@ -56,6 +49,26 @@ fn assert_completed(decision: &Decision) {
     assert!(decision.record_generation);
     assert!(decision.done, "reference reports done in the revert pass");
     assert_eq!(decision.error, None);
+}
+
+/// The pass after row 1's unrecorded write on one node, the live DaemonSet in the TLS era
+/// described by `tls`.
+fn tls_era(tls: TlsFacts) -> Observation {
+    Observation {
+        tls: Some(tls),
+        ..after_start(1, 1)
+    }
+}
+
+/// A TLS migration step that makes `edit`: still `waiting`, the generation recorded.
+fn assert_tls_step(decision: &Decision, edit: TemplateEdit) {
+    assert_eq!(decision.phase, Phase::Waiting);
+    assert_eq!(
+        decision.write,
+        Some(write(WriteKind::TlsStep, None, Some(edit)))
+    );
+    assert!(decision.record_generation);
+    assert!(!decision.done);
 }
 
 #[test]
@@ -92,14 +105,11 @@ fn scenario_03_generation_unknown_spec_up_to_date_completes() {
 
 #[test]
 fn scenario_03_tls_era_completes_when_tls_is_done() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: true,
-            desired_has_cert_volume: false,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: true,
+        desired_has_cert_volume: false,
+    });
     assert_completed(&kubevirt(&observation));
 }
 
@@ -110,7 +120,7 @@ fn scenario_04_generation_unknown_during_ongoing_rollout_waits() {
         ..after_start(2, 1)
     };
     let decision = kubevirt(&observation);
-    assert_no_write_in(&decision, Phase::Waiting);
+    assert_quiet_in(&decision, Phase::Waiting);
 }
 
 #[test]
@@ -140,7 +150,7 @@ fn scenario_06_start_with_max_unavailable_one_even_from_ten_percent() {
 
 #[test]
 fn scenario_07_wait_for_the_canary_pod_to_be_created() {
-    assert_no_write_in(&kubevirt(&after_start(1, 0)), Phase::Canary);
+    assert_quiet_in(&kubevirt(&after_start(1, 0)), Phase::Canary);
 }
 
 #[test]
@@ -149,7 +159,7 @@ fn scenario_08_wait_for_the_canary_pod_to_be_ready() {
         updated_pods: 1,
         ..after_start(1, 0)
     };
-    assert_no_write_in(&kubevirt(&observation), Phase::Canary);
+    assert_quiet_in(&kubevirt(&observation), Phase::Canary);
 }
 
 #[test]
@@ -217,7 +227,7 @@ fn scenario_11_wait_for_the_new_rollout_at_ten_percent() {
         live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
         ..after_start(2, 1)
     };
-    assert_no_write_in(&kubevirt(&observation), Phase::Waiting);
+    assert_quiet_in(&kubevirt(&observation), Phase::Waiting);
 }
 
 #[test]
@@ -232,26 +242,13 @@ fn scenario_12_complete_the_rollout_in_the_revert_pass() {
 
 #[test]
 fn scenario_13_detach_the_secret_before_completing() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: true,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: true,
+        desired_has_cert_volume: true,
+    });
     let decision = kubevirt(&observation);
-    assert_eq!(decision.phase, Phase::Waiting);
-    assert_eq!(
-        decision.write,
-        Some(write(
-            WriteKind::TlsStep,
-            None,
-            Some(TemplateEdit::DetachCertSecret)
-        ))
-    );
-    assert!(decision.record_generation);
-    assert!(!decision.done);
+    assert_tls_step(&decision, TemplateEdit::DetachCertSecret);
     assert_eq!(decision.error, None);
     let event = decision.event.unwrap();
     assert_eq!(
@@ -266,26 +263,13 @@ fn scenario_13_detach_the_secret_before_completing() {
 
 #[test]
 fn scenario_14_switch_to_the_tls_rollout() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: true,
-            live_has_flag: false,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: true,
+        live_has_flag: false,
+        desired_has_cert_volume: true,
+    });
     let decision = kubevirt(&observation);
-    assert_eq!(decision.phase, Phase::Waiting);
-    assert_eq!(
-        decision.write,
-        Some(write(
-            WriteKind::TlsStep,
-            None,
-            Some(TemplateEdit::InsertTlsFlag)
-        ))
-    );
-    assert!(decision.record_generation);
-    assert!(!decision.done);
+    assert_tls_step(&decision, TemplateEdit::InsertTlsFlag);
     assert_eq!(
         decision.event.map(|e| (e.reason, e.message)),
         Some((
@@ -297,14 +281,11 @@ fn scenario_14_switch_to_the_tls_rollout() {
 
 #[test]
 fn tls_unsupported_live_daemonset_completes_normally() {
-    let observation = Observation {
-        tls: Some(TlsFacts {
-            supported: false,
-            live_has_flag: false,
-            desired_has_cert_volume: true,
-        }),
-        ..after_start(1, 1)
-    };
+    let observation = tls_era(TlsFacts {
+        supported: false,
+        live_has_flag: false,
+        desired_has_cert_volume: true,
+    });
     assert_completed(&kubevirt(&observation));
 }
 
@@ -332,7 +313,7 @@ fn quirk_16_tls_step_is_followed_by_a_quiet_done_pass_while_pods_re_roll() {
 #[test]
 fn quirk_01_desired_zero_stays_in_canary() {
     for _ in 0..3 {
-        assert_no_write_in(&kubevirt(&after_start(0, 0)), Phase::Canary);
+        assert_quiet_in(&kubevirt(&after_start(0, 0)), Phase::Canary);
     }
 }
 
@@ -399,7 +380,7 @@ fn quirk_07_crash_check_stops_once_a_canary_is_ready() {
         live_max_unavailable: LiveMaxUnavailable::Str("10%".into()),
         ..after_start(3, 1)
     };
-    assert_no_write_in(&kubevirt(&observation), Phase::Waiting);
+    assert_quiet_in(&kubevirt(&observation), Phase::Waiting);
     // And it even widens with a crash-looping pod next to a ready one.
     let at_one = Observation {
         live_max_unavailable: LiveMaxUnavailable::Int(1),
@@ -430,7 +411,7 @@ fn quirk_07_failure_is_not_sticky_and_the_event_repeats() {
         crash_loop: None,
         ..failing
     };
-    assert_no_write_in(&kubevirt(&recovered), Phase::Canary);
+    assert_quiet_in(&kubevirt(&recovered), Phase::Canary);
 }
 
 #[test]

@@ -77,6 +77,18 @@ fn all_fit(n: usize) -> Vec<(String, NodeFit)> {
         .collect()
 }
 
+/// Node `name`, where the DaemonSet should not run: its pod may stay (`continue_running`) or
+/// must go.
+fn unfit(name: &str, continue_running: bool) -> (String, NodeFit) {
+    (
+        name.to_owned(),
+        NodeFit {
+            should_run: false,
+            should_continue_running: continue_running,
+        },
+    )
+}
+
 type Fits = Vec<(String, NodeFit)>;
 type PodsByNode = BTreeMap<String, Vec<DaemonPod>>;
 
@@ -102,6 +114,27 @@ fn slots(fits: &[(String, NodeFit)], pods: &PodsByNode) -> BTreeMap<String, Node
             .extend(list.iter().cloned());
     }
     slots
+}
+
+/// Switches `d` to the `OnDelete` update strategy.
+fn set_on_delete(d: &mut DaemonSet) {
+    if let Some(spec) = d.spec.as_mut() {
+        spec.update_strategy = Some(DaemonSetUpdateStrategy {
+            type_: Some("OnDelete".to_owned()),
+            rolling_update: None,
+        });
+    }
+}
+
+/// The sync plan of `d` on the nodes `fits` with `pods`, which must be valid.
+fn planned(d: &DaemonSet, fits: &[(String, NodeFit)], pods: &PodsByNode) -> SyncPlan {
+    plan_sync(
+        &cx(d),
+        &Placement {
+            nodes: &slots(fits, pods),
+        },
+    )
+    .expect("valid")
 }
 
 /// `n` nodes, each with one pod; `new(i)` / `ready(i)` choose its template and readiness.
@@ -178,12 +211,7 @@ fn strategy_defaults_like_the_api_server() {
             max_surge: IntOrString::Int(0)
         }
     );
-    if let Some(spec) = d.spec.as_mut() {
-        spec.update_strategy = Some(DaemonSetUpdateStrategy {
-            type_: Some("OnDelete".to_owned()),
-            rolling_update: None,
-        });
-    }
+    set_on_delete(&mut d);
     assert_eq!(strategy(&d), Strategy::OnDelete);
 }
 
@@ -191,24 +219,12 @@ fn strategy_defaults_like_the_api_server() {
 fn manage_creates_a_pod_on_each_eligible_node_without_one() {
     let d = ds(None, None);
     let mut nodes = all_fit(3);
-    nodes.push((
-        "tainted".to_owned(),
-        NodeFit {
-            should_run: false,
-            should_continue_running: true,
-        },
-    ));
+    nodes.push(unfit("tainted", true));
     let pods = BTreeMap::from([(
         "node-001".to_owned(),
         vec![pod("agent-a", "node-001", true, true)],
     )]);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(
         plan.create_on_nodes,
         vec!["node-000".to_owned(), "node-002".to_owned()]
@@ -220,20 +236,8 @@ fn manage_creates_a_pod_on_each_eligible_node_without_one() {
 fn manage_keeps_the_oldest_of_duplicate_pods_and_clears_ineligible_nodes() {
     let d = ds(None, None);
     let mut nodes = all_fit(1);
-    nodes.push((
-        "evicting".to_owned(),
-        NodeFit {
-            should_run: false,
-            should_continue_running: false,
-        },
-    ));
-    nodes.push((
-        "no-schedule".to_owned(),
-        NodeFit {
-            should_run: false,
-            should_continue_running: true,
-        },
-    ));
+    nodes.push(unfit("evicting", false));
+    nodes.push(unfit("no-schedule", true));
     let mut younger = pod("agent-young", "node-000", true, true);
     younger.created = t(50);
     let mut terminating = pod("agent-going", "evicting", true, true);
@@ -270,13 +274,7 @@ fn manage_keeps_the_oldest_of_duplicate_pods_and_clears_ineligible_nodes() {
 fn rolling_update_deletes_up_to_max_unavailable_old_pods() {
     let d = ds(Some(IntOrString::String("10%".to_owned())), None);
     let (nodes, pods) = cluster(25, |_| false, |_| true);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(
         plan.delete_pods,
         vec!["agent-000", "agent-001", "agent-002"],
@@ -289,13 +287,7 @@ fn rolling_update_deletes_up_to_max_unavailable_old_pods() {
 fn rolling_update_replaces_unavailable_old_pods_first_and_beyond_the_budget() {
     let d = ds(Some(IntOrString::Int(2)), None);
     let (nodes, pods) = cluster(10, |_| false, |i| i != 7 && i != 8 && i != 9);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     // Three broken old pods already exceed maxUnavailable 2: they go, no healthy one does.
     assert_eq!(
         plan.delete_pods,
@@ -311,23 +303,11 @@ fn rolling_update_counts_nodes_being_replaced_and_unready_new_pods() {
     if let Some(p) = pods.get_mut("node-000").and_then(|v| v.first_mut()) {
         p.deleting = true;
     }
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(plan.delete_pods, vec!["agent-002"]);
     // Once every slot is taken, nothing more is deleted.
     let (nodes, pods) = cluster(10, |i| i < 3, |i| i >= 3);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert!(plan.is_empty(), "{plan:?}");
 }
 
@@ -339,25 +319,13 @@ fn rolling_update_waits_for_min_ready_seconds() {
     }
     // node-000 runs a new pod that became ready at t=0; now is t=100 so it is available.
     let (nodes, mut pods) = cluster(3, |i| i == 0, |_| true);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(plan.delete_pods, vec!["agent-001"]);
     // Ready only since t=90: not available for another 20 seconds, so no other deletion.
     if let Some(p) = pods.get_mut("node-000").and_then(|v| v.first_mut()) {
         p.ready_since = Some(t(90));
     }
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert!(plan.is_empty());
     let status = compute_status(
         &cx(&d),
@@ -375,31 +343,11 @@ fn rolling_update_waits_for_min_ready_seconds() {
 #[test]
 fn on_delete_never_replaces_pods_by_itself() {
     let mut d = ds(None, None);
-    if let Some(spec) = d.spec.as_mut() {
-        spec.update_strategy = Some(DaemonSetUpdateStrategy {
-            type_: Some("OnDelete".to_owned()),
-            rolling_update: None,
-        });
-    }
+    set_on_delete(&mut d);
     let (nodes, mut pods) = cluster(4, |_| false, |_| true);
-    assert!(
-        plan_sync(
-            &cx(&d),
-            &Placement {
-                nodes: &slots(&nodes, &pods)
-            }
-        )
-        .expect("valid")
-        .is_empty()
-    );
+    assert!(planned(&d, &nodes, &pods).is_empty());
     pods.remove("node-002");
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(plan.create_on_nodes, vec!["node-002"]);
 }
 
@@ -407,13 +355,7 @@ fn on_delete_never_replaces_pods_by_itself() {
 fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     let d = ds(Some(IntOrString::Int(0)), Some(IntOrString::Int(2)));
     let (nodes, mut pods) = cluster(5, |_| false, |_| true);
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(plan.create_on_nodes, vec!["node-000", "node-001"]);
     assert!(plan.delete_pods.is_empty());
     // node-000's new pod is available, node-001's is not yet.
@@ -423,13 +365,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     if let Some(v) = pods.get_mut("node-001") {
         v.push(pod("agent-new-1", "node-001", true, false))
     }
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(
         plan.delete_pods,
         vec!["agent-000"],
@@ -438,13 +374,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
     if let Some(v) = pods.get_mut("node-000") {
         v.retain(|p| p.name != "agent-000")
     }
-    let plan = plan_sync(
-        &cx(&d),
-        &Placement {
-            nodes: &slots(&nodes, &pods),
-        },
-    )
-    .expect("valid");
+    let plan = planned(&d, &nodes, &pods);
     assert_eq!(
         plan.create_on_nodes,
         vec!["node-002"],
@@ -456,13 +386,7 @@ fn surge_starts_new_pods_beside_old_ones_then_deletes_the_old() {
 fn status_counts_the_oldest_pod_per_node() {
     let d = ds(None, None);
     let mut nodes = all_fit(4);
-    nodes.push((
-        "elsewhere".to_owned(),
-        NodeFit {
-            should_run: false,
-            should_continue_running: true,
-        },
-    ));
+    nodes.push(unfit("elsewhere", true));
     let pods = BTreeMap::from([
         (
             "node-000".to_owned(),
