@@ -4,7 +4,8 @@
 //! plane of `cargo xtask cluster up` (kube-apiserver, kube-controller-manager, KWOK nodes) does;
 //! `daemonset-canary run --kubeconfig` runs the controller against it over loopback, in real
 //! time. The harness creates the CanaryDaemonSets, installs `v1`, rolls out `v2`, and reads the
-//! controller process's `/proc/<pid>/status` (VmHWM: peak resident memory) and `/proc/<pid>/stat`
+//! controller process's `/proc/<pid>/status` (VmHWM: peak resident memory; RssAnon sampled for
+//! its peak without the executable's mapped code, RssFile) and `/proc/<pid>/stat`
 //! (utime + stime). On the real cluster it also counts the controller's API requests during the
 //! rollout, from the API server's audit log (which records that user's requests only).
 
@@ -65,6 +66,12 @@ pub struct ProcessFigures {
     pub cpu_rollout: f64,
     /// Peak resident memory of the controller (VmHWM), bytes.
     pub peak_memory: u64,
+    /// Peak of its anonymous resident memory (RssAnon, sampled every 20 ms): the heap, what the
+    /// controller keeps and decodes, without the pages mapped from its executable.
+    pub peak_anonymous: u64,
+    /// Its resident pages mapped from files (RssFile, at the end): the executable's code,
+    /// shared and reclaimable, which grows with the binary rather than with the cluster.
+    pub file_resident: u64,
     /// Wall time of the `v2` rollout (real time: the served simulator runs on the wall clock).
     pub rollout_wall: Duration,
     /// The command that ran the controller.
@@ -139,6 +146,7 @@ pub async fn run(
     };
     let (controller, command) = start_controller(binary, &controller_kubeconfig)?;
     let pid = controller.0.id();
+    let anonymous = AnonymousPeak::sample(pid);
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), &namespace);
     let names: Vec<String> = (0..daemon_sets)
@@ -180,7 +188,9 @@ pub async fn run(
     wait_successful(&api, &names, nodes, "v2").await?;
     let rollout_wall = started.elapsed();
     let cpu_total = cpu_seconds(pid)?;
-    let peak_memory = peak_memory(pid)?;
+    let peak_memory = status_kib(pid, "VmHWM")? * 1024;
+    let file_resident = status_kib(pid, "RssFile")? * 1024;
+    let peak_anonymous = anonymous.stop().await;
     // Minus the harness's own patches, which the audit log does not record (another user).
     let rollout_requests = match (audit_log, requests_before) {
         (Some(log), Some(before)) => Some(audit_lines(log)? - before),
@@ -202,6 +212,8 @@ pub async fn run(
         cpu_total,
         cpu_rollout: cpu_total - cpu_before,
         peak_memory,
+        peak_anonymous,
+        file_resident,
         rollout_wall,
         controller: command,
     })
@@ -377,18 +389,50 @@ fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// VmHWM of `pid`, in bytes.
-fn peak_memory(pid: u32) -> Result<u64> {
+/// The field `name` (in KiB, as the kernel gives it) of `/proc/<pid>/status`.
+fn status_kib(pid: u32, name: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .context("cannot read /proc/<pid>/status")?;
     let line = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .context("no VmHWM in /proc/<pid>/status")?;
-    let kib: u64 = line
-        .split_whitespace()
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+        .with_context(|| format!("no {name} in /proc/<pid>/status"))?;
+    line.split_whitespace()
         .nth(1)
-        .context("malformed VmHWM")?
-        .parse()?;
-    Ok(kib * 1024)
+        .with_context(|| format!("malformed {name}"))?
+        .parse()
+        .with_context(|| format!("malformed {name}"))
+}
+
+/// The highest RssAnon of a process, sampled every 20 ms (the kernel keeps no peak of it).
+struct AnonymousPeak {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl AnonymousPeak {
+    fn sample(pid: u32) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut peak = 0;
+            loop {
+                if let Ok(kib) = status_kib(pid, "RssAnon") {
+                    peak = peak.max(kib * 1024);
+                }
+                tokio::select! {
+                    _ = &mut stopped => return peak,
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) -> u64 {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or(0)
+    }
 }

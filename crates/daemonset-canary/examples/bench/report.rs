@@ -246,17 +246,19 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) | API requests in the rollout |"
+                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | of it, peak anonymous (MiB) | mapped from the binary (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) | API requests in the rollout |"
             );
-            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for p in &self.processes {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
+                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
                     p.target,
                     p.nodes,
                     p.daemon_sets,
                     p.peak_memory as f64 / MIB,
+                    p.peak_anonymous as f64 / MIB,
+                    p.file_resident as f64 / MIB,
                     p.cpu_total,
                     p.cpu_rollout,
                     p.rollout_wall.as_secs_f64(),
@@ -483,6 +485,8 @@ impl Report {
                     "nodes": p.nodes,
                     "daemon_sets": p.daemon_sets,
                     "peak_memory_bytes": p.peak_memory,
+                    "peak_anonymous_bytes": p.peak_anonymous,
+                    "file_resident_bytes": p.file_resident,
                     "cpu_total_seconds": p.cpu_total,
                     "cpu_rollout_seconds": p.cpu_rollout,
                     "rollout_wall_seconds": p.rollout_wall.as_secs_f64(),
