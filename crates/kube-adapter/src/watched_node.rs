@@ -121,26 +121,7 @@ impl<'de> Deserialize<'de> for WatchedNode {
     }
 }
 
-impl k8s_openapi::Resource for WatchedNode {
-    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Node as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::Metadata for WatchedNode {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+crate::index::partially_decoded!(WatchedNode, Node);
 
 /// A hash of what the Pods driver reads of a node: a change of anything else is no reason
 /// for a pass.

@@ -26,6 +26,7 @@ use kube::runtime::watcher::Event;
 
 pub use pod_tally::{PodCountRule, PodTally};
 pub use watched_pod::WatchedPod;
+pub(crate) use watched_pod::partially_decoded;
 
 /// What an index stores, made from what the watcher delivers.
 pub trait Indexed: Send + Sync + 'static {

@@ -75,26 +75,36 @@ impl<'de> Deserialize<'de> for WatchedPod {
     }
 }
 
-impl k8s_openapi::Resource for WatchedPod {
-    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+/// The k8s-openapi `Resource` and `Metadata` impls of `$wrapper(pub $full)`, a type decoded in
+/// part from `$full`'s JSON: it is requested, cached and watched as `$full` is.
+macro_rules! partially_decoded {
+    ($wrapper:ident, $full:ty) => {
+        impl k8s_openapi::Resource for $wrapper {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str =
+                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+
+        impl k8s_openapi::Metadata for $wrapper {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.0.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.0.metadata
+            }
+        }
+    };
 }
+pub(crate) use partially_decoded;
 
-impl k8s_openapi::Metadata for WatchedPod {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+partially_decoded!(WatchedPod, Pod);
 
 #[cfg(test)]
 mod tests {
