@@ -203,6 +203,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.token_rotations += e.token_rotations;
         total.isolations += e.isolations;
         total.lease_takeovers += e.lease_takeovers;
+        total.idle_starts += e.idle_starts;
     }
     total
 }
@@ -211,7 +212,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -239,6 +240,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.token_rotations,
         t.isolations,
         t.lease_takeovers,
+        t.idle_starts,
         wall.as_secs_f64()
     )
 }

@@ -199,6 +199,10 @@ pub struct Plan {
     pub max_unavailable_hold: Option<(Duration, Duration)>,
     /// Pods driver with a pause step: `spec.analysis`, and what the fake Prometheus answers.
     pub analysis: Option<AnalysisPlan>,
+    /// The replicas run this long before the CanaryDaemonSet exists, while a node is relabelled
+    /// and a DaemonSet nobody manages changes every minute: longer than the liveness check's
+    /// wedge timeout (300 s), so that work no pass serves would stop them (finding 14).
+    pub idle_first: Option<Duration>,
 }
 
 /// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
@@ -741,6 +745,20 @@ impl Plan {
         });
         let analysis = (paused && analysis_rng.chance(0.6))
             .then(|| AnalysisPlan::generate(&mut analysis_rng, &changes));
+        // An idle start, from a stream of its own: one seed in eight. `DST_IDLE_FIRST=<seconds>`
+        // forces one of that length on any seed (0: none), to replay a seed with or without it.
+        let mut idle_rng = Rng::new(seed, 8);
+        let drawn = idle_rng
+            .chance(0.125)
+            .then(|| Duration::from_secs(idle_rng.between(320, 420)));
+        let idle_first = match std::env::var("DST_IDLE_FIRST")
+            .ok()
+            .map(|s| s.parse::<u64>())
+        {
+            Some(Ok(0)) => None,
+            Some(Ok(seconds)) => Some(Duration::from_secs(seconds)),
+            _ => drawn,
+        };
         Plan {
             seed,
             profile,
@@ -761,6 +779,7 @@ impl Plan {
             retry_after,
             max_unavailable_hold,
             analysis,
+            idle_first,
         }
     }
 
@@ -882,6 +901,9 @@ impl fmt::Display for Plan {
         )?;
         if self.on_failure_rollback {
             write!(f, "; onFailure Rollback")?;
+        }
+        if let Some(idle) = self.idle_first {
+            write!(f, "; idle for {idle:?} first")?;
         }
         if let Some(after) = self.retry_after {
             write!(f, "; retried after {after:?} failed")?;

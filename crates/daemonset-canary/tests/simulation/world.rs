@@ -110,6 +110,7 @@ pub enum Invariant {
     ///     replica is sent while it holds the Lease), the old leader writes nothing after it
     ///     comes back.
     IsolatedLeaderReplaced,
+    NoWedgeExit,
 }
 
 impl Invariant {
@@ -140,6 +141,7 @@ impl Invariant {
             Invariant::QueriesCarryTheToken => "22 queries-carry-the-token",
             Invariant::NoTakeoverOfALiveLease => "23 no-takeover-of-a-live-lease",
             Invariant::IsolatedLeaderReplaced => "24 isolated-leader-replaced",
+            Invariant::NoWedgeExit => "25 no-wedge-exit",
         }
     }
 }
@@ -212,6 +214,8 @@ pub struct Exercised {
     pub isolations: u64,
     /// Changes of the Lease's holder from one replica to the other (releases not counted).
     pub lease_takeovers: u64,
+    /// Seeds whose replicas idled past the wedge timeout before the CanaryDaemonSet existed.
+    pub idle_starts: u64,
 }
 
 /// DaemonSet writes attributed to one version.
