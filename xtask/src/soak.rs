@@ -6,11 +6,11 @@
 //! one `dst-progress` line per seed and a `dst-summary` line; everything else it prints (failure
 //! reports with their replay commands) is passed through.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, IsTerminal};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cargo;
 
@@ -75,25 +75,37 @@ fn simulate(args: &SoakArgs) -> Result<()> {
         args.first,
         args.first + args.seeds
     );
-    let started = Instant::now();
     let mut child = command.spawn().context("cannot start cargo test")?;
     let stdout = child.stdout.take().context("no stdout from cargo test")?;
-    let terminal = std::io::stderr().is_terminal();
+    // A bar on a terminal; plain progress lines otherwise (a CI log keeps every seed).
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(args.seeds)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:40}] {pos}/{len} seeds, {msg} [{elapsed}]")
+            .context("the progress bar's template")?
+            .progress_chars("#>-"),
+    );
     let mut failures = 0_u64;
+    bar.set_message("0 failing");
     for line in BufReader::new(stdout).lines() {
         let line = line.context("cannot read the test output")?;
         if let Some(progress) = line.strip_prefix("dst-progress ") {
             if progress.contains(" FAIL ") {
                 failures += 1;
+                bar.set_message(format!("{failures} failing"));
             }
-            draw(progress, failures, started, terminal);
+            if bar.is_hidden() {
+                eprintln!("{progress}");
+            }
+            bar.inc(1);
         } else if let Some(summary) = line.strip_prefix("dst-summary ") {
-            if terminal {
-                eprintln!();
-            }
+            bar.finish();
             println!("soak summary: {}", summary.replace(' ', "\n  "));
         } else {
-            println!("{line}");
+            bar.suspend(|| println!("{line}"));
         }
     }
     let status = child.wait().context("cargo test did not finish")?;
@@ -101,32 +113,6 @@ fn simulate(args: &SoakArgs) -> Result<()> {
         bail!("the soak found violations (see the reports and replay commands above)");
     }
     Ok(())
-}
-
-/// One progress line: a bar on a terminal, plain lines otherwise.
-fn draw(progress: &str, failures: u64, started: Instant, terminal: bool) {
-    let (done, total) = progress
-        .split_whitespace()
-        .next()
-        .and_then(|fraction| fraction.split_once('/'))
-        .and_then(|(d, t)| Some((d.parse::<u64>().ok()?, t.parse::<u64>().ok()?)))
-        .unwrap_or((0, 0));
-    if !terminal {
-        eprintln!("{progress}");
-        return;
-    }
-    let width = 40;
-    let filled = (done * width).checked_div(total).unwrap_or(0);
-    let bar: String = (0..width)
-        .map(|i| if i < filled { '#' } else { '-' })
-        .collect();
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "\r[{bar}] {done}/{total} seeds, {failures} failing, {:.0}s ",
-        started.elapsed().as_secs_f64()
-    );
-    let _ = err.flush();
 }
 
 fn fuzz(args: &SoakArgs, cases: u32) -> Result<()> {
