@@ -212,7 +212,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -241,6 +241,11 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.isolations,
         t.lease_takeovers,
         t.idle_starts,
+        results
+            .iter()
+            .filter(|r| r.plan.compatibility == canary_state_machine::Compatibility::KubeVirt)
+            .count(),
+        results.iter().filter(|r| r.plan.workload).count(),
         wall.as_secs_f64()
     )
 }
@@ -312,7 +317,7 @@ fn replay() {
 }
 
 #[test]
-#[ignore = "the soak: DST_SEEDS=N [DST_FIRST=S] (cargo xtask soak)"]
+#[ignore = "the soak: DST_SEEDS=N [DST_FIRST=S] [DST_PROFILE=ci|soak] (cargo xtask soak)"]
 fn soak() {
     let count: u64 = std::env::var("DST_SEEDS")
         .ok()
@@ -322,13 +327,12 @@ fn soak() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    let profile = std::env::var("DST_PROFILE")
+        .ok()
+        .and_then(|p| Profile::parse(&p))
+        .unwrap_or(Profile::Soak);
     let started = std::time::Instant::now();
-    let results = run_seeds(
-        (first..first + count).collect(),
-        Profile::Soak,
-        threads(),
-        true,
-    );
+    let results = run_seeds((first..first + count).collect(), profile, threads(), true);
     assert_no_failures(&results, started.elapsed());
 }
 
@@ -444,6 +448,47 @@ fn plans_cover_the_fault_model() {
             && p.actions
                 .iter()
                 .any(|(_, a)| matches!(a, plan::Action::NodeNotReady { .. }))
+    }));
+    // Analysis: Prometheus down, slow, without data, behind a token, on some plans each.
+    let analysed: Vec<&plan::AnalysisPlan> =
+        plans.iter().filter_map(|p| p.analysis.as_ref()).collect();
+    assert!(analysed.iter().any(|a| a.outage.is_some()));
+    assert!(analysed.iter().any(|a| a.slow.is_some()));
+    assert!(analysed.iter().any(|a| a.no_data.is_some()));
+    assert!(analysed.iter().any(|a| a.token.is_some()));
+    // A DaemonSet its owner changes, on a share of the Pods-driver plans only.
+    let workload = plans.iter().filter(|p| p.workload).count();
+    assert!((8..=35).contains(&workload), "{workload} workloadRef plans");
+    assert!(plans.iter().all(|p| !p.workload || p.pods.is_some()));
+    assert!(plans.iter().filter(|p| p.workload).all(|p| {
+        !p.edit_at_rest && p.actions.iter().all(|(_, a)| *a != plan::Action::HandEdit)
+    }));
+    // KubeVirt compatibility on a share of the MaxUnavailable-driver plans, with versions
+    // that end under the reference's rules only.
+    let kubevirt: Vec<&Plan> = plans
+        .iter()
+        .filter(|p| p.compatibility == canary_state_machine::Compatibility::KubeVirt)
+        .collect();
+    assert!(
+        (15..=40).contains(&kubevirt.len()),
+        "{} KubeVirt plans",
+        kubevirt.len()
+    );
+    assert!(kubevirt.iter().all(|p| p.pods.is_none()));
+    assert!(kubevirt.iter().any(|p| {
+        p.changes
+            .iter()
+            .any(|c| c.behavior == plan::Behavior::Crashloop)
+    }));
+    assert!(kubevirt.iter().all(|p| {
+        p.changes.iter().all(|c| {
+            !matches!(
+                c.behavior,
+                plan::Behavior::NeverReady
+                    | plan::Behavior::ImagePullBackoff
+                    | plan::Behavior::CrashAfterReady(_)
+            )
+        })
     }));
     let soak_max = (0..500)
         .map(|s| Plan::generate(s, Profile::Soak).nodes)

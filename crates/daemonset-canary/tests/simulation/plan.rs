@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
-use canary_state_machine::DriftPolicy;
+use canary_state_machine::{Compatibility, DriftPolicy};
 
 use super::rng::Rng;
 
@@ -203,6 +203,16 @@ pub struct Plan {
     /// and a DaemonSet nobody manages changes every minute: longer than the liveness check's
     /// wedge timeout (300 s), so that work no pass serves would stop them (finding 14).
     pub idle_first: Option<Duration>,
+    /// `spec.strategy.compatibility`. `KubeVirt` (the reference's decision table, its crash
+    /// rule and no progress deadline) only with the MaxUnavailable driver, and only with
+    /// versions whose rollouts end under the reference's rules; see [`kubevirt_behavior`].
+    pub compatibility: Compatibility,
+    /// Pods driver: `spec.workloadRef`. The DaemonSet is the harness's, as a Helm release's
+    /// (`OnDelete`, no owner, pods without the controller's owner label), created before the
+    /// CanaryDaemonSet; every later version is a change of its template by its owner (`helm
+    /// upgrade`), never of the CanaryDaemonSet, whose target reads the image tag
+    /// (`fromContainer`). No hand edits: a change of the template is a new version here.
+    pub workload: bool,
 }
 
 /// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
@@ -224,6 +234,9 @@ pub struct AnalysisPlan {
     pub slow: Option<(Duration, Duration, Duration)>,
     /// An https Prometheus that asks for a bearer token, read from a Secret.
     pub token: Option<TokenPlan>,
+    /// No data from this time for this long: the metric's series are gone (an exporter
+    /// restarting, a relabelling), so every query answers an empty vector.
+    pub no_data: Option<(Duration, Duration)>,
 }
 
 /// The bearer token of an https Prometheus, in the Secret [`TOKEN_SECRET`] that the harness
@@ -271,6 +284,8 @@ impl AnalysisPlan {
                     .chance(0.5)
                     .then(|| Duration::from_secs(rng.between(20, 120))),
             }),
+            // Drawn last (since 2026-12-03): older seeds keep their scenario.
+            no_data: rng.chance(0.3).then(|| window(rng)),
         }
     }
 
@@ -759,6 +774,55 @@ impl Plan {
             Some(Ok(seconds)) => Some(Duration::from_secs(seconds)),
             _ => drawn,
         };
+        // KubeVirt compatibility, from a stream of its own: one MaxUnavailable-driver seed in
+        // five. `DST_KUBEVIRT=1` forces it on a MaxUnavailable-driver seed (0: never).
+        let mut kubevirt_rng = Rng::new(seed, 9);
+        let drawn = kubevirt_rng.chance(0.2);
+        let kubevirt = pods.is_none()
+            && match std::env::var("DST_KUBEVIRT").ok().as_deref() {
+                Some("1") => true,
+                Some("0") => false,
+                _ => drawn,
+            };
+        let (compatibility, initial, changes, drift_policy) = if kubevirt {
+            (
+                Compatibility::KubeVirt,
+                kubevirt_behavior(initial),
+                changes
+                    .into_iter()
+                    .map(|change| VersionChange {
+                        behavior: kubevirt_behavior(change.behavior),
+                        ..change
+                    })
+                    .collect(),
+                // KubeVirt compatibility has no drift policy: the reference writes a hand
+                // edit over at its next write (quirk 5), as `Revert` is checked.
+                DriftPolicy::Revert,
+            )
+        } else {
+            (Compatibility::Fixed, initial, changes, drift_policy)
+        };
+        // A DaemonSet someone else owns, from a stream of its own: three Pods-driver seeds in
+        // ten. `DST_WORKLOAD=1` forces it on a Pods-driver seed (0: never).
+        let mut workload_rng = Rng::new(seed, 10);
+        let drawn = workload_rng.chance(0.3);
+        let workload = pods.is_some()
+            && match std::env::var("DST_WORKLOAD").ok().as_deref() {
+                Some("1") => true,
+                Some("0") => false,
+                _ => drawn,
+            };
+        let (actions, edit_at_rest) = if workload {
+            (
+                actions
+                    .into_iter()
+                    .filter(|(_, action)| *action != Action::HandEdit)
+                    .collect(),
+                false,
+            )
+        } else {
+            (actions, edit_at_rest)
+        };
         Plan {
             seed,
             profile,
@@ -780,6 +844,8 @@ impl Plan {
             max_unavailable_hold,
             analysis,
             idle_first,
+            compatibility,
+            workload,
         }
     }
 
@@ -798,6 +864,21 @@ impl Plan {
             self.seed,
             self.profile.as_str()
         )
+    }
+}
+
+/// A version's behaviour under KubeVirt compatibility, where a rollout ends only if its canary
+/// becomes ready or restarts: the reference has no progress deadline, and detects a crash only
+/// while no updated pod is ready and as a past restart (spec quirk 7). So a version that never
+/// gets ready without restarting (`NeverReady`, `ImagePullBackoff`) would wait in `canary`
+/// forever, and one that crashes after it got ready would flap between `failed` and `waiting`
+/// forever (the failure is not sticky): those become a crash loop, which the reference fails.
+fn kubevirt_behavior(behavior: Behavior) -> Behavior {
+    match behavior {
+        Behavior::NeverReady | Behavior::ImagePullBackoff | Behavior::CrashAfterReady(_) => {
+            Behavior::Crashloop
+        }
+        ends => ends,
     }
 }
 
@@ -899,6 +980,9 @@ impl fmt::Display for Plan {
                 ""
             }
         )?;
+        if self.compatibility == Compatibility::KubeVirt {
+            write!(f, "; compatibility KubeVirt")?;
+        }
         if self.on_failure_rollback {
             write!(f, "; onFailure Rollback")?;
         }
@@ -910,6 +994,9 @@ impl fmt::Display for Plan {
         }
         if let Some((at, length)) = self.max_unavailable_hold {
             write!(f, "; held at {at:?} for {length:?}")?;
+        }
+        if self.workload {
+            write!(f, "; a DaemonSet its owner changes (workloadRef)")?;
         }
         if let Some(pods) = &self.pods {
             write!(
@@ -944,6 +1031,9 @@ impl fmt::Display for Plan {
             }
             if let Some((at, length, delay)) = analysis.slow {
                 write!(f, ", answers {delay:?} late at {at:?} for {length:?}")?;
+            }
+            if let Some((at, length)) = analysis.no_data {
+                write!(f, ", no data at {at:?} for {length:?}")?;
             }
             if let Some(token) = &analysis.token {
                 write!(f, ", https with a bearer token from a Secret")?;

@@ -1,7 +1,7 @@
 //! The fake Prometheus of the simulation: the demo's ([`SimQueries`], canary-sim's stand-in
 //! behind the controller's [`QueryApi`]: the agents' error ratio per node, from the pods), with
-//! the plan's outage (unreachable) and slow answers (late, past the query's timeout: a
-//! timeout), in virtual time. With the plan's bearer token, it accepts only the token the
+//! the plan's outage (unreachable), slow answers (late, past the query's timeout: a timeout)
+//! and stretch without data (an empty vector), in virtual time. With the plan's bearer token, it accepts only the token the
 //! harness wrote last, as a server that revokes a token when it is rotated (401 otherwise), and
 //! reports as a violation of invariant 22 a query with no token, with a token never written, or
 //! with a rotated one after [`ROTATION_GRACE`].
@@ -112,6 +112,9 @@ impl QueryApi for FakePrometheus {
             self.check_token(endpoint)?;
             if self.within(self.plan.outage) {
                 return Err(QueryError::Unreachable("connection refused".to_owned()));
+            }
+            if self.within(self.plan.no_data) {
+                return Err(QueryError::NoData);
             }
             if let Some((at, length, delay)) = self.plan.slow
                 && self.within(Some((at, length)))

@@ -252,6 +252,19 @@ impl Recorded {
         if request.resource != "daemonsets" || !request.is_write() {
             return;
         }
+        let referenced = self
+            .store
+            .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .is_some_and(|cds| cds.spec.workload_ref.is_some());
+        if referenced {
+            self.world.violate(
+                Invariant::BoundedLeaderOnlyWrites,
+                format!(
+                    "{} {} daemonsets -> {status}: the DaemonSet belongs to spec.workloadRef's owner",
+                    self.identity, request.method
+                ),
+            );
+        }
         let version = self.tally_key();
         if status.is_success() {
             let now = self.daemon_set_shape();

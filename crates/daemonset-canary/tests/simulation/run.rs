@@ -14,7 +14,7 @@ use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Obs
 use canary_sim::cluster::Cluster;
 use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
 use canary_sim::{Sim, SimPrometheus, UpdateScope};
-use canary_state_machine::DriftPolicy;
+use canary_state_machine::{Compatibility, DriftPolicy};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -29,7 +29,7 @@ use super::prometheus::{FakePrometheus, Tokens};
 use super::recorder::Recorded;
 use super::rng::Rng;
 use super::world::{Exercised, Invariant, Violation, World};
-use super::{NAME, NAMESPACE, manifest};
+use super::{NAME, NAMESPACE, VERSION_KEY, manifest};
 use daemonset_canary::demo::prometheus::SimQueries;
 
 /// What one seed found and exercised.
@@ -526,15 +526,31 @@ impl Harness<'_> {
     }
 
     /// Invariant 9 at rest: a hand edit is written over within [`DRIFT_BOUND`] (`Revert`), or
-    /// left as it is with nothing written and the `Drifted` condition set (`Report`).
+    /// left as it is with nothing written and the `Drifted` condition set (`Report`). In
+    /// KubeVirt compatibility, a rollout left `failed` by its crash-looping canary keeps the
+    /// edit: the reference writes nothing while no updated pod is ready (its row 2), and a
+    /// template-only edit starts no canary (quirk 5); so nothing may be written.
     async fn edit_at_rest(&mut self) {
         let writes_before = self.world.exercised().daemon_set_writes;
+        let failed = cds_phase(self.sim.store()).as_deref() == Some("failed");
         let Some(image) = self.hand_edit() else {
             return;
         };
         tokio::time::sleep(DRIFT_BOUND).await;
         let store = self.sim.store();
         let live = daemon_set_image(store);
+        if self.plan.compatibility == Compatibility::KubeVirt && failed {
+            let written = self.world.exercised().daemon_set_writes - writes_before;
+            if written > 0 {
+                self.world.violate(
+                    Invariant::DriftHandled,
+                    format!(
+                        "KubeVirt compatibility, failed: {written} DaemonSet writes after a hand edit ({image}); the reference writes none while its canary crash-loops"
+                    ),
+                );
+            }
+            return;
+        }
         match self.plan.drift_policy {
             DriftPolicy::Revert => {
                 if live.as_deref() == Some(image.as_str()) {
@@ -920,7 +936,11 @@ impl Harness<'_> {
 
     fn set_version(&self, version: u32, behavior: Behavior) {
         let name = format!("v{version}");
-        let mut spec = manifest(&name, &behavior.annotation());
+        let mut spec = daemonset_canary::demo::scenario::manifest(
+            self.plan.compatibility,
+            &name,
+            &behavior.annotation(),
+        );
         spec["spec"]["strategy"]["driftPolicy"] =
             serde_json::json!(self.plan.drift_policy.as_str());
         if self.plan.on_failure_rollback {
@@ -940,7 +960,8 @@ impl Harness<'_> {
             }
         }
         let store = self.sim.store();
-        let written = match serde_json::from_value::<CanaryDaemonSet>(spec) {
+        let written = match serde_json::from_value::<CanaryDaemonSet>(spec.clone()) {
+            Ok(_) if self.plan.workload => self.write_workload(version, &name, spec),
             Ok(object) if version == 1 => store.create(&object).is_ok(),
             Ok(object) => store
                 .modify::<CanaryDaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |cds| {
@@ -963,6 +984,50 @@ impl Harness<'_> {
         self.world.count(|e| e.rollouts += 1);
         self.world
             .trace(format!("spec -> {name} ({})", behavior.annotation()));
+    }
+
+    /// `spec.workloadRef` ([`Plan::workload`]): version 1 creates the owner's DaemonSet (the
+    /// manifest's template, `OnDelete`, its version in the pod template's annotations where the
+    /// checker reads it; pods without the controller's owner label), then the CanaryDaemonSet
+    /// that refers to it and reads its version from the image tag; a later version changes the
+    /// DaemonSet's pod template alone, as `helm upgrade` would.
+    fn write_workload(&self, version: u32, name: &str, mut cds: serde_json::Value) -> bool {
+        let mut template = cds["spec"]["template"].take();
+        template["spec"]["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
+        template["spec"]["template"]["metadata"]["annotations"][VERSION_KEY] =
+            serde_json::json!(name);
+        let mut labels = template["metadata"]["labels"].clone();
+        labels["app.kubernetes.io/managed-by"] = serde_json::json!("Helm");
+        let daemon_set = serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+            "spec": template["spec"].take(),
+        });
+        let Ok(daemon_set) = serde_json::from_value::<DaemonSet>(daemon_set) else {
+            return false;
+        };
+        let store = self.sim.store();
+        if version != 1 {
+            return store
+                .modify::<DaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |live| {
+                    if let (Some(live), Some(new)) = (live.spec.as_mut(), &daemon_set.spec) {
+                        live.template = new.template.clone();
+                    }
+                })
+                .is_ok();
+        }
+        if let Some(spec) = cds["spec"].as_object_mut() {
+            spec.remove("template");
+            spec.insert("workloadRef".into(), serde_json::json!({"name": NAME}));
+            spec.insert(
+                "target".into(),
+                serde_json::json!({"fromContainer": "agent"}),
+            );
+        }
+        store.create(&daemon_set).is_ok()
+            && serde_json::from_value::<CanaryDaemonSet>(cds)
+                .is_ok_and(|object| store.create(&object).is_ok())
     }
 
     /// The end of the fault window: errors and latency off, every node Ready, every replica
@@ -1001,6 +1066,14 @@ const DRIFT_BOUND: Duration = Duration::from_secs(60);
 /// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
 const BAD_NAME: &str = "undecodable";
 
+/// The scenario's CanaryDaemonSet's `status.phase`.
+fn cds_phase(store: &canary_sim::Store) -> Option<String> {
+    store
+        .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?
+        .status?
+        .phase
+}
+
 /// The image of the first container of the scenario's DaemonSet's template.
 fn daemon_set_image(store: &canary_sim::Store) -> Option<String> {
     store
@@ -1037,7 +1110,12 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
             None => image,
         });
     let live = daemon_set_image(store);
-    if live.is_some() && live != desired {
+    // A referenced DaemonSet's template is its owner's: there is no drift to undo. In KubeVirt
+    // compatibility a failed rollout keeps a hand edit: the reference writes nothing while no
+    // updated pod is ready (row 2), and a template-only edit starts no canary (quirk 5).
+    let kubevirt_failed = harness.plan.compatibility == Compatibility::KubeVirt
+        && cds_phase(store).as_deref() == Some("failed");
+    if live.is_some() && live != desired && !harness.plan.workload && !kubevirt_failed {
         harness.world.violate(
             Invariant::DriftHandled,
             format!("at quiescence the DaemonSet runs {live:?}, the spec asks for {desired:?}"),

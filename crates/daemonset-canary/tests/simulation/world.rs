@@ -110,6 +110,9 @@ pub enum Invariant {
     ///     replica is sent while it holds the Lease), the old leader writes nothing after it
     ///     comes back.
     IsolatedLeaderReplaced,
+    /// 25. No replica stops with `Error::Wedged` (work waiting with no pass finishing, or a
+    ///     pass running, past the liveness check's timeout): nothing in the simulation lasts
+    ///     that long, idle starts included.
     NoWedgeExit,
 }
 
