@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use canary_predicates::{
-    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches, node_health,
-    node_label, pod_crash_loop, pod_is_owned_by, pod_is_ready,
+    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches,
+    pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
     AnalysisVerdict, DriftSeen, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
@@ -460,21 +460,18 @@ impl Pass<'_> {
                     .caches
                     .nodes
                     .get(&ObjectRef::<WatchedNode>::new(&name));
-                let labels = node
-                    .as_ref()
-                    .map(|n| n.0.labels().clone())
-                    .unwrap_or_default();
+                let labels = node.as_deref().and_then(|n| n.0.metadata.labels.as_ref());
                 NodeState {
                     zone: pods_plan
                         .topology_key
                         .as_deref()
-                        .and_then(|key| node.as_deref().and_then(|n| node_label(&n.0, key)))
-                        .map(str::to_owned),
-                    canary: selector
-                        .is_some_and(|s| label_selector_matches(s, &labels).unwrap_or(false)),
-                    health: node
-                        .as_deref()
-                        .map_or(NodeHealth::Missing, |n| node_health(&n.0)),
+                        .and_then(|key| labels?.get(key))
+                        .cloned(),
+                    canary: selector.is_some_and(|s| {
+                        label_selector_matches(s, labels.unwrap_or(&BTreeMap::new()))
+                            .unwrap_or(false)
+                    }),
+                    health: node.as_deref().map_or(NodeHealth::Missing, |n| n.0.health),
                     pod,
                     name,
                 }
