@@ -1,13 +1,15 @@
-//! Edges of the Pods driver's walk that cargo-mutants found no test pinned (issue 22): the
-//! zone of a broken old pod, the pods already on the way, the deadline of a step entered in
-//! the same pass, the full promotion's message, the wait after the last step and its
-//! deadline, and a list of exactly `LISTED_NODES` nodes. Builders from [`super::pods`].
+//! Edges of the Pods driver that cargo-mutants found no test pinned (issue 22). In the walk:
+//! the zone of a broken old pod, the pods already on the way, the deadline of a step entered
+//! in the same pass, the full promotion's message, the wait after the last step and its
+//! deadline, a list of exactly `LISTED_NODES` nodes. Around it: a plan that opens with a
+//! pause, a retry's first step, the hold over a start or a drift, a drift kept as reported,
+//! the names in messages, and the plan's own API. Builders from [`super::pods`].
 
 use std::time::Duration;
 
 use canary_state_machine::{
-    FailureReason, MaxUnavailable, NodeHealth, Phase, PodObservation, PreviousPass, Promotion,
-    Step, StepPlan, decide_pods, event_reason,
+    DriftPolicy, DriftSeen, FailureReason, MAX_STEPS, MaxUnavailable, NodeHealth, Phase,
+    PodObservation, PreviousPass, Promotion, Step, StepPlan, Strategy, decide_pods, event_reason,
 };
 
 use super::pods::{
@@ -214,4 +216,184 @@ fn ten_canary_nodes_are_listed_without_a_remainder() {
         decision.events[0].message,
         "daemonSet node-agent: step 1 of 3 completed: canary on n02, n03, n04, n05, n06, n07, n08, n09, n10, n11"
     );
+}
+
+/// A plan may open with a pause: its first nodes step is still the canary (selected nodes
+/// first, the canary budget), not a later step.
+#[test]
+fn the_first_nodes_step_is_the_canary_after_an_opening_pause() {
+    let plan = StepPlan::new(vec![
+        Step::Pause { duration: None },
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+    ]);
+    let mut nodes = cluster(5, 0);
+    nodes[3].canary = true;
+    let decision = decide_pods(&pods(), &plan, &at(1, Phase::Canary, nodes));
+    assert_eq!((decision.phase, decision.step), (Phase::Canary, 1));
+    assert_eq!(deleted_nodes(&decision), ["n03"]);
+}
+
+/// A retry goes through every step again, pauses included: a rollout that failed in the last
+/// nodes step, retried with its canary ready, holds in the pause after the canary.
+#[test]
+fn a_retry_goes_through_the_pauses_again() {
+    let mut nodes = cluster(3, 0);
+    nodes.push(node("n99", true, true));
+    let observation = PodObservation {
+        retry: true,
+        previous: Some(PreviousPass {
+            failure: Some(FailureReason::CanaryCrashLooping),
+            ..previous(Phase::Failed)
+        }),
+        ..at(2, Phase::Failed, nodes)
+    };
+    let decision = decide_pods(&pods(), &canary_then_hold(), &observation);
+    assert!(decision.retried);
+    assert_eq!((decision.phase, decision.step), (Phase::Paused, 1));
+    assert!(decision.delete.is_empty());
+    assert_eq!(
+        reasons(&decision),
+        [
+            event_reason::RETRIED,
+            event_reason::STEP_COMPLETED,
+            event_reason::STEP_STARTED
+        ]
+    );
+}
+
+/// Held, a start that is not written is not announced either, and a drift already announced
+/// is not announced again; a first drift is.
+#[test]
+fn a_hold_drops_the_start_and_a_drift_already_announced() {
+    let mut held = at(1, Phase::Increasing, cluster(3, 1));
+    held.held = true;
+    held.hold_recorded = true;
+    let changed = PodObservation {
+        template_changed: true,
+        ..held.clone()
+    };
+    let decision = by_default(&changed);
+    assert_eq!((decision.phase, decision.write), (Phase::Paused, None));
+    assert!(decision.events.is_empty(), "{:?}", decision.events);
+
+    let drifted = PodObservation {
+        drift: Some(DriftSeen {
+            what: "image".into(),
+        }),
+        ..held
+    };
+    let first = by_default(&drifted);
+    assert_eq!((first.phase, first.write), (Phase::Paused, None));
+    assert_eq!(reasons(&first), [event_reason::DRIFT_DETECTED]);
+    let mut again = drifted.clone();
+    again.previous = Some(PreviousPass {
+        drifted: true,
+        ..previous(Phase::Paused)
+    });
+    let again = by_default(&again);
+    assert_eq!(again.phase, Phase::Paused);
+    assert!(again.events.is_empty(), "{:?}", again.events);
+}
+
+/// A drift kept as reported (`driftPolicy: Report`) is announced once, and leaves a failed
+/// rollout failed for the reason it failed.
+#[test]
+fn a_reported_drift_is_announced_once_and_keeps_a_failure() {
+    let report = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..pods()
+    };
+    let drift = Some(DriftSeen {
+        what: "image".into(),
+    });
+    let first = PodObservation {
+        drift: drift.clone(),
+        ..at(1, Phase::Increasing, cluster(3, 1))
+    };
+    let decision = decide_pods(&report, &StepPlan::default(), &first);
+    assert_eq!(decision.phase, Phase::Increasing);
+    assert_eq!(reasons(&decision), [event_reason::DRIFT_DETECTED]);
+    let mut again = first.clone();
+    again.previous = Some(PreviousPass {
+        drifted: true,
+        ..previous(Phase::Increasing)
+    });
+    let decision = decide_pods(&report, &StepPlan::default(), &again);
+    assert!(decision.drifted && decision.events.is_empty());
+
+    let failed = PodObservation {
+        drift,
+        previous: Some(PreviousPass {
+            failure: Some(FailureReason::CanaryCrashLooping),
+            ..previous(Phase::Failed)
+        }),
+        ..at(1, Phase::Failed, cluster(3, 1))
+    };
+    let decision = decide_pods(&report, &StepPlan::default(), &failed);
+    assert_eq!(
+        (decision.phase, decision.failure),
+        (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
+    );
+    assert!(decision.delete.is_empty());
+}
+
+/// The driver's messages name the DaemonSet and the version rolled out.
+#[test]
+fn messages_name_the_daemon_set_and_the_version() {
+    let started = PodObservation {
+        version: "v2.0.0".into(),
+        template_changed: true,
+        ..at(2, Phase::Successful, cluster(3, 0))
+    };
+    let decision = by_default(&started);
+    assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
+    assert_eq!(
+        decision.events[0].message,
+        "daemonSet node-agent: started rollout of v2.0.0"
+    );
+
+    let zero_pause = StepPlan::new(vec![Step::Pause {
+        duration: Some(Duration::ZERO),
+    }]);
+    let invalid = decide_pods(&pods(), &zero_pause, &at(0, Phase::Canary, cluster(3, 0)));
+    let error = invalid.error.unwrap_or_default();
+    assert!(
+        error.starts_with("daemonSet node-agent has an invalid strategy: "),
+        "{error}"
+    );
+}
+
+/// A plan reads as written, is never empty, and may have up to `MAX_STEPS` steps.
+#[test]
+fn a_plan_reads_as_written_and_takes_up_to_max_steps() {
+    let steps = [
+        (Step::ALL_NODES, "nodes 100%"),
+        (
+            Step::Nodes {
+                nodes: MaxUnavailable::ONE,
+                max_unavailable: Some(MaxUnavailable::Count(2)),
+            },
+            "nodes 1 (maxUnavailable 2)",
+        ),
+        (
+            Step::Pause {
+                duration: Some(Duration::from_secs(30)),
+            },
+            "pause 30s",
+        ),
+        (Step::Pause { duration: None }, "pause until promoted"),
+    ];
+    for (step, text) in steps {
+        assert_eq!(step.to_string(), text);
+    }
+    assert!(!StepPlan::default().is_empty());
+    assert!(!StepPlan::new(vec![]).is_empty());
+
+    let pauses = vec![Step::Pause { duration: None }; MAX_STEPS - 1];
+    let full = StepPlan::new(pauses);
+    assert_eq!(full.steps().len(), MAX_STEPS, "the all-nodes step appended");
+    assert_eq!(full.validate(), Ok(()));
 }
