@@ -149,6 +149,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_node_label_is_read_by_key() {
+        let mut zoned = node(Some("True"), false);
+        zoned.metadata.labels = Some(labels(&[("topology.kubernetes.io/zone", "eu-1a")]));
+        assert_eq!(
+            node_label(&zoned, "topology.kubernetes.io/zone"),
+            Some("eu-1a")
+        );
+        assert_eq!(node_label(&zoned, "topology.kubernetes.io/region"), None);
+        assert_eq!(node_label(&node(Some("True"), false), "anything"), None);
+    }
+
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()

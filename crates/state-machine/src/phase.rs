@@ -269,6 +269,15 @@ mod tests {
         }
         assert_eq!(Phase::RollingBack.decided(None), Phase::Waiting);
         assert_eq!(Phase::RolledBack.decided(None), Phase::Successful);
+        // A recorded rollback phase is no decided phase: the reported one maps back as without.
+        assert_eq!(
+            Phase::RollingBack.decided(Some(Phase::RolledBack)),
+            Phase::Waiting
+        );
+        assert_eq!(
+            Phase::RolledBack.decided(Some(Phase::RollingBack)),
+            Phase::Successful
+        );
         assert_eq!(Phase::Canary.decided(Some(Phase::Failed)), Phase::Canary);
         assert!(Phase::RolledBack.is_at_rest() && Phase::Successful.is_at_rest());
         assert!(!Phase::Failed.is_at_rest() && !Phase::RollingBack.is_at_rest());

@@ -464,6 +464,47 @@ mod tests {
     }
 
     #[test]
+    fn reasons_have_stable_names_and_only_an_undo_reports_the_rollout_phases() {
+        let rows = [
+            (RollbackReason::Undo, "Undo", false),
+            (RollbackReason::Abort, "Abort", true),
+            (RollbackReason::OnFailure, "OnFailure", true),
+        ];
+        for (reason, name, rollback_phases) in rows {
+            assert_eq!(reason.as_str(), name);
+            assert_eq!(RollbackReason::parse(name), Some(reason));
+            assert_eq!(reason.reports_rollback_phases(), rollback_phases, "{name}");
+        }
+        assert_eq!(RollbackReason::parse("abort"), None);
+        assert_eq!(RollbackReason::parse(""), None);
+    }
+
+    #[test]
+    fn events_name_the_version_of_the_revision_or_say_it_is_unknown() {
+        let mut observation = rolling_out_v2(Phase::Canary);
+        observation.abort = true;
+        let decision = decide_rollback(&observation);
+        assert_eq!(
+            decision.events[0].message,
+            "daemonSet agent: aborted on request; rolling back to revision 1 (v1), canary first"
+        );
+        let unknown = revision(1, "");
+        let event = rolled_back_event(
+            "agent",
+            Some(Phase::RollingBack),
+            Phase::RolledBack,
+            &unknown,
+        );
+        assert_eq!(
+            event.map(|e| e.message),
+            Some(
+                "daemonSet agent: rolled back; every pod runs revision 1 (version unknown) again"
+                    .to_owned()
+            )
+        );
+    }
+
+    #[test]
     fn rolled_back_is_announced_once() {
         let v1 = revision(1, "v1");
         assert!(rolled_back_event("a", Some(Phase::RollingBack), Phase::RolledBack, &v1).is_some());

@@ -409,6 +409,10 @@ mod tests {
             (Compatibility::Fixed.to_string(), "Fixed"),
             (DriftPolicy::Revert.as_str().to_owned(), "Revert"),
             (DriftPolicy::Report.as_str().to_owned(), "Report"),
+            (OnFailure::Hold.as_str().to_owned(), "Hold"),
+            (OnFailure::Rollback.as_str().to_owned(), "Rollback"),
+            (Driver::Pods.to_string(), "Pods"),
+            (Driver::MaxUnavailable.to_string(), "MaxUnavailable"),
         ];
         for (name, expected) in rows {
             assert_eq!(name, expected);

@@ -212,6 +212,17 @@ fn healthy_kube_proxy_pod_belongs_to_its_daemonset() {
         &AnnotationKeys::default(),
         &next
     ));
+    // By revision only: the annotations do not matter, the hash does.
+    for (hash, updated) in [("69494898cd", true), ("5c8d7f9b44", false)] {
+        let rule = UpdatedRule::Revision {
+            revision_hash: hash.into(),
+        };
+        assert_eq!(
+            pod_is_updated(&pod, &target, &AnnotationKeys::default(), &rule),
+            updated,
+            "{hash}"
+        );
+    }
 }
 
 #[test]
@@ -380,7 +391,7 @@ fn counting_the_fixture_pods_as_if_all_were_updated() {
 }
 
 /// What the predicates read of a pod through [`PodFacts`], owned, with the value of one
-/// annotation (`key`).
+/// annotation (`key`), then the node name and the uid.
 #[allow(clippy::type_complexity)]
 fn facts<P: PodFacts>(
     pod: &P,
@@ -394,6 +405,8 @@ fn facts<P: PodFacts>(
     Option<String>,
     Vec<(String, bool, i32)>,
     Vec<(String, bool, i32)>,
+    Option<String>,
+    String,
 ) {
     let containers = |facts: &mut dyn Iterator<Item = ContainerFacts<'_>>| {
         facts
@@ -410,13 +423,15 @@ fn facts<P: PodFacts>(
         pod.phase().map(str::to_owned),
         containers(&mut pod.containers()),
         containers(&mut pod.init_containers()),
+        pod.node_name().map(str::to_owned),
+        pod.uid().to_owned(),
     )
 }
 
 /// Pins `PodSummary` and the blanket `PodFacts for &T`: every fact of each fixture pod reads
 /// the same from the pod, from a reference to it, from its summary and from a reference to the
-/// summary; the summary keeps the namespace; the revision hash and init containers are the
-/// fixture's (so an empty answer is told apart).
+/// summary; the summary keeps the namespace and the resource version; the revision hash, init
+/// containers, node name and uid are the fixture's (so an empty answer is told apart).
 #[test]
 fn every_fact_reads_the_same_from_the_pod_its_summary_and_references() {
     /// (file, namespace, one annotation key, revision hash, init containers)
@@ -457,7 +472,19 @@ fn every_fact_reads_the_same_from_the_pod_its_summary_and_references() {
         assert_eq!(direct.2.as_deref(), revision, "{file}: revision hash");
         let init_names: Vec<&str> = direct.7.iter().map(|c| c.0.as_str()).collect();
         assert_eq!(init_names, init, "{file}: init containers");
+        let spec_node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        assert_eq!(direct.8, spec_node, "{file}: node name");
+        assert_eq!(Some(direct.9), pod.metadata.uid.clone(), "{file}: uid");
+        assert_eq!(
+            Some(summary.resource_version().to_owned()),
+            pod.metadata.resource_version.clone(),
+            "{file}: resource version"
+        );
     }
+    let healthy = pod("daemonset-pod-healthy.yaml");
+    assert_eq!(healthy.node_name(), Some("datagen-1-35"));
+    assert_eq!(healthy.uid(), "90565722-42c8-4f10-a59b-c8fc6571e86d");
+    assert_eq!(PodSummary::of(&healthy).resource_version(), "369");
     assert_eq!(
         PodSummary::of(&Pod::default()).namespace(),
         "",

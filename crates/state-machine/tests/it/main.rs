@@ -6,6 +6,7 @@ mod common;
 mod fixed_scenarios;
 mod fixtures;
 mod pods;
+mod pods_edges;
 mod properties;
 mod reference_scenarios;
 mod rollout_model;

@@ -13,9 +13,9 @@ use canary_state_machine::{
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
 
-const NAME: &str = "node-agent";
+pub(crate) const NAME: &str = "node-agent";
 
-fn node(name: &str, updated: bool, ready: bool) -> NodeState {
+pub(crate) fn node(name: &str, updated: bool, ready: bool) -> NodeState {
     NodeState {
         name: name.into(),
         zone: None,
@@ -32,13 +32,13 @@ fn node(name: &str, updated: bool, ready: bool) -> NodeState {
 }
 
 /// `old` nodes on the old revision and `new` nodes updated and ready, named `n00`, `n01`, ...
-fn cluster(old: usize, new: usize) -> Vec<NodeState> {
+pub(crate) fn cluster(old: usize, new: usize) -> Vec<NodeState> {
     (0..old + new)
         .map(|i| node(&format!("n{i:02}"), i >= old, true))
         .collect()
 }
 
-fn previous(phase: Phase) -> PreviousPass {
+pub(crate) fn previous(phase: Phase) -> PreviousPass {
     PreviousPass {
         phase,
         failure: None,
@@ -49,7 +49,7 @@ fn previous(phase: Phase) -> PreviousPass {
 }
 
 /// A rollout in progress at `step`, previous pass in `phase`, over `nodes`.
-fn at(step: u32, phase: Phase, nodes: Vec<NodeState>) -> PodObservation {
+pub(crate) fn at(step: u32, phase: Phase, nodes: Vec<NodeState>) -> PodObservation {
     let desired = u32::try_from(nodes.len()).unwrap();
     PodObservation {
         name: NAME.into(),
@@ -66,11 +66,11 @@ fn at(step: u32, phase: Phase, nodes: Vec<NodeState>) -> PodObservation {
     }
 }
 
-fn deleted_nodes(decision: &PodDecision) -> Vec<&str> {
+pub(crate) fn deleted_nodes(decision: &PodDecision) -> Vec<&str> {
     decision.delete.iter().map(|d| d.node.as_str()).collect()
 }
 
-fn reasons(decision: &PodDecision) -> Vec<&str> {
+pub(crate) fn reasons(decision: &PodDecision) -> Vec<&str> {
     decision.events.iter().map(|e| e.reason).collect()
 }
 
@@ -84,7 +84,7 @@ fn crash_looping(name: &str) -> NodeState {
 }
 
 /// `[{nodes: 1}, {pause: {}}]`: the canary, then a hold until promoted.
-fn canary_then_hold() -> StepPlan {
+pub(crate) fn canary_then_hold() -> StepPlan {
     StepPlan::new(vec![
         Step::Nodes {
             nodes: MaxUnavailable::ONE,
@@ -94,12 +94,12 @@ fn canary_then_hold() -> StepPlan {
     ])
 }
 
-fn pods() -> Strategy {
+pub(crate) fn pods() -> Strategy {
     Strategy::default()
 }
 
 /// The Pods driver's decision with the default strategy and the default step plan.
-fn by_default(observation: &PodObservation) -> PodDecision {
+pub(crate) fn by_default(observation: &PodObservation) -> PodDecision {
     decide_pods(&pods(), &StepPlan::default(), observation)
 }
 
@@ -848,7 +848,7 @@ fn a_step_that_stalls_past_the_deadline_fails_but_a_pause_does_not_count() {
     assert_eq!(decision.failure, None, "{decision:?}");
 }
 
-fn zoned_cluster() -> Vec<NodeState> {
+pub(crate) fn zoned_cluster() -> Vec<NodeState> {
     // Three zones of four nodes; the canary (z-a/n00) is done.
     (0..12)
         .map(|i| {
@@ -859,7 +859,7 @@ fn zoned_cluster() -> Vec<NodeState> {
         .collect()
 }
 
-fn zoned_plan() -> StepPlan {
+pub(crate) fn zoned_plan() -> StepPlan {
     StepPlan::new(vec![
         Step::Nodes {
             nodes: MaxUnavailable::ONE,
