@@ -623,10 +623,17 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
         return start(&view, true, false).counted(tally);
     }
     if !observation.rollout_observed {
+        // Held where the previous pass left it, and still telling which nodes wait and which
+        // crash: a status without them would show a successful rollout with every node on its
+        // revision while a NotReady one is not (soak seed 10000300, `workloadRef`: its owner
+        // changed the template while the rollout rested with a node deferred).
         let phase = observation
             .previous
             .map_or(Phase::Started, |previous| previous.phase);
-        return PodDecision::from_decision(Decision::hold(phase), step, classes.tally);
+        let mut decision = PodDecision::from_decision(Decision::hold(phase), step, classes.tally);
+        decision.deferred = classes.deferred.clone();
+        decision.failed_nodes = classes.crashing_nodes();
+        return decision;
     }
     if observation.new_revision {
         let announced = observation

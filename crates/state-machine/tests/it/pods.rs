@@ -225,6 +225,27 @@ fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
     assert!(decision.delete.is_empty());
 }
 
+/// While the DaemonSet controller has not observed a new template (its owner's, with
+/// `workloadRef`), the pass holds the previous phase and still names the deferred nodes: a
+/// successful rollout resting with a NotReady node keeps it listed (soak seed 10000300).
+#[test]
+fn row_3_a_held_pass_keeps_naming_the_deferred_nodes() {
+    let mut nodes = cluster(1, 3);
+    nodes[0].health = NodeHealth::NotReady;
+    let observation = PodObservation {
+        rollout_observed: false,
+        ..at(2, Phase::Successful, nodes)
+    };
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Successful);
+    assert!(decision.delete.is_empty());
+    assert_eq!(
+        decision.deferred,
+        vec![("n00".to_owned(), Deferral::NodeNotReady)]
+    );
+    assert_eq!(decision.tally.deferred, 1);
+}
+
 #[test]
 fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
     let observation = PodObservation {
