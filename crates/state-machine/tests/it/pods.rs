@@ -227,11 +227,13 @@ fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
 
 /// While the DaemonSet controller has not observed a new template (its owner's, with
 /// `workloadRef`), the pass holds the previous phase and still names the deferred nodes: a
-/// successful rollout resting with a NotReady node keeps it listed (soak seed 10000300).
+/// successful rollout resting with a NotReady node keeps it listed (soak seed 10000300), and
+/// one whose updated pod crash-loops keeps naming that node.
 #[test]
 fn row_3_a_held_pass_keeps_naming_the_deferred_nodes() {
     let mut nodes = cluster(1, 3);
     nodes[0].health = NodeHealth::NotReady;
+    nodes.push(crash_looping("n04"));
     let observation = PodObservation {
         rollout_observed: false,
         ..at(2, Phase::Successful, nodes)
@@ -244,6 +246,7 @@ fn row_3_a_held_pass_keeps_naming_the_deferred_nodes() {
         vec![("n00".to_owned(), Deferral::NodeNotReady)]
     );
     assert_eq!(decision.tally.deferred, 1);
+    assert_eq!(decision.failed_nodes, vec!["n04".to_owned()]);
 }
 
 #[test]
