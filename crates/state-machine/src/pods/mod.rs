@@ -605,22 +605,14 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
             NodeTally::default(),
         );
     }
+    let classes = Classes::of(observation);
     if !observation.template_changed
         && let Some(drift) = &observation.drift
     {
-        return drifted(strategy, &view, drift, step);
+        return drifted(strategy, &view, drift, step, &classes);
     }
-    let classes = Classes::of(observation);
     if observation.template_changed {
-        // The pods are counted against the template written now: none runs it yet (the
-        // revision they run is the one being replaced).
-        let tally = NodeTally {
-            old: classes.tally.old + classes.tally.updated,
-            updated: 0,
-            updated_ready: 0,
-            ..classes.tally
-        };
-        return start(&view, true, false).counted(tally);
+        return start(&view, true, false).counted(new_template_tally(classes.tally));
     }
     if !observation.rollout_observed {
         // Held where the previous pass left it, and still telling which nodes wait and which
@@ -718,14 +710,32 @@ fn start(view: &Observation, write: bool, announced: bool) -> PodDecision {
     PodDecision::from_decision(decision, 0, NodeTally::default())
 }
 
+/// The pods counted against a template written in this pass: none runs it yet (the revision
+/// they run is the one being replaced).
+fn new_template_tally(tally: NodeTally) -> NodeTally {
+    NodeTally {
+        old: tally.old + tally.updated,
+        updated: 0,
+        updated_ready: 0,
+        ..tally
+    }
+}
+
 /// A drift of the controller's own template: `Revert` writes it back (a new rollout),
-/// `Report` holds where the rollout was, nothing deleted.
-fn drifted(strategy: &Strategy, view: &Observation, drift: &DriftSeen, step: u32) -> PodDecision {
+/// `Report` holds where the rollout was, nothing deleted. Either way the pods are counted as in
+/// any pass, and a hold names the nodes that wait: the status shows the DaemonSet as it is.
+fn drifted(
+    strategy: &Strategy,
+    view: &Observation,
+    drift: &DriftSeen,
+    step: u32,
+    classes: &Classes<'_>,
+) -> PodDecision {
     let name = &view.name;
     let already = view.previous.is_some_and(|p| p.drifted);
     let mut decision = match strategy.drift_policy {
         DriftPolicy::Revert => {
-            let mut decision = start(view, true, true);
+            let mut decision = start(view, true, true).counted(new_template_tally(classes.tally));
             decision.events = vec![warning(
                 event_reason::DRIFT_DETECTED,
                 format!(
@@ -741,7 +751,9 @@ fn drifted(strategy: &Strategy, view: &Observation, drift: &DriftSeen, step: u32
                 Some(previous) => Decision::hold(previous.phase),
                 None => Decision::hold(Phase::Successful),
             };
-            let mut decision = PodDecision::from_decision(held, step, NodeTally::default());
+            let mut decision = PodDecision::from_decision(held, step, classes.tally);
+            decision.deferred = classes.deferred.clone();
+            decision.failed_nodes = classes.crashing_nodes();
             decision.events = (!already)
                 .then(|| {
                     warning(

@@ -214,6 +214,45 @@ fn row_2_drift_reverts_or_holds_by_policy() {
     assert_eq!(hold.phase, Phase::Increasing);
 }
 
+/// A drift's pass still counts the pods and names the nodes that wait: the status it writes
+/// shows the DaemonSet as it is, not a rollout of no pods (both policies).
+#[test]
+fn row_2_a_drift_keeps_the_counts_and_the_deferred_nodes() {
+    let mut nodes = cluster(1, 3);
+    nodes[0].health = NodeHealth::NotReady;
+    let drifted = PodObservation {
+        drift: Some(DriftSeen {
+            what: "image".into(),
+        }),
+        ..at(2, Phase::Successful, nodes)
+    };
+    let report = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..pods()
+    };
+    let held = decide_pods(&report, &StepPlan::default(), &drifted);
+    assert_eq!(held.phase, Phase::Successful);
+    assert_eq!(
+        (held.tally.desired, held.tally.updated, held.tally.deferred),
+        (4, 3, 1)
+    );
+    assert_eq!(
+        held.deferred,
+        vec![("n00".to_owned(), Deferral::NodeNotReady)]
+    );
+    // Reverted, the template written anew is a rollout that no pod runs yet.
+    let reverted = by_default(&drifted);
+    assert_eq!(reverted.phase, Phase::Started);
+    assert_eq!(
+        (
+            reverted.tally.desired,
+            reverted.tally.updated,
+            reverted.tally.old
+        ),
+        (4, 0, 3)
+    );
+}
+
 #[test]
 fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
     let observation = PodObservation {
