@@ -562,20 +562,29 @@ impl Harness<'_> {
             }
             DriftPolicy::Report => {
                 let written = self.world.exercised().daemon_set_writes - writes_before;
-                let drifted = store
+                let status = store
                     .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
                     .and_then(|cds| cds.status)
-                    .is_some_and(|status| {
-                        status
-                            .conditions
-                            .iter()
-                            .any(|c| c.type_ == "Drifted" && c.status == "True")
-                    });
-                if live.as_deref() != Some(image.as_str()) || written > 0 || !drifted {
+                    .unwrap_or_default();
+                let drifted = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Drifted" && c.status == "True");
+                // The status still shows the DaemonSet's pods while the drift is reported.
+                let desired = store
+                    .get::<DaemonSet>(Some(NAMESPACE), NAME)
+                    .and_then(|ds| ds.status)
+                    .map_or(0, |s| s.desired_number_scheduled);
+                if live.as_deref() != Some(image.as_str())
+                    || written > 0
+                    || !drifted
+                    || i64::from(status.desired) != i64::from(desired)
+                {
                     self.world.violate(
                         Invariant::DriftHandled,
                         format!(
-                            "a reported drift: image now {live:?} (edited to {image}), {written} DaemonSet writes since, Drifted condition {drifted}"
+                            "a reported drift: image now {live:?} (edited to {image}), {written} DaemonSet writes since, Drifted condition {drifted}, status desired {} of {desired}",
+                            status.desired
                         ),
                     );
                 }
