@@ -297,13 +297,22 @@ impl<'a> Pass<'a> {
             // The hold's `OnDelete` is ours while it is asked for or recorded, not after.
             hold: held || hold_recorded,
         };
+        // A live template that is the controller's own write whose record was lost is recorded
+        // now, in this pass's status write: left behind the `maxUnavailable` that write also
+        // records, the old hash would no longer match the live DaemonSet with the recorded
+        // value, and the next pass would take the rollout's own widen for a hand edit and
+        // restart the canary (soak seed 10000522: the widen's status write was lost).
+        let mut own_unrecorded = false;
         let drift = match (written_hash, status) {
-            (Some(written), Some(status))
-                if written != live_hash && !own_unrecorded_write(&live, status, written, &own)? =>
-            {
-                Some(DriftSeen {
-                    what: describe_drift(&live, &desired, status),
-                })
+            (Some(written), Some(status)) if written != live_hash => {
+                if own_unrecorded_write(&live, status, written, &own)? {
+                    own_unrecorded = true;
+                    None
+                } else {
+                    Some(DriftSeen {
+                        what: describe_drift(&live, &desired, status),
+                    })
+                }
             }
             _ => None,
         };
@@ -337,8 +346,9 @@ impl<'a> Pass<'a> {
                 .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
                 .flatten(),
             // A status from before drift detection has no reference yet: the live DaemonSet
-            // becomes it (a drift from before cannot be told from the controller's own write).
-            template_hash: written_hash.is_none().then(|| live_hash.clone()),
+            // becomes it (a drift from before cannot be told from the controller's own write);
+            // so does the controller's own write whose record was lost.
+            template_hash: (written_hash.is_none() || own_unrecorded).then(|| live_hash.clone()),
             ..self.record(&decision)
         };
         // Acted on whatever the phase: an old mark never retries a later failure.
