@@ -176,15 +176,31 @@ impl Pass<'_> {
         }
     }
 
-    /// A DaemonSet at rest that has no history yet (created before the history existed, or by
-    /// a version of the controller without it): its template becomes revision 1, successful.
-    pub(super) async fn adopt_into_history(&self, desired: &DaemonSet, version: &str) {
+    /// The history catches up with a live DaemonSet that carries `desired` (its metadata as
+    /// the controller wants it):
+    /// - no history yet (a DaemonSet created before the history existed, or by a version of
+    ///   the controller without it), at rest: its template becomes revision 1, successful;
+    /// - the current revision is another one: the write that started `desired`'s rollout
+    ///   landed but its record was lost (leadership lapsed between the two writes, or the
+    ///   record was refused), so it is recorded now. Else the rollout's outcome would be
+    ///   credited to the revision before it: soak seed 10000754 recorded the failed revision
+    ///   as the stable one when the rollback away from it ended.
+    pub(super) async fn catch_up_history(&self, desired: &DaemonSet, version: &str) {
+        let current = self.history.lock().current.clone();
+        if let Some(current) = current {
+            let lost =
+                revision_name(&self.cds.name_any(), desired).is_ok_and(|name| name != current.name);
+            if lost {
+                self.note_rollout_started(desired, version).await;
+            }
+            return;
+        }
         let at_rest = self
             .status
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|p| p == Phase::Successful.as_str());
-        if !at_rest || self.history.lock().current.is_some() {
+        if !at_rest {
             return;
         }
         self.note_rollout_started(desired, version).await;

@@ -255,8 +255,7 @@ impl<'a> Pass<'a> {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
         if !object_meta_modified(&desired.metadata, &live.metadata) {
-            self.adopt_into_history(&desired, &plan.target.version)
-                .await;
+            self.catch_up_history(&desired, &plan.target.version).await;
         }
         match &plan.driver {
             DriverPlan::Pods(pods) => {

@@ -87,11 +87,15 @@ fn live_for(cds: &CanaryDaemonSet, generation: i64) -> DaemonSet {
     ds
 }
 
-/// At rest, its template remembered as revision 1 of the history (an object without a
-/// history is adopted into it once: one LIST and one create, see `history.rs`).
+/// At rest at `v1`, its template remembered as revision 1 of the history (an object without a
+/// history is adopted into it once, and a live template the history does not name is recorded:
+/// one LIST and one write each, see `reconcile/history.rs`).
 fn at_rest_status(generation: i64) -> CanaryDaemonSetStatus {
+    let cds = cds("v1");
+    let (keys, target) = target_of(&cds).unwrap();
+    let desired = desired_daemon_set(&cds, &keys, &target).unwrap();
     let revision = canary_kube_adapter::crd::RevisionRef {
-        name: "agent-0123456789".into(),
+        name: canary_kube_adapter::history::revision_name("agent", &desired).unwrap(),
         revision: 1,
         version: "v1".into(),
     };
