@@ -1152,9 +1152,12 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
     }
 }
 
-/// Runs the scenario of `plan` to quiescence. Call inside a paused current-thread runtime.
-pub async fn run(plan: &Plan) -> Outcome {
-    let world = World::new().pods_driver(plan.pods.is_some());
+/// Runs the scenario of `plan` to quiescence, publishing its virtual time to `heartbeat`. Call
+/// inside a paused current-thread runtime.
+pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> Outcome {
+    let world = World::new()
+        .pods_driver(plan.pods.is_some())
+        .heartbeat(heartbeat);
     let intent: SharedIntent = Arc::new(Mutex::new(Intent::default()));
     let sim = match canary_kube_adapter::crd()
         .map_err(|e| e.to_string())

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
@@ -291,6 +292,9 @@ struct State {
 pub struct World {
     start: Instant,
     state: Arc<Mutex<State>>,
+    /// The latest virtual time read ([`World::now`]), in milliseconds: the runner's watchdog
+    /// reads it from another thread to tell a slow seed from one whose clock stopped.
+    heartbeat: Arc<AtomicU64>,
 }
 
 impl World {
@@ -299,7 +303,14 @@ impl World {
         Self {
             start: Instant::now(),
             state: Arc::default(),
+            heartbeat: Arc::default(),
         }
+    }
+
+    /// A world that publishes its virtual time to `heartbeat` whenever it reads it.
+    pub fn heartbeat(mut self, heartbeat: Arc<AtomicU64>) -> Self {
+        self.heartbeat = heartbeat;
+        self
     }
 
     /// A world whose rollouts use the Pods driver (see [`WriteTally::pods_driver`]).
@@ -359,7 +370,10 @@ impl World {
 
     /// Virtual seconds since the start.
     pub fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        let elapsed = self.start.elapsed();
+        let millis = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        self.heartbeat.fetch_max(millis, Ordering::Relaxed);
+        elapsed.as_secs_f64()
     }
 
     /// Adds a trace entry.
