@@ -776,14 +776,7 @@ impl Plan {
         };
         // KubeVirt compatibility, from a stream of its own: one MaxUnavailable-driver seed in
         // five. `DST_KUBEVIRT=1` forces it on a MaxUnavailable-driver seed (0: never).
-        let mut kubevirt_rng = Rng::new(seed, 9);
-        let drawn = kubevirt_rng.chance(0.2);
-        let kubevirt = pods.is_none()
-            && match std::env::var("DST_KUBEVIRT").ok().as_deref() {
-                Some("1") => true,
-                Some("0") => false,
-                _ => drawn,
-            };
+        let kubevirt = pods.is_none() && forced("DST_KUBEVIRT", Rng::new(seed, 9).chance(0.2));
         let (compatibility, initial, changes, drift_policy) = if kubevirt {
             (
                 Compatibility::KubeVirt,
@@ -804,14 +797,7 @@ impl Plan {
         };
         // A DaemonSet someone else owns, from a stream of its own: three Pods-driver seeds in
         // ten. `DST_WORKLOAD=1` forces it on a Pods-driver seed (0: never).
-        let mut workload_rng = Rng::new(seed, 10);
-        let drawn = workload_rng.chance(0.3);
-        let workload = pods.is_some()
-            && match std::env::var("DST_WORKLOAD").ok().as_deref() {
-                Some("1") => true,
-                Some("0") => false,
-                _ => drawn,
-            };
+        let workload = pods.is_some() && forced("DST_WORKLOAD", Rng::new(seed, 10).chance(0.3));
         let (actions, edit_at_rest) = if workload {
             (
                 actions
@@ -864,6 +850,16 @@ impl Plan {
             self.seed,
             self.profile.as_str()
         )
+    }
+}
+
+/// `drawn`, unless the environment variable `name` forces the dimension: `1` on, `0` off (to
+/// replay a seed with or without it, or to break something on purpose).
+fn forced(name: &str, drawn: bool) -> bool {
+    match std::env::var(name).ok().as_deref() {
+        Some("1") => true,
+        Some("0") => false,
+        _ => drawn,
     }
 }
 
