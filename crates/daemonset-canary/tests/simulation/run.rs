@@ -443,7 +443,11 @@ impl Harness<'_> {
                     && replica.started_at <= isolation.from
                     && !overlapping(*other)
             });
-            if !standby_ran || isolation.until - isolation.from < TAKEOVER_BOUND {
+            // A replica restarted during its cut-off is a new process on a new connection: it
+            // renews the Lease its identity holds, as it may (soak seed 11000491, killed 10 s
+            // into a 73 s freeze).
+            let restarted = self.replicas[isolation.replica].started_at > isolation.from;
+            if !standby_ran || restarted || isolation.until - isolation.from < TAKEOVER_BOUND {
                 continue;
             }
             let holder = self.lease_holder();
