@@ -56,8 +56,17 @@ fn decide_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Err(error) = strategy.validate() {
         return invalid_strategy(&error, observation);
     }
-    // Before every row: a retry of a failed rollout forgets the failure, and the rows decide
-    // as for a rollout toward the same target that has just started (a pod still
+    // A drift comes first, a retry's included: `Report` holds a failed rollout as it is
+    // (read without its previous pass, the drift row would take the retry for a first pass and
+    // call it `successful`: soak seed 11000003), and `Revert`'s start is the new rollout.
+    if strategy.compatibility == Compatibility::Fixed
+        && !observation.object_changed
+        && let Some(drift) = &observation.drift
+    {
+        return drifted(strategy, observation, drift);
+    }
+    // Before every other row: a retry of a failed rollout forgets the failure, and the rows
+    // decide as for a rollout toward the same target that has just started (a pod still
     // crash-looping fails it again at once). A retry of anything else changes nothing.
     if observation.retry
         && observation
@@ -73,12 +82,6 @@ fn decide_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             retried: true,
             ..decide_rows(strategy, &fresh)
         };
-    }
-    if strategy.compatibility == Compatibility::Fixed
-        && !observation.object_changed
-        && let Some(drift) = &observation.drift
-    {
-        return drifted(strategy, observation, drift);
     }
     if !SyncFlags::of(strategy, observation).any() {
         return quiet(strategy, observation);

@@ -1021,6 +1021,39 @@ fn a_retry_forgets_a_failure_once_and_nothing_else() {
     assert_eq!(asked, fixed(&canary));
 }
 
+/// A retry of a failed rollout whose DaemonSet drifted: under `Report` nothing is written and
+/// the rollout stays failed (the drift row is not read as a first pass, which would call it
+/// `successful`: soak seed 11000003); under `Revert` the drift's own start is the new rollout.
+#[test]
+fn a_retry_under_a_reported_drift_stays_failed() {
+    let failed_and_drifted = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        previous: previous(
+            Phase::Failed,
+            Some(FailureReason::CanaryCrashLooping),
+            0,
+            30,
+        ),
+        drift: Some(DriftSeen {
+            what: "pod template".into(),
+        }),
+        retry: true,
+        ..after_start(10, 0)
+    };
+    let report = Strategy {
+        drift_policy: DriftPolicy::Report,
+        ..Strategy::default()
+    };
+    let held = decide(&report, &failed_and_drifted);
+    assert_eq!(held.phase, Phase::Failed);
+    assert_eq!(held.failure, Some(FailureReason::CanaryCrashLooping));
+    assert!(held.write.is_none() && held.drifted);
+    let reverted = fixed(&failed_and_drifted);
+    assert_eq!(reverted.phase, Phase::Started);
+    assert!(reverted.drifted);
+    assert_eq!(reverted.write.map(|w| w.kind), Some(WriteKind::Start));
+}
+
 /// The `pause` verb on the MaxUnavailable driver, pass by pass: a rollout under way is put on
 /// `OnDelete` once (the Hold write, `Paused` announced once), then nothing is written while it
 /// is held, whatever the rows would do (widen here); a template change waits for the resume;
