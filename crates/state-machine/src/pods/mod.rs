@@ -622,10 +622,7 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
         let phase = observation
             .previous
             .map_or(Phase::Started, |previous| previous.phase);
-        let mut decision = PodDecision::from_decision(Decision::hold(phase), step, classes.tally);
-        decision.deferred = classes.deferred.clone();
-        decision.failed_nodes = classes.crashing_nodes();
-        return decision;
+        return over_nodes(Decision::hold(phase), step, &classes);
     }
     if observation.new_revision {
         let announced = observation
@@ -645,11 +642,7 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
         return started.counted(classes.tally);
     }
     if let Some(previous) = sticky_failure(&view) {
-        let mut decision =
-            PodDecision::from_decision(stay_failed(&view, previous), step, classes.tally);
-        decision.failed_nodes = classes.crashing_nodes();
-        decision.deferred = classes.deferred.clone();
-        return decision;
+        return over_nodes(stay_failed(&view, previous), step, &classes);
     }
     // At rest a crash is no rollout's failure: a caught-up node's pod that crashes holds the
     // catch-up (see `Walk::finished`) without failing what already succeeded.
@@ -661,19 +654,13 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
             "daemonSet {} rollout failed: updated pod {pod} on node {node} is crash-looping ({reason}); no further pod is deleted",
             observation.name
         );
-        let mut decision = PodDecision::from_decision(
-            failed(
-                &view,
-                FailureReason::CanaryCrashLooping,
-                event_reason::FAILED_UPDATE,
-                message,
-            ),
-            step,
-            classes.tally,
+        let failure = failed(
+            &view,
+            FailureReason::CanaryCrashLooping,
+            event_reason::FAILED_UPDATE,
+            message,
         );
-        decision.failed_nodes = classes.crashing_nodes();
-        decision.deferred = classes.deferred.clone();
-        return decision;
+        return over_nodes(failure, step, &classes);
     }
     Walk {
         strategy,
@@ -683,6 +670,16 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
         view,
     }
     .run(step)
+}
+
+/// `decision` at `step` over the nodes as `classes` sorted them: their tally, and the deferred
+/// and crash-looping nodes, which the status of every pass that holds names.
+fn over_nodes(decision: Decision, step: u32, classes: &Classes<'_>) -> PodDecision {
+    PodDecision {
+        deferred: classes.deferred.clone(),
+        failed_nodes: classes.crashing_nodes(),
+        ..PodDecision::from_decision(decision, step, classes.tally)
+    }
 }
 
 /// Row 2: the template goes out (when `write`), or a new revision was observed; step 0.
@@ -751,9 +748,7 @@ fn drifted(
                 Some(previous) => Decision::hold(previous.phase),
                 None => Decision::hold(Phase::Successful),
             };
-            let mut decision = PodDecision::from_decision(held, step, classes.tally);
-            decision.deferred = classes.deferred.clone();
-            decision.failed_nodes = classes.crashing_nodes();
+            let mut decision = over_nodes(held, step, classes);
             decision.events = (!already)
                 .then(|| {
                     warning(
