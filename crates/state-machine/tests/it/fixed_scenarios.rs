@@ -970,12 +970,9 @@ fn an_invalid_strategy_on_the_create_path_names_the_daemon_set() {
     );
 }
 
-/// The `retry` verb on the MaxUnavailable driver: a failed rollout forgets its failure and is
-/// decided as one that has just started; a pod still crash-looping fails it again at once; a
-/// retry of a rollout that has not failed changes nothing.
-#[test]
-fn a_retry_forgets_a_failure_once_and_nothing_else() {
-    let failed = Observation {
+/// A canary of 10 pods at `maxUnavailable` 1, whose previous pass failed it as crash-looping.
+fn failed_on_a_crash_loop() -> Observation {
+    Observation {
         live_max_unavailable: LiveMaxUnavailable::Int(1),
         previous: previous(
             Phase::Failed,
@@ -984,7 +981,15 @@ fn a_retry_forgets_a_failure_once_and_nothing_else() {
             30,
         ),
         ..after_start(10, 0)
-    };
+    }
+}
+
+/// The `retry` verb on the MaxUnavailable driver: a failed rollout forgets its failure and is
+/// decided as one that has just started; a pod still crash-looping fails it again at once; a
+/// retry of a rollout that has not failed changes nothing.
+#[test]
+fn a_retry_forgets_a_failure_once_and_nothing_else() {
+    let failed = failed_on_a_crash_loop();
     assert_eq!(
         fixed(&failed).phase,
         Phase::Failed,
@@ -1027,18 +1032,11 @@ fn a_retry_forgets_a_failure_once_and_nothing_else() {
 #[test]
 fn a_retry_under_a_reported_drift_stays_failed() {
     let failed_and_drifted = Observation {
-        live_max_unavailable: LiveMaxUnavailable::Int(1),
-        previous: previous(
-            Phase::Failed,
-            Some(FailureReason::CanaryCrashLooping),
-            0,
-            30,
-        ),
         drift: Some(DriftSeen {
             what: "pod template".into(),
         }),
         retry: true,
-        ..after_start(10, 0)
+        ..failed_on_a_crash_loop()
     };
     let report = Strategy {
         drift_policy: DriftPolicy::Report,
