@@ -43,7 +43,7 @@ use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift};
 use crate::Error;
 use crate::analysis::{AnalysisRun, RunKey, RunReporting};
-use crate::crd::{PROMOTE_ANNOTATION, hold_requested, promotion_asked};
+use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
@@ -210,28 +210,12 @@ impl Pass<'_> {
             &observation.nodes,
             current.as_deref(),
         );
-        // The status shows what the decision read (a round that ended since then shows in the
-        // next pass, which it wakes): a step still measured or just ended keeps those
-        // measurements, also while the next analysed step has none of its own yet (the write
-        // that ends a step records why it could end); then the new run; without analysis,
-        // nothing.
-        let analysis_status = match (kept, measured) {
-            (Some(key), Some((_, status))) if key == recorded_key => Some(status),
-            (Some(key), measured) => {
-                let fresh = self
-                    .ctx
-                    .memory
-                    .analysis_snapshot(self.cds, &key)
-                    .map(|(_, status)| status);
-                match (fresh, measured) {
-                    (Some(fresh), Some((_, ended))) if fresh.measurements.is_empty() => Some(ended),
-                    (fresh, _) => fresh,
-                }
-            }
-            (None, Some((_, status))) => Some(status),
-            (None, None) if pods_plan.analysis.is_some() => status.and_then(|s| s.analysis.clone()),
-            (None, None) => None,
-        };
+        let analysis_status = self.shown_analysis(
+            pods_plan,
+            kept,
+            &recorded_key,
+            measured.map(|(_, status)| status),
+        );
 
         let mut record = Transition {
             version: observation.version.clone(),
@@ -309,6 +293,52 @@ impl Pass<'_> {
         match delete_error {
             Some(error) => Err(error),
             None => Ok(action),
+        }
+    }
+
+    /// The analysis record the status of this pass shows: what the decision read (a round
+    /// that ended since then shows in the next pass, which it wakes).
+    ///
+    /// - The write that ends an analysed step records that step's measurements, why it could
+    ///   end, even when the next analysed step has measured already (its run measures at once,
+    ///   and may have answered before this pass writes); the next pass shows the new run.
+    /// - Until that write is stored, every later write carries it too: a lost write must not
+    ///   let the next one replace the evidence with the new step's.
+    /// - Without analysis, nothing.
+    fn shown_analysis(
+        &self,
+        pods_plan: &PodsPlan,
+        kept: Option<RunKey>,
+        recorded_key: &RunKey,
+        measured: Option<AnalysisStatus>,
+    ) -> Option<AnalysisStatus> {
+        let stored = |record: &AnalysisStatus| {
+            self.cds.status.as_ref().and_then(|s| s.analysis.as_ref()) == Some(record)
+        };
+        let unwritten_ending = self
+            .status
+            .as_ref()
+            .filter(|_| !self.status_persisted)
+            .and_then(|s| s.analysis.clone())
+            .filter(|ended| {
+                ended.step < recorded_key.step
+                    && ended.revision.as_deref() == Some(recorded_key.revision.as_str())
+                    && !stored(ended)
+            });
+        match (kept, measured) {
+            (Some(key), measured) if key == *recorded_key => unwritten_ending.or(measured),
+            (Some(_), Some(ended)) => Some(ended),
+            (Some(key), None) => unwritten_ending.or_else(|| {
+                self.ctx
+                    .memory
+                    .analysis_snapshot(self.cds, &key)
+                    .map(|(_, status)| status)
+            }),
+            (None, Some(measured)) => Some(measured),
+            (None, None) if pods_plan.analysis.is_some() => {
+                self.status.as_ref().and_then(|s| s.analysis.clone())
+            }
+            (None, None) => None,
         }
     }
 

@@ -331,3 +331,78 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
     until_agent_phase(&client, "successful", 600, "v3 rolled out").await;
     replica.stop().await;
 }
+
+/// The status that moves a rollout past an analysed pause shows that pause's passing
+/// measurements, the reason it could end: also when the next pause's run has measured before
+/// the write (its first round is at once), and also when that write is lost and a later one
+/// takes its place. Half of the status writes fail here; every stored status is read.
+#[tokio::test(start_paused = true)]
+async fn the_status_that_ends_an_analysed_pause_shows_why_even_after_lost_writes() {
+    let (sim, client, _prometheus, replica) = with_prometheus(Answers::Healthy);
+    let mut stored = sim.store().subscribe();
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let collected = Arc::clone(&statuses);
+    let collector = tokio::spawn(async move {
+        loop {
+            let event = match stored.recv().await {
+                Ok(event) => event,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    panic!("the test lagged {n} store events behind")
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if event.name != "agent" || event.key.plural != "canarydaemonsets" {
+                continue;
+            }
+            let status = &event.object["status"];
+            collected.lock().unwrap().push((
+                status["currentStepIndex"].as_u64(),
+                status["targetRevision"].clone(),
+                status["analysis"].clone(),
+            ));
+        }
+    });
+    let mut spec = analysed_spec("v1");
+    spec.strategy.steps = vec![nodes_step("1"), pause(Some("20s")), pause(Some("20s"))];
+    create_cds(&client, "agent", spec).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    sim.faults().add(
+        canary_sim::FaultRule::new(
+            Some(canary_sim::Verb::Patch),
+            Some("canarydaemonsets/status"),
+            canary_sim::FaultAction::internal_error(),
+        )
+        .when(canary_sim::Trigger::Rate(0.5)),
+    );
+    for version in ["v2", "v3", "v4"] {
+        set_version(&client, "agent", version).await;
+        until_agent_phase(&client, "paused", 300, "the canary paused").await;
+        until_agent_phase(&client, "successful", 600, "rolled out").await;
+    }
+    replica.stop().await;
+    collector.abort();
+    let statuses = statuses.lock().unwrap().clone();
+    let mut crossings = 0;
+    for pair in statuses.windows(2) {
+        let ((Some(from), revision, _), (Some(to), next_revision, analysis)) = (&pair[0], &pair[1])
+        else {
+            continue;
+        };
+        // Steps 1 and 2 are the pauses (3 is the last nodes step, every node); a new revision
+        // starts over at step 0.
+        if revision != next_revision || to <= from || !(1..=2).contains(from) {
+            continue;
+        }
+        crossings += 1;
+        assert_eq!(
+            (
+                &analysis["step"],
+                &analysis["verdict"],
+                &analysis["revision"]
+            ),
+            (&json!(from), &json!("Passing"), next_revision),
+            "the status moving from step {from} to {to} shows {analysis}"
+        );
+    }
+    assert!(crossings >= 3, "{crossings} pauses ended in {statuses:?}");
+}
