@@ -48,6 +48,7 @@ use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
+use crate::status::next_status;
 use crate::status::{previous_pass, step_position};
 use crate::watched_node::WatchedNode;
 
@@ -260,9 +261,6 @@ impl Pass<'_> {
             }
         }
 
-        // Delete.
-        let (deleted, delete_error) = self.delete_pods(&decision, &versions).await;
-
         let promotion = if decision.promotion_consumed {
             mark
         } else {
@@ -286,9 +284,16 @@ impl Pass<'_> {
             revisions: revision_counts(by_revision, current.as_deref()),
             promotion,
             tally: decision.tally,
-            deleted,
+            deleted: Vec::new(),
             analysis: analysis_status,
         }));
+
+        // Delete, in a step the status names.
+        self.record_step_before_deleting(&record, &decision).await?;
+        let (deleted, delete_error) = self.delete_pods(&decision, &versions).await;
+        if let Some(pods) = record.pods.as_mut() {
+            pods.deleted = deleted;
+        }
         let action = self.finish_pods(record, &decision).await?;
         match delete_error {
             Some(error) => Err(error),
@@ -508,6 +513,37 @@ impl Pass<'_> {
             })
             .collect();
         (nodes, by_revision, versions)
+    }
+
+    /// Writes the status of `record` before its pass deletes in a step, phase or revision the
+    /// stored status does not name yet.
+    ///
+    /// Why: deletions can take long (one request each), and a pass cut short after them (the
+    /// lease lost, the process killed) would leave a status that names an earlier step, whose
+    /// budget is smaller than what was taken down: a reader, or the leader that takes over,
+    /// would see the rollout where it was not. Recorded first, the stored status always
+    /// covers the pods down; a failed write deletes nothing and the pass is retried.
+    async fn record_step_before_deleting(
+        &self,
+        record: &Transition,
+        decision: &PodDecision,
+    ) -> Result<(), Error> {
+        if decision.delete.is_empty() {
+            return Ok(());
+        }
+        let previous = self.status.as_ref();
+        let status = next_status(previous, record, self.now);
+        let named = |s: &crate::crd::CanaryDaemonSetStatus| {
+            (
+                s.phase.clone(),
+                s.current_step_index,
+                s.target_revision.clone(),
+            )
+        };
+        if previous.map(named) == Some(named(&status)) {
+            return Ok(());
+        }
+        self.patch_status(&status).await
     }
 
     /// Deletes the decided pods, one request each, with a precondition on the UID and on the

@@ -267,6 +267,54 @@ async fn a_pause_without_duration_holds_until_promoted_once() {
     replica.stop().await;
 }
 
+/// A pass that deletes in a step the stored status does not name yet writes the step first:
+/// while its (here slow) deletions run, a reader, or a leader taking over from a pass cut
+/// short, already sees the step whose budget covers the pods going down.
+#[tokio::test(start_paused = true)]
+async fn the_status_names_the_step_before_its_deletions_begin() {
+    let (sim, client, replica) = started(8);
+    let wide = canary_kube_adapter::crd::StepSpec {
+        nodes: Some("100%".into()),
+        max_unavailable: Some("4".into()),
+        ..Default::default()
+    };
+    create_cds(
+        &client,
+        "agent",
+        pods_spec("v1", None, vec![nodes_step("1"), wide]),
+    )
+    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(300), "the canary updated", || async {
+        nodes_on(&client, "agent:v2").await.len() == 1
+    })
+    .await;
+    // From now on every deletion takes a minute.
+    sim.faults().add(canary_sim::FaultRule::new(
+        Some(canary_sim::Verb::Delete),
+        Some("pods"),
+        canary_sim::FaultAction::Latency(Duration::from_secs(60)),
+    ));
+    let deletions = replica.observer.stats().pod_deletions();
+    eventually(
+        Duration::from_secs(300),
+        "the second step began",
+        || async { status_field(&client, "agent").await["currentStepIndex"] == json!(1) },
+    )
+    .await;
+    assert_eq!(
+        replica.observer.stats().pod_deletions(),
+        deletions,
+        "the step was recorded before the first of its deletions ended"
+    );
+    eventually(Duration::from_secs(900), "v2 everywhere", || async {
+        nodes_on(&client, "agent:v2").await.len() == 8
+    })
+    .await;
+    replica.stop().await;
+}
+
 /// A DaemonSet as a Helm chart installs it: no owner, `OnDelete`.
 fn helm_daemon_set(image: &str, update: &str) -> DaemonSet {
     serde_json::from_value(json!({
