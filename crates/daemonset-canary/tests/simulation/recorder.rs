@@ -87,11 +87,6 @@ pub struct Recorded {
     alive: Arc<AtomicBool>,
     /// Until when this replica is cut off, and whether frozen (`Action::Isolate`).
     isolated: Arc<Mutex<Option<(Instant, bool)>>>,
-    /// The replica's observer (its leader terms) and the lost terms already credited.
-    terms: Option<(
-        canary_kube_adapter::Observer,
-        Arc<std::sync::atomic::AtomicU64>,
-    )>,
 }
 
 impl Recorded {
@@ -137,24 +132,7 @@ impl Recorded {
             hot_loop_limit,
             alive: Arc::new(AtomicBool::new(true)),
             isolated: Arc::new(Mutex::new(None)),
-            terms: None,
         }
-    }
-
-    /// Follows `observer`'s leader terms: a term that ended is a restart of the controller
-    /// (nothing of it remembered) and is credited to invariant 7's tally as a kill is.
-    pub fn with_observer(mut self, observer: canary_kube_adapter::Observer) -> Self {
-        self.terms = Some((observer, Arc::default()));
-        self
-    }
-
-    /// Terms ended since the last call: each may lose the record of one write.
-    fn terms_ended(&self) -> u64 {
-        let Some((observer, credited)) = &self.terms else {
-            return 0;
-        };
-        let ended = observer.stats().leader_terms().saturating_sub(1);
-        ended.saturating_sub(credited.swap(ended, Ordering::AcqRel))
     }
 
     /// Kills the replica's connection: every later request fails without reaching the
@@ -296,7 +274,7 @@ impl Recorded {
                 return;
             }
             let unchanged = shape.is_some() && shape == now;
-            let terms_ended = self.terms_ended();
+            let terms_ended = self.world.terms_ended();
             let tally = self.world.tally(&version, |t| {
                 t.kills += terms_ended;
                 t.succeeded += 1;

@@ -158,7 +158,7 @@ impl Harness<'_> {
             hot_loop_limit(self.plan.nodes),
         );
         let observer = Observer::new();
-        let service = service.with_observer(observer.clone());
+        self.world.follow_terms(observer.clone());
         let client = kube::Client::new(service.clone(), NAMESPACE);
         let config = ControllerConfig {
             clock: self.clock.clone(),

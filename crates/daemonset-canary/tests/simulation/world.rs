@@ -285,6 +285,9 @@ struct State {
     holds_asked: u64,
     /// DaemonSet writes that moved the update strategy type alone (a hold or its end).
     strategy_type_writes: u64,
+    /// Every replica process's observer, and how many of its ended leader terms invariant 7
+    /// has credited already.
+    leader_terms: Vec<(canary_kube_adapter::Observer, u64)>,
 }
 
 /// Shared, cheap to clone.
@@ -418,6 +421,33 @@ impl World {
     }
 
     /// Edits the DaemonSet write tally of `version`.
+    /// Follows the leader terms of one replica process, for [`World::terms_ended`].
+    pub fn follow_terms(&self, observer: canary_kube_adapter::Observer) {
+        self.lock().leader_terms.push((observer, 0));
+    }
+
+    /// Leader terms that ended, on any replica, since the last call. Each may lose the record
+    /// of one write, which the next leader, on whichever replica, writes again, changing
+    /// nothing; invariant 7 credits them as kills. A leader cut off from the network ends its
+    /// term as a killed one does, and the write that repeats its lost one comes from the other
+    /// replica (soak seed 20001109).
+    pub fn terms_ended(&self) -> u64 {
+        let mut state = self.lock();
+        state
+            .leader_terms
+            .iter_mut()
+            .map(|(observer, credited)| {
+                let stats = observer.stats();
+                let ended = stats
+                    .leader_terms()
+                    .saturating_sub(u64::from(stats.is_leader()));
+                let new = ended.saturating_sub(*credited);
+                *credited = (*credited).max(ended);
+                new
+            })
+            .sum()
+    }
+
     pub fn tally(&self, version: &str, edit: impl FnOnce(&mut WriteTally)) -> WriteTally {
         let mut state = self.lock();
         let pods_driver = state.pods_driver;
