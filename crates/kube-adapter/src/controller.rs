@@ -29,7 +29,7 @@ use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
-use crate::reconcile::{Caches, Context, Requeue, error_policy, reconcile};
+use crate::reconcile::{Caches, Context, Requeue, WriteLedger, error_policy, reconcile};
 use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
@@ -135,7 +135,7 @@ pub async fn run(
     let Some(election) = config.leader_election.clone() else {
         config.observer.report(Report::Leader(true));
         config.health.set_leading(true);
-        let wedged = run_controller(client, &config, shutdown).await;
+        let wedged = run_controller(client, &config, shutdown, WriteLedger::default()).await;
         config.health.set_leading(false);
         return wedged.map_or(Ok(()), |why| Err(Error::Wedged(why)));
     };
@@ -170,6 +170,8 @@ async fn lead_while_elected(
     shutdown: future::Shared<futures::future::BoxFuture<'static, ()>>,
 ) -> Option<String> {
     let mut leader = leadership.subscribe();
+    // The one memory that outlives a term.
+    let ledger = WriteLedger::default();
     loop {
         // Wait to lead (or stop).
         let acquired = tokio::select! {
@@ -187,7 +189,7 @@ async fn lead_while_elected(
             let _ = watch.wait_for(|is_leader| !*is_leader).await;
         };
         let stop = future::select(shutdown.clone(), lost.boxed()).map(|_| ());
-        let wedged = run_controller(client.clone(), config, stop).await;
+        let wedged = run_controller(client.clone(), config, stop, ledger.clone()).await;
         config.observer.report(Report::Leader(false));
         config.health.set_leading(false);
         if let Some(why) = wedged {
@@ -226,12 +228,13 @@ const WEDGE_CHECK: Duration = Duration::from_secs(10);
 /// [`Moved::Counts`]): the status' counts lag the pods by at most this much.
 const COUNTS_WAIT: Duration = Duration::from_secs(1);
 
-/// One controller term: fresh watches and caches, until `stop` completes or the reconcile loop
-/// wedges (then the reason).
+/// One controller term: fresh watches, caches and memory (but the `ledger` of the process's
+/// DaemonSet writes), until `stop` completes or the reconcile loop wedges (then the reason).
 async fn run_controller(
     client: Client,
     config: &ControllerConfig,
     stop: impl Future<Output = ()> + Send + 'static,
+    ledger: WriteLedger,
 ) -> Option<String> {
     // The Controller wants a Sync shutdown future; a oneshot receiver is one.
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -383,7 +386,8 @@ async fn run_controller(
             config.requeue,
         )
         .with_health(health.clone())
-        .with_prometheus(Arc::clone(&config.prometheus)),
+        .with_prometheus(Arc::clone(&config.prometheus))
+        .with_write_ledger(ledger),
     );
 
     // CanaryDaemonSets are listed and watched untyped and decoded one by one: one object that

@@ -19,7 +19,7 @@ use kube::{Client, ResourceExt};
 use tracing::{debug, warn};
 
 use super::Pass;
-use super::memory::Memory;
+use super::memory::{Memory, WriteLedger};
 use crate::Error;
 use crate::analysis::{HttpPrometheus, QueryApi};
 use crate::clock::Clock;
@@ -145,6 +145,16 @@ impl Context {
             health: Health::default(),
             prometheus: Arc::new(HttpPrometheus::default()),
             memory: Memory::default(),
+        }
+    }
+
+    /// The same context, remembering its DaemonSet writes in `ledger`, which the contexts of
+    /// this process's earlier leader terms filled (see [`WriteLedger`]).
+    #[must_use]
+    pub(crate) fn with_write_ledger(self, ledger: WriteLedger) -> Self {
+        Self {
+            memory: self.memory.with_ledger(ledger),
+            ..self
         }
     }
 

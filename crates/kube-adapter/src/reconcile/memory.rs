@@ -53,11 +53,14 @@ struct RememberedStatus {
     persisted: bool,
 }
 
+/// A successful DaemonSet write of ours: `(DaemonSet name, its UID, the generation it got)`.
+type WrittenGeneration = (String, String, i64);
+
 /// Everything remembered about one CanaryDaemonSet.
 #[derive(Default)]
 struct Remembered {
-    /// Our last successful DaemonSet write: `(DaemonSet name, its UID, the generation it got)`.
-    written_generation: Option<(String, String, i64)>,
+    /// Our last successful DaemonSet write in this term.
+    written_generation: Option<WrittenGeneration>,
     /// When we created (or were told of) the DaemonSet of that name.
     created: Option<(String, Instant)>,
     status: Option<RememberedStatus>,
@@ -107,10 +110,23 @@ impl std::fmt::Debug for Remembered {
 
 type Key = ObjectRef<CanaryDaemonSet>;
 
+/// Our last successful DaemonSet write for each CanaryDaemonSet, `(DaemonSet name, its UID,
+/// the generation it got)`, kept by the process across its leader terms (the rest of
+/// [`Memory`] starts empty with each term).
+///
+/// It outlives a term because it cannot go stale: while the live DaemonSet still has that
+/// name, UID and generation, nobody has changed its spec since, so its template is ours even
+/// when the status write that would have recorded it was lost when the term ended (soak seed
+/// 20001008: a rollback's write, then the lease lost and taken back; under `driftPolicy:
+/// Report` the rollback then held forever as "changed outside the controller").
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteLedger(Arc<Mutex<HashMap<Key, WrittenGeneration>>>);
+
 /// The per-object memory of the running controller; see the module documentation.
 #[derive(Debug)]
 pub(crate) struct Memory {
     objects: Arc<Mutex<HashMap<Key, Remembered>>>,
+    ledger: WriteLedger,
     flush_tx: mpsc::UnboundedSender<Arc<CanaryDaemonSet>>,
     flush_rx: Mutex<Option<mpsc::UnboundedReceiver<Arc<CanaryDaemonSet>>>>,
 }
@@ -120,6 +136,7 @@ impl Default for Memory {
         let (flush_tx, flush_rx) = mpsc::unbounded_channel();
         Self {
             objects: Arc::default(),
+            ledger: WriteLedger::default(),
             flush_tx,
             flush_rx: Mutex::new(Some(flush_rx)),
         }
@@ -145,15 +162,33 @@ impl Memory {
         })
     }
 
-    /// Remembers our successful write of `written`.
+    /// Remembers our successful write of `written`, also in the [`WriteLedger`].
     pub(crate) fn remember_write(&self, cds: &CanaryDaemonSet, written: &DaemonSet) {
         let meta = &written.metadata;
         if let (Some(name), Some(uid), Some(generation)) = (&meta.name, &meta.uid, meta.generation)
         {
-            self.with(cds, |r| {
-                r.written_generation = Some((name.clone(), uid.clone(), generation));
-            });
+            let written = (name.clone(), uid.clone(), generation);
+            lock(&self.ledger.0).insert(ObjectRef::from_obj(cds), written.clone());
+            self.with(cds, |r| r.written_generation = Some(written));
         }
+    }
+
+    /// Whether `live` is, unchanged since, this process's own last write for `cds`, in this
+    /// leader term or an earlier one (see [`WriteLedger`]).
+    pub(crate) fn live_is_own_write(&self, cds: &CanaryDaemonSet, live: &DaemonSet) -> bool {
+        let meta = &live.metadata;
+        let (Some(name), Some(uid), Some(generation)) = (&meta.name, &meta.uid, meta.generation)
+        else {
+            return false;
+        };
+        lock(&self.ledger.0)
+            .get(&ObjectRef::from_obj(cds))
+            .is_some_and(|(n, u, g)| n == name && u == uid && *g == generation)
+    }
+
+    /// Uses `ledger`, shared with the memories of this process's other leader terms.
+    pub(crate) fn with_ledger(self, ledger: WriteLedger) -> Self {
+        Self { ledger, ..self }
     }
 
     /// Whether the DaemonSet `ds_name` is missing from the cache only because the cache is

@@ -18,6 +18,7 @@ mod memory;
 pub mod observation;
 mod plan;
 /// Durations as the spec spells them (`30s`, `10m`, `1h30m`), for the analysis plan too.
+pub(crate) use memory::WriteLedger;
 pub(crate) use plan::parse_duration;
 mod pods;
 mod report;
@@ -304,7 +305,9 @@ impl<'a> Pass<'a> {
         let mut own_unrecorded = false;
         let drift = match (written_hash, status) {
             (Some(written), Some(status)) if written != live_hash => {
-                if own_unrecorded_write(&live, status, written, &own)? {
+                if own_unrecorded_write(&live, status, written, &own)?
+                    || self.ctx.memory.live_is_own_write(self.cds, &live)
+                {
                     own_unrecorded = true;
                     None
                 } else {

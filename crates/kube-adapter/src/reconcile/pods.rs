@@ -125,12 +125,20 @@ impl Pass<'_> {
 
         let live_hash = live_template_hash(live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
+        // Our own write whose record a lost status write or an ended term dropped is no
+        // drift: recorded now (see `WriteLedger`).
+        let own_unrecorded = written_hash
+            .as_ref()
+            .is_some_and(|written| *written != live_hash)
+            && self.ctx.memory.live_is_own_write(self.cds, live);
         let (template_changed, drift) = match &desired {
             Some(desired) => {
                 let drift = match (&written_hash, status) {
-                    (Some(written), Some(status)) if *written != live_hash => Some(DriftSeen {
-                        what: describe_drift(live, desired, status),
-                    }),
+                    (Some(written), Some(status)) if *written != live_hash && !own_unrecorded => {
+                        Some(DriftSeen {
+                            what: describe_drift(live, desired, status),
+                        })
+                    }
                     _ => None,
                 };
                 (
@@ -231,7 +239,8 @@ impl Pass<'_> {
                 .drifted
                 .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
                 .flatten(),
-            template_hash: (desired.is_some() && written_hash.is_none()).then(|| live_hash.clone()),
+            template_hash: (desired.is_some() && (written_hash.is_none() || own_unrecorded))
+                .then(|| live_hash.clone()),
             ..self.blank_record()
         };
 

@@ -468,6 +468,56 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
     replica.stop().await;
 }
 
+/// A leader whose rollout-start write lands but whose status writes are refused, and which
+/// then loses its Lease and takes it back, starts its new term without memory of the write.
+/// The live DaemonSet is still at the generation that write gave it, so it is the controller's
+/// own (the process keeps that across terms): under `driftPolicy: Report` the rollout goes on
+/// instead of holding forever as "changed outside the controller" (soak seed 20001008).
+#[tokio::test(start_paused = true)]
+async fn an_own_write_whose_record_a_lost_term_dropped_is_not_drift() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let replica = Replica::start(&sim, Some(short_lease("replica-a")));
+    let mut reported = spec("v1", None);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    create_cds(&client, "agent", reported).await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+    let terms = replica.observer.stats().leader_terms();
+
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(60), "the start written", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v2"
+    })
+    .await;
+    // The Lease cannot be renewed: the term ends. Then everything answers again.
+    sim.faults().add(FaultRule::new(
+        None,
+        Some("leases"),
+        FaultAction::internal_error(),
+    ));
+    eventually(Duration::from_secs(60), "the term ended", || async {
+        !replica.observer.stats().is_leader()
+    })
+    .await;
+    sim.faults().clear();
+    until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
+    assert!(replica.observer.stats().leader_terms() > terms);
+    assert_eq!(replica.observer.stats().drifts(), 0);
+    assert!(
+        events_with_reason(&client, "DriftDetected")
+            .await
+            .is_empty()
+    );
+
+    replica.stop().await;
+}
+
 /// `daemonset-canary pause` on the MaxUnavailable driver, through the annotation: the rollout
 /// under way goes to `OnDelete` in one write (`Paused` once, `status.held`), the DaemonSet
 /// controller replaces no pod for an hour held, the phase stays `paused` (no deadline); the
