@@ -354,10 +354,8 @@ impl Pass<'_> {
         }
         // The phase to report.
         if let Some(rollback) = history.rollback.as_mut() {
-            let reports = RollbackReason::parse(&rollback.reason)
-                .is_some_and(RollbackReason::reports_rollback_phases);
             rollback.decided_phase = Some(decided.as_str().to_owned());
-            record.to = decided.reported(reports);
+            record.to = decided.reported(reports_rollback_phases(rollback));
             if let Some(event) = rolled_back_event(
                 &self.ds_name,
                 from,
@@ -375,6 +373,19 @@ impl Pass<'_> {
         outcome
     }
 
+    /// The phase the status reports for `decided` under the rollback in force before this
+    /// pass accounts its history (what [`Pass::account_history`] would report, short of a
+    /// rollback this pass starts or ends).
+    pub(super) fn reported_phase(&self, decided: Phase) -> Phase {
+        let history = self.history.lock();
+        let rolling_back = history
+            .rollback
+            .as_ref()
+            .filter(|rollback| self.history.in_force(rollback))
+            .is_some_and(reports_rollback_phases);
+        decided.reported(rolling_back)
+    }
+
     /// The `abort` and `undo` marks not yet acted on.
     fn pending_marks(&self, history: &HistoryStatus) -> Marks {
         let mark = |key: &str, acted: &Option<String>| {
@@ -390,6 +401,12 @@ impl Pass<'_> {
             undo: mark(UNDO_ANNOTATION, &history.undo),
         }
     }
+}
+
+/// Whether `rollback` reports its own phases (`rollingBack`, `rolledBack`); an undo reports
+/// the usual ones.
+fn reports_rollback_phases(rollback: &RollbackStatus) -> bool {
+    RollbackReason::parse(&rollback.reason).is_some_and(RollbackReason::reports_rollback_phases)
 }
 
 struct Marks {

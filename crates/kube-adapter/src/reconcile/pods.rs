@@ -541,7 +541,9 @@ impl Pass<'_> {
             return Ok(());
         }
         let previous = self.status.as_ref();
-        let status = next_status(previous, record, self.now);
+        let mut ahead = record.clone();
+        ahead.to = self.reported_phase(record.to);
+        let status = next_status(previous, &ahead, self.now);
         let named = |s: &crate::crd::CanaryDaemonSetStatus| {
             (
                 s.phase.clone(),
