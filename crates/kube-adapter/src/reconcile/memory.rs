@@ -6,7 +6,9 @@
 //! cache, a DaemonSet we created that the watch has not delivered, our last status (fresher than
 //! the cache's), the error streak for the backoff, when the status was last written, the event
 //! recorder of the current spec generation, and the analysis run of the pause step being
-//! measured (its task stops when the entry drops it or is forgotten).
+//! measured (its task stops when the entry drops it or is forgotten). All of it starts empty
+//! with each leader term, but the [`WriteLedger`] of the process's own DaemonSet writes, which
+//! cannot go stale.
 //!
 //! # Invariants
 //!
@@ -162,13 +164,21 @@ impl Memory {
         })
     }
 
-    /// Remembers our successful write of `written`, also in the [`WriteLedger`].
-    pub(crate) fn remember_write(&self, cds: &CanaryDaemonSet, written: &DaemonSet) {
+    /// Remembers our successful write of `written`; in the [`WriteLedger`] too when its whole
+    /// template is ours (`template_ours`: not a hold or its end carrying a hand edit along).
+    pub(crate) fn remember_write(
+        &self,
+        cds: &CanaryDaemonSet,
+        written: &DaemonSet,
+        template_ours: bool,
+    ) {
         let meta = &written.metadata;
         if let (Some(name), Some(uid), Some(generation)) = (&meta.name, &meta.uid, meta.generation)
         {
             let written = (name.clone(), uid.clone(), generation);
-            lock(&self.ledger.0).insert(ObjectRef::from_obj(cds), written.clone());
+            if template_ours {
+                lock(&self.ledger.0).insert(ObjectRef::from_obj(cds), written.clone());
+            }
             self.with(cds, |r| r.written_generation = Some(written));
         }
     }
@@ -395,9 +405,10 @@ impl Memory {
         Box::new(move || drop(tx.send(Arc::clone(&cds))))
     }
 
-    /// Forgets everything about a deleted CanaryDaemonSet.
+    /// Forgets everything about a deleted CanaryDaemonSet, its ledger entry included.
     pub(crate) fn forget(&self, key: &ObjectRef<CanaryDaemonSet>) {
         lock(&self.objects).remove(key);
+        lock(&self.ledger.0).remove(key);
     }
 
     /// The event recorder for the current spec (UID and `metadata.generation`) of `cds`; a new
@@ -487,5 +498,45 @@ mod tests {
             replacing(&[("node-1", "uid-old")]).is_empty(),
             "and forgotten"
         );
+    }
+
+    /// The ledger outlives a term (a new `Memory` on the same ledger) and names a live
+    /// DaemonSet as our write only while its name, UID and generation are those the write left.
+    #[test]
+    fn the_write_ledger_outlives_a_term_and_only_names_the_unchanged_write() {
+        let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "canary.daemonset.dev/v1alpha1",
+            "kind": "CanaryDaemonSet",
+            "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {"target": {"version": "v1"}},
+        }))
+        .unwrap();
+        let ds = |uid: &str, generation: i64| {
+            let mut ds = DaemonSet::default();
+            ds.metadata.name = Some("agent".into());
+            ds.metadata.uid = Some(uid.into());
+            ds.metadata.generation = Some(generation);
+            ds
+        };
+        let ledger = WriteLedger::default();
+        Memory::default()
+            .with_ledger(ledger.clone())
+            .remember_write(&cds, &ds("uid-1", 7), true);
+        let next_term = Memory::default().with_ledger(ledger);
+        assert!(next_term.live_is_own_write(&cds, &ds("uid-1", 7)));
+        assert!(
+            !next_term.live_is_own_write(&cds, &ds("uid-1", 8)),
+            "changed since"
+        );
+        assert!(
+            !next_term.live_is_own_write(&cds, &ds("uid-2", 7)),
+            "another DaemonSet of that name"
+        );
+        assert!(
+            !Memory::default().live_is_own_write(&cds, &ds("uid-1", 7)),
+            "another process"
+        );
+        next_term.forget(&ObjectRef::from_obj(&cds));
+        assert!(!next_term.live_is_own_write(&cds, &ds("uid-1", 7)));
     }
 }

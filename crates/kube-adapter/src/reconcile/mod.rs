@@ -384,7 +384,6 @@ impl<'a> Pass<'a> {
         let decision = match self.patch(&live, &written).await {
             Ok(patched) => {
                 self.report_write(write.kind, WriteOutcome::Ok);
-                self.ctx.memory.remember_write(self.cds, &patched);
                 record.write = Some(write.kind);
                 record.template_hash = match write.kind {
                     // A hold (or its end) over a drifted template writes that template back as
@@ -394,6 +393,9 @@ impl<'a> Pass<'a> {
                     WriteKind::Hold | WriteKind::Resume if observation.drift.is_some() => None,
                     _ => Some(live_template_hash(&patched)?),
                 };
+                self.ctx
+                    .memory
+                    .remember_write(self.cds, &patched, record.template_hash.is_some());
                 if decision.record_generation {
                     record.recorded_generation = patched.metadata.generation;
                 }
@@ -469,7 +471,7 @@ impl<'a> Pass<'a> {
             Ok(created) => {
                 self.report_write(WriteKind::Create, WriteOutcome::Ok);
                 self.ctx.memory.note_created(self.cds, &self.ds_name);
-                self.ctx.memory.remember_write(self.cds, &created);
+                self.ctx.memory.remember_write(self.cds, &created, true);
                 record.write = Some(WriteKind::Create);
                 record.template_hash = Some(live_template_hash(&created)?);
                 if decision.record_generation {

@@ -249,7 +249,7 @@ impl Pass<'_> {
             match self.patch(live, desired).await {
                 Ok(patched) => {
                     self.report_write(write.kind, WriteOutcome::Ok);
-                    self.ctx.memory.remember_write(self.cds, &patched);
+                    self.ctx.memory.remember_write(self.cds, &patched, true);
                     record.write = Some(write.kind);
                     record.template_hash = Some(live_template_hash(&patched)?);
                     self.note_rollout_started(desired, &version).await;
