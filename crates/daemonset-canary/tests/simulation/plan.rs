@@ -795,6 +795,26 @@ impl Plan {
         } else {
             (Compatibility::Fixed, initial, changes, drift_policy)
         };
+        // A hand edit while the rollout is held on request, from a stream of its own: half the
+        // seeds with a hold and `Revert`; at the moment the hold is asked (the hold's write
+        // then carries the edit along) or halfway through it. Either way the edit must stay
+        // drift while held and be written over canary first after the resume (finding 42).
+        // `DST_EDIT_IN_HOLD=1` forces it where it can be.
+        let hold = pods.as_ref().map_or(max_unavailable_hold, |pods| pods.hold);
+        let mut edit_rng = Rng::new(seed, 11);
+        if let Some((at, length)) = hold
+            && !kubevirt
+            && drift_policy == DriftPolicy::Revert
+            && forced("DST_EDIT_IN_HOLD", edit_rng.chance(0.5))
+        {
+            let into = if edit_rng.chance(0.5) {
+                Duration::ZERO
+            } else {
+                length / 2
+            };
+            actions.push((at + into, Action::HandEdit));
+            actions.sort_by_key(|(at, _)| *at);
+        }
         // A DaemonSet someone else owns, from a stream of its own: three Pods-driver seeds in
         // ten. `DST_WORKLOAD=1` forces it on a Pods-driver seed (0: never).
         let workload = pods.is_some() && forced("DST_WORKLOAD", Rng::new(seed, 10).chance(0.3));

@@ -136,6 +136,10 @@ struct Harness<'a> {
     isolated: Vec<Isolated>,
     /// Every isolation so far, leader or not.
     isolations: Vec<Isolated>,
+    /// The last hand edit: its image, when, and the desired image it replaced (`None` when
+    /// the image it replaced was not the desired one: a rollout was due, which writes over the
+    /// edit and ends the drift).
+    last_hand_edit: Option<(String, Instant, Option<String>)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -504,6 +508,10 @@ impl Harness<'_> {
     fn hand_edit(&mut self) -> Option<String> {
         let image = format!("registry.example/by-hand:{}", self.rng.next_u64() % 100_000);
         let store = self.sim.store();
+        let desired = desired_image(store);
+        let replaced_desired = desired
+            .clone()
+            .filter(|desired| daemon_set_image(store).as_ref() == Some(desired));
         let version = super::recorder::tally_key(store);
         let edited = store
             .modify::<DaemonSet>(Some(NAMESPACE), NAME, UpdateScope::Main, |ds| {
@@ -526,6 +534,7 @@ impl Harness<'_> {
             intent.hand_edit_since_change = true;
         }
         self.world.trace(format!("hand edit: image {image}"));
+        self.last_hand_edit = Some((image.clone(), Instant::now(), replaced_desired));
         Some(image)
     }
 
@@ -818,6 +827,9 @@ impl Harness<'_> {
             1 if since_start >= at + length => None,
             _ => return,
         };
+        if value.is_none() {
+            self.check_drift_reported_while_held();
+        }
         if self.annotate(PAUSE_ANNOTATION, value) {
             *stage += 1;
             // A minute to see it, as for a hand edit (invariant 9): a pass, a leader change.
@@ -830,6 +842,45 @@ impl Harness<'_> {
             } else {
                 "resumed"
             });
+        }
+    }
+
+    /// Invariant 9 under a hold, at its resume: a hand edit of the desired template, still live
+    /// [`DRIFT_BOUND`] after it was made (nothing is written over while held) and with no new
+    /// version asked since, shows as drift, the `Drifted` condition set. The hold's own write carries the live template along, the edit with it;
+    /// taking that write for the controller's own would forget the edit, which the resume
+    /// would then roll out unsupervised (finding 42).
+    fn check_drift_reported_while_held(&self) {
+        let Some((image, at, Some(replaced))) = &self.last_hand_edit else {
+            return;
+        };
+        let store = self.sim.store();
+        // A new version asked since: its rollout writes over the edit.
+        if desired_image(store).as_ref() != Some(replaced)
+            || self.plan.workload
+            || self.plan.compatibility == Compatibility::KubeVirt
+            || at.elapsed() < DRIFT_BOUND
+            || daemon_set_image(store).as_deref() != Some(image.as_str())
+        {
+            return;
+        }
+        let drifted = store
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .is_some_and(|status| {
+                status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Drifted" && c.status == "True")
+            });
+        if !drifted {
+            self.world.violate(
+                Invariant::DriftHandled,
+                format!(
+                    "held, the hand edit ({image}) is live {:?} after it was made, and the Drifted condition is not set",
+                    at.elapsed()
+                ),
+            );
         }
     }
 
@@ -1100,20 +1151,15 @@ fn daemon_set_image(store: &canary_sim::Store) -> Option<String> {
         .clone()
 }
 
-/// Invariants 9 and 10 at quiescence: the DaemonSet runs the desired image (a hand edit during
-/// the run was written over; only `Revert` meets edits during the run), and the undecodable
-/// object failed as `InvalidSpec` without a DaemonSet of its own.
-fn check_drift_and_bad_object(harness: &Harness<'_>) {
-    let store = harness.sim.store();
+/// The image the controller wants on the DaemonSet: the spec's, or, with a rollback in force,
+/// the revision gone back to (its version is the image tag, as the harness writes them).
+fn desired_image(store: &canary_sim::Store) -> Option<String> {
     let cds = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME);
-    // A rollback in force: the revision gone back to is desired, not the spec's template (its
-    // version is the image tag, as the harness writes them).
     let back_to = cds
         .as_ref()
         .and_then(|cds| cds.status.as_ref()?.history.as_ref()?.rollback.clone())
         .map(|rollback| rollback.to.version);
-    let desired = cds
-        .and_then(|cds| cds.spec.template.and_then(|t| t.spec.template.spec))
+    cds.and_then(|cds| cds.spec.template.and_then(|t| t.spec.template.spec))
         .and_then(|pod| pod.containers.first().and_then(|c| c.image.clone()))
         .map(|image| match &back_to {
             Some(version) => match image.rsplit_once(':') {
@@ -1121,7 +1167,15 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
                 None => image,
             },
             None => image,
-        });
+        })
+}
+
+/// Invariants 9 and 10 at quiescence: the DaemonSet runs the desired image (a hand edit during
+/// the run was written over; only `Revert` meets edits during the run), and the undecodable
+/// object failed as `InvalidSpec` without a DaemonSet of its own.
+fn check_drift_and_bad_object(harness: &Harness<'_>) {
+    let store = harness.sim.store();
+    let desired = desired_image(store);
     let live = daemon_set_image(store);
     // A referenced DaemonSet's template is its owner's: there is no drift to undo. In KubeVirt
     // compatibility a failed rollout keeps a hand edit: the reference writes nothing while no
@@ -1220,6 +1274,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
         tokens: Tokens::default(),
         isolated: Vec::new(),
         isolations: Vec::new(),
+        last_hand_edit: None,
         sim,
         cluster,
     };
