@@ -26,6 +26,12 @@ async fn set_image_by_hand(client: &Client, image: &str) {
         .unwrap();
 }
 
+/// Nothing was taken for drift: no drift counted, no `DriftDetected` event.
+async fn assert_no_drift(client: &Client, replica: &Replica) {
+    assert_eq!(replica.observer.stats().drifts(), 0);
+    assert!(events_with_reason(client, "DriftDetected").await.is_empty());
+}
+
 /// `daemonset-canary pause` (`true`) or `resume` (`false`) on `agent`: the
 /// `canary.daemonset.dev/paused` annotation set or removed.
 async fn hold(client: &Client, on: bool) {
@@ -459,12 +465,7 @@ async fn a_write_whose_status_was_lost_is_not_drift() {
         !written.contains(&WriteKind::Start),
         "no canary restart over the rollout's own write: {written:?}"
     );
-    assert_eq!(replica.observer.stats().drifts(), 0);
-    assert!(
-        events_with_reason(&client, "DriftDetected")
-            .await
-            .is_empty()
-    );
+    assert_no_drift(&client, &replica).await;
     replica.stop().await;
 }
 
@@ -508,13 +509,7 @@ async fn an_own_write_whose_record_a_lost_term_dropped_is_not_drift() {
     sim.faults().clear();
     until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert!(replica.observer.stats().leader_terms() > terms);
-    assert_eq!(replica.observer.stats().drifts(), 0);
-    assert!(
-        events_with_reason(&client, "DriftDetected")
-            .await
-            .is_empty()
-    );
-
+    assert_no_drift(&client, &replica).await;
     replica.stop().await;
 }
 
