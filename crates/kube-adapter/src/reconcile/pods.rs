@@ -121,7 +121,6 @@ impl Pass<'_> {
             current_revision_hash(revisions.iter().map(|r| &**r)).map(str::to_owned)
         };
         let target = status.and_then(|s| s.target_revision.clone());
-        let new_revision = observed && current.is_some() && current != target;
 
         let live_hash = live_template_hash(live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
@@ -148,6 +147,15 @@ impl Pass<'_> {
             }
             None => (false, None),
         };
+        // While a hand edit of the template is kept (reported, or held on request), the
+        // rollout still stands on the recorded revision, not the edit's: the pods count
+        // against it and the status keeps naming it. Counted against the edit, every pod of
+        // a finished rollout would show as not updated.
+        let current = match (&drift, &target) {
+            (Some(_), Some(recorded)) if !template_changed => Some(recorded.clone()),
+            _ => current,
+        };
+        let new_revision = observed && current.is_some() && current != target;
         let (nodes, by_revision, versions) =
             self.node_states(plan, pods_plan, live, pod_index, current.as_deref());
         let mark = self.new_mark(

@@ -172,6 +172,36 @@ async fn a_reported_drift_is_left_alone_until_the_desired_state_changes() {
     replica.stop().await;
 }
 
+/// The Pods driver's `OnDelete` DaemonSet replaces no pod for a hand edit: under
+/// `driftPolicy: Report` the finished rollout's pods still run the recorded revision, and the
+/// status keeps counting them as updated against it (not as 0 updated against the edit) and
+/// keeps naming it.
+#[tokio::test(start_paused = true)]
+async fn a_reported_drift_of_the_pods_driver_keeps_the_rollout_counted() {
+    let nodes = 4;
+    let (_sim, client, replica) = started(nodes);
+    let mut reported = pods_spec("v1", None, vec![]);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    create_cds(&client, "agent", reported).await;
+    until_agent_phase(&client, "successful", 600, "v1 installed").await;
+    let before = get_cds(&client, "agent").await.status.unwrap_or_default();
+    set_image_by_hand(&client, "agent:by-hand").await;
+    eventually(Duration::from_secs(60), "the Drifted condition", || async {
+        condition(&get_cds(&client, "agent").await, "Drifted").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+    assert_eq!(
+        (status.desired, status.updated, status.updated_ready),
+        (4, 4, 4),
+        "{status:?}"
+    );
+    assert_eq!(status.target_revision, before.target_revision);
+    assert_eq!(nodes_on(&client, "agent:v1").await.len(), 4);
+    replica.stop().await;
+}
+
 /// A CanaryDaemonSet an old API server stored with an out-of-range integer: its own status
 /// says what is wrong, and the other objects roll out as if it were not there.
 #[tokio::test(start_paused = true)]
