@@ -720,7 +720,8 @@ fn new_template_tally(tally: NodeTally) -> NodeTally {
 
 /// A drift of the controller's own template: `Revert` writes it back (a new rollout),
 /// `Report` holds where the rollout was, nothing deleted. Either way the pods are counted as in
-/// any pass, and a hold names the nodes that wait: the status shows the DaemonSet as it is.
+/// any pass (against the recorded revision, see [`PodObservation::drift`]), and a hold names
+/// the nodes that wait: the status shows the DaemonSet as it is.
 fn drifted(
     strategy: &Strategy,
     view: &Observation,
@@ -732,7 +733,10 @@ fn drifted(
     let already = view.previous.is_some_and(|p| p.drifted);
     let mut decision = match strategy.drift_policy {
         DriftPolicy::Revert => {
-            let mut decision = start(view, true, true).counted(new_template_tally(classes.tally));
+            // Counted as they are: the caller counts the pods against the recorded revision,
+            // which the template written back is, so its pods are already updated (with
+            // `OnDelete` an edit replaces no pod: a finished rollout's revert has nothing to do).
+            let mut decision = start(view, true, true).counted(classes.tally);
             decision.events = vec![warning(
                 event_reason::DRIFT_DETECTED,
                 format!(

@@ -240,7 +240,9 @@ fn row_2_a_drift_keeps_the_counts_and_the_deferred_nodes() {
         held.deferred,
         vec![("n00".to_owned(), Deferral::NodeNotReady)]
     );
-    // Reverted, the template written anew is a rollout that no pod runs yet.
+    // Reverted, the template written back is the recorded revision, which the pods counted
+    // as updated already run (an `OnDelete` edit replaced none): a rollout with nothing left
+    // to do, not one that no pod runs yet.
     let reverted = by_default(&drifted);
     assert_eq!(reverted.phase, Phase::Started);
     assert_eq!(
@@ -249,7 +251,7 @@ fn row_2_a_drift_keeps_the_counts_and_the_deferred_nodes() {
             reverted.tally.updated,
             reverted.tally.old
         ),
-        (4, 0, 3)
+        (4, 3, 0)
     );
 }
 
