@@ -352,7 +352,15 @@ impl Pass<'_> {
                 }
             }
         }
-        // The phase to report.
+        // The phase to report. A rollback started in this pass is a rollout starting: the
+        // rest its pass decided for the revision it leaves is not its own (an undo asked while
+        // `rolledBack` reported `successful` at the old revision for a pass; soak seed
+        // 21001978). A failure stays: it says why the rollback starts.
+        let decided = if outcome.act_again && decided == Phase::Successful {
+            Phase::Started
+        } else {
+            decided
+        };
         if let Some(rollback) = history.rollback.as_mut() {
             rollback.decided_phase = Some(decided.as_str().to_owned());
             record.to = decided.reported(reports_rollback_phases(rollback));

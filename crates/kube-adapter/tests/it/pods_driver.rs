@@ -315,6 +315,58 @@ async fn the_status_names_the_step_before_its_deletions_begin() {
     replica.stop().await;
 }
 
+/// An undo asked while the rollout rests `rolledBack` is a rollout starting: the status the
+/// pass that takes the mark writes says `started`, not `successful` at the revision it leaves
+/// (soak seed 21001978, where that revision's pods crash-looped behind a cordoned node).
+#[tokio::test(start_paused = true)]
+async fn an_undo_from_rolled_back_is_reported_as_a_start() {
+    let (sim, client, replica) = started(3);
+    let mut spec = pods_spec("v1", None, vec![nodes_step("1")]);
+    spec.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
+    create_cds(&client, "agent", spec).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    let broken = pods_spec("v2", Some("crashloop"), vec![]);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"target": broken.target, "template": broken.template}})),
+    )
+    .await
+    .unwrap();
+    until_agent_phase(&client, "rolledBack", 600, "v2 rolled back").await;
+
+    let mut stored = sim.store().subscribe();
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {canary_kube_adapter::crd::UNDO_ANNOTATION: "previous@1"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let mut phases = Vec::new();
+    while phases.last().is_none_or(|p: &String| p == "rolledBack") {
+        let event = tokio::time::timeout(Duration::from_secs(120), stored.recv())
+            .await
+            .expect("a status within two minutes")
+            .unwrap();
+        if event.key.plural == "canarydaemonsets"
+            && event.name == "agent"
+            && let Some(phase) = event.object["status"]["phase"].as_str()
+        {
+            phases.push(phase.to_owned());
+        }
+    }
+    assert_eq!(
+        phases.last().map(String::as_str),
+        Some("started"),
+        "{phases:?}"
+    );
+    replica.stop().await;
+}
+
 /// A DaemonSet as a Helm chart installs it: no owner, `OnDelete`.
 fn helm_daemon_set(image: &str, update: &str) -> DaemonSet {
     serde_json::from_value(json!({
