@@ -58,6 +58,9 @@ impl<'a> Classes<'a> {
         let mut ready_counted: u32 = 0;
         let mut unavailable_known: u32 = 0;
         let mut set_aside: u32 = 0;
+        // Deferred or set aside because their Node is gone: `desiredNumberScheduled` no longer
+        // counts them once the DaemonSet controller has seen the Node deleted.
+        let mut gone: u32 = 0;
         for node in &observation.nodes {
             if let Some(pod) = &node.pod
                 && pod.updated
@@ -66,6 +69,9 @@ impl<'a> Classes<'a> {
                 classes.crashing.push((&node.name, &pod.name, reason));
             }
             if let Some(deferral) = deferral(node) {
+                if deferral == Deferral::NodeMissing {
+                    gone += 1;
+                }
                 if node
                     .pod
                     .as_ref()
@@ -108,10 +114,13 @@ impl<'a> Classes<'a> {
         classes.deferred.sort();
         classes.updated_ready_nodes.sort_unstable();
         let deferred = u32::try_from(classes.deferred.len()).unwrap_or(u32::MAX);
+        // A node that is gone is not subtracted: the DaemonSet's desired count drops it as soon
+        // as its controller sees the Node deleted, and subtracting it again would undercount
+        // the unavailable pods by one (while that count is stale, it overcounts by one, the
+        // safe way).
         let counted = observation
             .desired_pods
-            .saturating_sub(deferred)
-            .saturating_sub(set_aside);
+            .saturating_sub((deferred + set_aside).saturating_sub(gone));
         let unavailable = counted.saturating_sub(ready_counted);
         classes.tally.deferred = deferred;
         classes.tally.counted = counted;
