@@ -367,6 +367,59 @@ async fn an_undo_from_rolled_back_is_reported_as_a_start() {
     replica.stop().await;
 }
 
+/// A pass deletes for at most a few seconds, then the next one decides the rest: a hold asked
+/// while a wide step's deletions crawl (two seconds an answer here) stops them within that
+/// time, not after the whole step (soak seeds 21002206 and 21002316).
+#[tokio::test(start_paused = true)]
+async fn a_hold_stops_a_slow_batch_of_deletions_within_seconds() {
+    let (sim, client, replica) = started(12);
+    let everything = canary_kube_adapter::crd::StepSpec {
+        nodes: Some("100%".into()),
+        max_unavailable: Some("12".into()),
+        ..Default::default()
+    };
+    create_cds(
+        &client,
+        "agent",
+        pods_spec("v1", None, vec![nodes_step("1"), everything]),
+    )
+    .await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    sim.faults().add(canary_sim::FaultRule::new(
+        Some(canary_sim::Verb::Delete),
+        Some("pods"),
+        canary_sim::FaultAction::Latency(Duration::from_secs(2)),
+    ));
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(300), "the wide step began", || async {
+        status_field(&client, "agent").await["currentStepIndex"] == json!(1)
+    })
+    .await;
+    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    api.patch(
+        "agent",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {canary_kube_adapter::crd::PAUSE_ANNOTATION: "true"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after_the_hold = replica.observer.stats().pod_deletions();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        replica.observer.stats().pod_deletions(),
+        after_the_hold,
+        "no deletion 10 s after the hold"
+    );
+    assert!(
+        after_the_hold < 12,
+        "{after_the_hold} deletions: the whole step went"
+    );
+    replica.stop().await;
+}
+
 /// A DaemonSet as a Helm chart installs it: no owner, `OnDelete`.
 fn helm_daemon_set(image: &str, update: &str) -> DaemonSet {
     serde_json::from_value(json!({
