@@ -48,8 +48,7 @@ use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
-use crate::status::next_status;
-use crate::status::{previous_pass, step_position};
+use crate::status::{next_status, previous_pass, step_position};
 use crate::watched_node::WatchedNode;
 
 /// The resource version of each pod a pass saw, by UID: what its deletions are conditioned on.

@@ -351,7 +351,9 @@ pub struct PodObservation {
     pub version: String,
     /// The desired template differs from the live one (only when the controller owns it).
     pub template_changed: bool,
-    /// Someone else changed the live template (only when the controller owns it).
+    /// Someone else changed the live template (only when the controller owns it). While the
+    /// change is kept, the caller counts the pods against the revision it recorded, not the
+    /// changed template's (with `OnDelete`, the change replaced no pod).
     pub drift: Option<DriftSeen>,
     /// The DaemonSet controller has observed the live generation: the current revision is
     /// the one pods are created from.
