@@ -198,20 +198,37 @@ async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updat
     replica.stop().await;
 }
 
+/// `kubectl annotate cds agent KEY=VALUE`, as the verbs mark the object.
+async fn annotate(client: &Client, key: &str, value: &str) {
+    Api::<canary_kube_adapter::crd::CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// `agent`'s target and template set to a v2 whose pods crash-loop.
+async fn set_crash_looping_v2(client: &Client) {
+    let broken = pods_spec("v2", Some("crashloop"), vec![]);
+    Api::<canary_kube_adapter::crd::CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"target": broken.target, "template": broken.template}})),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_crash_looping_canary_stops_all_deletions() {
     let (_sim, client, replica) = started(6);
     create_cds(&client, "agent", pods_spec("v1", None, vec![])).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
-    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    let broken = pods_spec("v2", Some("crashloop"), vec![]);
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"target": broken.target, "template": broken.template}})),
-    )
-    .await
-    .unwrap();
+    set_crash_looping_v2(&client).await;
     until_agent_phase(&client, "failed", 600, "failed").await;
     let status = status_field(&client, "agent").await;
     assert_eq!(status["reason"], "CanaryCrashLooping");
@@ -267,15 +284,13 @@ async fn a_pause_without_duration_holds_until_promoted_once() {
     replica.stop().await;
 }
 
-/// A pass that deletes in a step the stored status does not name yet writes the step first:
-/// while its (here slow) deletions run, a reader, or a leader taking over from a pass cut
-/// short, already sees the step whose budget covers the pods going down.
-#[tokio::test(start_paused = true)]
-async fn the_status_names_the_step_before_its_deletions_begin() {
-    let (sim, client, replica) = started(8);
+/// `agent` installed at v1 on `nodes` nodes, one replica running, with the steps
+/// `[{nodes: 1}, {nodes: 100%, maxUnavailable: wide}]`.
+async fn installed_with_a_wide_step(nodes: u32, wide: &str) -> (Env, Client, Replica) {
+    let (sim, client, replica) = started(nodes);
     let wide = canary_kube_adapter::crd::StepSpec {
         nodes: Some("100%".into()),
-        max_unavailable: Some("4".into()),
+        max_unavailable: Some(wide.into()),
         ..Default::default()
     };
     create_cds(
@@ -285,17 +300,30 @@ async fn the_status_names_the_step_before_its_deletions_begin() {
     )
     .await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    (sim, client, replica)
+}
+
+/// From now on every pod deletion is answered `latency` late.
+fn slow_deletions(sim: &Env, latency: Duration) {
+    sim.faults().add(canary_sim::FaultRule::new(
+        Some(canary_sim::Verb::Delete),
+        Some("pods"),
+        canary_sim::FaultAction::Latency(latency),
+    ));
+}
+
+/// A pass that deletes in a step the stored status does not name yet writes the step first:
+/// while its (here slow) deletions run, a reader, or a leader taking over from a pass cut
+/// short, already sees the step whose budget covers the pods going down.
+#[tokio::test(start_paused = true)]
+async fn the_status_names_the_step_before_its_deletions_begin() {
+    let (sim, client, replica) = installed_with_a_wide_step(8, "4").await;
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(300), "the canary updated", || async {
         nodes_on(&client, "agent:v2").await.len() == 1
     })
     .await;
-    // From now on every deletion takes a minute.
-    sim.faults().add(canary_sim::FaultRule::new(
-        Some(canary_sim::Verb::Delete),
-        Some("pods"),
-        canary_sim::FaultAction::Latency(Duration::from_secs(60)),
-    ));
+    slow_deletions(&sim, Duration::from_secs(60));
     let deletions = replica.observer.stats().pod_deletions();
     eventually(
         Duration::from_secs(300),
@@ -325,27 +353,16 @@ async fn an_undo_from_rolled_back_is_reported_as_a_start() {
     spec.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
     create_cds(&client, "agent", spec).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
-    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    let broken = pods_spec("v2", Some("crashloop"), vec![]);
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"target": broken.target, "template": broken.template}})),
-    )
-    .await
-    .unwrap();
+    set_crash_looping_v2(&client).await;
     until_agent_phase(&client, "rolledBack", 600, "v2 rolled back").await;
 
     let mut stored = sim.store().subscribe();
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {canary_kube_adapter::crd::UNDO_ANNOTATION: "previous@1"}}}),
-        ),
+    annotate(
+        &client,
+        canary_kube_adapter::crd::UNDO_ANNOTATION,
+        "previous@1",
     )
-    .await
-    .unwrap();
+    .await;
     let mut phases = Vec::new();
     while phases.last().is_none_or(|p: &String| p == "rolledBack") {
         let event = tokio::time::timeout(Duration::from_secs(120), stored.recv())
@@ -372,39 +389,14 @@ async fn an_undo_from_rolled_back_is_reported_as_a_start() {
 /// time, not after the whole step (soak seeds 21002206 and 21002316).
 #[tokio::test(start_paused = true)]
 async fn a_hold_stops_a_slow_batch_of_deletions_within_seconds() {
-    let (sim, client, replica) = started(12);
-    let everything = canary_kube_adapter::crd::StepSpec {
-        nodes: Some("100%".into()),
-        max_unavailable: Some("12".into()),
-        ..Default::default()
-    };
-    create_cds(
-        &client,
-        "agent",
-        pods_spec("v1", None, vec![nodes_step("1"), everything]),
-    )
-    .await;
-    until_agent_phase(&client, "successful", 300, "v1 installed").await;
-    sim.faults().add(canary_sim::FaultRule::new(
-        Some(canary_sim::Verb::Delete),
-        Some("pods"),
-        canary_sim::FaultAction::Latency(Duration::from_secs(2)),
-    ));
+    let (sim, client, replica) = installed_with_a_wide_step(12, "12").await;
+    slow_deletions(&sim, Duration::from_secs(2));
     set_version(&client, "agent", "v2").await;
     eventually(Duration::from_secs(300), "the wide step began", || async {
         status_field(&client, "agent").await["currentStepIndex"] == json!(1)
     })
     .await;
-    let api: Api<canary_kube_adapter::crd::CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {canary_kube_adapter::crd::PAUSE_ANNOTATION: "true"}}}),
-        ),
-    )
-    .await
-    .unwrap();
+    annotate(&client, canary_kube_adapter::crd::PAUSE_ANNOTATION, "true").await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     let after_the_hold = replica.observer.stats().pod_deletions();
     tokio::time::sleep(Duration::from_secs(120)).await;
