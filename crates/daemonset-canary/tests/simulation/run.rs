@@ -546,6 +546,12 @@ impl Harness<'_> {
     async fn edit_at_rest(&mut self) {
         let writes_before = self.world.exercised().daemon_set_writes;
         let phase_before = cds_phase(self.sim.store());
+        let updated_before = self
+            .sim
+            .store()
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
+            .and_then(|cds| cds.status)
+            .map_or(0, |status| status.updated);
         let failed = phase_before.as_deref() == Some("failed");
         let Some(image) = self.hand_edit() else {
             return;
@@ -591,10 +597,15 @@ impl Harness<'_> {
                     .map_or(0, |s| s.desired_number_scheduled);
                 // Pods driver (`OnDelete`: the edit replaces no pod): a finished rollout's pods
                 // still run the recorded revision and count as updated against it, not against
-                // the edit. The MaxUnavailable driver's DaemonSet rolls the edit out itself.
+                // the edit (finding 43), so the count stays what it was. It need not be every
+                // pod: a node deferred while cordoned keeps its old pod after the success when
+                // the new version's crashing pods leave no budget to replace it (soak seed
+                // 22003915; finding 48). The MaxUnavailable driver's DaemonSet rolls the edit
+                // out itself.
                 let updated_kept = self.plan.pods.is_none()
                     || phase_before.as_deref() != Some("successful")
-                    || status.updated == status.desired;
+                    || status.updated == status.desired
+                    || status.updated >= updated_before;
                 if live.as_deref() != Some(image.as_str())
                     || written > 0
                     || !drifted
@@ -604,7 +615,7 @@ impl Harness<'_> {
                     self.world.violate(
                         Invariant::DriftHandled,
                         format!(
-                            "a reported drift: image now {live:?} (edited to {image}), {written} DaemonSet writes since, Drifted condition {drifted}, status desired {} of {desired}, updated {} (was {phase_before:?})",
+                            "a reported drift: image now {live:?} (edited to {image}), {written} DaemonSet writes since, Drifted condition {drifted}, status desired {} of {desired}, updated {} (was {phase_before:?}, {updated_before} updated)",
                             status.desired, status.updated
                         ),
                     );
@@ -863,11 +874,25 @@ impl Harness<'_> {
             return;
         };
         let store = self.sim.store();
+        // The minute counts while a controller could act: from the edit, or from the end of
+        // the last cut-off, kill or restart since, whichever came later. A replica cut off,
+        // down or restarting cannot see the edit (soak seed 22004082: the only replica was
+        // cut off from before the edit until 7 s before the resume; finding 47).
+        let able_since = self
+            .isolations
+            .iter()
+            .map(|i| i.until)
+            .chain(self.replicas.iter().map(|r| r.started_at))
+            .filter(|back| back > at)
+            .max()
+            .unwrap_or(*at);
+        let any_down = self.replicas.iter().any(|r| r.task.is_none());
         // A new version asked since: its rollout writes over the edit.
         if desired_image(store).as_ref() != Some(replaced)
             || self.plan.workload
             || self.plan.compatibility == Compatibility::KubeVirt
-            || at.elapsed() < DRIFT_BOUND
+            || any_down
+            || able_since.elapsed() < DRIFT_BOUND
             || daemon_set_image(store).as_deref() != Some(image.as_str())
         {
             return;
