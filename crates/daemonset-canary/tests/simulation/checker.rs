@@ -62,6 +62,9 @@ pub struct Checker {
     starts: BTreeMap<String, u32>,
     /// The Pods-driver part of the plan (invariants 11 and 13).
     pods_plan: Option<PodsPlan>,
+    /// `compatibility: KubeVirt`: pods count as the reference counts them (terminating ones
+    /// too, spec section 2).
+    kubevirt: bool,
     /// Nodes whose pod the controller deleted and that run no ready pod since: node -> the
     /// UID deleted.
     down: BTreeMap<String, String>,
@@ -172,6 +175,7 @@ impl Checker {
             phase: None,
             starts: BTreeMap::new(),
             pods_plan: None,
+            kubevirt: false,
             down: BTreeMap::new(),
             unhealthy_at: BTreeMap::new(),
             status_step: None,
@@ -185,6 +189,12 @@ impl Checker {
     /// Checks the Pods driver's invariants against `plan`'s steps.
     pub fn with_pods_plan(mut self, plan: Option<PodsPlan>) -> Self {
         self.pods_plan = plan;
+        self
+    }
+
+    /// Counts pods as `compatibility: KubeVirt` does (see [`Checker::check_widen`]).
+    pub fn with_kubevirt_compatibility(mut self, kubevirt: bool) -> Self {
+        self.kubevirt = kubevirt;
         self
     }
 
@@ -472,16 +482,28 @@ impl Checker {
     }
 
     fn updated_pods<'a>(&'a self, ds: &DaemonSet) -> impl Iterator<Item = &'a PodState> + 'a {
-        let target = ds_target(ds);
-        self.pods
-            .values()
-            .filter(move |s| !terminating(&s.pod) && pod_target(&s.pod) == target)
+        self.updated_pods_counting(ds, false)
     }
 
-    /// Invariant 2, at the widening write.
+    /// The updated pods, terminating ones too when `with_terminating`.
+    fn updated_pods_counting<'a>(
+        &'a self,
+        ds: &DaemonSet,
+        with_terminating: bool,
+    ) -> impl Iterator<Item = &'a PodState> + 'a {
+        let target = ds_target(ds);
+        self.pods.values().filter(move |s| {
+            (with_terminating || !terminating(&s.pod)) && pod_target(&s.pod) == target
+        })
+    }
+
+    /// Invariant 2, at the widening write. Under `compatibility: KubeVirt` a terminating pod
+    /// counts like any other, as the reference counts it (spec section 2, quirk 2): one stuck
+    /// terminating on a NotReady node, its containers still reporting ready, lets the
+    /// reference widen, and the compatibility mode with it (soak seed 22006427; finding 49).
     fn check_widen(&self, ds: &DaemonSet) {
         let now = self.world.now();
-        let ready_recently = self.updated_pods(ds).any(|s| {
+        let ready_recently = self.updated_pods_counting(ds, self.kubevirt).any(|s| {
             pod_is_ready(&s.pod) || s.last_ready_at.is_some_and(|at| now - at <= self.stale)
         });
         if !ready_recently {

@@ -110,6 +110,8 @@ struct Isolated {
     replica: usize,
     from: Instant,
     until: Instant,
+    /// Whether the replica held the Lease when it was cut off.
+    leader: bool,
 }
 
 /// How long after the last renewal the other replica may take to take a lost lease over: the
@@ -405,6 +407,7 @@ impl Harness<'_> {
             replica: index,
             from: now,
             until: now + for_,
+            leader: holder == Some(index),
         });
         self.world.count(|e| e.isolations += 1);
         self.world.trace(format!(
@@ -422,6 +425,7 @@ impl Harness<'_> {
                 replica: index,
                 from: now,
                 until: now + for_,
+                leader: true,
             });
         }
     }
@@ -875,12 +879,14 @@ impl Harness<'_> {
         };
         let store = self.sim.store();
         // The minute counts while a controller could act: from the edit, or from the end of
-        // the last cut-off, kill or restart since, whichever came later. A replica cut off,
-        // down or restarting cannot see the edit (soak seed 22004082: the only replica was
-        // cut off from before the edit until 7 s before the resume; finding 47).
+        // the last cut-off of the leader, or restart, since, whichever came later. A leader
+        // cut off, or a replica down or restarting, cannot see the edit (soak seed 22004082:
+        // the only replica was cut off from before the edit until 7 s before the resume;
+        // finding 47).
         let able_since = self
             .isolations
             .iter()
+            .filter(|i| i.leader)
             .map(|i| i.until)
             .chain(self.replicas.iter().map(|r| r.started_at))
             .filter(|back| back > at)
@@ -1281,6 +1287,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     let checker = checker
         .with_nodes(sim.store().list::<Node>(None))
         .with_pods_plan(plan.pods.clone())
+        .with_kubevirt_compatibility(plan.compatibility == Compatibility::KubeVirt)
         .with_analysis(plan.analysis.is_some());
     let checker_task = tokio::spawn(checker.run(events));
 
