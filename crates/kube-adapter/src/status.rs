@@ -161,9 +161,13 @@ pub fn next_status(
     );
     // A release whose pods crash-loop after its rollout succeeded stays `successful` (it is
     // not failed, or rolled back, after the fact), but it is degraded: the crashes hold the
-    // catch-up of any node still on an older revision (finding 25).
+    // catch-up of any node still on an older revision (finding 25). So does a rollback that
+    // ended on a revision whose pods crash-loop since (soak seed 22009504, finding 51).
     let crashing_at_rest = match pass.pods.as_deref() {
-        Some(pods) if pass.to == Phase::Successful && !pods.failed_nodes.is_empty() => {
+        Some(pods)
+            if matches!(pass.to, Phase::Successful | Phase::RolledBack)
+                && !pods.failed_nodes.is_empty() =>
+        {
             Some(&pods.failed_nodes)
         }
         _ => None,
@@ -177,7 +181,12 @@ pub fn next_status(
     };
     let degraded_message = match crashing_at_rest {
         Some(nodes) if pass.to != Phase::Failed => Some(format!(
-            "the rollout succeeded, but updated pods crash-loop on {} {} ({}); no old pod is replaced until they run",
+            "the {} succeeded, but updated pods crash-loop on {} {} ({}); no old pod is replaced until they run",
+            if pass.to == Phase::RolledBack {
+                "rollback"
+            } else {
+                "rollout"
+            },
             nodes.len(),
             if nodes.len() == 1 { "node" } else { "nodes" },
             nodes
@@ -590,6 +599,26 @@ mod tests {
         assert_eq!(
             (degraded.status.as_str(), degraded.reason.as_str()),
             ("False", "AsExpected")
+        );
+    }
+
+    /// A rollback that ended on a revision whose pods crash-loop since is degraded the same
+    /// way (soak seed 22009504: `rolledBack`, 30 of 105 pods ready, no condition said why).
+    #[test]
+    fn updated_pods_crash_looping_at_rest_degrade_a_rolled_back_status() {
+        let mut crashing = pass(Phase::RolledBack, 3);
+        crashing.pods = Some(Box::new(pods_record(4, 2)));
+        let status = next_status(None, &crashing, t(0));
+        assert_eq!(status.phase.as_deref(), Some("rolledBack"));
+        let degraded = condition(&status, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", CRASH_LOOPING_AT_REST)
+        );
+        assert!(
+            degraded.message.starts_with("the rollback succeeded"),
+            "{}",
+            degraded.message
         );
     }
 
