@@ -120,6 +120,7 @@ impl Entry {
             name: self.name.clone(),
             revision: self.revision,
             version: self.version.clone(),
+            template_hash: None,
         }
     }
 }
@@ -263,6 +264,7 @@ impl History {
             name,
             revision: number,
             version: version.to_owned(),
+            template_hash: None,
         })
     }
 

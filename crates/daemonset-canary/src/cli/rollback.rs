@@ -214,11 +214,13 @@ mod tests {
                     name: "agent-2".into(),
                     revision: 2,
                     version: "v2".into(),
+                    template_hash: None,
                 }),
                 stable: Some(RevisionRef {
                     name: "agent-1".into(),
                     revision: 1,
                     version: "v1".into(),
+                    template_hash: None,
                 }),
                 ..HistoryStatus::default()
             }),

@@ -45,6 +45,23 @@ pub struct RevisionRef {
     /// The target version it rolls out.
     #[serde(default)]
     pub version: String,
+    /// The live DaemonSet's template hash (pod template and update strategy as the API server
+    /// stores them) when this revision's rollout ended well. A live DaemonSet that hashes the
+    /// same runs exactly this revision, whoever wrote it: a rollback to it whose record a
+    /// replaced leader lost is the rollback's own write, not drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_hash: Option<String>,
+}
+
+impl RevisionRef {
+    /// This reference with the live template hash its revision ended well with.
+    #[must_use]
+    pub fn with_template_hash(self, template_hash: Option<String>) -> Self {
+        Self {
+            template_hash,
+            ..self
+        }
+    }
 }
 
 /// A rollback in force.

@@ -19,8 +19,8 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use canary_state_machine::{
-    Event, FailureReason, Phase, Revision, RollbackObservation, RollbackReason, UndoTarget,
-    decide_rollback, rolled_back_event, verb_refused,
+    Event, FailureReason, Phase, PreviousPass, Revision, RollbackObservation, RollbackReason,
+    UndoTarget, decide_rollback, rolled_back_event, verb_refused,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
@@ -34,6 +34,7 @@ use crate::crd::{
 };
 use crate::history::{History, Outcome, revision_name};
 use crate::observer::Transition;
+use crate::status::previous_pass;
 
 /// The history status a pass works on: read from the status when the pass begins, changed by
 /// the pass (a rollout started), written with the pass's status.
@@ -94,6 +95,43 @@ impl Pass<'_> {
             .unwrap_or_else(PoisonError::into_inner) = Some(name);
         let rollback = self.history.lock().rollback.clone();
         Ok(rollback.filter(|rollback| self.history.in_force(rollback)))
+    }
+
+    /// Whether a live DaemonSet hashing `live_hash` runs exactly the revision the rollback in
+    /// force goes back to, as recorded when that revision's rollout ended well: then it is the
+    /// rollback's own write, whichever process made it. A leader replaced between that write
+    /// and its status record left the next one no other way to know it, and it reported its
+    /// predecessor's rollback as a hand edit (soak seed 22008210; docs/reliability.md,
+    /// finding 50).
+    pub(super) fn live_is_rollback_revision(&self, live_hash: &str) -> bool {
+        let rollback = self.history.lock().rollback.clone();
+        rollback.is_some_and(|rollback| {
+            self.history.in_force(&rollback)
+                && rollback.to.template_hash.as_deref() == Some(live_hash)
+        })
+    }
+
+    /// The stored pass a decision reads as the previous one, for a rollout of `version`.
+    /// None when the live DaemonSet is the rollback's own write whose record a replaced leader
+    /// lost: the stored phase is then the failure, or the rest, that the rollback left, for
+    /// another target, and read as this rollout's it would keep the rollback `failed` for good
+    /// (soak seed 22008210). The rollback goes on as from its start.
+    pub(super) fn previous_pass_for(&self, live_hash: &str, version: &str) -> Option<PreviousPass> {
+        let status = self.status.as_ref();
+        let lost_start = self.live_is_rollback_revision(live_hash)
+            && status.and_then(|s| s.target_version.as_deref()) != Some(version);
+        if lost_start {
+            None
+        } else {
+            previous_pass(status, self.now)
+        }
+    }
+
+    /// The live template hash the stored status records as the controller's last write.
+    fn written_hash(&self) -> Option<String> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.daemon_set_template_hash.clone())
     }
 
     /// An abort or a rollback after a failure is in force (it reports `rollingBack`): the
@@ -162,11 +200,13 @@ impl Pass<'_> {
         match recorded {
             Ok(current) => {
                 let mut history = self.history.lock();
-                // A template rolled out again is renumbered: the rollback names it as it is now.
+                // A template rolled out again is renumbered: the rollback names it as it is now,
+                // with the live template it ended well with.
                 if let Some(rollback) = history.rollback.as_mut()
                     && rollback.to.name == current.name
                 {
-                    rollback.to = current.clone();
+                    let ended_with = rollback.to.template_hash.take();
+                    rollback.to = current.clone().with_template_hash(ended_with);
                 }
                 history.current = Some(current);
             }
@@ -207,7 +247,7 @@ impl Pass<'_> {
         let current = self.history.lock().current.clone();
         if let Some(current) = current {
             self.record_outcome(&current, Outcome::Successful).await;
-            self.history.lock().stable = Some(current);
+            self.history.lock().stable = Some(current.with_template_hash(self.written_hash()));
         }
     }
 
@@ -250,7 +290,8 @@ impl Pass<'_> {
                 && from != Some(Phase::Failed);
             if ended_well {
                 self.record_outcome(&current, Outcome::Successful).await;
-                history.stable = Some(current);
+                let at_rest = record.template_hash.clone().or_else(|| self.written_hash());
+                history.stable = Some(current.with_template_hash(at_rest));
             } else if failed {
                 self.record_outcome(&current, Outcome::Failed).await;
             }

@@ -53,7 +53,6 @@ use crate::index::PodCountRule;
 use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
-use crate::status::previous_pass;
 use drift::{Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write};
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
@@ -307,6 +306,7 @@ impl<'a> Pass<'a> {
             (Some(written), Some(status)) if written != live_hash => {
                 if own_unrecorded_write(&live, status, written, &own)?
                     || self.ctx.memory.live_is_own_write(self.cds, &live)
+                    || self.live_is_rollback_revision(&live_hash)
                 {
                     own_unrecorded = true;
                     None
@@ -324,7 +324,7 @@ impl<'a> Pass<'a> {
             generation_known: recorded == live.metadata.generation,
             drift,
             tls,
-            previous: previous_pass(status, self.now),
+            previous: self.previous_pass_for(&live_hash, &plan.target.version),
             retry: retry_mark.is_some(),
             held,
             hold_recorded,

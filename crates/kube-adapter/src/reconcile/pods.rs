@@ -48,7 +48,7 @@ use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
-use crate::status::{next_status, previous_pass, step_position};
+use crate::status::{next_status, step_position};
 use crate::watched_node::WatchedNode;
 
 /// The resource version of each pod a pass saw, by UID: what its deletions are conditioned on.
@@ -124,11 +124,13 @@ impl Pass<'_> {
         let live_hash = live_template_hash(live)?;
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
         // Our own write whose record a lost status write or an ended term dropped is no
-        // drift: recorded now (see `WriteLedger`).
+        // drift: recorded now (see `WriteLedger`); nor is a rollback's write, by any process,
+        // of the exact revision it goes back to.
         let own_unrecorded = written_hash
             .as_ref()
             .is_some_and(|written| *written != live_hash)
-            && self.ctx.memory.live_is_own_write(self.cds, live);
+            && (self.ctx.memory.live_is_own_write(self.cds, live)
+                || self.live_is_rollback_revision(&live_hash));
         let (template_changed, drift) = match &desired {
             Some(desired) => {
                 let drift = match (&written_hash, status) {
@@ -209,7 +211,7 @@ impl Pass<'_> {
             hold_recorded,
             retry,
             position,
-            previous: previous_pass(status, self.now),
+            previous: self.previous_pass_for(&live_hash, &version),
             analysis,
         };
         // A rollback goes canary first but waits for nobody: its pause steps are left out.

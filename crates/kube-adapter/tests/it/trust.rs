@@ -543,6 +543,88 @@ async fn an_own_write_whose_record_a_lost_term_dropped_is_not_drift() {
     replica.stop().await;
 }
 
+/// A leader replaced between a rollback's DaemonSet write and the status write that records
+/// it. The next leader, another process, knows the rollback from the stored history, and the
+/// live DaemonSet hashes exactly as the revision it goes back to did when its rollout ended
+/// well: that is the rollback's own write, not a hand edit. Under `driftPolicy: Report` the
+/// rollback ends `rolledBack`, instead of holding `failed` with `Drifted` set for good (soak
+/// seed 22008210).
+#[tokio::test(start_paused = true)]
+async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let (doomed, alive) = killable_client(&sim);
+    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    let mut reported = spec("v1", None);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    reported.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
+    create_cds(&client, "agent", reported).await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+
+    // Slow DaemonSet writes keep the rollback's write in flight long enough to refuse its
+    // record behind it.
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("daemonsets"),
+        FaultAction::Latency(Duration::from_secs(20)),
+    ));
+    let crashing = spec("v2", Some("crashloop"));
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"target": crashing.target, "template": crashing.template}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(900),
+        "the rollback recorded",
+        || async {
+            get_cds(&client, "agent")
+                .await
+                .status
+                .and_then(|s| s.history)
+                .is_some_and(|h| h.rollback.is_some())
+        },
+    )
+    .await;
+    assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v2");
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+    eventually(Duration::from_secs(60), "the rollback written", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v1"
+    })
+    .await;
+    // The leader dies before its record lands; another process takes over.
+    alive.store(false, std::sync::atomic::Ordering::Release);
+    first.task.abort();
+    sim.faults().clear();
+    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    until_agent_phase(&client, "rolledBack", 1800, "the rollback ended").await;
+    let cds = get_cds(&client, "agent").await;
+    let status = cds.status.clone().unwrap_or_default();
+    assert_eq!(status.target_version.as_deref(), Some("v1"));
+    assert_eq!(
+        status.updated_ready, nodes,
+        "every pod back on v1 and ready"
+    );
+    assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v1");
+    assert_ne!(
+        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "the rollback's own write reported as drift"
+    );
+    assert_no_drift(&client, &second).await;
+    second.stop().await;
+}
+
 /// `daemonset-canary pause` on the MaxUnavailable driver, through the annotation: the rollout
 /// under way goes to `OnDelete` in one write (`Paused` once, `status.held`), the DaemonSet
 /// controller replaces no pod for an hour held, the phase stays `paused` (no deadline); the

@@ -98,6 +98,7 @@ fn at_rest_status(generation: i64) -> CanaryDaemonSetStatus {
         name: canary_kube_adapter::history::revision_name("agent", &desired).unwrap(),
         revision: 1,
         version: "v1".into(),
+        template_hash: None,
     };
     CanaryDaemonSetStatus {
         phase: Some("successful".into()),
