@@ -111,14 +111,19 @@ impl Pass<'_> {
         })
     }
 
-    /// The stored pass a decision reads as the previous one, for a rollout of `version`.
+    /// The stored pass a decision reads as the previous one, for a rollout of `version`;
+    /// `rollback_revision_live`: [`Pass::live_is_rollback_revision`] of the live DaemonSet.
     /// None when the live DaemonSet is the rollback's own write whose record a replaced leader
     /// lost: the stored phase is then the failure, or the rest, that the rollback left, for
     /// another target, and read as this rollout's it would keep the rollback `failed` for good
     /// (soak seed 22008210). The rollback goes on as from its start.
-    pub(super) fn previous_pass_for(&self, live_hash: &str, version: &str) -> Option<PreviousPass> {
+    pub(super) fn previous_pass_for(
+        &self,
+        rollback_revision_live: bool,
+        version: &str,
+    ) -> Option<PreviousPass> {
         let status = self.status.as_ref();
-        let lost_start = self.live_is_rollback_revision(live_hash)
+        let lost_start = rollback_revision_live
             && status.and_then(|s| s.target_version.as_deref()) != Some(version);
         if lost_start {
             None

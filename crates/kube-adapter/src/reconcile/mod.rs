@@ -290,6 +290,7 @@ impl<'a> Pass<'a> {
         let hold_recorded = status.is_some_and(|s| s.held == Some(true));
         let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
         let live_hash = live_template_hash(&live)?;
+        let rollback_revision_live = self.live_is_rollback_revision(&live_hash);
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
         let own = OwnWrites {
             strategy: &plan.strategy,
@@ -306,7 +307,7 @@ impl<'a> Pass<'a> {
             (Some(written), Some(status)) if written != live_hash => {
                 if own_unrecorded_write(&live, status, written, &own)?
                     || self.ctx.memory.live_is_own_write(self.cds, &live)
-                    || self.live_is_rollback_revision(&live_hash)
+                    || rollback_revision_live
                 {
                     own_unrecorded = true;
                     None
@@ -324,7 +325,7 @@ impl<'a> Pass<'a> {
             generation_known: recorded == live.metadata.generation,
             drift,
             tls,
-            previous: self.previous_pass_for(&live_hash, &plan.target.version),
+            previous: self.previous_pass_for(rollback_revision_live, &plan.target.version),
             retry: retry_mark.is_some(),
             held,
             hold_recorded,

@@ -122,6 +122,7 @@ impl Pass<'_> {
         let target = status.and_then(|s| s.target_revision.clone());
 
         let live_hash = live_template_hash(live)?;
+        let rollback_revision_live = self.live_is_rollback_revision(&live_hash);
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
         // Our own write whose record a lost status write or an ended term dropped is no
         // drift: recorded now (see `WriteLedger`); nor is a rollback's write, by any process,
@@ -129,8 +130,7 @@ impl Pass<'_> {
         let own_unrecorded = written_hash
             .as_ref()
             .is_some_and(|written| *written != live_hash)
-            && (self.ctx.memory.live_is_own_write(self.cds, live)
-                || self.live_is_rollback_revision(&live_hash));
+            && (self.ctx.memory.live_is_own_write(self.cds, live) || rollback_revision_live);
         let (template_changed, drift) = match &desired {
             Some(desired) => {
                 let drift = match (&written_hash, status) {
@@ -211,7 +211,7 @@ impl Pass<'_> {
             hold_recorded,
             retry,
             position,
-            previous: self.previous_pass_for(&live_hash, &version),
+            previous: self.previous_pass_for(rollback_revision_live, &version),
             analysis,
         };
         // A rollback goes canary first but waits for nobody: its pause steps are left out.
