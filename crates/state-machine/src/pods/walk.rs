@@ -118,9 +118,15 @@ impl<'a> Classes<'a> {
         // as its controller sees the Node deleted, and subtracting it again would undercount
         // the unavailable pods by one (while that count is stale, it overcounts by one, the
         // safe way).
+        // Nor is a node the desired count does not have yet: a node added a moment ago can
+        // hold a ready pod before the DaemonSet controller counts it, and that pod must not
+        // stand in for a counted node that is down (soak seed 23003655: 2 down against a
+        // budget of 1). The nodes shown, counted one by one, are a floor.
+        let shown = ready_counted + unavailable_known;
         let counted = observation
             .desired_pods
-            .saturating_sub((deferred + set_aside).saturating_sub(gone));
+            .saturating_sub((deferred + set_aside).saturating_sub(gone))
+            .max(shown);
         let unavailable = counted.saturating_sub(ready_counted);
         classes.tally.deferred = deferred;
         classes.tally.counted = counted;
