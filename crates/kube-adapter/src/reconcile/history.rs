@@ -427,17 +427,30 @@ impl Pass<'_> {
         outcome
     }
 
-    /// The phase the status reports for `decided` under the rollback in force before this
-    /// pass accounts its history (what [`Pass::account_history`] would report, short of a
-    /// rollback this pass starts or ends).
-    pub(super) fn reported_phase(&self, decided: Phase) -> Phase {
+    /// The record a pass writes ahead of its deletions, from `record`: the phase reported
+    /// under the rollback in force before this pass accounts its history (what
+    /// [`Pass::account_history`] would report, short of a rollback this pass starts or ends),
+    /// and that rollback's decided phase with it. The two travel together: a status reporting
+    /// `rollingBack` over the decided phase of an earlier pass (the `failed` a retry just left)
+    /// reads back as that failure without its reason, and when the pass's own status write
+    /// was then lost, the retried rollout stayed `failed` for good (soak seed 23002141;
+    /// docs/reliability.md, finding 52).
+    pub(super) fn ahead_of_deletions(&self, record: &Transition) -> Transition {
+        let mut ahead = record.clone();
         let history = self.history.lock();
-        let rolling_back = history
+        let in_force = history
             .rollback
             .as_ref()
-            .filter(|rollback| self.history.in_force(rollback))
-            .is_some_and(reports_rollback_phases);
-        decided.reported(rolling_back)
+            .filter(|rollback| self.history.in_force(rollback));
+        if let Some(rollback) = in_force {
+            ahead.to = record.to.reported(reports_rollback_phases(rollback));
+            let mut recorded = history.clone();
+            if let Some(rollback) = recorded.rollback.as_mut() {
+                rollback.decided_phase = Some(record.to.as_str().to_owned());
+            }
+            ahead.history = Some(Box::new(recorded));
+        }
+        ahead
     }
 
     /// The `abort` and `undo` marks not yet acted on.

@@ -554,8 +554,7 @@ impl Pass<'_> {
             return Ok(());
         }
         let previous = self.status.as_ref();
-        let mut ahead = record.clone();
-        ahead.to = self.reported_phase(record.to);
+        let ahead = self.ahead_of_deletions(record);
         let status = next_status(previous, &ahead, self.now);
         let named = |s: &crate::crd::CanaryDaemonSetStatus| {
             (

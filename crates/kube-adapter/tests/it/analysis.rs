@@ -406,3 +406,81 @@ async fn the_status_that_ends_an_analysed_pause_shows_why_even_after_lost_writes
     }
     assert!(crossings >= 3, "{crossings} pauses ended in {statuses:?}");
 }
+
+/// A retry under a rollback in force writes, ahead of its deletions, the phase it reports
+/// (`rollingBack`) with the phase it decided: a status naming `rollingBack` over the `failed`
+/// of the pass before reads back as that failure without its reason. Here the undo goes back
+/// to the stable v1, whose analysis then fails (its rollback has nowhere else to go); the retry
+/// starts deleting v2's canary pod, and the process dies during the deletion. The next process
+/// must carry the retried rollback on, not keep it `failed` as a crash-looping canary no pod
+/// was (soak seed 23002141; docs/reliability.md, finding 52).
+#[tokio::test(start_paused = true)]
+async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again() {
+    let sim = sim(6);
+    let client = sim.client();
+    let prometheus = FakePrometheus::new(Answers::Healthy);
+    let (doomed, alive) = killable_client(&sim);
+    let answers: Arc<dyn QueryApi> = prometheus.clone();
+    let first = Replica::start_with(&sim, doomed, |config| ControllerConfig {
+        prometheus: answers,
+        ..config
+    });
+    let mut spec = analysed_spec("v1");
+    spec.strategy.steps = vec![pause(Some("30s")), nodes_step("1"), pause(None)];
+    spec.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
+    if let Some(analysis) = spec.analysis.as_mut() {
+        analysis.metrics[0].query = "canary_errors".into();
+        analysis.metrics[0].baseline_query = None;
+        analysis.metrics[0].max_ratio = None;
+        analysis.metrics[0].max = Some(0.05);
+    }
+    create_cds(&client, "agent", spec).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(600), "v2's canary, paused", || async {
+        nodes_on(&client, "agent:v2").await.len() == 1 && phase_is(&client, "agent", "paused").await
+    })
+    .await;
+
+    let annotate = |key: &'static str, value: &'static str| {
+        let client = client.clone();
+        async move {
+            Api::<canary_kube_adapter::CanaryDaemonSet>::namespaced(client, NS)
+                .patch(
+                    "agent",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    annotate(canary_kube_adapter::crd::UNDO_ANNOTATION, "previous@1").await;
+    prometheus.set(Answers::CanaryErrors);
+    until_agent_phase(&client, "failed", 600, "v1's analysis failed").await;
+    let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("AnalysisFailed"));
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
+
+    // The retry's deletion hangs; the status it wrote ahead of it is all that is stored when
+    // the process dies.
+    sim.faults().add(canary_sim::FaultRule::new(
+        Some(canary_sim::Verb::Delete),
+        Some("pods"),
+        canary_sim::FaultAction::Latency(Duration::from_secs(60)),
+    ));
+    annotate(canary_kube_adapter::crd::RETRY_ANNOTATION, "r1").await;
+    until_agent_phase(&client, "rollingBack", 120, "the retry's step recorded").await;
+    alive.store(false, std::sync::atomic::Ordering::Release);
+    first.task.abort();
+    sim.faults().clear();
+    let second = replica_with(&sim, &prometheus);
+    eventually(Duration::from_secs(600), "v1 everywhere", || async {
+        nodes_on(&client, "agent:v1").await.len() == 6
+    })
+    .await;
+    until_agent_phase(&client, "rolledBack", 600, "the rollback ended").await;
+    let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+    assert_eq!(status.reason, None, "{:?}", status.message);
+    second.stop().await;
+}
