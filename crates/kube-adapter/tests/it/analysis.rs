@@ -442,20 +442,12 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
     })
     .await;
 
-    let annotate = |key: &'static str, value: &'static str| {
-        let client = client.clone();
-        async move {
-            Api::<canary_kube_adapter::CanaryDaemonSet>::namespaced(client, NS)
-                .patch(
-                    "agent",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
-                )
-                .await
-                .unwrap();
-        }
-    };
-    annotate(canary_kube_adapter::crd::UNDO_ANNOTATION, "previous@1").await;
+    annotate(
+        &client,
+        canary_kube_adapter::crd::UNDO_ANNOTATION,
+        "previous@1",
+    )
+    .await;
     prometheus.set(Answers::CanaryErrors);
     until_agent_phase(&client, "failed", 600, "v1's analysis failed").await;
     let status = get_cds(&client, "agent").await.status.unwrap_or_default();
@@ -469,7 +461,7 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
         Some("pods"),
         canary_sim::FaultAction::Latency(Duration::from_secs(60)),
     ));
-    annotate(canary_kube_adapter::crd::RETRY_ANNOTATION, "r1").await;
+    annotate(&client, canary_kube_adapter::crd::RETRY_ANNOTATION, "r1").await;
     until_agent_phase(&client, "rollingBack", 120, "the retry's step recorded").await;
     alive.store(false, std::sync::atomic::Ordering::Release);
     first.task.abort();

@@ -198,18 +198,6 @@ async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updat
     replica.stop().await;
 }
 
-/// `kubectl annotate cds agent KEY=VALUE`, as the verbs mark the object.
-async fn annotate(client: &Client, key: &str, value: &str) {
-    Api::<canary_kube_adapter::crd::CanaryDaemonSet>::namespaced(client.clone(), NS)
-        .patch(
-            "agent",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
-        )
-        .await
-        .unwrap();
-}
-
 /// `agent`'s target and template set to a v2 whose pods crash-loop.
 async fn set_crash_looping_v2(client: &Client) {
     let broken = pods_spec("v2", Some("crashloop"), vec![]);

@@ -456,3 +456,17 @@ pub(crate) async fn pods_by_node(client: &Client) -> BTreeMap<String, (String, b
         })
         .collect()
 }
+
+/// `kubectl annotate cds agent KEY=VALUE`, as the verbs mark the object.
+pub(crate) async fn annotate(client: &Client, key: &str, value: &str) {
+    Api::<canary_kube_adapter::crd::CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"annotations": {key: value}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
