@@ -23,7 +23,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::checker::{Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended};
+use super::checker::{
+    Checker, Intent, SharedIntent, at_quiescence, cluster_counts, ended, starting_pods,
+};
 use super::plan::{Action, Behavior, CANARY_LABEL, Plan, TOKEN_SECRET, When, ZONE_LABEL};
 use super::prometheus::{FakePrometheus, Tokens};
 use super::recorder::Recorded;
@@ -71,8 +73,9 @@ const QUIET: Duration = Duration::from_secs(120);
 /// writes count-only status changes at most once a second.
 const COUNTS_STILL: Duration = Duration::from_secs(3);
 
-/// Waits until the cluster's pod counts have not moved for [`COUNTS_STILL`] (at most ten
-/// minutes: crash-looping pods back off up to five minutes between restarts).
+/// Waits until the cluster's pod counts have not moved for [`COUNTS_STILL`] and no pod is on
+/// its way up ([`starting_pods`]), at most ten minutes: crash-looping pods back off up to five
+/// minutes between restarts.
 async fn counts_settle(store: &canary_sim::Store) {
     let limit = Instant::now() + Duration::from_secs(600);
     let mut last = cluster_counts(store);
@@ -83,7 +86,7 @@ async fn counts_settle(store: &canary_sim::Store) {
         if now != last {
             last = now;
             still_since = Instant::now();
-        } else if Instant::now() >= still_since + COUNTS_STILL {
+        } else if Instant::now() >= still_since + COUNTS_STILL && starting_pods(store) == 0 {
             return;
         }
     }
