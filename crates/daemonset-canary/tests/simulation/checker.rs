@@ -1258,12 +1258,15 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
             // rollout's last write (row 4), which reports `successful` in the same pass, and the
             // DaemonSet controller then replaces the edited pods at maxUnavailable 1, unsupervised
             // (quirks 5 and 6: they carry the target's annotations, so they count as updated).
+            // Its last replacement may still be starting: a version that takes a minute to
+            // start, rolled back pod by pod after an undo, kept it at work longer than the
+            // wait for still counts (soak seed 24004153).
             let kubevirt_rerolling = cds.spec.strategy.compatibility
                 == canary_state_machine::Compatibility::KubeVirt
-                && current_revision(store, &ds).is_some_and(|current| {
+                && (current_revision(store, &ds).is_some_and(|current| {
                     pods.iter()
                         .any(|pod| revision_of(pod) != Some(current.as_str()))
-                });
+                }) || starting_pods(store) > 0);
             // A version that crashes some time after becoming ready can finish its rollout
             // before the first crash; the counts must still say so.
             if behavior.is_none_or(Behavior::is_good) && updated_ready != all && !kubevirt_rerolling
