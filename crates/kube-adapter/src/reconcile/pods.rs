@@ -502,10 +502,23 @@ impl Pass<'_> {
             .collect();
         // A pod this controller deleted is being replaced even while the cache still shows it
         // live (the watch is late): choosing it again would delete it twice.
+        // A node removed since its pod was deleted is not being replaced: it is gone, and
+        // listing it would defer it (`NodeMissing`) until the memory forgets it.
+        let node_exists = |name: &str| {
+            self.ctx
+                .caches
+                .nodes
+                .get(&ObjectRef::<WatchedNode>::new(name))
+                .is_some()
+        };
         for (node, uid) in self.ctx.memory.replacing(self.cds, &live) {
-            let slot = by_node.entry(node).or_default();
-            if slot.as_ref().is_some_and(|pod| pod.uid == uid) {
-                *slot = None;
+            match by_node.get_mut(&node) {
+                Some(slot) if slot.as_ref().is_some_and(|pod| pod.uid == uid) => *slot = None,
+                Some(_) => {} // Already without a pod: the deleted one is terminating.
+                None if node_exists(&node) => {
+                    by_node.insert(node, None);
+                }
+                None => {}
             }
         }
         let selector = pods_plan.canary_selector.as_ref();

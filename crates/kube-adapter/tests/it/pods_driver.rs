@@ -1,7 +1,7 @@
 //! The Pods driver against canary-sim through the unmodified kube client: the canary lands on
 //! the selected node, a pause holds exactly the first step's nodes, zones go one at a time, a
-//! NotReady node is deferred without stalling, a crash-looping canary stops every deletion, a
-//! promotion ends an open pause, and a DaemonSet someone else owns (`workloadRef`) follows its
+//! NotReady node is deferred without stalling (a removed one is not), a crash-looping canary
+//! stops every deletion, a promotion ends an open pause, and a DaemonSet someone else owns (`workloadRef`) follows its
 //! owner's template changes without the controller ever writing it.
 
 use std::collections::BTreeMap;
@@ -42,25 +42,38 @@ async fn label_node(client: &Client, node: &str, key: &str, value: &str) {
         .unwrap();
 }
 
-async fn status_field(client: &Client, name: &str) -> serde_json::Value {
-    serde_json::to_value(get_cds(client, name).await.status).unwrap()
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it() {
-    let sim = sim(6);
+/// `agent` installed at v1 on `nodes` nodes by the Pods driver with `steps`, the canary node
+/// selector picking the node at `chosen` (by name) alone; one replica running. Returns the
+/// node names too.
+async fn installed_with_a_chosen_canary(
+    nodes: u32,
+    chosen: usize,
+    steps: Vec<canary_kube_adapter::crd::StepSpec>,
+) -> (Env, Client, Replica, Vec<String>) {
+    let sim = sim(nodes);
     let client = sim.client();
-    let nodes = node_names(&client).await;
-    let chosen = nodes[4].clone();
-    label_node(&client, &chosen, "canary.example/first", "yes").await;
+    let names = node_names(&client).await;
+    label_node(&client, &names[chosen], "canary.example/first", "yes").await;
     let replica = Replica::start(&sim, None);
-    let mut spec = pods_spec("v1", None, vec![nodes_step("1"), pause(Some("30s"))]);
+    let mut spec = pods_spec("v1", None, steps);
     spec.strategy.canary_node_selector = Some(LabelSelector {
         match_labels: Some([("canary.example/first".to_owned(), "yes".to_owned())].into()),
         ..LabelSelector::default()
     });
     create_cds(&client, "agent", spec).await;
     until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    (sim, client, replica, names)
+}
+
+async fn status_field(client: &Client, name: &str) -> serde_json::Value {
+    serde_json::to_value(get_cds(client, name).await.status).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_canary_lands_on_the_selected_node_and_a_30s_pause_holds_exactly_it() {
+    let (_sim, client, replica, nodes) =
+        installed_with_a_chosen_canary(6, 4, vec![nodes_step("1"), pause(Some("30s"))]).await;
+    let chosen = nodes[4].clone();
     let ds = get_ds(&client, "agent").await;
     let strategy = ds.spec.unwrap().update_strategy.unwrap();
     assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
@@ -195,6 +208,46 @@ async fn a_not_ready_node_is_deferred_the_rollout_succeeds_and_the_node_is_updat
     })
     .await;
     assert!(phase_is(&client, "agent", "successful").await);
+    replica.stop().await;
+}
+
+/// A node removed right after the controller deleted its pod is gone, not being replaced:
+/// the rollout comes to rest without deferring it (soak seed 24005538, where the status at
+/// rest listed such a node as deferred, `node gone`, until the controller's five-minute memory
+/// of its deletions forgot it).
+#[tokio::test(start_paused = true)]
+async fn a_node_removed_after_its_pod_was_deleted_is_not_deferred() {
+    let (sim, client, replica, nodes) =
+        installed_with_a_chosen_canary(4, 1, vec![nodes_step("1")]).await;
+    let chosen = nodes[1].clone();
+    let deletions = replica.observer.stats().pod_deletions();
+    let started = tokio::time::Instant::now();
+
+    set_version(&client, "agent", "v2").await;
+    eventually(
+        Duration::from_secs(120),
+        "the canary's old pod deleted",
+        || async { replica.observer.stats().pod_deletions() > deletions },
+    )
+    .await;
+    sim.cluster.remove_node(&chosen).unwrap();
+    let others: Vec<String> = nodes.iter().filter(|n| **n != chosen).cloned().collect();
+    eventually(
+        Duration::from_secs(240),
+        "v2 on the other nodes, at rest",
+        || async {
+            phase_is(&client, "agent", "successful").await
+                && nodes_on(&client, "agent:v2").await == others
+        },
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(300),
+        "at rest while the deletion is still remembered"
+    );
+    let status = status_field(&client, "agent").await;
+    assert_eq!(status.get("deferredNodes"), None, "{status}");
+    assert_eq!(status.get("deferredNodeCount"), None, "{status}");
     replica.stop().await;
 }
 
