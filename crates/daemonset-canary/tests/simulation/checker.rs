@@ -1401,7 +1401,9 @@ mod tests {
     /// a violation.
     #[tokio::test(start_paused = true)]
     async fn a_pod_ready_until_a_moment_ago_excuses_a_widening_and_one_down_for_long_does_not() {
-        let widen_after = |down_for: u64| async move {
+        // The canary, ready for a minute, then `down` (not ready, or deleted with its node),
+        // and the widening `after` seconds later.
+        let widen_after = |down: StoreEvent, after: u64| async move {
             let world = World::new();
             let intent = SharedIntent::default();
             if let Ok(mut intent) = intent.lock() {
@@ -1411,35 +1413,21 @@ mod tests {
             checker.apply(&daemon_set("1"));
             checker.apply(&pod(true));
             tokio::time::advance(Duration::from_secs(60)).await;
-            checker.apply(&pod(false));
-            tokio::time::advance(Duration::from_secs(down_for)).await;
+            checker.apply(&down);
+            tokio::time::advance(Duration::from_secs(after)).await;
             checker.apply(&daemon_set("10%"));
             world.violations()
         };
-        let departed = {
-            let world = World::new();
-            let intent = SharedIntent::default();
-            if let Ok(mut intent) = intent.lock() {
-                intent.versions.push(("v2".to_owned(), Behavior::Healthy));
-            }
-            let mut checker = Checker::new(world.clone(), intent, 8.0);
-            checker.apply(&daemon_set("1"));
-            checker.apply(&pod(true));
-            tokio::time::advance(Duration::from_secs(60)).await;
-            let mut deleted = pod(true);
-            deleted.kind = EventKind::Deleted;
-            checker.apply(&deleted);
-            tokio::time::advance(Duration::from_secs(2)).await;
-            checker.apply(&daemon_set("10%"));
-            world.violations()
-        };
+        let mut deleted = pod(true);
+        deleted.kind = EventKind::Deleted;
+        let departed = widen_after(deleted, 2).await;
         assert!(
             departed.is_empty(),
             "a canary whose node went away: {departed:?}"
         );
-        let moment = widen_after(2).await;
+        let moment = widen_after(pod(false), 2).await;
         assert!(moment.is_empty(), "{moment:?}");
-        let long = widen_after(20).await;
+        let long = widen_after(pod(false), 20).await;
         assert_eq!(long.len(), 1, "{long:?}");
         assert_eq!(long[0].invariant, Invariant::NoWidenWithoutReadyCanary);
     }
