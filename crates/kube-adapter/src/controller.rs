@@ -175,6 +175,8 @@ async fn lead_while_elected(
     loop {
         // Wait to lead (or stop).
         let acquired = tokio::select! {
+            // In order, not at random: a simulation seed replays exactly.
+            biased;
             () = shutdown.clone() => false,
             changed = leader.wait_for(|is_leader| *is_leader) => changed.is_ok(),
         };
@@ -485,6 +487,8 @@ async fn run_controller(
         }
     };
     let wedged = tokio::select! {
+        // In order, not at random: a simulation seed replays exactly.
+        biased;
         () = controller => None,
         why = wedge => Some(why),
         () = grace => None,

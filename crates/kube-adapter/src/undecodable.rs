@@ -49,6 +49,8 @@ pub(crate) async fn report(mut notices: mpsc::UnboundedReceiver<Notice>, ctx: Ar
         let next_due = pending.values().filter_map(|p| p.due).min();
         let notice = match next_due {
             Some(due) => tokio::select! {
+                // In order, not at random: a simulation seed replays exactly.
+                biased;
                 notice = notices.recv() => notice,
                 () = tokio::time::sleep_until(due) => {
                     retry_due(&mut pending, &ctx).await;

@@ -189,6 +189,8 @@ pub async fn run(
     );
     loop {
         let first = tokio::select! {
+            // In order, not at random: a simulation seed replays exactly.
+            biased;
             () = &mut shutdown => break,
             change = changes.next() => change,
         };

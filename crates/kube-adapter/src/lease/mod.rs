@@ -161,6 +161,8 @@ impl Elector {
             let deadline = leadership.valid_until();
             let clock = self.clock.clone();
             let attempt = tokio::select! {
+                // In order, not at random: a simulation seed replays exactly.
+                biased;
                 () = &mut stop => break,
                 () = sleep_until(&clock, deadline) => None,
                 attempt = tokio::time::timeout(self.renew_deadline, self.attempt()) => Some(
@@ -198,6 +200,8 @@ impl Elector {
                 .valid_until()
                 .map_or(next, |until| until.min(next));
             tokio::select! {
+                // In order, not at random: a simulation seed replays exactly.
+                biased;
                 () = &mut stop => break,
                 () = sleep_until(&self.clock, Some(wake)) => {}
             }
