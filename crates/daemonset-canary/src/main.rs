@@ -3,9 +3,10 @@
 //! Subcommands: `run` (the controller), `demo` (a rollout on the embedded simulator), `crd` (the
 //! CustomResourceDefinition to install), `status NAME` (a human view of one CanaryDaemonSet),
 //! `get` (a line per CanaryDaemonSet), `promote NAME` (end a pause step), `pause NAME` and
-//! `resume NAME` (hold a Pods-driver rollout on request, let it go on), `retry NAME` (start a
-//! failed one again) and
-//! `sim serve` (the simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
+//! `resume NAME` (hold a rollout on request, let it go on), `retry NAME` (start a failed one
+//! again), `abort NAME` and `undo NAME` (roll back), `history NAME` (the revisions rolled out),
+//! `observe-kubevirt` (read-only metrics of KubeVirt's own upgrade) and `sim serve` (the
+//! simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
 //! Errors end the process with one `error: ...` line on stderr and a non-zero exit code; bad flags
@@ -54,11 +55,11 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// End the pause step a Pods-driver rollout is held in (refused when it is not paused).
     Promote(cli::promote::PromoteArgs),
-    /// Hold a Pods-driver rollout: no pod deletion, no template write until `resume`.
+    /// Hold a rollout (both drivers): no pod deletion, no DaemonSet write until `resume`.
     Pause(cli::verb::TargetArgs),
     /// Let a rollout held by `pause` go on.
     Resume(cli::verb::TargetArgs),
-    /// Start a failed Pods-driver rollout again from its first step (refused unless failed).
+    /// Start a failed rollout again from its first step (both drivers; refused unless failed).
     Retry(cli::verb::TargetArgs),
     /// Stop a rollout and roll back to the last revision that finished successfully, canary
     /// first (both drivers; refused at rest).

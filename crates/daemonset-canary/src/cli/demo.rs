@@ -40,8 +40,12 @@ pub struct DemoArgs {
     /// What happens to the new version: `healthy` (every pod becomes ready), `crashloop-canary`
     /// (the canary crash-loops: the rollout fails, which is this scenario's expected end),
     /// `slow-start` (pods take 90 s to become ready), `node-churn` (nodes join, leave and go
-    /// NotReady during the rollout), `bad-metrics` (the new version is ready everywhere but its
-    /// agents report 10% errors: the analysis of the soak fails it, Pods driver).
+    /// NotReady during the rollout), `zone-by-zone` (Pods driver: one canary node, then each of
+    /// three zones whole before the next), `unhealthy-node` (Pods driver: one node NotReady
+    /// throughout, deferred, the rollout still successful), `rollback` (the canary crash-loops
+    /// and `onFailure: Rollback` rolls back to v1), `bad-metrics` (the new version is ready
+    /// everywhere but its agents report 10% errors: the analysis of the soak fails it, Pods
+    /// driver).
     #[arg(long, env = "CANARY_DEMO_SCENARIO", value_enum, default_value_t = ScenarioKind::Healthy)]
     scenario: ScenarioKind,
     /// Seed of the simulator's random choices (timing jitter): the same seed replays the same

@@ -182,7 +182,7 @@ impl Metrics {
         let daemonset_writes = IntCounterVec::new(
             Opts::new(
                 "daemonset_writes_total",
-                "DaemonSet writes made by the controller, by purpose (start, widen, revert, tls) and result.",
+                "DaemonSet writes made by the controller, by purpose (create, start, widen, finish, tls_step, hold, resume; any for a rejected write) and result.",
             ),
             &["purpose", "result"],
         )?;
