@@ -131,11 +131,7 @@ impl E2e {
     }
 
     async fn node_count(&self) -> u32 {
-        let nodes = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .unwrap();
-        u32::try_from(nodes.items.len()).unwrap()
+        u32::try_from(self.node_names().await.len()).unwrap()
     }
 
     /// The scenario's node agent at `version` with the KWOK behaviour `behavior`, in this
@@ -150,14 +146,29 @@ impl E2e {
         serde_json::from_value(object).unwrap()
     }
 
-    async fn install(&self, version: &str, behavior: &str) -> CanaryDaemonSet {
-        self.canaries()
-            .create(
-                &PostParams::default(),
-                &Self::node_agent(version, behavior, &self.namespace),
-            )
+    /// Creates `cds` and waits until its rollout is `successful`.
+    async fn install(&self, cds: &CanaryDaemonSet, timeout: Duration) {
+        let created = self
+            .canaries()
+            .create(&PostParams::default(), cds)
+            .await
+            .unwrap();
+        self.wait_phase(created.metadata.generation, "successful", timeout)
+            .await;
+    }
+
+    /// The node names, sorted.
+    async fn node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
             .await
             .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        names.sort();
+        names
     }
 
     /// Moves the target to `version` with `behavior`; returns the new spec generation.
@@ -367,10 +378,8 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
         "the e2e cluster has {nodes} nodes; `cargo xtask e2e` starts 50"
     );
 
-    let created = e2e.install("v1", "healthy").await;
-    e2e.wait_phase(
-        created.metadata.generation,
-        "successful",
+    e2e.install(
+        &E2e::node_agent("v1", "healthy", &e2e.namespace),
         Duration::from_secs(180),
     )
     .await;
@@ -534,10 +543,8 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
 async fn crash_looping_canary_fails_the_rollout_after_one_pod() {
     let e2e = E2e::start("crashloop").await;
     let nodes = e2e.node_count().await;
-    let created = e2e.install("v1", "healthy").await;
-    e2e.wait_phase(
-        created.metadata.generation,
-        "successful",
+    e2e.install(
+        &E2e::node_agent("v1", "healthy", &e2e.namespace),
         Duration::from_secs(180),
     )
     .await;
@@ -837,7 +844,13 @@ async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
         );
     }
     // The DaemonSet's name is immutable once set.
-    e2e.install("v1", "healthy").await;
+    e2e.canaries()
+        .create(
+            &PostParams::default(),
+            &E2e::node_agent("v1", "healthy", &e2e.namespace),
+        )
+        .await
+        .unwrap();
     let renamed = serde_json::json!({"spec": {"daemonSetName": "another"}});
     let refused = e2e
         .canaries()
@@ -853,9 +866,11 @@ async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_hand_edit_of_the_daemon_set_is_reverted() {
     let e2e = E2e::start("drift").await;
-    let generation = e2e.install("v1", "healthy").await.metadata.generation;
-    e2e.wait_phase(generation, "successful", Duration::from_secs(300))
-        .await;
+    e2e.install(
+        &E2e::node_agent("v1", "healthy", &e2e.namespace),
+        Duration::from_secs(300),
+    )
+    .await;
     let drifts_before = sum_samples(&e2e.scrape(), "canary_drift_detected_total", &[]);
     let container = e2e
         .daemon_set()
@@ -907,36 +922,16 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
 #[ignore = "needs `cargo xtask e2e`"]
 async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
     let e2e = E2e::start("pods").await;
-    let nodes: Vec<String> = Api::<Node>::all(e2e.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    let chosen = nodes.last().cloned().unwrap();
+    let chosen = e2e.node_names().await.last().cloned().unwrap();
     let label = format!("e2e-canary-{}", std::process::id());
-    let (ok, _, stderr) = Command::new(&e2e.kubectl)
-        .arg("--kubeconfig")
-        .arg(&e2e.kubeconfig)
-        .args([
-            "label",
-            "node",
-            &chosen,
-            &format!("{label}=yes"),
-            "--overwrite",
-        ])
-        .output()
-        .map(|o| {
-            (
-                o.status.success(),
-                String::new(),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-            )
-        })
-        .unwrap();
-    assert!(ok, "{stderr}");
+    // Nodes have no namespace: kubectl ignores the scenario's `-n`.
+    e2e.kubectl(&[
+        "label",
+        "node",
+        &chosen,
+        &format!("{label}=yes"),
+        "--overwrite",
+    ]);
     let pods_driver = |version: &str| {
         let mut cds = E2e::node_agent(version, "healthy", &e2e.namespace);
         let strategy = serde_json::json!({
@@ -952,17 +947,8 @@ async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
         cds = serde_json::from_value(value).unwrap();
         cds
     };
-    let created = e2e
-        .canaries()
-        .create(&PostParams::default(), &pods_driver("v1"))
-        .await
-        .unwrap();
-    e2e.wait_phase(
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(300),
-    )
-    .await;
+    e2e.install(&pods_driver("v1"), Duration::from_secs(300))
+        .await;
     let strategy = e2e
         .daemon_set()
         .await
@@ -1039,17 +1025,7 @@ async fn a_workload_ref_daemon_set_follows_its_owner_and_is_never_written() {
                  "strategy": {"driver": "Pods"}}
     }))
     .unwrap();
-    let created = e2e
-        .canaries()
-        .create(&PostParams::default(), &cds)
-        .await
-        .unwrap();
-    e2e.wait_phase(
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(300),
-    )
-    .await;
+    e2e.install(&cds, Duration::from_secs(300)).await;
     let container = ds
         .spec
         .as_ref()
