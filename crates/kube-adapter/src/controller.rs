@@ -230,6 +230,13 @@ const WEDGE_CHECK: Duration = Duration::from_secs(10);
 /// [`Moved::Counts`]): the status' counts lag the pods by at most this much.
 const COUNTS_WAIT: Duration = Duration::from_secs(1);
 
+/// How long the pod events of a Pods-driver rollout wait for their pass (see
+/// [`Moved::Facts`]): the pass reads every pod, so one pass takes the events of this while
+/// at once, instead of one pass per event. A replacement the budget allows starts at most this
+/// much later (a node's replacement takes seconds), and a crash loop stops the deletions at
+/// most this much later (no pass deletes meanwhile).
+pub(crate) const FACTS_WAIT: Duration = Duration::from_millis(200);
+
 /// One controller term: fresh watches, caches and memory (but the `ledger` of the process's
 /// DaemonSet writes), until `stop` completes or the reconcile loop wedges (then the reason).
 async fn run_controller(
@@ -292,6 +299,7 @@ async fn run_controller(
     // moves counts no decision turns on waits, with the others of its CanaryDaemonSet, for
     // one pass per `COUNTS_WAIT`, which brings the status' counts up to date.
     let (counts_moved, counted_triggers) = Coalesced::<CanaryDaemonSet>::new(COUNTS_WAIT);
+    let (facts_moved, facts_triggers) = Coalesced::<CanaryDaemonSet>::new(FACTS_WAIT);
     let pod_stream = watcher(api::<WatchedPod>(&client, ns), owned.clone())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
@@ -300,6 +308,12 @@ async fn run_controller(
             match event {
                 watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => match moved {
                     Moved::Decision => Some(pod),
+                    Moved::Facts => {
+                        if let Some(owner) = owner_of_labelled(pod) {
+                            facts_moved.later(owner);
+                        }
+                        None
+                    }
                     Moved::Counts => {
                         if let Some(owner) = owner_of_labelled(pod) {
                             counts_moved.later(owner);
@@ -445,6 +459,7 @@ async fn run_controller(
             pods_driven(&node_targets.state())
         })
         .reconcile_on(counted_triggers)
+        .reconcile_on(facts_triggers)
         .reconcile_on(futures::stream::unfold(
             workload_triggers,
             |mut rx| async move {

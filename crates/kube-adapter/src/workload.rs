@@ -7,7 +7,12 @@
 //! (immutable, so it never needs to change), started by the first pass that needs it and
 //! stopped when no CanaryDaemonSet references the DaemonSet any more or the controller term
 //! ends. Each watch fills its own [`OwnerIndex`] (a relist swaps a whole index, so watches never
-//! share one) and triggers a pass of every CanaryDaemonSet that references the DaemonSet.
+//! share one) and triggers a pass of every CanaryDaemonSet that references the DaemonSet: at
+//! once for a change a decision turns on, within [`FACTS_WAIT`] for a pod's facts (one pass for
+//! the events of that while, as for the controller's own pods), never for a change of nothing
+//! a pass reads.
+//!
+//! [`FACTS_WAIT`]: crate::controller::FACTS_WAIT
 //!
 //! # Invariants
 //!
@@ -30,9 +35,10 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
+use crate::controller::FACTS_WAIT;
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
-use crate::index::{OwnerIndex, WatchedPod};
+use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
 use crate::trigger::{WatchBackoff, WatchErrors, WatchLog};
@@ -216,17 +222,51 @@ impl WorkloadWatches {
         let stream = watcher(api, config)
             .backoff(WatchBackoff::default())
             .map_ok(move |event| {
-                index.apply(&event);
-                event
+                let moved = index.apply(&event);
+                match event {
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) => moved,
+                    // A relist replaces the index: its passes read the new one.
+                    _ => Moved::Decision,
+                }
             });
         let stream = self.errors.without_errors(stream, resource);
+        let trigger_all = move || {
+            let referrers: Vec<_> = lock(&referrers).iter().cloned().collect();
+            for referrer in referrers {
+                // A stopped term has dropped the receiver: nothing left to trigger.
+                let _ = triggers.send(referrer);
+            }
+        };
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
-            while stream.next().await.is_some() {
-                let referrers: Vec<_> = lock(&referrers).iter().cloned().collect();
-                for referrer in referrers {
-                    // A stopped term has dropped the receiver: nothing left to trigger.
-                    let _ = triggers.send(referrer);
+            // When the facts moved since the last trigger are due for their pass.
+            let mut due: Option<tokio::time::Instant> = None;
+            loop {
+                let moved = match due {
+                    Some(at) => tokio::select! {
+                        // In order: the due pass first, so that a flood of events cannot
+                        // hold it back.
+                        biased;
+                        () = tokio::time::sleep_until(at) => {
+                            due = None;
+                            trigger_all();
+                            continue;
+                        }
+                        moved = stream.next() => moved,
+                    },
+                    None => stream.next().await,
+                };
+                match moved {
+                    None => break,
+                    // Errors were taken out (and counted) by `without_errors`.
+                    Some(Ok(Moved::Nothing) | Err(_)) => {}
+                    Some(Ok(Moved::Decision)) => {
+                        due = None;
+                        trigger_all();
+                    }
+                    Some(Ok(Moved::Facts | Moved::Counts)) => {
+                        due.get_or_insert_with(|| tokio::time::Instant::now() + FACTS_WAIT);
+                    }
                 }
             }
         })

@@ -219,13 +219,21 @@ impl Recorded {
     }
 
     fn before(&self, request: &Request_) {
-        let count = self.world.count_request(self.replica);
+        let kind = format!(
+            "{} {}{}",
+            request.method,
+            request.resource,
+            if request.watch { " (watch)" } else { "" }
+        );
+        let count = self.world.count_request(self.replica, kind);
         if count == self.hot_loop_limit + 1 {
             self.world.violate(
                 Invariant::NoPanicNoHotLoop,
                 format!(
-                    "{} made more than {} requests in one virtual minute",
-                    self.identity, self.hot_loop_limit
+                    "{} made more than {} requests in one virtual minute: {}",
+                    self.identity,
+                    self.hot_loop_limit,
+                    self.world.requests_this_minute(self.replica)
                 ),
             );
         }

@@ -273,6 +273,8 @@ struct State {
     exercised: Exercised,
     writes: BTreeMap<String, WriteTally>,
     requests_per_minute: BTreeMap<(usize, u64), u64>,
+    /// The same requests by kind (`DELETE pods`), for the report of a hot loop.
+    request_kinds: BTreeMap<(usize, u64), BTreeMap<String, u64>>,
     pods_driver: bool,
     /// Successful DELETEs per pod UID (invariant 14).
     deletes_per_uid: BTreeMap<String, u32>,
@@ -462,17 +464,42 @@ impl World {
         *tally
     }
 
-    /// Counts one request of `replica`; returns the count of its current virtual minute.
-    pub fn count_request(&self, replica: usize) -> u64 {
+    /// Counts one request of `replica` of `kind` (`DELETE pods`); returns the count of its
+    /// current virtual minute.
+    pub fn count_request(&self, replica: usize, kind: String) -> u64 {
         let minute = (self.now() / 60.0) as u64;
         let mut state = self.lock();
         state.exercised.requests += 1;
+        *state
+            .request_kinds
+            .entry((replica, minute))
+            .or_default()
+            .entry(kind)
+            .or_default() += 1;
         let count = state
             .requests_per_minute
             .entry((replica, minute))
             .or_default();
         *count += 1;
         *count
+    }
+
+    /// The requests of `replica` in the current virtual minute by kind, most first
+    /// (`DELETE pods 850, PATCH canarydaemonsets/status 41, ...`).
+    pub fn requests_this_minute(&self, replica: usize) -> String {
+        let minute = (self.now() / 60.0) as u64;
+        let state = self.lock();
+        let mut kinds: Vec<(&String, &u64)> = state
+            .request_kinds
+            .get(&(replica, minute))
+            .map(|kinds| kinds.iter().collect())
+            .unwrap_or_default();
+        kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        kinds
+            .iter()
+            .map(|(kind, count)| format!("{kind} {count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The busiest virtual minute of any replica.

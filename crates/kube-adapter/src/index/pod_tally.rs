@@ -16,8 +16,10 @@
 //! updated and ready, crash loops) is [`Moved::Counts`], and [`Moved::Decision`] only when it
 //! crosses a threshold a decision looks at: no updated pod or some, no updated pod ready or
 //! some (the canary), every counted pod updated and ready or not (the end), the crash loop
-//! named; without a rule, any change of the pod's facts is a decision. A rollout on 5,000
-//! nodes moves the counts some 10,000 times and crosses a threshold a handful of times.
+//! named; without a rule, any change of the pod's facts is a decision, or [`Moved::Facts`] in a
+//! group whose passes read the facts themselves (the Pods driver's, see
+//! [`PodTally::facts_only`]). A rollout on 5,000 nodes moves the counts some 10,000 times and
+//! crosses a threshold a handful of times.
 
 use std::collections::BTreeMap;
 
@@ -87,6 +89,9 @@ impl PodCountRule {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PodTally {
     rule: Option<PodCountRule>,
+    /// No counts on purpose: the group's passes read every pod's facts instead (the Pods
+    /// driver, [`OwnerIndex::forget_counts`](super::OwnerIndex::forget_counts)).
+    facts_only: bool,
     total: u32,
     updated: u32,
     updated_ready: u32,
@@ -96,6 +101,15 @@ pub struct PodTally {
 }
 
 impl PodTally {
+    /// A tally that keeps no counts, for a group whose passes read every pod's facts: a
+    /// change of them is [`Moved::Facts`].
+    pub(super) fn facts_only() -> Self {
+        PodTally {
+            facts_only: true,
+            ..PodTally::default()
+        }
+    }
+
     /// The tally of `pods` under `rule`, counted from scratch.
     pub(super) fn recount<'p>(
         rule: PodCountRule,
@@ -183,10 +197,11 @@ impl Tally<PodSummary> for PodTally {
             (None, None) => false,
             _ => true,
         };
-        let changed_facts = if changed_facts {
-            Moved::Decision
-        } else {
-            Moved::Nothing
+        let changed_facts = match (changed_facts, self.facts_only) {
+            (false, _) => Moved::Nothing,
+            (true, true) => Moved::Facts,
+            // Not counted yet (or another owner's pod, below): this tally cannot say.
+            (true, false) => Moved::Decision,
         };
         let Some(rule) = &self.rule else {
             return changed_facts;
