@@ -8,11 +8,9 @@
 //! stopped when no CanaryDaemonSet references the DaemonSet any more or the controller term
 //! ends. Each watch fills its own [`OwnerIndex`] (a relist swaps a whole index, so watches never
 //! share one) and triggers a pass of every CanaryDaemonSet that references the DaemonSet: at
-//! once for a change a decision turns on, within [`FACTS_WAIT`] for a pod's facts (one pass for
-//! the events of that while, as for the controller's own pods), never for a change of nothing
-//! a pass reads.
-//!
-//! [`FACTS_WAIT`]: crate::controller::FACTS_WAIT
+//! once for a change a decision turns on, within `FACTS_WAIT` (200 ms, the controller's) for a
+//! pod's facts (one pass for the events of that while, as for the controller's own pods), never
+//! for a change of nothing a pass reads.
 //!
 //! # Invariants
 //!
