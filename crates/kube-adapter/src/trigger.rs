@@ -269,7 +269,9 @@ impl Backoff for WatchBackoff {
 /// Triggers that may wait: at most one pass per object per `wait`, however many ask for one
 /// meanwhile. For pod events that move counts a pass only reports (see
 /// [`Moved::Counts`](crate::index::Moved::Counts)): the status' counts follow the rollout
-/// every `wait` instead of on each of its thousands of pod events.
+/// every `wait` instead of on each of its thousands of pod events; and for the pod events of
+/// a Pods-driver rollout ([`Moved::Facts`](crate::index::Moved::Facts)), whose passes read
+/// every pod.
 pub(crate) struct Coalesced<K: kube::Resource> {
     pending: Arc<Mutex<std::collections::HashSet<ObjectRef<K>>>>,
     sender: tokio::sync::mpsc::UnboundedSender<ObjectRef<K>>,
@@ -298,12 +300,19 @@ where
             let key = receiver.recv().await?;
             Some((key, receiver))
         });
-        let coalesced = Coalesced {
+        (Self::sending_to(sender, wait), triggers)
+    }
+
+    /// A coalescer whose triggers go to `sender`, a channel the Controller already reads.
+    pub(crate) fn sending_to(
+        sender: tokio::sync::mpsc::UnboundedSender<ObjectRef<K>>,
+        wait: Duration,
+    ) -> Self {
+        Coalesced {
             pending: Arc::default(),
             sender,
             wait,
-        };
-        (coalesced, triggers)
+        }
     }
 
     /// A pass of `key` within `wait`, unless one is already on its way.

@@ -39,7 +39,7 @@ use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
-use crate::trigger::{WatchBackoff, WatchErrors, WatchLog};
+use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]
@@ -76,6 +76,8 @@ pub struct WorkloadWatches {
     client: Client,
     errors: WatchErrors,
     triggers: mpsc::UnboundedSender<ObjectRef<CanaryDaemonSet>>,
+    /// The same channel, for the pod events that may wait (`FACTS_WAIT`).
+    later: Coalesced<CanaryDaemonSet>,
     watches: Mutex<HashMap<(String, String), Watch>>,
 }
 
@@ -113,6 +115,7 @@ impl WorkloadWatches {
                 health,
                 log: WatchLog::default(),
             },
+            later: Coalesced::sending_to(triggers.clone(), FACTS_WAIT),
             triggers,
             watches: Mutex::default(),
         }
@@ -228,42 +231,24 @@ impl WorkloadWatches {
                 }
             });
         let stream = self.errors.without_errors(stream, resource);
-        let trigger_all = move || {
-            let referrers: Vec<_> = lock(&referrers).iter().cloned().collect();
-            for referrer in referrers {
-                // A stopped term has dropped the receiver: nothing left to trigger.
-                let _ = triggers.send(referrer);
-            }
-        };
+        let later = self.later.clone();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
-            // When the facts moved since the last trigger are due for their pass.
-            let mut due: Option<tokio::time::Instant> = None;
-            loop {
-                let moved = match due {
-                    Some(at) => tokio::select! {
-                        // In order: the due pass first, so that a flood of events cannot
-                        // hold it back.
-                        biased;
-                        () = tokio::time::sleep_until(at) => {
-                            due = None;
-                            trigger_all();
-                            continue;
-                        }
-                        moved = stream.next() => moved,
-                    },
-                    None => stream.next().await,
-                };
+            while let Some(moved) = stream.next().await {
+                let referrers: Vec<_> = lock(&referrers).iter().cloned().collect();
                 match moved {
-                    None => break,
                     // Errors were taken out (and counted) by `without_errors`.
-                    Some(Ok(Moved::Nothing) | Err(_)) => {}
-                    Some(Ok(Moved::Decision)) => {
-                        due = None;
-                        trigger_all();
+                    Ok(Moved::Nothing) | Err(_) => {}
+                    Ok(Moved::Decision) => {
+                        for referrer in referrers {
+                            // A stopped term has dropped the receiver: nothing to trigger.
+                            let _ = triggers.send(referrer);
+                        }
                     }
-                    Some(Ok(Moved::Facts | Moved::Counts)) => {
-                        due.get_or_insert_with(|| tokio::time::Instant::now() + FACTS_WAIT);
+                    Ok(Moved::Facts | Moved::Counts) => {
+                        for referrer in referrers {
+                            later.later(referrer);
+                        }
                     }
                 }
             }
