@@ -1,6 +1,7 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
 //! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `rollback` (`abort`, `undo`
-//! and `history`), `crd`, `observe-kubevirt`, `sim serve`); `verb` holds what the verbs that steer a rollout share. The building blocks they wire
+//! and `history`), `crd`, `observe-kubevirt`, `sim serve`); `verb` holds what the verbs that
+//! steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
 //! Shared here: the kubeconfig flags ([`KubeArgs`], flattened into every command that talks to
