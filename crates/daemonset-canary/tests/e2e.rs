@@ -20,7 +20,7 @@ mod support;
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::demo::scenario::{NAME, manifest};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -159,16 +159,7 @@ impl E2e {
 
     /// The node names, sorted.
     async fn node_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = Api::<Node>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|n| n.metadata.name)
-            .collect();
-        names.sort();
-        names
+        canary_testkit::node_names(&self.client).await
     }
 
     /// Moves the target to `version` with `behavior`; returns the new spec generation.
@@ -1026,17 +1017,7 @@ async fn a_workload_ref_daemon_set_follows_its_owner_and_is_never_written() {
     }))
     .unwrap();
     e2e.install(&cds, Duration::from_secs(300)).await;
-    let container = ds
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .name
-        .clone();
+    let container = canary_testkit::first_container(&ds).name.clone();
     let image = "registry.example/by-helm:2";
     e2e.kubectl(&[
         "set",

@@ -429,14 +429,7 @@ TargetSpec {
         );
         assert_eq!(owner.controller, Some(true));
 
-        let pod_meta = ds
-            .spec
-            .as_ref()
-            .unwrap()
-            .template
-            .metadata
-            .as_ref()
-            .unwrap();
+        let pod_meta = canary_testkit::template_meta(&ds);
         assert_eq!(pod_meta.labels.as_ref().unwrap()[OWNER_LABEL], "agent");
         // The pods carry the target; the template hash stays on the DaemonSet, so that a
         // change of it alone never re-rolls them.
@@ -478,16 +471,7 @@ TargetSpec {
         );
         assert_ne!(live_template_hash(&widened).unwrap(), hash);
         let mut edited = ds;
-        edited
-            .spec
-            .as_mut()
-            .unwrap()
-            .template
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers[0]
-            .image = Some("agent:hand".into());
+        canary_testkit::first_container_mut(&mut edited).image = Some("agent:hand".into());
         assert_ne!(live_template_hash(&edited).unwrap(), hash);
     }
 

@@ -9,58 +9,14 @@
 //! events for watch resumption and up to `channel capacity` undelivered events per subscriber;
 //! both hold whole objects, so they weigh on the peak memory as much as the live objects.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use canary_sim::cluster::{Cluster, ClusterConfig};
 use canary_sim::store::{DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY};
 use canary_sim::{SimClock, Store};
-use k8s_openapi::api::apps::v1::{
-    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
-};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use canary_testkit::agent_daemonset;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-fn daemonset(max_unavailable: IntOrString) -> DaemonSet {
-    let labels = BTreeMap::from([("app".to_owned(), "agent".to_owned())]);
-    DaemonSet {
-        metadata: ObjectMeta {
-            name: Some("agent".to_owned()),
-            namespace: Some("default".to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "agent".to_owned(),
-                        image: Some("agent:v1".to_owned()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            },
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".to_owned()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(max_unavailable),
-                    max_surge: None,
-                }),
-            }),
-            ..DaemonSetSpec::default()
-        }),
-        status: None,
-    }
-}
 
 /// Peak resident set size of this process, from `/proc/self/status` (Linux).
 fn peak_rss_kib() -> Option<u64> {
@@ -123,7 +79,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..ClusterConfig::default()
         },
     );
-    store.create(&daemonset(max_unavailable.clone()))?;
+    store.create(&agent_daemonset(
+        "default",
+        "agent",
+        "agent:v1",
+        max_unavailable.clone(),
+    ))?;
     let virtual_start = tokio::time::Instant::now();
     wait_rolled_out(&store, &cluster, desired).await?;
     let created = wall.elapsed();

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::{Compatibility, Driver};
+use canary_testkit::put_secret;
 use daemonset_canary::demo::scenario::{NAME, NAMESPACE, error_ratio_analysis, manifest_for};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -271,25 +272,6 @@ fn analysed_https(version: &str, prometheus_port: u16) -> serde_json::Value {
     manifest
 }
 
-/// Writes Secret `name` with `key: value` (server-side apply, as `kubectl apply` would).
-async fn put_secret(client: &kube::Client, name: &str, key: &str, value: &str) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "stringData": {key: value},
-    });
-    secrets
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(secret),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     let dir = temp_dir("analysis-tls");
@@ -298,8 +280,8 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/tls");
     let ca = std::fs::read_to_string(tls.join("ca.crt")).unwrap();
     let not_the_ca = std::fs::read_to_string(tls.join("server.crt")).unwrap();
-    put_secret(&client, "prometheus-ca", "ca.crt", &ca).await;
-    put_secret(&client, "prometheus-token", "token", "a-token\n").await;
+    put_secret(&client, NAMESPACE, "prometheus-ca", "ca.crt", &ca).await;
+    put_secret(&client, NAMESPACE, "prometheus-token", "token", "a-token\n").await;
 
     let (_exporter, exporter_port) = Exporter::start(&client);
     let port = free_port();
@@ -324,7 +306,7 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     assert_eq!(analysis.measurements[0].value.as_deref(), Some("0.01"));
 
     // A CA that does not sign the server's certificate: no answer is trusted, the canary holds.
-    put_secret(&client, "prometheus-ca", "ca.crt", &not_the_ca).await;
+    put_secret(&client, NAMESPACE, "prometheus-ca", "ca.crt", &not_the_ca).await;
     set("v3").await;
     let held = wait_for(&api, "held inconclusive", |s| {
         analysis_condition(s).1 == "AnalysisInconclusive"
@@ -339,6 +321,6 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     assert_eq!(held.updated, 1, "{held:#?}");
 
     // The right CA back: the rollout goes on.
-    put_secret(&client, "prometheus-ca", "ca.crt", &ca).await;
+    put_secret(&client, NAMESPACE, "prometheus-ca", "ca.crt", &ca).await;
     wait_for(&api, "v3 successful", |s| phase(s) == "successful").await;
 }

@@ -13,6 +13,7 @@ use canary_kube_adapter::controller::ControllerConfig;
 use canary_kube_adapter::crd::{
     AnalysisSpec, CanaryDaemonSetSpec, MetricSpec, PrometheusSpec, SecretKeyRef,
 };
+use canary_testkit::put_secret;
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -229,30 +230,12 @@ async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
     replica.stop().await;
 }
 
-/// A Secret `name` holding `key: value`, created or replaced.
-async fn put_secret(client: &Client, name: &str, key: &str, value: &str) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), NS);
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": NS},
-        "stringData": {key: value},
-    });
-    secrets
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(secret),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_round() {
     let (_sim, client, prometheus, replica) = with_prometheus(Answers::Healthy);
     let ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-    put_secret(&client, "prometheus-token", "token", "first-token\n").await;
-    put_secret(&client, "prometheus-ca", "ca.crt", ca).await;
+    put_secret(&client, NS, "prometheus-token", "token", "first-token\n").await;
+    put_secret(&client, NS, "prometheus-ca", "ca.crt", ca).await;
     let mut spec = analysed_spec("v1");
     if let Some(analysis) = spec.analysis.as_mut() {
         analysis.prometheus.address = "https://prometheus.test:9090".into();
@@ -283,7 +266,7 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
     );
 
     // Rotated: the next round sends the new token.
-    put_secret(&client, "prometheus-token", "token", "second-token").await;
+    put_secret(&client, NS, "prometheus-token", "token", "second-token").await;
     eventually(
         Duration::from_secs(60),
         "the rotated token sent",
@@ -327,7 +310,7 @@ async fn the_token_and_ca_of_an_https_prometheus_come_from_secrets_read_every_ro
     assert_eq!(nodes_on(&client, "agent:v3").await.len(), 1);
 
     // Put back: the rollout goes on.
-    put_secret(&client, "prometheus-token", "token", "third-token").await;
+    put_secret(&client, NS, "prometheus-token", "token", "third-token").await;
     until_agent_phase(&client, "successful", 600, "v3 rolled out").await;
     replica.stop().await;
 }

@@ -9,27 +9,15 @@ use std::time::Duration;
 
 use canary_kube_adapter::crd::{CanaryDaemonSetSpec, PROMOTE_ANNOTATION, WorkloadRef};
 use canary_kube_adapter::observer::Report;
+use canary_testkit::node_names;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::*;
-
-async fn node_names(client: &Client) -> Vec<String> {
-    let mut names: Vec<String> = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    names.sort();
-    names
-}
 
 async fn label_node(client: &Client, node: &str, key: &str, value: &str) {
     Api::<Node>::all(client.clone())

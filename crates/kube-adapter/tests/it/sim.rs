@@ -7,6 +7,7 @@ use std::time::Duration;
 use canary_kube_adapter::crd::{CanaryDaemonSet, CanaryDaemonSetSpec};
 use canary_sim::{FaultAction, FaultRule, Trigger, Verb};
 use canary_state_machine::WriteKind;
+use canary_testkit::template_meta;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams};
@@ -34,17 +35,7 @@ async fn creates_the_daemonset_owned_and_annotated() {
     );
     let annotations = ds.metadata.annotations.as_ref().unwrap();
     assert_eq!(annotations["kubevirt.io/install-strategy-version"], "v1");
-    let template_annotations = ds
-        .spec
-        .as_ref()
-        .unwrap()
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .annotations
-        .clone()
-        .unwrap();
+    let template_annotations = template_meta(&ds).annotations.clone().unwrap();
     assert_eq!(
         template_annotations["kubevirt.io/install-strategy-version"],
         "v1"

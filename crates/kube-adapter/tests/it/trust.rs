@@ -10,6 +10,7 @@ use canary_kube_adapter::crd::CanaryDaemonSet;
 use canary_kube_adapter::observer::{Report, Reports};
 use canary_sim::{FaultAction, FaultRule, Verb};
 use canary_state_machine::{DriftPolicy, WriteKind};
+use canary_testkit::first_container;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -73,17 +74,7 @@ async fn installed(
 }
 
 fn image_of(ds: &DaemonSet) -> String {
-    ds.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .image
-        .clone()
-        .unwrap_or_default()
+    first_container(ds).image.clone().unwrap_or_default()
 }
 
 /// The DaemonSet writes reported from now on, in order.

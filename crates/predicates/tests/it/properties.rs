@@ -2,15 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use canary_predicates::k8s_openapi::api::apps::v1::{
-    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
-};
+use canary_predicates::k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use canary_predicates::k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodStatus,
 };
 use canary_predicates::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use canary_predicates::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use canary_predicates::*;
+use canary_testkit::rolling_update;
 use proptest::prelude::*;
 
 fn valid_max_unavailable() -> impl Strategy<Value = MaxUnavailable> {
@@ -23,13 +22,7 @@ fn valid_max_unavailable() -> impl Strategy<Value = MaxUnavailable> {
 fn ds_with_max_unavailable(value: IntOrString) -> DaemonSet {
     DaemonSet {
         spec: Some(DaemonSetSpec {
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(value),
-                    max_surge: None,
-                }),
-            }),
+            update_strategy: Some(rolling_update(value)),
             ..DaemonSetSpec::default()
         }),
         ..DaemonSet::default()

@@ -184,32 +184,12 @@ fn revision_hash_from_name(ds: &DaemonSet, revision: &ControllerRevision) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::DaemonSetSpec;
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     fn ds(image: &str) -> DaemonSet {
-        let mut ds = DaemonSet::default();
-        ds.metadata.name = Some("agent".to_owned());
-        ds.metadata.namespace = Some("kube-system".to_owned());
+        let mut ds =
+            canary_testkit::agent_daemonset("kube-system", "agent", image, IntOrString::Int(1));
         ds.metadata.uid = Some("uid-1".to_owned());
-        let template = PodTemplateSpec {
-            metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                labels: Some(BTreeMap::from([("app".to_owned(), "agent".to_owned())])),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "agent".to_owned(),
-                    image: Some(image.to_owned()),
-                    ..Container::default()
-                }],
-                ..PodSpec::default()
-            }),
-        };
-        ds.spec = Some(DaemonSetSpec {
-            template,
-            ..DaemonSetSpec::default()
-        });
         ds
     }
 

@@ -5,56 +5,21 @@ use std::time::Duration;
 
 use canary_sim::cluster::{BEHAVIOR_ANNOTATION, Cluster, ClusterConfig, KubeletConfig};
 use canary_sim::{EventKind, SimClock, Store, StoreEvent};
+use canary_testkit::{agent_daemonset, first_container_mut, template_meta, template_meta_mut};
 use k8s_openapi::api::apps::v1::{
-    ControllerRevision, DaemonSet, DaemonSetSpec, DaemonSetStatus, DaemonSetUpdateStrategy,
-    RollingUpdateDaemonSet,
+    ControllerRevision, DaemonSet, DaemonSetStatus, DaemonSetUpdateStrategy,
 };
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use tokio::sync::broadcast;
 
 const NS: &str = "default";
 
+/// DaemonSet `name` in [`NS`]: one container `agent` of `image`.
 fn daemonset(name: &str, image: &str, max_unavailable: IntOrString) -> DaemonSet {
-    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
-    DaemonSet {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(NS.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "agent".to_owned(),
-                        image: Some(image.to_owned()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            },
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".to_owned()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(max_unavailable),
-                    max_surge: None,
-                }),
-            }),
-            ..DaemonSetSpec::default()
-        }),
-        status: None,
-    }
+    agent_daemonset(NS, name, image, max_unavailable)
 }
 
 fn start(nodes: u32, seed: u64) -> (Store, Cluster) {
@@ -78,27 +43,8 @@ fn get_ds(store: &Store, name: &str) -> DaemonSet {
 
 fn set_image(store: &Store, name: &str, image: &str) {
     let mut ds = get_ds(store, name);
-    ds.spec
-        .as_mut()
-        .unwrap()
-        .template
-        .spec
-        .as_mut()
-        .unwrap()
-        .containers[0]
-        .image = Some(image.to_owned());
+    first_container_mut(&mut ds).image = Some(image.to_owned());
     store.update(&ds).expect("template updated");
-}
-
-/// The metadata of `ds`'s pod template.
-fn template_metadata(ds: &DaemonSet) -> &ObjectMeta {
-    ds.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
 }
 
 /// A `NoSchedule` taint `key=value`.
@@ -410,7 +356,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
             .collect();
         on.sort();
         assert_eq!(on, nodes, "{file}: pods on exactly the eligible nodes");
-        let template_labels = template_metadata(&template).labels.clone().unwrap();
+        let template_labels = template_meta(&template).labels.clone().unwrap();
         for pod in &pods {
             let labels = pod.metadata.labels.as_ref().unwrap();
             assert!(
@@ -464,7 +410,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
     }
     // The node-exporter template annotation reaches the pods.
     let exporter = fixture_daemonset("node-exporter.yaml");
-    let annotations = template_metadata(&exporter).annotations.clone().unwrap();
+    let annotations = template_meta(&exporter).annotations.clone().unwrap();
     let pod = store
         .list::<Pod>(Some("monitoring"))
         .into_iter()
@@ -479,14 +425,7 @@ async fn real_manifests_schedule_by_node_selector_affinity_and_tolerations() {
 }
 
 fn with_behavior(mut ds: DaemonSet, behavior: &str) -> DaemonSet {
-    let meta = ds
-        .spec
-        .as_mut()
-        .unwrap()
-        .template
-        .metadata
-        .as_mut()
-        .unwrap();
+    let meta = template_meta_mut(&mut ds);
     meta.annotations
         .get_or_insert_with(BTreeMap::new)
         .insert(BEHAVIOR_ANNOTATION.to_owned(), behavior.to_owned());

@@ -1,9 +1,10 @@
 //! Shared test inputs: a virt-handler-like DaemonSet and the third-party fixtures.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub use canary_testkit::{pod_spec, pod_spec_mut, template_meta_mut};
 use canary_tls_migration::TlsConfig;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::Container;
 
 pub const CERT_MOUNT_PATH: &str = "/etc/virt-handler/clientcertificates";
 
@@ -115,14 +116,6 @@ pub const FIXTURES: [&str; 5] = [
     "node-exporter.yaml",
     "nvidia-device-plugin.yaml",
 ];
-
-pub fn pod_spec(ds: &DaemonSet) -> &PodSpec {
-    ds.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
-}
-
-pub fn pod_spec_mut(ds: &mut DaemonSet) -> &mut PodSpec {
-    ds.spec.as_mut().unwrap().template.spec.as_mut().unwrap()
-}
 
 pub fn container<'a>(ds: &'a DaemonSet, name: &str) -> &'a Container {
     pod_spec(ds)

@@ -169,17 +169,7 @@ fn the_label_on_the_pod_template_does_not_count() {
         .unwrap()
         .remove_entry("kubevirt.io/supports-migration-cn-types")
         .unwrap();
-    let template_labels = live
-        .spec
-        .as_mut()
-        .unwrap()
-        .template
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .as_mut()
-        .unwrap();
+    let template_labels = template_meta_mut(&mut live).labels.as_mut().unwrap();
     template_labels.insert(label.0, label.1);
     let obs = observe(&live, &live, &TlsConfig::default()).unwrap();
     assert!(!obs.supported);
