@@ -89,6 +89,8 @@ pub struct Checker {
     /// decided on a ready canary whose node went away before the write landed is no
     /// violation (soak seed 24002610).
     departed_ready: Vec<(Target, f64)>,
+    /// The DaemonSet's desired pods before each drop, and when it dropped (invariant 11).
+    desired_drops: Vec<(u32, f64)>,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -196,6 +198,7 @@ impl Checker {
             analysed: false,
             traced_node: std::env::var("DST_TRACE_NODE").ok(),
             departed_ready: Vec::new(),
+            desired_drops: Vec::new(),
         }
     }
 
@@ -449,7 +452,14 @@ impl Checker {
         let Some(ds) = decode::<DaemonSet>(&event.object) else {
             return;
         };
+        let desired_before = self.desired();
         let previous = self.ds.replace(ds.clone());
+        if self.desired() < desired_before {
+            let now = self.world.now();
+            let stale = self.stale;
+            self.desired_drops.retain(|(_, at)| now - at <= stale);
+            self.desired_drops.push((desired_before, now));
+        }
         let Some(previous) = previous else {
             let (version, _) = ds_target(&ds);
             self.world.trace(format!(
@@ -694,7 +704,7 @@ impl Checker {
                 })
                 .cloned()
                 .collect();
-            let desired = self.desired();
+            let desired = self.desired_in_view();
             let pending = self.pending.get_or_insert_with(|| PendingBudget {
                 down: 0,
                 nodes: Vec::new(),
@@ -709,6 +719,19 @@ impl Checker {
                 pending.at = now;
             }
         }
+    }
+
+    /// The desired pods a deletion made now may have been decided under: the most in force
+    /// within the staleness window. A node removed just as the controller deletes a pod
+    /// shrinks the step's budget after the decision, which the controller saw under the
+    /// larger count (soak seed 26006970: 17% of 212 nodes allows 37, of 211 only 36).
+    fn desired_in_view(&self) -> u32 {
+        let now = self.world.now();
+        self.desired_drops
+            .iter()
+            .filter(|(_, at)| now - at <= self.stale)
+            .map(|(desired, _)| *desired)
+            .fold(self.desired(), u32::max)
     }
 
     fn desired(&self) -> u32 {
@@ -858,7 +881,7 @@ impl Checker {
                 (None, Some((to, _))) => (0..=*to).collect(),
                 (None, None) => (0..=last).collect(),
             };
-            let desired = u64::from(pending.desired.max(self.desired()));
+            let desired = u64::from(pending.desired.max(self.desired_in_view()));
             let allowed = regimes
                 .iter()
                 .flat_map(|budgets| {
@@ -1430,5 +1453,32 @@ mod tests {
         let long = widen_after(pod(false), 20).await;
         assert_eq!(long.len(), 1, "{long:?}");
         assert_eq!(long[0].invariant, Invariant::NoWidenWithoutReadyCanary);
+    }
+
+    /// A node removed as the controller deletes a pod shrinks the step's budget after the
+    /// decision (soak seed 26006970): within the staleness the budget is judged against the
+    /// most desired pods in force, after it against the count of now.
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_is_judged_against_the_desired_pods_the_controller_may_still_see() {
+        let desiring = |desired: u32| {
+            let mut ds = daemon_set("17%");
+            Arc::make_mut(&mut ds.object)["status"] = json!({
+                "currentNumberScheduled": desired, "desiredNumberScheduled": desired,
+                "numberMisscheduled": 0, "numberReady": desired
+            });
+            ds
+        };
+        let mut checker = Checker::new(World::new(), SharedIntent::default(), 8.0);
+        checker.apply(&desiring(212));
+        checker.apply(&desiring(211));
+        assert_eq!(
+            (checker.desired(), checker.desired_in_view()),
+            (211, 212),
+            "a moment after the drop"
+        );
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert_eq!(checker.desired_in_view(), 211, "past the staleness");
+        checker.apply(&desiring(215));
+        assert_eq!(checker.desired_in_view(), 215, "a rise counts at once");
     }
 }
