@@ -1,5 +1,6 @@
-//! `cargo xtask bench`: builds the harness (`crates/daemonset-canary/examples/bench/`) and the
-//! `daemonset-canary` binary with optimisations, runs it, and saves its report.
+//! `cargo xtask bench`: builds the harness (`crates/daemonset-canary/examples/bench/`), the
+//! `daemonset-canary` binary with optimisations and the controller as the image ships it (no
+//! simulator, `dist` profile) for the controller-process rows, runs it, and saves its report.
 //!
 //! The full run checks the goals of issues 10 and 20 (the harness's `--check-goals`): the
 //! report is saved and printed either way, the missed goals are listed at its end, and the
@@ -73,28 +74,51 @@ const SMOKE_ARGS: &[&str] = &[
 pub fn run(args: &BenchArgs) -> Result<()> {
     let sh = Shell::new()?;
     let cargo = cargo();
-    let profile = if args.smoke { "dev" } else { "release" };
+    // The controller process is measured as the image ships it (Dockerfile): without the
+    // simulator, in the `dist` profile; the smoke run builds that variant in the dev profile.
+    let (profile, controller_profile) = if args.smoke {
+        ("dev", "dev")
+    } else {
+        ("release", "dist")
+    };
+    let out_dir = target_dir().join("bench");
+    // Private copies: other builds sharing the target directory overwrite target/<profile>/
+    // daemonset-canary at any time, possibly with a binary built from other sources (and the
+    // two variants of the dev profile share that path).
+    let bin_dir = out_dir.join(format!("bin-{}", std::process::id()));
+    std::fs::create_dir_all(&bin_dir)
+        .with_context(|| format!("cannot create {}", bin_dir.display()))?;
+    cmd!(
+        sh,
+        "{cargo} build --profile {controller_profile} -p daemonset-canary --no-default-features --bin daemonset-canary"
+    )
+    .run()?;
+    let controller = bin_dir.join("daemonset-canary-controller");
+    let built = profile_dir(controller_profile).join("daemonset-canary");
+    std::fs::copy(&built, &controller).with_context(|| {
+        format!(
+            "cannot copy {} to {}",
+            built.display(),
+            controller.display()
+        )
+    })?;
     cmd!(
         sh,
         "{cargo} build --profile {profile} -p daemonset-canary --bin daemonset-canary --example bench"
     )
     .run()?;
-    let profile_dir = target_dir().join(if args.smoke { "debug" } else { "release" });
-    let out_dir = target_dir().join("bench");
-    // Private copies: other builds sharing the target directory overwrite target/<profile>/
-    // daemonset-canary at any time, possibly with a binary built from other sources.
-    let bin_dir = out_dir.join(format!("bin-{}", std::process::id()));
-    std::fs::create_dir_all(&bin_dir)
-        .with_context(|| format!("cannot create {}", bin_dir.display()))?;
-    let harness = copy_into(&profile_dir.join("examples").join("bench"), &bin_dir)?;
-    let binary = copy_into(&profile_dir.join("daemonset-canary"), &bin_dir)?;
+    let harness = copy_into(
+        &profile_dir(profile).join("examples").join("bench"),
+        &bin_dir,
+    )?;
+    let binary = copy_into(&profile_dir(profile).join("daemonset-canary"), &bin_dir)?;
     let json = out_dir.join(if args.smoke {
         "smoke.json"
     } else {
         "latest.json"
     });
     if args.real_cluster {
-        let result = real_cluster(&sh, args, &harness, &binary, &out_dir);
+        let result = real_cluster(&sh, args, &harness, &binary, &controller, &out_dir);
         let _ = std::fs::remove_dir_all(&bin_dir);
         return result;
     }
@@ -110,6 +134,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let output = std::process::Command::new(&harness)
         .arg("--binary")
         .arg(&binary)
+        .arg("--controller-binary")
+        .arg(&controller)
         .arg("--json")
         .arg(&json)
         .args(&extra)
@@ -172,6 +198,7 @@ fn real_cluster(
     args: &BenchArgs,
     harness: &Path,
     binary: &Path,
+    controller: &Path,
     out_dir: &Path,
 ) -> Result<()> {
     let layout = crate::cluster::Layout::new()?;
@@ -181,7 +208,7 @@ fn real_cluster(
             let cluster = crate::cluster::up(&layout, &crate::cluster::UpArgs::with_nodes(nodes))?;
             started |= cluster.started;
             crate::e2e::install_crd(&cluster, binary)?;
-            let controller = crate::e2e::controller_identity(&layout, &cluster)?;
+            let controller_kubeconfig = crate::e2e::controller_identity(&layout, &cluster)?;
             let admin = &cluster.kubeconfig;
             let audit = layout.audit_log();
             let json = out_dir.join(format!("real-cluster-{nodes}.json"));
@@ -190,10 +217,11 @@ fn real_cluster(
             eprintln!("==> bench: {nodes} nodes, canary-sim and the real control plane");
             let report = cmd!(
                 sh,
-                "{harness} --binary {binary} --json {json} --nodes {nodes} --rollouts 1
+                "{harness} --binary {binary} --controller-binary {controller}
+                 --json {json} --nodes {nodes} --rollouts 1
                  --baseline-nodes 200 --baseline-millis 100
                  --process-nodes {nodes} --process-daemon-sets 1
-                 --cluster-kubeconfig {admin} --cluster-controller-kubeconfig {controller}
+                 --cluster-kubeconfig {admin} --cluster-controller-kubeconfig {controller_kubeconfig}
                  --cluster-audit-log {audit} {extra...}"
             )
             .read()
@@ -217,6 +245,11 @@ fn copy_into(file: &Path, dir: &Path) -> Result<PathBuf> {
     std::fs::copy(file, &copy)
         .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
     Ok(copy)
+}
+
+/// Where cargo puts what a profile builds: `target/debug` for `dev`, `target/<name>` otherwise.
+fn profile_dir(profile: &str) -> PathBuf {
+    target_dir().join(if profile == "dev" { "debug" } else { profile })
 }
 
 /// The cargo target directory (CARGO_TARGET_DIR, else `target/` in the workspace root, which is

@@ -8,13 +8,14 @@
 //!
 //! - [`metrics`]: the Prometheus registry, the [`metrics::bridge`] that derives every metric from
 //!   the controller's reports, and the KubeVirt observe mode's extras ([`metrics::kubevirt`]).
-//! - [`demo`]: the scenarios on the embedded simulator, their timeline and plot.
+//! - `demo`: the scenarios on the embedded simulator, their timeline and plot (feature
+//!   `simulator`, on by default; the controller image leaves it out).
 //! - [`status_view`]: `daemonset-canary status NAME`; [`format`](mod@format): durations, ages, bars.
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`; [`listen`]: listening addresses and what a
 //!   failed bind means; [`telemetry`]: logs.
 //!
 //! The command line (`main.rs`, module `cli`): `run` (the controller), `demo` (a rollout on the
-//! embedded simulator, [`demo::scenario`]), `crd`, `status NAME` ([`status_view`]),
+//! embedded simulator, `demo::scenario`), `crd`, `status NAME` ([`status_view`]),
 //! `observe-kubevirt` and `sim serve`.
 //!
 //! # Example
@@ -38,6 +39,7 @@
 //! # Ok::<(), prometheus::Error>(())
 //! ```
 
+#[cfg(feature = "simulator")]
 pub mod demo;
 pub mod format;
 pub mod listen;

@@ -45,6 +45,7 @@ enum Command {
     /// Run the controller against a cluster (current kubeconfig, --kubeconfig PATH, or in-cluster).
     Run(cli::run::RunArgs),
     /// Watch a rollout on a simulated cluster (in virtual time by default: seconds of wall time).
+    #[cfg(feature = "simulator")]
     Demo(cli::demo::DemoArgs),
     /// Print the CanaryDaemonSet CustomResourceDefinition as YAML (pipe it to `kubectl apply -f -`).
     Crd,
@@ -72,12 +73,14 @@ enum Command {
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
     /// The simulated cluster.
+    #[cfg(feature = "simulator")]
     Sim {
         #[command(subcommand)]
         command: SimCommand,
     },
 }
 
+#[cfg(feature = "simulator")]
 #[derive(Debug, Subcommand)]
 enum SimCommand {
     /// Serve a simulated cluster until interrupted, writing a kubeconfig once it accepts
@@ -106,6 +109,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let default_level = match cli.command {
         // The demo prints its own timeline; logs only say what goes wrong.
+        #[cfg(feature = "simulator")]
         Command::Demo(_) => "warn",
         _ => telemetry::DEFAULT_FILTER,
     };
@@ -115,6 +119,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     )?;
     match cli.command {
         Command::Crd => {}
+        #[cfg(feature = "simulator")]
         Command::Demo(args) => return cli::demo::run(args),
         Command::Run(args) => current_thread()?.block_on(cli::run::run(args))?,
         Command::Status(args) => multi_thread()?.block_on(cli::status::run(args))?,
@@ -129,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }
+        #[cfg(feature = "simulator")]
         Command::Sim {
             command: SimCommand::Serve(args),
         } => multi_thread()?.block_on(cli::sim_serve::run(args))?,

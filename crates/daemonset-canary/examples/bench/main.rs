@@ -98,6 +98,11 @@ struct Cli {
     /// The daemonset-canary executable (default: next to this harness's examples/ directory).
     #[arg(long)]
     binary: Option<PathBuf>,
+    /// The executable whose `run` the controller-process measurements start (default:
+    /// `--binary`). `cargo xtask bench` passes the one the image ships: built without the
+    /// simulator, in the `dist` profile.
+    #[arg(long)]
+    controller_binary: Option<PathBuf>,
     /// Also write every figure as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -145,6 +150,10 @@ fn run(cli: Cli) -> Result<()> {
         Some(path) => path.clone(),
         None => default_binary()?,
     };
+    let controller_binary = cli
+        .controller_binary
+        .clone()
+        .unwrap_or_else(|| binary.clone());
 
     for &nodes in &cli.demo_nodes {
         eprintln!("demo: {nodes} nodes x {} ...", cli.demo_runs);
@@ -245,6 +254,7 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 let figures = runtime.block_on(process::run(
                     &binary,
+                    &controller_binary,
                     cli.process_nodes,
                     daemon_sets,
                     target,

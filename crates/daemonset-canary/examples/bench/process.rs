@@ -88,9 +88,12 @@ impl Drop for Owned {
     }
 }
 
-/// Runs one measurement with `binary` (the daemonset-canary executable).
+/// Runs one measurement: `binary` (the daemonset-canary executable) serves canary-sim,
+/// `controller_binary` (the executable the image ships, possibly built without the simulator)
+/// runs the controller.
 pub async fn run(
     binary: &Path,
+    controller_binary: &Path,
     nodes: u32,
     daemon_sets: u32,
     target: &Target,
@@ -144,7 +147,7 @@ pub async fn run(
             (client, controller.clone(), namespace)
         }
     };
-    let (controller, command) = start_controller(binary, &controller_kubeconfig)?;
+    let (controller, command) = start_controller(controller_binary, &controller_kubeconfig)?;
     let pid = controller.0.id();
     let anonymous = AnonymousPeak::sample(pid);
 

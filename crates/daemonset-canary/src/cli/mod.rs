@@ -9,6 +9,7 @@
 //! connection and its one-line error messages, and the one shutdown signal.
 
 pub mod crd;
+#[cfg(feature = "simulator")]
 pub mod demo;
 pub mod get;
 pub mod observe_kubevirt;
@@ -17,6 +18,7 @@ pub mod promote;
 pub mod retry;
 pub mod rollback;
 pub mod run;
+#[cfg(feature = "simulator")]
 pub mod sim_serve;
 pub mod status;
 pub mod verb;
