@@ -6,7 +6,8 @@
 //! `resume NAME` (hold a rollout on request, let it go on), `retry NAME` (start a failed one
 //! again), `abort NAME` and `undo NAME` (roll back), `history NAME` (the revisions rolled out),
 //! `observe-kubevirt` (read-only metrics of KubeVirt's own upgrade) and `sim serve` (the
-//! simulated cluster over HTTP, for kubectl and `run`). Every flag can also be set
+//! simulated cluster over HTTP, for kubectl and `run`); `demo` and `sim serve` come with the
+//! default feature `simulator`, which the controller image leaves out. Every flag can also be set
 //! through a `CANARY_*` environment variable, so the Deployment configures it without arguments.
 //!
 //! Errors end the process with one `error: ...` line on stderr and a non-zero exit code; bad flags
