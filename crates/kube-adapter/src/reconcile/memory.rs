@@ -499,6 +499,7 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::plan::tests::cds;
 
     /// Regression (DST soak seeds 1000042 and 1000104, watch latency injected): a node was
     /// forgotten as "being replaced" as soon as the cache showed a live pod on it, even the very
@@ -506,13 +507,7 @@ mod tests {
     /// that pod again and deleted it a second time.
     #[test]
     fn a_deleted_pod_still_live_in_the_cache_keeps_its_node_being_replaced() {
-        let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
-            "apiVersion": "canary.daemonset.dev/v1alpha1",
-            "kind": "CanaryDaemonSet",
-            "metadata": {"name": "agent", "namespace": "default"},
-            "spec": {"target": {"version": "v1"}, "workloadRef": {"name": "agent"}},
-        }))
-        .unwrap();
+        let cds = cds();
         let memory = Memory::default();
         memory.note_replacing(&cds, "node-1", "uid-old");
         let replacing = |live: &[(&str, &str)]| memory.replacing(&cds, live);
@@ -536,13 +531,7 @@ mod tests {
     /// copy, and is forgotten once the cache moves on (soak seed 26008792).
     #[test]
     fn a_pod_refused_from_an_outdated_copy_waits_for_a_newer_one() {
-        let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
-            "apiVersion": "canary.daemonset.dev/v1alpha1",
-            "kind": "CanaryDaemonSet",
-            "metadata": {"name": "agent", "namespace": "default"},
-            "spec": {"target": {"version": "v1"}, "workloadRef": {"name": "agent"}},
-        }))
-        .unwrap();
+        let cds = cds();
         let memory = Memory::default();
         memory.note_outdated(&cds, "uid-1", "41");
         let cached = |entries: &[(&str, &str)]| {
@@ -579,13 +568,7 @@ mod tests {
     /// DaemonSet as our write only while its name, UID and generation are those the write left.
     #[test]
     fn the_write_ledger_outlives_a_term_and_only_names_the_unchanged_write() {
-        let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
-            "apiVersion": "canary.daemonset.dev/v1alpha1",
-            "kind": "CanaryDaemonSet",
-            "metadata": {"name": "agent", "namespace": "default"},
-            "spec": {"target": {"version": "v1"}},
-        }))
-        .unwrap();
+        let cds = cds();
         let ds = |uid: &str, generation: i64| {
             let mut ds = DaemonSet::default();
             ds.metadata.name = Some("agent".into());

@@ -404,7 +404,7 @@ pub(super) mod tests {
     use serde_json::json;
 
     /// A CanaryDaemonSet `ns/agent` (UID `u`) with an empty template at `v1`; shared by the
-    /// pass's tests.
+    /// pass's and the memory's tests.
     pub(in crate::reconcile) fn cds() -> CanaryDaemonSet {
         let spec = CanaryDaemonSetSpec::with_template(
             DaemonSetTemplate {
