@@ -93,15 +93,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         "{cargo} build --profile {controller_profile} -p daemonset-canary --no-default-features --bin daemonset-canary"
     )
     .run()?;
-    let controller = bin_dir.join("daemonset-canary-controller");
-    let built = profile_dir(controller_profile).join("daemonset-canary");
-    std::fs::copy(&built, &controller).with_context(|| {
-        format!(
-            "cannot copy {} to {}",
-            built.display(),
-            controller.display()
-        )
-    })?;
+    let controller = copy_to(
+        &profile_dir(controller_profile).join("daemonset-canary"),
+        bin_dir.join("daemonset-canary-controller"),
+    )?;
     cmd!(
         sh,
         "{cargo} build --profile {profile} -p daemonset-canary --bin daemonset-canary --example bench"
@@ -241,7 +236,11 @@ fn copy_into(file: &Path, dir: &Path) -> Result<PathBuf> {
     let name = file
         .file_name()
         .with_context(|| format!("{} has no file name", file.display()))?;
-    let copy = dir.join(name);
+    copy_to(file, dir.join(name))
+}
+
+/// Copies `file` to `copy`, returning `copy`.
+fn copy_to(file: &Path, copy: PathBuf) -> Result<PathBuf> {
     std::fs::copy(file, &copy)
         .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
     Ok(copy)
