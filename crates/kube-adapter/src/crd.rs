@@ -500,6 +500,15 @@ pub struct CanaryDaemonSetStatus {
     /// `spec.target.fromContainer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_version: Option<String>,
+    /// The registry of the target (`spec.target.registry`), when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_registry: Option<String>,
+    /// The deployment id of the target: `spec.target.deploymentId`, or the hash of
+    /// `spec.template` it defaults to. With `targetVersion` and `targetRegistry` it says which
+    /// target the phase was decided for: a failure recorded for another target is not this
+    /// one's (the start of a new target whose status write was lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_deployment_id: Option<String>,
     /// Pods the DaemonSet should run (`desiredNumberScheduled`).
     #[serde(default)]
     pub desired: u32,
@@ -617,7 +626,7 @@ pub struct RevisionPods {
 
 impl CanaryDaemonSetStatus {
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 29] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 31] = [
         "phase",
         "reason",
         "message",
@@ -626,6 +635,8 @@ impl CanaryDaemonSetStatus {
         "recordedDaemonSetGeneration",
         "daemonSetName",
         "targetVersion",
+        "targetRegistry",
+        "targetDeploymentId",
         "readyRatio",
         "currentMaxUnavailable",
         "phaseStartTime",

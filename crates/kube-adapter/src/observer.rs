@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::sync::lock;
+use canary_predicates::Target;
 use canary_state_machine::{
     Deferral, FailureReason, LiveMaxUnavailable, NodeTally, Phase, WriteKind,
 };
@@ -36,9 +37,9 @@ pub struct Transition {
     pub name: String,
     /// Name of the owned DaemonSet.
     pub daemon_set: String,
-    /// The target version of this pass (empty when the spec cannot be acted on and no
-    /// earlier pass knew one).
-    pub version: String,
+    /// The target of this pass: its version, registry and deployment id (empty when the spec
+    /// cannot be acted on and no earlier pass knew one).
+    pub target: Target,
     /// Phase before this pass (`None` for a new object).
     pub from: Option<Phase>,
     /// Phase after this pass.

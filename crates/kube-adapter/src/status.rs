@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use canary_predicates::Target;
 use canary_state_machine::{
     AnalysisVerdict, FailureReason, LISTED_NODES, Phase, PreviousPass, StepPosition,
 };
@@ -85,6 +86,28 @@ pub fn previous_pass(
     })
 }
 
+/// The target the stored status was decided for: its version, registry and deployment id, each
+/// `""` when not recorded (a status written before the controller recorded it, or by a pass
+/// that never knew a target).
+pub fn recorded_target(status: Option<&CanaryDaemonSetStatus>) -> Target {
+    let field = |value: Option<&Option<String>>| value.cloned().flatten().unwrap_or_default();
+    Target {
+        version: field(status.map(|s| &s.target_version)),
+        registry: field(status.map(|s| &s.target_registry)),
+        deployment_id: field(status.map(|s| &s.target_deployment_id)),
+    }
+}
+
+/// Whether the stored status was decided for a target other than `target`. A field the status
+/// does not record (written by an older controller) matches any value.
+pub fn decided_for_another_target(status: &CanaryDaemonSetStatus, target: &Target) -> bool {
+    let differs =
+        |recorded: &Option<String>, now: &str| recorded.as_deref().is_some_and(|r| r != now);
+    differs(&status.target_version, &target.version)
+        || differs(&status.target_registry, &target.registry)
+        || differs(&status.target_deployment_id, &target.deployment_id)
+}
+
 /// Where the previous pass of the Pods driver left the steps: the step, how long ago it began,
 /// and how many nodes were deferred. `None` before the first Pods-driver pass.
 pub fn step_position(
@@ -118,6 +141,8 @@ pub fn next_status(
     let empty = CanaryDaemonSetStatus::default();
     let prev = previous.unwrap_or(&empty);
     let phase = pass.to.as_str();
+    // A pass that never knew a target (an invalid spec on a new object) records none.
+    let known = !pass.target.version.is_empty();
     let phase_changed = prev.phase.as_deref() != Some(phase);
     let phase_start_time = match (&prev.phase_start_time, phase_changed) {
         (Some(start), false) => Some(start.clone()),
@@ -317,7 +342,9 @@ pub fn next_status(
         observed_generation: pass.observed_generation,
         recorded_daemon_set_generation: pass.recorded_generation,
         daemon_set_name: Some(pass.daemon_set.clone()),
-        target_version: (!pass.version.is_empty()).then(|| pass.version.clone()),
+        target_version: known.then(|| pass.target.version.clone()),
+        target_registry: known.then(|| pass.target.registry.clone()),
+        target_deployment_id: known.then(|| pass.target.deployment_id.clone()),
         desired: pass.desired,
         updated: pass.updated,
         updated_ready: pass.updated_ready,
@@ -392,7 +419,10 @@ mod tests {
             namespace: "ns".into(),
             name: "agent".into(),
             daemon_set: "agent".into(),
-            version: "v2".into(),
+            target: Target {
+                version: "v2".into(),
+                ..Target::default()
+            },
             from: None,
             to: phase,
             failure: None,
@@ -495,6 +525,58 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(previous_pass(Some(&bogus), t(0)), None);
+    }
+
+    #[test]
+    fn the_status_records_the_target_it_was_decided_for() {
+        let target = Target {
+            version: "v2".into(),
+            registry: "reg".into(),
+            deployment_id: "abc".into(),
+        };
+        let mut record = pass(Phase::Failed, 0);
+        record.target = target.clone();
+        let status = next_status(None, &record, t(10));
+        assert_eq!(recorded_target(Some(&status)), target);
+        assert!(!decided_for_another_target(&status, &target));
+        for other in [
+            Target {
+                version: "v3".into(),
+                ..target.clone()
+            },
+            Target {
+                registry: "other".into(),
+                ..target.clone()
+            },
+            Target {
+                deployment_id: "def".into(),
+                ..target.clone()
+            },
+        ] {
+            assert!(decided_for_another_target(&status, &other), "{other:?}");
+        }
+        // A status an older controller wrote records the version only: the rest matches.
+        let older = CanaryDaemonSetStatus {
+            target_registry: None,
+            target_deployment_id: None,
+            ..status
+        };
+        assert!(!decided_for_another_target(
+            &older,
+            &Target {
+                deployment_id: "def".into(),
+                ..target.clone()
+            }
+        ));
+        // A pass that never knew a target records none.
+        let unknown = next_status(None, &pass(Phase::Failed, 0), t(10));
+        assert_eq!(unknown.target_registry.as_deref(), Some(""));
+        let mut blank = pass(Phase::Failed, 0);
+        blank.target = Target::default();
+        let blank = next_status(None, &blank, t(10));
+        assert_eq!(blank.target_version, None);
+        assert_eq!(blank.target_deployment_id, None);
+        assert_eq!(recorded_target(Some(&blank)), Target::default());
     }
 
     fn pods_record(step: u32, nodes: usize) -> crate::observer::PodsRecord {

@@ -379,7 +379,10 @@ mod tests {
             namespace: "default".into(),
             name: "node-agent".into(),
             daemon_set: "node-agent".into(),
-            version: "v2".into(),
+            target: canary_predicates::Target {
+                version: "v2".into(),
+                ..canary_predicates::Target::default()
+            },
             from: Some(from),
             to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),

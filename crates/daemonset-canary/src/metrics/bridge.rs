@@ -230,7 +230,10 @@ mod tests {
             namespace: "default".into(),
             name: "agent".into(),
             daemon_set: "agent".into(),
-            version: "v2".into(),
+            target: canary_predicates::Target {
+                version: "v2".into(),
+                ..canary_predicates::Target::default()
+            },
             from,
             to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),

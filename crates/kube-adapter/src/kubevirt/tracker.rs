@@ -161,7 +161,7 @@ fn transition(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         daemon_set: name.to_owned(),
-        version: to.target.version.clone(),
+        target: to.target.clone(),
         from: from.map(|reported| reported.phase),
         to: to.phase,
         failure: to.failure,

@@ -18,6 +18,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use canary_predicates::Target;
 use canary_state_machine::{
     Event, FailureReason, Phase, PreviousPass, Revision, RollbackObservation, RollbackReason,
     UndoTarget, decide_rollback, rolled_back_event, verb_refused,
@@ -34,7 +35,7 @@ use crate::crd::{
 };
 use crate::history::{History, Outcome, revision_name};
 use crate::observer::Transition;
-use crate::status::previous_pass;
+use crate::status::{decided_for_another_target, previous_pass};
 
 /// The history status a pass works on: read from the status when the pass begins, changed by
 /// the pass (a rollout started), written with the pass's status.
@@ -111,21 +112,16 @@ impl Pass<'_> {
         })
     }
 
-    /// The stored pass a decision reads as the previous one, for a rollout of `version`;
-    /// `rollback_revision_live`: [`Pass::live_is_rollback_revision`] of the live DaemonSet.
-    /// None when the live DaemonSet is the rollback's own write whose record a replaced leader
-    /// lost: the stored phase is then the failure, or the rest, that the rollback left, for
-    /// another target, and read as this rollout's it would keep the rollback `failed` for good
-    /// (soak seed 22008210). The rollback goes on as from its start.
-    pub(super) fn previous_pass_for(
-        &self,
-        rollback_revision_live: bool,
-        version: &str,
-    ) -> Option<PreviousPass> {
+    /// The stored pass a decision reads as the previous one, for a rollout to `target`: none
+    /// when the status was decided for another target. That happens when the write that
+    /// started this target landed and its status write did not (a replaced leader, a lease
+    /// lost in between): the stored phase is then the failure, or the rest, the previous
+    /// target left, and read as this rollout's a failure would keep it `failed` for good
+    /// (soak seeds 22008210, a rollback's write, and 27000373, a new version's start;
+    /// docs/reliability.md, findings 50 and 62). The rollout goes on as from its start.
+    pub(super) fn previous_pass_for(&self, target: &Target) -> Option<PreviousPass> {
         let status = self.status.as_ref();
-        let lost_start = rollback_revision_live
-            && status.and_then(|s| s.target_version.as_deref()) != Some(version);
-        if lost_start {
+        if status.is_some_and(|s| decided_for_another_target(s, target)) {
             None
         } else {
             previous_pass(status, self.now)

@@ -53,6 +53,7 @@ use crate::index::PodCountRule;
 use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
+use crate::status::recorded_target;
 use drift::{Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write};
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
@@ -128,10 +129,8 @@ impl<'a> Pass<'a> {
             namespace: self.namespace.clone(),
             name: self.cds.name_any(),
             daemon_set: self.ds_name.clone(),
-            // The version a pass that cannot read the spec leaves is the last one known.
-            version: previous
-                .and_then(|s| s.target_version.clone())
-                .unwrap_or_default(),
+            // The target a pass that cannot read the spec leaves is the last one known.
+            target: recorded_target(previous),
             from: previous
                 .and_then(|s| s.phase.as_deref())
                 .and_then(|p| p.parse().ok()),
@@ -325,7 +324,7 @@ impl<'a> Pass<'a> {
             generation_known: recorded == live.metadata.generation,
             drift,
             tls,
-            previous: self.previous_pass_for(rollback_revision_live, &plan.target.version),
+            previous: self.previous_pass_for(&plan.target),
             retry: retry_mark.is_some(),
             held,
             hold_recorded,
@@ -337,7 +336,7 @@ impl<'a> Pass<'a> {
         let decision = decide(&plan.strategy, &observation);
         debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?observation, ?decision, "decided");
         let mut record = Transition {
-            version: plan.target.version.clone(),
+            target: plan.target.clone(),
             desired: observation.desired_pods,
             updated: counts.updated,
             updated_ready: counts.updated_ready,
@@ -454,7 +453,7 @@ impl<'a> Pass<'a> {
             set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
         }
         let mut record = Transition {
-            version: plan.target.version.clone(),
+            target: plan.target.clone(),
             desired: 0,
             updated: 0,
             updated_ready: 0,

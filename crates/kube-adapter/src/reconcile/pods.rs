@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use canary_predicates::{
-    OwnerMatch, PodFacts, PodSummary, current_revision_hash, label_selector_matches,
+    OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash, label_selector_matches,
     pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
@@ -168,11 +168,14 @@ impl Pass<'_> {
         let retry_mark = self.new_retry_mark();
         let retry = retry_mark.is_some();
         let hold_recorded = status.is_some_and(|s| s.held == Some(true));
-        let version = match &desired {
-            Some(_) => plan.target.version.clone(),
+        let rollout_target = match &desired {
+            Some(_) => plan.target.clone(),
             // A referenced DaemonSet: `fromContainer` reads the live template.
-            None => crate::desired::target_version(&self.cds.spec.target, live.spec.as_ref())
-                .unwrap_or_default(),
+            None => Target {
+                version: crate::desired::target_version(&self.cds.spec.target, live.spec.as_ref())
+                    .unwrap_or_default(),
+                ..plan.target.clone()
+            },
         };
         let position = step_position(status, self.now);
         let recorded_step = position.map_or(0, |p| p.index);
@@ -199,7 +202,7 @@ impl Pass<'_> {
         });
         let observation = PodObservation {
             name: self.ds_name.clone(),
-            version: version.clone(),
+            version: rollout_target.version.clone(),
             template_changed,
             drift,
             rollout_observed: observed,
@@ -211,7 +214,7 @@ impl Pass<'_> {
             hold_recorded,
             retry,
             position,
-            previous: self.previous_pass_for(rollback_revision_live, &version),
+            previous: self.previous_pass_for(&rollout_target),
             analysis,
         };
         // A rollback goes canary first but waits for nobody: its pause steps are left out.
@@ -236,7 +239,7 @@ impl Pass<'_> {
         );
 
         let mut record = Transition {
-            version: observation.version.clone(),
+            target: rollout_target,
             desired: decision.tally.desired,
             updated: decision.tally.updated,
             updated_ready: decision.tally.updated_ready,
@@ -261,7 +264,8 @@ impl Pass<'_> {
                     self.ctx.memory.remember_write(self.cds, &patched, true);
                     record.write = Some(write.kind);
                     record.template_hash = Some(live_template_hash(&patched)?);
-                    self.note_rollout_started(desired, &version).await;
+                    self.note_rollout_started(desired, &record.target.version)
+                        .await;
                     info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), "daemonSet written (OnDelete)");
                 }
                 Err(error) if error.is_conflict() => {

@@ -68,7 +68,7 @@ impl Pass<'_> {
         let drift = record.drift.clone();
         let retried = decision
             .retried
-            .then(|| retried_event(&self.ds_name, &record.version));
+            .then(|| retried_event(&self.ds_name, &record.target.version));
         let history = self.write_status(record).await?;
         let events = retried
             .iter()

@@ -616,6 +616,108 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
     second.stop().await;
 }
 
+/// A failed rollout, then a new target whose start is written to the DaemonSet while every
+/// status write is refused, and the term ends before one lands (the Lease cannot be renewed,
+/// as in soak seed 27000373): the status still records the failure, for the old target, and
+/// the next term remembers nothing else. Read as the new target's, that failure kept the new
+/// rollout `failed` for good, though the DaemonSet already ran it. The new target's rollout
+/// completes instead.
+async fn a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
+    fix: serde_json::Value,
+    version: &str,
+) {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    create_cds(&client, "agent", spec("v1", None)).await;
+    let replica = Replica::start(&sim, Some(short_lease("replica-a")));
+    until_rolled_out(&client, "v1", nodes, 1800, "the first install").await;
+    let crashing = spec("v2", Some("crashloop"));
+    let cds_api = Api::<CanaryDaemonSet>::namespaced(client.clone(), NS);
+    cds_api
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"target": crashing.target, "template": crashing.template}}),
+            ),
+        )
+        .await
+        .unwrap();
+    until_agent_phase(&client, "failed", 900, "the crash-looping v2 failed").await;
+
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+    cds_api
+        .patch("agent", &PatchParams::default(), &Patch::Merge(fix))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(120), "the start written", || async {
+        let ds = get_ds(&client, "agent").await;
+        let behavior = ds
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get("sim.canary.daemonset.dev/behavior").cloned());
+        behavior.is_none()
+    })
+    .await;
+    assert!(
+        phase_is(&client, "agent", "failed").await,
+        "the start's status write was refused"
+    );
+    let terms = replica.observer.stats().leader_terms();
+    sim.faults().add(FaultRule::new(
+        None,
+        Some("leases"),
+        FaultAction::internal_error(),
+    ));
+    eventually(Duration::from_secs(60), "the term ended", || async {
+        !replica.observer.stats().is_leader()
+    })
+    .await;
+    sim.faults().clear();
+
+    until_rolled_out(&client, version, nodes, 1800, "the new target").await;
+    let status = get_cds(&client, "agent").await.status.unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("successful"));
+    assert_eq!(status.target_version.as_deref(), Some(version));
+    assert!(
+        replica.observer.stats().leader_terms() > terms,
+        "a new term"
+    );
+    assert_no_drift(&client, &replica).await;
+    replica.stop().await;
+}
+
+/// [`a_start_whose_record_was_lost_is_not_failed_by_the_old_target`] for a new version.
+#[tokio::test(start_paused = true)]
+async fn a_new_version_whose_start_record_was_lost_rolls_out() {
+    let fixed = spec("v3", None);
+    a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
+        json!({"spec": {"target": fixed.target, "template": {"spec": {"template": {
+            "metadata": {"annotations": {"sim.canary.daemonset.dev/behavior": null}},
+            "spec": {"containers": [{"name": "agent", "image": "agent:v3"}]}}}}}}),
+        "v3",
+    )
+    .await;
+}
+
+/// [`a_start_whose_record_was_lost_is_not_failed_by_the_old_target`] for a fixed template of
+/// the same version: only the deployment id (the template's hash) says it is a new target.
+#[tokio::test(start_paused = true)]
+async fn a_fixed_template_of_the_same_version_whose_start_record_was_lost_rolls_out() {
+    a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
+        json!({"spec": {"template": {"spec": {"template": {
+            "metadata": {"annotations": {"sim.canary.daemonset.dev/behavior": null}}}}}}}),
+        "v2",
+    )
+    .await;
+}
+
 /// `daemonset-canary pause` on the MaxUnavailable driver, through the annotation: the rollout
 /// under way goes to `OnDelete` in one write (`Paused` once, `status.held`), the DaemonSet
 /// controller replaces no pod for an hour held, the phase stays `paused` (no deadline); the
