@@ -5,9 +5,10 @@
 //! Invariant: drift is told from what the controller wrote (its template hash), never from a
 //! deep comparison that the API server's defaulting would break.
 
-use canary_predicates::live_max_unavailable;
+use canary_predicates::{Target, live_max_unavailable};
 use canary_state_machine::{MaxUnavailable, Phase, Strategy};
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Container;
 
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
@@ -15,6 +16,8 @@ use crate::desired::{
     ON_DELETE, RollingUpdateWrite, live_template_hash, set_max_unavailable, strategy_type,
     with_strategy_type,
 };
+use crate::meta::object_meta_modified;
+use crate::status::decided_for_another_target;
 
 /// Who controls a live DaemonSet, as far as this CanaryDaemonSet is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,23 +120,45 @@ pub(super) fn own_unrecorded_write(
     Ok(false)
 }
 
-/// What someone else changed in `live` against what the controller wants (`desired`): the
-/// images of the containers that differ, else the update strategy's type, else its
-/// `maxUnavailable`, else "pod template".
-pub(super) fn describe_drift(
+/// Whether `live` is the start of `target` that this controller wrote, in this process or in
+/// another, and whose status record was lost: the status was decided for another target, and
+/// `live` carries what the start of `target` writes wherever a hand edit would show, the
+/// target's annotations on the object and on its pod template and the images of `desired`.
+/// The process that wrote it died, or its term ended, before the status write; the leader
+/// after it, another process, has no other way to know (soak seed 28000728: it reported the
+/// start as a hand edit under `driftPolicy: Report`, and the new version rolled out
+/// unsupervised while the status said `successful` at the old one).
+pub(super) fn unrecorded_start(
     live: &DaemonSet,
     desired: &DaemonSet,
     status: &CanaryDaemonSetStatus,
-) -> String {
-    let containers = |ds: &DaemonSet| {
+    target: &Target,
+) -> bool {
+    let template_meta = |ds: &DaemonSet| {
         ds.spec
             .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .map(|s| s.containers.clone())
+            .and_then(|s| s.template.metadata.clone())
             .unwrap_or_default()
     };
+    decided_for_another_target(status, target)
+        && !object_meta_modified(&desired.metadata, &live.metadata)
+        && !object_meta_modified(&template_meta(desired), &template_meta(live))
+        && changed_images(live, desired).is_empty()
+}
+
+/// The containers of `ds`'s pod template.
+fn containers(ds: &DaemonSet) -> &[Container] {
+    ds.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map_or(&[], |s| s.containers.as_slice())
+}
+
+/// The images of `live`'s containers that differ from `desired`'s, each as "image of
+/// container NAME: DESIRED → LIVE"; a container `desired` does not have is not compared.
+fn changed_images(live: &DaemonSet, desired: &DaemonSet) -> Vec<String> {
     let wanted = containers(desired);
-    let images: Vec<String> = containers(live)
+    containers(live)
         .iter()
         .filter_map(|container| {
             let before = wanted.iter().find(|w| w.name == container.name)?;
@@ -146,7 +171,18 @@ pub(super) fn describe_drift(
                 )
             })
         })
-        .collect();
+        .collect()
+}
+
+/// What someone else changed in `live` against what the controller wants (`desired`): the
+/// images of the containers that differ, else the update strategy's type, else its
+/// `maxUnavailable`, else "pod template".
+pub(super) fn describe_drift(
+    live: &DaemonSet,
+    desired: &DaemonSet,
+    status: &CanaryDaemonSetStatus,
+) -> String {
+    let images = changed_images(live, desired);
     if !images.is_empty() {
         return images.join(", ");
     }
@@ -229,6 +265,56 @@ mod tests {
         assert_eq!(
             describe_drift(&edited, &on_delete, &status),
             "image of container agent: agent:v2 → agent:hand"
+        );
+    }
+
+    /// Only a live DaemonSet that carries a new target's annotations and images, while the
+    /// status names another target, is taken for that target's unrecorded start.
+    #[test]
+    fn an_unrecorded_start_carries_the_new_target_where_a_hand_edit_would_show() {
+        let keys = canary_predicates::AnnotationKeys::default();
+        let target = |version: &str| Target {
+            version: version.into(),
+            registry: "reg".into(),
+            deployment_id: format!("id-{version}"),
+        };
+        let of = |version: &str, image: &str| {
+            let mut ds = ds("RollingUpdate", image);
+            let annotations = target(version).annotations(&keys);
+            ds.metadata.annotations = Some(annotations.clone());
+            if let Some(spec) = ds.spec.as_mut() {
+                spec.template.metadata =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        annotations: Some(annotations),
+                        ..Default::default()
+                    });
+            }
+            ds
+        };
+        let desired = of("v2", "agent:v2");
+        let at_v1 = CanaryDaemonSetStatus {
+            target_version: Some("v1".into()),
+            target_registry: Some("reg".into()),
+            target_deployment_id: Some("id-v1".into()),
+            ..status("successful", &of("v1", "agent:v1"))
+        };
+        assert!(unrecorded_start(&desired, &desired, &at_v1, &target("v2")));
+        assert!(
+            !unrecorded_start(&of("v2", "agent:hand"), &desired, &at_v1, &target("v2")),
+            "an image the spec does not ask for is a hand edit"
+        );
+        assert!(
+            !unrecorded_start(&of("v1", "agent:v2"), &desired, &at_v1, &target("v2")),
+            "the old target's annotations: not the new target's start"
+        );
+        let at_v2 = CanaryDaemonSetStatus {
+            target_version: Some("v2".into()),
+            target_deployment_id: Some("id-v2".into()),
+            ..at_v1
+        };
+        assert!(
+            !unrecorded_start(&desired, &desired, &at_v2, &target("v2")),
+            "a status that records the target knows its writes"
         );
     }
 

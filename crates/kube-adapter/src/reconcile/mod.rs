@@ -54,7 +54,9 @@ use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
 use crate::status::recorded_target;
-use drift::{Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write};
+use drift::{
+    Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write, unrecorded_start,
+};
 use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
 
@@ -307,6 +309,7 @@ impl<'a> Pass<'a> {
                 if own_unrecorded_write(&live, status, written, &own)?
                     || self.ctx.memory.live_is_own_write(self.cds, &live)
                     || rollback_revision_live
+                    || unrecorded_start(&live, &desired, status, &plan.target)
                 {
                     own_unrecorded = true;
                     None

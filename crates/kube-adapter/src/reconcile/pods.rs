@@ -40,7 +40,7 @@ use tracing::{debug, info, warn};
 
 use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
-use super::{Pass, describe_api_error, describe_drift};
+use super::{Pass, describe_api_error, describe_drift, unrecorded_start};
 use crate::Error;
 use crate::analysis::{AnalysisRun, RunKey, RunReporting};
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, hold_requested, promotion_asked};
@@ -127,10 +127,16 @@ impl Pass<'_> {
         // Our own write whose record a lost status write or an ended term dropped is no
         // drift: recorded now (see `WriteLedger`); nor is a rollback's write, by any process,
         // of the exact revision it goes back to.
+        let start_unrecorded = match (&desired, status) {
+            (Some(desired), Some(status)) => unrecorded_start(live, desired, status, &plan.target),
+            _ => false,
+        };
         let own_unrecorded = written_hash
             .as_ref()
             .is_some_and(|written| *written != live_hash)
-            && (self.ctx.memory.live_is_own_write(self.cds, live) || rollback_revision_live);
+            && (self.ctx.memory.live_is_own_write(self.cds, live)
+                || rollback_revision_live
+                || start_unrecorded);
         let (template_changed, drift) = match &desired {
             Some(desired) => {
                 let drift = match (&written_hash, status) {

@@ -73,6 +73,21 @@ async fn installed(
     replica
 }
 
+/// The Lease cannot be renewed until `replica`'s term ends; then every fault is cleared and
+/// everything answers again.
+async fn end_the_term(sim: &Env, replica: &Replica) {
+    sim.faults().add(FaultRule::new(
+        None,
+        Some("leases"),
+        FaultAction::internal_error(),
+    ));
+    eventually(Duration::from_secs(60), "the term ended", || async {
+        !replica.observer.stats().is_leader()
+    })
+    .await;
+    sim.faults().clear();
+}
+
 fn image_of(ds: &DaemonSet) -> String {
     first_container(ds).image.clone().unwrap_or_default()
 }
@@ -517,17 +532,7 @@ async fn an_own_write_whose_record_a_lost_term_dropped_is_not_drift() {
         image_of(&get_ds(&client, "agent").await) == "agent:v2"
     })
     .await;
-    // The Lease cannot be renewed: the term ends. Then everything answers again.
-    sim.faults().add(FaultRule::new(
-        None,
-        Some("leases"),
-        FaultAction::internal_error(),
-    ));
-    eventually(Duration::from_secs(60), "the term ended", || async {
-        !replica.observer.stats().is_leader()
-    })
-    .await;
-    sim.faults().clear();
+    end_the_term(&sim, &replica).await;
     until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert!(replica.observer.stats().leader_terms() > terms);
     assert_no_drift(&client, &replica).await;
@@ -670,16 +675,7 @@ async fn a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
         "the start's status write was refused"
     );
     let terms = replica.observer.stats().leader_terms();
-    sim.faults().add(FaultRule::new(
-        None,
-        Some("leases"),
-        FaultAction::internal_error(),
-    ));
-    eventually(Duration::from_secs(60), "the term ended", || async {
-        !replica.observer.stats().is_leader()
-    })
-    .await;
-    sim.faults().clear();
+    end_the_term(&sim, &replica).await;
 
     until_rolled_out(&client, version, nodes, 1800, "the new target").await;
     let status = get_cds(&client, "agent").await.status.unwrap_or_default();
@@ -716,6 +712,55 @@ async fn a_fixed_template_of_the_same_version_whose_start_record_was_lost_rolls_
         "v2",
     )
     .await;
+}
+
+/// A leader replaced between the DaemonSet write that starts a new version and the status
+/// write that records it. The next leader, another process, finds the status `successful` at
+/// the old version with the old template hash, and the live DaemonSet carrying the new
+/// target's annotations and images: that is the start of the new target, whichever process
+/// wrote it, not a hand edit. Under `driftPolicy: Report` the new version's rollout goes on,
+/// supervised, instead of running unsupervised while the status says `successful` at the old
+/// one with `Drifted` set (soak seed 28000728).
+#[tokio::test(start_paused = true)]
+async fn a_start_whose_record_a_replaced_leader_lost_is_not_drift() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let (doomed, alive) = killable_client(&sim);
+    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    let mut reported = spec("v1", None);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    create_cds(&client, "agent", reported).await;
+    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(60), "the start written", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v2"
+    })
+    .await;
+    // The leader dies before its record lands; another process takes over.
+    alive.store(false, std::sync::atomic::Ordering::Release);
+    first.task.abort();
+    sim.faults().clear();
+    assert!(
+        phase_is(&client, "agent", "successful").await,
+        "the status still records v1's rest"
+    );
+    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    until_rolled_out(&client, "v2", nodes, 1800, "v2 rolled out").await;
+    let cds = get_cds(&client, "agent").await;
+    assert_ne!(
+        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "the start's own write reported as drift"
+    );
+    assert_no_drift(&client, &second).await;
+    second.stop().await;
 }
 
 /// `daemonset-canary pause` on the MaxUnavailable driver, through the annotation: the rollout
