@@ -585,7 +585,10 @@ impl Pass<'_> {
                 s.target_revision.clone(),
             )
         };
-        if previous.map(named) == Some(named(&status)) {
+        // Only a stored status covers the deletions: one this process computed and failed to
+        // write (this very write-ahead, refused in an earlier pass) does not (soak seed
+        // 28001322: the retried pass deleted a v3 canary behind a status still `failed`).
+        if self.status_persisted && previous.map(named) == Some(named(&status)) {
             return Ok(());
         }
         self.patch_status(&status).await

@@ -316,6 +316,41 @@ async fn a_pause_without_duration_holds_until_promoted_once() {
 
 /// `agent` installed at v1 on `nodes` nodes, one replica running, with the steps
 /// `[{nodes: 1}, {nodes: 100%, maxUnavailable: wide}]`.
+/// No pod is deleted until a stored status names the step it is deleted in: while every
+/// status write is refused, the passes of a new revision retry and delete nothing, however
+/// many (soak seed 28001322: the retry took its own refused write-ahead, remembered, for a
+/// stored one, and deleted a canary behind a status still `failed` for the old revision).
+/// Once the writes answer again, the rollout goes on.
+#[tokio::test(start_paused = true)]
+async fn no_pod_is_deleted_before_a_stored_status_names_its_step() {
+    let nodes = 6;
+    let (sim, client, replica) = installed_with_a_wide_step(nodes, "2").await;
+    let deletes_before = sim.requests().count(Verb::Delete, "pods");
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+    set_version(&client, "agent", "v2").await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(
+        sim.requests().count(Verb::Patch, "canarydaemonsets/status") > 2,
+        "the passes retried their status write"
+    );
+    assert_eq!(
+        sim.requests().count(Verb::Delete, "pods"),
+        deletes_before,
+        "a pod deleted while no status named the step"
+    );
+    sim.faults().clear();
+    eventually(Duration::from_secs(900), "v2 everywhere", || async {
+        phase_is(&client, "agent", "successful").await
+            && nodes_on(&client, "agent:v2").await.len() == nodes as usize
+    })
+    .await;
+    replica.stop().await;
+}
+
 async fn installed_with_a_wide_step(nodes: u32, wide: &str) -> (Env, Client, Replica) {
     let (sim, client, replica) = started(nodes);
     let wide = canary_kube_adapter::crd::StepSpec {
