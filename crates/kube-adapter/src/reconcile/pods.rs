@@ -585,10 +585,16 @@ impl Pass<'_> {
                 s.target_revision.clone(),
             )
         };
-        // Only a stored status covers the deletions: one this process computed and failed to
+        // Only a stored status covers the deletions. One this process computed and failed to
         // write (this very write-ahead, refused in an earlier pass) does not (soak seed
-        // 28001322: the retried pass deleted a v3 canary behind a status still `failed`).
-        if self.status_persisted && previous.map(named) == Some(named(&status)) {
+        // 28001322: the retried pass deleted a v3 canary behind a status still `failed`), so
+        // it is written first, as it is: written over by this pass's record instead, a
+        // rollout that turns `successful` in a catch-up pass would say so before the node it
+        // catches up is replaced, not listed as deferred any more (soak seed 29000063).
+        if let Some(owed) = previous.filter(|_| !self.status_persisted) {
+            self.patch_status(owed).await?;
+        }
+        if previous.map(named) == Some(named(&status)) {
             return Ok(());
         }
         self.patch_status(&status).await
