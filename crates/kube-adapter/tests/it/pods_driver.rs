@@ -343,12 +343,17 @@ async fn no_pod_is_deleted_before_a_stored_status_names_its_step() {
         "a pod deleted while no status named the step"
     );
     sim.faults().clear();
+    until_v2_everywhere(&client, nodes).await;
+    replica.stop().await;
+}
+
+/// Waits up to 900 virtual seconds for `agent` to be `successful` with v2 on all `nodes`.
+async fn until_v2_everywhere(client: &Client, nodes: u32) {
     eventually(Duration::from_secs(900), "v2 everywhere", || async {
-        phase_is(&client, "agent", "successful").await
-            && nodes_on(&client, "agent:v2").await.len() == nodes as usize
+        phase_is(client, "agent", "successful").await
+            && nodes_on(client, "agent:v2").await.len() == nodes as usize
     })
     .await;
-    replica.stop().await;
 }
 
 async fn installed_with_a_wide_step(nodes: u32, wide: &str) -> (Env, Client, Replica) {
@@ -381,11 +386,7 @@ async fn a_rollout_takes_its_pod_events_a_while_at_a_time() {
     let deletions_before = replica.observer.stats().pod_deletions();
     let started = tokio::time::Instant::now();
     set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(900), "v2 everywhere", || async {
-        phase_is(&client, "agent", "successful").await
-            && nodes_on(&client, "agent:v2").await.len() == nodes as usize
-    })
-    .await;
+    until_v2_everywhere(&client, nodes).await;
     let seconds = started.elapsed().as_secs_f64();
     let passes = replica.observer.stats().reconciles() - passes_before;
     eprintln!("{nodes} nodes: {passes} passes in {seconds:.1} virtual seconds");
@@ -436,11 +437,7 @@ async fn a_deletion_refused_from_an_outdated_copy_waits_for_the_watch() {
         "the canary's pod asked once, refused as changed, not asked again from the same copy"
     );
     sim.faults().clear();
-    eventually(Duration::from_secs(900), "v2 everywhere", || async {
-        phase_is(&client, "agent", "successful").await
-            && nodes_on(&client, "agent:v2").await.len() == nodes as usize
-    })
-    .await;
+    until_v2_everywhere(&client, nodes).await;
     replica.stop().await;
 }
 

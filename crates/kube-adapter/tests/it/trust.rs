@@ -88,6 +88,49 @@ async fn end_the_term(sim: &Env, replica: &Replica) {
     sim.faults().clear();
 }
 
+/// Every status write refused (500) until the faults are cleared.
+fn refuse_status_writes(sim: &Env) {
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("canarydaemonsets/status"),
+        FaultAction::internal_error(),
+    ));
+}
+
+/// The spec of `agent` moved to v2, whose pods crash-loop.
+async fn ask_for_crashing_v2(client: &Client) {
+    let crashing = spec("v2", Some("crashloop"));
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"target": crashing.target, "template": crashing.template}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// Every status write refused from now on, then v2 asked for; returns once the start of v2 is
+/// written to the DaemonSet, its status record refused.
+async fn start_v2_without_its_record(sim: &Env, client: &Client) {
+    refuse_status_writes(sim);
+    set_version(client, "agent", "v2").await;
+    eventually(Duration::from_secs(60), "the start written", || async {
+        image_of(&get_ds(client, "agent").await) == "agent:v2"
+    })
+    .await;
+}
+
+/// `agent` at v1 with `driftPolicy: Report`, rolled out on all `nodes`.
+async fn install_reporting_drift(client: &Client, nodes: u32) {
+    let mut reported = spec("v1", None);
+    reported.strategy.drift_policy = DriftPolicy::Report;
+    create_cds(client, "agent", reported).await;
+    until_rolled_out(client, "v1", nodes, 1800, "the install").await;
+}
+
 fn image_of(ds: &DaemonSet) -> String {
     first_container(ds).image.clone().unwrap_or_default()
 }
@@ -146,10 +189,7 @@ async fn a_hand_edit_is_reverted_canary_first() {
 async fn a_reported_drift_is_left_alone_until_the_desired_state_changes() {
     let nodes = 4;
     let (_sim, client, replica) = started(nodes);
-    let mut reported = spec("v1", None);
-    reported.strategy.drift_policy = DriftPolicy::Report;
-    create_cds(&client, "agent", reported).await;
-    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+    install_reporting_drift(&client, nodes).await;
     let writes_before = replica.observer.stats().total_daemon_set_writes();
     set_image_by_hand(&client, "agent:by-hand").await;
     eventually(Duration::from_secs(60), "the Drifted condition", || async {
@@ -516,22 +556,10 @@ async fn an_own_write_whose_record_a_lost_term_dropped_is_not_drift() {
     let sim = sim(nodes);
     let client = sim.client();
     let replica = Replica::start(&sim, Some(short_lease("replica-a")));
-    let mut reported = spec("v1", None);
-    reported.strategy.drift_policy = DriftPolicy::Report;
-    create_cds(&client, "agent", reported).await;
-    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+    install_reporting_drift(&client, nodes).await;
     let terms = replica.observer.stats().leader_terms();
 
-    sim.faults().add(FaultRule::new(
-        Some(Verb::Patch),
-        Some("canarydaemonsets/status"),
-        FaultAction::internal_error(),
-    ));
-    set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(60), "the start written", || async {
-        image_of(&get_ds(&client, "agent").await) == "agent:v2"
-    })
-    .await;
+    start_v2_without_its_record(&sim, &client).await;
     end_the_term(&sim, &replica).await;
     until_rolled_out(&client, "v2", nodes, 3600, "the upgrade").await;
     assert!(replica.observer.stats().leader_terms() > terms);
@@ -565,17 +593,7 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
         Some("daemonsets"),
         FaultAction::Latency(Duration::from_secs(20)),
     ));
-    let crashing = spec("v2", Some("crashloop"));
-    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
-        .patch(
-            "agent",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"target": crashing.target, "template": crashing.template}}),
-            ),
-        )
-        .await
-        .unwrap();
+    ask_for_crashing_v2(&client).await;
     eventually(
         Duration::from_secs(900),
         "the rollback recorded",
@@ -589,11 +607,7 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
     )
     .await;
     assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v2");
-    sim.faults().add(FaultRule::new(
-        Some(Verb::Patch),
-        Some("canarydaemonsets/status"),
-        FaultAction::internal_error(),
-    ));
+    refuse_status_writes(&sim);
     eventually(Duration::from_secs(60), "the rollback written", || async {
         image_of(&get_ds(&client, "agent").await) == "agent:v1"
     })
@@ -637,26 +651,11 @@ async fn a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
     create_cds(&client, "agent", spec("v1", None)).await;
     let replica = Replica::start(&sim, Some(short_lease("replica-a")));
     until_rolled_out(&client, "v1", nodes, 1800, "the first install").await;
-    let crashing = spec("v2", Some("crashloop"));
-    let cds_api = Api::<CanaryDaemonSet>::namespaced(client.clone(), NS);
-    cds_api
-        .patch(
-            "agent",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"target": crashing.target, "template": crashing.template}}),
-            ),
-        )
-        .await
-        .unwrap();
+    ask_for_crashing_v2(&client).await;
     until_agent_phase(&client, "failed", 900, "the crash-looping v2 failed").await;
 
-    sim.faults().add(FaultRule::new(
-        Some(Verb::Patch),
-        Some("canarydaemonsets/status"),
-        FaultAction::internal_error(),
-    ));
-    cds_api
+    refuse_status_writes(&sim);
+    Api::<CanaryDaemonSet>::namespaced(client.clone(), NS)
         .patch("agent", &PatchParams::default(), &Patch::Merge(fix))
         .await
         .unwrap();
@@ -728,21 +727,9 @@ async fn a_start_whose_record_a_replaced_leader_lost_is_not_drift() {
     let client = sim.client();
     let (doomed, alive) = killable_client(&sim);
     let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
-    let mut reported = spec("v1", None);
-    reported.strategy.drift_policy = DriftPolicy::Report;
-    create_cds(&client, "agent", reported).await;
-    until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
+    install_reporting_drift(&client, nodes).await;
 
-    sim.faults().add(FaultRule::new(
-        Some(Verb::Patch),
-        Some("canarydaemonsets/status"),
-        FaultAction::internal_error(),
-    ));
-    set_version(&client, "agent", "v2").await;
-    eventually(Duration::from_secs(60), "the start written", || async {
-        image_of(&get_ds(&client, "agent").await) == "agent:v2"
-    })
-    .await;
+    start_v2_without_its_record(&sim, &client).await;
     // The leader dies before its record lands; another process takes over.
     alive.store(false, std::sync::atomic::Ordering::Release);
     first.task.abort();
