@@ -635,6 +635,63 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
     second.stop().await;
 }
 
+/// An undo whose DaemonSet write a replaced leader wrote and did not record: the next
+/// leader, another process, knows the undo from the stored history, and the live DaemonSet
+/// carries the target of the revision it goes back to (its annotations and images), so that
+/// is the undo's own write, not a hand edit (docs/operations.md).
+#[tokio::test(start_paused = true)]
+async fn an_undo_whose_record_a_replaced_leader_lost_is_not_drift() {
+    let nodes = 4;
+    let sim = sim(nodes);
+    let client = sim.client();
+    let (doomed, alive) = killable_client(&sim);
+    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    install_reporting_drift(&client, nodes).await;
+    set_version(&client, "agent", "v2").await;
+    until_rolled_out(&client, "v2", nodes, 1800, "v2").await;
+
+    // Slow DaemonSet writes keep the undo's write in flight long enough to refuse its record
+    // behind it.
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Patch),
+        Some("daemonsets"),
+        FaultAction::Latency(Duration::from_secs(20)),
+    ));
+    annotate(
+        &client,
+        canary_kube_adapter::crd::UNDO_ANNOTATION,
+        "previous@1",
+    )
+    .await;
+    eventually(Duration::from_secs(120), "the undo recorded", || async {
+        get_cds(&client, "agent")
+            .await
+            .status
+            .and_then(|s| s.history)
+            .is_some_and(|h| h.rollback.is_some())
+    })
+    .await;
+    refuse_status_writes(&sim);
+    eventually(Duration::from_secs(60), "the undo written", || async {
+        image_of(&get_ds(&client, "agent").await) == "agent:v1"
+    })
+    .await;
+    alive.store(false, std::sync::atomic::Ordering::Release);
+    first.task.abort();
+    sim.faults().clear();
+    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    // An undo is reported as the rollout it is: `successful` at v1 once it ends.
+    until_rolled_out(&client, "v1", nodes, 1800, "the undo ended").await;
+    let cds = get_cds(&client, "agent").await;
+    assert_ne!(
+        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "the undo's own write reported as drift"
+    );
+    assert_no_drift(&client, &second).await;
+    second.stop().await;
+}
+
 /// A failed rollout, then a new target whose start is written to the DaemonSet while every
 /// status write is refused, and the term ends before one lands (the Lease cannot be renewed,
 /// as in soak seed 27000373): the status still records the failure, for the old target, and
