@@ -500,13 +500,11 @@ pub struct CanaryDaemonSetStatus {
     /// `spec.target.fromContainer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_version: Option<String>,
-    /// The registry of the target (`spec.target.registry`), when one is set.
+    /// `spec.target.registry`; with the version and the deployment id, the target the phase
+    /// was decided for (`status::decided_for_another_target`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_registry: Option<String>,
-    /// The deployment id of the target: `spec.target.deploymentId`, or the hash of
-    /// `spec.template` it defaults to. With `targetVersion` and `targetRegistry` it says which
-    /// target the phase was decided for: a failure recorded for another target is not this
-    /// one's (the start of a new target whose status write was lost).
+    /// `spec.target.deploymentId`, or the hash of `spec.template` it defaults to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_deployment_id: Option<String>,
     /// Pods the DaemonSet should run (`desiredNumberScheduled`).
