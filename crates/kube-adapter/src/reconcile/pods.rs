@@ -126,17 +126,19 @@ impl Pass<'_> {
         let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
         // Our own write whose record a lost status write or an ended term dropped is no
         // drift: recorded now (see `WriteLedger`); nor is a rollback's write, by any process,
-        // of the exact revision it goes back to.
-        let start_unrecorded = match (&desired, status) {
-            (Some(desired), Some(status)) => unrecorded_start(live, desired, status, &plan.target),
-            _ => false,
-        };
+        // of the exact revision it goes back to, nor the start of the current target (or an
+        // undo) whose record a replaced leader lost (`unrecorded_start`).
         let own_unrecorded = written_hash
             .as_ref()
             .is_some_and(|written| *written != live_hash)
             && (self.ctx.memory.live_is_own_write(self.cds, live)
                 || rollback_revision_live
-                || start_unrecorded);
+                || match (&desired, status) {
+                    (Some(desired), Some(status)) => {
+                        unrecorded_start(live, desired, status, &plan.target)
+                    }
+                    _ => false,
+                });
         let (template_changed, drift) = match &desired {
             Some(desired) => {
                 let drift = match (&written_hash, status) {
