@@ -88,6 +88,57 @@ async fn end_the_term(sim: &Env, replica: &Replica) {
     sim.faults().clear();
 }
 
+/// A first replica, `replica-a`, on a connection the test can cut.
+struct DoomedLeader {
+    replica: Replica,
+    alive: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl DoomedLeader {
+    fn start(sim: &Env) -> Self {
+        let (doomed, alive) = killable_client(sim);
+        Self {
+            replica: Replica::start_on(sim, doomed, Some(short_lease("replica-a"))),
+            alive,
+        }
+    }
+
+    /// This leader dies before any record it owes lands (its connection cut, its task
+    /// aborted); the faults are cleared and another process, `replica-b`, takes over.
+    fn replaced(self, sim: &Env) -> Replica {
+        self.alive
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.replica.task.abort();
+        sim.faults().clear();
+        Replica::start(sim, Some(short_lease("replica-b")))
+    }
+}
+
+/// Waits up to `secs` virtual seconds for the status history of `agent` to record a
+/// rollback (an automatic one, an abort or an undo).
+async fn until_rollback_recorded(client: &Client, secs: u64, what: &str) {
+    eventually(Duration::from_secs(secs), what, || async {
+        get_cds(client, "agent")
+            .await
+            .status
+            .and_then(|s| s.history)
+            .is_some_and(|h| h.rollback.is_some())
+    })
+    .await;
+}
+
+/// `agent` is not `Drifted`, and `replica` reported no drift: `what`, the controller's own
+/// write, was not taken for a hand edit.
+async fn assert_own_write_not_drift(client: &Client, replica: &Replica, what: &str) {
+    let cds = get_cds(client, "agent").await;
+    assert_ne!(
+        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "{what} reported as drift"
+    );
+    assert_no_drift(client, replica).await;
+}
+
 /// Every status write refused (500) until the faults are cleared.
 fn refuse_status_writes(sim: &Env) {
     sim.faults().add(FaultRule::new(
@@ -578,8 +629,7 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
     let nodes = 4;
     let sim = sim(nodes);
     let client = sim.client();
-    let (doomed, alive) = killable_client(&sim);
-    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    let first = DoomedLeader::start(&sim);
     let mut reported = spec("v1", None);
     reported.strategy.drift_policy = DriftPolicy::Report;
     reported.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
@@ -594,29 +644,14 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
         FaultAction::Latency(Duration::from_secs(20)),
     ));
     ask_for_crashing_v2(&client).await;
-    eventually(
-        Duration::from_secs(900),
-        "the rollback recorded",
-        || async {
-            get_cds(&client, "agent")
-                .await
-                .status
-                .and_then(|s| s.history)
-                .is_some_and(|h| h.rollback.is_some())
-        },
-    )
-    .await;
+    until_rollback_recorded(&client, 900, "the rollback recorded").await;
     assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v2");
     refuse_status_writes(&sim);
     eventually(Duration::from_secs(60), "the rollback written", || async {
         image_of(&get_ds(&client, "agent").await) == "agent:v1"
     })
     .await;
-    // The leader dies before its record lands; another process takes over.
-    alive.store(false, std::sync::atomic::Ordering::Release);
-    first.task.abort();
-    sim.faults().clear();
-    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    let second = first.replaced(&sim);
     until_agent_phase(&client, "rolledBack", 1800, "the rollback ended").await;
     let cds = get_cds(&client, "agent").await;
     let status = cds.status.clone().unwrap_or_default();
@@ -626,12 +661,7 @@ async fn a_rollback_whose_record_a_replaced_leader_lost_is_not_drift() {
         "every pod back on v1 and ready"
     );
     assert_eq!(image_of(&get_ds(&client, "agent").await), "agent:v1");
-    assert_ne!(
-        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
-        Some("True"),
-        "the rollback's own write reported as drift"
-    );
-    assert_no_drift(&client, &second).await;
+    assert_own_write_not_drift(&client, &second, "the rollback's own write").await;
     second.stop().await;
 }
 
@@ -644,8 +674,7 @@ async fn an_undo_whose_record_a_replaced_leader_lost_is_not_drift() {
     let nodes = 4;
     let sim = sim(nodes);
     let client = sim.client();
-    let (doomed, alive) = killable_client(&sim);
-    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    let first = DoomedLeader::start(&sim);
     install_reporting_drift(&client, nodes).await;
     set_version(&client, "agent", "v2").await;
     until_rolled_out(&client, "v2", nodes, 1800, "v2").await;
@@ -663,32 +692,16 @@ async fn an_undo_whose_record_a_replaced_leader_lost_is_not_drift() {
         "previous@1",
     )
     .await;
-    eventually(Duration::from_secs(120), "the undo recorded", || async {
-        get_cds(&client, "agent")
-            .await
-            .status
-            .and_then(|s| s.history)
-            .is_some_and(|h| h.rollback.is_some())
-    })
-    .await;
+    until_rollback_recorded(&client, 120, "the undo recorded").await;
     refuse_status_writes(&sim);
     eventually(Duration::from_secs(60), "the undo written", || async {
         image_of(&get_ds(&client, "agent").await) == "agent:v1"
     })
     .await;
-    alive.store(false, std::sync::atomic::Ordering::Release);
-    first.task.abort();
-    sim.faults().clear();
-    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    let second = first.replaced(&sim);
     // An undo is reported as the rollout it is: `successful` at v1 once it ends.
     until_rolled_out(&client, "v1", nodes, 1800, "the undo ended").await;
-    let cds = get_cds(&client, "agent").await;
-    assert_ne!(
-        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
-        Some("True"),
-        "the undo's own write reported as drift"
-    );
-    assert_no_drift(&client, &second).await;
+    assert_own_write_not_drift(&client, &second, "the undo's own write").await;
     second.stop().await;
 }
 
@@ -782,28 +795,17 @@ async fn a_start_whose_record_a_replaced_leader_lost_is_not_drift() {
     let nodes = 4;
     let sim = sim(nodes);
     let client = sim.client();
-    let (doomed, alive) = killable_client(&sim);
-    let first = Replica::start_on(&sim, doomed, Some(short_lease("replica-a")));
+    let first = DoomedLeader::start(&sim);
     install_reporting_drift(&client, nodes).await;
 
     start_v2_without_its_record(&sim, &client).await;
-    // The leader dies before its record lands; another process takes over.
-    alive.store(false, std::sync::atomic::Ordering::Release);
-    first.task.abort();
-    sim.faults().clear();
     assert!(
         phase_is(&client, "agent", "successful").await,
         "the status still records v1's rest"
     );
-    let second = Replica::start(&sim, Some(short_lease("replica-b")));
+    let second = first.replaced(&sim);
     until_rolled_out(&client, "v2", nodes, 1800, "v2 rolled out").await;
-    let cds = get_cds(&client, "agent").await;
-    assert_ne!(
-        condition(&cds, "Drifted").map(|c| c.0).as_deref(),
-        Some("True"),
-        "the start's own write reported as drift"
-    );
-    assert_no_drift(&client, &second).await;
+    assert_own_write_not_drift(&client, &second, "the start's own write").await;
     second.stop().await;
 }
 
