@@ -302,8 +302,8 @@ impl<T: Indexed> OwnerIndex<T> {
 
 impl OwnerIndex<PodSummary> {
     /// The counts of the pods grouped under `key` under `rule`: read from the group's tally,
-    /// which is recounted (once) when it was kept under another rule. Debug builds check the
-    /// tally against a full recount on every read.
+    /// which counts again from its pods' classes (not its pods) when it was kept under another
+    /// rule. Debug builds check the tally against a full recount on every read.
     pub fn count(&self, key: &str, rule: &PodCountRule) -> PodCounts {
         {
             let state = self.read();
@@ -323,7 +323,12 @@ impl OwnerIndex<PodSummary> {
         let Some(group) = state.live.groups.get_mut(key) else {
             return PodCounts::default();
         };
-        group.tally = PodTally::recount(rule.clone(), group.objects.values().map(|p| &**p));
+        group.tally.rekey(rule.clone(), &group.objects);
+        debug_assert_eq!(
+            group.tally,
+            PodTally::recount(rule.clone(), group.objects.values().map(|p| &**p)),
+            "the pod tally of {key} counted from its classes differs from a full recount"
+        );
         group.tally.counts()
     }
 

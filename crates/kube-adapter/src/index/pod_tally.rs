@@ -4,11 +4,13 @@
 //! every pod event a pass, so a rollout cost O(pods²) (issue 20). A [`PodTally`] sits beside
 //! each group of the pod index and holds the counts of its pods under one [`PodCountRule`]:
 //! each pod change moves them by that pod's [`PodCount`] before and after, so a pass reads them
-//! in O(1). The rule (target, revision hash, owner UID, policies) changes once per rollout; a
-//! pass that asks under another rule recounts the group once and keeps that rule.
+//! in O(1). The rule (target, revision hash, owner UID, policies) changes once or twice per
+//! rollout; a pass that asks under another rule counts the group again from its pods' classes
+//! (`classes.rs`: a handful per DaemonSet, kept from the same events), not from every pod, and
+//! keeps that rule.
 //!
-//! Invariant: when a tally has a rule, its counts equal [`PodTally::recount`] of the group
-//! under that rule. Debug builds (the tests and the deterministic simulation) check it on every
+//! Invariant: when a tally has a rule, its counts and classes equal [`PodTally::recount`] of
+//! the group under that rule. Debug builds (the tests and the deterministic simulation) check it on every
 //! read ([`OwnerIndex::count`](super::OwnerIndex::count)).
 //!
 //! The tally also tells the watch which pod events can change a decision
@@ -21,13 +23,17 @@
 //! [`PodTally::facts_only`]). A rollout on 5,000 nodes moves the counts some 10,000 times and
 //! crosses a threshold a handful of times.
 
-use std::collections::BTreeMap;
+mod classes;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use canary_predicates::{
     AnnotationKeys, CountRule, CrashLoop, CrashLoopPolicy, OwnerMatch, PodCount, PodCounts,
-    PodSummary, Target, UpdatedRule, count_pod, pod_is_owned_by,
+    PodFacts, PodSummary, Target, UpdatedRule, count_pod, pod_crash_loop, pod_is_owned_by,
 };
 
+use self::classes::{PodClasses, identity};
 use super::{Id, Moved, Tally};
 
 /// The owned form of what counting one DaemonSet's pods depends on: its owner match and
@@ -77,7 +83,7 @@ impl PodCountRule {
     }
 
     /// What `pod` adds to the counts, `None` when it is not counted (another owner, or left out).
-    fn count(&self, pod: &PodSummary) -> Option<PodCount> {
+    fn count<P: PodFacts + ?Sized>(&self, pod: &P) -> Option<PodCount> {
         if !pod_is_owned_by(pod, &self.owner()) {
             return None;
         }
@@ -98,6 +104,9 @@ pub struct PodTally {
     /// The crash-looping updated pods by identity: ordered, so the pod a failure names is the
     /// same whatever the order pods arrived in (the first by namespace and name).
     crash_loops: BTreeMap<Id, CrashLoop>,
+    /// The group's pods by class under the rule's keys, kept beside the counts so that a new
+    /// rule reads them instead of every pod; `Some` exactly when `rule` is.
+    classes: Option<PodClasses>,
 }
 
 impl PodTally {
@@ -110,17 +119,52 @@ impl PodTally {
         }
     }
 
-    /// The tally of `pods` under `rule`, counted from scratch.
+    /// The tally of `pods` under `rule`, counted from scratch pod by pod (the debug check of
+    /// [`rekey`](Self::rekey) and of the counts kept from events).
     pub(super) fn recount<'p>(
         rule: PodCountRule,
-        pods: impl IntoIterator<Item = &'p PodSummary>,
+        pods: impl IntoIterator<Item = &'p PodSummary> + Clone,
     ) -> Self {
         let mut tally = PodTally::default();
-        for pod in pods {
+        for pod in pods.clone() {
             tally.add(pod, rule.count(pod));
         }
+        tally.classes = Some(PodClasses::of(rule.keys.clone(), pods));
         tally.rule = Some(rule);
         tally
+    }
+
+    /// Counts the group, whose pods are `pods`, under `rule` from its classes: O(classes and
+    /// the pods that could be crash-looping), not O(pods). The classes are built from `pods`
+    /// the first time, and again when the rule reads the target under other keys.
+    pub(super) fn rekey(&mut self, rule: PodCountRule, pods: &HashMap<Id, Arc<PodSummary>>) {
+        let classes = match self.classes.take() {
+            Some(classes) if *classes.keys() == rule.keys => classes,
+            _ => PodClasses::of(rule.keys.clone(), pods.values().map(|pod| &**pod)),
+        };
+        let mut tally = PodTally::default();
+        for (class, members) in classes.iter() {
+            let Some(count) = rule.count(&class) else {
+                continue;
+            };
+            tally.total = tally.total.saturating_add(members.pods);
+            if !count.updated {
+                continue;
+            }
+            tally.updated = tally.updated.saturating_add(members.pods);
+            tally.updated_ready = tally.updated_ready.saturating_add(members.ready);
+            for id in &members.crash_candidates {
+                if let Some(crash) = pods
+                    .get(id)
+                    .and_then(|pod| pod_crash_loop(&**pod, &rule.crash_loop))
+                {
+                    tally.crash_loops.insert(id.clone(), crash);
+                }
+            }
+        }
+        tally.classes = Some(classes);
+        tally.rule = Some(rule);
+        *self = tally;
     }
 
     /// Whether the counts are kept under `rule`.
@@ -183,15 +227,16 @@ impl PodTally {
     }
 }
 
-fn identity(pod: &PodSummary) -> Id {
-    (
-        pod.namespace().to_owned(),
-        canary_predicates::PodFacts::name(pod).to_owned(),
-    )
-}
-
 impl Tally<PodSummary> for PodTally {
     fn replace(&mut self, old: Option<&PodSummary>, new: Option<&PodSummary>) -> Moved {
+        if let Some(classes) = &mut self.classes {
+            if let Some(old) = old {
+                classes.remove(old);
+            }
+            if let Some(new) = new {
+                classes.add(new);
+            }
+        }
         let changed_facts = match (old, new) {
             (Some(old), Some(new)) => !old.same_facts(new),
             (None, None) => false,

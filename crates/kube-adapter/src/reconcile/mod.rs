@@ -506,8 +506,8 @@ impl<'a> Pass<'a> {
         self.finish(record, decision).await
     }
 
-    /// The DaemonSet's pod counts, from the pod index's tally (O(1) but once per rollout, when
-    /// the rule moves to the new target or revision and the group is recounted).
+    /// The DaemonSet's pod counts, from the pod index's tally: O(1), and O(classes of pods)
+    /// when the rule moves to the new target or revision.
     fn count_pods(&self, plan: &Plan, live: &DaemonSet) -> PodCounts {
         let uid = live.metadata.uid.clone().unwrap_or_default();
         let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {

@@ -4,7 +4,9 @@ use canary_predicates::{
     AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, CrashLoopPolicy, PodSummary, Target,
     UpdatedRule, count_pods_owned_by,
 };
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodSpec, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::watcher::Event;
 use proptest::prelude::*;
@@ -18,17 +20,21 @@ struct PodShape {
     name: usize,
     /// 0: the DaemonSet `agent` with UID `u1`; 1: another `agent` (UID `u2`); 2: `other`.
     owner: usize,
-    annotated: bool,
+    /// 0: no target annotations; 1: those of [`target`]`(0)`; 2: those of `target(1)`.
+    annotated: usize,
     new_revision: bool,
     ready: bool,
     restarts: i32,
+    /// Its container has exited and not restarted yet (`state.terminated`, no restart).
+    exited: bool,
     terminating: bool,
     resource_version: u32,
 }
 
-fn target() -> Target {
+/// The target of the tests' rules: v2, or v3 (a rollout that moved on).
+fn target(which: usize) -> Target {
     Target {
-        version: "v2".into(),
+        version: ["v2", "v3"][which % 2].into(),
         registry: "r".into(),
         deployment_id: "d".into(),
     }
@@ -46,9 +52,8 @@ fn whole_pod(shape: &PodShape) -> Pod {
             namespace: Some(["a", "b"][shape.namespace].into()),
             name: Some(format!("p{}", shape.name)),
             resource_version: Some(shape.resource_version.to_string()),
-            annotations: shape
-                .annotated
-                .then(|| target().annotations(&AnnotationKeys::default())),
+            annotations: (shape.annotated > 0)
+                .then(|| target(shape.annotated - 1).annotations(&AnnotationKeys::default())),
             labels: Some(
                 [(
                     CONTROLLER_REVISION_HASH_LABEL.to_owned(),
@@ -79,6 +84,10 @@ fn whole_pod(shape: &PodShape) -> Pod {
                 name: "c".into(),
                 ready: shape.ready,
                 restart_count: shape.restarts,
+                state: shape.exited.then(|| ContainerState {
+                    terminated: Some(ContainerStateTerminated::default()),
+                    ..ContainerState::default()
+                }),
                 ..ContainerStatus::default()
             }]),
             ..PodStatus::default()
@@ -86,22 +95,36 @@ fn whole_pod(shape: &PodShape) -> Pod {
     }
 }
 
-/// The rules a pass may count under: by UID or by name, the new or the old revision.
+/// The rules a pass may count under (`choice` in `0..32`, one bit each): by UID or by name,
+/// the new or the old revision, target v2 or v3, the reference's crash loops or strict ones
+/// at 2 restarts, the target under KubeVirt's annotation keys or under keys no pod carries.
 fn rule(choice: usize) -> PodCountRule {
-    let by_uid = choice.is_multiple_of(2);
+    let bit = |n: u32| choice & (1 << n) != 0;
+    let by_uid = !bit(0);
     PodCountRule {
         owner_name: "agent".into(),
         owner_uid: by_uid.then(|| "u1".to_owned()),
-        target: target(),
-        keys: AnnotationKeys::default(),
+        target: target(usize::from(bit(2))),
+        keys: if bit(4) {
+            AnnotationKeys::with_prefix("canary.example.com")
+        } else {
+            AnnotationKeys::default()
+        },
         updated: if by_uid {
             UpdatedRule::AnnotationsAndRevision {
-                revision_hash: if choice < 2 { "new" } else { "old" }.into(),
+                revision_hash: if bit(1) { "old" } else { "new" }.into(),
             }
         } else {
             UpdatedRule::Annotations
         },
-        crash_loop: CrashLoopPolicy::KubeVirt,
+        crash_loop: if bit(3) {
+            CrashLoopPolicy::Strict {
+                restart_threshold: 2,
+                include_init_containers: true,
+            }
+        } else {
+            CrashLoopPolicy::KubeVirt
+        },
         skip_terminating: by_uid,
     }
 }
@@ -109,10 +132,10 @@ fn rule(choice: usize) -> PodCountRule {
 fn shape() -> impl Strategy<Value = PodShape> {
     (
         (0..2usize, 0..4usize, 0..3usize),
+        0..3usize,
         any::<bool>(),
         any::<bool>(),
-        any::<bool>(),
-        0..2i32,
+        (0..3i32, any::<bool>()),
         any::<bool>(),
         0..3u32,
     )
@@ -122,7 +145,7 @@ fn shape() -> impl Strategy<Value = PodShape> {
                 annotated,
                 new_revision,
                 ready,
-                restarts,
+                (restarts, exited),
                 terminating,
                 rv,
             )| {
@@ -134,6 +157,7 @@ fn shape() -> impl Strategy<Value = PodShape> {
                     new_revision,
                     ready,
                     restarts,
+                    exited,
                     terminating,
                     resource_version: rv,
                 }
@@ -152,7 +176,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => shape().prop_map(Step::Apply),
         1 => shape().prop_map(Step::Delete),
-        2 => (0..4usize).prop_map(Step::Count),
+        2 => (0..32usize).prop_map(Step::Count),
     ]
 }
 
@@ -226,10 +250,11 @@ fn healthy(name: usize) -> PodShape {
         namespace: 0,
         name,
         owner: 0,
-        annotated: true,
+        annotated: 1,
         new_revision: true,
         ready: true,
         restarts: 0,
+        exited: false,
         terminating: false,
         resource_version: 1,
     }
