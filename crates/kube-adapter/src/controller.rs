@@ -30,6 +30,7 @@ use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, WriteLedger, error_policy, reconcile};
+use crate::scope::api;
 use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
@@ -202,21 +203,6 @@ async fn lead_while_elected(
             return None;
         }
         warn!(identity = %election.identity, "lost the lease, controller stopped");
-    }
-}
-
-/// The API of `K` in `namespace`, or in all namespaces: the one namespaced-or-all helper.
-pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 

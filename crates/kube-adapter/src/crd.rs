@@ -677,11 +677,11 @@ impl CanaryDaemonSetStatus {
 /// The untyped API of CanaryDaemonSets in `namespace` (or all): the controller lists and watches
 /// them untyped and decodes each with [`decode`], so that one bad object fails alone.
 pub fn dynamic_api(client: &kube::Client, namespace: Option<&str>) -> kube::Api<DynamicObject> {
-    let resource = ApiResource::erase::<CanaryDaemonSet>(&());
-    match namespace {
-        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
-        None => kube::Api::all_with(client.clone(), &resource),
-    }
+    crate::scope::api_with(
+        client,
+        namespace,
+        &ApiResource::erase::<CanaryDaemonSet>(&()),
+    )
 }
 
 /// A stored CanaryDaemonSet that does not decode.

@@ -113,6 +113,7 @@ pub mod meta;
 pub mod observer;
 pub mod patch;
 pub mod reconcile;
+pub mod scope;
 pub mod status;
 mod sync;
 mod trigger;

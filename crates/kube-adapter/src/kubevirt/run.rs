@@ -8,7 +8,7 @@ use futures::stream::{self, BoxStream};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -21,8 +21,8 @@ use super::derive::derive;
 use super::tracker::PhaseTracker;
 use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 use crate::clock::Clock;
-use crate::controller::api;
 use crate::observer::{Observer, Report};
+use crate::scope::{api, api_with};
 use crate::trigger::WatchLog;
 
 /// How the observer runs.
@@ -126,10 +126,7 @@ pub async fn run(
 ) -> Result<(), ObserveError> {
     let resource = kubevirt_api_resource();
     let ns = config.namespace.as_deref();
-    let kubevirts: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
+    let kubevirts = api_with(&client, ns, &resource);
     kubevirts
         .list_metadata(&ListParams::default().limit(1))
         .await
@@ -177,7 +174,7 @@ pub async fn run(
         daemon_sets: ds_store,
         pods: pod_store,
     };
-    let mut synced = [false; 3];
+    let mut synced = SyncedSources::default();
     let mut tracker = PhaseTracker::new();
     let mut passes = 0_u64;
     let shutdown = shutdown.fuse();
@@ -203,7 +200,7 @@ pub async fn run(
         for change in batch {
             match change {
                 Change::Synced(source) => {
-                    synced[source as usize] = true;
+                    synced.mark(source);
                     let _resumed = log.succeeded(source.resource());
                 }
                 Change::Object(source) => {
@@ -217,7 +214,7 @@ pub async fn run(
                 }
             }
         }
-        if synced.iter().all(|done| *done) {
+        if synced.all() {
             let started = Instant::now();
             let snapshot = pass(&caches, &mut tracker, &config, passes + 1);
             passes = snapshot.passes;
@@ -240,12 +237,35 @@ pub async fn run(
     Ok(())
 }
 
-/// Where a change came from (index into the synced flags).
+/// Where a change came from.
 #[derive(Debug, Clone, Copy)]
 enum Source {
-    KubeVirt = 0,
-    DaemonSet = 1,
-    Pod = 2,
+    KubeVirt,
+    DaemonSet,
+    Pod,
+}
+
+/// Which sources have delivered their initial list: a pass waits for all three, or it would
+/// judge a KubeVirt by a half-listed cache.
+#[derive(Debug, Default)]
+struct SyncedSources {
+    kubevirts: bool,
+    daemon_sets: bool,
+    pods: bool,
+}
+
+impl SyncedSources {
+    fn mark(&mut self, source: Source) {
+        match source {
+            Source::KubeVirt => self.kubevirts = true,
+            Source::DaemonSet => self.daemon_sets = true,
+            Source::Pod => self.pods = true,
+        }
+    }
+
+    fn all(&self) -> bool {
+        self.kubevirts && self.daemon_sets && self.pods
+    }
 }
 
 impl Source {
