@@ -7,12 +7,19 @@
 //! type does not name without building them, so the watch decodes into [`WatchedPod`], whose
 //! spec keeps only `nodeName` and whose status keeps the phase and the container statuses.
 //!
+//! The metadata is kept whole but for its managed fields: on a real API server every pod
+//! carries the field sets of the DaemonSet controller and of the kubelet (3 KB of JSON on
+//! kube-apiserver 1.35 with KWOK), which a `serde_json::Value` would build, allocation by
+//! allocation, on every event, for nothing the controller reads of a pod.
+//!
 //! Invariant: [`PodSummary::of`] gives the same summary for a [`WatchedPod`] as for the full
 //! pod it was decoded from (tested below against the pods of `testdata/pods/`). A field a
 //! predicate starts reading must be kept here too.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
 /// A pod decoded with only what [`PodSummary`](canary_predicates::PodSummary) reads: the
@@ -31,11 +38,65 @@ impl From<Pod> for WatchedPod {
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: WireMeta,
     #[serde(default)]
     spec: Option<WireSpec>,
     #[serde(default)]
     status: Option<WireStatus>,
+}
+
+/// `ObjectMeta` without `managedFields` (and the deprecated `selfLink`): serde skips them unbuilt.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+impl From<WireMeta> for ObjectMeta {
+    fn from(meta: WireMeta) -> Self {
+        ObjectMeta {
+            annotations: meta.annotations,
+            creation_timestamp: meta.creation_timestamp,
+            deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+            deletion_timestamp: meta.deletion_timestamp,
+            finalizers: meta.finalizers,
+            generate_name: meta.generate_name,
+            generation: meta.generation,
+            labels: meta.labels,
+            managed_fields: None,
+            name: meta.name,
+            namespace: meta.namespace,
+            owner_references: meta.owner_references,
+            resource_version: meta.resource_version,
+            self_link: None,
+            uid: meta.uid,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -60,7 +121,7 @@ impl<'de> Deserialize<'de> for WatchedPod {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(deserializer)?;
         Ok(WatchedPod(Pod {
-            metadata: wire.metadata,
+            metadata: wire.metadata.into(),
             spec: wire.spec.map(|spec| PodSpec {
                 node_name: spec.node_name,
                 ..PodSpec::default()
@@ -146,6 +207,33 @@ mod tests {
             );
             seen += 1;
         }
-        assert!(seen >= 5, "the pods of testdata/pods: {seen}");
+        assert!(seen >= 6, "the pods of testdata/pods: {seen}");
+    }
+
+    /// A pod as kube-apiserver serves it, with the field sets of the DaemonSet controller and
+    /// of KWOK's kubelet, decodes without them and with the rest of its metadata as the whole
+    /// pod has it.
+    #[test]
+    fn a_watched_pod_leaves_the_managed_fields_out_and_keeps_the_rest_of_its_metadata() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/pods/kwok-daemonset-pod-managed-fields.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let whole: Pod = serde_json::from_str(&text).unwrap();
+        let managers: Vec<_> = whole
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|entry| entry.manager.as_deref())
+            .collect();
+        assert_eq!(managers, ["kube-controller-manager", "kwok"]);
+        let watched: WatchedPod = serde_json::from_str(&text).unwrap();
+        let mut expected = whole.metadata.clone();
+        expected.managed_fields = None;
+        assert_eq!(watched.0.metadata, expected);
+        assert!(watched.0.metadata.owner_references.is_some());
+        assert!(watched.0.metadata.annotations.is_some());
     }
 }
