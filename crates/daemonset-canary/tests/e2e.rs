@@ -13,7 +13,12 @@
 //! kube client, kubectl and the controller's metrics. The scenarios run one at a time
 //! (`--test-threads=1`, set by `cargo xtask e2e`) because the controller's DaemonSet-write
 //! counter is global, and a scenario reads its own increase.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod support;
 
@@ -166,8 +171,16 @@ impl E2e {
     async fn upgrade(&self, version: &str, behavior: &str) -> Option<i64> {
         let next = Self::node_agent(version, behavior, &self.namespace);
         let patch = serde_json::json!({"spec": serde_json::to_value(&next.spec).unwrap()});
+        self.patch_canary(&Patch::Merge(&patch)).await
+    }
+
+    /// Patches the scenario's CanaryDaemonSet; returns its new spec generation.
+    async fn patch_canary<P: serde::Serialize + std::fmt::Debug>(
+        &self,
+        patch: &Patch<P>,
+    ) -> Option<i64> {
         self.canaries()
-            .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(NAME, &PatchParams::default(), patch)
             .await
             .unwrap()
             .metadata
@@ -906,6 +919,68 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
     );
 }
 
+/// The README's example as it is (`deploy/examples/node-agent.yaml`: a `hostNetwork` node
+/// exporter, its version the image tag) installs and upgrades on the real control plane. Its pods
+/// take their node's address, as a kubelet gives a `hostNetwork` pod: on nodes without an
+/// address (the KWOK nodes of `cargo xtask cluster up` before they got one) such pods got no pod
+/// IP, KWOK started them again and again, and the rollout never ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn the_readme_example_with_host_network_rolls_out() {
+    let e2e = E2e::start("readme").await;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/examples/node-agent.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let mut example = documents
+        .into_iter()
+        .find(|d| d["kind"] == "CanaryDaemonSet")
+        .expect("the example has a CanaryDaemonSet");
+    // Renamed into the scenario's namespace, with the name the helpers read.
+    example["metadata"] = serde_json::json!({"name": NAME, "namespace": e2e.namespace});
+    assert_eq!(
+        example["spec"]["template"]["spec"]["template"]["spec"]["hostNetwork"],
+        true
+    );
+    let cds: CanaryDaemonSet = serde_json::from_value(example).unwrap();
+    e2e.install(&cds, Duration::from_secs(300)).await;
+
+    let patch = serde_json::json!([{
+        "op": "replace",
+        "path": "/spec/template/spec/template/spec/containers/0/image",
+        "value": "quay.io/prometheus/node-exporter:v1.9.2",
+    }]);
+    let generation = e2e
+        .patch_canary(&Patch::<()>::Json(serde_json::from_value(patch).unwrap()))
+        .await;
+    e2e.wait_phase(generation, "successful", Duration::from_secs(600))
+        .await;
+    let status = e2e.canaries().get(NAME).await.unwrap().status.unwrap();
+    assert_eq!(status.target_version.as_deref(), Some("v1.9.2"));
+
+    let pods = Api::<Pod>::namespaced(e2e.client.clone(), &e2e.namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect::<Vec<_>>();
+    assert_eq!(pods.len(), e2e.node_count().await as usize);
+    for pod in &pods {
+        let (image, ready) = image_and_ready(pod);
+        assert!(ready && image.ends_with(":v1.9.2"), "{image} ready={ready}");
+        let status = pod.status.as_ref().unwrap();
+        assert!(status.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty()));
+        assert_eq!(
+            status.pod_ip, status.host_ip,
+            "a hostNetwork pod has its node's address"
+        );
+    }
+}
+
 /// The Pods driver on the real DaemonSet controller: the DaemonSet is `OnDelete`, the canary goes
 /// to the node the selector picks, a pause holds exactly it, then every node follows, one DELETE
 /// per old pod. The CRD's new rules (steps, driver) pass the real API server's CEL cost checks.
@@ -952,13 +1027,7 @@ async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
 
     let next = pods_driver("v2");
     let patch = serde_json::json!({"spec": serde_json::to_value(&next.spec).unwrap()});
-    let generation = e2e
-        .canaries()
-        .patch(NAME, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap()
-        .metadata
-        .generation;
+    let generation = e2e.patch_canary(&Patch::Merge(&patch)).await;
     e2e.wait_phase(generation, "paused", Duration::from_secs(300))
         .await;
     let on_v2 = |pods: Vec<Pod>| -> Vec<String> {

@@ -10,6 +10,12 @@
 //! PrometheusRule: their CRDs are not vendored) are listed as not checked here, never silently
 //! dropped; a cluster this check started is stopped again, one it found running is left running.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use super::{Cluster, Layout, UpArgs};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};

@@ -203,7 +203,9 @@ impl Cluster {
             .with_context(|| format!("cannot read {}", self.kubeconfig.display()))?;
         let config: Value = serde_saphyr::from_str(&text)
             .with_context(|| format!("{} is not YAML", self.kubeconfig.display()))?;
-        let cluster = &config["clusters"][0]["cluster"];
+        let cluster = config
+            .pointer("/clusters/0/cluster")
+            .unwrap_or(&Value::Null);
         let (Some(server), Some(ca)) = (
             cluster["server"].as_str(),
             cluster["certificate-authority"].as_str(),
@@ -223,8 +225,9 @@ impl Cluster {
             let crd: Value =
                 serde_json::from_str(&self.kubectl(&["get", "crd", name, "-o", "json"])?)
                     .context("kubectl get crd -o json printed no JSON")?;
-            let established = crd["status"]["conditions"]
-                .as_array()
+            let established = crd
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .any(|c| c["type"] == "Established" && c["status"] == "True");
@@ -598,11 +601,22 @@ fn stages(start_delay_ms: u64, ready_delay_ms: u64) -> String {
         .replace("@READY_DELAY_MS@", &ready_delay_ms.to_string())
 }
 
-/// The fake node `node-<index>` (1-based): managed by KWOK, no taint, its own pod CIDR.
+/// The fake node `node-<index>` (1-based): managed by KWOK, no taint, its own pod CIDR, and an
+/// address, as a kubelet registers its node with one. KWOK gives a `hostNetwork` pod its node's
+/// address as pod IP; a node without one left such pods without a pod IP, and the Stage that
+/// starts a pod (which selects pods without one) started them again after every step, so a
+/// node agent's pods flipped between Ready and ContainerCreating for ever.
 fn node(index: u32) -> Value {
     let name = format!("node-{index}");
     // 10.128.0.0/24, 10.128.1.0/24, ...: room for 32,768 nodes before leaving 10.0.0.0/8.
     let cidr = format!("10.{}.{}.0/24", 128 + index / 256, index % 256);
+    // 172.16.0.1, ...: outside the pod and service ranges, unique up to 1,048,576 nodes.
+    let address = format!(
+        "172.{}.{}.{}",
+        16 + index / 65_536,
+        index / 256 % 256,
+        index % 256
+    );
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -622,6 +636,10 @@ fn node(index: u32) -> Value {
             },
         },
         "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": address},
+            {"type": "Hostname", "address": name},
+        ]},
     })
 }
 
@@ -758,6 +776,15 @@ mod tests {
         assert!(first["spec"].get("taints").is_none());
         assert_eq!(first["spec"]["podCIDR"], "10.128.1.0/24");
         assert_eq!(last["spec"]["podCIDR"], "10.147.136.0/24");
+        // An address each, as a registered kubelet's node has (a hostNetwork pod's pod IP).
+        let address = |node: &Value| node["status"]["addresses"][0].clone();
+        assert_eq!(
+            address(&first),
+            json!({"type": "InternalIP", "address": "172.16.0.1"})
+        );
+        assert_eq!(address(&last)["address"], "172.16.19.136");
+        assert_eq!(address(&node(65_536))["address"], "172.17.0.0");
+        assert_eq!(first["status"]["addresses"][1]["address"], "node-1");
         assert_eq!(node_index("node-42"), Some(42));
         assert_eq!(node_index("other"), None);
     }

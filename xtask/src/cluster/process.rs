@@ -102,7 +102,7 @@ impl Component {
         format!(
             "--- last lines of {} ---\n{}",
             self.log.display(),
-            all[start..].join("\n")
+            all.get(start..).unwrap_or_default().join("\n")
         )
     }
 }
