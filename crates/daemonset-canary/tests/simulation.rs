@@ -1,4 +1,9 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 //! Deterministic simulation testing (issue 9): from one seed, a scenario — 1 to 500 nodes, one
 //! to three version changes (some while a rollout is in flight), pod behaviours, node churn,
 //! API faults (500, 429, 409 up to 20% of requests, latency, dropped watches, 410 Gone),
