@@ -4,7 +4,12 @@
 //! histograms and counters hold a realistic history (every rollout went through every phase
 //! once, reconciles and writes were counted).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::hint::black_box;
 

@@ -5,7 +5,12 @@
 //! Input: the real node-exporter DaemonSet (testdata/daemonsets/node-exporter.yaml, two
 //! containers, hostNetwork, securityContext) as the template, moving from `v1` to `v2`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::hint::black_box;
 

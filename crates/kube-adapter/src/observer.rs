@@ -218,18 +218,6 @@ pub struct Stats {
     leader_terms: AtomicU64,
 }
 
-fn kind_index(kind: WriteKind) -> usize {
-    match kind {
-        WriteKind::Create => 0,
-        WriteKind::Start => 1,
-        WriteKind::Widen => 2,
-        WriteKind::Finish => 3,
-        WriteKind::TlsStep => 4,
-        WriteKind::Hold => 5,
-        WriteKind::Resume => 6,
-    }
-}
-
 /// Every write kind, in counter order.
 pub const WRITE_KINDS: [WriteKind; 7] = [
     WriteKind::Create,
@@ -242,9 +230,23 @@ pub const WRITE_KINDS: [WriteKind; 7] = [
 ];
 
 impl Stats {
+    /// The counter of one kind of DaemonSet write.
+    fn writes_of(&self, kind: WriteKind) -> &AtomicU64 {
+        let [create, start, widen, finish, tls_step, hold, resume] = &self.writes;
+        match kind {
+            WriteKind::Create => create,
+            WriteKind::Start => start,
+            WriteKind::Widen => widen,
+            WriteKind::Finish => finish,
+            WriteKind::TlsStep => tls_step,
+            WriteKind::Hold => hold,
+            WriteKind::Resume => resume,
+        }
+    }
+
     /// Successful DaemonSet writes (create or patch) of `kind`.
     pub fn daemon_set_writes(&self, kind: WriteKind) -> u64 {
-        self.writes[kind_index(kind)].load(Ordering::Relaxed)
+        self.writes_of(kind).load(Ordering::Relaxed)
     }
 
     /// Successful DaemonSet writes of every kind.
@@ -324,7 +326,7 @@ impl Stats {
                 }
             }
             Report::DaemonSetWrite { kind, outcome } => match outcome {
-                WriteOutcome::Ok => add(&self.writes[kind_index(*kind)]),
+                WriteOutcome::Ok => add(self.writes_of(*kind)),
                 WriteOutcome::Conflict => add(&self.write_conflicts),
                 WriteOutcome::Rejected => add(&self.write_failures),
             },

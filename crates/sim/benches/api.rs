@@ -1,5 +1,11 @@
 //! Throughput of the simulated API server through an in-process `kube::Client`.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic,
+    missing_docs
+)]
 
 use std::hint::black_box;
 

@@ -19,6 +19,12 @@
 //! Invariant: the rules depend on the resource's key and registration only, never on who
 //! writes; the store's own bookkeeping (name, uid, resourceVersion, timestamps) is not here.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 

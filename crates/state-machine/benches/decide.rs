@@ -1,5 +1,10 @@
 //! Criterion bench of `decide()`: one pass of each kind a rollout goes through.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::hint::black_box;
 use std::time::Duration;

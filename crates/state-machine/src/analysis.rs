@@ -155,7 +155,7 @@ pub fn validate_metrics(metrics: &[MetricCheck]) -> Result<(), AnalysisError> {
         if metric.name.trim().is_empty() {
             return Err(AnalysisError::EmptyName { index });
         }
-        if metrics[..index].iter().any(|m| m.name == metric.name) {
+        if metrics.iter().take(index).any(|m| m.name == metric.name) {
             return Err(AnalysisError::DuplicateName(metric.name.clone()));
         }
         metric.validate()?;

@@ -113,8 +113,9 @@ impl Phase {
 }
 
 impl fmt::Display for Phase {
+    /// The name, padded to the width asked for (`{:<11}` in the demo's lines).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

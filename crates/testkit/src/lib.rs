@@ -21,7 +21,12 @@
 //! ```
 
 // Test support: a panic is how a test reports what it did not find.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::collections::BTreeMap;
 

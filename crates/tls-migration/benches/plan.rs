@@ -1,7 +1,12 @@
 //! The TLS work of one reconcile on a virt-handler-like DaemonSet: clone the desired DaemonSet,
 //! apply the preamble, observe, pick and apply the next step. This runs on every reconcile of
 //! every CanaryDaemonSet with the migration enabled, so it should stay far below a millisecond.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 use std::hint::black_box;
 

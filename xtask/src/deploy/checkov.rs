@@ -73,8 +73,9 @@ pub(super) fn checkov_reports(output: &str) -> Result<Vec<Value>> {
 }
 
 pub(super) fn failed_checks(report: &Value) -> Vec<String> {
-    report["results"]["failed_checks"]
-        .as_array()
+    report
+        .pointer("/results/failed_checks")
+        .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .map(|c| {

@@ -8,6 +8,7 @@ use super::dashboard::read_dashboard_queries;
 use super::rules::rule_groups;
 use super::{Lint, files_under};
 use anyhow::{Context, Result, ensure};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -202,8 +203,9 @@ pub(super) fn check(context: &Lint) -> Result<()> {
     let (exported, origin) = exported_names(context)?;
     let groups = rule_groups(context)?;
     let mut uses: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
-    let rule_exprs = groups["groups"]
-        .as_array()
+    let rule_exprs = groups
+        .get("groups")
+        .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .flat_map(|g| g["rules"].as_array().into_iter().flatten())

@@ -161,8 +161,14 @@ fn describe(object: &Value) -> String {
     format!(
         "{} {}/{}",
         kind(object),
-        object["metadata"]["namespace"].as_str().unwrap_or_default(),
-        object["metadata"]["name"].as_str().unwrap_or_default()
+        object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
     )
 }
 

@@ -2,8 +2,14 @@
 //! tests run on exactly what is deployed) for `promtool check rules` and `promtool test rules`;
 //! every alert has a test where it fires, one where it stays quiet, and a runbook entry.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use super::{Lint, parse_documents};
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
 use xshell::cmd;
 
@@ -19,12 +25,13 @@ pub(super) const RUNBOOKS: &str = "docs/operations.md";
 /// The rule groups of the PrometheusRule, as a promtool rule file.
 pub(super) fn rule_groups(context: &Lint) -> Result<Value> {
     let rules: Vec<&Value> = context.documents_of_kind("PrometheusRule").collect();
-    ensure!(
-        rules.len() == 1,
-        "expected exactly one PrometheusRule across the builds, found {}",
-        rules.len()
-    );
-    let groups = &rules[0]["spec"]["groups"];
+    let [rule] = rules.as_slice() else {
+        bail!(
+            "expected exactly one PrometheusRule across the builds, found {}",
+            rules.len()
+        );
+    };
+    let groups = &rule["spec"]["groups"];
     ensure!(
         groups.as_array().is_some_and(|g| !g.is_empty()),
         "the PrometheusRule has no rule groups"

@@ -3,6 +3,12 @@
 //! the DaemonSet embedded in each CanaryDaemonSet. Custom kinds are never waved through: the
 //! reason each is checked elsewhere is in [`CUSTOM_KINDS`].
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use super::{Lint, api_version, kind, to_multi_document};
 use anyhow::{Result, bail, ensure};
 use serde_json::{Value, json};

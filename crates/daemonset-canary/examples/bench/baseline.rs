@@ -96,7 +96,7 @@ pub fn measure(nodes: u32, daemon_sets: u32, budget: Duration) -> Result<Baselin
         .map(|(ds, node)| pod(&template, ds, node, &keys))
         .collect();
     let index = indexed(&cache);
-    let alone = indexed(&cache[..nodes as usize]);
+    let alone = indexed(cache.get(..nodes as usize).unwrap_or_default());
 
     let target = target();
     let crash_loop = CrashLoopPolicy::default();
@@ -197,10 +197,10 @@ pub fn median(values: &mut [f64]) -> f64 {
 
 /// The `q` quantile of `values` (nearest rank, sorted in place); 0 when empty.
 pub fn percentile(values: &mut [f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
     values.sort_by(f64::total_cmp);
     let rank = (q * values.len() as f64).ceil() as usize;
-    values[rank.clamp(1, values.len()) - 1]
+    values
+        .get(rank.clamp(1, values.len().max(1)) - 1)
+        .copied()
+        .unwrap_or(0.0)
 }

@@ -43,6 +43,22 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 /// Command line of the harness.
+/// A comma-separated list of cluster sizes, which may be empty (`--demo-nodes ''`: none).
+#[derive(Clone, Debug)]
+struct Sizes(Vec<u32>);
+
+fn sizes(list: &str) -> Result<Sizes, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|size| !size.is_empty())
+        .map(|size| {
+            size.parse()
+                .map_err(|error| format!("{size:?} is not a node count: {error}"))
+        })
+        .collect::<Result<_, _>>()
+        .map(Sizes)
+}
+
 #[derive(Parser)]
 #[command(about = "daemonset-canary benchmarks: rollouts, baseline, controller process")]
 struct Cli {
@@ -59,12 +75,8 @@ struct Cli {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     oracle: bool,
     /// Cluster sizes of the whole-process demo (empty: skip it).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "500,1000,2000,5000,10000"
-    )]
-    demo_nodes: Vec<u32>,
+    #[arg(long, value_parser = sizes, default_value = "500,1000,2000,5000,10000")]
+    demo_nodes: Sizes,
     /// Demo runs per size (the best counts).
     #[arg(long, default_value_t = 3)]
     demo_runs: u32,
@@ -72,8 +84,8 @@ struct Cli {
     #[arg(long)]
     check_goals: bool,
     /// Cluster sizes of the Pods-driver rollouts (empty: skip them).
-    #[arg(long, value_delimiter = ',', default_value = "10,100,1000,5000")]
-    pods_nodes: Vec<u32>,
+    #[arg(long, value_parser = sizes, default_value = "10,100,1000,5000")]
+    pods_nodes: Sizes,
     /// Pods-driver rollouts per size.
     #[arg(long, default_value_t = 1)]
     pods_rollouts: u32,
@@ -155,7 +167,7 @@ fn run(cli: Cli) -> Result<()> {
         .clone()
         .unwrap_or_else(|| binary.clone());
 
-    for &nodes in &cli.demo_nodes {
+    for &nodes in &cli.demo_nodes.0 {
         eprintln!("demo: {nodes} nodes x {} ...", cli.demo_runs);
         let figures = demo::measure(&binary, nodes, cli.demo_runs)?;
         eprintln!("  {figures:?}");
@@ -211,7 +223,7 @@ fn run(cli: Cli) -> Result<()> {
         report.rollouts.extend(figures);
     }
 
-    for &nodes in &cli.pods_nodes {
+    for &nodes in &cli.pods_nodes.0 {
         eprintln!(
             "pods-driver rollouts: {nodes} nodes x {} ...",
             cli.pods_rollouts

@@ -9,6 +9,12 @@
 //! (utime + stime). On the real cluster it also counts the controller's API requests during the
 //! rollout, from the API server's audit log (which records that user's requests only).
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

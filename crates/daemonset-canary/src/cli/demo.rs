@@ -284,7 +284,7 @@ impl Printer {
             bar.set_length(u64::from(sample.desired));
             bar.set_position(u64::from(sample.updated_ready));
             bar.set_prefix(daemonset_canary::format::format_seconds(sample.t));
-            bar.set_message(sample.phase.clone());
+            bar.set_message(sample.phase.as_str());
             if sample.is_step() {
                 bar.println(step_line(sample));
             }

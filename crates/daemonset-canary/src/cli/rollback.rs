@@ -173,9 +173,12 @@ pub fn history_table(entries: &[Entry], status: Option<&CanaryDaemonSetStatus>) 
             entry.finished.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0))
-        .collect();
+    let mut widths = [0_usize; 5];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
     let mut out = String::new();
     for row in rows {
         let line: Vec<String> = row

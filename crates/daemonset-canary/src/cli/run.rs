@@ -13,7 +13,7 @@
 
 use super::{Connection, EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
-use canary_kube_adapter::controller::api;
+use canary_kube_adapter::scope::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::{Mode, bridge};

@@ -227,12 +227,12 @@ impl<'a> Scene<'a> {
         let mut bands: Vec<(&str, f64, f64)> = Vec::new();
         for sample in self.samples {
             match bands.last_mut() {
-                Some(last) if last.0 == sample.phase => {}
+                Some(last) if last.0 == sample.phase.as_str() => {}
                 _ => {
                     if let Some(last) = bands.last_mut() {
                         last.2 = sample.t;
                     }
-                    bands.push((&sample.phase, sample.t, self.t_end));
+                    bands.push((sample.phase.as_str(), sample.t, self.t_end));
                 }
             }
         }
@@ -415,7 +415,7 @@ fn draw<DB: DrawingBackend>(
         .samples
         .iter()
         .filter(|s| s.phase_changed)
-        .map(|s| (s.phase.clone(), s.t, phase_colour(&s.phase)))
+        .map(|s| (s.phase.to_string(), s.t, phase_colour(s.phase.as_str())))
         .collect();
     if let Some(t) = failed_at {
         let reason = summary.reason.as_deref().unwrap_or("failed");
@@ -426,9 +426,8 @@ fn draw<DB: DrawingBackend>(
         let (width, _) = root.estimate_text_size(&text, &label_style).map_err(err)?;
         let width = i32::try_from(width).unwrap_or(i32::MAX);
         let row = row_ends.iter().position(|end| *end < x).unwrap_or_else(|| {
-            (0..row_ends.len())
-                .min_by_key(|r| row_ends[*r])
-                .unwrap_or(0)
+            let least = row_ends.iter().enumerate().min_by_key(|(_, end)| **end);
+            least.map_or(0, |(row, _)| row)
         });
         let y = (TITLE_HEIGHT + row as u32 * LABEL_ROW_HEIGHT) as i32;
         root.draw(&Rectangle::new(
@@ -443,7 +442,9 @@ fn draw<DB: DrawingBackend>(
         .map_err(err)?;
         root.draw(&Text::new(text, (x + 12, y), label_style.clone()))
             .map_err(err)?;
-        row_ends[row] = x + 12 + width + 6;
+        if let Some(end) = row_ends.get_mut(row) {
+            *end = x + 12 + width + 6;
+        }
     }
 
     // The legend, beside the chart so that no line crosses it.
@@ -473,11 +474,12 @@ fn draw<DB: DrawingBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use canary_state_machine::Phase;
 
-    fn sample(t: f64, phase: &str, ready: u32, max_pods: u32, restarts: u32) -> Sample {
+    fn sample(t: f64, phase: Phase, ready: u32, max_pods: u32, restarts: u32) -> Sample {
         Sample {
             t,
-            phase: phase.into(),
+            phase,
             phase_changed: true,
             write: None,
             max_unavailable: String::new(),
@@ -497,10 +499,10 @@ mod tests {
 
     fn failed() -> (Vec<Sample>, Summary) {
         let samples = vec![
-            sample(0.0, "started", 0, 1, 0),
-            sample(0.0, "canary", 0, 1, 0),
-            sample(4.0, "canary", 0, 1, 1),
-            sample(30.0, "failed", 0, 1, 1),
+            sample(0.0, Phase::Started, 0, 1, 0),
+            sample(0.0, Phase::Canary, 0, 1, 0),
+            sample(4.0, Phase::Canary, 0, 1, 1),
+            sample(30.0, Phase::Failed, 0, 1, 1),
         ];
         let summary = Summary {
             result: "failed".into(),
@@ -554,8 +556,8 @@ mod tests {
     #[test]
     fn a_healthy_rollout_shows_no_restarts() {
         let samples = [
-            sample(0.0, "started", 0, 1, 0),
-            sample(10.0, "successful", 20, 1, 0),
+            sample(0.0, Phase::Started, 0, 1, 0),
+            sample(10.0, Phase::Successful, 20, 1, 0),
         ];
         let summary = Summary {
             result: "successful".into(),

@@ -14,6 +14,12 @@
 //! reads what a user could (the status, the controller's reports, the pods). Under
 //! `tokio::time::pause()` it runs in virtual time, deterministically for a seed.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use crate::demo::prometheus::{DEMO_PROMETHEUS, SimQueries};
 use crate::demo::timeline::{Sample, Summary, Timeline};
 use anyhow::{Context, Result, bail};
@@ -22,7 +28,7 @@ use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer, Transitio
 use canary_sim::cluster::Cluster;
 use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
 use canary_sim::{Sim, SimPrometheus, StoreEvent};
-use canary_state_machine::{Compatibility, Driver};
+use canary_state_machine::{Compatibility, Driver, Phase};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -318,7 +324,7 @@ impl Scenario {
                     on_sample(&sample);
                     // A failure that `onFailure: Rollback` answers is not the end yet.
                     let done = sample.is_final()
-                        && !(self.config.kind == ScenarioKind::Rollback && sample.phase == "failed");
+                        && !(self.config.kind == ScenarioKind::Rollback && sample.phase == Phase::Failed);
                     timeline.push(sample);
                     if done {
                         break true;
@@ -337,7 +343,7 @@ impl Scenario {
     fn report(&self, timeline: Timeline, ended: bool, t: f64) -> ScenarioReport {
         let last = timeline.last();
         let result = match last {
-            Some(last) if ended => last.phase.clone(),
+            Some(last) if ended => last.phase.to_string(),
             _ => "timeout".to_owned(),
         };
         let summary = Summary {
@@ -396,8 +402,7 @@ impl Scenario {
             .into_iter()
             .filter_map(|node| node.metadata.name)
             .collect();
-        for (i, name) in names.iter().enumerate() {
-            let zone = ZONES[i % ZONES.len()];
+        for (name, zone) in names.iter().zip(ZONES.iter().cycle()) {
             nodes
                 .patch(
                     name,

@@ -24,7 +24,8 @@ pub struct Sample {
     /// Seconds since the upgrade began (virtual or real).
     pub t: f64,
     /// Phase of the CanaryDaemonSet's status after the transition.
-    pub phase: String,
+    #[serde(serialize_with = "phase_name")]
+    pub phase: Phase,
     /// Whether the transition changed the phase (`started` is a change from the previous
     /// rollout's `successful`).
     pub phase_changed: bool,
@@ -74,7 +75,7 @@ impl Sample {
         let deleted = pods.map_or(0, |p| u32::try_from(p.deleted.len()).unwrap_or(u32::MAX));
         Self {
             t,
-            phase: transition.to.as_str().to_owned(),
+            phase: transition.to,
             phase_changed: transition.from != Some(transition.to),
             write: transition.write.map(|w| write_name(w).to_owned()),
             max_unavailable: max_unavailable
@@ -106,10 +107,13 @@ impl Sample {
 
     /// Whether the rollout ended here (`successful` or `failed`).
     pub fn is_final(&self) -> bool {
-        self.phase
-            .parse::<Phase>()
-            .is_ok_and(|phase| !phase.is_in_progress())
+        !self.phase.is_in_progress()
     }
+}
+
+/// A phase in JSON: its name, as the status writes it.
+fn phase_name<S: serde::Serializer>(phase: &Phase, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(phase.as_str())
 }
 
 /// How a write reads in the timeline.
@@ -170,11 +174,11 @@ impl Timeline {
     }
 
     /// The phases gone through, in order (each visit once).
-    pub fn phases(&self) -> Vec<&str> {
+    pub fn phases(&self) -> Vec<Phase> {
         self.samples
             .iter()
             .filter(|s| s.phase_changed)
-            .map(|s| s.phase.as_str())
+            .map(|s| s.phase)
             .collect()
     }
 }
@@ -192,7 +196,7 @@ pub fn step_json(sample: &Sample) -> String {
     };
     let mut value = serde_json::json!({
         "event": event,
-        "phase": sample.phase,
+        "phase": sample.phase.as_str(),
         "maxUnavailable": sample.max_unavailable,
         "desired": sample.desired,
         "updated": sample.updated,
@@ -447,7 +451,13 @@ mod tests {
         assert_eq!(lines, expected, "\n{}", lines.join("\n"));
         assert_eq!(
             timeline.phases(),
-            ["started", "canary", "increasing", "waiting", "successful"]
+            [
+                Phase::Started,
+                Phase::Canary,
+                Phase::Increasing,
+                Phase::Waiting,
+                Phase::Successful
+            ]
         );
         assert_eq!(
             timeline.samples().len(),

@@ -6,7 +6,12 @@
 //! (`simulation`) keep binaries of their own: `cargo xtask e2e` and `cargo xtask soak` run them
 //! by name.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 #[path = "../support/mod.rs"]
 mod support;

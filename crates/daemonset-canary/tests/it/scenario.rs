@@ -1,6 +1,6 @@
 //! Whole rollouts through `daemonset_canary::demo::scenario`, in virtual time: the phases a user sees,
 //! the number of DaemonSet writes, and the end each scenario should reach.
-use canary_state_machine::Compatibility;
+use canary_state_machine::{Compatibility, Phase};
 use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
 
 async fn run(kind: ScenarioKind, nodes: u32, compatibility: Compatibility) -> ScenarioReport {
@@ -17,8 +17,14 @@ async fn run(kind: ScenarioKind, nodes: u32, compatibility: Compatibility) -> Sc
     report
 }
 
-fn phases(report: &ScenarioReport) -> Vec<&str> {
-    report.timeline.phases()
+/// The phases gone through, by name (as a user reads them).
+fn phases(report: &ScenarioReport) -> Vec<&'static str> {
+    report
+        .timeline
+        .phases()
+        .into_iter()
+        .map(Phase::as_str)
+        .collect()
 }
 
 /// `(phase, write)` of every step: phase changes and DaemonSet writes, in order.
@@ -123,7 +129,7 @@ async fn a_crash_looping_canary_restarts_before_it_fails() {
     for compatibility in [Compatibility::Fixed, Compatibility::KubeVirt] {
         let report = run(ScenarioKind::CrashloopCanary, 5, compatibility).await;
         let last = report.timeline.last().unwrap();
-        assert_eq!(last.phase, "failed", "{compatibility}");
+        assert_eq!(last.phase, Phase::Failed, "{compatibility}");
         assert!(last.restarts >= 1, "{compatibility}: {last:?}");
     }
 }

@@ -48,8 +48,11 @@ fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
         .flatten()
         .filter(|entry| {
             entry.fields_v1.as_ref().is_some_and(|fields| {
-                fields.0["f:metadata"]["f:annotations"]
-                    .get(&field)
+                fields
+                    .0
+                    .get("f:metadata")
+                    .and_then(|metadata| metadata.get("f:annotations"))
+                    .and_then(|annotations| annotations.get(&field))
                     .is_some()
             })
         })

@@ -4,7 +4,12 @@
 //! API server ([`wire`]), property tests of every parsed input ([`fuzz_spec`]), and the KubeVirt
 //! observe mode against a stand-in virt-operator ([`observe_kubevirt`], [`kubevirt_standin`]).
 //! Shared builders live in [`support`].
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod analysis;
 mod fuzz_spec;

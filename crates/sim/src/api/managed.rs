@@ -10,6 +10,12 @@
 //!   removed from the object;
 //! - any other write by M (operation `Update`) takes over the leaves it changed.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};

@@ -168,8 +168,9 @@ impl ApiServer {
                 let object = self.get_existing(route)?;
                 Ok(match table()? {
                     Some(view) => {
-                        let resource_version = object["metadata"]["resourceVersion"]
-                            .as_str()
+                        let resource_version = object
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
                             .unwrap_or_default();
                         let now = self.store.clock().now();
                         json_response(

@@ -210,7 +210,7 @@ fn merge_list(field: &str, target: &mut Vec<Value>, patch: &[Value]) -> Result<(
             }
             (None, true) => {}
             (Some(i), false) => {
-                if let Value::Object(existing) = &mut target[i] {
+                if let Some(Value::Object(existing)) = target.get_mut(i) {
                     merge_map(existing, item_map)?;
                 }
             }

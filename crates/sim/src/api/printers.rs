@@ -10,6 +10,12 @@
 //! built-in kinds, `ShortHumanDuration` for `date` columns of custom resources), as the API
 //! server does; a missing field gives the placeholder Kubernetes prints, never an error.
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};

@@ -3,6 +3,12 @@
 //! selectors (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go`), as plain JSON or
 //! as a Table ([`super::table`]).
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -42,8 +42,8 @@ impl LabelSelector {
 
     /// Whether the object's `metadata.labels` satisfy the selector.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = &object["metadata"]["labels"];
-        let label = |key: &str| labels.get(key).and_then(Value::as_str);
+        let labels = object.pointer("/metadata/labels");
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.requirements.iter().all(|req| match req {
             LabelRequirement::Equals(k, v) => label(k) == Some(v.as_str()),
             LabelRequirement::NotEquals(k, v) => label(k) != Some(v.as_str()),

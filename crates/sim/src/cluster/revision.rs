@@ -36,7 +36,8 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
         .finish()
         .to_string()
         .bytes()
-        .map(|b| char::from(SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()]))
+        .filter_map(|b| SAFE_ALPHABET.get(usize::from(b) % SAFE_ALPHABET.len()))
+        .map(|b| char::from(*b))
         .collect()
 }
 

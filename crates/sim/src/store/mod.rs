@@ -15,6 +15,12 @@
 //! - Events are published while the store lock is held, so subscribers see them in
 //!   `resourceVersion` order with no gaps (unless they lag, see [`Store::subscribe`]).
 
+#![expect(
+    clippy::indexing_slicing,
+    reason = "only serde_json::Value is indexed here: a missing key or index reads as Null, and \
+              writes by index go to objects this module built"
+)]
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -9,10 +9,10 @@ pub(super) fn suffix(counter: u64) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut bits = splitmix64(counter);
     (0..5)
-        .map(|_| {
+        .filter_map(|_| {
             let index = (bits % ALPHABET.len() as u64) as usize;
             bits /= ALPHABET.len() as u64;
-            char::from(ALPHABET[index])
+            ALPHABET.get(index).map(|b| char::from(*b))
         })
         .collect()
 }

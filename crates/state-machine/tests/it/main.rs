@@ -1,5 +1,10 @@
 //! The state machine's integration tests, one binary: the reference scenarios and quirks, the default table's scenarios, property tests and a rollout model. Shared builders in [`common`].
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod analysis_edges;
 mod common;
