@@ -13,6 +13,7 @@ pub use nodes::{NodeRow, node_ledger, render_nodes};
 use crate::format::{age, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
+use canary_state_machine::Driver;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use std::fmt::Write;
@@ -44,15 +45,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         .unwrap_or_else(|| cds.daemon_set_name());
     field(&mut out, "DaemonSet", &daemon_set);
     field(&mut out, "Target", &target(cds));
-    let strategy = &cds.spec.strategy;
-    field(
-        &mut out,
-        "Strategy",
-        &format!(
-            "canary maxUnavailable {}, then {}; compatibility {:?}",
-            strategy.canary_max_unavailable, strategy.fast_max_unavailable, strategy.compatibility
-        ),
-    );
+    field(&mut out, "Strategy", &strategy_line(&cds.spec.strategy));
     let phase = status.phase.as_deref().unwrap_or("pending");
     let since = status
         .phase_start_time
@@ -159,6 +152,34 @@ fn steps(out: &mut String, cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus
     }
 }
 
+/// `Pods driver, 5 steps; maxUnavailable 1 in the canary step, then 10%; onFailure Rollback`:
+/// the driver first, since it decides what the budgets mean (the DaemonSet's own
+/// `maxUnavailable`, or the pods the controller deletes at once in a step).
+fn strategy_line(strategy: &canary_kube_adapter::crd::StrategySpec) -> String {
+    let (canary, fast) = (
+        &strategy.canary_max_unavailable,
+        &strategy.fast_max_unavailable,
+    );
+    let budgets = match strategy.driver {
+        Driver::MaxUnavailable => format!(
+            "canary maxUnavailable {canary}, then {fast}; compatibility {:?}",
+            strategy.compatibility
+        ),
+        Driver::Pods => {
+            // The plan adds a last `nodes: 100%` step when the spec has none, and the steps
+            // shown below are the plan's, so the count here is the spec's.
+            let steps = strategy.steps.len();
+            let steps = match steps {
+                0 => "the default steps".to_owned(),
+                1 => "1 step".to_owned(),
+                n => format!("{n} steps"),
+            };
+            format!("Pods driver, {steps}; maxUnavailable {canary} in the canary step, then {fast}")
+        }
+    };
+    format!("{budgets}; onFailure {}", strategy.on_failure.as_str())
+}
+
 /// Pods driver: how many pods run each revision, the target first.
 fn pods_by_revision(out: &mut String, status: &CanaryDaemonSetStatus) {
     if status.revisions.is_empty() {
@@ -173,8 +194,11 @@ fn pods_by_revision(out: &mut String, status: &CanaryDaemonSetStatus) {
         };
         let _ = writeln!(
             out,
-            "  {:<14}{} pods, {} ready{target}",
-            revision.revision, revision.pods, revision.ready
+            "  {:<14}{} {}, {} ready{target}",
+            revision.revision,
+            revision.pods,
+            if revision.pods == 1 { "pod" } else { "pods" },
+            revision.ready
         );
     }
 }

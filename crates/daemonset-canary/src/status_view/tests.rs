@@ -72,6 +72,12 @@ fn shows_phase_since_counts_and_conditions() {
     );
     assert!(text.contains("maxUnavailable:  1\n"), "{text}");
     assert!(
+        text.contains(
+            "Strategy:        canary maxUnavailable 1, then 10%; compatibility Fixed; onFailure Hold\n"
+        ),
+        "{text}"
+    );
+    assert!(
         text.contains("Target:          v2, registry registry.example"),
         "{text}"
     );
@@ -208,6 +214,7 @@ fn a_stale_status_and_a_failure_say_so() {
 fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
     let mut cds = cds();
     cds.spec.strategy.driver = canary_state_machine::Driver::Pods;
+    cds.spec.strategy.on_failure = canary_state_machine::OnFailure::Rollback;
     cds.spec.strategy.steps = serde_json::from_value(serde_json::json!(
         [{"nodes": "1"}, {"pause": {}}, {"nodes": "50%", "maxUnavailable": "2"}]
     ))
@@ -234,7 +241,8 @@ fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
         "  ▶ 2. pause until promoted\n",
         "    3. nodes 50% (maxUnavailable 2)\n",
         "    4. nodes 100%\n",
-        "  new           1 pods, 1 ready  (target)\n",
+        "Strategy:        Pods driver, 3 steps; maxUnavailable 1 in the canary step, then 10%; onFailure Rollback\n",
+        "  new           1 pod, 1 ready  (target)\n",
         "  old           49 pods, 48 ready\n",
     ] {
         assert!(text.contains(line), "{line:?} not in\n{text}");
