@@ -271,6 +271,12 @@ pub fn decide(data: &[u8]) {
         let ready = observation.updated_ready_pods;
         assert!(ready > 0, "never widen with no ready updated pod");
         assert!(ready < observation.desired_pods);
+        if strategy.compatibility == Compatibility::Fixed {
+            assert!(
+                observation.updated_pods < observation.desired_pods,
+                "a widen with every desired pod updated replaces nothing"
+            );
+        }
         assert_eq!(
             decision.write.and_then(|write| write.max_unavailable),
             Some(strategy.fast_max_unavailable)

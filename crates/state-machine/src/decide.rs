@@ -447,9 +447,15 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if ready == 0 {
         return hold(strategy, observation, Phase::Canary);
     }
-    if observation
-        .live_max_unavailable
-        .matches(strategy.canary_max_unavailable)
+    // Every desired pod runs the target already and some are not ready yet (a node that
+    // joined after the last replacement, a pod restarting): a wider maxUnavailable would
+    // replace nothing, and would cost two writes, the widen and its revert (soak seed
+    // 34003139: a node added just after the finish write widened a finished rollout again).
+    let old_pods_left = observation.updated_pods < desired;
+    if old_pods_left
+        && observation
+            .live_max_unavailable
+            .matches(strategy.canary_max_unavailable)
     {
         widen(strategy, observation)
     } else {

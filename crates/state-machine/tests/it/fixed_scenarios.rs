@@ -313,6 +313,37 @@ fn scenario_14_tls_flag_is_rolled_out_under_canary_supervision() {
 }
 
 #[test]
+fn every_pod_updated_but_one_not_ready_waits_at_the_canary_value_instead_of_widening() {
+    // Soak seed 34003139: the finish write went out (maxUnavailable back to 1), then a node
+    // joined and the DaemonSet controller created its pod on the target, not ready yet. No
+    // old pod is left to replace, so a widen would only cost a write and its revert.
+    let joined = Observation {
+        updated_pods: 4,
+        previous: previous(Phase::Waiting, None, 3, 5),
+        ..after_start(4, 3)
+    };
+    assert_no_write_in(&fixed(&joined), Phase::Waiting);
+    // An old pod still there (3 of 4 updated, 2 ready): the canary is ready, so it widens.
+    let old_left = Observation {
+        updated_pods: 3,
+        ..after_start(4, 2)
+    };
+    assert_eq!(
+        fixed(&old_left).write.map(|w| w.kind),
+        Some(WriteKind::Widen)
+    );
+    // Once the new pod is ready: the finish, as on any rollout.
+    let ready = Observation {
+        updated_pods: 4,
+        ..after_start(4, 4)
+    };
+    assert_eq!(fixed(&ready).write.map(|w| w.kind), Some(WriteKind::Finish));
+    // The reference keeps its rule (row 3a: widen whenever 0 < U < D at the literal 1).
+    let reference = decide(&Strategy::kubevirt(), &joined);
+    assert_eq!(reference.write.map(|w| w.kind), Some(WriteKind::Widen));
+}
+
+#[test]
 fn fix_quirk_01_desired_zero_is_successful() {
     assert_reverting(&fixed(&after_start(0, 0)));
     assert_quiet_completion(Phase::Waiting, 0);

@@ -161,6 +161,12 @@ proptest! {
         if kind == Some(WriteKind::Widen) {
             prop_assert!(ready > 0, "never widen while no updated pod is ready");
             prop_assert!(ready < observation.desired_pods);
+            if strategy.compatibility == Compatibility::Fixed {
+                prop_assert!(
+                    observation.updated_pods < observation.desired_pods,
+                    "a widen with every desired pod updated replaces nothing"
+                );
+            }
             prop_assert_eq!(
                 decision.write.and_then(|write| write.max_unavailable),
                 Some(strategy.fast_max_unavailable)
