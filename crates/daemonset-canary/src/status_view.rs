@@ -10,7 +10,7 @@ mod nodes;
 
 pub use nodes::{NodeRow, node_ledger, render_nodes};
 
-use crate::format::{age, progress_bar};
+use crate::format::{age, count, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
 use canary_state_machine::Driver;
@@ -45,7 +45,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         .unwrap_or_else(|| cds.daemon_set_name());
     field(&mut out, "DaemonSet", &daemon_set);
     field(&mut out, "Target", &target(cds));
-    field(&mut out, "Strategy", &strategy_line(&cds.spec.strategy));
+    field(&mut out, "Strategy", &strategy_line(cds));
     let phase = status.phase.as_deref().unwrap_or("pending");
     let since = status
         .phase_start_time
@@ -155,7 +155,8 @@ fn steps(out: &mut String, cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus
 /// `Pods driver, 5 steps; maxUnavailable 1 in the canary step, then 10%; onFailure Rollback`:
 /// the driver first, since it decides what the budgets mean (the DaemonSet's own
 /// `maxUnavailable`, or the pods the controller deletes at once in a step).
-fn strategy_line(strategy: &canary_kube_adapter::crd::StrategySpec) -> String {
+fn strategy_line(cds: &CanaryDaemonSet) -> String {
+    let strategy = &cds.spec.strategy;
     let (canary, fast) = (
         &strategy.canary_max_unavailable,
         &strategy.fast_max_unavailable,
@@ -166,13 +167,11 @@ fn strategy_line(strategy: &canary_kube_adapter::crd::StrategySpec) -> String {
             strategy.compatibility
         ),
         Driver::Pods => {
-            // The plan adds a last `nodes: 100%` step when the spec has none, and the steps
-            // shown below are the plan's, so the count here is the spec's.
-            let steps = strategy.steps.len();
-            let steps = match steps {
-                0 => "the default steps".to_owned(),
-                1 => "1 step".to_owned(),
-                n => format!("{n} steps"),
+            // The plan's steps, as `Steps:` lists them (a last `nodes: 100%` is added to a
+            // spec that does not end with one).
+            let steps = match canary_kube_adapter::reconcile::step_plan(cds) {
+                Ok(plan) => count(u64::from(plan.len()), "step", "steps"),
+                Err(_) => "steps that do not validate".to_owned(),
             };
             format!("Pods driver, {steps}; maxUnavailable {canary} in the canary step, then {fast}")
         }
@@ -194,10 +193,9 @@ fn pods_by_revision(out: &mut String, status: &CanaryDaemonSetStatus) {
         };
         let _ = writeln!(
             out,
-            "  {:<14}{} {}, {} ready{target}",
+            "  {:<14}{}, {} ready{target}",
             revision.revision,
-            revision.pods,
-            if revision.pods == 1 { "pod" } else { "pods" },
+            count(u64::from(revision.pods), "pod", "pods"),
             revision.ready
         );
     }

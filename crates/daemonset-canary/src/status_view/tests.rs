@@ -241,12 +241,22 @@ fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
         "  ▶ 2. pause until promoted\n",
         "    3. nodes 50% (maxUnavailable 2)\n",
         "    4. nodes 100%\n",
-        "Strategy:        Pods driver, 3 steps; maxUnavailable 1 in the canary step, then 10%; onFailure Rollback\n",
+        "Strategy:        Pods driver, 4 steps; maxUnavailable 1 in the canary step, then 10%; onFailure Rollback\n",
         "  new           1 pod, 1 ready  (target)\n",
         "  old           49 pods, 48 ready\n",
     ] {
         assert!(text.contains(line), "{line:?} not in\n{text}");
     }
+    // Steps that do not validate are said to, not counted.
+    let mut invalid = self::cds();
+    invalid.spec.strategy.driver = canary_state_machine::Driver::Pods;
+    invalid.spec.strategy.steps =
+        serde_json::from_value(serde_json::json!([{"nodes": "a few"}])).unwrap();
+    let text = render(&invalid, &[], at(142));
+    assert!(
+        text.contains("Strategy:        Pods driver, steps that do not validate;"),
+        "{text}"
+    );
     // The MaxUnavailable driver has no steps to show.
     assert!(!render(&self::cds(), &[], at(142)).contains("Steps:"));
 }
