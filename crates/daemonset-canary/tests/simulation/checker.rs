@@ -987,32 +987,20 @@ pub fn ended(store: &Store) -> Option<String> {
     (current && (at_rest || (phase == "failed" && sticky))).then_some(phase)
 }
 
-/// Pods of the DaemonSet that are being deleted.
-fn terminating_pods(store: &Store) -> usize {
+/// Every pod of the scenario's DaemonSet, terminating ones included.
+fn our_pods(store: &Store) -> Vec<Pod> {
     store
-        .list::<Pod>(Some(NAMESPACE))
-        .iter()
-        .filter(|p| Checker::ours(p) && terminating(p))
-        .count()
-}
-
-/// The pod counts as the reference reads them: terminating pods counted like any other.
-fn counts_with_terminating(ds: &DaemonSet, store: &Store) -> (i32, usize, usize) {
-    let pods: Vec<Pod> = store
         .list::<Pod>(Some(NAMESPACE))
         .into_iter()
         .filter(Checker::ours)
-        .collect();
-    pod_counts(ds, &pods)
+        .collect()
 }
 
 /// The running (not terminating) pods of the scenario's DaemonSet.
 fn live_pods(store: &Store) -> Vec<Pod> {
-    store
-        .list::<Pod>(Some(NAMESPACE))
-        .into_iter()
-        .filter(|p| Checker::ours(p) && !terminating(p))
-        .collect()
+    let mut pods = our_pods(store);
+    pods.retain(|p| !terminating(p));
+    pods
 }
 
 /// The first pods that are not ready, each with its node, image, behaviour and container
@@ -1218,7 +1206,15 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
     }
     let target = ds_target(&ds);
     let nodes: Vec<Node> = store.list(None);
-    let pods = live_pods(store);
+    // One listing for the check: the live pods, and with the terminating ones, as the
+    // reference counts them (`kubevirt_replacing` below).
+    let all_ours = our_pods(store);
+    let pods: Vec<Pod> = all_ours
+        .iter()
+        .filter(|p| !terminating(p))
+        .cloned()
+        .collect();
+    let terminating_count = all_ours.len() - pods.len();
     let (desired, updated, updated_ready) = pod_counts(&ds, &pods);
     let summary = format!(
         "phase {phase}, status {}/{}/{} (desired/updated/ready), cluster {desired}/{updated}/{updated_ready} on {} nodes, DaemonSet at {:?} maxUnavailable {}",
@@ -1299,7 +1295,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
             let kubevirt_replacing = cds.spec.strategy.compatibility
                 == canary_state_machine::Compatibility::KubeVirt
                 && updated == pods.len()
-                && pods.len() + terminating_pods(store) >= all;
+                && pods.len() + terminating_count >= all;
             if (updated != pods.len() || updated != all) && !held_by_crashes && !kubevirt_replacing
             {
                 world.violate(
@@ -1346,7 +1342,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
                 status.updated_ready as usize,
             );
             let reference_counts = || {
-                let (desired, updated, ready) = counts_with_terminating(&ds, store);
+                let (desired, updated, ready) = pod_counts(&ds, &all_ours);
                 (usize::try_from(desired).unwrap_or(0), updated, ready)
             };
             if counts != (all, updated, updated_ready)
