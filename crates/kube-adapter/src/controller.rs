@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::watched_node::WatchedNode;
+use crate::watched_node::{CachedNode, WatchedNode};
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -328,12 +328,12 @@ async fn run_controller(
     let revision_stream = watch_errors.without_errors(revision_stream, "controllerrevisions");
 
     // Nodes, for the Pods driver: health, zone and canary labels, nothing else, decoded as
-    // `WatchedNode` (a node's status carries its image list and more, several KiB each). Not
-    // part of readiness: a controller without node permissions still runs the MaxUnavailable
-    // driver.
-    let (node_store, node_writer) = reflector::store::<WatchedNode>();
-    let nodes_ready = Arc::new(AtomicBool::new(false));
-    let nodes_listed = nodes_ready.clone();
+    // `WatchedNode` (a node's status carries its image list and more, several KiB each) and
+    // kept as `CachedNode`. Not part of readiness: a controller without node permissions still
+    // runs the MaxUnavailable driver. Kubelets report their status every few minutes: only a
+    // change of what the driver reads triggers (`NodeTally`), and only Pods-driven rollouts.
+    let nodes = OwnerIndex::<CachedNode>::new();
+    let node_index = nodes.clone();
     let node_readers = cds_store.clone();
     let node_stream = watcher(
         Api::<WatchedNode>::all(client.clone()),
@@ -341,16 +341,16 @@ async fn run_controller(
     )
     .backoff(WatchBackoff::default())
     .map_ok(move |event| {
-        if matches!(event, watcher::Event::InitDone) {
-            nodes_listed.store(true, Ordering::Release);
-        }
-        event
-    })
-    .reflect(node_writer)
-    .touched_objects()
-    // Kubelets report their status every few minutes: only what the driver reads triggers.
-    .predicate_filter(crate::watched_node::fingerprint, PredicateConfig::default())
-    .map_ok(move |node| (!pods_driven(&node_readers.state()).is_empty()).then_some(node));
+        let moved = node_index.apply(&event);
+        let node = match event {
+            watcher::Event::Apply(node) | watcher::Event::Delete(node) => {
+                (moved != Moved::Nothing).then_some(node)
+            }
+            watcher::Event::InitApply(node) => Some(node),
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        node.filter(|_| !pods_driven(&node_readers.state()).is_empty())
+    });
     let node_stream = watch_errors.quiet_or_trigger(node_stream, "nodes");
 
     let (workload_tx, workload_triggers) = mpsc::unbounded_channel();
@@ -373,8 +373,7 @@ async fn run_controller(
         daemon_sets_ready: listed.flag(Source::DaemonSets),
         pods,
         revisions,
-        nodes: node_store,
-        nodes_ready,
+        nodes,
         workloads: workloads.clone(),
     };
     let ctx = Arc::new(

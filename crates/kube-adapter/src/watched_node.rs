@@ -1,28 +1,33 @@
-//! The node as the watch decodes it: [`WatchedNode`], the metadata (name, labels, what a cache
-//! and a watch need) and the node's [`NodeHealth`], and [`fingerprint`], the part of it whose
-//! change is a reason for a pass.
+//! The node as the watch decodes it, [`WatchedNode`] (the metadata and the node's
+//! [`NodeHealth`]), and as the node cache keeps it, [`CachedNode`] (its name, its labels in one
+//! allocation, [`NodeLabels`], and its health), in an [`OwnerIndex`](crate::index::OwnerIndex)
+//! whose [`NodeTally`] says when a node event changed what the Pods driver reads.
 //!
 //! A node's status carries its image list, capacity, addresses and daemon endpoints, and its
 //! metadata the managed fields: several KiB per node, on real clusters tens. The controller used
 //! to decode every Node whole and slim it afterwards; on 5,000 nodes the first list alone made
 //! the controller's peak memory (59 MiB idle against `sim serve --nodes 5000`, 18 MiB on 10
 //! nodes; issue 20). As [`WatchedPod`](crate::index::WatchedPod) does for pods, serde skips what
-//! the type does not name without building it. And a cached node keeps its health rather than a
-//! k8s-openapi `Node` (1,496 bytes before any string, for its inline spec and status): the
-//! health is all the Pods driver reads of the rest, and the metadata and health take 368 bytes.
+//! the type does not name without building it. The cache then keeps less again: a reflector
+//! store held each node's `ObjectMeta` (368 bytes with the health), its labels as a
+//! `BTreeMap` (two `String`s a label, about 720 bytes a node for five labels) and an
+//! `ObjectRef` per node in the store and in the watch's predicate map: about 1.5 KB a node,
+//! half the controller's heap on 5,000 nodes (docs/benchmarks.md). A [`CachedNode`] is its
+//! name, one text and one offset table for all its labels, and its health.
 //!
-//! Invariant: what the driver reads of a [`WatchedNode`] (its labels, and its health by
+//! Invariant: what the driver reads of a [`CachedNode`] (its labels, and its health by
 //! [`node_health`], the one rule) is what it reads of the full node (tested below). A field the
 //! driver starts reading must be kept here too.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
-use canary_predicates::node_health;
+use canary_predicates::{Labels, node_health};
 use canary_state_machine::NodeHealth;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
+
+use crate::index::{Indexed, Moved, Tally};
 
 /// A node decoded with only what the Pods driver reads.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -139,13 +144,161 @@ impl<'de> Deserialize<'de> for WatchedNode {
 
 crate::index::partially_decoded!(WatchedNode, Node);
 
-/// A hash of what the Pods driver reads of a node (its labels and its health): a change of
-/// anything else is no reason for a pass.
-pub fn fingerprint(node: &WatchedNode) -> Option<u64> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    node.0.metadata.labels.hash(&mut hasher);
-    node.0.health.hash(&mut hasher);
-    Some(hasher.finish())
+/// The one group of the node index: nodes have no owner, the cache keeps them all together.
+pub const ALL_NODES: &str = "";
+
+/// A node's labels in two allocations whatever their number: every key and value one after the
+/// other in key order, and where each ends. Read by key ([`Labels`]) like the map they came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct NodeLabels {
+    /// Key 0, value 0, key 1, value 1, ...: keys in ascending order, as a `BTreeMap` holds them.
+    text: Box<str>,
+    /// The end of each key and value in `text`: key `i` ends at `ends[2 * i]`, its value at
+    /// `ends[2 * i + 1]`.
+    ends: Box<[u32]>,
+}
+
+impl NodeLabels {
+    /// The labels of `map`. The API server limits a request to a few MiB, far below the 4 GiB
+    /// a `u32` offset reaches; a label past that limit would be left out.
+    pub fn new(map: &BTreeMap<String, String>) -> Self {
+        let mut text = String::with_capacity(map.iter().map(|(k, v)| k.len() + v.len()).sum());
+        let mut ends = Vec::with_capacity(map.len() * 2);
+        for (key, value) in map {
+            let (Ok(key_end), Ok(value_end)) = (
+                u32::try_from(text.len() + key.len()),
+                u32::try_from(text.len() + key.len() + value.len()),
+            ) else {
+                break;
+            };
+            text.push_str(key);
+            text.push_str(value);
+            ends.extend([key_end, value_end]);
+        }
+        Self {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+
+    /// How many labels.
+    pub fn len(&self) -> usize {
+        self.ends.len() / 2
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The text between two offsets (empty if they do not fit, which `new` never makes).
+    fn slice(&self, start: u32, end: u32) -> &str {
+        self.text
+            .get(start as usize..end as usize)
+            .unwrap_or_default()
+    }
+
+    /// Label `index`, key and value.
+    fn entry(&self, index: usize) -> Option<(&str, &str)> {
+        let start = match index.checked_sub(1) {
+            None => 0,
+            Some(previous) => *self.ends.get(previous * 2 + 1)?,
+        };
+        let key_end = *self.ends.get(index * 2)?;
+        let value_end = *self.ends.get(index * 2 + 1)?;
+        Some((self.slice(start, key_end), self.slice(key_end, value_end)))
+    }
+
+    /// Every label, key and value, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        (0..self.len()).filter_map(|index| self.entry(index))
+    }
+}
+
+impl Labels for NodeLabels {
+    fn label(&self, key: &str) -> Option<&str> {
+        // Keys are sorted: a binary search over the labels.
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let (candidate, value) = self.entry(middle)?;
+            match candidate.cmp(key) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(value),
+            }
+        }
+        None
+    }
+}
+
+/// A node as the cache keeps it: what the Pods driver reads, nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedNode {
+    /// The node's name.
+    pub name: String,
+    /// Its labels (zone, canary selector).
+    pub labels: NodeLabels,
+    /// Cordoned, NotReady or Healthy.
+    pub health: NodeHealth,
+}
+
+impl CachedNode {
+    /// The cached form of a watched node.
+    pub fn of(node: &WatchedNode) -> Self {
+        let metadata = &node.0.metadata;
+        Self {
+            name: metadata.name.clone().unwrap_or_default(),
+            labels: metadata
+                .labels
+                .as_ref()
+                .map(NodeLabels::new)
+                .unwrap_or_default(),
+            health: node.0.health,
+        }
+    }
+}
+
+/// Nodes are kept in one group ([`ALL_NODES`]), by name.
+impl Indexed for CachedNode {
+    type Source = WatchedNode;
+    type Tally = NodeTally;
+
+    fn from_source(node: &WatchedNode) -> Self {
+        Self::of(node)
+    }
+
+    fn source_identity(node: &WatchedNode) -> (String, String) {
+        (
+            String::new(),
+            node.0.metadata.name.clone().unwrap_or_default(),
+        )
+    }
+
+    fn index_key(&self) -> Option<String> {
+        Some(ALL_NODES.to_owned())
+    }
+
+    fn identity(&self) -> (String, String) {
+        (String::new(), self.name.clone())
+    }
+}
+
+/// Whether a node event matters to the Pods driver: a node that joins or leaves, or whose
+/// labels or health changed. Kubelets report their status every few minutes (a heartbeat, a
+/// new resource version): that changes neither, and triggers nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NodeTally;
+
+impl Tally<CachedNode> for NodeTally {
+    fn replace(&mut self, old: Option<&CachedNode>, new: Option<&CachedNode>) -> Moved {
+        match (old, new) {
+            (Some(old), Some(new)) if old.labels == new.labels && old.health == new.health => {
+                Moved::Nothing
+            }
+            _ => Moved::Decision,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -209,29 +362,138 @@ mod tests {
         assert_eq!(watched.0.health, NodeHealth::NotReady);
     }
 
-    /// A cached node is the metadata and the health: a fraction of the node it came from.
+    /// A watched node is the metadata and the health: a fraction of the node it came from.
     #[test]
     fn a_watched_node_is_a_fraction_of_a_node() {
         assert!(std::mem::size_of::<WatchedNode>() * 3 < std::mem::size_of::<Node>());
     }
 
-    /// The fingerprint moves with the health and the labels, not with a heartbeat, nor with a
-    /// Ready condition that changes nothing the driver reads (a cordoned node stays cordoned).
+    /// A node event triggers on what the driver reads, the health and the labels, not on a
+    /// heartbeat, nor on a Ready condition that changes nothing the driver reads (a cordoned
+    /// node stays cordoned).
     #[test]
-    fn the_fingerprint_moves_only_with_what_the_driver_reads() {
-        let of = |value: serde_json::Value| {
-            fingerprint(&serde_json::from_value::<WatchedNode>(value).unwrap())
+    fn a_node_event_moves_only_with_what_the_driver_reads() {
+        let cached =
+            |value: serde_json::Value| CachedNode::of(&serde_json::from_value(value).unwrap());
+        let moved = |old: &serde_json::Value, new: serde_json::Value| {
+            NodeTally.replace(Some(&cached(old.clone())), Some(&cached(new)))
         };
-        let base = of(node("True", false));
+        let base = node("True", false);
         let mut heartbeat = node("True", false);
         heartbeat["status"]["conditions"][1]["lastHeartbeatTime"] = json!("2026-12-02T19:50:05Z");
         heartbeat["metadata"]["resourceVersion"] = json!("43");
-        assert_eq!(of(heartbeat), base);
-        assert_ne!(of(node("False", false)), base);
-        assert_ne!(of(node("True", true)), base);
-        assert_eq!(of(node("False", true)), of(node("True", true)));
+        assert_eq!(moved(&base, heartbeat), Moved::Nothing);
+        assert_eq!(moved(&base, node("False", false)), Moved::Decision);
+        assert_eq!(moved(&base, node("True", true)), Moved::Decision);
+        assert_eq!(
+            moved(&node("False", true), node("True", true)),
+            Moved::Nothing
+        );
         let mut relabelled = node("True", false);
         relabelled["metadata"]["labels"]["canary"] = json!("false");
-        assert_ne!(of(relabelled), base);
+        assert_eq!(moved(&base, relabelled), Moved::Decision);
+        assert_eq!(
+            NodeTally.replace(None, Some(&cached(base.clone()))),
+            Moved::Decision,
+            "a node that joins"
+        );
+        assert_eq!(
+            NodeTally.replace(Some(&cached(base)), None),
+            Moved::Decision,
+            "a node that leaves"
+        );
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// The compact labels read like the map they came from: every key, a key that is not
+    /// there (before, between and after the others), a prefix of a key, and empty values.
+    #[test]
+    fn node_labels_read_like_their_map() {
+        for pairs in [
+            &[][..],
+            &[("a", "1")][..],
+            &[
+                ("kubernetes.io/hostname", "node-00042"),
+                ("kubernetes.io/os", "linux"),
+                ("canary", ""),
+                ("topology.kubernetes.io/zone", "eu-west-1a"),
+                ("node-role.kubernetes.io/worker", ""),
+                ("b", "x"),
+            ][..],
+        ] {
+            let map = map(pairs);
+            let labels = NodeLabels::new(&map);
+            assert_eq!(labels.len(), map.len());
+            assert_eq!(
+                labels.iter().collect::<Vec<_>>(),
+                map.iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>()
+            );
+            for key in map.keys() {
+                assert_eq!(labels.label(key), map.label(key), "{key}");
+            }
+            for absent in [
+                "",
+                "0",
+                "aa",
+                "c",
+                "kubernetes.io/",
+                "kubernetes.io/osx",
+                "zz",
+            ] {
+                assert_eq!(labels.label(absent), map.label(absent), "{absent}");
+            }
+        }
+    }
+
+    /// A selector picks the same nodes from the compact labels as from the map.
+    #[test]
+    fn a_selector_reads_node_labels_like_the_map() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+            LabelSelector, LabelSelectorRequirement,
+        };
+        let map = map(&[("canary", "true"), ("topology.kubernetes.io/zone", "eu-1a")]);
+        let labels = NodeLabels::new(&map);
+        let requirement = |key: &str, operator: &str, values: &[&str]| LabelSelectorRequirement {
+            key: key.to_owned(),
+            operator: operator.to_owned(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| (*v).to_owned()).collect()),
+        };
+        let selectors = [
+            LabelSelector::default(),
+            LabelSelector {
+                match_labels: Some([("canary".to_owned(), "true".to_owned())].into()),
+                ..LabelSelector::default()
+            },
+            LabelSelector {
+                match_labels: Some([("canary".to_owned(), "false".to_owned())].into()),
+                ..LabelSelector::default()
+            },
+            LabelSelector {
+                match_expressions: Some(vec![
+                    requirement("topology.kubernetes.io/zone", "In", &["eu-1a", "eu-1b"]),
+                    requirement("gpu", "DoesNotExist", &[]),
+                ]),
+                ..LabelSelector::default()
+            },
+            LabelSelector {
+                match_expressions: Some(vec![requirement("canary", "NotIn", &["true"])]),
+                ..LabelSelector::default()
+            },
+        ];
+        for selector in &selectors {
+            assert_eq!(
+                canary_predicates::label_selector_matches(selector, &labels),
+                canary_predicates::label_selector_matches(selector, &map),
+                "{selector:?}"
+            );
+        }
     }
 }

@@ -107,7 +107,7 @@ pub use max_unavailable::{
     has_default_rollout_strategy, kubernetes_max_unavailable, live_max_surge, live_max_unavailable,
     max_unavailable_field, reference_max_unavailable,
 };
-pub use nodes::{InvalidSelector, label_selector_matches, node_health, node_label};
+pub use nodes::{InvalidSelector, Labels, label_selector_matches, node_health, node_label};
 pub use ownership::{OwnerMatch, controller_owner, pod_is_owned_by};
 pub use pod_facts::{ContainerFacts, OwnerFacts, PodFacts, PodSummary};
 pub use readiness::{pod_is_ready, pod_is_terminating};

@@ -1,5 +1,9 @@
 //! Nodes: whether a node may take a new pod now ([`node_health`]), which zone it is in, and
 //! which nodes a `LabelSelector` picks ([`label_selector_matches`]), as Kubernetes decides.
+//!
+//! A selector reads labels through [`Labels`], a lookup by key: a `BTreeMap` as an object's
+//! metadata holds them, or any compact form a cache keeps them in (the adapter's node cache
+//! keeps each node's labels in one allocation, issue 20).
 
 use std::collections::BTreeMap;
 
@@ -30,6 +34,18 @@ pub fn node_health(node: &Node) -> NodeHealth {
 /// The value of the node's `key` label (for example `topology.kubernetes.io/zone`).
 pub fn node_label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
     node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// A set of labels a selector can read: the value of a key, if the key is there.
+pub trait Labels {
+    /// The value of label `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
 }
 
 /// A `LabelSelector` Kubernetes would refuse.
@@ -66,17 +82,17 @@ pub enum InvalidSelector {
 /// [`InvalidSelector`] for an expression Kubernetes would refuse.
 pub fn label_selector_matches(
     selector: &LabelSelector,
-    labels: &BTreeMap<String, String>,
+    labels: &(impl Labels + ?Sized),
 ) -> Result<bool, InvalidSelector> {
     let pairs = selector
         .match_labels
         .iter()
         .flatten()
-        .all(|(key, value)| labels.get(key) == Some(value));
+        .all(|(key, value)| labels.label(key) == Some(value.as_str()));
     let mut matches = pairs;
     for (index, expression) in selector.match_expressions.iter().flatten().enumerate() {
         let values = expression.values.as_deref().unwrap_or_default();
-        let value = labels.get(&expression.key);
+        let value = labels.label(&expression.key);
         let operator = expression.operator.as_str();
         let needs = |rule: &'static str| InvalidSelector::Values {
             index,
@@ -88,8 +104,8 @@ pub fn label_selector_matches(
             "Exists" | "DoesNotExist" if !values.is_empty() => {
                 return Err(needs("takes no values"));
             }
-            "In" => value.is_some_and(|v| values.contains(v)),
-            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "In" => value.is_some_and(|v| values.iter().any(|listed| listed == v)),
+            "NotIn" => value.is_none_or(|v| values.iter().all(|listed| listed != v)),
             "Exists" => value.is_some(),
             "DoesNotExist" => value.is_none(),
             _ => {

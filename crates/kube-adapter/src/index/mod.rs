@@ -5,7 +5,8 @@
 //! owner reference, is updated from the watcher's events (including relists, which swap in a
 //! fresh map atomically on `InitDone`), and stores slimmed objects: pods as [`PodSummary`],
 //! only the fields the predicates read (a few hundred bytes instead of several KiB), so 50,000
-//! pods stay small.
+//! pods stay small. The node cache is one more index, of one group
+//! ([`CachedNode`](crate::watched_node::CachedNode), in `watched_node.rs`).
 //!
 //! Each group also keeps a [`Tally`] of its objects, moved by every insert and removal: for
 //! pods, the counts a MaxUnavailable pass reads ([`PodTally`], read through

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::watched_node::WatchedNode;
+use crate::watched_node::CachedNode;
 use canary_predicates::PodSummary;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::runtime::controller::Action;
@@ -72,11 +72,10 @@ pub struct Caches {
     pub pods: OwnerIndex<PodSummary>,
     /// ControllerRevisions by controller-owner UID.
     pub revisions: OwnerIndex<ControllerRevision>,
-    /// Nodes, slimmed to what the Pods driver reads (labels, `unschedulable`, `Ready`).
-    pub nodes: Store<WatchedNode>,
-    /// Whether the node cache has completed its first list (only the Pods driver waits for it:
-    /// a controller without node permissions still runs the MaxUnavailable driver).
-    pub nodes_ready: Arc<AtomicBool>,
+    /// Nodes, slimmed to what the Pods driver reads (name, labels, health), all in the group
+    /// [`ALL_NODES`](crate::watched_node::ALL_NODES). Only the Pods driver waits for its first
+    /// list: a controller without node permissions still runs the MaxUnavailable driver.
+    pub nodes: OwnerIndex<CachedNode>,
     /// The watches of DaemonSets someone else owns (`spec.workloadRef`).
     pub workloads: Arc<WorkloadWatches>,
 }

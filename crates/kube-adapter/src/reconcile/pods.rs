@@ -18,13 +18,12 @@
 //!
 //! [`WorkloadWatches`]: crate::workload::WorkloadWatches
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use canary_predicates::{
-    OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash, label_selector_matches,
-    pod_crash_loop, pod_is_owned_by, pod_is_ready,
+    Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
+    label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
     AnalysisVerdict, DriftSeen, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
@@ -35,7 +34,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, info, warn};
 
 use super::observation::available_pods;
@@ -49,7 +47,7 @@ use crate::index::OwnerIndex;
 use crate::meta::object_meta_modified;
 use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
 use crate::status::{next_status, step_position};
-use crate::watched_node::WatchedNode;
+use crate::watched_node::{ALL_NODES, CachedNode, NodeLabels};
 
 /// The resource version of each pod a pass saw, by UID: what its deletions are conditioned on.
 type PodVersions = std::collections::HashMap<String, String>;
@@ -105,7 +103,7 @@ impl Pass<'_> {
         pod_index: &OwnerIndex<PodSummary>,
         revisions: &OwnerIndex<ControllerRevision>,
     ) -> Result<Action, Error> {
-        if !self.ctx.caches.nodes_ready.load(Ordering::Acquire) {
+        if !self.ctx.caches.nodes.is_ready() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
         let status = self.status.as_ref();
@@ -511,53 +509,47 @@ impl Pass<'_> {
             .iter()
             .filter_map(|(node, pod)| Some((node.as_str(), pod.as_ref()?.uid.as_str())))
             .collect();
-        // A pod this controller deleted is being replaced even while the cache still shows it
-        // live (the watch is late): choosing it again would delete it twice.
-        // A node removed since its pod was deleted is not being replaced: it is gone, and
-        // listing it would defer it (`NodeMissing`) until the memory forgets it.
-        let node_exists = |name: &str| {
-            self.ctx
-                .caches
-                .nodes
-                .get(&ObjectRef::<WatchedNode>::new(name))
-                .is_some()
-        };
-        for (node, uid) in self.ctx.memory.replacing(self.cds, &live) {
-            match by_node.get_mut(&node) {
-                Some(slot) if slot.as_ref().is_some_and(|pod| pod.uid == uid) => *slot = None,
-                Some(_) => {} // Already without a pod: the deleted one is terminating.
-                None if node_exists(&node) => {
-                    by_node.insert(node, None);
-                }
-                None => {}
-            }
-        }
+        let replacing = self.ctx.memory.replacing(self.cds, &live);
         let selector = pods_plan.canary_selector.as_ref();
-        let nodes = by_node
-            .into_iter()
-            .map(|(name, pod)| {
-                let node = self
-                    .ctx
-                    .caches
-                    .nodes
-                    .get(&ObjectRef::<WatchedNode>::new(&name));
-                let labels = node.as_deref().and_then(|n| n.0.metadata.labels.as_ref());
-                NodeState {
-                    zone: pods_plan
-                        .topology_key
-                        .as_deref()
-                        .and_then(|key| labels?.get(key))
-                        .cloned(),
-                    canary: selector.is_some_and(|s| {
-                        label_selector_matches(s, labels.unwrap_or(&BTreeMap::new()))
-                            .unwrap_or(false)
-                    }),
-                    health: node.as_deref().map_or(NodeHealth::Missing, |n| n.0.health),
-                    pod,
-                    name,
+        let nodes = self.ctx.caches.nodes.with_group(ALL_NODES, |cached| {
+            let cached: HashMap<&str, &CachedNode> =
+                cached.map(|node| (node.name.as_str(), &**node)).collect();
+            // A pod this controller deleted is being replaced even while the cache still shows
+            // it live (the watch is late): choosing it again would delete it twice.
+            // A node removed since its pod was deleted is not being replaced: it is gone, and
+            // listing it would defer it (`NodeMissing`) until the memory forgets it.
+            for (node, uid) in replacing {
+                match by_node.get_mut(&node) {
+                    Some(slot) if slot.as_ref().is_some_and(|pod| pod.uid == uid) => *slot = None,
+                    Some(_) => {} // Already without a pod: the deleted one is terminating.
+                    None if cached.contains_key(node.as_str()) => {
+                        by_node.insert(node, None);
+                    }
+                    None => {}
                 }
-            })
-            .collect();
+            }
+            by_node
+                .into_iter()
+                .map(|(name, pod)| {
+                    let node = cached.get(name.as_str()).copied();
+                    let labels = node.map(|n| &n.labels);
+                    NodeState {
+                        zone: pods_plan
+                            .topology_key
+                            .as_deref()
+                            .and_then(|key| labels?.label(key))
+                            .map(str::to_owned),
+                        canary: selector.is_some_and(|s| {
+                            label_selector_matches(s, labels.unwrap_or(&NodeLabels::default()))
+                                .unwrap_or(false)
+                        }),
+                        health: node.map_or(NodeHealth::Missing, |n| n.health),
+                        pod,
+                        name,
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
         (nodes, by_revision, versions)
     }
 

@@ -119,6 +119,8 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
     pods.apply(&watcher::Event::InitDone);
     let revisions = OwnerIndex::new();
     revisions.apply(&watcher::Event::InitDone);
+    let nodes = OwnerIndex::new();
+    nodes.apply(&watcher::Event::InitDone);
     let reporter = Reporter {
         controller: "daemonset-canary".into(),
         instance: None,
@@ -128,8 +130,7 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
         daemon_sets_ready: Arc::new(AtomicBool::new(true)),
         pods,
         revisions,
-        nodes: reflector::store::<canary_kube_adapter::watched_node::WatchedNode>().0,
-        nodes_ready: Arc::new(AtomicBool::new(true)),
+        nodes,
         workloads: Arc::new(WorkloadWatches::new(
             client.clone(),
             observer.clone(),
