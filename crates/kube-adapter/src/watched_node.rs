@@ -1,7 +1,8 @@
 //! The node as the watch decodes it, [`WatchedNode`] (the metadata and the node's
-//! [`NodeHealth`]), and as the node cache keeps it, [`CachedNode`] (its name, its labels in one
-//! allocation, [`NodeLabels`], and its health), in an [`OwnerIndex`](crate::index::OwnerIndex)
-//! whose [`NodeTally`] says when a node event changed what the Pods driver reads.
+//! [`NodeHealth`]), and as the node cache keeps it, [`CachedNode`] (its name, its labels in two
+//! allocations, [`NodeLabels`] over [`Texts`], and its health), in an
+//! [`OwnerIndex`](crate::index::OwnerIndex) whose [`NodeTally`] says when a node event changed
+//! what the Pods driver reads.
 //!
 //! A node's status carries its image list, capacity, addresses and daemon endpoints, and its
 //! metadata the managed fields: several KiB per node, on real clusters tens. The controller used
@@ -21,13 +22,13 @@
 
 use std::collections::BTreeMap;
 
-use canary_predicates::{Labels, node_health};
+use canary_predicates::{Labels, Texts, TextsBuilder, node_health};
 use canary_state_machine::NodeHealth;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 
-use crate::index::{Indexed, Moved, Tally};
+use crate::index::{Id, Indexed, Moved, Tally, id};
 
 /// A node decoded with only what the Pods driver reads.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -147,88 +148,42 @@ crate::index::partially_decoded!(WatchedNode, Node);
 /// The one group of the node index: nodes have no owner, the cache keeps them all together.
 pub const ALL_NODES: &str = "";
 
-/// A node's labels in two allocations whatever their number: every key and value one after the
-/// other in key order, and where each ends. Read by key ([`Labels`]) like the map they came from.
+/// A node's labels in two allocations whatever their number ([`Texts`]: every key and value
+/// one after the other, in key order). Read by key ([`Labels`]) like the map they came from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct NodeLabels {
-    /// Key 0, value 0, key 1, value 1, ...: keys in ascending order, as a `BTreeMap` holds them.
-    text: Box<str>,
-    /// The end of each key and value in `text`: key `i` ends at `ends[2 * i]`, its value at
-    /// `ends[2 * i + 1]`.
-    ends: Box<[u32]>,
-}
+pub struct NodeLabels(Texts);
 
 impl NodeLabels {
-    /// The labels of `map`. The API server limits a request to a few MiB, far below the 4 GiB
-    /// a `u32` offset reaches; a label past that limit would be left out.
+    /// The labels of `map`.
     pub fn new(map: &BTreeMap<String, String>) -> Self {
-        let mut text = String::with_capacity(map.iter().map(|(k, v)| k.len() + v.len()).sum());
-        let mut ends = Vec::with_capacity(map.len() * 2);
+        let bytes = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let mut texts = TextsBuilder::with_capacity(bytes, 2 * map.len());
         for (key, value) in map {
-            let (Ok(key_end), Ok(value_end)) = (
-                u32::try_from(text.len() + key.len()),
-                u32::try_from(text.len() + key.len() + value.len()),
-            ) else {
-                break;
-            };
-            text.push_str(key);
-            text.push_str(value);
-            ends.extend([key_end, value_end]);
+            texts.push(key);
+            texts.push(value);
         }
-        Self {
-            text: text.into_boxed_str(),
-            ends: ends.into_boxed_slice(),
-        }
+        Self(texts.build())
     }
 
     /// How many labels.
     pub fn len(&self) -> usize {
-        self.ends.len() / 2
+        self.0.len() / 2
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// The text between two offsets (empty if they do not fit, which `new` never makes).
-    fn slice(&self, start: u32, end: u32) -> &str {
-        self.text
-            .get(start as usize..end as usize)
-            .unwrap_or_default()
-    }
-
-    /// Label `index`, key and value.
-    fn entry(&self, index: usize) -> Option<(&str, &str)> {
-        let start = match index.checked_sub(1) {
-            None => 0,
-            Some(previous) => *self.ends.get(previous * 2 + 1)?,
-        };
-        let key_end = *self.ends.get(index * 2)?;
-        let value_end = *self.ends.get(index * 2 + 1)?;
-        Some((self.slice(start, key_end), self.slice(key_end, value_end)))
+        self.0.is_empty()
     }
 
     /// Every label, key and value, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        (0..self.len()).filter_map(|index| self.entry(index))
+        self.0.pairs(0)
     }
 }
 
 impl Labels for NodeLabels {
     fn label(&self, key: &str) -> Option<&str> {
-        // Keys are sorted: a binary search over the labels.
-        let (mut low, mut high) = (0, self.len());
-        while low < high {
-            let middle = low + (high - low) / 2;
-            let (candidate, value) = self.entry(middle)?;
-            match candidate.cmp(key) {
-                std::cmp::Ordering::Less => low = middle + 1,
-                std::cmp::Ordering::Greater => high = middle,
-                std::cmp::Ordering::Equal => return Some(value),
-            }
-        }
-        None
+        self.0.pair_value(0, key)
     }
 }
 
@@ -268,19 +223,16 @@ impl Indexed for CachedNode {
         Self::of(node)
     }
 
-    fn source_identity(node: &WatchedNode) -> (String, String) {
-        (
-            String::new(),
-            node.0.metadata.name.clone().unwrap_or_default(),
-        )
+    fn source_identity(node: &WatchedNode) -> Id {
+        id("", node.0.metadata.name.as_deref().unwrap_or_default())
     }
 
     fn index_key(&self) -> Option<String> {
         Some(ALL_NODES.to_owned())
     }
 
-    fn identity(&self) -> (String, String) {
-        (String::new(), self.name.clone())
+    fn identity(&self) -> Id {
+        id("", &self.name)
     }
 }
 

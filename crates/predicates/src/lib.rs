@@ -98,6 +98,7 @@ mod ownership;
 mod pod_facts;
 mod readiness;
 mod target;
+mod texts;
 
 pub use canary_state_machine::{LiveMaxUnavailable, MaxUnavailable};
 pub use count::{CountRule, PodCount, PodCounts, count_pod, count_pods, count_pods_owned_by};
@@ -117,3 +118,4 @@ pub use target::{
     UpdatedRule, current_revision_hash, daemonset_is_up_to_date, pod_is_up_to_date, pod_is_updated,
     pod_revision_hash,
 };
+pub use texts::{Texts, TextsBuilder};

@@ -35,6 +35,7 @@ use canary_predicates::{
 
 use self::classes::{PodClasses, identity};
 use super::{Id, Moved, Tally};
+use classes::PodName;
 
 /// The owned form of what counting one DaemonSet's pods depends on: its owner match and
 /// [`CountRule`]. A tally is valid for exactly one of these.
@@ -103,7 +104,7 @@ pub struct PodTally {
     updated_ready: u32,
     /// The crash-looping updated pods by identity: ordered, so the pod a failure names is the
     /// same whatever the order pods arrived in (the first by namespace and name).
-    crash_loops: BTreeMap<Id, CrashLoop>,
+    crash_loops: BTreeMap<PodName, CrashLoop>,
     /// The group's pods by class under the rule's keys, kept beside the counts so that a new
     /// rule reads them instead of every pod; `Some` exactly when `rule` is.
     classes: Option<PodClasses>,
@@ -153,12 +154,12 @@ impl PodTally {
             }
             tally.updated = tally.updated.saturating_add(members.pods);
             tally.updated_ready = tally.updated_ready.saturating_add(members.ready);
-            for id in &members.crash_candidates {
+            for name in &members.crash_candidates {
                 if let Some(crash) = pods
-                    .get(id)
+                    .get(&*super::id(&name.0, &name.1))
                     .and_then(|pod| pod_crash_loop(&**pod, &rule.crash_loop))
                 {
-                    tally.crash_loops.insert(id.clone(), crash);
+                    tally.crash_loops.insert(name.clone(), crash);
                 }
             }
         }
@@ -214,7 +215,7 @@ impl PodTally {
 
 /// Where the counts stand against what a decision looks at: some updated pod, some updated
 /// pod ready, every counted pod updated and ready, and the crash loop a failure names.
-type Thresholds = (bool, bool, bool, Option<Id>);
+type Thresholds = (bool, bool, bool, Option<PodName>);
 
 impl PodTally {
     fn thresholds(&self) -> Thresholds {

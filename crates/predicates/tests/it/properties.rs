@@ -302,6 +302,21 @@ proptest! {
         let summary = PodSummary::of(&pod);
         let keys = AnnotationKeys::default();
         prop_assert_eq!(summary.name(), pod.metadata.name.as_deref().unwrap_or_default());
+        // Every fact read directly, as the compact form keeps it (`Texts`): each annotation
+        // by its key, keys that are not there, the owner, the node, the phase, the UID.
+        for key in pod.metadata.annotations.iter().flatten().map(|(k, _)| k.as_str()) {
+            prop_assert_eq!(PodFacts::annotation(&summary, key), PodFacts::annotation(&pod, key));
+        }
+        for absent in ["", "a", "zzz", "kubevirt.io/"] {
+            prop_assert_eq!(
+                PodFacts::annotation(&summary, absent),
+                PodFacts::annotation(&pod, absent)
+            );
+        }
+        prop_assert_eq!(PodFacts::controller(&summary), PodFacts::controller(&pod));
+        prop_assert_eq!(PodFacts::node_name(&summary), PodFacts::node_name(&pod));
+        prop_assert_eq!(PodFacts::phase(&summary), PodFacts::phase(&pod));
+        prop_assert_eq!(PodFacts::uid(&summary), PodFacts::uid(&pod));
         prop_assert_eq!(pod_is_ready(&summary), pod_is_ready(&pod));
         prop_assert_eq!(pod_is_terminating(&summary), pod_is_terminating(&pod));
         prop_assert_eq!(pod_revision_hash(&summary), pod_revision_hash(&pod));

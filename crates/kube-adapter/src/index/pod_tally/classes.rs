@@ -23,8 +23,6 @@ use canary_predicates::{
     pod_crash_loop, pod_is_ready,
 };
 
-use super::super::Id;
-
 /// What a class is made of, borrowed from a pod or from a stored class: the controller owner
 /// (kind, name, UID), terminating or not, the revision hash label, and the target annotations
 /// (version, registry, id, under the classes' keys).
@@ -165,7 +163,7 @@ impl PodFacts for ClassFacts<'_> {
 pub(super) struct ClassPods {
     pub(super) pods: u32,
     pub(super) ready: u32,
-    pub(super) crash_candidates: BTreeSet<Id>,
+    pub(super) crash_candidates: BTreeSet<PodName>,
 }
 
 /// The classes of one group's pods under `keys`, by the hash of their [`ClassView`].
@@ -288,6 +286,11 @@ fn could_crash_loop(pod: &PodSummary) -> bool {
         .is_some()
 }
 
-pub(super) fn identity(pod: &PodSummary) -> Id {
+/// `(namespace, name)` of a pod: crash loops are kept in this order, the order in which
+/// [`canary_predicates::count_pods`] names the first one.
+pub(crate) type PodName = (String, String);
+
+/// The [`PodName`] of `pod`.
+pub(super) fn identity(pod: &PodSummary) -> PodName {
     (pod.namespace().to_owned(), PodFacts::name(pod).to_owned())
 }
