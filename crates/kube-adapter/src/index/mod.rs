@@ -141,8 +141,9 @@ impl<T: Indexed> Maps<T> {
             (Some(old_key), Some(key)) => **old_key == **key,
             _ => false,
         };
-        if same_group && let Some(key) = key {
-            let group = self.groups.entry(Arc::from(key)).or_default();
+        // An update within its group (most events): found by the key's text, no allocation;
+        // the maps keep the identity they hold.
+        if same_group && let Some(group) = key.as_deref().and_then(|key| self.groups.get_mut(key)) {
             let previous = group.objects.insert(id, obj.clone());
             return group.tally.replace(previous.as_deref(), Some(&obj));
         }
