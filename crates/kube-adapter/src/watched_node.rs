@@ -156,12 +156,8 @@ pub struct NodeLabels(Texts);
 impl NodeLabels {
     /// The labels of `map`.
     pub fn new(map: &BTreeMap<String, String>) -> Self {
-        let bytes = map.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let mut texts = TextsBuilder::with_capacity(bytes, 2 * map.len());
-        for (key, value) in map {
-            texts.push(key);
-            texts.push(value);
-        }
+        let mut texts = TextsBuilder::default();
+        texts.push_pairs(map);
         Self(texts.build())
     }
 

@@ -271,17 +271,11 @@ impl PodSummary {
             (Field::OwnerUid, owner.map(|o| o.uid)),
             (Field::Phase, pod.phase()),
         ];
-        let annotations = pod.metadata.annotations.iter().flatten();
         let bytes = fields
             .iter()
             .map(|(_, v)| v.map_or(0, str::len))
-            .sum::<usize>()
-            + annotations
-                .clone()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>();
-        let mut texts =
-            TextsBuilder::with_capacity(bytes, FIELDS + 2 * annotations.clone().count());
+            .sum::<usize>();
+        let mut texts = TextsBuilder::with_capacity(bytes, FIELDS);
         let mut present = 0;
         for (position, (field, value)) in fields.into_iter().enumerate() {
             debug_assert_eq!(
@@ -293,10 +287,8 @@ impl PodSummary {
             }
             texts.push(value.unwrap_or_default());
         }
-        // A BTreeMap: the keys come in order, as `Texts::pair_value` needs them.
-        for (key, value) in annotations {
-            texts.push(key);
-            texts.push(value);
+        if let Some(annotations) = &pod.metadata.annotations {
+            texts.push_pairs(annotations);
         }
         PodSummary {
             texts: texts.build(),

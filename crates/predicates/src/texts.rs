@@ -13,6 +13,8 @@
 //! string that would end past `u32::MAX` is stored empty, so that every index still names the
 //! string pushed at that position.
 
+use std::collections::BTreeMap;
+
 /// Strings, each read back by its position.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Texts {
@@ -117,6 +119,19 @@ impl TextsBuilder {
         }
     }
 
+    /// Appends the keys and values of `map`, one pair after the other in key order, as
+    /// [`Texts::pair_value`] and [`Texts::pairs`] read them back (a `BTreeMap`, as labels and
+    /// annotations are decoded, so the order is the type's), with the exact room reserved.
+    pub fn push_pairs(&mut self, map: &BTreeMap<String, String>) {
+        self.text
+            .reserve_exact(map.iter().map(|(key, value)| key.len() + value.len()).sum());
+        self.ends.reserve_exact(2 * map.len());
+        for (key, value) in map {
+            self.push(key);
+            self.push(value);
+        }
+    }
+
     /// The strings pushed, in two allocations of their exact size.
     pub fn build(self) -> Texts {
         Texts {
@@ -167,11 +182,16 @@ mod tests {
             ("kubevirt.io/install-strategy", "v1"),
             ("z", "26"),
         ];
-        let mut items = vec!["field-0", "field-1"];
-        for (key, value) in pairs {
-            items.extend([key, value]);
-        }
-        let texts = Texts::of(items.iter().copied());
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut builder = TextsBuilder::with_capacity(14, 2);
+        builder.push("field-0");
+        builder.push("field-1");
+        builder.push_pairs(&map);
+        let texts = builder.build();
+        assert_eq!(texts.len(), 2 + 2 * pairs.len());
         assert_eq!(texts.pairs(2).collect::<Vec<_>>(), pairs);
         for (key, value) in pairs {
             assert_eq!(texts.pair_value(2, key), Some(value), "{key}");
@@ -179,7 +199,8 @@ mod tests {
         for absent in ["", "0", "aa", "c", "kubevirt.io/", "zz", "field-0"] {
             assert_eq!(texts.pair_value(2, absent), None, "{absent}");
         }
-        assert_eq!(texts.pair_value(items.len(), "a"), None);
-        assert_eq!(texts.pair_value(items.len() + 3, "a"), None);
+        let items = texts.len();
+        assert_eq!(texts.pair_value(items, "a"), None);
+        assert_eq!(texts.pair_value(items + 3, "a"), None);
     }
 }
