@@ -17,6 +17,8 @@ mod tools;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -75,6 +77,22 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     let root = workspace_root()?;
+    let package_vars = xtask_package_vars();
+    if !package_vars.is_empty() {
+        // Replaces this process: every command xtask runs inherits the environment without them.
+        let mut again = std::process::Command::new(
+            std::env::current_exe().context("cannot find xtask's own executable")?,
+        );
+        again
+            .args(std::env::args_os().skip(1))
+            .env(WORKSPACE_ROOT_VAR, &root);
+        for name in package_vars {
+            again.env_remove(name);
+        }
+        let error = again.exec();
+        return Err(error)
+            .context("cannot start xtask again without cargo run's package variables");
+    }
     std::env::set_current_dir(&root)
         .with_context(|| format!("cannot enter the workspace root {}", root.display()))?;
     match cli.command {
@@ -90,11 +108,21 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// The workspace root: xtask lives one level below it.
+/// Where xtask, started again without `cargo run`'s variables, finds the workspace root.
+const WORKSPACE_ROOT_VAR: &str = "XTASK_WORKSPACE_ROOT";
+
+/// The workspace root: xtask lives one level below it. `CARGO_MANIFEST_DIR` comes first: a
+/// `cargo xtask` run by a command of another xtask inherits [`WORKSPACE_ROOT_VAR`] too, and its
+/// own checkout may be another one.
 fn workspace_root() -> Result<PathBuf> {
-    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .context("CARGO_MANIFEST_DIR is not set: run this through `cargo xtask`")?;
+    let manifest_dir = match std::env::var_os("CARGO_MANIFEST_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            return std::env::var_os(WORKSPACE_ROOT_VAR).map(PathBuf::from).context(
+                "neither CARGO_MANIFEST_DIR nor XTASK_WORKSPACE_ROOT is set: run this through `cargo xtask`",
+            );
+        }
+    };
     manifest_dir
         .parent()
         .map(PathBuf::from)
@@ -104,4 +132,59 @@ fn workspace_root() -> Result<PathBuf> {
 /// The cargo that invoked us, so nested calls use the same toolchain.
 pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// The variables `cargo run` set for xtask itself (its manifest and package), which the commands
+/// xtask runs must not inherit, so xtask starts itself again without them. A cargo started with them in its environment sees changed inputs
+/// for every crate whose build script reads one (ring reads `CARGO_MANIFEST_DIR` and
+/// `CARGO_PKG_*` and asks to be rerun when they change), so each build through xtask and the
+/// next build from a terminal rebuilt ring and all that depends on it (rustls, kube, the
+/// adapter, the binary: five minutes for the `dist` controller of `cargo xtask bench`).
+fn xtask_package_vars() -> Vec<OsString> {
+    std::env::vars_os()
+        .map(|(name, _)| name)
+        .filter(|name| name.to_str().is_some_and(is_package_var))
+        .collect()
+}
+
+/// Whether `cargo run` sets `name` for the package it runs; `CARGO` (the cargo binary) and the
+/// user's own `CARGO_*` settings (`CARGO_HOME`, `CARGO_TARGET_DIR`, ...) are not among them.
+fn is_package_var(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_package_var;
+
+    #[test]
+    fn only_what_cargo_run_sets_for_xtask_is_removed() {
+        for name in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+        ] {
+            assert!(is_package_var(name), "{name}");
+        }
+        for name in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!is_package_var(name), "{name}");
+        }
+    }
 }
