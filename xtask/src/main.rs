@@ -135,11 +135,12 @@ pub(crate) fn cargo() -> String {
 }
 
 /// The variables `cargo run` set for xtask itself (its manifest and package), which the commands
-/// xtask runs must not inherit, so xtask starts itself again without them. A cargo started with them in its environment sees changed inputs
-/// for every crate whose build script reads one (ring reads `CARGO_MANIFEST_DIR` and
-/// `CARGO_PKG_*` and asks to be rerun when they change), so each build through xtask and the
-/// next build from a terminal rebuilt ring and all that depends on it (rustls, kube, the
-/// adapter, the binary: five minutes for the `dist` controller of `cargo xtask bench`).
+/// xtask runs must not inherit, so xtask starts itself again without them. A cargo started with
+/// them in its environment sees changed inputs for every crate whose build script reads one
+/// (ring reads `CARGO_MANIFEST_DIR` and `CARGO_PKG_*` and asks to be rerun when they change), so
+/// each build through xtask and the next build from a terminal rebuilt ring and all that depends
+/// on it (rustls, kube, the adapter, the binary: five minutes for the `dist` controller of
+/// `cargo xtask bench`).
 fn xtask_package_vars() -> Vec<OsString> {
     std::env::vars_os()
         .map(|(name, _)| name)
