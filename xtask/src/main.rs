@@ -3,7 +3,9 @@
 //! Every check that CI runs is a step of `cargo xtask ci`, so a developer runs exactly what CI runs.
 //! Invariants: steps run from the workspace root; every external tool a step needs is installed (or
 //! reported with the exact install command) by the `tools` step before any other step runs, so a
-//! missing tool fails loudly instead of skipping tests.
+//! missing tool fails loudly instead of skipping tests; the commands xtask runs never see the
+//! variables `cargo run` sets for xtask itself (see [`xtask_package_vars`]), so a build through
+//! xtask and one from a terminal reuse each other's artifacts.
 
 mod bench;
 mod ci;
