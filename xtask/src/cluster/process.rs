@@ -139,10 +139,57 @@ fn signal(pid: u32, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, below the kernel's ephemeral range, and never
+/// the same twice in one process.
+///
+/// Why not below: the port is bound by a process started later (kube-controller-manager binds
+/// its port seconds after the API server and etcd are up), and a port of the ephemeral range
+/// (`bind(:0)`) is the kernel's to hand to any outgoing connection meanwhile: a CI run beside a
+/// soak lost its controller manager to `bind: address already in use` that way. The kernel
+/// hands out no port below the range on its own.
 pub fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind a port")?;
-    Ok(listener.local_addr().context("no local address")?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    /// How far into the candidate ports the next search starts; 0 until the first search.
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_start = ephemeral_range_start();
+    let candidates = u32::from(ephemeral_start.saturating_sub(LOWEST_PORT));
+    if candidates == 0 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind a port")?;
+        return Ok(listener.local_addr().context("no local address")?.port());
+    }
+    // Spread the searches of concurrent runs (two clusters, a test) over the candidates.
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.subsec_nanos());
+    let _ = NEXT.compare_exchange(
+        0,
+        seed % candidates + 1,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..candidates {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % candidates;
+        let Ok(port) = u16::try_from(u32::from(LOWEST_PORT) + offset) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free loopback port between {LOWEST_PORT} and {ephemeral_start}")
+}
+
+/// The lowest port [`free_port`] hands out: above the well-known and most registered services.
+const LOWEST_PORT: u16 = 10_000;
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`), Linux's default when
+/// it cannot be read.
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// `GET path` over plain HTTP/1.1 on loopback `port`: the status code and the body.
@@ -178,5 +225,22 @@ mod tests {
         let me = std::env::current_exe().ok();
         assert!(me.is_some_and(|exe| runs(std::process::id(), &exe)));
         assert!(!runs(std::process::id(), Path::new("/bin/true")));
+    }
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let ephemeral_start = ephemeral_range_start();
+        let ports: Vec<u16> = (0..6).map(|_| free_port().unwrap()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+        for port in ports {
+            assert!((LOWEST_PORT..ephemeral_start).contains(&port), "{port}");
+            assert!(
+                std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+                "{port}"
+            );
+        }
     }
 }

@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result, bail};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -141,10 +141,12 @@ fn wait_until(mut done: impl FnMut() -> Result<bool>, what: &str) -> Result<()> 
     )
 }
 
-/// A loopback address whose port was free a moment ago.
+/// A loopback address whose port was free a moment ago ([`crate::cluster::free_port`]).
 fn free_loopback_addr() -> Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a loopback port")?;
-    Ok(listener.local_addr()?)
+    Ok(SocketAddr::from((
+        [127, 0, 0, 1],
+        crate::cluster::free_port()?,
+    )))
 }
 
 /// The body of `GET path` on `addr` (HTTP/1.0: the server closes the connection after it),
