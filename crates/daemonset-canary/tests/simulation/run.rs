@@ -549,7 +549,11 @@ impl Harness<'_> {
     /// left as it is with nothing written and the `Drifted` condition set (`Report`). In
     /// KubeVirt compatibility, a rollout left `failed` by its crash-looping canary keeps the
     /// edit: the reference writes nothing while no updated pod is ready (its row 2), and a
-    /// template-only edit starts no canary (quirk 5); so nothing may be written.
+    /// template-only edit starts no canary (quirk 5); so nothing may be written. The same holds
+    /// for a rollout `successful` with no updated pod ready, before the edit and after the
+    /// bound: a DaemonSet created at a crash-looping version is `successful` at once (row 1 of
+    /// the reference ends at the create), and the edit's pods crash as well (soak seed
+    /// 40001279, finding 67).
     async fn edit_at_rest(&mut self) {
         let writes_before = self.world.exercised().daemon_set_writes;
         let phase_before = cds_phase(self.sim.store());
@@ -560,13 +564,18 @@ impl Harness<'_> {
             .and_then(|cds| cds.status)
             .map_or(0, |status| status.updated);
         let failed = phase_before.as_deref() == Some("failed");
+        let none_updated_ready = |store: &canary_sim::Store| {
+            cluster_counts(store).is_some_and(|(_, _, ready)| ready == 0)
+        };
+        let none_ready_before = none_updated_ready(self.sim.store());
         let Some(image) = self.hand_edit() else {
             return;
         };
         tokio::time::sleep(DRIFT_BOUND).await;
         let store = self.sim.store();
         let live = daemon_set_image(store);
-        if self.plan.compatibility == Compatibility::KubeVirt && failed {
+        let none_ready = none_ready_before && none_updated_ready(store);
+        if self.plan.compatibility == Compatibility::KubeVirt && (failed || none_ready) {
             let written = self.world.exercised().daemon_set_writes - writes_before;
             if written > 0 {
                 self.world.violate(
