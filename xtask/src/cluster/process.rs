@@ -142,11 +142,11 @@ fn signal(pid: u32, name: &str) -> Result<()> {
 /// A loopback port nobody listens on right now, below the kernel's ephemeral range, and never
 /// the same twice in one process.
 ///
-/// Why not below: the port is bound by a process started later (kube-controller-manager binds
-/// its port seconds after the API server and etcd are up), and a port of the ephemeral range
-/// (`bind(:0)`) is the kernel's to hand to any outgoing connection meanwhile: a CI run beside a
-/// soak lost its controller manager to `bind: address already in use` that way. The kernel
-/// hands out no port below the range on its own.
+/// Why below the range: the port is bound by a process started later (kube-controller-manager
+/// binds its port seconds after the API server and etcd are up), and a port of the ephemeral
+/// range (what `bind(:0)` gives) is the kernel's to hand to any outgoing connection or
+/// `bind(:0)` meanwhile: a CI run beside a soak lost its controller manager to `bind: address
+/// already in use` on such a port. The kernel hands out no port below the range on its own.
 pub fn free_port() -> Result<u16> {
     use std::sync::atomic::{AtomicU32, Ordering};
     /// How far into the candidate ports the next search starts; 0 until the first search.
