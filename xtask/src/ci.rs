@@ -215,14 +215,24 @@ fn test(sh: &Shell) -> Result<()> {
     // The kubectl tests run is the one built from the pinned Kubernetes release.
     let kubectl = tools::ensure_kubectl()?;
     let _kubectl = sh.push_env("KUBECTL", kubectl);
+    let test_threads = test_threads().to_string();
     cmd!(
         sh,
-        "{cargo} nextest run --workspace --locked --no-fail-fast"
+        "{cargo} nextest run --workspace --locked --no-fail-fast --test-threads {test_threads}"
     )
     .run()?;
     // nextest does not run doc tests.
     cmd!(sh, "{cargo} test --workspace --locked --doc").run()?;
     Ok(())
+}
+
+/// Tests nextest runs at once: two per core. Many of the slow tests wait on real time rather
+/// than compute (the binary against `sim serve` through pauses and soaks, a real Prometheus's
+/// scrape intervals), and with one test per core the cores sat idle through those waits: on 2
+/// cores the run took 347 s and used 426 of the 694 core-seconds it had. With two per core the
+/// same tests took 241 s and 459 core-seconds (docs/benchmarks.md, issue 16).
+fn test_threads() -> usize {
+    2 * std::thread::available_parallelism().map_or(1, |cores| cores.get())
 }
 
 fn doc(sh: &Shell) -> Result<()> {
