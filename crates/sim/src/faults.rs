@@ -7,7 +7,9 @@
 //! so a run is reproducible.
 //!
 //! Every request the API server answers is counted by verb and resource
-//! ([`Faults::requests`]), which is how tests prove that a controller made no writes.
+//! ([`Faults::requests`]), which is how tests prove that a controller made no writes; the
+//! warnings it answers with ([`Faults::warnings`]: a field a custom resource's schema does not
+//! declare) are kept, which is how they prove a controller writes only declared fields.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -255,7 +257,11 @@ struct Inner {
     rng: u64,
     counts: RequestCounts,
     log: std::collections::VecDeque<RequestRecord>,
+    warnings: Vec<String>,
 }
+
+/// How many answered warnings [`Faults::warnings`] keeps (the first ones).
+pub const WARNING_LOG_CAPACITY: usize = 100;
 
 /// The fault rules and request counters of one simulator. Clones share state.
 #[derive(Clone)]
@@ -280,6 +286,7 @@ impl Faults {
                 rng: seed,
                 counts: RequestCounts::default(),
                 log: std::collections::VecDeque::new(),
+                warnings: Vec::new(),
             })),
         }
     }
@@ -311,11 +318,29 @@ impl Faults {
         self.lock().log.iter().cloned().collect()
     }
 
-    /// Resets the request counters and the request log.
+    /// Resets the request counters, the request log and the warnings.
     pub fn reset_requests(&self) {
         let mut inner = self.lock();
         inner.counts = RequestCounts::default();
         inner.log.clear();
+        inner.warnings.clear();
+    }
+
+    /// Keeps the `Warning` header values an answer to `resource` carried (the first
+    /// [`WARNING_LOG_CAPACITY`] of the run).
+    pub fn record_warnings<'a>(&self, resource: &str, warnings: impl Iterator<Item = &'a str>) {
+        let mut inner = self.lock();
+        for warning in warnings {
+            if inner.warnings.len() < WARNING_LOG_CAPACITY {
+                inner.warnings.push(format!("{resource}: {warning}"));
+            }
+        }
+    }
+
+    /// The warnings answered so far, each `<resource>: <Warning header value>`
+    /// (`canarydaemonsets/status: 299 - "unknown field \"status.x\""`).
+    pub fn warnings(&self) -> Vec<String> {
+        self.lock().warnings.clone()
     }
 
     /// Counts and logs the request, and decides which faults fire for it.

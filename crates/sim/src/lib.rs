@@ -59,6 +59,7 @@ pub mod service;
 mod sim;
 pub mod store;
 pub mod strategy;
+pub mod structural;
 
 pub use api::ApiServer;
 pub use clock::SimClock;

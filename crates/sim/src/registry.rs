@@ -8,12 +8,15 @@
 //! what was known about it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition,
 };
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::structural::StructuralSchema;
 
 /// Identifies a resource type: API group (empty for core), version and plural name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -131,6 +134,9 @@ pub struct ResourceInfo {
     /// The CRD version's `additionalPrinterColumns` for a custom resource (empty: the CRD
     /// declares none); `None` for a built-in kind, which has its own printer.
     pub printer_columns: Option<Vec<CustomResourceColumnDefinition>>,
+    /// The CRD version's structural schema, which prunes and defaults every write of a custom
+    /// resource; `None` for a built-in kind and a version without `openAPIV3Schema`.
+    pub schema: Option<Arc<StructuralSchema>>,
 }
 
 impl ResourceInfo {
@@ -151,6 +157,7 @@ impl ResourceInfo {
             short_names: short_names.iter().map(|s| (*s).to_owned()).collect(),
             strategic_merge: true,
             printer_columns: None,
+            schema: None,
         }
     }
 
@@ -187,6 +194,11 @@ impl ResourceInfo {
                         .clone()
                         .unwrap_or_default(),
                 ),
+                schema: version
+                    .schema
+                    .as_ref()
+                    .and_then(|validation| validation.open_api_v3_schema.as_ref())
+                    .map(|props| Arc::new(StructuralSchema::new(props))),
             })
             .collect()
     }

@@ -12,6 +12,10 @@
 //!   outside `metadata` and `status` changed.
 //! - The status subresource's update: nothing but `status` (and the writer's field ownership).
 //! - `CheckGracefulDelete`: only pods bound to a node and not finished are deleted gracefully.
+//! - A custom resource is pruned of the fields its version's schema does not declare, and
+//!   defaulted by it ([`crate::structural`]), before the rules above, as the API server's
+//!   decoder does: a status write prunes and defaults the whole object it sends, then keeps its
+//!   status.
 //! - A Secret's `stringData` is folded into `data` on every write, as the conversion of the
 //!   write path does (`Convert_v1_Secret_To_core_Secret` in `pkg/apis/core/v1/conversion.go`):
 //!   a reader never sees `stringData`.
@@ -31,6 +35,7 @@ use serde_json::{Map, Value, json};
 use crate::defaults::apply_defaults;
 use crate::object::metadata_mut;
 use crate::registry::{BuiltinKind, ResourceInfo, ResourceKey};
+use crate::structural::StructuralSchema;
 
 /// The annotation carrying `spec.templateGeneration` in apps/v1.
 pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
@@ -70,20 +75,36 @@ const SERVER_OWNED_METADATA: [&str; 6] = [
 ];
 
 /// The write rules of one resource.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Strategy {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Strategy<'a> {
     /// `None`: the generic rules (custom resources and the other built-in kinds).
     kind: Option<BuiltinKind>,
     status_subresource: bool,
+    /// A custom resource version's schema: what is written is pruned and defaulted by it.
+    schema: Option<&'a StructuralSchema>,
 }
 
-impl Strategy {
+impl<'a> Strategy<'a> {
     /// The rules of `key`; `info` is its registration (`None`: an unregistered key, written
     /// with the generic rules and no status subresource).
-    pub fn for_resource(key: &ResourceKey, info: Option<&ResourceInfo>) -> Self {
+    pub fn for_resource(key: &ResourceKey, info: Option<&'a ResourceInfo>) -> Self {
         Self {
             kind: key.builtin_kind(),
             status_subresource: info.is_some_and(|info| info.status_subresource),
+            schema: info.and_then(|info| info.schema.as_deref()),
+        }
+    }
+
+    /// Prunes and defaults a written custom resource by its schema (nothing without one).
+    fn apply_schema(&self, object: &mut Map<String, Value>) {
+        if let Some(schema) = self.schema {
+            let mut value = Value::Object(std::mem::take(object));
+            // What is pruned is reported to the writer by the API layer (`fieldValidation`);
+            // the store drops it silently.
+            schema.apply(&mut value);
+            if let Value::Object(pruned) = value {
+                *object = pruned;
+            }
         }
     }
 
@@ -95,6 +116,7 @@ impl Strategy {
         object: &mut Map<String, Value>,
         now: Timestamp,
     ) {
+        self.apply_schema(object);
         metadata_mut(object).insert("generation".into(), json!(1));
         self.reset_status(object, now);
         if self.kind == Some(BuiltinKind::Secret) {
@@ -115,6 +137,7 @@ impl Strategy {
         old: &Map<String, Value>,
         next: &mut Map<String, Value>,
     ) {
+        self.apply_schema(next);
         if self.status_subresource {
             match old.get("status") {
                 Some(status) => next.insert("status".into(), status.clone()),
@@ -146,6 +169,7 @@ impl Strategy {
         old: &Map<String, Value>,
         mut incoming: Map<String, Value>,
     ) -> Map<String, Value> {
+        self.apply_schema(&mut incoming);
         let mut next = old.clone();
         match incoming.remove("status") {
             Some(status) => next.insert("status".into(), status),
@@ -334,6 +358,7 @@ mod tests {
         let strategy = Strategy {
             kind: Some(BuiltinKind::Secret),
             status_subresource: false,
+            schema: None,
         };
         let key = ResourceKey::new("", "v1", "secrets");
         let mut secret = json!({"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="},

@@ -7,7 +7,8 @@
 //! asks for ([`table`], [`printers`]).
 //!
 //! Layout: this module answers a request (faults, routing, dispatch by verb); `route` and
-//! `query` parse it, `read` and `write` serve the verbs, `response` shapes the bodies.
+//! `query` parse it, `read` and `write` serve the verbs (`validation` checks
+//! the fields a write of a custom resource sets), `response` shapes the bodies.
 
 pub mod discovery;
 mod format;
@@ -22,6 +23,7 @@ mod response;
 mod route;
 pub mod selector;
 pub mod table;
+mod validation;
 pub mod watch;
 mod write;
 
@@ -145,7 +147,17 @@ impl ApiServer {
                 self.serve_object(verb, &object, &request, &fired)
             }
         };
-        result.unwrap_or_else(|error| error_response(&error))
+        let response = result.unwrap_or_else(|error| error_response(&error));
+        let mut warnings = response
+            .headers()
+            .get_all(header::WARNING)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .peekable();
+        if warnings.peek().is_some() {
+            self.faults.record_warnings(&resource, warnings);
+        }
+        response
     }
 
     fn serve_object(

@@ -18,6 +18,7 @@ use super::patch::{self, PatchType};
 use super::query::Query;
 use super::response::{json_response, not_found_path, unsupported_media_type};
 use super::route::ObjectRoute;
+use super::validation::{FieldValidation, Warnings, check_apply};
 use super::{ApiServer, ObjectRequest, ResponseBody, managed};
 use crate::object::metadata_mut;
 use crate::store::{DeleteOptions, StoreError, UpdateScope};
@@ -116,9 +117,11 @@ impl ApiServer {
             return Err(not_found_path());
         }
         require_json(request.content_type)?;
+        let validation = FieldValidation::of(request.query, "CreateOptions")?;
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let mut object = Value::Object(object);
+        let warnings = validation.check(route, &object)?;
         let time = self.now();
         let writer = writer(
             route,
@@ -130,10 +133,10 @@ impl ApiServer {
         );
         managed::record(&json!({}), &mut object, None, &writer)?;
         if is_dry_run(request.query) {
-            return Ok(json_response(201, &object));
+            return Ok(warnings.attach(json_response(201, &object)));
         }
         let created = self.store.create_value(&route.info.key, object)?;
-        Ok(json_response(201, &created))
+        Ok(warnings.attach(json_response(201, &created)))
     }
 
     pub(super) fn replace(
@@ -144,6 +147,7 @@ impl ApiServer {
         let scope = route.scope()?;
         let name = route.name()?;
         require_json(request.content_type)?;
+        let validation = FieldValidation::of(request.query, "UpdateOptions")?;
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let body_name = object
@@ -158,6 +162,8 @@ impl ApiServer {
                 ),
             });
         }
+        let mut object = Value::Object(object);
+        let warnings = validation.check(route, &object)?;
         let time = self.now();
         let writer = writer(route, request.manager, false, false, scope, &time);
         let updated = self.store.patch_value(
@@ -167,12 +173,11 @@ impl ApiServer {
             scope,
             is_dry_run(request.query),
             |current| {
-                let mut next = Value::Object(object);
-                managed::record(current, &mut next, None, &writer)?;
-                Ok(next)
+                managed::record(current, &mut object, None, &writer)?;
+                Ok(object)
             },
         )?;
-        Ok(json_response(200, &updated))
+        Ok(warnings.attach(json_response(200, &updated)))
     }
 
     pub(super) fn patch(
@@ -194,6 +199,7 @@ impl ApiServer {
                 message: "PATCH /apply requires fieldManager".into(),
             });
         }
+        let validation = FieldValidation::of(query, "PatchOptions")?;
         let parsed = match patch_type {
             PatchType::Json => Value::Null,
             PatchType::Apply => patch::parse_apply_body(body)?,
@@ -203,6 +209,9 @@ impl ApiServer {
                 })?
             }
         };
+        if apply {
+            check_apply(route, name, &parsed)?;
+        }
         let time = self.now();
         let writer = writer(
             route,
@@ -231,6 +240,7 @@ impl ApiServer {
             return Ok(json_response(201, &created));
         }
         let strategic = route.info.strategic_merge;
+        let mut warnings = Warnings::default();
         let patched = self.store.patch_value(
             &route.info.key,
             namespace,
@@ -260,11 +270,16 @@ impl ApiServer {
                     meta.insert("namespace".into(), current["metadata"]["namespace"].clone());
                 }
                 let mut next = Value::Object(next);
+                // What a patch adds is checked on the patched object, as the API server
+                // decodes it (a stored custom resource holds no undeclared field).
+                if !apply {
+                    warnings = validation.check(route, &next)?;
+                }
                 managed::record(current, &mut next, apply.then_some(&parsed), &writer)?;
                 Ok(next)
             },
         )?;
-        Ok(json_response(200, &patched))
+        Ok(warnings.attach(json_response(200, &patched)))
     }
 
     pub(super) fn now(&self) -> String {

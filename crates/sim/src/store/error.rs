@@ -51,6 +51,13 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// 500 with no reason: what the API server answers when server-side apply cannot build its
+    /// typed patch (an applied field the schema does not declare).
+    #[error("{message}")]
+    Internal {
+        /// What failed.
+        message: String,
+    },
     /// 410 Gone: the requested `resourceVersion` is older than the retained history.
     #[error("too old resource version: {requested} ({oldest})")]
     Gone {
@@ -70,6 +77,7 @@ impl StoreError {
             Self::Invalid { .. } => 422,
             Self::BadRequest { .. } => 400,
             Self::Gone { .. } => 410,
+            Self::Internal { .. } => 500,
         }
     }
 
@@ -82,6 +90,8 @@ impl StoreError {
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest { .. } => "BadRequest",
             Self::Gone { .. } => "Expired",
+            // `StatusReasonUnknown`: kubectl prints "Error from server: <message>".
+            Self::Internal { .. } => "",
         }
     }
 
@@ -98,8 +108,9 @@ impl StoreError {
 }
 
 /// A Kubernetes `Status` failure body.
+/// An empty `reason` is left out, as Go's `omitempty` does.
 pub fn status_body(code: u16, reason: &str, message: &str) -> Value {
-    json!({
+    let mut body = json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -107,5 +118,11 @@ pub fn status_body(code: u16, reason: &str, message: &str) -> Value {
         "message": message,
         "reason": reason,
         "code": code,
-    })
+    });
+    if reason.is_empty()
+        && let Value::Object(fields) = &mut body
+    {
+        fields.remove("reason");
+    }
+    body
 }

@@ -89,11 +89,29 @@ impl Kubectl {
         .await
     }
 
+    /// Installs the project's CanaryDaemonSet CRD from deploy/.
+    async fn apply_project_crd(&self) {
+        let crd = format!(
+            "{}/../../deploy/crd/canarydaemonsets.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        self.ok(&["apply", "--validate=false", "-f", &crd]).await;
+    }
+
     async fn ok(&self, args: &[&str]) -> String {
         let (success, stdout, stderr) = self.run(args).await;
         assert!(success, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
         stdout
     }
+}
+
+/// Writes `text` to `<label>.yaml` in a directory of this test process.
+fn write_manifest(label: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("canary-sim-kubectl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{label}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// `builder` with `nodes` nodes and fast kubelets: the cluster model runs in real time here,
@@ -369,13 +387,9 @@ async fn kubectl_prints_server_tables_and_recorded_events() {
     assert_eq!(nodes_in_order, ["node-1", "node-2"], "{sorted}");
 
     // The CanaryDaemonSet CRD's printer columns.
-    let crd = format!("{root}/deploy/crd/canarydaemonsets.yaml");
-    kubectl.ok(&["apply", "--validate=false", "-f", &crd]).await;
-    let dir = std::env::temp_dir().join(format!("canary-sim-kubectl-cds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cds = dir.join("cds.yaml");
-    std::fs::write(
-        &cds,
+    kubectl.apply_project_crd().await;
+    let cds = write_manifest(
+        "cds",
         r#"apiVersion: canary.daemonset.dev/v1alpha1
 kind: CanaryDaemonSet
 metadata: {name: agent, namespace: default}
@@ -389,8 +403,7 @@ spec:
         metadata: {labels: {app: agent}}
         spec: {containers: [{name: agent, image: example/agent:v1.9.4}]}
 "#,
-    )
-    .unwrap();
+    );
     kubectl
         .ok(&["apply", "--validate=false", "-f", cds.to_str().unwrap()])
         .await;
@@ -480,5 +493,102 @@ spec:
             && events_section.contains("daemonset-canary")
             && events_section.contains("started rollout of v1.9.4"),
         "{described}"
+    );
+}
+
+/// What kubectl meets writing a CanaryDaemonSet with fields the CRD does not declare: the
+/// fields pruned and the schema's defaults filled; a warning per field for `kubectl patch`
+/// (the API server's default, `Warn`); server-side apply refused. Each output is the one a
+/// kube-apiserver v1.35 gave for the same commands (2026-12-05).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_meets_the_crd_schema_pruning_defaulting_and_field_validation() {
+    let sim = fast_sim(Sim::builder(), 1);
+    let served = sim.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let kubectl = Kubectl::new(&served);
+    kubectl.apply_project_crd().await;
+    // `canaryMaxUnavailable` one level too high, as a user may write it.
+    let manifest = write_manifest(
+        "typo",
+        r#"apiVersion: canary.daemonset.dev/v1alpha1
+kind: CanaryDaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  canaryMaxUnavailable: "10%"
+  strategy: {fastMaxUnavailable: "20%"}
+  target: {fromContainer: agent}
+  template:
+    spec:
+      selector: {matchLabels: {app: agent}}
+      template:
+        metadata: {labels: {app: agent}}
+        spec: {containers: [{name: agent, image: example/agent:v1}]}
+"#,
+    );
+    let manifest = manifest.to_str().unwrap();
+    // `--validate=false` sends `fieldValidation=Ignore`: pruned without a word.
+    let (applied, _, stderr) = kubectl
+        .run(&["apply", "--validate=false", "-f", manifest])
+        .await;
+    assert!(applied && !stderr.contains("Warning"), "{stderr}");
+    let spec = |sim: &Sim| {
+        sim.store()
+            .get_value(
+                &canary_sim::ResourceKey::new(
+                    "canary.daemonset.dev",
+                    "v1alpha1",
+                    "canarydaemonsets",
+                ),
+                Some("default"),
+                "agent",
+            )
+            .map(|object| object["spec"].clone())
+            .unwrap()
+    };
+    let stored = spec(&sim);
+    assert_eq!(stored.get("canaryMaxUnavailable"), None, "{stored}");
+    assert_eq!(
+        stored["strategy"],
+        serde_json::json!({
+            "canaryMaxUnavailable": "1",
+            "compatibility": "Fixed",
+            "driftPolicy": "Revert",
+            "driver": "MaxUnavailable",
+            "fastMaxUnavailable": "20%",
+            "onFailure": "Hold",
+            "progressDeadlineSeconds": 600,
+        })
+    );
+
+    let (patched, _, warnings) = kubectl
+        .run(&[
+            "patch",
+            "cds",
+            "agent",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"foo":1,"strategy":{"fastMaxUnavailable":"30%"}}}"#,
+        ])
+        .await;
+    assert!(patched, "{warnings}");
+    assert_eq!(warnings.trim(), r#"Warning: unknown field "spec.foo""#);
+    assert_eq!(
+        sim.faults().warnings(),
+        [r#"canarydaemonsets: 299 - "unknown field \"spec.foo\"""#]
+    );
+    let stored = spec(&sim);
+    assert_eq!(stored.get("foo"), None, "{stored}");
+    assert_eq!(stored["strategy"]["fastMaxUnavailable"], "30%");
+
+    let (refused, _, error) = kubectl
+        .run(&["apply", "--server-side", "--validate=false", "-f", manifest])
+        .await;
+    assert!(!refused);
+    assert_eq!(
+        error.trim(),
+        "Error from server: failed to create typed patch object (default/agent; \
+         canary.daemonset.dev/v1alpha1, Kind=CanaryDaemonSet): .spec.canaryMaxUnavailable: \
+         field not declared in schema"
     );
 }
