@@ -641,13 +641,15 @@ impl Harness<'_> {
     }
 
     /// A second CanaryDaemonSet stored with an integer out of range (as kube-apiserver before
-    /// 1.36 stores it): it must fail alone.
+    /// 1.36 stores it): it must fail alone. It also carries a field the CRD does not declare
+    /// ([`MISPLACED_FIELD`], where a user may misplace it), which the store must prune.
     fn store_bad_object(&self) {
         let mut bad = manifest("v1", "healthy");
         bad["metadata"]["name"] = serde_json::json!(BAD_NAME);
         bad["spec"]["daemonSetName"] = serde_json::json!(BAD_NAME);
         bad["spec"]["strategy"]["crashLoop"] =
             serde_json::json!({"restartThreshold": 3_000_000_000_u64});
+        bad["spec"][MISPLACED_FIELD] = serde_json::json!("abc%");
         let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
         if self.sim.store().create_value(&key, bad).is_err() {
             self.world.violate(
@@ -1181,6 +1183,10 @@ const DRIFT_BOUND: Duration = Duration::from_secs(60);
 /// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
 const BAD_NAME: &str = "undecodable";
 
+/// A field of `spec.strategy` written one level too high, under `spec`: the CRD does not
+/// declare it there.
+const MISPLACED_FIELD: &str = "canaryMaxUnavailable";
+
 /// The scenario's CanaryDaemonSet's `status.phase`.
 fn cds_phase(store: &canary_sim::Store) -> Option<String> {
     store
@@ -1256,6 +1262,35 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
             harness.world.violate(
                 Invariant::BadObjectFailsAlone,
                 "a DaemonSet was written for the undecodable object",
+            );
+        }
+    }
+}
+
+/// Invariant 26 at quiescence: no replica's write was answered with an unknown-field warning,
+/// and the bad object lost its undeclared field when it was stored.
+fn check_declared_fields(harness: &Harness<'_>) {
+    let warnings = harness.sim.faults().warnings();
+    if let Some(first) = warnings.first() {
+        harness.world.violate(
+            Invariant::DeclaredFieldsOnly,
+            format!(
+                "writes answered with warnings ({} kept), the first {first}",
+                warnings.len()
+            ),
+        );
+    }
+    if harness.plan.bad_object {
+        let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
+        let kept = harness
+            .sim
+            .store()
+            .get_value(&key, Some(NAMESPACE), BAD_NAME)
+            .and_then(|object| object["spec"].get(MISPLACED_FIELD).cloned());
+        if let Some(value) = kept {
+            harness.world.violate(
+                Invariant::DeclaredFieldsOnly,
+                format!("the stored object kept spec.{MISPLACED_FIELD} = {value}"),
             );
         }
     }
@@ -1437,6 +1472,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
             check_drift_and_bad_object(&harness);
+            check_declared_fields(&harness);
             if plan.edit_at_rest {
                 harness.edit_at_rest().await;
             }

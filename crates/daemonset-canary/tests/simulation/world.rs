@@ -115,6 +115,12 @@ pub enum Invariant {
     ///     pass running, past the liveness check's timeout): nothing in the simulation lasts
     ///     that long, idle starts included.
     NoWedgeExit,
+    /// 26. Declared fields only: no write of a replica was answered with an `unknown field`
+    ///     warning (a field the CRD does not declare, which a real API server drops: a status
+    ///     field missing from the schema would be lost there), and the object stored beside
+    ///     with an undeclared field holds it no more (the simulator prunes as the API server
+    ///     does).
+    DeclaredFieldsOnly,
 }
 
 impl Invariant {
@@ -146,6 +152,7 @@ impl Invariant {
             Invariant::NoTakeoverOfALiveLease => "23 no-takeover-of-a-live-lease",
             Invariant::IsolatedLeaderReplaced => "24 isolated-leader-replaced",
             Invariant::NoWedgeExit => "25 no-wedge-exit",
+            Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
         }
     }
 }
