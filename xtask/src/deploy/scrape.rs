@@ -68,14 +68,11 @@ pub(super) fn observe_kubevirt(sh: &Shell, work: &Path) -> Result<PathBuf> {
     let manifest = work.join("kubevirt.yaml");
     std::fs::write(&manifest, KUBEVIRT)
         .with_context(|| format!("cannot write {}", manifest.display()))?;
-    cmd!(
-        sh,
-        "kubectl --kubeconfig {kubeconfig} apply --validate=false -f {manifest}"
-    )
-    .quiet()
-    .ignore_stdout()
-    .run()
-    .context("cannot create the KubeVirt object on the simulator")?;
+    cmd!(sh, "kubectl --kubeconfig {kubeconfig} apply -f {manifest}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("cannot create the KubeVirt object on the simulator")?;
     let addr = free_loopback_addr()?;
     let _observer = Running::start(
         Command::new(&binary)

@@ -41,10 +41,7 @@ fn the_examples_create_their_namespaces_and_roll_out() {
         .output()
         .unwrap();
     std::fs::write(&crd, &output.stdout).unwrap();
-    ok(
-        kubeconfig,
-        &["apply", "--validate=false", "-f", crd.to_str().unwrap()],
-    );
+    ok(kubeconfig, &["apply", "-f", crd.to_str().unwrap()]);
     let _controller = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
             .args(["run", "--kubeconfig"])
@@ -55,10 +52,7 @@ fn the_examples_create_their_namespaces_and_roll_out() {
             .spawn()
             .unwrap(),
     );
-    let applied = ok(
-        kubeconfig,
-        &["apply", "--validate=false", "-k", "deploy/examples"],
-    );
+    let applied = ok(kubeconfig, &["apply", "-k", "deploy/examples"]);
     for created in [
         "namespace/node-agent-example created",
         "namespace/virt-handler-example created",

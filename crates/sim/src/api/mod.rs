@@ -6,7 +6,8 @@
 //! bodies with Kubernetes' `reason` and `code`. Reads come as plain JSON, or as the Table kubectl
 //! asks for ([`table`], [`printers`]).
 //!
-//! Layout: this module answers a request (faults, routing, dispatch by verb); `route` and
+//! Layout: this module answers a request (faults, routing, dispatch by verb); `discovery` and
+//! `openapi` serve the documents clients read before they ask; `route` and
 //! `query` parse it, `read` and `write` serve the verbs (`validation` checks
 //! the fields a write of a custom resource sets), `response` shapes the bodies.
 
@@ -14,6 +15,7 @@ pub mod discovery;
 mod format;
 mod jsonpath;
 pub mod managed;
+pub mod openapi;
 mod paging;
 pub mod patch;
 pub mod printers;
@@ -135,6 +137,10 @@ impl ApiServer {
                     .ok_or_else(not_found_path)
             }
             Route::Health => Ok(text_response(200, "ok")),
+            Route::OpenApiRoot => Ok(json_response(200, &openapi::root(&self.store.resources()))),
+            Route::OpenApiDocument(path) => openapi::group_version(&self.store.resources(), &path)
+                .map(|doc| json_response(200, &doc))
+                .ok_or_else(not_found_path),
             Route::NotFound => Err(not_found_path()),
             Route::Object(object) => {
                 let request = ObjectRequest {

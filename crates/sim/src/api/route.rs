@@ -21,6 +21,8 @@ pub(super) enum Route {
     Group(String),
     ResourceList { group: String, version: String },
     Health,
+    OpenApiRoot,
+    OpenApiDocument(String),
     Object(Box<ObjectRoute>),
     NotFound,
 }
@@ -81,6 +83,8 @@ impl ApiServer {
         match segments.as_slice() {
             ["version"] => Route::Version,
             ["healthz" | "readyz" | "livez"] => Route::Health,
+            ["openapi", "v3"] => Route::OpenApiRoot,
+            ["openapi", "v3", rest @ ..] => Route::OpenApiDocument(rest.join("/")),
             ["api"] => Route::CoreVersions,
             ["apis"] => Route::GroupList,
             ["apis", group] => Route::Group((*group).to_owned()),

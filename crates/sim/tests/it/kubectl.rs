@@ -95,7 +95,7 @@ impl Kubectl {
             "{}/../../deploy/crd/canarydaemonsets.yaml",
             env!("CARGO_MANIFEST_DIR")
         );
-        self.ok(&["apply", "--validate=false", "-f", &crd]).await;
+        self.ok(&["apply", "-f", &crd]).await;
     }
 
     async fn ok(&self, args: &[&str]) -> String {
@@ -496,10 +496,12 @@ spec:
     );
 }
 
-/// What kubectl meets writing a CanaryDaemonSet with fields the CRD does not declare: the
-/// fields pruned and the schema's defaults filled; a warning per field for `kubectl patch`
-/// (the API server's default, `Warn`); server-side apply refused. Each output is the one a
-/// kube-apiserver v1.35 gave for the same commands (2026-12-05).
+/// What kubectl meets writing a CanaryDaemonSet with fields the CRD does not declare:
+/// `kubectl apply` refused (kubectl's default `--validate=strict`, which it leaves to the server
+/// once `/openapi/v3` says the server validates); with `--validate=false` the fields pruned and
+/// the schema's defaults filled; a warning per field for `kubectl patch` (the API server's
+/// default, `Warn`); server-side apply refused. Each output is the one a kube-apiserver v1.35
+/// gave for the same commands (2026-12-05).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_meets_the_crd_schema_pruning_defaulting_and_field_validation() {
     let sim = fast_sim(Sim::builder(), 1);
@@ -525,6 +527,16 @@ spec:
 "#,
     );
     let manifest = manifest.to_str().unwrap();
+    let (strict, _, error) = kubectl.run(&["apply", "-f", manifest]).await;
+    assert!(!strict);
+    assert_eq!(
+        error.trim(),
+        format!(
+            "Error from server (BadRequest): error when creating \"{manifest}\": CanaryDaemonSet \
+             in version \"v1alpha1\" cannot be handled as a CanaryDaemonSet: strict decoding \
+             error: unknown field \"spec.canaryMaxUnavailable\""
+        )
+    );
     // `--validate=false` sends `fieldValidation=Ignore`: pruned without a word.
     let (applied, _, stderr) = kubectl
         .run(&["apply", "--validate=false", "-f", manifest])
