@@ -97,5 +97,94 @@ fn bench_api(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_api);
+/// A status merge patch of a CanaryDaemonSet through the API: with the project's CRD, whose
+/// schema prunes, defaults and field-validates every write (`canary_sim::structural`), and with
+/// the same CRD under another group whose schema only preserves unknown fields (none of that
+/// work): the difference is what the structural schema costs a write.
+fn bench_custom_resource_writes(c: &mut Criterion) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceDefinition, JSONSchemaProps,
+    };
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let text = std::fs::read_to_string(format!("{root}/deploy/crd/canarydaemonsets.yaml")).unwrap();
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
+    let mut unchecked = crd.clone();
+    unchecked.metadata.name = Some("canarydaemonsets.unchecked.bench".into());
+    unchecked.spec.group = "unchecked.bench".into();
+    for version in &mut unchecked.spec.versions {
+        if let Some(validation) = version.schema.as_mut() {
+            validation.open_api_v3_schema = Some(JSONSchemaProps {
+                type_: Some("object".into()),
+                x_kubernetes_preserve_unknown_fields: Some(true),
+                ..JSONSchemaProps::default()
+            });
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = runtime.block_on(async {
+        Sim::builder()
+            .nodes(0)
+            .crd(crd)
+            .crd(unchecked)
+            .build()
+            .unwrap()
+    });
+    let client = runtime.block_on(async { sim.client() });
+    let example =
+        std::fs::read_to_string(format!("{root}/deploy/examples/node-agent.yaml")).unwrap();
+    let manifest: serde_json::Value = example
+        .split("\n---\n")
+        .filter_map(|doc| serde_saphyr::from_str::<serde_json::Value>(doc).ok())
+        .find(|doc| doc["kind"] == "CanaryDaemonSet")
+        .unwrap();
+    for (group, label) in [
+        (
+            "canary.daemonset.dev",
+            "the project's CRD (pruned, defaulted, validated)",
+        ),
+        ("unchecked.bench", "a CRD that preserves unknown fields"),
+    ] {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, "v1alpha1", "CanaryDaemonSet"),
+            "canarydaemonsets",
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+        let mut object = manifest.clone();
+        object["apiVersion"] = json!(format!("{group}/v1alpha1"));
+        object["metadata"]["namespace"] = json!("default");
+        let object: DynamicObject = serde_json::from_value(object).unwrap();
+        runtime
+            .block_on(api.create(&PostParams::default(), &object))
+            .unwrap();
+        let mut flip = 0u64;
+        c.bench_function(
+            &format!("status merge-patch of a CanaryDaemonSet, {label}"),
+            |b| {
+                b.iter(|| {
+                    flip += 1;
+                    let patch =
+                        json!({"status": {"phase": "canary", "updated": flip % 20, "desired": 20}});
+                    runtime.block_on(async {
+                        black_box(
+                            api.patch_status(
+                                "node-exporter",
+                                &PatchParams::default(),
+                                &Patch::Merge(&patch),
+                            )
+                            .await
+                            .unwrap(),
+                        )
+                    })
+                })
+            },
+        );
+    }
+}
+
+criterion_group!(benches, bench_api, bench_custom_resource_writes);
 criterion_main!(benches);
