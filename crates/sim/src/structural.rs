@@ -18,11 +18,12 @@
 //! (`spec.foo`, `spec.items[0].bar`): the `fieldValidation` of a write turns them into warnings
 //! or a 400 ([`crate::api`]), the store drops them silently.
 //!
-//! Invariant: a custom resource the store holds never carries a field its version's schema
-//! does not declare, so pruning a stored object again removes nothing. Not modelled: the
+//! Invariant: a custom resource written since its CRD's last change carries no field its
+//! version's schema does not declare, so pruning it again removes nothing. Not modelled: the
 //! coercion of `metadata` (unknown fields inside `metadata` are kept), `allOf`/`anyOf`/`oneOf`
 //! (a structural schema repeats their properties at the top level, which is what is read), and
-//! defaulting on read of objects stored before a default was added to the CRD.
+//! pruning and defaulting on read of objects stored before their CRD changed (they change at
+//! their next write).
 
 use std::collections::BTreeMap;
 
