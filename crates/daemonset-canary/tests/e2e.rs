@@ -798,7 +798,7 @@ async fn kwok_plays_every_pod_behaviour_of_the_simulator() {
 async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
     let e2e = E2e::start("validation").await;
     let good = serde_json::to_value(E2e::node_agent("v1", "healthy", &e2e.namespace)).unwrap();
-    let cases: [(&str, serde_json::Value, &str); 7] = [
+    let cases: [(&str, serde_json::Value, &str); 8] = [
         (
             "an out-of-range restart threshold",
             serde_json::json!({"spec": {"strategy": {"crashLoop": {"restartThreshold": 3_000_000_000_u64}}}}),
@@ -834,6 +834,13 @@ async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
             serde_json::json!({"metadata": {"name": "a".repeat(64)}}),
             "at most 63 characters",
         ),
+        (
+            // The same refusal, word for word, as canary-sim's (`crates/sim/tests/it/kubectl.rs`).
+            "a field of the strategy one level too high",
+            serde_json::json!({"spec": {"canaryMaxUnavailable": "10%"}}),
+            "CanaryDaemonSet in version \"v1alpha1\" cannot be handled as a CanaryDaemonSet: \
+             strict decoding error: unknown field \"spec.canaryMaxUnavailable\"",
+        ),
     ];
     for (what, change, message) in cases {
         let mut bad = good.clone();
@@ -862,6 +869,18 @@ async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("immutable"), "{refused}");
+    // `kubectl patch` sends no `fieldValidation`: the server's default, `Warn`, drops the field
+    // and says so, as canary-sim does.
+    let (patched, _, warned) = e2e.kubectl_status(&[
+        "patch",
+        "canarydaemonset",
+        NAME,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"foo":1}}"#,
+    ]);
+    assert!(patched, "{warned}");
+    assert_eq!(warned.trim(), r#"Warning: unknown field "spec.foo""#);
 }
 
 /// `kubectl set image` on a managed DaemonSet: the controller notices, says so, and writes the
