@@ -548,7 +548,7 @@ pub struct CanaryDaemonSetStatus {
     /// Pods driver: the DaemonSet revision (`controller-revision-hash`) the pods move to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_revision: Option<String>,
-    /// Pods driver: the nodes that took the canary (the first nodes step), at most 10.
+    /// Pods driver: the canary's nodes (the first nodes step), at most 10; none in a rollback.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",

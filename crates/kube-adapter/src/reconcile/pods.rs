@@ -206,6 +206,7 @@ impl Pass<'_> {
                 announced,
             }
         });
+        let rolling_back = self.rolling_back();
         let observation = PodObservation {
             name: self.ds_name.clone(),
             version: rollout_target.version.clone(),
@@ -222,11 +223,10 @@ impl Pass<'_> {
             position,
             previous: self.previous_pass_for(&rollout_target),
             analysis,
+            rollback: rolling_back,
         };
         // A rollback goes canary first but waits for nobody: its pause steps are left out.
-        let rollback_steps = self
-            .rolling_back()
-            .then(|| pods_plan.steps.without_pauses());
+        let rollback_steps = rolling_back.then(|| pods_plan.steps.without_pauses());
         let steps = rollback_steps.as_ref().unwrap_or(&pods_plan.steps);
         let mut decision = decide_pods(&plan.strategy, steps, &observation);
         tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");

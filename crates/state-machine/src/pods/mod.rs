@@ -382,6 +382,11 @@ pub struct PodObservation {
     pub analysis: Option<StepAnalysis>,
     /// The previous pass (phase, failure, progress), from status.
     pub previous: Option<PreviousPass>,
+    /// The rollout goes back to a revision the DaemonSet ran before (an abort, or `onFailure:
+    /// Rollback`; the caller gives the plan without its pauses). The nodes that never left
+    /// that revision count as updated from the start, so a completed step counts the nodes on
+    /// it rather than naming them as canaries, and no canary nodes are recorded.
+    pub rollback: bool,
 }
 
 /// An old pod to delete.

@@ -312,13 +312,17 @@ impl Walk<'_> {
                     }
                     if tally.updated_ready >= target {
                         if first {
-                            canary_nodes = Some(
+                            // A rollback's first step is met by nodes that never left: none
+                            // of them is a canary.
+                            canary_nodes = Some(if self.observation.rollback {
+                                Vec::new()
+                            } else {
                                 self.classes
                                     .updated_ready_nodes
                                     .iter()
                                     .map(|n| (*n).to_owned())
-                                    .collect(),
-                            );
+                                    .collect()
+                            });
                         }
                         events.push(self.step_completed_event(index, Some(first)));
                         index += 1;
@@ -622,6 +626,12 @@ impl Walk<'_> {
         let nodes = &self.classes.updated_ready_nodes;
         let what = match first {
             None => "pause over".to_owned(),
+            // Most of a rollback's nodes never left its revision: a list would name them as
+            // if this rollout had moved them.
+            Some(_) if self.observation.rollback => format!(
+                "{} on the revision rolled back to",
+                plural(self.classes.tally.updated_ready, "node")
+            ),
             Some(true) => format!("canary on {}", list(nodes.iter())),
             Some(false) if nodes.len() <= LISTED_NODES => {
                 format!("updated and ready: {}", list(nodes.iter()))

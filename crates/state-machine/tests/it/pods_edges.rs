@@ -3,7 +3,8 @@
 //! in the same pass, the full promotion's message, the wait after the last step and its
 //! deadline, a list of exactly `LISTED_NODES` nodes. Around it: a plan that opens with a
 //! pause, a retry's first step, the hold over a start or a drift, a drift kept as reported,
-//! the names in messages, and the plan's own API. Builders from [`super::pods`].
+//! the names in messages, and the plan's own API; and a rollback's completed steps, which name
+//! no canary (found trying a rollback, 2026-12-05). Builders from [`super::pods`].
 
 use std::time::Duration;
 
@@ -396,4 +397,40 @@ fn a_plan_reads_as_written_and_takes_up_to_max_steps() {
     let full = StepPlan::new(pauses);
     assert_eq!(full.steps().len(), MAX_STEPS, "the all-nodes step appended");
     assert_eq!(full.validate(), Ok(()));
+}
+
+/// A rollback's first step is met by the nodes that never left the revision it goes back to:
+/// the completed steps count them instead of naming them as canaries, and no canary nodes are
+/// recorded. The same pass outside a rollback names them.
+#[test]
+fn a_rollbacks_steps_count_the_nodes_that_never_left_and_name_no_canary() {
+    let plan = StepPlan::new(vec![
+        Step::Nodes {
+            nodes: MaxUnavailable::ONE,
+            max_unavailable: None,
+        },
+        Step::Pause { duration: None },
+    ])
+    .without_pauses();
+    let mut observation = at(0, Phase::Canary, cluster(1, 9));
+    observation.rollback = true;
+    let decision = decide_pods(&pods(), &plan, &observation);
+    assert_eq!(decision.canary_nodes, Some(Vec::new()));
+    assert_eq!(reasons(&decision)[0], event_reason::STEP_COMPLETED);
+    assert_eq!(
+        decision.events[0].message,
+        "daemonSet node-agent: step 1 of 2 completed: 9 nodes on the revision rolled back to"
+    );
+    assert_eq!(deleted_nodes(&decision), ["n00"], "the last old pod goes");
+
+    observation.rollback = false;
+    let decision = decide_pods(&pods(), &plan, &observation);
+    assert_eq!(decision.canary_nodes.as_ref().map(Vec::len), Some(9));
+    assert!(
+        decision.events[0].message.ends_with(
+            "step 1 of 2 completed: canary on n01, n02, n03, n04, n05, n06, n07, n08, n09"
+        ),
+        "{}",
+        decision.events[0].message
+    );
 }
