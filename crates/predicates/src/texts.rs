@@ -77,11 +77,10 @@ impl Texts {
     }
 
     /// Strings `from`, `from + 1`, ... as key/value pairs, in order.
+    /// A key left without a value (an odd count) is not a pair.
     pub fn pairs(&self, from: usize) -> impl Iterator<Item = (&str, &str)> {
-        let pairs = self.len().saturating_sub(from) / 2;
-        (0..pairs).filter_map(move |pair| {
-            Some((self.get(from + 2 * pair)?, self.get(from + 2 * pair + 1)?))
-        })
+        let mut strings = self.iter().skip(from);
+        std::iter::from_fn(move || Some((strings.next()?, strings.next()?)))
     }
 }
 
@@ -202,5 +201,27 @@ mod tests {
         let items = texts.len();
         assert_eq!(texts.pair_value(items, "a"), None);
         assert_eq!(texts.pair_value(items + 3, "a"), None);
+        assert_eq!(texts.pairs(items).count(), 0);
+        assert_eq!(texts.pairs(items + 3).count(), 0);
+        // Read from the second field, the last value is a key without one: not a pair.
+        assert_eq!(
+            texts.pairs(1).collect::<Vec<_>>(),
+            [
+                ("field-1", "a"),
+                ("1", "b"),
+                ("", "kubevirt.io/install-strategy"),
+                ("v1", "z")
+            ]
+        );
+    }
+
+    /// `Debug` lists the strings, as a `Vec<&str>` would.
+    #[test]
+    fn debug_lists_the_strings() {
+        assert_eq!(
+            format!("{:?}", Texts::of(["a", "", "b c"])),
+            r#"["a", "", "b c"]"#
+        );
+        assert_eq!(format!("{:?}", Texts::default()), "[]");
     }
 }
