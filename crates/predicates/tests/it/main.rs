@@ -10,3 +10,4 @@ mod allocations;
 mod fixtures;
 mod properties;
 mod reference_quirks;
+mod summary;
