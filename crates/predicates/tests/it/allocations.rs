@@ -25,6 +25,16 @@ fn annotations() -> BTreeMap<String, String> {
     ])
 }
 
+/// A builder with room for exactly `fields`, holding them, as `PodSummary::of` sizes its own.
+fn sized_builder(fields: &[&str]) -> TextsBuilder {
+    let bytes = fields.iter().map(|field| field.len()).sum();
+    let mut builder = TextsBuilder::with_capacity(bytes, fields.len());
+    for field in fields {
+        builder.push(field);
+    }
+    builder
+}
+
 /// A builder sized for its strings allocates twice, and `build` keeps both buffers.
 #[test]
 fn strings_pushed_into_a_builder_of_their_size_take_two_allocations() {
@@ -35,15 +45,8 @@ fn strings_pushed_into_a_builder_of_their_size_take_two_allocations() {
         "41",
         "node-07",
     ];
-    let bytes = fields.iter().map(|field| field.len()).sum();
     let mut texts = Texts::default();
-    let counted = measure(|| {
-        let mut builder = TextsBuilder::with_capacity(bytes, fields.len());
-        for field in fields {
-            builder.push(field);
-        }
-        texts = builder.build();
-    });
+    let counted = measure(|| texts = sized_builder(&fields).build());
     assert_eq!(counted.count_total, 2, "{counted:?}");
     assert_eq!(texts.iter().collect::<Vec<_>>(), fields);
 }
@@ -54,13 +57,9 @@ fn strings_pushed_into_a_builder_of_their_size_take_two_allocations() {
 fn pairs_pushed_after_the_fields_grow_each_buffer_once() {
     let annotations = annotations();
     let fields = ["kubevirt", "virt-handler-x7k2p"];
-    let bytes = fields.iter().map(|field| field.len()).sum();
     let mut texts = Texts::default();
     let counted = measure(|| {
-        let mut builder = TextsBuilder::with_capacity(bytes, fields.len());
-        for field in fields {
-            builder.push(field);
-        }
+        let mut builder = sized_builder(&fields);
         builder.push_pairs(&annotations);
         texts = builder.build();
     });
