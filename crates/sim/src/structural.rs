@@ -90,19 +90,18 @@ impl StructuralSchema {
     /// Prunes, removes disallowed nulls and defaults `object`, a whole custom resource, as the
     /// API server decodes a write; returns the paths pruned, sorted.
     pub fn apply(&self, object: &mut Value) -> Vec<String> {
-        let mut pruned = Vec::new();
-        self.prune(object, true, "", &mut pruned);
+        let pruned = self.prune_unknown(object);
         self.drop_disallowed_nulls(object);
         self.default(object);
-        pruned.sort();
         pruned
     }
 
-    /// The paths of the fields of `object` the schema does not declare, sorted (what
-    /// [`Self::apply`] would prune), leaving `object` as it is.
-    pub fn unknown_fields(&self, object: &Value) -> Vec<String> {
+    /// Prunes `object`, a whole custom resource, of the fields the schema does not declare, and
+    /// nothing else; returns their paths, sorted. The API layer prunes a write with it before
+    /// it records the writer's managed fields and reports the paths (`fieldValidation`).
+    pub fn prune_unknown(&self, object: &mut Value) -> Vec<String> {
         let mut pruned = Vec::new();
-        self.prune(&mut object.clone(), true, "", &mut pruned);
+        self.prune(object, true, "", &mut pruned);
         pruned.sort();
         pruned
     }

@@ -3,7 +3,8 @@
 //! server-side apply's refusal of undeclared fields.
 //!
 //! What a write of a custom resource gets for a field its version's schema does not declare
-//! (the field is pruned from what is stored in every case, [`crate::structural`]):
+//! (the field is pruned in every case, [`crate::structural`], here before the writer's managed
+//! fields are recorded, so they never name it):
 //! - `Strict`: 400 `<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding
 //!   error: unknown field "spec.foo", ...`, nothing written (what `kubectl apply`, `create` and
 //!   `replace` send by default);
@@ -50,17 +51,18 @@ impl FieldValidation {
         }
     }
 
-    /// Checks `object`, as written to `route`: the warnings to send with the answer, or the
-    /// error that refuses the write.
-    pub(super) fn check(self, route: &ObjectRoute, object: &Value) -> Result<Warnings, StoreError> {
+    /// Prunes `object`, as written to `route`, of its undeclared fields: the warnings to send
+    /// with the answer, or the error that refuses the write.
+    pub(super) fn prune(
+        self,
+        route: &ObjectRoute,
+        object: &mut Value,
+    ) -> Result<Warnings, StoreError> {
         let Some(schema) = route.info.schema.as_deref() else {
             return Ok(Warnings::default());
         };
-        if self == Self::Ignore {
-            return Ok(Warnings::default());
-        }
-        let unknown = schema.unknown_fields(object);
-        if unknown.is_empty() {
+        let unknown = schema.prune_unknown(object);
+        if unknown.is_empty() || self == Self::Ignore {
             return Ok(Warnings::default());
         }
         let messages = unknown
@@ -83,16 +85,17 @@ impl FieldValidation {
     }
 }
 
-/// Refuses a server-side apply whose configuration sets fields the schema does not declare.
+/// Refuses a server-side apply whose configuration sets fields the schema does not declare
+/// (pruning `applied` of them on the way: it is refused if there were any).
 pub(super) fn check_apply(
     route: &ObjectRoute,
     name: &str,
-    applied: &Value,
+    applied: &mut Value,
 ) -> Result<(), StoreError> {
     let Some(schema) = route.info.schema.as_deref() else {
         return Ok(());
     };
-    let unknown = schema.unknown_fields(applied);
+    let unknown = schema.prune_unknown(applied);
     let errors: Vec<String> = unknown
         .iter()
         .map(|path| format!(".{path}: field not declared in schema"))

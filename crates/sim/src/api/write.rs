@@ -121,7 +121,7 @@ impl ApiServer {
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let mut object = Value::Object(object);
-        let warnings = validation.check(route, &object)?;
+        let warnings = validation.prune(route, &mut object)?;
         let time = self.now();
         let writer = writer(
             route,
@@ -163,7 +163,7 @@ impl ApiServer {
             });
         }
         let mut object = Value::Object(object);
-        let warnings = validation.check(route, &object)?;
+        let warnings = validation.prune(route, &mut object)?;
         let time = self.now();
         let writer = writer(route, request.manager, false, false, scope, &time);
         let updated = self.store.patch_value(
@@ -200,7 +200,7 @@ impl ApiServer {
             });
         }
         let validation = FieldValidation::of(query, "PatchOptions")?;
-        let parsed = match patch_type {
+        let mut parsed = match patch_type {
             PatchType::Json => Value::Null,
             PatchType::Apply => patch::parse_apply_body(body)?,
             PatchType::Merge | PatchType::StrategicMerge => {
@@ -210,7 +210,7 @@ impl ApiServer {
             }
         };
         if apply {
-            check_apply(route, name, &parsed)?;
+            check_apply(route, name, &mut parsed)?;
         }
         let time = self.now();
         let writer = writer(
@@ -270,10 +270,11 @@ impl ApiServer {
                     meta.insert("namespace".into(), current["metadata"]["namespace"].clone());
                 }
                 let mut next = Value::Object(next);
-                // What a patch adds is checked on the patched object, as the API server
-                // decodes it (a stored custom resource holds no undeclared field).
+                // What a patch adds is pruned from the patched object, as the API server
+                // decodes it (a stored custom resource holds no undeclared field), before the
+                // writer's managed fields are recorded from it.
                 if !apply {
-                    warnings = validation.check(route, &next)?;
+                    warnings = validation.prune(route, &mut next)?;
                 }
                 managed::record(current, &mut next, apply.then_some(&parsed), &writer)?;
                 Ok(next)

@@ -50,12 +50,17 @@ fn undeclared_fields_are_pruned_at_every_depth_and_reported_sorted() {
     );
 }
 
+/// `prune_unknown` prunes and does nothing else: no default filled, no `null` removed.
 #[test]
-fn unknown_fields_leaves_the_object_as_it_is() {
-    let schema = schema(json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
-    let object = json!({"kind": "Thing", "spec": {"a": 1}, "status": {}});
-    assert_eq!(schema.unknown_fields(&object), ["spec.a", "status"]);
-    assert_eq!(object["spec"]["a"], 1);
+fn prune_unknown_only_prunes() {
+    let schema = schema(json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "default": 3}, "z": {"type": "string"}},
+    }}}));
+    let mut object = json!({"kind": "Thing", "spec": {"a": 1, "z": null}, "status": {}});
+    assert_eq!(schema.prune_unknown(&mut object), ["spec.a", "status"]);
+    assert_eq!(object, json!({"kind": "Thing", "spec": {"z": null}}));
+    assert!(schema.prune_unknown(&mut object).is_empty());
 }
 
 #[test]

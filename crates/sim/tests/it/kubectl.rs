@@ -542,7 +542,7 @@ spec:
         .run(&["apply", "--validate=false", "-f", manifest])
         .await;
     assert!(applied && !stderr.contains("Warning"), "{stderr}");
-    let spec = |sim: &Sim| {
+    let stored_object = |sim: &Sim| {
         sim.store()
             .get_value(
                 &canary_sim::ResourceKey::new(
@@ -553,11 +553,29 @@ spec:
                 Some("default"),
                 "agent",
             )
-            .map(|object| object["spec"].clone())
             .unwrap()
+    };
+    let spec = |sim: &Sim| stored_object(sim)["spec"].clone();
+    // The managed fields name what was stored, not what was pruned: the `f:spec` of each
+    // manager's entry.
+    let managed_spec_fields = |sim: &Sim| -> Vec<String> {
+        let object = stored_object(sim);
+        let entries = object["metadata"]["managedFields"].as_array().cloned();
+        entries
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|entry| entry["fieldsV1"]["f:spec"].as_object().cloned())
+            .flat_map(|fields| fields.keys().cloned().collect::<Vec<_>>())
+            .collect()
     };
     let stored = spec(&sim);
     assert_eq!(stored.get("canaryMaxUnavailable"), None, "{stored}");
+    let fields = managed_spec_fields(&sim);
+    assert!(
+        fields.contains(&"f:strategy".to_owned())
+            && !fields.contains(&"f:canaryMaxUnavailable".to_owned()),
+        "{fields:?}"
+    );
     assert_eq!(
         stored["strategy"],
         serde_json::json!({
@@ -591,6 +609,8 @@ spec:
     );
     let stored = spec(&sim);
     assert_eq!(stored.get("foo"), None, "{stored}");
+    let fields = managed_spec_fields(&sim);
+    assert!(!fields.contains(&"f:foo".to_owned()), "{fields:?}");
     assert_eq!(stored["strategy"]["fastMaxUnavailable"], "30%");
 
     let (refused, _, error) = kubectl
