@@ -453,7 +453,13 @@ where
         let shape = (info.resource == "daemonsets" && info.is_write())
             .then(|| self.daemon_set_shape())
             .flatten();
-        let answer = self.inner.call(request);
+        let trace = self.world.requests();
+        let answer = if trace.enabled() {
+            let request = trace.record(self.replica, self.world.elapsed(), request);
+            self.inner.call(request)
+        } else {
+            self.inner.call(request)
+        };
         let this = self.clone();
         Box::pin(async move {
             let response = answer.await?;

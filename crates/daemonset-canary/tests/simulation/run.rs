@@ -191,6 +191,9 @@ impl Harness<'_> {
             let _ = stopped.await;
         }));
         self.world.trace(format!("{identity} started"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} started"));
         let replica = &mut self.replicas[index];
         replica.connection = Some(service);
         replica.stop = Some(stop);
@@ -230,14 +233,15 @@ impl Harness<'_> {
                 self.check_exit(&identity, result);
             }
         }
-        self.world.trace(format!(
-            "{identity} {}",
-            if graceful {
-                "stopped gracefully"
-            } else {
-                "killed"
-            }
-        ));
+        let how = if graceful {
+            "stopped gracefully"
+        } else {
+            "killed"
+        };
+        self.world.trace(format!("{identity} {how}"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} {how}"));
     }
 
     fn check_exit(
@@ -1509,6 +1513,12 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     }
     harness.cluster.shutdown();
     checker_task.abort();
+    if let Err(error) = world.requests().write(plan.seed, &plan.to_string()) {
+        world.violate(
+            Invariant::NoPanicNoHotLoop,
+            format!("harness: cannot write the request trace: {error}"),
+        );
+    }
     Outcome {
         violations: world.violations(),
         exercised: world.exercised(),
