@@ -7,9 +7,7 @@
 
 use std::time::Duration;
 
-use canary_state_machine::{
-    Decision, Event, EventType, FailureReason, Phase, event_reason, retried_event,
-};
+use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, event_reason};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -62,34 +60,27 @@ fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
 }
 
 impl Pass<'_> {
-    /// Status, event and the next requeue.
-    pub(super) async fn finish(
+    /// The record step of a pass: the one status write, then the pass's events (in
+    /// `series`, see [`Pass::publish`]) and its history's, and the next requeue, by the rules
+    /// both drivers share or, for the driver's own phases, as `otherwise` says.
+    pub(super) async fn record_pass<A>(
         &self,
         record: Transition,
-        decision: Decision,
+        decision: &Decision<A>,
+        series: &str,
+        otherwise: impl FnOnce(&Requeue) -> Duration,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
-        let retried = decision
-            .retried
-            .then(|| retried_event(&self.ds_name, &record.target.version));
         let history = self.write_status(record).await?;
-        let events = retried
-            .iter()
-            .chain(&decision.hold_event)
-            .chain(&decision.event)
-            .chain(&history.events);
-        self.publish_events(events, drift, "").await;
+        self.publish_events(decision.events.iter(), drift, series)
+            .await;
+        // Not in the pass's series: a rollback's events belong to no step.
+        self.publish_events(history.events.iter(), None, "").await;
         Ok(self.next_pass(
             history.act_again,
             decision.phase,
             decision.failure,
-            |requeue| {
-                if decision.quiet {
-                    requeue.resync
-                } else {
-                    requeue.in_progress
-                }
-            },
+            otherwise,
         ))
     }
 

@@ -24,7 +24,7 @@
 //!   a rollout at rest is refused.
 //! - [`decide_rollback`] is pure and never panics.
 
-use crate::decide::{normal, warning};
+use super::events::{normal, warning};
 use crate::decision::{Event, event_reason};
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::OnFailure;
