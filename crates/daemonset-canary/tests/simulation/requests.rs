@@ -28,9 +28,12 @@ use http_body::Body;
 /// The variable that turns the trace on: the directory the seeds' files go to.
 pub const TRACE_DIR_VAR: &str = "DST_TRACE_DIR";
 
+/// The lines recorded of each replica, by replica.
+type Lines = Arc<Mutex<BTreeMap<usize, Vec<String>>>>;
+
 /// The requests of one seed, per replica; off (and free) unless [`TRACE_DIR_VAR`] is set.
 #[derive(Debug, Clone, Default)]
-pub struct RequestTrace(Option<Arc<Mutex<BTreeMap<usize, Vec<String>>>>>);
+pub struct RequestTrace(Option<Lines>);
 
 impl RequestTrace {
     /// A trace that records when [`TRACE_DIR_VAR`] is set.

@@ -15,7 +15,7 @@
 //! | 5 | *progress* | otherwise | the driver's own rows, which call the shared ones below where they apply |
 //! | 6 | hold | the `pause` verb | a pass that would act is `paused`, its write and its driver's action dropped |
 //!
-//! The rows a driver's progress calls at its place: [`sticky`](rows) (a failure that says
+//! The rows a driver's progress calls at its place: `rows::sticky` (a failure that says
 //! something about the version stays until the target changes), `deadline` (no progress within
 //! the progress deadline fails), `failed` (the one failure row: a crash-looping canary, a failed
 //! analysis, and the gates to come). After the decision, two more rows apply to its outcome: a
