@@ -258,17 +258,17 @@ impl E2e {
             let status = cds.status.clone().unwrap_or_default();
             let current = status.observed_generation >= generation;
             if current
-                && let Some(now) = status.phase.clone()
+                && let Some(now) = status.phase_name().map(str::to_owned)
                 && seen.last() != Some(&now)
             {
                 seen.push(now);
             }
-            if current && status.phase.as_deref() == Some(phase) {
+            if current && status.phase_name() == Some(phase) {
                 return seen;
             }
             let other_end = ["successful", "failed"]
                 .iter()
-                .any(|end| *end != phase && current && status.phase.as_deref() == Some(*end));
+                .any(|end| *end != phase && current && status.phase_name() == Some(*end));
             assert!(
                 !other_end,
                 "ended {:?} instead of {phase}: {status:?}\n{}",
@@ -411,16 +411,16 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
             .status
             .unwrap_or_default();
         if status.observed_generation >= generation {
-            if let Some(phase) = status.phase.clone()
+            if let Some(phase) = status.phase_name().map(str::to_owned)
                 && phases.last() != Some(&phase)
             {
                 phases.push(phase);
             }
-            if status.phase.as_deref() == Some("successful") && status.updated_ready == nodes {
+            if status.phase_name() == Some("successful") && status.updated_ready == nodes {
                 break;
             }
             assert_ne!(
-                status.phase.as_deref(),
+                status.phase_name(),
                 Some("failed"),
                 "{status:?}\n{}",
                 e2e.log_tail()
@@ -922,7 +922,7 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
             .unwrap()
             .status
             .unwrap_or_default();
-        !image.contains("by-hand") && status.phase.as_deref() == Some("successful")
+        !image.contains("by-hand") && status.phase_name() == Some("successful")
     })
     .await;
     assert!(
@@ -1137,7 +1137,7 @@ async fn a_workload_ref_daemon_set_follows_its_owner_and_is_never_written() {
                 && live
                     .iter()
                     .all(|p| image_and_ready(p) == (image.to_owned(), true))
-                && phase.as_deref() == Some("successful")
+                && phase == Some(canary_state_machine::Phase::Successful)
         },
     )
     .await;

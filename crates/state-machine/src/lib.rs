@@ -76,6 +76,7 @@
 //! ```
 
 mod analysis;
+mod condition;
 mod decide;
 mod decision;
 pub mod lifecycle;
@@ -84,12 +85,14 @@ mod observation;
 mod phase;
 mod pods;
 mod strategy;
+mod verb;
 
 pub use analysis::{
     AnalysisError, AnalysisVerdict, MAX_METRICS, Measurement, MetricCheck, MetricTally,
     PLACEHOLDERS, RenderError, StepAnalysis, TemplateValues, Verdict, judge, placeholders,
     regex_alternation, render, validate_metrics, verdict,
 };
+pub use condition::{ConditionReason, ConditionType};
 pub use decide::{SyncFlags, decide, decide_create, tls_step};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use lifecycle::{
@@ -100,13 +103,15 @@ pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableErro
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
-    Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,
-    PodObservation, PodState, PodsAction, Promotion, Step, StepPlan, StepPosition, decide_pods,
+    Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeStanding, NodeState, NodeTally,
+    PodDecision, PodObservation, PodState, PodsAction, Promotion, Step, StepPlan, StepPosition,
+    decide_pods,
 };
 pub use strategy::{
     Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, OnFailure,
     ParseCompatibilityError, ParseDriverError, Strategy, StrategyError,
 };
+pub use verb::{Verb, VerbContext, undo_revision};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

@@ -776,7 +776,7 @@ impl Harness<'_> {
             .store()
             .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
             .and_then(|cds| cds.status)
-            .is_some_and(|status| status.phase.as_deref() == Some(phase));
+            .is_some_and(|status| status.phase_name() == Some(phase));
         if !in_phase {
             *since = None;
             return false;
@@ -840,7 +840,10 @@ impl Harness<'_> {
         else {
             return;
         };
-        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = cds
+            .status
+            .as_ref()
+            .and_then(|s| s.phase_name().map(str::to_owned));
         let under_way = matches!(
             phase.as_deref(),
             Some("started" | "canary" | "increasing" | "paused")
@@ -1196,7 +1199,8 @@ fn cds_phase(store: &canary_sim::Store) -> Option<String> {
     store
         .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?
         .status?
-        .phase
+        .phase_name()
+        .map(str::to_owned)
 }
 
 /// The image of the first container of the scenario's DaemonSet's template.

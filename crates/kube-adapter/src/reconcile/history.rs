@@ -21,7 +21,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use canary_predicates::Target;
 use canary_state_machine::{
     Event, FailureReason, Phase, PreviousPass, Revision, RollbackDecision, RollbackObservation,
-    RollbackReason, UndoTarget, decide_rollback, rolled_back_event, verb_refused,
+    RollbackReason, UndoTarget, Verb, VerbContext, decide_rollback, rolled_back_event,
+    verb_refused,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
@@ -236,11 +237,7 @@ impl Pass<'_> {
             }
             return;
         }
-        let at_rest = self
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == Phase::Successful.as_str());
+        let at_rest = self.status.as_ref().and_then(|s| s.phase) == Some(Phase::Successful);
         if !at_rest {
             return;
         }
@@ -298,7 +295,7 @@ impl Pass<'_> {
             decided
         };
         if let Some(rollback) = history.rollback.as_mut() {
-            rollback.decided_phase = Some(decided.as_str().to_owned());
+            rollback.decided_phase = Some(decided);
             record.to = decided.reported(reports_rollback_phases(rollback));
             if let Some(event) = rolled_back_event(
                 &self.ds_name,
@@ -358,20 +355,23 @@ impl Pass<'_> {
             None => None,
             Some(Ok(target)) => Some(target),
             Some(Err(why)) => {
-                events.push(verb_refused(&self.ds_name, "undo", &why));
+                events.push(verb_refused(&self.ds_name, Verb::Undo, &why));
                 history.undo = marks.undo.clone();
                 None
             }
         };
         if self.cds.spec.workload_ref.is_some() {
             // Someone else owns the template: going back is theirs to do.
-            for (verb, mark) in [("abort", &marks.abort), ("undo", &marks.undo)] {
-                if mark.is_some() {
-                    events.push(verb_refused(
-                        &self.ds_name,
-                        verb,
-                        "the DaemonSet belongs to spec.workloadRef's owner (Helm, Argo CD, Flux); roll back where it is defined",
-                    ));
+            let theirs = VerbContext {
+                driver: self.cds.spec.strategy.driver,
+                owns_template: false,
+                ..VerbContext::default()
+            };
+            for (verb, mark) in [(Verb::Abort, &marks.abort), (Verb::Undo, &marks.undo)] {
+                if mark.is_some()
+                    && let Some(why) = verb.refusal(&theirs)
+                {
+                    events.push(verb_refused(&self.ds_name, verb, &why));
                 }
             }
             history.abort = marks.abort.or(history.abort.take());
@@ -488,7 +488,7 @@ impl Pass<'_> {
             ahead.to = record.to.reported(reports_rollback_phases(rollback));
             let mut recorded = history.clone();
             if let Some(rollback) = recorded.rollback.as_mut() {
-                rollback.decided_phase = Some(record.to.as_str().to_owned());
+                rollback.decided_phase = Some(record.to);
             }
             ahead.history = Some(Box::new(recorded));
         }

@@ -123,9 +123,7 @@ impl<'a> Pass<'a> {
             daemon_set: self.ds_name.clone(),
             // The target a pass that cannot read the spec leaves is the last one known.
             target: recorded_target(previous),
-            from: previous
-                .and_then(|s| s.phase.as_deref())
-                .and_then(|p| p.parse().ok()),
+            from: previous.and_then(|s| s.phase),
             to: decision.phase,
             failure: decision.failure,
             message: decision.error.clone(),
@@ -386,8 +384,7 @@ impl<'a> Pass<'a> {
             warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, "invalid spec: nothing is written until the spec changes");
         }
         let already = self.status.as_ref().is_some_and(|s| {
-            s.reason.as_deref() == Some(FailureReason::InvalidSpec.as_str())
-                && s.message.as_deref() == Some(&message)
+            s.reason == Some(FailureReason::InvalidSpec) && s.message.as_deref() == Some(&message)
         });
         let decision: Decision = Decision {
             failure: Some(FailureReason::InvalidSpec),

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use canary_predicates::{
     Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
-    label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready,
+    label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready, pod_runs_revision,
 };
 use canary_state_machine::{
     AnalysisVerdict, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
@@ -273,7 +273,8 @@ impl Pass<'_> {
                 let counts = by_revision.entry(revision.to_owned()).or_default();
                 counts.0 += 1;
                 counts.1 += u32::from(ready);
-                let updated = current.is_some_and(|c| c == revision);
+                // The Pods driver's rule (`UpdatedRule::Revision`): the pod runs the target.
+                let updated = current.is_some_and(|c| pod_runs_revision(&**pod, c));
                 let state = PodState {
                     name: pod.name().to_owned(),
                     uid: pod.uid().to_owned(),
@@ -357,11 +358,7 @@ impl Pass<'_> {
         let ahead = self.ahead_of_deletions(record);
         let status = next_status(previous, &ahead, self.now);
         let named = |s: &crate::crd::CanaryDaemonSetStatus| {
-            (
-                s.phase.clone(),
-                s.current_step_index,
-                s.target_revision.clone(),
-            )
+            (s.phase, s.current_step_index, s.target_revision.clone())
         };
         // Only a stored status covers the deletions. One this process computed and failed to
         // write (this very write-ahead, refused in an earlier pass) does not (soak seed

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, event_reason};
+use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, Verb, event_reason};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -28,17 +28,10 @@ use crate::status::{AVAILABLE, next_status};
 /// (alice@example.com)` for the verbs). `None` for other events, or when no manager is known
 /// (a removed annotation, `resume`, is owned by nobody any more).
 fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
-    use crate::crd::{
-        ABORT_ANNOTATION, PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION, UNDO_ANNOTATION,
-    };
-    let annotation = match reason {
-        event_reason::PROMOTED => PROMOTE_ANNOTATION,
-        event_reason::PAUSED => PAUSE_ANNOTATION,
-        event_reason::RETRIED => RETRY_ANNOTATION,
-        event_reason::ABORTED => ABORT_ANNOTATION,
-        event_reason::UNDO_STARTED => UNDO_ANNOTATION,
-        _ => return None,
-    };
+    // Not a resume: its mark is removed, so no manager owns it any more.
+    let annotation = Verb::answered_by(reason)
+        .filter(|verb| *verb != Verb::Resume)?
+        .annotation();
     let field = format!("f:{annotation}");
     cds.metadata
         .managed_fields
@@ -332,7 +325,7 @@ mod tests {
             }]
         };
         let before = CanaryDaemonSetStatus {
-            phase: Some("increasing".into()),
+            phase: Some(Phase::Increasing),
             revisions: revisions(3),
             ..CanaryDaemonSetStatus::default()
         };

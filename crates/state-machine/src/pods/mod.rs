@@ -275,13 +275,82 @@ pub enum Deferral {
 }
 
 impl Deferral {
-    /// A few words for messages, e.g. `"NotReady"`.
+    /// Every deferral.
+    pub const ALL: [Deferral; 3] = [
+        Deferral::NodeNotReady,
+        Deferral::NodeCordoned,
+        Deferral::NodeMissing,
+    ];
+
+    /// A few words for messages, e.g. `"NotReady"`: also how the status names a deferred
+    /// node's reason.
     pub const fn as_str(self) -> &'static str {
         match self {
             Deferral::NodeNotReady => "NotReady",
             Deferral::NodeCordoned => "cordoned",
             Deferral::NodeMissing => "node gone",
         }
+    }
+
+    /// The deferral named `name` (as the status records it), if any.
+    pub fn parse(name: &str) -> Option<Deferral> {
+        Deferral::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+}
+
+/// Where a node stands in a rollout: the one vocabulary of node states, that the status, the
+/// `status --nodes` ledger and the metrics (`canary_nodes{state}`) all speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeStanding {
+    /// Its pod runs the target revision (and, counted, is ready).
+    Updated,
+    /// Its pod runs an older revision: still to update.
+    Old,
+    /// Counted, and its pod is not ready or missing, whatever the reason.
+    Unavailable,
+    /// Left out of the rollout for now ([`Deferral`] says why): updated when it comes back.
+    Deferred,
+    /// Its updated pod crash-loops.
+    Failed,
+    /// No pod of the DaemonSet on it (being replaced, or not scheduled there).
+    NoPod,
+}
+
+impl NodeStanding {
+    /// The standings a rollout's node counts are by ([`NodeTally::count`], the metrics).
+    pub const COUNTED: [NodeStanding; 5] = [
+        NodeStanding::Updated,
+        NodeStanding::Old,
+        NodeStanding::Unavailable,
+        NodeStanding::Deferred,
+        NodeStanding::Failed,
+    ];
+
+    /// The standings a node of the ledger is in, in the order its totals list them.
+    pub const LEDGER: [NodeStanding; 5] = [
+        NodeStanding::Updated,
+        NodeStanding::Old,
+        NodeStanding::Deferred,
+        NodeStanding::Failed,
+        NodeStanding::NoPod,
+    ];
+
+    /// The stable name (`"updated"`, ..., `"no pod"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodeStanding::Updated => "updated",
+            NodeStanding::Old => "old",
+            NodeStanding::Unavailable => "unavailable",
+            NodeStanding::Deferred => "deferred",
+            NodeStanding::Failed => "failed",
+            NodeStanding::NoPod => "no pod",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeStanding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
@@ -457,6 +526,20 @@ impl DriverAction for PodsAction {
             step: self.step,
             tally: self.tally,
             ..PodsAction::default()
+        }
+    }
+}
+
+impl NodeTally {
+    /// The nodes counted in `standing` (the updated ones that are ready; the failed ones are
+    /// the decision's, not the tally's: 0 here).
+    pub const fn count(&self, standing: NodeStanding) -> u32 {
+        match standing {
+            NodeStanding::Updated => self.updated_ready,
+            NodeStanding::Old => self.old,
+            NodeStanding::Unavailable => self.unavailable,
+            NodeStanding::Deferred => self.deferred,
+            NodeStanding::Failed | NodeStanding::NoPod => 0,
         }
     }
 }
