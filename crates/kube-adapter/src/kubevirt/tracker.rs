@@ -15,14 +15,13 @@
 
 use std::collections::HashMap;
 
-use canary_predicates::Target;
+use canary_predicates::{Target, available_pods};
 use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 
 use super::derive::Derived;
 use crate::observer::Transition;
-use crate::reconcile::observation::available_pods;
 
 /// What was reported last for one DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use canary_predicates::{
-    Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
+    Labels, OwnerMatch, PodFacts, PodSummary, Target, available_pods, current_revision_hash,
     label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
@@ -36,7 +36,6 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
 use tracing::{debug, info, warn};
 
-use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift, unrecorded_start};
 use crate::Error;
