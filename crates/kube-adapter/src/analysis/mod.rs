@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use canary_state_machine::{
-    AnalysisVerdict, Measurement, MetricCheck, MetricTally, TemplateValues, judge, render,
-    validate_metrics, verdict,
+    AnalysisVerdict, Measurement, MetricCheck, MetricTally, TemplateValues, judge, parse_duration,
+    render, validate_metrics, verdict,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -61,7 +61,6 @@ pub struct AnalysisPlan {
 
 /// The plan of `spec`, or why it cannot be used; the durations read as the pause steps' are.
 pub(crate) fn analysis_plan(spec: &AnalysisSpec) -> Result<AnalysisPlan, String> {
-    use crate::reconcile::parse_duration;
     let prometheus = &spec.prometheus;
     let uri = query_uri(&prometheus.address)
         .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;

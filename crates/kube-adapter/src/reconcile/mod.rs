@@ -17,8 +17,6 @@ mod history;
 mod memory;
 mod plan;
 pub(crate) use memory::WriteLedger;
-/// Durations as the spec spells them (`30s`, `10m`, `1h30m`), for the analysis plan too.
-pub(crate) use plan::parse_duration;
 mod pods;
 mod report;
 
