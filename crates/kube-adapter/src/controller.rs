@@ -1,12 +1,12 @@
 //! Wiring: watches, caches, the kube-runtime Controller and leader election.
 
-use crate::analysis::{HttpPrometheus, QueryApi};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::watched_node::{CachedNode, WatchedNode};
+use canary_analysis::{Provider, Providers};
 use canary_predicates::PodSummary;
 use futures::{FutureExt, StreamExt, TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -89,9 +89,9 @@ pub struct ControllerConfig {
     /// The API server's URL, named in the warning when the watches cannot reach it (the client
     /// does not know it).
     pub server_url: Option<String>,
-    /// Where analysis runs send their Prometheus queries (default: over HTTP to each spec's
-    /// `analysis.prometheus.address`).
-    pub prometheus: Arc<dyn QueryApi>,
+    /// Where analysis runs send their queries (default: [`Providers`], over HTTP to each
+    /// spec's provider, `analysis.prometheus.address`).
+    pub analysis: Arc<dyn Provider>,
 }
 
 impl Default for ControllerConfig {
@@ -107,7 +107,7 @@ impl Default for ControllerConfig {
             concurrency: 0,
             health: Health::default(),
             server_url: None,
-            prometheus: Arc::new(HttpPrometheus::default()),
+            analysis: Arc::new(Providers::default()),
         }
     }
 }
@@ -387,7 +387,7 @@ async fn run_controller(
             config.requeue,
         )
         .with_health(health.clone())
-        .with_prometheus(Arc::clone(&config.prometheus))
+        .with_analysis(Arc::clone(&config.analysis))
         .with_write_ledger(ledger),
     );
 

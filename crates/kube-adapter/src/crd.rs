@@ -787,11 +787,11 @@ fn default_cert_secret_volume() -> String {
     "kubevirt-virt-handler-certs".to_owned()
 }
 
-mod analysis;
 mod build;
 mod history;
 mod schema;
-pub use analysis::{
+/// `spec.analysis` and `status.analysis`, whose home is the analysis crate with its providers.
+pub use canary_analysis::{
     AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec, SecretKeyRef,
 };
 pub use history::{HistoryStatus, RevisionRef, RollbackStatus};

@@ -97,7 +97,6 @@
 //! # }
 //! ```
 
-pub mod analysis;
 pub mod clock;
 pub mod controller;
 pub mod crd;

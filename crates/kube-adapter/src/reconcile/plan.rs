@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use canary_analysis::AnalysisPlan;
 use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
 use canary_state_machine::{
     Compatibility, Driver, MaxUnavailable, Step, StepPlan, Strategy, parse_duration,
@@ -14,7 +15,6 @@ use canary_state_machine::{
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::analysis::{AnalysisPlan, analysis_plan};
 use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, StepSpec};
 use crate::desired::target_of;
 
@@ -224,7 +224,9 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             if !has_pause {
                 return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
             }
-            Some(Arc::new(analysis_plan(analysis)?))
+            Some(Arc::new(
+                AnalysisPlan::new(analysis).map_err(|e| e.to_string())?,
+            ))
         }
     };
     Ok(DriverPlan::Pods(PodsPlan {
