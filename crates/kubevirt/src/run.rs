@@ -17,13 +17,13 @@ use tracing::{debug, info, warn};
 
 use canary_state_machine::Phase;
 
-use super::derive::derive;
-use super::tracker::PhaseTracker;
-use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
-use crate::clock::Clock;
-use crate::observer::{Observer, Report};
-use crate::scope::{api, api_with};
-use crate::trigger::WatchLog;
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::scope::{api, api_with};
+use canary_kube_adapter::{Observer, Report, WatchLog};
+
+use crate::derive::derive;
+use crate::tracker::PhaseTracker;
+use crate::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 
 /// How the observer runs.
 #[derive(Clone)]
