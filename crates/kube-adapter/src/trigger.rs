@@ -269,6 +269,17 @@ impl Backoff for WatchBackoff {
     fn reset(&mut self) {}
 }
 
+/// How long pod events that move only reported counts wait for their pass (see
+/// [`Moved::Counts`](crate::index::Moved::Counts)): the status' counts lag the pods by at most this much.
+pub(crate) const COUNTS_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the pod events of a Pods-driver rollout wait for their pass (see
+/// [`Moved::Facts`](crate::index::Moved::Facts)): the pass reads every pod, so one pass takes the events of this while
+/// at once, instead of one pass per event. A replacement the budget allows starts at most this
+/// much later (a node's replacement takes seconds), and a crash loop stops the deletions at
+/// most this much later (no pass deletes meanwhile).
+pub(crate) const FACTS_WAIT: Duration = Duration::from_millis(200);
+
 /// Triggers that may wait: at most one pass per object per `wait`, however many ask for one
 /// meanwhile. For pod events that move counts a pass only reports (see
 /// [`Moved::Counts`](crate::index::Moved::Counts)): the status' counts follow the rollout
