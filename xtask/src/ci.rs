@@ -38,6 +38,11 @@ const STEPS: &[Step] = &[
         run: fmt,
     },
     Step {
+        name: "deny",
+        what: "cargo deny check licenses bans sources (deny.toml; advisories need a database CI cannot fetch)",
+        run: deny,
+    },
+    Step {
         name: "clippy",
         what: "clippy, all targets, -D warnings; the controller without the simulator",
         run: clippy,
@@ -173,6 +178,21 @@ fn print_summary(outcomes: &[(&Step, Outcome)]) {
 
 fn tools_step(_sh: &Shell) -> Result<()> {
     tools::ensure_all()
+}
+
+/// Licences, banned crates and sources of the dependency graph, as deny.toml says. Not
+/// `advisories`: the advisory database is a git repository CI machines cannot fetch.
+fn deny(sh: &Shell) -> Result<()> {
+    tools::ensure_cargo_deny(sh)?;
+    let cargo = cargo();
+    // The duplicate-version warnings without their inclusion trees, which run to hundreds of
+    // lines and say nothing a `cargo tree -d` would not.
+    cmd!(
+        sh,
+        "{cargo} deny --locked check --hide-inclusion-graph licenses bans sources"
+    )
+    .run()?;
+    Ok(())
 }
 
 fn fmt(sh: &Shell) -> Result<()> {

@@ -37,11 +37,15 @@ pub struct GoBuild {
     pub binaries: &'static [(&'static str, &'static str)],
     /// Extra `-X` link flags (the version the binaries report).
     pub version_ldflags: &'static [&'static str],
+    /// Part of the control plane (built by `cluster up`); otherwise a tool built on first use
+    /// only (Helm), so that a `cluster up` never waits for it.
+    pub control_plane: bool,
 }
 
-/// The pinned control plane: Kubernetes 1.35.4 (kube 5's k8s-openapi supports it; the project's
+/// The pinned Go builds. The control plane: Kubernetes 1.35.4 (kube 5's k8s-openapi supports it; the project's
 /// oldest supported release stays 1.33), etcd 3.6 (what Kubernetes 1.35 is tested with), KWOK
-/// 0.7.0 (built with Kubernetes 1.33 client libraries, compatible with a 1.35 server).
+/// 0.7.0 (built with Kubernetes 1.33 client libraries, compatible with a 1.35 server). The tool
+/// built beside it on first use: Helm 4.3.2.
 pub const PINS: &[GoBuild] = &[
     GoBuild {
         name: "kubernetes",
@@ -69,6 +73,7 @@ pub const PINS: &[GoBuild] = &[
             "k8s.io/client-go/pkg/version.gitMajor=1",
             "k8s.io/client-go/pkg/version.gitMinor=35",
         ],
+        control_plane: true,
     },
     GoBuild {
         name: "etcd",
@@ -83,6 +88,7 @@ pub const PINS: &[GoBuild] = &[
         staging_replaces: false,
         binaries: &[("go.etcd.io/etcd/server/v3", "etcd")],
         version_ldflags: &[],
+        control_plane: true,
     },
     GoBuild {
         name: "kwok",
@@ -93,6 +99,20 @@ pub const PINS: &[GoBuild] = &[
         binaries: &[("sigs.k8s.io/kwok/cmd/kwok", "kwok")],
         // Its version variable already says 0.7.0.
         version_ldflags: &[],
+        control_plane: true,
+    },
+    // Helm 4 for the chart in deploy/helm: `helm lint` and `helm template` in `lint-deploy`,
+    // `helm install` and `helm upgrade` in the e2e suite. Not part of the control plane.
+    GoBuild {
+        name: "helm",
+        module: "helm.sh/helm/v4",
+        version: "v4.3.2",
+        siblings: &[],
+        staging_replaces: false,
+        binaries: &[("helm.sh/helm/v4/cmd/helm", "helm")],
+        // What Helm's Makefile stamps for a tagged build; without it `helm version` says v4.3.
+        version_ldflags: &["helm.sh/helm/v4/internal/version.version=v4.3.2"],
+        control_plane: false,
     },
 ];
 
@@ -149,9 +169,37 @@ pub fn go_command() -> Result<PathBuf> {
     }
 }
 
-/// Builds every entry of [`PINS`] that is not cached in `bin`; returns how long it took.
-pub fn ensure_binaries(src: &Path, bin: &Path) -> Result<()> {
-    let stale: Vec<&GoBuild> = PINS.iter().filter(|b| !b.is_cached(bin)).collect();
+/// Which entries of [`PINS`] to build.
+#[derive(Clone, Copy)]
+pub enum Which {
+    /// The control plane and kubectl (`cluster up`).
+    ControlPlane,
+    /// One entry, by its [`GoBuild::name`].
+    Named(&'static str),
+    /// Every entry (`cluster build`).
+    All,
+}
+
+impl Which {
+    fn selects(self, build: &GoBuild) -> bool {
+        match self {
+            Self::ControlPlane => build.control_plane,
+            Self::Named(name) => build.name == name,
+            Self::All => true,
+        }
+    }
+}
+
+/// Builds every selected entry of [`PINS`] that is not cached in `bin`.
+pub fn ensure_binaries(src: &Path, bin: &Path, which: Which) -> Result<()> {
+    ensure!(
+        PINS.iter().any(|b| which.selects(b)),
+        "no pinned Go build is selected"
+    );
+    let stale: Vec<&GoBuild> = PINS
+        .iter()
+        .filter(|b| which.selects(b) && !b.is_cached(bin))
+        .collect();
     if stale.is_empty() {
         return Ok(());
     }

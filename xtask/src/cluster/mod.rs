@@ -71,7 +71,7 @@ enum ClusterCommand {
     Down,
     /// Print whether each component runs, the nodes and the kubeconfig path.
     Status,
-    /// Only build the binaries into target/cluster/bin/ (cached).
+    /// Only build the binaries into target/cluster/bin/ (cached), Helm included.
     Build,
 }
 
@@ -117,7 +117,9 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         }
         ClusterCommand::Down => down(&layout),
         ClusterCommand::Status => status(&layout),
-        ClusterCommand::Build => build::ensure_binaries(&layout.src, &layout.bin),
+        ClusterCommand::Build => {
+            build::ensure_binaries(&layout.src, &layout.bin, build::Which::All)
+        }
     }
 }
 
@@ -245,8 +247,15 @@ impl Cluster {
 /// Builds the binaries (cached) and returns the built kubectl.
 pub fn ensure_kubectl() -> Result<PathBuf> {
     let layout = Layout::new()?;
-    build::ensure_binaries(&layout.src, &layout.bin)?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::ControlPlane)?;
     Ok(layout.bin.join("kubectl"))
+}
+
+/// Builds Helm (cached, on first use only) and returns it.
+pub fn ensure_helm() -> Result<PathBuf> {
+    let layout = Layout::new()?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::Named("helm"))?;
+    Ok(layout.bin.join("helm"))
 }
 
 /// The running cluster, if every component runs; `None` when none does; an error when only
@@ -279,7 +288,7 @@ pub fn running(layout: &Layout) -> Result<Option<Cluster>> {
 
 /// `cluster up`: reuses a running cluster (matching the node count) or starts one.
 pub fn up(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
-    build::ensure_binaries(&layout.src, &layout.bin)?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::ControlPlane)?;
     let cluster = match running(layout)? {
         Some(cluster) => {
             eprintln!("==> cluster: already running, reusing it");
