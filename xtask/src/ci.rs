@@ -69,7 +69,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "lint-deploy",
-        what: "deploy/: kustomize, kubernetes-validate, promtool, checkov, metric names from scrapes of the binary",
+        what: "deploy/: kustomize, helm lint and helm template, kubernetes-validate, promtool, checkov, krew manifest, metric names from scrapes of the binary",
         // Metric names are checked against what the binary really exports: a demo rollout and
         // observe-kubevirt, which between them export every metric it registers.
         run: |_| crate::deploy::run(&crate::deploy::LintArgs::scraping_the_binary()),

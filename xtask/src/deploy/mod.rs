@@ -1,6 +1,6 @@
 //! `cargo xtask lint-deploy`: checks deploy/ with the tools operators and the ecosystem use.
 //!
-//! Nine checks, one module each, each reported on its own so one failure does not hide another
+//! Ten checks, one module each, each reported on its own so one failure does not hide another
 //! (this module builds the shared context and runs them in order):
 //! - [`kustomize`]: every kustomization under deploy/ builds with `kubectl kustomize`, and
 //!   [`helm`] renders the chart with `helm template` for each of its variants (the others read
@@ -13,6 +13,7 @@
 //!   ServiceMonitors against the metrics Service;
 //! - [`helm`]: `helm lint --strict`, values the chart must refuse, and each variant installs the
 //!   same objects as the kustomize builds it stands for;
+//! - [`krew`]: the kubectl plugin's krew manifest has what krew requires;
 //! - [`rules`]: promtool check/test rules on the deployed PrometheusRule, test and runbook
 //!   coverage of every alert;
 //! - [`dashboard`]: every query is PromQL, the panels are laid out cleanly;
@@ -26,6 +27,7 @@ mod checkov;
 mod custom_resources;
 mod dashboard;
 mod helm;
+mod krew;
 mod kustomize;
 mod metrics;
 mod rbac;
@@ -88,6 +90,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("least privilege", rbac::check),
     ("custom resources", custom_resources::check),
     ("helm chart", helm::check),
+    ("krew manifest", krew::check),
     ("prometheus rules", rules::check),
     ("dashboard", dashboard::check),
     ("metric names", metrics::check),
