@@ -5,7 +5,10 @@
 //! -f -`) and the controller's ServiceAccount and RBAC from deploy/, start the real
 //! `daemonset-canary run --kubeconfig --leader-election` binary with that ServiceAccount's token,
 //! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
-//! is from the environment variables named below.
+//! is from the environment variables named below. Then, with that controller stopped, the
+//! deploy suite ([`crate::e2e_deploy`]): the Helm chart installed and upgraded with real Helm,
+//! the controller run as the chart's Deployment says, and the admission policy of
+//! deploy/policy. `--suite` picks one of the two.
 //!
 //! Invariants: what this command started (the controller, and the cluster unless it was running
 //! already) is stopped when it ends, passed or failed; the suite fails, never skips, when the
@@ -22,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// Nodes of the e2e cluster: the README's demo size.
 pub const NODES: u32 = 50;
+/// Nodes when only the deploy suite runs: a few rollouts of a few pods each.
+const DEPLOY_SUITE_NODES: u32 = 5;
 /// The test target of the suite.
 const TEST_TARGET: &str = "e2e";
 /// The kubeconfig of the cluster under test (the tests fail when it is set and unreachable).
@@ -51,13 +56,30 @@ pub struct E2eArgs {
     /// stop it with `cargo xtask cluster down`).
     #[arg(long)]
     keep_cluster: bool,
-    /// Run only the tests whose names contain this filter (passed to the test binary).
+    /// Run only the tests whose names contain this filter (passed to the test binary; the
+    /// main suite only).
     #[arg(long)]
     filter: Option<String>,
+    /// Which suite: `main` (tests/e2e.rs with the controller as deploy/default installs it),
+    /// `deploy` (the Helm chart and the admission policy), or `all`.
+    #[arg(long, value_enum, default_value_t = Suite::All)]
+    suite: Suite,
+}
+
+/// The suites of `cargo xtask e2e`.
+#[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub enum Suite {
+    /// Both, the main suite first.
+    #[default]
+    All,
+    /// crates/daemonset-canary/tests/e2e.rs.
+    Main,
+    /// The Helm chart and deploy/policy ([`crate::e2e_deploy`]).
+    Deploy,
 }
 
 /// Kills the controller when dropped (also on an error path).
-struct Controller(Child);
+pub struct Controller(Child);
 
 impl Drop for Controller {
     fn drop(&mut self) {
@@ -79,7 +101,12 @@ impl Drop for Controller {
 /// Runs the suite.
 pub fn run(args: &E2eArgs) -> Result<()> {
     let layout = Layout::new()?;
-    let cluster = cluster::up(&layout, &UpArgs::with_nodes(NODES))?;
+    let nodes = if args.suite == Suite::Deploy {
+        DEPLOY_SUITE_NODES
+    } else {
+        NODES
+    };
+    let cluster = cluster::up(&layout, &UpArgs::with_nodes(nodes))?;
     let result = run_on(&layout, &cluster, args);
     if cluster.started
         && !args.keep_cluster
@@ -110,11 +137,48 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
     let binary = crate::tools::target_dir()?
         .join("debug")
         .join("daemonset-canary");
-    install_crd(cluster, &binary)?;
+    let main = if args.suite == Suite::Deploy {
+        Ok(())
+    } else {
+        run_main_suite(layout, cluster, args, &binary)
+    };
+    // The deploy suite runs even after a failed main suite, so that one report has both.
+    let deploy = if args.suite == Suite::Main {
+        Ok(())
+    } else {
+        let started = Instant::now();
+        let result = crate::e2e_deploy::run(layout, cluster, &binary);
+        eprintln!(
+            "==> e2e: deploy suite {} in {:.0} s",
+            if result.is_ok() { "passed" } else { "FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+        result
+    };
+    match (main, deploy) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(error), Ok(())) | (Ok(()), Err(error)) => Err(error),
+        (Err(main), Err(deploy)) => bail!(
+            "{main:#}
+and the deploy suite: {deploy:#}"
+        ),
+    }
+}
+
+/// The main suite: the CRD, the controller as deploy/default installs it, tests/e2e.rs.
+fn run_main_suite(
+    layout: &Layout,
+    cluster: &cluster::Cluster,
+    args: &E2eArgs,
+    binary: &Path,
+) -> Result<()> {
+    let cargo = cargo();
+    let started = Instant::now();
+    install_crd(cluster, binary)?;
     let identity = controller_identity(layout, cluster)?;
     let metrics_port = cluster::free_port()?;
     let log = layout.logs().join("daemonset-canary.log");
-    let _controller = start_controller(&binary, &identity, metrics_port, &log)?;
+    let _controller = start_controller(binary, &identity, metrics_port, &log)?;
     eprintln!(
         "==> e2e: daemonset-canary run as ServiceAccount {RBAC_NAMESPACE}/daemonset-canary \
          (deploy/rbac), metrics 127.0.0.1:{metrics_port}, log {}",
@@ -153,6 +217,10 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
             layout.logs().display()
         );
     }
+    eprintln!(
+        "==> e2e: main suite passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -224,7 +292,29 @@ fn start_controller(
     binary: &Path,
     kubeconfig: &Path,
     metrics_port: u16,
-    log: &PathBuf,
+    log: &Path,
+) -> Result<Controller> {
+    let mut args = vec![
+        "run".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+    ];
+    // As deployed: leader election on, the Lease in the controller's namespace (the Role of
+    // deploy/rbac allows exactly that).
+    args.extend(["--leader-election", "--lease-namespace", RBAC_NAMESPACE].map(str::to_owned));
+    let env = [("CANARY_LOG_FORMAT".to_owned(), "json".to_owned())];
+    spawn_controller(binary, &args, &env, metrics_port, log)
+}
+
+/// Starts `binary` with `args` and `env` (its output to `log`) and waits until its `/readyz` on
+/// `metrics_port` answers 200; fails with the log when it exits first or takes over 60 s.
+pub fn spawn_controller(
+    binary: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    metrics_port: u16,
+    log: &Path,
 ) -> Result<Controller> {
     let out =
         std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
@@ -232,14 +322,8 @@ fn start_controller(
         .try_clone()
         .context("cannot reopen the controller log")?;
     let child = Command::new(binary)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-        // As deployed: leader election on, the Lease in the controller's namespace (the Role of
-        // deploy/rbac allows exactly that).
-        .args(["--leader-election", "--lease-namespace", RBAC_NAMESPACE])
-        .env("CANARY_LOG_FORMAT", "json")
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -247,7 +331,7 @@ fn start_controller(
         // which stops the controller through Drop.
         .process_group(0)
         .spawn()
-        .with_context(|| format!("cannot start {} run", binary.display()))?;
+        .with_context(|| format!("cannot start {} {}", binary.display(), args.join(" ")))?;
     let mut controller = Controller(child);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -13,6 +13,7 @@ mod cluster;
 mod codegen;
 mod deploy;
 mod e2e;
+mod e2e_deploy;
 mod fuzz;
 mod soak;
 mod tools;
