@@ -149,7 +149,9 @@ pub(super) const REFUSED: &[(&[&str], &str)] = &[
 ];
 
 /// Labels that say who installed an object (kustomize's `labels:` or Helm's release), not what
-/// it is: left out of the comparison wherever they appear (metadata, selectors, templates).
+/// it is: left out of the comparison in the object's own `metadata.labels` only. Selectors and
+/// pod templates must be the same, so that Helm can adopt a kustomize install without replacing
+/// anything (a Deployment's selector cannot change).
 pub(super) const INSTALLER_LABELS: &[&str] = &[
     "app.kubernetes.io/instance",
     "app.kubernetes.io/managed-by",
@@ -397,12 +399,16 @@ fn rename_references(value: &mut Value, from: &str, to: &str) {
     }
 }
 
-/// `object` without what says who installed it: [`INSTALLER_LABELS`] wherever they appear,
-/// Helm's keep policy, and the label and annotation maps this leaves empty.
+/// `object` without what says who installed it: [`INSTALLER_LABELS`] in its own labels, Helm's
+/// keep policy, and the label and annotation maps this leaves empty.
 fn normalized(object: &Value) -> Value {
     let mut copy = object.clone();
-    strip(&mut copy);
     if let Some(metadata) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
+            for label in INSTALLER_LABELS {
+                labels.remove(*label);
+            }
+        }
         if let Some(annotations) = metadata
             .get_mut("annotations")
             .and_then(Value::as_object_mut)
@@ -420,19 +426,6 @@ fn normalized(object: &Value) -> Value {
         }
     }
     copy
-}
-
-fn strip(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for label in INSTALLER_LABELS {
-                map.remove(*label);
-            }
-            map.values_mut().for_each(strip);
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip),
-        _ => {}
-    }
 }
 
 /// JSON pointers where `a` and `b` differ, with both values (short).
@@ -523,7 +516,7 @@ mod tests {
             "kind": "Deployment",
             "metadata": {"name": "d", "namespace": "ns", "labels": {
                 "app.kubernetes.io/name": "x", "helm.sh/chart": "c-1", "app.kubernetes.io/instance": "r"}},
-            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "x", "app.kubernetes.io/instance": "r"}}},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "x"}}},
         });
         let kustomize = json!({
             "kind": "Deployment",
@@ -531,13 +524,21 @@ mod tests {
                 "app.kubernetes.io/name": "x", "app.kubernetes.io/managed-by": "kustomize"}},
             "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "x"}}},
         });
-        assert!(compare(&variant(), &[chart], &[&kustomize]).is_empty());
+        assert!(compare(&variant(), std::slice::from_ref(&chart), &[&kustomize]).is_empty());
         let crd = |annotations: Value| {
             json!({"kind": "CustomResourceDefinition",
             "metadata": {"name": "c", "annotations": annotations}})
         };
         let kept = crd(json!({KEEP_POLICY: "keep"}));
         assert!(compare(&variant(), &[kept], &[&crd(json!({}))]).is_empty());
+        // In a selector the release's label is a difference: Helm could not adopt the
+        // kustomize Deployment, whose selector cannot change.
+        let mut selecting_the_release = chart;
+        selecting_the_release["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] =
+            json!("r");
+        let differences = compare(&variant(), &[selecting_the_release], &[&kustomize]);
+        assert_eq!(differences.len(), 1, "{differences:?}");
+        assert!(differences[0].contains("/spec/selector/matchLabels/app.kubernetes.io~1instance"));
     }
 
     #[test]

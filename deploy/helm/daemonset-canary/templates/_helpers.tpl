@@ -34,16 +34,21 @@ The base of every object name: the release name when it contains the chart's nam
 {{- if include "daemonset-canary.isController" . -}}controller{{- else -}}kubevirt-observer{{- end -}}
 {{- end -}}
 
-{{/* Labels that select the pods: fixed for the life of a release. */}}
+{{/*
+Labels that select the pods, and the pods' own: those of deploy/, without the release. A
+Deployment's selector cannot change, so with the same selector (and pod template) as deploy/,
+Helm can adopt a kustomize install without replacing a pod (docs/operations.md, "From kustomize
+to Helm").
+*/}}
 {{- define "daemonset-canary.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "daemonset-canary.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: {{ include "daemonset-canary.component" . }}
 {{- end -}}
 
 {{/* Labels of every object. */}}
 {{- define "daemonset-canary.labels" -}}
 {{ include "daemonset-canary.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: daemonset-canary
 app.kubernetes.io/managed-by: {{ .Release.Service }}
