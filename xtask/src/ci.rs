@@ -76,7 +76,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "e2e",
-        what: "end-to-end suite on a real control plane with 50 KWOK nodes (cargo xtask e2e)",
+        what: "end-to-end suites on a real control plane with 50 KWOK nodes (cargo xtask e2e): the main one, then the deploy suite (the Helm chart installed, upgraded and taken over from kustomize with real Helm; deploy/policy)",
         run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
     },
     Step {

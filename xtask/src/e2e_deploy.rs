@@ -48,6 +48,11 @@ const RELEASE: &str = "daemonset-canary";
 const ADMINS: &str = "daemonset-canary:rollout-admins";
 /// The CanaryDaemonSet every step rolls out.
 const AGENT: &str = "agent";
+/// The admission policy's name, and its binding's, in deploy/policy and a release named
+/// [`RELEASE`] with `scope: Cluster`.
+const POLICY: &str = "daemonset-canary-safety-overrides";
+/// The namespace of deploy/default, where the migration from kustomize installs.
+const KUSTOMIZE_NAMESPACE: &str = "daemonset-canary-system";
 /// The pod name the controller is given (its Lease identity).
 const POD_NAME: &str = "daemonset-canary-e2e-0";
 
@@ -62,6 +67,7 @@ pub fn run(layout: &Layout, cluster: &Cluster, binary: &Path) -> Result<()> {
         release_namespace: format!("canary-helm-{}", std::process::id()),
         workload_namespace: format!("canary-helm-workload-{}", std::process::id()),
         policy_namespace: format!("canary-policy-{}", std::process::id()),
+        second_namespace: format!("canary-helm-second-{}", std::process::id()),
     };
     let started = Instant::now();
     let chart = suite.helm_install_upgrade_uninstall();
@@ -93,6 +99,7 @@ struct Suite<'a> {
     release_namespace: String,
     workload_namespace: String,
     policy_namespace: String,
+    second_namespace: String,
 }
 
 /// How a user reaches the cluster in the policy checks: a name and groups, impersonated with
@@ -163,15 +170,24 @@ impl Suite<'_> {
 
     fn helm_install_upgrade_uninstall(&self) -> Result<()> {
         let (release_ns, workload_ns) = (&self.release_namespace, &self.workload_namespace);
-        // A fresh cluster for the chart: the main suite installs the CRD without Helm.
-        self.kubectl(&[
-            "delete",
-            "crd",
-            CRD,
-            "--ignore-not-found",
-            "--wait=true",
-            "--timeout=120s",
-        ])?;
+        // A cluster without the chart's cluster-wide objects: the main suite installed the CRD
+        // and deploy/default's RBAC without Helm, which Helm would refuse to take over.
+        for (kind, name) in [
+            ("crd", CRD),
+            ("clusterrolebinding", RELEASE),
+            ("clusterrole", RELEASE),
+            ("validatingadmissionpolicybinding", POLICY),
+            ("validatingadmissionpolicy", POLICY),
+        ] {
+            self.kubectl(&[
+                "delete",
+                kind,
+                name,
+                "--ignore-not-found",
+                "--wait=true",
+                "--timeout=120s",
+            ])?;
+        }
         self.helm(&[
             "install",
             RELEASE,
@@ -283,7 +299,8 @@ impl Suite<'_> {
         );
         let binding = self.get(&[
             "validatingadmissionpolicybinding",
-            &format!("{RELEASE}-safety-overrides"),
+            // A namespaced release's cluster-scoped objects carry its namespace.
+            &format!("{RELEASE}-safety-overrides-{release_ns}"),
         ])?;
         ensure!(
             binding.pointer(
@@ -292,6 +309,24 @@ impl Suite<'_> {
             "the policy binding is not narrowed to {release_ns}: {}",
             binding["spec"]
         );
+        // A second namespaced release beside it: its cluster-wide objects carry its namespace.
+        self.helm(&[
+            "install",
+            RELEASE,
+            CHART,
+            "--namespace",
+            &self.second_namespace,
+            "--create-namespace",
+            "--set",
+            "scope=Namespace",
+            "--set",
+            "crds.install=false",
+            "--set",
+            "policy.enabled=true",
+        ])
+        .context("a second namespaced release cannot be installed beside the first")?;
+        self.helm(&["uninstall", RELEASE, "--namespace", &self.second_namespace])?;
+        eprintln!("ok a second namespaced release installs beside the first");
         let controller = self.start_from(&deployment, &kubeconfig, "helm-upgrade")?;
         self.apply(&pods_driver_agent(release_ns, "v1"))?;
         self.wait_phase(release_ns, "successful", Duration::from_secs(300))?;
@@ -344,6 +379,89 @@ impl Suite<'_> {
         self.get(&["daemonset", AGENT, "-n", workload_ns])
             .context("a DaemonSet is gone after helm uninstall")?;
         eprintln!("ok helm uninstall kept the CRD, the CanaryDaemonSets and their DaemonSets");
+        self.take_over_a_kustomize_install()
+    }
+
+    /// deploy/default applied with kustomize, then taken over by a Helm release as
+    /// docs/operations.md says ("From kustomize to Helm"): nothing is replaced, and the
+    /// Deployment keeps its ReplicaSet (no pod is restarted).
+    fn take_over_a_kustomize_install(&self) -> Result<()> {
+        let built = self.kubectl(&["kustomize", "deploy/default"])?;
+        let objects: Vec<Value> =
+            serde_saphyr::from_multiple(&built).context("kubectl kustomize printed no YAML")?;
+        for object in &objects {
+            self.apply(object)?;
+        }
+        self.cluster.wait_crd_established(CRD)?;
+        // What a takeover must keep: each object's UID (not replaced), and the Deployment's
+        // revision (its ReplicaSet: no pod replaced). Not the Deployment's generation, which
+        // any change of its annotations raises.
+        let identity = |kind: &str, name: &str| -> Result<(Value, Value)> {
+            let object = self.get(&[kind, name, "-n", KUSTOMIZE_NAMESPACE])?;
+            Ok((
+                object["metadata"]["uid"].clone(),
+                object["metadata"]["annotations"]["deployment.kubernetes.io/revision"].clone(),
+            ))
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while identity("deployment", RELEASE)?.1.is_null() {
+            ensure!(
+                Instant::now() < deadline,
+                "the kustomize Deployment has no revision after 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let watched = [
+            ("deployment", RELEASE),
+            ("crd", CRD),
+            ("clusterrole", RELEASE),
+            ("serviceaccount", RELEASE),
+        ];
+        let before: Vec<(Value, Value)> = watched
+            .iter()
+            .map(|(kind, name)| identity(kind, name))
+            .collect::<Result<_>>()?;
+        // As docs/operations.md says: every object of the build, the Namespace too.
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+        let release = format!("meta.helm.sh/release-name={RELEASE}");
+        let namespace = format!("meta.helm.sh/release-namespace={KUSTOMIZE_NAMESPACE}");
+        self.cluster.kubectl_with_input(
+            &[
+                "label",
+                "-f",
+                "-",
+                "--overwrite",
+                "app.kubernetes.io/managed-by=Helm",
+            ],
+            &list,
+        )?;
+        self.cluster.kubectl_with_input(
+            &["annotate", "-f", "-", "--overwrite", &release, &namespace],
+            &list,
+        )?;
+        // Helm 4 applies server-side: kubectl's apply owns the fields Helm sets to the same
+        // values, and the API server counts an atomic field it defaulted (a fieldRef's
+        // apiVersion) as different, so Helm must take them over.
+        self.helm(&[
+            "install",
+            RELEASE,
+            CHART,
+            "--namespace",
+            KUSTOMIZE_NAMESPACE,
+            "--force-conflicts",
+        ])
+        .context("helm install cannot take over deploy/default")?;
+        for ((kind, name), was) in watched.iter().zip(&before) {
+            let now = identity(kind, name)?;
+            ensure!(
+                now == *was,
+                "{kind} {name} was replaced by the takeover: (uid, revision) {was:?} -> {now:?}"
+            );
+        }
+        eprintln!(
+            "ok helm install took deploy/default over: nothing replaced, the Deployment on its first revision"
+        );
+        self.helm(&["uninstall", RELEASE, "--namespace", KUSTOMIZE_NAMESPACE])?;
         Ok(())
     }
 
@@ -678,10 +796,18 @@ impl Suite<'_> {
             &self.release_namespace,
             "--ignore-not-found",
         ]);
+        let _ = self.helm(&[
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            KUSTOMIZE_NAMESPACE,
+            "--ignore-not-found",
+        ]);
         for namespace in [
             &self.release_namespace,
             &self.workload_namespace,
             &self.policy_namespace,
+            &self.second_namespace,
         ] {
             let _ = self.kubectl(&[
                 "delete",
