@@ -146,6 +146,14 @@ pub(super) const REFUSED: &[(&[&str], &str)] = &[
         "allowedGroups",
     ),
     (&["replicas=2"], "replicas"),
+    (
+        &["mode=observe-kubevirt", "policy.enabled=true"],
+        "policy.enabled needs mode=controller",
+    ),
+    (
+        &["mode=observe-kubevirt", "scope=Namespace"],
+        "scope=Namespace needs mode=controller",
+    ),
 ];
 
 /// Labels that say who installed an object (kustomize's `labels:` or Helm's release), not what
