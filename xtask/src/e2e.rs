@@ -4,15 +4,19 @@
 //! count), install the CanaryDaemonSet CRD as a user does (`daemonset-canary crd | kubectl apply
 //! -f -`) and the controller's ServiceAccount and RBAC from deploy/, start the real
 //! `daemonset-canary run --kubeconfig --leader-election` binary with that ServiceAccount's token,
-//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
-//! is from the environment variables named below.
+//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. Then the
+//! KubeVirt suite: the cluster resized to [`KUBEVIRT_NODES`], KubeVirt's real virt-operator
+//! installed (`cargo xtask kubevirt up`), and `crates/daemonset-canary/tests/e2e_kubevirt.rs`
+//! run against it and the same controller. The tests read where everything is from the
+//! environment variables named below.
 //!
-//! Invariants: what this command started (the controller, and the cluster unless it was running
-//! already) is stopped when it ends, passed or failed; the suite fails, never skips, when the
-//! cluster is not reachable.
+//! Invariants: what this command started (the controller, KubeVirt, and the cluster unless it
+//! was running already) is stopped when it ends, passed or failed; the suite fails, never skips,
+//! when the cluster is not reachable.
 
 use crate::cargo;
 use crate::cluster::{self, Layout, UpArgs};
+use crate::kubevirt;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
@@ -22,8 +26,16 @@ use std::time::{Duration, Instant};
 
 /// Nodes of the e2e cluster: the README's demo size.
 pub const NODES: u32 = 50;
+/// Nodes of the KubeVirt suite (issue 49: virt-operator's upgrade of virt-handler on 20 nodes).
+pub const KUBEVIRT_NODES: u32 = 20;
 /// The test target of the suite.
 const TEST_TARGET: &str = "e2e";
+/// The test target of the KubeVirt suite.
+const KUBEVIRT_TEST_TARGET: &str = "e2e_kubevirt";
+/// The API server's audit log (the KubeVirt suite reads virt-operator's writes and ours there).
+const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
+/// virt-operator's log (the KubeVirt suite quotes it when it fails).
+const ENV_OPERATOR_LOG: &str = "DAEMONSET_CANARY_E2E_VIRT_OPERATOR_LOG";
 /// The kubeconfig of the cluster under test (the tests fail when it is set and unreachable).
 const ENV_KUBECONFIG: &str = "DAEMONSET_CANARY_E2E_KUBECONFIG";
 /// `host:port` of the controller's metrics and health server.
@@ -51,9 +63,25 @@ pub struct E2eArgs {
     /// stop it with `cargo xtask cluster down`).
     #[arg(long)]
     keep_cluster: bool,
-    /// Run only the tests whose names contain this filter (passed to the test binary).
+    /// Run only the tests whose names contain this filter (passed to the test binaries).
     #[arg(long)]
     filter: Option<String>,
+    /// Which suites: `all` (default), `main` (tests/e2e.rs) or `kubevirt` (tests/e2e_kubevirt.rs,
+    /// with KubeVirt's virt-operator).
+    #[arg(long, value_enum, default_value_t = Suite::All)]
+    suite: Suite,
+}
+
+/// The suites of `cargo xtask e2e`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Suite {
+    /// Both, main first.
+    #[default]
+    All,
+    /// tests/e2e.rs on 50 nodes.
+    Main,
+    /// tests/e2e_kubevirt.rs on 20 nodes with KubeVirt installed.
+    Kubevirt,
 }
 
 /// Kills the controller when dropped (also on an error path).
@@ -79,7 +107,13 @@ impl Drop for Controller {
 /// Runs the suite.
 pub fn run(args: &E2eArgs) -> Result<()> {
     let layout = Layout::new()?;
-    let cluster = cluster::up(&layout, &UpArgs::with_nodes(NODES))?;
+    // The KubeVirt suite alone starts at its own size: no 50 nodes to remove again.
+    let nodes = if args.suite == Suite::Kubevirt {
+        KUBEVIRT_NODES
+    } else {
+        NODES
+    };
+    let cluster = cluster::up(&layout, &UpArgs::with_nodes(nodes))?;
     let result = run_on(&layout, &cluster, args);
     if cluster.started
         && !args.keep_cluster
@@ -120,18 +154,58 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
          (deploy/rbac), metrics 127.0.0.1:{metrics_port}, log {}",
         log.display()
     );
-    let mut test = Command::new(&cargo);
+    let env = TestEnv {
+        kubeconfig: cluster.kubeconfig.clone(),
+        metrics: format!("127.0.0.1:{metrics_port}"),
+        controller_log: log.clone(),
+        kubectl: cluster.kubectl.clone(),
+    };
+    let mut failed = Vec::new();
+    if args.suite != Suite::Kubevirt && !run_tests(TEST_TARGET, args, &env, &[])? {
+        failed.push("the main suite (tests/e2e.rs)");
+    }
+    if args.suite != Suite::Main && !run_kubevirt_suite(layout, args, &env)? {
+        failed.push("the KubeVirt suite (tests/e2e_kubevirt.rs)");
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} failed; the controller's log is {}, the cluster's logs (virt-operator's too) are in {}",
+            failed.join(" and "),
+            log.display(),
+            layout.logs().display()
+        );
+    }
+    Ok(())
+}
+
+/// Where the tests find the cluster and the controller.
+struct TestEnv {
+    kubeconfig: PathBuf,
+    metrics: String,
+    controller_log: PathBuf,
+    kubectl: PathBuf,
+}
+
+/// `cargo test -p daemonset-canary --test <target> -- --ignored` with the suite's environment;
+/// whether it passed.
+fn run_tests(
+    target: &str,
+    args: &E2eArgs,
+    env: &TestEnv,
+    extra_env: &[(&str, PathBuf)],
+) -> Result<bool> {
+    let mut test = Command::new(cargo());
     test.args([
         "test",
         "--locked",
         "-p",
         "daemonset-canary",
         "--test",
-        TEST_TARGET,
+        target,
         "--",
         "--ignored",
         // One scenario at a time: each reads its own increase of the controller's global
-        // counters (tests/e2e.rs).
+        // counters (tests/e2e.rs), and the KubeVirt scenarios share virt-handler.
         "--test-threads=1",
         // Each scenario prints its figures (makespan, phases); show them in CI's log.
         "--nocapture",
@@ -139,21 +213,44 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
     if let Some(filter) = &args.filter {
         test.arg(filter);
     }
-    let status = test
-        .env(ENV_KUBECONFIG, &cluster.kubeconfig)
-        .env(ENV_METRICS, format!("127.0.0.1:{metrics_port}"))
-        .env(ENV_CONTROLLER_LOG, &log)
-        .env(ENV_KUBECTL, &cluster.kubectl)
-        .status()
-        .context("cannot run cargo test")?;
-    if !status.success() {
-        bail!(
-            "the e2e suite failed; the controller's log is {}, the cluster's logs are in {}",
-            log.display(),
-            layout.logs().display()
-        );
+    test.env(ENV_KUBECONFIG, &env.kubeconfig)
+        .env(ENV_METRICS, &env.metrics)
+        .env(ENV_CONTROLLER_LOG, &env.controller_log)
+        .env(ENV_KUBECTL, &env.kubectl);
+    for (name, value) in extra_env {
+        test.env(name, value);
     }
-    Ok(())
+    let status = test.status().context("cannot run cargo test")?;
+    Ok(status.success())
+}
+
+/// The KubeVirt suite: the cluster at [`KUBEVIRT_NODES`] nodes, KubeVirt installed, the tests,
+/// KubeVirt uninstalled and stopped (unless `--keep-cluster`).
+fn run_kubevirt_suite(layout: &Layout, args: &E2eArgs, env: &TestEnv) -> Result<bool> {
+    let started = Instant::now();
+    let cluster = cluster::up(layout, &UpArgs::with_nodes(KUBEVIRT_NODES))?;
+    let installed = kubevirt::up(layout, &cluster, &kubevirt::UpArgs { timeout: 600 });
+    let result = installed.and_then(|kubevirt| {
+        eprintln!(
+            "==> e2e: KubeVirt ready for the suite after {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        run_tests(
+            KUBEVIRT_TEST_TARGET,
+            args,
+            env,
+            &[
+                (ENV_AUDIT_LOG, layout.audit_log()),
+                (ENV_OPERATOR_LOG, kubevirt.operator_log),
+            ],
+        )
+    });
+    if !args.keep_cluster
+        && let Err(error) = kubevirt::down(layout)
+    {
+        eprintln!("error: stopping KubeVirt: {error:#}");
+    }
+    result
 }
 
 /// `daemonset-canary crd | kubectl apply --server-side -f -`, then waits until it is served.

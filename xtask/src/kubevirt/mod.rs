@@ -192,10 +192,15 @@ pub fn up(layout: &Layout, cluster: &Cluster, args: &UpArgs) -> Result<KubeVirt>
         Duration::from_secs(args.timeout),
         "KubeVirt to be Deployed",
     )?;
+    let deployed = kubevirt_object(cluster)?;
     eprintln!(
-        "==> kubevirt: KubeVirt {} Deployed in {:.0} s (virt-operator log {})",
-        build::VERSION,
+        "==> kubevirt: KubeVirt Deployed at {} in {:.0} s (virt-operator {}, log {})",
+        deployed
+            .pointer("/status/observedKubeVirtVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("?"),
         started_at.elapsed().as_secs_f64(),
+        build::VERSION,
         operator.log.display()
     );
     Ok(KubeVirt {
