@@ -329,7 +329,9 @@ pub fn down(layout: &Layout) -> Result<()> {
 }
 
 fn stop_all(layout: &Layout) -> Result<Vec<&'static str>> {
-    let mut stopped = Vec::new();
+    // KubeVirt's virt-operator and its Job runner first (`cargo xtask kubevirt`): they would
+    // outlive the API server.
+    let mut stopped = crate::kubevirt::stop_processes(layout)?;
     for name in COMPONENTS.iter().rev() {
         if layout
             .component(name)

@@ -515,6 +515,21 @@ fn status(layout: &Layout, cluster: &Cluster) -> Result<()> {
     Ok(())
 }
 
+/// Stops the Job runner and virt-operator, if they run (`cluster down` calls this first: they
+/// would outlive the API server otherwise); returns the names of those it stopped.
+pub fn stop_processes(layout: &Layout) -> Result<Vec<&'static str>> {
+    let mut stopped = Vec::new();
+    for component in [job_runner(layout), operator(layout)] {
+        if component
+            .stop(Duration::from_secs(15))
+            .with_context(|| format!("cannot stop {}", component.name))?
+        {
+            stopped.push(component.name);
+        }
+    }
+    Ok(stopped)
+}
+
 /// `kubevirt down`: uninstalls KubeVirt through virt-operator (so the aggregated API and the
 /// webhooks go too), then stops virt-operator and the Job runner. Nothing to do when nothing
 /// runs.
@@ -536,15 +551,7 @@ pub fn down(layout: &Layout) -> Result<()> {
             eprintln!("==> kubevirt: the uninstall did not finish: {error:#}");
         }
     }
-    let mut stopped = Vec::new();
-    for component in [job_runner(layout), operator] {
-        if component
-            .stop(Duration::from_secs(15))
-            .with_context(|| format!("cannot stop {}", component.name))?
-        {
-            stopped.push(component.name);
-        }
-    }
+    let stopped = stop_processes(layout)?;
     if stopped.is_empty() {
         eprintln!("==> kubevirt: nothing was running");
     } else {
