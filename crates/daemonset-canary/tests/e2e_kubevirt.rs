@@ -581,9 +581,10 @@ fn first_at(transitions: &[(f64, String)], phase: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {phase} in {transitions:?}"))
 }
 
-/// Clock slack between the audit log's timestamps and the observer's (same machine clock; the
-/// API server stamps a write when it finishes it, the observer a phase when its watch delivers).
-const SLACK: f64 = 0.5;
+/// Slack between the audit log's timestamps and the observer's: the same machine clock, but the
+/// API server stamps a write when it finishes it and the observer a phase when its watch
+/// delivers the change, which on a loaded 2-core machine takes up to a second or so.
+const SLACK: f64 = 2.0;
 
 /// A DaemonSet write as the differential compares it: what was written, with the
 /// `kubevirt.io/generation` annotation read against the object that drives the writer (the
