@@ -36,6 +36,8 @@
 
 mod support;
 
+use support::max_unavailable;
+
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::kubevirt::kubevirt_api_resource;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -182,20 +184,31 @@ impl Kv {
         format!("{MINOR}{}{suffix}", highest + 1)
     }
 
+    /// KubeVirt's phase, observed version and target version.
+    async fn phase_and_versions(&self) -> (Option<String>, Option<String>, Option<String>) {
+        let kv = self.kubevirt().await;
+        let field = |pointer: &str| {
+            kv.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        (
+            field("/status/phase"),
+            field("/status/observedKubeVirtVersion"),
+            field("/status/targetKubeVirtVersion"),
+        )
+    }
+
     /// Waits until KubeVirt is Deployed at `version` (or at whatever it targets when `None`).
     async fn wait_deployed(&self, version: Option<&str>) {
         let deadline = Instant::now() + ROLLOUT_TIMEOUT;
         loop {
-            let kv = self.kubevirt().await;
-            let phase = kv.pointer("/status/phase").and_then(Value::as_str);
-            let observed = kv
-                .pointer("/status/observedKubeVirtVersion")
-                .and_then(Value::as_str);
-            let target = kv
-                .pointer("/status/targetKubeVirtVersion")
-                .and_then(Value::as_str);
-            let wanted = version.or(target);
-            if phase == Some("Deployed") && observed.is_some() && observed == wanted {
+            let (phase, observed, target) = self.phase_and_versions().await;
+            let wanted = version.or(target.as_deref());
+            if phase.as_deref() == Some("Deployed")
+                && observed.is_some()
+                && observed.as_deref() == wanted
+            {
                 return;
             }
             assert!(
@@ -210,15 +223,8 @@ impl Kv {
     /// Leaves KubeVirt Deployed, at rest: when an earlier test left a failed canary (virt-operator
     /// never rolls back) or an unfinished upgrade, moves it to a new healthy version first.
     async fn settle(&self) {
-        let kv = self.kubevirt().await;
-        let phase = kv.pointer("/status/phase").and_then(Value::as_str);
-        let observed = kv
-            .pointer("/status/observedKubeVirtVersion")
-            .and_then(Value::as_str);
-        let target = kv
-            .pointer("/status/targetKubeVirtVersion")
-            .and_then(Value::as_str);
-        if phase != Some("Deployed") || observed != target {
+        let (phase, observed, target) = self.phase_and_versions().await;
+        if phase.as_deref() != Some("Deployed") || observed != target {
             let version = self.next_version("").await;
             eprintln!(
                 "settling KubeVirt (phase {phase:?}, observed {observed:?}, target {target:?}): upgrading to {version}"
@@ -251,16 +257,22 @@ impl Kv {
         tail(&self.operator_log, 30)
     }
 
-    /// The DaemonSet writes of `user` on `namespace/name` that completed at or after `since`,
-    /// successful ones only, in the order the API server finished them.
-    fn writes(&self, user: &str, namespace: &str, name: &str, since: f64) -> Vec<Write> {
+    /// The audit events of the DaemonSet writes (create, update, patch) of `user` on
+    /// `namespace/name` that completed at or after `since`, in the order they completed.
+    fn write_events(&self, user: &str, namespace: &str, name: &str, since: f64) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_else(|e| {
             panic!(
                 "cannot read the audit log {}: {e}",
                 self.audit_log.display()
             )
         });
-        let mut writes: Vec<Write> = text
+        let finished = |event: &Value| {
+            event["stageTimestamp"]
+                .as_str()
+                .and_then(parse_time)
+                .unwrap_or_default()
+        };
+        let mut events: Vec<Value> = text
             .lines()
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
             .filter(|event| {
@@ -273,40 +285,28 @@ impl Kv {
                     && ["create", "update", "patch"]
                         .iter()
                         .any(|v| event["verb"] == *v)
-                    && event["responseStatus"]["code"]
-                        .as_i64()
-                        .is_some_and(|c| (200..300).contains(&c))
+                    && finished(event) >= since
             })
-            .map(|event| Write::from_audit(&event))
-            .filter(|write| write.at >= since)
             .collect();
-        writes.sort_by(|a, b| a.at.total_cmp(&b.at));
-        writes
+        events.sort_by(|a, b| finished(a).total_cmp(&finished(b)));
+        events
     }
 
-    /// Every failed DaemonSet write of `user` on virt-handler since `since` (a stale cache's
-    /// rejected JSON-patch test, for instance), for the failure messages and the report.
+    /// The successful DaemonSet writes of `user` on `namespace/name` since `since`.
+    fn writes(&self, user: &str, namespace: &str, name: &str, since: f64) -> Vec<Write> {
+        self.write_events(user, namespace, name, since)
+            .iter()
+            .filter(|event| succeeded(event))
+            .map(Write::from_audit)
+            .collect()
+    }
+
+    /// The failed ones (a stale cache's rejected JSON-patch test, for instance), for the
+    /// report.
     fn rejected_writes(&self, user: &str, namespace: &str, name: &str, since: f64) -> Vec<String> {
-        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|event| {
-                event["user"]["username"] == user
-                    && event["stage"] == "ResponseComplete"
-                    && event["objectRef"]["resource"] == "daemonsets"
-                    && event["objectRef"]["namespace"] == namespace
-                    && event["objectRef"]["name"] == name
-                    && ["create", "update", "patch"]
-                        .iter()
-                        .any(|v| event["verb"] == *v)
-                    && !event["responseStatus"]["code"]
-                        .as_i64()
-                        .is_some_and(|c| (200..300).contains(&c))
-                    && event["stageTimestamp"]
-                        .as_str()
-                        .and_then(parse_time)
-                        .is_some_and(|t| t >= since)
-            })
+        self.write_events(user, namespace, name, since)
+            .iter()
+            .filter(|event| !succeeded(event))
             .map(|event| {
                 format!(
                     "{} {} {}",
@@ -322,6 +322,13 @@ impl Kv {
             })
             .collect()
     }
+}
+
+/// Whether an audit event's request succeeded (a 2xx code).
+fn succeeded(event: &Value) -> bool {
+    event["responseStatus"]["code"]
+        .as_i64()
+        .is_some_and(|c| (200..300).contains(&c))
 }
 
 /// One successful DaemonSet write, as the API server's response showed the object after it.
@@ -396,22 +403,6 @@ impl Write {
             template: object["spec"]["template"].clone(),
             update_strategy: object["spec"]["updateStrategy"].clone(),
         }
-    }
-}
-
-/// The DaemonSet's `maxUnavailable` as written (`1`, `10%`), `unset` without one.
-fn max_unavailable(ds: &DaemonSet) -> String {
-    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    match ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.rolling_update.as_ref())
-        .and_then(|r| r.max_unavailable.clone())
-    {
-        Some(IntOrString::Int(n)) => n.to_string(),
-        Some(IntOrString::String(s)) => s,
-        None => "unset".to_owned(),
     }
 }
 
@@ -1124,6 +1115,25 @@ fn assert_writes_carry_the_target(run: &Run) {
     }
 }
 
+/// The differential: daemonset-canary's writes equal virt-operator's, and both ended in
+/// `outcome` (`successful` is KubeVirt `Deployed` at the version), `Degraded` or not.
+fn assert_matched(kv: &Kv, run: &Run, outcome: &str, degraded: bool) {
+    assert_eq!(
+        run.ours,
+        run.operator,
+        "daemonset-canary's writes differ from virt-operator's\n{}",
+        tail(&kv.controller_log, 30)
+    );
+    assert_eq!(
+        (run.operator_outcome.as_str(), run.our_outcome.as_str()),
+        (outcome, outcome)
+    );
+    assert_eq!(
+        (run.operator_degraded, run.our_degraded),
+        (degraded, degraded)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster with KubeVirt: run with `cargo xtask e2e`"]
 async fn healthy_upgrade_is_observed_and_matched_by_daemonset_canary() {
@@ -1187,16 +1197,7 @@ async fn healthy_upgrade_is_observed_and_matched_by_daemonset_canary() {
     //    rollout of the same shape: both at 10% from the canary to the end take about as long
     //    (the same DaemonSet controller, the same KWOK nodes; from rest, not from pods that
     //    never became available).
-    assert_eq!(
-        run.ours,
-        run.operator,
-        "daemonset-canary's writes differ from virt-operator's\n{}",
-        tail(&kv.controller_log, 30)
-    );
-    assert_eq!(
-        (run.operator_outcome.as_str(), run.our_outcome.as_str()),
-        ("successful", "successful")
-    );
+    assert_matched(&kv, &run, "successful", false);
     let wide = |writes: &[Write]| writes[2].at - writes[1].at;
     let (theirs, mine) = (wide(&run.operator_writes), wide(&run.our_writes));
     eprintln!("at 10%: virt-operator {theirs:.1} s, daemonset-canary {mine:.1} s");
@@ -1206,7 +1207,6 @@ async fn healthy_upgrade_is_observed_and_matched_by_daemonset_canary() {
     );
     assert!(run.operator_events.is_empty(), "{:?}", run.operator_events);
     assert!(run.our_events.is_empty(), "{:?}", run.our_events);
-    assert_eq!((run.operator_degraded, run.our_degraded), (false, false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1302,17 +1302,7 @@ async fn release_that_crash_loops_is_observed_and_matched_by_daemonset_canary() 
     // 2. The same upgrade by daemonset-canary: the same single write, the same failure, the
     //    same Warning with virt-operator's message. virt-operator records it on the DaemonSet,
     //    daemonset-canary on the CanaryDaemonSet, the object its user owns (docs/kubevirt.md).
-    assert_eq!(
-        run.ours,
-        run.operator,
-        "daemonset-canary's writes differ from virt-operator's\n{}",
-        tail(&kv.controller_log, 30)
-    );
-    assert_eq!(
-        (run.operator_outcome.as_str(), run.our_outcome.as_str()),
-        ("failed", "failed")
-    );
-    assert_eq!((run.operator_degraded, run.our_degraded), (true, true));
+    assert_matched(&kv, &run, "failed", true);
     let message = "daemonSet virt-handler rollout failed";
     assert!(
         run.operator_events
