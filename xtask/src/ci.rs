@@ -29,7 +29,7 @@ struct Step {
 const STEPS: &[Step] = &[
     Step {
         name: "tools",
-        what: "external tools the tests need",
+        what: "external tools the tests need (kubectl and the control plane, virt-operator)",
         run: tools_step,
     },
     Step {
@@ -76,7 +76,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "e2e",
-        what: "end-to-end suites on a real control plane with 50 KWOK nodes (cargo xtask e2e): the main one, then the deploy suite (the Helm chart installed, upgraded and taken over from kustomize with real Helm; deploy/policy)",
+        what: "end-to-end suites on a real control plane (cargo xtask e2e): the main one on 50 KWOK nodes, KubeVirt's real virt-operator on 20, then the deploy suite (the Helm chart installed, upgraded and taken over from kustomize with real Helm; deploy/policy)",
         run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
     },
     Step {
@@ -177,7 +177,10 @@ fn print_summary(outcomes: &[(&Step, Outcome)]) {
 }
 
 fn tools_step(_sh: &Shell) -> Result<()> {
-    tools::ensure_all()
+    tools::ensure_all()?;
+    // virt-operator for the e2e step's KubeVirt suite (cached like the control plane), built
+    // here so that the e2e step's time is the tests'.
+    crate::kubevirt::ensure_built(&crate::cluster::Layout::new()?)
 }
 
 /// Licences, banned crates and sources of the dependency graph, as deny.toml says. Not

@@ -4,18 +4,22 @@
 //! count), install the CanaryDaemonSet CRD as a user does (`daemonset-canary crd | kubectl apply
 //! -f -`) and the controller's ServiceAccount and RBAC from deploy/, start the real
 //! `daemonset-canary run --kubeconfig --leader-election` binary with that ServiceAccount's token,
-//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
-//! is from the environment variables named below. Then, with that controller stopped, the
-//! deploy suite ([`crate::e2e_deploy`]): the Helm chart installed and upgraded with real Helm,
-//! the controller run as the chart's Deployment says, and the admission policy of
-//! deploy/policy. `--suite` picks one of the two.
+//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. Then the
+//! KubeVirt suite: the cluster resized to [`KUBEVIRT_NODES`], KubeVirt's real virt-operator
+//! installed (`cargo xtask kubevirt up`), and `crates/daemonset-canary/tests/e2e_kubevirt.rs`
+//! run against it and the same controller. The tests read where everything is from the
+//! environment variables named below. Then, with that controller stopped, the deploy suite
+//! ([`crate::e2e_deploy`]): the Helm chart installed and upgraded with real Helm, the
+//! controller run as the chart's Deployment says, and the admission policy of deploy/policy.
+//! `--suite` picks one of them.
 //!
-//! Invariants: what this command started (the controller, and the cluster unless it was running
-//! already) is stopped when it ends, passed or failed; the suite fails, never skips, when the
-//! cluster is not reachable.
+//! Invariants: what this command started (the controller, KubeVirt, and the cluster unless it
+//! was running already) is stopped when it ends, passed or failed; the suite fails, never skips,
+//! when the cluster is not reachable.
 
 use crate::cargo;
 use crate::cluster::{self, Layout, UpArgs};
+use crate::kubevirt;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
@@ -25,10 +29,18 @@ use std::time::{Duration, Instant};
 
 /// Nodes of the e2e cluster: the README's demo size.
 pub const NODES: u32 = 50;
+/// Nodes of the KubeVirt suite (issue 49: virt-operator's upgrade of virt-handler on 20 nodes).
+pub const KUBEVIRT_NODES: u32 = 20;
 /// Nodes when only the deploy suite runs: a few rollouts of a few pods each.
 const DEPLOY_SUITE_NODES: u32 = 5;
 /// The test target of the suite.
 const TEST_TARGET: &str = "e2e";
+/// The test target of the KubeVirt suite.
+const KUBEVIRT_TEST_TARGET: &str = "e2e_kubevirt";
+/// The API server's audit log (the KubeVirt suite reads virt-operator's writes and ours there).
+const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
+/// virt-operator's log (the KubeVirt suite quotes it when it fails).
+const ENV_OPERATOR_LOG: &str = "DAEMONSET_CANARY_E2E_VIRT_OPERATOR_LOG";
 /// The kubeconfig of the cluster under test (the tests fail when it is set and unreachable).
 const ENV_KUBECONFIG: &str = "DAEMONSET_CANARY_E2E_KUBECONFIG";
 /// `host:port` of the controller's metrics and health server.
@@ -56,24 +68,25 @@ pub struct E2eArgs {
     /// stop it with `cargo xtask cluster down`).
     #[arg(long)]
     keep_cluster: bool,
-    /// Run only the tests whose names contain this filter (passed to the test binary; the
-    /// main suite only).
+    /// Run only the tests whose names contain this filter (passed to the test binaries).
     #[arg(long)]
     filter: Option<String>,
-    /// Which suite: `main` (tests/e2e.rs with the controller as deploy/default installs it),
-    /// `deploy` (the Helm chart and the admission policy), or `all`.
+    /// Which suites: `all` (default), `main` (tests/e2e.rs), `kubevirt` (tests/e2e_kubevirt.rs,
+    /// with KubeVirt's virt-operator) or `deploy` (the Helm chart and the admission policy).
     #[arg(long, value_enum, default_value_t = Suite::All)]
     suite: Suite,
 }
 
 /// The suites of `cargo xtask e2e`.
-#[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq, Debug)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Suite {
-    /// Both, the main suite first.
+    /// Every suite: main, KubeVirt, deploy.
     #[default]
     All,
-    /// crates/daemonset-canary/tests/e2e.rs.
+    /// tests/e2e.rs on 50 nodes.
     Main,
+    /// tests/e2e_kubevirt.rs on 20 nodes with KubeVirt installed.
+    Kubevirt,
     /// The Helm chart and deploy/policy ([`crate::e2e_deploy`]).
     Deploy,
 }
@@ -101,10 +114,11 @@ impl Drop for Controller {
 /// Runs the suite.
 pub fn run(args: &E2eArgs) -> Result<()> {
     let layout = Layout::new()?;
-    let nodes = if args.suite == Suite::Deploy {
-        DEPLOY_SUITE_NODES
-    } else {
-        NODES
+    // A suite run alone starts at its own size: no 50 nodes to remove again.
+    let nodes = match args.suite {
+        Suite::Kubevirt => KUBEVIRT_NODES,
+        Suite::Deploy => DEPLOY_SUITE_NODES,
+        Suite::All | Suite::Main => NODES,
     };
     let cluster = cluster::up(&layout, &UpArgs::with_nodes(nodes))?;
     let result = run_on(&layout, &cluster, args);
@@ -137,15 +151,13 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
     let binary = crate::tools::target_dir()?
         .join("debug")
         .join("daemonset-canary");
-    let main = if args.suite == Suite::Deploy {
-        Ok(())
+    let mut failed = if args.suite == Suite::Deploy {
+        Vec::new()
     } else {
-        run_main_suite(layout, cluster, args, &binary)
+        run_controller_suites(layout, cluster, args, &binary)?
     };
-    // The deploy suite runs even after a failed main suite, so that one report has both.
-    let deploy = if args.suite == Suite::Main {
-        Ok(())
-    } else {
+    // The deploy suite runs even after a failed suite before it, so that one report has all.
+    if matches!(args.suite, Suite::All | Suite::Deploy) {
         let started = Instant::now();
         let result = crate::e2e_deploy::run(layout, cluster, &binary);
         eprintln!(
@@ -153,27 +165,29 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
             if result.is_ok() { "passed" } else { "FAILED" },
             started.elapsed().as_secs_f64()
         );
-        result
-    };
-    match (main, deploy) {
-        (Ok(()), Ok(())) => Ok(()),
-        (Err(error), Ok(())) | (Ok(()), Err(error)) => Err(error),
-        (Err(main), Err(deploy)) => bail!(
-            "{main:#}
-and the deploy suite: {deploy:#}"
-        ),
+        if let Err(error) = result {
+            failed.push(format!("the deploy suite ({error:#})"));
+        }
     }
+    if !failed.is_empty() {
+        bail!(
+            "{} failed; the cluster's logs (the controller's and virt-operator's too) are in {}",
+            failed.join(" and "),
+            layout.logs().display()
+        );
+    }
+    Ok(())
 }
 
-/// The main suite: the CRD, the controller as deploy/default installs it, tests/e2e.rs.
-fn run_main_suite(
+/// The suites that run against one controller as deploy/default installs it: the main suite
+/// (tests/e2e.rs) and the KubeVirt suite, as `--suite` asks. Returns the suites that failed;
+/// the controller is stopped when it returns.
+fn run_controller_suites(
     layout: &Layout,
     cluster: &cluster::Cluster,
     args: &E2eArgs,
     binary: &Path,
-) -> Result<()> {
-    let cargo = cargo();
-    let started = Instant::now();
+) -> Result<Vec<String>> {
     install_crd(cluster, binary)?;
     let identity = controller_identity(layout, cluster)?;
     let metrics_port = cluster::free_port()?;
@@ -184,18 +198,67 @@ fn run_main_suite(
          (deploy/rbac), metrics 127.0.0.1:{metrics_port}, log {}",
         log.display()
     );
-    let mut test = Command::new(&cargo);
+    let env = TestEnv {
+        kubeconfig: cluster.kubeconfig.clone(),
+        metrics: format!("127.0.0.1:{metrics_port}"),
+        controller_log: log.clone(),
+        kubectl: cluster.kubectl.clone(),
+    };
+    let mut failed = Vec::new();
+    if matches!(args.suite, Suite::All | Suite::Main) {
+        let started = Instant::now();
+        let passed = run_tests(TEST_TARGET, args, &env, &[])?;
+        eprintln!(
+            "==> e2e: main suite {} in {:.0} s",
+            if passed { "passed" } else { "FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+        if !passed {
+            failed.push(format!(
+                "the main suite (tests/e2e.rs; the controller's log is {})",
+                log.display()
+            ));
+        }
+    }
+    if matches!(args.suite, Suite::All | Suite::Kubevirt)
+        && !run_kubevirt_suite(layout, args, &env)?
+    {
+        failed.push(format!(
+            "the KubeVirt suite (tests/e2e_kubevirt.rs; the controller's log is {})",
+            log.display()
+        ));
+    }
+    Ok(failed)
+}
+
+/// Where the tests find the cluster and the controller.
+struct TestEnv {
+    kubeconfig: PathBuf,
+    metrics: String,
+    controller_log: PathBuf,
+    kubectl: PathBuf,
+}
+
+/// `cargo test -p daemonset-canary --test <target> -- --ignored` with the suite's environment;
+/// whether it passed.
+fn run_tests(
+    target: &str,
+    args: &E2eArgs,
+    env: &TestEnv,
+    extra_env: &[(&str, PathBuf)],
+) -> Result<bool> {
+    let mut test = Command::new(cargo());
     test.args([
         "test",
         "--locked",
         "-p",
         "daemonset-canary",
         "--test",
-        TEST_TARGET,
+        target,
         "--",
         "--ignored",
         // One scenario at a time: each reads its own increase of the controller's global
-        // counters (tests/e2e.rs).
+        // counters (tests/e2e.rs), and the KubeVirt scenarios share virt-handler.
         "--test-threads=1",
         // Each scenario prints its figures (makespan, phases); show them in CI's log.
         "--nocapture",
@@ -203,25 +266,44 @@ fn run_main_suite(
     if let Some(filter) = &args.filter {
         test.arg(filter);
     }
-    let status = test
-        .env(ENV_KUBECONFIG, &cluster.kubeconfig)
-        .env(ENV_METRICS, format!("127.0.0.1:{metrics_port}"))
-        .env(ENV_CONTROLLER_LOG, &log)
-        .env(ENV_KUBECTL, &cluster.kubectl)
-        .status()
-        .context("cannot run cargo test")?;
-    if !status.success() {
-        bail!(
-            "the e2e suite failed; the controller's log is {}, the cluster's logs are in {}",
-            log.display(),
-            layout.logs().display()
-        );
+    test.env(ENV_KUBECONFIG, &env.kubeconfig)
+        .env(ENV_METRICS, &env.metrics)
+        .env(ENV_CONTROLLER_LOG, &env.controller_log)
+        .env(ENV_KUBECTL, &env.kubectl);
+    for (name, value) in extra_env {
+        test.env(name, value);
     }
-    eprintln!(
-        "==> e2e: main suite passed in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(())
+    let status = test.status().context("cannot run cargo test")?;
+    Ok(status.success())
+}
+
+/// The KubeVirt suite: the cluster at [`KUBEVIRT_NODES`] nodes, KubeVirt installed, the tests,
+/// KubeVirt uninstalled and stopped (unless `--keep-cluster`).
+fn run_kubevirt_suite(layout: &Layout, args: &E2eArgs, env: &TestEnv) -> Result<bool> {
+    let started = Instant::now();
+    let cluster = cluster::up(layout, &UpArgs::with_nodes(KUBEVIRT_NODES))?;
+    let installed = kubevirt::up(layout, &cluster, &kubevirt::UpArgs { timeout: 600 });
+    let result = installed.and_then(|kubevirt| {
+        eprintln!(
+            "==> e2e: KubeVirt ready for the suite after {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        run_tests(
+            KUBEVIRT_TEST_TARGET,
+            args,
+            env,
+            &[
+                (ENV_AUDIT_LOG, layout.audit_log()),
+                (ENV_OPERATOR_LOG, kubevirt.operator_log),
+            ],
+        )
+    });
+    if !args.keep_cluster
+        && let Err(error) = kubevirt::down(layout)
+    {
+        eprintln!("error: stopping KubeVirt: {error:#}");
+    }
+    result
 }
 
 /// `daemonset-canary crd | kubectl apply --server-side -f -`, then waits until it is served.

@@ -22,6 +22,8 @@
 
 mod support;
 
+use support::max_unavailable;
+
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::demo::scenario::{NAME, manifest};
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -356,20 +358,6 @@ fn image_and_ready(pod: &Pod) -> (String, bool) {
                 .any(|c| c.type_ == "Ready" && c.status == "True")
         });
     (image, ready)
-}
-
-fn max_unavailable(ds: &DaemonSet) -> String {
-    let value = ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.rolling_update.as_ref())
-        .and_then(|r| r.max_unavailable.clone());
-    match value {
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => n.to_string(),
-        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s,
-        None => "unset".to_owned(),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

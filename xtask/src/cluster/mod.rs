@@ -16,16 +16,15 @@
 //! error that names `cluster down`; `down` stops every component whose pid file names a live
 //! process of ours, in reverse start order, and removes etcd's data.
 
-mod build;
+pub(crate) mod build;
 mod dry_run;
 mod pki;
 mod process;
 
 pub use dry_run::server_dry_run_deploy;
-pub use process::{free_port, http_get};
+pub use process::{Component, free_port, http_get};
 
 use anyhow::{Context, Result, bail};
-use process::Component;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -167,7 +166,18 @@ impl Layout {
         &self.run
     }
 
-    fn component(&self, name: &'static str) -> Component {
+    /// The directory of the generated Go modules.
+    pub fn src(&self) -> &Path {
+        &self.src
+    }
+
+    /// The API server's audit policy (written at `up`).
+    pub fn audit_policy(&self) -> PathBuf {
+        self.run.join("audit-policy.yaml")
+    }
+
+    /// The component `name`: its binary in `bin/`, pid file in `run/`, log in `logs/`.
+    pub fn component(&self, name: &'static str) -> Component {
         Component {
             name,
             binary: self.bin.join(name),
@@ -328,7 +338,9 @@ pub fn down(layout: &Layout) -> Result<()> {
 }
 
 fn stop_all(layout: &Layout) -> Result<Vec<&'static str>> {
-    let mut stopped = Vec::new();
+    // KubeVirt's virt-operator and its Job runner first (`cargo xtask kubevirt`): they would
+    // outlive the API server.
+    let mut stopped = crate::kubevirt::stop_processes(layout)?;
     for name in COMPONENTS.iter().rev() {
         if layout
             .component(name)
@@ -417,15 +429,9 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         http_get(ports.etcd_client, "/health").is_some_and(|(code, _)| code == 200)
     })?;
 
-    let audit_policy = layout.run.join("audit-policy.yaml");
-    std::fs::write(
-        &audit_policy,
-        format!(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-             - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
-        ),
-    )
-    .with_context(|| format!("cannot write {}", audit_policy.display()))?;
+    let audit_policy = layout.audit_policy();
+    std::fs::write(&audit_policy, audit_policy_yaml())
+        .with_context(|| format!("cannot write {}", audit_policy.display()))?;
     let apiserver = layout.component("kube-apiserver");
     apiserver.start(&strings(&[
         &format!("--audit-policy-file={}", audit_policy.display()),
@@ -570,6 +576,20 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         layout.logs.display()
     );
     Ok(cluster)
+}
+
+/// The API server's audit policy: the DaemonSet writes of the controller and of KubeVirt's
+/// virt-operator with their request and response bodies (what each wrote: `maxUnavailable`, the
+/// annotations, the resulting generation), every other request of the controller as metadata
+/// (the benchmark counts them), nothing else.
+fn audit_policy_yaml() -> String {
+    let operator = crate::kubevirt::OPERATOR_USER;
+    format!(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: RequestResponse\n  users: [\"{CONTROLLER_USER}\", \"{operator}\"]\n  \
+         verbs: [create, update, patch]\n  resources:\n  - group: apps\n    resources: [daemonsets]\n\
+         - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
+    )
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
@@ -796,6 +816,22 @@ mod tests {
         assert_eq!(first["status"]["addresses"][1]["address"], "node-1");
         assert_eq!(node_index("node-42"), Some(42));
         assert_eq!(node_index("other"), None);
+    }
+
+    #[test]
+    fn the_audit_policy_records_both_writers_daemon_set_writes_first() {
+        let policy: Value = serde_saphyr::from_str(&audit_policy_yaml()).unwrap();
+        let rules = policy["rules"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rules.len(), 3, "{policy}");
+        assert_eq!(rules[0]["level"], "RequestResponse");
+        assert_eq!(
+            rules[0]["users"],
+            json!([CONTROLLER_USER, crate::kubevirt::OPERATOR_USER])
+        );
+        assert_eq!(rules[0]["resources"][0]["resources"], json!(["daemonsets"]));
+        assert_eq!(rules[1]["level"], "Metadata");
+        assert_eq!(rules[1]["users"], json!([CONTROLLER_USER]));
+        assert_eq!(rules[2]["level"], "None");
     }
 
     #[test]
