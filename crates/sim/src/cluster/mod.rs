@@ -43,8 +43,11 @@
 //! # }
 //! ```
 
+pub mod behavior;
 pub mod daemonset;
 mod driver;
+pub mod effects;
+pub mod images;
 pub mod kubelet;
 pub mod nodes;
 pub mod ownership;
@@ -62,7 +65,11 @@ use tokio::task::JoinHandle;
 
 use crate::store::{Store, StoreError, UpdateScope};
 
-pub use kubelet::{BEHAVIOR_ANNOTATION, BackoffConfig, KubeletConfig, PodBehavior};
+pub use behavior::{Behavior, Effect, ParseBehaviorError, TimedEffect};
+pub use driver::{NEIGHBOUR_IMAGE, NEIGHBOUR_LABEL, NEIGHBOURS_NAMESPACE};
+pub use kubelet::{
+    BEHAVIOR_ANNOTATION, BackoffConfig, KubeletConfig, PULL_ANNOTATION, PodBehavior,
+};
 
 /// How the simulated cluster is built.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +92,11 @@ pub struct ClusterConfig {
     /// `1.0` (the default) is real timing. Times written in objects and compared with the
     /// clock (`minReadySeconds`, condition timestamps) are not scaled: the clock is not.
     pub speed: f64,
+    /// Plain pods created on every node (also on nodes added later), in the namespace
+    /// [`NEIGHBOURS_NAMESPACE`], labelled [`NEIGHBOUR_LABEL`]: ready from the start, and ready
+    /// for good unless a pod beside them breaks them (`breaks-neighbours`). Zero (the
+    /// default): none.
+    pub neighbours_per_node: u32,
 }
 
 impl Default for ClusterConfig {
@@ -96,6 +108,7 @@ impl Default for ClusterConfig {
             seed: 0,
             controller_sync_delay: Duration::from_millis(10),
             speed: 1.0,
+            neighbours_per_node: 0,
         }
     }
 }
