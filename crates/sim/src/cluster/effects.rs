@@ -113,13 +113,21 @@ impl NodeEffects {
     /// Whether the pod `pod` (of controller `owner`) is broken by a neighbour: someone else
     /// breaks the neighbours, and is not of the same controller.
     pub fn disrupts(&self, pod: &Cause, owner: Option<&str>) -> bool {
-        self.disruptors.iter().any(|(cause, their_owner)| {
-            cause != pod
-                && match (their_owner.as_deref(), owner) {
-                    (Some(theirs), Some(ours)) => theirs != ours,
-                    _ => true,
-                }
-        })
+        self.disruptor_of(pod, owner).is_some()
+    }
+
+    /// The first neighbour that breaks the pod `pod` (of controller `owner`), if any.
+    pub fn disruptor_of(&self, pod: &Cause, owner: Option<&str>) -> Option<&Cause> {
+        self.disruptors
+            .iter()
+            .find(|(cause, their_owner)| {
+                *cause != pod
+                    && match (their_owner.as_deref(), owner) {
+                        (Some(theirs), Some(ours)) => theirs != ours,
+                        _ => true,
+                    }
+            })
+            .map(|(cause, _)| cause)
     }
 
     /// Who holds the node NotReady.

@@ -14,6 +14,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use super::kubelet::go_duration;
+
 /// What a request for an image on the node amounts to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PullPlan {
@@ -39,6 +41,50 @@ impl PullPlan {
         match self {
             Self::Present => now,
             Self::Joined { until } | Self::Queued { until, .. } => until,
+        }
+    }
+}
+
+/// What a kubelet reports about one image it needs: an event at once (`Pulling`, or `Pulled`
+/// for an image already present), and the message of the `Pulled` event due when the image
+/// is there (`pkg/kubelet/images/image_manager.go`, `EnsureImageExists`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullReport {
+    /// Reason and message of the event written when the image is asked for.
+    pub at_once: Option<(&'static str, String)>,
+    /// Message of the `Pulled` event written when the image is there.
+    pub when_pulled: Option<String>,
+}
+
+impl PullPlan {
+    /// What the kubelet reports for `image` (its pull taking `pull`) asked for at `asked_at`
+    /// and planned as `self`. A pod that joins another's pull finds the image there when its
+    /// own turn comes: its pull took no time, all of it was waiting.
+    pub fn report(self, image: &str, pull: Duration, asked_at: Duration) -> PullReport {
+        let waited = self.ready_at(asked_at).saturating_sub(asked_at);
+        let pulled = |took: Duration| {
+            format!(
+                "Successfully pulled image {image:?} in {} ({} including waiting). Image size: 0 bytes.",
+                go_duration(took),
+                go_duration(waited)
+            )
+        };
+        match self {
+            Self::Present => PullReport {
+                at_once: Some((
+                    "Pulled",
+                    format!("Container image {image:?} already present on machine"),
+                )),
+                when_pulled: None,
+            },
+            Self::Joined { .. } => PullReport {
+                at_once: None,
+                when_pulled: Some(pulled(Duration::ZERO)),
+            },
+            Self::Queued { .. } => PullReport {
+                at_once: Some(("Pulling", format!("Pulling image {image:?}"))),
+                when_pulled: Some(pulled(pull)),
+            },
         }
     }
 }
@@ -140,5 +186,39 @@ mod tests {
             }
         );
         assert_eq!(PullPlan::Present.ready_at(s(7)), s(7));
+    }
+
+    #[test]
+    fn reports_are_the_kubelets_events() {
+        let queued = PullPlan::Queued {
+            starts: s(30),
+            until: s(40),
+        };
+        assert_eq!(
+            queued.report("b", s(10), s(5)),
+            PullReport {
+                at_once: Some(("Pulling", r#"Pulling image "b""#.to_owned())),
+                when_pulled: Some(
+                    r#"Successfully pulled image "b" in 10s (35s including waiting). Image size: 0 bytes."#
+                        .to_owned()
+                ),
+            }
+        );
+        assert_eq!(
+            PullPlan::Joined { until: s(40) }
+                .report("b", s(10), Duration::from_millis(38_500))
+                .when_pulled
+                .as_deref(),
+            Some(
+                r#"Successfully pulled image "b" in 0s (1.5s including waiting). Image size: 0 bytes."#
+            )
+        );
+        assert_eq!(
+            PullPlan::Present.report("b", s(10), s(50)).at_once,
+            Some((
+                "Pulled",
+                r#"Container image "b" already present on machine"#.to_owned()
+            ))
+        );
     }
 }

@@ -949,13 +949,23 @@ fn init_container_status(
     }
 }
 
-/// Go's `time.Duration` formatting for whole seconds and minutes (`40s`, `5m0s`).
-fn go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs >= 60 {
-        format!("{}m{}s", secs / 60, secs % 60)
+/// Go's `time.Duration` formatting, truncated to milliseconds as the kubelet's messages print
+/// it (`40s`, `5m0s`, `1.5s`, `250ms`, `0s`).
+pub(crate) fn go_duration(d: Duration) -> String {
+    let millis = d.as_millis();
+    let (minutes, rest) = (millis / 60_000, millis % 60_000);
+    let seconds = if rest % 1000 == 0 {
+        format!("{}s", rest / 1000)
     } else {
-        format!("{secs}s")
+        format!(
+            "{}s",
+            format!("{:.3}", rest as f64 / 1000.0).trim_end_matches('0')
+        )
+    };
+    match minutes {
+        0 if millis > 0 && millis < 1000 => format!("{millis}ms"),
+        0 => seconds,
+        m => format!("{m}m{seconds}"),
     }
 }
 

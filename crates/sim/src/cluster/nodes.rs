@@ -318,6 +318,50 @@ pub fn sync_condition_taint(node: &mut Node, type_: &str) -> bool {
     }
 }
 
+/// Whether `node` shows something else than what its effects ask for (`wanted`), given what
+/// they asked for before (`shown`): Ready True while someone breaks it, our NotReady left
+/// while nobody does, a wanted condition not True, a condition no longer wanted.
+pub fn health_differs(
+    node: &Node,
+    shown: &effects::NodeHealth,
+    wanted: &effects::NodeHealth,
+) -> bool {
+    let ready_wrong = (wanted.not_ready && is_ready(node))
+        || (!wanted.not_ready && shown.not_ready && is_network_not_ready(node));
+    ready_wrong
+        || wanted.conditions.iter().any(|c| !has_condition(node, c))
+        || shown
+            .conditions
+            .difference(&wanted.conditions)
+            .next()
+            .is_some()
+}
+
+/// Writes on `node` what its effects ask for now (`wanted`), undoing what they asked for
+/// before (`shown`) and no longer do: the Ready condition and the conditions, with the texts
+/// of [`effects::condition_text`]. Taints are the node lifecycle controller's
+/// ([`sync_not_ready_taints`], [`sync_condition_taint`]).
+pub fn show_health(
+    node: &mut Node,
+    shown: &effects::NodeHealth,
+    wanted: &effects::NodeHealth,
+    now: Timestamp,
+) {
+    if wanted.not_ready {
+        set_network_not_ready(node, true, now);
+    } else if shown.not_ready {
+        set_network_not_ready(node, false, now);
+    }
+    for condition in &wanted.conditions {
+        let (reason, message) = effects::condition_text(condition, true);
+        set_condition(node, condition, "True", &reason, &message, now);
+    }
+    for condition in shown.conditions.difference(&wanted.conditions) {
+        let (reason, message) = effects::condition_text(condition, false);
+        set_condition(node, condition, "False", &reason, &message, now);
+    }
+}
+
 /// Cordon (`spec.unschedulable: true` plus the unschedulable taint) or uncordon.
 pub fn set_unschedulable(node: &mut Node, unschedulable: bool) {
     let spec = node.spec.get_or_insert_with(NodeSpec::default);

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::super::behavior::Effect;
-use super::super::effects::{self, Cause, NodeHealth};
+use super::super::effects::Cause;
 use super::super::kubelet::StepTiming;
 use super::super::nodes;
 use super::timers::Timer;
@@ -68,26 +68,14 @@ impl Driver {
         };
         let wanted = state.effects.health();
         let shown = std::mem::replace(&mut state.shown, wanted.clone());
-        let node = &state.node;
-        let ready_wrong = (wanted.not_ready && nodes::is_ready(node))
-            || (!wanted.not_ready && shown.not_ready && nodes::is_network_not_ready(node));
-        let conditions_wrong = wanted
-            .conditions
-            .iter()
-            .any(|c| !nodes::has_condition(node, c))
-            || shown
-                .conditions
-                .difference(&wanted.conditions)
-                .next()
-                .is_some();
-        if !ready_wrong && !conditions_wrong {
+        if !nodes::health_differs(&state.node, &shown, &wanted) {
             return;
         }
         let now = self.now();
         let written = self
             .store
             .modify::<Node>(None, name, UpdateScope::Status, |node| {
-                show_health(node, &shown, &wanted, now);
+                nodes::show_health(node, &shown, &wanted, now);
             })
             .and_then(|_| {
                 self.store
@@ -337,29 +325,6 @@ impl Driver {
         if let Err(error) = self.store.create(&event) {
             tracing::debug!(pod = %key.1, %error, "pod event not written");
         }
-    }
-}
-
-/// Writes on `node` the difference between what its effects made it show (`shown`) and what
-/// they ask for now (`wanted`).
-fn show_health(
-    node: &mut Node,
-    shown: &NodeHealth,
-    wanted: &NodeHealth,
-    now: k8s_openapi::jiff::Timestamp,
-) {
-    if wanted.not_ready {
-        nodes::set_network_not_ready(node, true, now);
-    } else if shown.not_ready {
-        nodes::set_network_not_ready(node, false, now);
-    }
-    for condition in &wanted.conditions {
-        let (reason, message) = effects::condition_text(condition, true);
-        nodes::set_condition(node, condition, "True", &reason, &message, now);
-    }
-    for condition in shown.conditions.difference(&wanted.conditions) {
-        let (reason, message) = effects::condition_text(condition, false);
-        nodes::set_condition(node, condition, "False", &reason, &message, now);
     }
 }
 

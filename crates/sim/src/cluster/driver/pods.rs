@@ -13,7 +13,6 @@ use serde_json::Value;
 
 use super::super::behavior::{Behavior, TimedEffect};
 use super::super::daemonset::DaemonPod;
-use super::super::images::PullPlan;
 use super::super::kubelet::{KubeletStep, PodAddresses, PodRuntime, StepTiming, render_status};
 use super::super::nodes;
 use super::super::ownership::{any_controller_uid, controller_uid};
@@ -384,48 +383,19 @@ impl Driver {
         let mut events = Vec::new();
         for pull in &state.pulls {
             let plan = node.images.request(&pull.image, pull.time, now);
-            let waited = plan.ready_at(now).saturating_sub(now);
-            match plan {
-                PullPlan::Present => events.push((
-                    pull.field_path.clone(),
-                    format!(
-                        "Container image {:?} already present on machine",
-                        pull.image
-                    ),
-                )),
-                PullPlan::Joined { .. } | PullPlan::Queued { .. } => {
-                    if matches!(plan, PullPlan::Queued { .. }) {
-                        events.push((
-                            pull.field_path.clone(),
-                            format!("Pulling image {:?}", pull.image),
-                        ));
-                    }
-                    // Joining another pod's pull, the kubelet's own pull request finds the
-                    // image there when its turn comes: it took no time itself.
-                    let took = if matches!(plan, PullPlan::Queued { .. }) {
-                        pull.time
-                    } else {
-                        Duration::ZERO
-                    };
-                    state.pulled_events.push(PulledEvent {
-                        field_path: pull.field_path.clone(),
-                        message: format!(
-                            "Successfully pulled image {:?} in {} ({} including waiting). Image size: 0 bytes.",
-                            pull.image,
-                            go_duration(took),
-                            go_duration(waited)
-                        ),
-                    });
-                }
+            let report = plan.report(&pull.image, pull.time, now);
+            if let Some((reason, message)) = report.at_once {
+                events.push((pull.field_path.clone(), reason, message));
+            }
+            if let Some(message) = report.when_pulled {
+                state.pulled_events.push(PulledEvent {
+                    field_path: pull.field_path.clone(),
+                    message,
+                });
             }
             ready_at = ready_at.max(plan.ready_at(now));
         }
-        for (field_path, message) in events {
-            let reason = if message.starts_with("Pulling") {
-                "Pulling"
-            } else {
-                "Pulled"
-            };
+        for (field_path, reason, message) in events {
             self.write_pod_event(key, &field_path, reason, message);
         }
         ready_at.saturating_sub(now)
@@ -537,24 +507,4 @@ fn field_path_of(pod: &Pod, image: &str) -> String {
         .find(uses)
         .map(|c| format!("spec.containers{{{}}}", c.name))
         .unwrap_or_default()
-}
-
-/// Go's `time.Duration` formatting truncated to milliseconds, as the kubelet's pull events
-/// print it (`30s`, `1.5s`, `2m0s`, `0s`).
-fn go_duration(d: Duration) -> String {
-    let millis = d.as_millis();
-    let (minutes, rest) = (millis / 60_000, millis % 60_000);
-    let seconds = if rest % 1000 == 0 {
-        format!("{}s", rest / 1000)
-    } else {
-        format!(
-            "{}s",
-            format!("{:.3}", rest as f64 / 1000.0).trim_end_matches('0')
-        )
-    };
-    match minutes {
-        0 if millis > 0 && millis < 1000 => format!("{millis}ms"),
-        0 => seconds,
-        m => format!("{m}m{seconds}"),
-    }
 }
