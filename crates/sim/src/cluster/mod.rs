@@ -7,10 +7,14 @@
 //!   ControllerRevisions with the `controller-revision-hash` label, `RollingUpdate`
 //!   (`maxUnavailable` / `maxSurge`, percentages of the desired count rounded up, unavailable
 //!   old pods replaced first, `minReadySeconds`), `OnDelete`, and the status counts.
-//! - **Kubelet** ([`kubelet`]): per pod, a [`PodBehavior`] from the [`BEHAVIOR_ANNOTATION`]
-//!   or the image: start latency, readiness delay, crash loops with Kubernetes' back-off,
-//!   image-pull back-off, never-ready; graceful deletion; pods of a NotReady node are held
-//!   not ready.
+//! - **Kubelet** ([`kubelet`]): per pod, a [`Behavior`] from the [`BEHAVIOR_ANNOTATION`]
+//!   or the image ([`behavior`]): start latency, readiness delay, crash loops with Kubernetes'
+//!   back-off, image-pull back-off, never-ready; graceful deletion; pods of a node whose
+//!   kubelet stopped are held not ready; image pulls with a per-node cache ([`images`]).
+//! - **What pods do to their nodes** ([`effects`]): a pod that breaks its node, breaks the
+//!   pods beside it, or makes its node report a condition, once Ready and until gone; the
+//!   same by hand through node annotations; plain neighbour pods to break
+//!   ([`ClusterConfig::neighbours_per_node`]).
 //! - **Nodes** ([`nodes`]): well-known labels, capacity, addresses, Ready condition;
 //!   add / remove / NotReady / cordon / taint at any time ([`Cluster`]).
 //!
