@@ -663,7 +663,9 @@ fn install_sim_kwok(layout: &Layout) -> Result<()> {
     std::fs::create_dir_all(&layout.bin)
         .with_context(|| format!("cannot create {}", layout.bin.display()))?;
     let installed = layout.bin.join(SIM_KWOK_BINARY);
-    let temporary = layout.bin.join(format!(".{SIM_KWOK_BINARY}.{}", std::process::id()));
+    let temporary = layout
+        .bin
+        .join(format!(".{SIM_KWOK_BINARY}.{}", std::process::id()));
     std::fs::copy(&built, &temporary)
         .with_context(|| format!("cannot copy {} to {}", built.display(), temporary.display()))?;
     std::fs::rename(&temporary, &installed)
