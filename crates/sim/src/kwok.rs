@@ -291,11 +291,16 @@ impl Player {
     }
 
     /// A node as it is now.
-    pub fn node_applied(&mut self, node: Node, wall: Timestamp) -> Vec<Action> {
+    pub fn node_applied(&mut self, node: Node, now: Duration, wall: Timestamp) -> Vec<Action> {
         let Some(name) = node.metadata.name.clone() else {
             return Vec::new();
         };
         let annotated = annotation_effects(node.metadata.annotations.as_ref());
+        // (An entry made for an effect that came due first has no node yet.)
+        let first_sight = self
+            .nodes
+            .get(&name)
+            .is_none_or(|e| e.node.metadata.name.is_none());
         let entry = self.nodes.entry(name.clone()).or_default();
         entry.node = node;
         if entry.annotated != annotated {
@@ -305,7 +310,23 @@ impl Player {
             }
             entry.annotated = annotated;
         }
-        self.reconcile(&name, wall).into_iter().collect()
+        let mut actions: Vec<Action> = self.reconcile(&name, wall).into_iter().collect();
+        if first_sight {
+            // Pods seen before their node (the two watches start together) get what needed
+            // the node now: their pull plans and their probes.
+            let keys: Vec<PodKey> = self
+                .pods_on_node
+                .get(&name)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+            for key in keys {
+                actions.extend(self.plan_pulls(&key, now, wall));
+                actions.extend(self.refresh_disruption_of(&key));
+            }
+        }
+        actions
     }
 
     /// The node is gone.
@@ -478,9 +499,8 @@ impl Player {
         };
         let effect = effect.effect.clone();
         let owner = tracked.owner_uid.clone();
-        let Some(entry) = self.nodes.get_mut(&node) else {
-            return Vec::new();
-        };
+        // A node not seen yet shows the effect once it is.
+        let entry = self.nodes.entry(node.clone()).or_default();
         entry.effects.start(cause_of(key), &effect, owner);
         let mut actions: Vec<Action> = self.reconcile(&node, wall).into_iter().collect();
         if effect == Effect::BreaksNeighbours {
@@ -702,7 +722,7 @@ pub async fn run(client: kube::Client, start_delay: Duration) -> Result<(), Kwok
         let actions = tokio::select! {
             event = nodes.next() => match event {
                 Some(Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node))) => {
-                    player.node_applied(node, Timestamp::now())
+                    player.node_applied(node, origin.elapsed(), Timestamp::now())
                 }
                 Some(Ok(watcher::Event::Delete(node))) => {
                     player.node_deleted(node.metadata.name.as_deref().unwrap_or_default());

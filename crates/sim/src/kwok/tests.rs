@@ -135,13 +135,13 @@ fn echo(player: &mut Player, name: &str, actions: &[Action]) -> Vec<Action> {
             }
         }
     }
-    player.node_applied(current, wall())
+    player.node_applied(current, s(0), wall())
 }
 
 #[test]
 fn breaks_node_writes_not_ready_after_its_delay_from_the_first_ready_seen_and_undoes_it() {
     let mut player = Player::new(s(2));
-    assert!(player.node_applied(node("node-1"), wall()).is_empty());
+    assert!(player.node_applied(node("node-1"), s(0), wall()).is_empty());
     let behavior = [(BEHAVIOR_ANNOTATION, "breaks-node=30s")];
     assert!(
         player
@@ -178,7 +178,7 @@ fn breaks_node_writes_not_ready_after_its_delay_from_the_first_ready_seen_and_un
 #[test]
 fn conditions_come_from_pods_and_hand_annotations_and_go_with_them() {
     let mut player = Player::new(s(2));
-    player.node_applied(node("node-1"), wall());
+    player.node_applied(node("node-1"), s(0), wall());
     let actions = player.pod_applied(
         &pod(
             "kmod",
@@ -199,7 +199,7 @@ fn conditions_come_from_pods_and_hand_annotations_and_go_with_them() {
         NODE_CONDITIONS_ANNOTATION.to_owned(),
         "NetworkUnavailable".to_owned(),
     )]));
-    let by_hand = player.node_applied(annotated_node, wall());
+    let by_hand = player.node_applied(annotated_node, s(0), wall());
     assert_eq!(
         patched_conditions(&by_hand),
         ["NetworkUnavailable=True NoRouteCreated"]
@@ -215,8 +215,8 @@ fn conditions_come_from_pods_and_hand_annotations_and_go_with_them() {
 #[test]
 fn breaks_neighbours_annotates_every_other_pod_but_its_controllers() {
     let mut player = Player::new(s(2));
-    player.node_applied(node("node-1"), wall());
-    player.node_applied(node("node-2"), wall());
+    player.node_applied(node("node-1"), s(0), wall());
+    player.node_applied(node("node-2"), s(0), wall());
     let cni = owned(
         pod(
             "cni-new",
@@ -264,7 +264,7 @@ fn breaks_neighbours_annotates_every_other_pod_but_its_controllers() {
 #[test]
 fn pulls_are_planned_once_per_node_and_told_to_the_start_stage() {
     let mut player = Player::new(s(2));
-    player.node_applied(node("node-1"), wall());
+    player.node_applied(node("node-1"), s(0), wall());
     let pulling = [(PULL_ANNOTATION, "30s")];
     let first = player.pod_applied(&pod("a", "node-1", &pulling, false), s(0), wall());
     assert_eq!(
@@ -318,7 +318,7 @@ fn pulls_are_planned_once_per_node_and_told_to_the_start_stage() {
 #[test]
 fn pods_missing_from_a_new_list_are_gone() {
     let mut player = Player::new(s(2));
-    player.node_applied(node("node-1"), wall());
+    player.node_applied(node("node-1"), s(0), wall());
     player.pod_applied(
         &pod(
             "driver",
@@ -368,4 +368,30 @@ fn the_kwok_stages_read_the_annotations_and_texts_of_this_module() {
     ] {
         assert!(stages.contains(needed), "{path} does not name {needed:?}");
     }
+}
+
+#[test]
+fn a_pod_seen_before_its_node_gets_its_pull_plan_and_its_effects_when_the_node_comes() {
+    let mut player = Player::new(s(2));
+    let pulling = pod(
+        "agent",
+        "node-1",
+        &[
+            (PULL_ANNOTATION, "10s"),
+            (BEHAVIOR_ANNOTATION, "breaks-node=1s"),
+        ],
+        true,
+    );
+    assert!(player.pod_applied(&pulling, s(0), wall()).is_empty());
+    // The effect comes due before the node is known: shown once it is.
+    assert!(player.fire(s(1), wall()).is_empty());
+    let actions = player.node_applied(node("node-1"), s(3), wall());
+    assert_eq!(
+        patched_conditions(&actions),
+        ["Ready=False KubeletNotReady"]
+    );
+    assert_eq!(
+        annotated(&actions),
+        [format!("ns/agent {PULL_WAIT_ANNOTATION}=Some(\"10000ms\")")]
+    );
 }
