@@ -22,10 +22,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Container, Event, EventSource, Node, NodeCondition, ObjectReference, Pod, PodSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Container, Event, Node, NodeCondition, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -33,10 +31,10 @@ use kube::runtime::watcher::{self, watcher};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::cluster::behavior::{Behavior, Effect, TimedEffect};
+use crate::cluster::behavior::{Effect, TimedEffect};
 use crate::cluster::effects::{Cause, NodeEffects, NodeHealth, annotation_effects};
 use crate::cluster::images::NodeImages;
-use crate::cluster::kubelet::KubeletConfig;
+use crate::cluster::kubelet::{EventSubject, KubeletConfig, ModelledPull, kubelet_event};
 use crate::cluster::nodes;
 
 /// Pod annotation the player sets on a pod whose neighbour breaks its network (value: that
@@ -219,8 +217,7 @@ struct Tracked {
     effects: Vec<TimedEffect>,
     armed: bool,
     deleting: bool,
-    /// Modelled pulls: image, pull time, the container's field path.
-    pulls: Vec<(String, Duration, String)>,
+    pulls: Vec<ModelledPull>,
     pulls_planned: bool,
     /// `Pulled` events due when the pulls are over.
     pulled_messages: Vec<(String, String)>,
@@ -346,22 +343,8 @@ impl Player {
         if !self.pods.contains_key(&key) {
             let whole = pod.as_pod();
             let config = KubeletConfig::default();
-            let behavior = config.behavior_for(&whole).unwrap_or_else(|error| {
-                tracing::warn!(pod = %key.1, %error, "ignoring the behavior annotation");
-                Behavior::default()
-            });
-            let (pulls, pull_error) = config.pulls_for(&whole);
-            if let Some(error) = pull_error {
-                tracing::warn!(pod = %key.1, %error, "ignoring the pull annotation");
-            }
-            let pulls = pulls
-                .into_iter()
-                .filter(|(_, time)| !time.is_zero())
-                .map(|(image, time)| {
-                    let field_path = field_path_of(pod, &image);
-                    (image, time, field_path)
-                })
-                .collect();
+            let behavior = config.behavior_or_healthy(&whole);
+            let pulls = config.modelled_pulls(&whole);
             self.pods.insert(
                 key.clone(),
                 Tracked {
@@ -586,14 +569,16 @@ impl Player {
         let sandbox = now.saturating_add(self.start_delay);
         let mut ready_at = sandbox;
         let mut events = Vec::new();
-        for (image, time, field_path) in &tracked.pulls {
-            let plan = entry.images.request(image, *time, sandbox);
-            let report = plan.report(image, *time, sandbox);
+        for pull in &tracked.pulls {
+            let plan = entry.images.request(&pull.image, pull.time, sandbox);
+            let report = plan.report(&pull.image, pull.time, sandbox);
             if let Some((reason, message)) = report.at_once {
-                events.push((field_path.clone(), reason, message));
+                events.push((pull.field_path.clone(), reason, message));
             }
             if let Some(message) = report.when_pulled {
-                tracked.pulled_messages.push((field_path.clone(), message));
+                tracked
+                    .pulled_messages
+                    .push((pull.field_path.clone(), message));
             }
             ready_at = ready_at.max(plan.ready_at(sandbox));
         }
@@ -631,40 +616,19 @@ impl Player {
         let tracked = self.pods.get(key)?;
         let node = tracked.node.clone().unwrap_or_default();
         self.sequence += 1;
-        Some(Action::PodEvent(Box::new(Event {
-            metadata: ObjectMeta {
-                name: Some(format!(
-                    "{}.{:x}{:06x}",
-                    key.1,
-                    wall.as_second(),
-                    self.sequence
-                )),
-                namespace: Some(key.0.clone()),
-                ..ObjectMeta::default()
+        Some(Action::PodEvent(Box::new(kubelet_event(
+            format!("{}.{:x}{:06x}", key.1, wall.as_second(), self.sequence),
+            EventSubject {
+                namespace: &key.0,
+                pod: &key.1,
+                uid: &tracked.uid,
+                node: &node,
             },
-            involved_object: ObjectReference {
-                api_version: Some("v1".to_owned()),
-                kind: Some("Pod".to_owned()),
-                name: Some(key.1.clone()),
-                namespace: Some(key.0.clone()),
-                uid: Some(tracked.uid.clone()),
-                field_path: (!field_path.is_empty()).then(|| field_path.to_owned()),
-                ..ObjectReference::default()
-            },
-            reason: Some(reason.to_owned()),
-            message: Some(message),
-            type_: Some("Normal".to_owned()),
-            source: Some(EventSource {
-                component: Some("kubelet".to_owned()),
-                host: Some(node.clone()),
-            }),
-            first_timestamp: Some(Time(wall)),
-            last_timestamp: Some(Time(wall)),
-            count: Some(1),
-            reporting_component: Some("kubelet".to_owned()),
-            reporting_instance: Some(node),
-            ..Event::default()
-        })))
+            field_path,
+            reason,
+            message,
+            wall,
+        ))))
     }
 }
 
@@ -672,23 +636,6 @@ fn conditions_of(node: &Node) -> Vec<NodeCondition> {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.clone())
-        .unwrap_or_default()
-}
-
-/// `spec.containers{<name>}` (or `spec.initContainers{<name>}`) of the first container of
-/// `pod` running `image`.
-fn field_path_of(pod: &PodLite, image: &str) -> String {
-    let Some(spec) = pod.spec.as_ref() else {
-        return String::new();
-    };
-    let uses = |c: &&ContainerLite| c.image.as_deref() == Some(image);
-    if let Some(c) = spec.init_containers.iter().flatten().find(uses) {
-        return format!("spec.initContainers{{{}}}", c.name);
-    }
-    spec.containers
-        .iter()
-        .find(uses)
-        .map(|c| format!("spec.containers{{{}}}", c.name))
         .unwrap_or_default()
 }
 

@@ -196,6 +196,91 @@ impl Default for KubeletConfig {
     }
 }
 
+/// One image a pod pulls with a pull time above zero: a modelled pull.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelledPull {
+    /// The image.
+    pub image: String,
+    /// How long its pull takes.
+    pub time: Duration,
+    /// `spec.containers{<name>}` (or `spec.initContainers{<name>}`) of the first container
+    /// running it: what the pull's events regard.
+    pub field_path: String,
+}
+
+/// Who a kubelet event is about: a pod on a node.
+#[derive(Clone, Copy, Debug)]
+pub struct EventSubject<'a> {
+    /// The pod's namespace.
+    pub namespace: &'a str,
+    /// The pod's name.
+    pub pod: &'a str,
+    /// The pod's uid.
+    pub uid: &'a str,
+    /// The node whose kubelet reports.
+    pub node: &'a str,
+}
+
+/// A `Normal` event about a pod, as its node's kubelet records it (`source.component`
+/// `kubelet`, the node as host), named `name`, regarding `field_path` when not empty.
+pub fn kubelet_event(
+    name: String,
+    subject: EventSubject<'_>,
+    field_path: &str,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> k8s_openapi::api::core::v1::Event {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(subject.namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            name: Some(subject.pod.to_owned()),
+            namespace: Some(subject.namespace.to_owned()),
+            uid: Some(subject.uid.to_owned()),
+            field_path: (!field_path.is_empty()).then(|| field_path.to_owned()),
+            ..ObjectReference::default()
+        },
+        reason: Some(reason.to_owned()),
+        message: Some(message),
+        type_: Some("Normal".to_owned()),
+        source: Some(EventSource {
+            component: Some("kubelet".to_owned()),
+            host: Some(subject.node.to_owned()),
+        }),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        reporting_component: Some("kubelet".to_owned()),
+        reporting_instance: Some(subject.node.to_owned()),
+        ..Event::default()
+    }
+}
+
+/// `spec.containers{<name>}` (or `spec.initContainers{<name>}`) of the first container of
+/// `pod` running `image`: the `fieldPath` of the kubelet's events about it.
+pub fn field_path_of(pod: &Pod, image: &str) -> String {
+    let Some(spec) = pod.spec.as_ref() else {
+        return String::new();
+    };
+    let uses = |c: &&Container| c.image.as_deref() == Some(image);
+    if let Some(c) = spec.init_containers.iter().flatten().find(uses) {
+        return format!("spec.initContainers{{{}}}", c.name);
+    }
+    spec.containers
+        .iter()
+        .find(uses)
+        .map(|c| format!("spec.containers{{{}}}", c.name))
+        .unwrap_or_default()
+}
+
 /// The value of the longest key of `rules` that `image` starts with.
 fn longest_prefix_rule<'r, V>(
     rules: &'r BTreeMap<String, V>,
@@ -225,6 +310,34 @@ impl KubeletConfig {
             .filter_map(|image| longest_prefix_rule(&self.image_behaviors, image))
             .max_by_key(|(len, _)| *len);
         Ok(best.map(|(_, b)| b.clone()).unwrap_or_default())
+    }
+
+    /// [`KubeletConfig::behavior_for`], an unparsable annotation logged and taken as healthy.
+    pub fn behavior_or_healthy(&self, pod: &Pod) -> Behavior {
+        self.behavior_for(pod).unwrap_or_else(|error| {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %name, %error, "ignoring the behavior annotation");
+            Behavior::default()
+        })
+    }
+
+    /// The pod's modelled pulls: [`KubeletConfig::pulls_for`] but the zero ones, each with
+    /// the field path its events regard; an unparsable pull annotation is logged.
+    pub fn modelled_pulls(&self, pod: &Pod) -> Vec<ModelledPull> {
+        let (pulls, error) = self.pulls_for(pod);
+        if let Some(error) = error {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(pod = %name, %error, "ignoring the pull annotation");
+        }
+        pulls
+            .into_iter()
+            .filter(|(_, time)| !time.is_zero())
+            .map(|(image, time)| ModelledPull {
+                field_path: field_path_of(pod, &image),
+                image,
+                time,
+            })
+            .collect()
     }
 
     /// Every distinct image of `pod` (init containers first, as the kubelet pulls them) with

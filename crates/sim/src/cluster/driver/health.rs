@@ -11,14 +11,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Container, Event, EventSource, Namespace, Node, ObjectReference, Pod, PodSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::behavior::Effect;
 use super::super::effects::Cause;
-use super::super::kubelet::StepTiming;
+use super::super::kubelet::{EventSubject, StepTiming, kubelet_event};
 use super::super::nodes;
 use super::timers::Timer;
 use super::{Driver, ObjKey};
@@ -151,13 +149,7 @@ impl Driver {
 
     /// Brings the probes of every pod on `node` in line with the node's neighbour breakers.
     pub(super) fn refresh_disruption(&mut self, node: &str) {
-        let keys: Vec<ObjKey> = self
-            .pods_on_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
+        let keys = self.pods_on(node);
         for key in keys {
             self.refresh_disruption_of(&key);
         }
@@ -221,13 +213,7 @@ impl Driver {
 
     /// The node's pod network works again: kubelet steps that waited for it go on.
     pub(super) fn resume_deferred(&mut self, node: &str) {
-        let keys: Vec<ObjKey> = self
-            .pods_on_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
+        let keys = self.pods_on(node);
         for key in keys {
             let Some(state) = self.pods.get_mut(&key) else {
                 continue;
@@ -290,38 +276,20 @@ impl Driver {
             return;
         };
         let node = state.node.clone().unwrap_or_default();
-        let uid = state.uid.clone();
         self.pod_events += 1;
-        let now = Time(self.now());
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{:016x}", key.1, self.pod_events)),
-                namespace: Some(key.0.clone()),
-                ..ObjectMeta::default()
+        let event = kubelet_event(
+            format!("{}.{:016x}", key.1, self.pod_events),
+            EventSubject {
+                namespace: &key.0,
+                pod: &key.1,
+                uid: &state.uid,
+                node: &node,
             },
-            involved_object: ObjectReference {
-                api_version: Some("v1".to_owned()),
-                kind: Some("Pod".to_owned()),
-                name: Some(key.1.clone()),
-                namespace: Some(key.0.clone()),
-                uid: Some(uid),
-                field_path: (!field_path.is_empty()).then(|| field_path.to_owned()),
-                ..ObjectReference::default()
-            },
-            reason: Some(reason.to_owned()),
-            message: Some(message),
-            type_: Some("Normal".to_owned()),
-            source: Some(EventSource {
-                component: Some("kubelet".to_owned()),
-                host: Some(node.clone()),
-            }),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
-            reporting_component: Some("kubelet".to_owned()),
-            reporting_instance: Some(node),
-            ..Event::default()
-        };
+            field_path,
+            reason,
+            message,
+            self.now(),
+        );
         if let Err(error) = self.store.create(&event) {
             tracing::debug!(pod = %key.1, %error, "pod event not written");
         }

@@ -362,14 +362,7 @@ impl Driver {
     /// ready; a kubelet coming back reports them again and resumes its work.
     fn on_node_readiness(&mut self, node: &str, ready: bool) {
         let now = self.now();
-        let keys: Vec<ObjKey> = self
-            .pods_on_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
-        for key in keys {
+        for key in self.pods_on(node) {
             let Some(pod) = self.pods.get_mut(&key) else {
                 continue;
             };
@@ -394,6 +387,16 @@ impl Driver {
             }
             self.schedule_termination(&key);
         }
+    }
+
+    /// The pods bound to `node`, as a list to walk while changing them.
+    fn pods_on(&self, node: &str) -> Vec<ObjKey> {
+        self.pods_on_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
     fn on_node_deleted(&mut self, name: &str) {

@@ -11,23 +11,16 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use super::super::behavior::{Behavior, TimedEffect};
+use super::super::behavior::TimedEffect;
 use super::super::daemonset::DaemonPod;
-use super::super::kubelet::{KubeletStep, PodAddresses, PodRuntime, StepTiming, render_status};
+use super::super::kubelet::{
+    KubeletStep, ModelledPull, PodAddresses, PodRuntime, StepTiming, render_status,
+};
 use super::super::nodes;
 use super::super::ownership::{any_controller_uid, controller_uid};
 use super::health::NEIGHBOUR_LABEL;
 use super::timers::Timer;
 use super::{Driver, NodeState, ObjKey, object_key};
-
-/// One image a pod pulls (pull time above zero: a modelled pull).
-pub(super) struct Pull {
-    pub(super) image: String,
-    pub(super) time: Duration,
-    /// `spec.containers{<name>}` (or `initContainers`) of its first container: what the
-    /// pull's events regard.
-    pub(super) field_path: String,
-}
 
 /// A `Pulled` event due when the pod's pulls are over.
 pub(super) struct PulledEvent {
@@ -46,7 +39,7 @@ pub(super) struct PodState {
     /// What the pod does to its node and neighbours once Ready (from its [`Behavior`]).
     pub(super) effects: Vec<TimedEffect>,
     /// Its modelled image pulls (set at admission).
-    pub(super) pulls: Vec<Pull>,
+    pub(super) pulls: Vec<ModelledPull>,
     /// `Pulled` events to write when the pulls are over.
     pub(super) pulled_events: Vec<PulledEvent>,
     pub(super) view: Option<DaemonPod>,
@@ -182,23 +175,8 @@ impl Driver {
             }
             return;
         };
-        let behavior = self.kubelet.behavior_for(pod).unwrap_or_else(|error| {
-            tracing::warn!(pod = %key.1, %error, "ignoring the behavior annotation");
-            Behavior::default()
-        });
-        let (pulls, pull_error) = self.kubelet.pulls_for(pod);
-        if let Some(error) = pull_error {
-            tracing::warn!(pod = %key.1, %error, "ignoring the pull annotation");
-        }
-        let pulls = pulls
-            .into_iter()
-            .filter(|(_, time)| !time.is_zero())
-            .map(|(image, time)| Pull {
-                field_path: field_path_of(pod, &image),
-                image,
-                time,
-            })
-            .collect();
+        let behavior = self.kubelet.behavior_or_healthy(pod);
+        let pulls = self.kubelet.modelled_pulls(pod);
         let already_running = pod
             .metadata
             .labels
@@ -490,21 +468,4 @@ pub(super) fn pod_view(object: &Value) -> Option<Pod> {
 /// node is gone.
 fn kubelet_up(nodes: &BTreeMap<String, NodeState>, node: Option<&str>) -> Option<bool> {
     nodes.get(node?).map(|n| n.kubelet_up)
-}
-
-/// `spec.containers{<name>}` (or `spec.initContainers{<name>}`) of the first container of
-/// `pod` running `image`: the `fieldPath` of the kubelet's events about it.
-fn field_path_of(pod: &Pod, image: &str) -> String {
-    let Some(spec) = pod.spec.as_ref() else {
-        return String::new();
-    };
-    let uses = |c: &&k8s_openapi::api::core::v1::Container| c.image.as_deref() == Some(image);
-    if let Some(c) = spec.init_containers.iter().flatten().find(uses) {
-        return format!("spec.initContainers{{{}}}", c.name);
-    }
-    spec.containers
-        .iter()
-        .find(uses)
-        .map(|c| format!("spec.containers{{{}}}", c.name))
-        .unwrap_or_default()
 }
