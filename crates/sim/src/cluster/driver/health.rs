@@ -199,16 +199,7 @@ impl Driver {
             runtime.heal(timing)
         };
         self.dirty_pod_statuses.insert(key.clone());
-        if let Some((step, delay)) = next {
-            self.schedule(
-                delay,
-                Timer::PodStep {
-                    key: key.clone(),
-                    epoch,
-                    step,
-                },
-            );
-        }
+        self.schedule_step(key, epoch, next);
     }
 
     /// The node's pod network works again: kubelet steps that waited for it go on.

@@ -323,6 +323,19 @@ impl Driver {
         let next = runtime.step(step, now, timing, &backoff);
         let first_ready = !was_ever_ready && runtime.ever_ready;
         self.dirty_pod_statuses.insert(key.clone());
+        self.schedule_step(key, epoch, next);
+        if first_ready {
+            self.arm_effects(key);
+        }
+    }
+
+    /// Schedules the kubelet step `next` of the pod (of `epoch`), if there is one.
+    pub(super) fn schedule_step(
+        &mut self,
+        key: &ObjKey,
+        epoch: u64,
+        next: Option<(KubeletStep, Duration)>,
+    ) {
         if let Some((step, delay)) = next {
             self.schedule(
                 delay,
@@ -332,9 +345,6 @@ impl Driver {
                     step,
                 },
             );
-        }
-        if first_ready {
-            self.arm_effects(key);
         }
     }
 
