@@ -20,6 +20,9 @@
     clippy::panic
 )]
 
+// The simulator's node and neighbour behaviours on KWOK nodes (no controller involved).
+#[path = "e2e_node_health.rs"]
+mod node_health;
 mod support;
 
 use support::max_unavailable;

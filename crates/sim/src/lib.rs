@@ -52,6 +52,7 @@ pub mod conversion;
 pub mod crds;
 pub mod defaults;
 pub mod faults;
+pub mod kwok;
 mod object;
 pub mod prometheus;
 pub mod registry;

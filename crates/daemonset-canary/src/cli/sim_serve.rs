@@ -45,6 +45,10 @@ pub struct SimServeArgs {
     /// Seed of the simulator's random choices.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Plain pods on every node (namespace `neighbours`), ready from the start: what a pod
+    /// with the behaviour `breaks-neighbours=<duration>` breaks.
+    #[arg(long, default_value_t = 0)]
+    neighbours_per_node: u32,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -62,6 +66,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         })
         .nodes(args.nodes)
         .seed(args.seed)
+        .neighbours_per_node(args.neighbours_per_node)
         .epoch(k8s_openapi::jiff::Timestamp::now())
         .build()
         .context("cannot build the simulated cluster")?;
