@@ -8,11 +8,30 @@
 //! highest error ratio of the running pods on those nodes. Nothing else of PromQL is read: this
 //! is a stand-in, not a query engine.
 //!
+//! [`SimPrometheus::serve`] answers Prometheus' instant-query API over HTTP on a socket
+//! (`/api/v1/query`, the query as a GET parameter or in a POST form, what the controller's
+//! analysis sends): one sample per answer, `{"resultType":"vector","result":[...]}`, an empty
+//! vector for no data, a 400 `bad_data` error for a query without the matcher, so that
+//! `daemonset-canary run` can be tried with `spec.analysis` against `sim serve`.
+//!
 //! Invariant: no running pod on the listed nodes is no data, never a value.
 
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::store::Store;
+
+/// The largest query form read (a rendered analysis query of thousands of nodes fits).
+const MAX_FORM_BYTES: usize = 4 << 20;
 
 /// The pod annotation that sets the error ratio its agent reports (a decimal, `0.01`).
 pub const ERROR_RATIO_ANNOTATION: &str = "sim.canary.daemonset.dev/error-ratio";
@@ -62,6 +81,135 @@ impl SimPrometheus {
             .reduce(f64::max)
             .ok_or(SimQueryError::NoData)
     }
+}
+
+/// The stand-in served over HTTP. Dropping it stops the server and its connections.
+#[derive(Debug)]
+pub struct ServedPrometheus {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl ServedPrometheus {
+    /// Its base URL, `http://<addr>`: what `spec.analysis.prometheus.address` names.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for ServedPrometheus {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SimPrometheus {
+    /// Serves the instant-query API on `addr` (port 0: any free port); connections are
+    /// accepted once this returns.
+    pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServedPrometheus> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let prometheus = self.clone();
+        let task = tokio::spawn(async move {
+            // Dropping the set (when this task is aborted) aborts every connection.
+            let mut connections = JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let prometheus = prometheus.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let prometheus = prometheus.clone();
+                        async move { Ok::<_, Infallible>(prometheus.answer(request).await) }
+                    });
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service);
+                    if let Err(error) = connection.await {
+                        tracing::debug!(%error, "simulated Prometheus connection ended");
+                    }
+                });
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        Ok(ServedPrometheus { addr, task })
+    }
+
+    /// One HTTP request to the instant-query API.
+    async fn answer<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        if request.uri().path() != "/api/v1/query" {
+            return reply(
+                StatusCode::NOT_FOUND,
+                &json!({"status": "error", "errorType": "not_found", "error": "only /api/v1/query is served"}),
+            );
+        }
+        let mut form = request.uri().query().unwrap_or("").as_bytes().to_vec();
+        match *request.method() {
+            Method::GET => {}
+            Method::POST => match Limited::new(request.into_body(), MAX_FORM_BYTES)
+                .collect()
+                .await
+            {
+                Ok(body) => {
+                    form.push(b'&');
+                    form.extend_from_slice(&body.to_bytes());
+                }
+                Err(_) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        &json!({"status": "error", "errorType": "bad_data", "error": "the form could not be read"}),
+                    );
+                }
+            },
+            _ => {
+                return reply(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    &json!({"status": "error", "errorType": "bad_data", "error": "GET or POST"}),
+                );
+            }
+        }
+        let query = form_urlencoded::parse(&form)
+            .find(|(key, _)| key == "query")
+            .map(|(_, value)| value.into_owned());
+        let Some(query) = query else {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                &json!({"status": "error", "errorType": "bad_data", "error": "invalid parameter \"query\": no query given"}),
+            );
+        };
+        let time = self.store.clock().now().as_millisecond() as f64 / 1000.0;
+        match self.query(&query) {
+            Ok(value) => reply(
+                StatusCode::OK,
+                &json!({"status": "success", "data": {"resultType": "vector", "result": [
+                    {"metric": {}, "value": [time, value.to_string()]},
+                ]}}),
+            ),
+            Err(SimQueryError::NoData) => reply(
+                StatusCode::OK,
+                &json!({"status": "success", "data": {"resultType": "vector", "result": []}}),
+            ),
+            Err(error @ SimQueryError::NoNodeMatcher) => reply(
+                StatusCode::BAD_REQUEST,
+                &json!({"status": "error", "errorType": "bad_data", "error": error.to_string()}),
+            ),
+        }
+    }
+}
+
+fn reply(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn error_ratio(pod: &Pod) -> f64 {
