@@ -255,6 +255,99 @@ pub fn listed_nodes(promql: &str) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// The instant-query API over a socket, as the controller's analysis and curl ask it.
+    #[tokio::test]
+    async fn the_served_api_answers_get_and_post_queries_as_prometheus_does() {
+        use http_body_util::BodyExt;
+        // A store without the cluster model, whose kubelets would play the pod's life.
+        let store = Store::new(crate::SimClock::new());
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agent-a", "namespace": "default",
+                         "annotations": {ERROR_RATIO_ANNOTATION: "0.25"}},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "agent", "image": "a:1"}]},
+        }))
+        .unwrap();
+        store.create(&pod).unwrap();
+        store
+            .modify::<Pod>(
+                Some("default"),
+                "agent-a",
+                crate::UpdateScope::Status,
+                |pod| {
+                    pod.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                },
+            )
+            .unwrap();
+        let served = SimPrometheus::new(store)
+            .serve("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        assert!(served.url().starts_with("http://127.0.0.1:"));
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let ask = |method: Method, path: String, form: Option<&'static str>| {
+            let client = client.clone();
+            let uri = format!("{}{path}", served.url());
+            async move {
+                let mut request = Request::builder().method(method).uri(uri);
+                if form.is_some() {
+                    request =
+                        request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+                }
+                let request = request
+                    .body(Full::new(Bytes::from(form.unwrap_or(""))))
+                    .unwrap();
+                let response = client.request(request).await.unwrap();
+                let status = response.status().as_u16();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (
+                    status,
+                    serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+                )
+            }
+        };
+        let (status, answer) = ask(
+            Method::GET,
+            "/api/v1/query?query=max(agent_error_ratio%7Bnode%3D~%22node-1%22%7D)".into(),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(answer["status"], "success");
+        assert_eq!(answer["data"]["resultType"], "vector");
+        assert_eq!(answer["data"]["result"][0]["value"][1], "0.25");
+        // The controller's form: POST, the query in the body.
+        let (status, answer) = ask(
+            Method::POST,
+            "/api/v1/query".into(),
+            Some("query=max%28agent_error_ratio%7Bnode%3D~%22node-0%7Cnode-1%22%7D%29"),
+        )
+        .await;
+        assert_eq!(
+            (status, answer["data"]["result"][0]["value"][1].clone()),
+            (200, "0.25".into())
+        );
+        let (status, answer) = ask(
+            Method::GET,
+            "/api/v1/query?query=max(agent_error_ratio%7Bnode%3D~%22node-0%22%7D)".into(),
+            None,
+        )
+        .await;
+        assert_eq!(
+            (status, answer["data"]["result"].clone()),
+            (200, serde_json::json!([])),
+            "no data"
+        );
+        let (status, answer) = ask(Method::GET, "/api/v1/query?query=up".into(), None).await;
+        assert_eq!(
+            (status, answer["errorType"].clone()),
+            (400, "bad_data".into())
+        );
+        let (status, _) = ask(Method::GET, "/api/v1/query_range?query=up".into(), None).await;
+        assert_eq!(status, 404);
+    }
+
     #[test]
     fn the_listed_nodes_are_read_as_analysis_templates_render_them() {
         assert_eq!(
