@@ -874,6 +874,54 @@ async fn the_api_server_refuses_bad_specs_with_the_crds_messages() {
     assert_eq!(warned.trim(), r#"Warning: unknown field "spec.foo""#);
 }
 
+/// The bad patches of issue 52's trial (`tests/support/bad_patches.rs`), each refused by the
+/// real API server with exactly the words recorded in the table, which `sim serve` must print
+/// too (`tests/it/bad_patches.rs`); none changes the stored object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn the_api_server_refuses_the_trials_bad_patches_as_the_table_records() {
+    use support::bad_patches::{BAD_PATCHES, TARGET};
+    let e2e = E2e::start("bad-patches").await;
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/examples/node-agent.yaml"
+    ))
+    .unwrap();
+    let mut object: serde_json::Value = example
+        .split("\n---\n")
+        .filter_map(|doc| serde_saphyr::from_str::<serde_json::Value>(doc).ok())
+        .find(|doc| doc["kind"] == "CanaryDaemonSet")
+        .unwrap();
+    object["metadata"]["namespace"] = serde_json::json!(e2e.namespace);
+    let (name, _) = TARGET;
+    assert_eq!(object["metadata"]["name"], name);
+    let file = std::env::temp_dir().join(format!("e2e-bad-patches-{}.json", std::process::id()));
+    std::fs::write(&file, object.to_string()).unwrap();
+    e2e.kubectl(&["apply", "-f", &file.display().to_string()]);
+    let before = e2e.kubectl(&["get", "cds", name, "-o", "json"]);
+    let mut differences = Vec::new();
+    for bad in BAD_PATCHES {
+        let mut args = vec!["patch", "cds", name];
+        args.extend(bad.kind.flags());
+        args.extend(["-p", bad.patch]);
+        let (ok, _, stderr) = e2e.kubectl_status(&args);
+        if ok {
+            differences.push(format!("{}: accepted", bad.what));
+        } else if stderr != bad.refusal {
+            differences.push(format!(
+                "{}:\n  recorded: {:?}\n  now:      {stderr:?}",
+                bad.what, bad.refusal
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_eq!(
+        e2e.kubectl(&["get", "cds", name, "-o", "json"]),
+        before,
+        "a refused patch changed the stored object"
+    );
+}
+
 /// `kubectl set image` on a managed DaemonSet: the controller notices, says so, and writes the
 /// desired template back with the canary first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,7 +65,7 @@ pub mod structural;
 pub use api::ApiServer;
 pub use clock::SimClock;
 pub use faults::{FaultAction, FaultRule, Faults, RequestCounts, RequestRecord, Trigger, Verb};
-pub use prometheus::{SimPrometheus, SimQueryError, listed_nodes};
+pub use prometheus::{ServedPrometheus, SimPrometheus, SimQueryError, listed_nodes};
 pub use registry::{ResourceInfo, ResourceKey};
 pub use service::{ServedSim, SimService};
 pub use sim::{INITIAL_NAMESPACES, Sim, SimBuilder};
