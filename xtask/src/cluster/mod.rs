@@ -408,11 +408,15 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         http_get(ports.etcd_client, "/health").is_some_and(|(code, _)| code == 200)
     })?;
 
+    // The controller's DaemonSet writes with their bodies (the e2e suite compares their JSON
+    // Patch ops with the reference's), everything else it sends as metadata.
     let audit_policy = layout.run.join("audit-policy.yaml");
     std::fs::write(
         &audit_policy,
         format!(
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+             - level: Request\n  users: [\"{CONTROLLER_USER}\"]\n  verbs: [create, update, patch]\n\
+             \x20 resources: [{{group: apps, resources: [daemonsets]}}]\n\
              - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
         ),
     )
@@ -708,9 +712,19 @@ fn wait_nodes_ready(cluster: &Cluster, nodes: u32, timeout: Duration) -> Result<
     let template = r#"{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}"#;
     loop {
         let listed = cluster.kubectl(&["get", "nodes", "-o", &format!("jsonpath={template}")])?;
-        let total = listed.lines().filter(|l| !l.trim().is_empty()).count();
-        let ready = listed
+        // The cluster's own nodes: the e2e suite's scenarios add nodes of their own for a while.
+        let own: Vec<&str> = listed
             .lines()
+            .filter(|line| {
+                line.split_whitespace()
+                    .next()
+                    .and_then(node_index)
+                    .is_some()
+            })
+            .collect();
+        let total = own.len();
+        let ready = own
+            .iter()
             .filter(|line| {
                 let mut fields = line.split_whitespace();
                 fields.next().is_some() && fields.next() == Some("True") && fields.next().is_none()
