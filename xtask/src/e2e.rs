@@ -2,14 +2,22 @@
 //!
 //! Job: start the cluster with [`NODES`] KWOK nodes (or reuse a running one, matching the node
 //! count), install the CanaryDaemonSet CRD as a user does (`daemonset-canary crd | kubectl apply
-//! -f -`) and the controller's ServiceAccount and RBAC from deploy/, start the real
-//! `daemonset-canary run --kubeconfig --leader-election` binary with that ServiceAccount's token,
-//! and run the ignored test target `crates/daemonset-canary/tests/e2e.rs` against them. The tests read where everything
-//! is from the environment variables named below.
+//! -f -`) and the controller's ServiceAccount and RBAC from deploy/, then run the ignored test
+//! target `crates/daemonset-canary/tests/e2e/` in two phases:
+//! 1. the `deployed::` scenarios against the real `daemonset-canary run --kubeconfig
+//!    --leader-election` binary started here with that ServiceAccount's token, watching every
+//!    namespace as deployed;
+//! 2. once that controller is stopped (it would act on every namespace), the other scenarios:
+//!    each makes its own KWOK nodes and starts its own controller processes, confined to its
+//!    namespace.
+//!
+//! In each phase [`E2eArgs::jobs`] scenarios run at once (each has its own namespace).
+//!
+//! The tests read where everything is from the environment variables named below.
 //!
 //! Invariants: what this command started (the controller, and the cluster unless it was running
-//! already) is stopped when it ends, passed or failed; the suite fails, never skips, when the
-//! cluster is not reachable.
+//! already) is stopped when it ends, passed or failed, and no scenario's node is left; the suite
+//! fails, never skips, when the cluster is not reachable.
 
 use crate::cargo;
 use crate::cluster::{self, Layout, UpArgs};
@@ -32,6 +40,16 @@ const ENV_METRICS: &str = "DAEMONSET_CANARY_E2E_METRICS";
 const ENV_CONTROLLER_LOG: &str = "DAEMONSET_CANARY_E2E_CONTROLLER_LOG";
 /// The kubectl the tests run (the one built with the cluster).
 const ENV_KUBECTL: &str = "KUBECTL";
+/// The API server's audit log (the controller's requests), which the tests read.
+const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
+/// Where the isolated scenarios' own controllers write their logs and kubeconfigs.
+const ENV_LOGS: &str = "DAEMONSET_CANARY_E2E_LOGS";
+/// The module of the scenarios that run against the controller started here (the others start
+/// their own).
+const DEPLOYED_MODULE: &str = "deployed::";
+/// The label of the nodes an isolated scenario creates for itself (its value: the scenario's
+/// namespace).
+const SCENARIO_NODE_LABEL: &str = "e2e.daemonset.dev/pool";
 /// Namespace of the controller's ServiceAccount and Lease in deploy/default.
 const RBAC_NAMESPACE: &str = "daemonset-canary-system";
 /// The kinds of deploy/default that make the controller's identity and permissions.
@@ -45,16 +63,33 @@ const RBAC_KINDS: &[&str] = &[
 ];
 
 /// Options of `cargo xtask e2e`.
-#[derive(clap::Args, Default)]
+#[derive(clap::Args)]
 pub struct E2eArgs {
     /// Leave the cluster running afterwards, even if this command started it (for debugging;
     /// stop it with `cargo xtask cluster down`).
     #[arg(long)]
     keep_cluster: bool,
-    /// Run only the tests whose names contain this filter (passed to the test binary).
+    /// Run only the tests whose names (`module::name`) contain this filter.
     #[arg(long)]
     filter: Option<String>,
+    /// Scenarios run at once in each phase (each has its own namespace).
+    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    pub jobs: u32,
 }
+
+impl Default for E2eArgs {
+    fn default() -> Self {
+        Self {
+            keep_cluster: false,
+            filter: None,
+            jobs: DEFAULT_JOBS,
+        }
+    }
+}
+
+/// Scenarios at once by default: they spend most of their time waiting for pods and pauses, so
+/// more of them than cores keeps the control plane busy without starving it.
+const DEFAULT_JOBS: u32 = 4;
 
 /// Kills the controller when dropped (also on an error path).
 struct Controller(Child);
@@ -112,15 +147,113 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         .join("daemonset-canary");
     install_crd(cluster, &binary)?;
     let identity = controller_identity(layout, cluster)?;
-    let metrics_port = cluster::free_port()?;
-    let log = layout.logs().join("daemonset-canary.log");
-    let _controller = start_controller(&binary, &identity, metrics_port, &log)?;
+    let (deployed, isolated): (Vec<String>, Vec<String>) = list_tests(&cargo)?
+        .into_iter()
+        .filter(|name| {
+            args.filter
+                .as_ref()
+                .is_none_or(|f| name.contains(f.as_str()))
+        })
+        .partition(|name| name.starts_with(DEPLOYED_MODULE));
+    if deployed.is_empty() && isolated.is_empty() {
+        bail!("no e2e test matches the filter {:?}", args.filter);
+    }
+    // Nodes a scenario made for itself and did not get to delete (a killed run).
+    remove_scenario_nodes(cluster)?;
+    let started = Instant::now();
+    let mut result = Ok(());
+    if !deployed.is_empty() {
+        let phase = Instant::now();
+        let metrics_port = cluster::free_port()?;
+        let log = layout.logs().join("daemonset-canary.log");
+        let controller = start_controller(&binary, &identity, metrics_port, &log)?;
+        eprintln!(
+            "==> e2e: {} deployed scenarios, {} at a time, against daemonset-canary run as \
+             ServiceAccount {RBAC_NAMESPACE}/daemonset-canary (deploy/rbac), metrics \
+             127.0.0.1:{metrics_port}, log {}",
+            deployed.len(),
+            args.jobs,
+            log.display()
+        );
+        let mut test = test_command(&cargo, layout, cluster, &deployed, args.jobs);
+        test.env(ENV_METRICS, format!("127.0.0.1:{metrics_port}"))
+            .env(ENV_CONTROLLER_LOG, &log);
+        result = run_tests(test, "deployed");
+        // It watches every namespace: it would act on the isolated scenarios' objects too.
+        drop(controller);
+        eprintln!(
+            "==> e2e: deployed scenarios took {:.0} s",
+            phase.elapsed().as_secs_f64()
+        );
+    }
+    if result.is_ok() && !isolated.is_empty() {
+        let phase = Instant::now();
+        eprintln!(
+            "==> e2e: {} isolated scenarios, {} at a time, each with its own nodes and controller \
+             (logs in {})",
+            isolated.len(),
+            args.jobs,
+            layout.logs().display()
+        );
+        let test = test_command(&cargo, layout, cluster, &isolated, args.jobs);
+        result = run_tests(test, "isolated");
+        eprintln!(
+            "==> e2e: isolated scenarios took {:.0} s",
+            phase.elapsed().as_secs_f64()
+        );
+    }
+    remove_scenario_nodes(cluster)?;
     eprintln!(
-        "==> e2e: daemonset-canary run as ServiceAccount {RBAC_NAMESPACE}/daemonset-canary \
-         (deploy/rbac), metrics 127.0.0.1:{metrics_port}, log {}",
-        log.display()
+        "==> e2e: {} scenarios in {:.0} s",
+        deployed.len() + isolated.len(),
+        started.elapsed().as_secs_f64()
     );
-    let mut test = Command::new(&cargo);
+    result.with_context(|| {
+        format!(
+            "the controllers' logs and the cluster's logs are in {}",
+            layout.logs().display()
+        )
+    })
+}
+
+/// The names of the suite's tests (`module::name`), as the test binary lists them.
+fn list_tests(cargo: &str) -> Result<Vec<String>> {
+    let output = Command::new(cargo)
+        .args([
+            "test",
+            "--locked",
+            "-p",
+            "daemonset-canary",
+            "--test",
+            TEST_TARGET,
+            "--",
+            "--ignored",
+            "--list",
+            "--format=terse",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo test --list")?;
+    if !output.status.success() {
+        bail!("cargo test --list failed");
+    }
+    let listed = String::from_utf8(output.stdout).context("cargo test --list: not UTF-8")?;
+    Ok(listed
+        .lines()
+        .filter_map(|line| line.strip_suffix(": test"))
+        .map(str::to_owned)
+        .collect())
+}
+
+/// `cargo test` of exactly `tests`, `threads` at a time, with the environment the suite reads.
+fn test_command(
+    cargo: &str,
+    layout: &Layout,
+    cluster: &cluster::Cluster,
+    tests: &[String],
+    threads: u32,
+) -> Command {
+    let mut test = Command::new(cargo);
     test.args([
         "test",
         "--locked",
@@ -130,30 +263,34 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         TEST_TARGET,
         "--",
         "--ignored",
-        // One scenario at a time: each reads its own increase of the controller's global
-        // counters (tests/e2e.rs).
-        "--test-threads=1",
+        "--exact",
         // Each scenario prints its figures (makespan, phases); show them in CI's log.
         "--nocapture",
-    ]);
-    if let Some(filter) = &args.filter {
-        test.arg(filter);
-    }
-    let status = test
-        .env(ENV_KUBECONFIG, &cluster.kubeconfig)
-        .env(ENV_METRICS, format!("127.0.0.1:{metrics_port}"))
-        .env(ENV_CONTROLLER_LOG, &log)
-        .env(ENV_KUBECTL, &cluster.kubectl)
-        .status()
-        .context("cannot run cargo test")?;
+    ])
+    .arg(format!("--test-threads={threads}"))
+    .args(tests)
+    .env(ENV_KUBECONFIG, &cluster.kubeconfig)
+    .env(ENV_KUBECTL, &cluster.kubectl)
+    .env(ENV_AUDIT_LOG, layout.audit_log())
+    .env(ENV_LOGS, layout.logs());
+    test
+}
+
+fn run_tests(mut test: Command, phase: &str) -> Result<()> {
+    let status = test.status().context("cannot run cargo test")?;
     if !status.success() {
-        bail!(
-            "the e2e suite failed; the controller's log is {}, the cluster's logs are in {}",
-            log.display(),
-            layout.logs().display()
-        );
+        bail!("the {phase} e2e scenarios failed");
     }
     Ok(())
+}
+
+/// Deletes the nodes the isolated scenarios create for themselves (each deletes its own when it
+/// ends; a run that was killed leaves them, and `cluster up` counts only its own nodes).
+fn remove_scenario_nodes(cluster: &cluster::Cluster) -> Result<()> {
+    cluster
+        .kubectl(&["delete", "nodes", "-l", SCENARIO_NODE_LABEL, "--wait=false"])
+        .map(|_| ())
+        .context("cannot delete the scenarios' nodes")
 }
 
 /// `daemonset-canary crd | kubectl apply --server-side -f -`, then waits until it is served.
