@@ -212,12 +212,23 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
 #[ignore = "needs `cargo xtask e2e`"]
 async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
     let e2e = E2e::isolated("verbs-hold").nodes(10).start().await;
-    e2e.install(&e2e.agent("v1", "healthy"), Duration::from_secs(120))
-        .await;
+    // Three pods at a time once the canary is ready: four waves, not ten.
+    let agent = |version: &str, behavior: &str| {
+        with_strategy(
+            e2e.agent_json(version, behavior),
+            serde_json::json!({"fastMaxUnavailable": "30%"}),
+        )
+    };
+    e2e.install(
+        &serde_json::from_value(agent("v1", "healthy")).unwrap(),
+        Duration::from_secs(120),
+    )
+    .await;
     let installed = Timestamp::now();
+    let (_watching, watched) = e2e.verb_in_background(Cli::Binary, &["status", "--watch"]);
     // Slow pods: each new pod is Ready 8 s after it starts, so the rollout lasts long enough
     // to be held in the middle.
-    let generation = e2e.upgrade("v2", "slow-start=8s").await;
+    let generation = e2e.set_spec(&agent("v2", "slow-start=8s")).await;
     e2e.wait_for("three nodes on v2", Duration::from_secs(180), || async {
         e2e.version_counts().await.get("v2").copied().unwrap_or(0) >= 3
     })
@@ -277,6 +288,28 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
     e2e.wait_phase(generation, "successful", Duration::from_secs(300))
         .await;
     assert_eq!(e2e.version_counts().await, [("v2".into(), 10)].into());
+    // The binary's watch, off a terminal, printed a view per change: the hold, then the end.
+    e2e.wait_for(
+        "the watch showing the end",
+        Duration::from_secs(30),
+        || async {
+            watched
+                .lock()
+                .unwrap()
+                .contains("Phase:           ✔ successful")
+        },
+    )
+    .await;
+    let watched = watched.lock().unwrap().clone();
+    let held_at = watched
+        .find("Held:")
+        .expect("the watch never showed the hold");
+    let paused_at = watched.find("paused").unwrap_or(usize::MAX);
+    assert!(paused_at < watched.len(), "never paused:\n{watched}");
+    assert!(
+        watched[held_at..].contains("✔ successful"),
+        "the end after the hold:\n{watched}"
+    );
     let done = e2e
         .daemon_set()
         .await
@@ -338,21 +371,15 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
     );
 }
 
-/// `retry`, `abort` and `undo` on the MaxUnavailable driver: a crash-looping v2 fails at its
-/// canary; `retry` starts it again without a template write and it fails again; `abort` rolls
-/// v1 back out (`rollingBack`, `rolledBack`); after a healthy v3, `undo` rolls out the revision
-/// before it and `undo --to-revision` v3 again, each a supervised rollout; `history` lists every
-/// revision with its outcome.
+/// `retry` and `abort` on the MaxUnavailable driver: a crash-looping v2 fails at its canary;
+/// `retry` starts it again without a template write and it fails again; `abort` rolls v1 back
+/// out (`rollingBack`, `rolledBack`), every pod v1 and Ready; `history` shows v2 aborted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
-async fn max_unavailable_retry_abort_undo_and_history() {
-    let e2e = E2e::isolated("verbs-back").nodes(6).start().await;
+async fn max_unavailable_retry_and_abort() {
+    let e2e = E2e::isolated("verbs-retry").nodes(6).start().await;
     e2e.install(&e2e.agent("v1", "healthy"), Duration::from_secs(120))
         .await;
-    refused(
-        &e2e.verb(Cli::Plugin, &["undo"]),
-        "has no revision before the current one",
-    );
     refused(
         &e2e.verb(Cli::Binary, &["retry"]),
         "is not failed (phase successful): nothing to retry",
@@ -421,33 +448,112 @@ async fn max_unavailable_retry_abort_undo_and_history() {
         .iter()
         .all(|p| crate::harness::image_and_ready(p).1);
     assert!(ready, "every pod back on v1 is Ready");
+    refused(
+        &e2e.verb(Cli::Plugin, &["abort"]),
+        "is rolledBack: nothing to abort",
+    );
+    let table = accepted(&e2e.verb(Cli::Plugin, &["history"]), "REVISION");
+    let v2 = history_row(&table, "v2").1;
+    // Failed, retried, failed again, then aborted: its last outcome.
+    assert!(v2.contains("aborted"), "{table}");
+    assert!(
+        history_row(&table, "v1").1.contains("successful (stable)"),
+        "{table}"
+    );
+    for (reason, times) in [("Retried", 1), ("Aborted", 1), ("RolledBack", 1)] {
+        assert_eq!(
+            e2e.events_with_reason(reason),
+            times,
+            "{reason}:\n{}",
+            e2e.events_dump()
+        );
+    }
+}
 
-    let generation = e2e.upgrade("v3", "healthy").await;
-    e2e.wait_phase(generation, "successful", Duration::from_secs(180))
-        .await;
-    let table = accepted(&e2e.verb(Cli::Binary, &["history"]), "REVISION");
-    let revision_of = |version: &str| -> (String, String) {
-        let line = table
-            .lines()
-            .find(|line| line.split_whitespace().nth(1) == Some(version))
-            .unwrap_or_else(|| panic!("no {version} in {table}"));
-        let number = line
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .trim_end_matches('*');
-        (number.to_owned(), line.to_owned())
+/// The row of `version` in a `history` table: its revision number and the line.
+fn history_row(table: &str, version: &str) -> (String, String) {
+    let line = table
+        .lines()
+        .find(|line| line.split_whitespace().nth(1) == Some(version))
+        .unwrap_or_else(|| panic!("no {version} in {table}"));
+    let number = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches('*');
+    (number.to_owned(), line.to_owned())
+}
+
+/// `undo` and `history` on the MaxUnavailable driver: after v1, v2 and v3, `undo` rolls out
+/// the revision before the current one (v2) and `undo --to-revision` v1, each a supervised
+/// rollout of its own within one spec generation, each announced with its own revision (the
+/// events of two such rollouts were once folded into one, keeping the first's note).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn max_unavailable_undo_and_history() {
+    let e2e = E2e::isolated("verbs-undo").nodes(6).start().await;
+    // Half the nodes at a time once the canary is ready: five rollouts, each in three waves.
+    let agent = |version: &str| {
+        with_strategy(
+            e2e.agent_json(version, "healthy"),
+            serde_json::json!({"fastMaxUnavailable": "50%"}),
+        )
     };
-    let (_, v2) = revision_of("v2");
-    assert!(v2.contains("aborted") || v2.contains("failed"), "{table}");
-    let (v3_revision, v3) = revision_of("v3");
+    e2e.install(
+        &serde_json::from_value(agent("v1")).unwrap(),
+        Duration::from_secs(120),
+    )
+    .await;
+    refused(
+        &e2e.verb(Cli::Plugin, &["undo"]),
+        "has no revision before the current one",
+    );
+    for version in ["v2", "v3"] {
+        let generation = e2e.set_spec(&agent(version)).await;
+        e2e.wait_phase(generation, "successful", Duration::from_secs(180))
+            .await;
+    }
+    let table = accepted(&e2e.verb(Cli::Binary, &["history"]), "REVISION");
+    let (v1_revision, v1) = history_row(&table, "v1");
+    let (v2_revision, v2) = history_row(&table, "v2");
+    let (_, v3) = history_row(&table, "v3");
+    assert!(
+        v1.contains("successful") && v2.contains("successful"),
+        "{table}"
+    );
     assert!(v3.contains("successful (stable)"), "{table}");
-    let (v1_revision, _) = revision_of("v1");
+    assert!(
+        v3.split_whitespace().next().unwrap().ends_with('*'),
+        "{table}"
+    );
 
-    // undo: the revision before the current one, v1, rolled out canary first.
+    // undo: the revision before the current one, v2, rolled out canary first.
+    let recorder = e2e.record().await;
     accepted(
         &e2e.verb(Cli::Plugin, &["undo"]),
-        &format!("rolling out revision {v1_revision} (v1), canary first"),
+        &format!("rolling out revision {v2_revision} (v2), canary first"),
+    );
+    e2e.wait_for(
+        "v2 rolled out by undo",
+        Duration::from_secs(180),
+        || async {
+            let status = e2e.status().await;
+            status.phase.as_deref() == Some("successful")
+                && e2e.version_counts().await == [("v2".into(), 6)].into()
+        },
+    )
+    .await;
+    // A rollout like any other: the canary first, then wider.
+    let phases = recorder.phases();
+    assert!(
+        phases.iter().any(|p| p == "canary")
+            && phases.last().map(String::as_str) == Some("successful"),
+        "{phases:?}"
+    );
+    // undo --to-revision: v1.
+    accepted(
+        &e2e.verb(Cli::Binary, &["undo", "--to-revision", &v1_revision]),
+        &format!("rolling out revision {v1_revision} (v1)"),
     );
     e2e.wait_for(
         "v1 rolled out by undo",
@@ -459,42 +565,15 @@ async fn max_unavailable_retry_abort_undo_and_history() {
         },
     )
     .await;
-    // undo --to-revision: v3 again.
-    accepted(
-        &e2e.verb(Cli::Binary, &["undo", "--to-revision", &v3_revision]),
-        &format!("rolling out revision {v3_revision} (v3)"),
-    );
-    e2e.wait_for(
-        "v3 rolled out by undo",
-        Duration::from_secs(180),
-        || async {
-            let status = e2e.status().await;
-            status.phase.as_deref() == Some("successful")
-                && e2e.version_counts().await == [("v3".into(), 6)].into()
-        },
-    )
-    .await;
     refused(
         &e2e.verb(Cli::Plugin, &["undo", "--to-revision", "99"]),
         "has no revision 99",
     );
-    for (reason, times) in [
-        ("Retried", 1),
-        ("Aborted", 1),
-        ("RolledBack", 1),
-        ("UndoStarted", 2),
-    ] {
-        assert_eq!(
-            e2e.events_with_reason(reason),
-            times,
-            "{reason}:\n{}",
-            e2e.events_dump()
-        );
-    }
     // Each undo's event names its own revision, and each undo's rollout has its own
-    // RolloutStarted: a verb's rollout is not folded into the spec's first one.
+    // RolloutStarted: a verb's rollout is not folded into the spec's (v3's) one.
     let undos = e2e.event_messages("UndoStarted");
-    for (revision, version) in [(&v1_revision, "v1"), (&v3_revision, "v3")] {
+    assert_eq!(undos.len(), 2, "{}", e2e.events_dump());
+    for (revision, version) in [(&v2_revision, "v2"), (&v1_revision, "v1")] {
         let said = format!("rolling out revision {revision} ({version})");
         assert!(
             undos.iter().any(|m| m.contains(&said)),
@@ -503,9 +582,8 @@ async fn max_unavailable_retry_abort_undo_and_history() {
         );
     }
     let started = e2e.event_messages("RolloutStarted");
-    // v1: installed, rolled back to by the abort, undone to; v2: once (its retry is the same
-    // rollout again); v3: rolled out, then undone to.
-    for (version, times) in [("v1", 3), ("v2", 1), ("v3", 2)] {
+    // v1: installed, then undone to; v2: rolled out, then undone to; v3: once.
+    for (version, times) in [("v1", 2), ("v2", 2), ("v3", 1)] {
         let said = format!("started rollout of {version}");
         assert_eq!(
             started.iter().filter(|m| m.ends_with(&said)).count(),
