@@ -1,12 +1,12 @@
 //! Two controller replicas, as deploy/manager runs them (leader election on one Lease, the same
-//! ServiceAccount), and the leader SIGKILLed in the middle of a rollout: the standby takes the
-//! Lease once it expires and the rollout ends as it would have without the kill. The API
-//! server's audit log is the judge: each replica has a token of its own, whose id the server
-//! records with every request, so it tells which replica sent each write; neither wrote without
-//! the Lease (the standby nothing before it took the Lease, the old leader nothing after), and
-//! the writes add up to one rollout's (the MaxUnavailable driver: the reference's three
-//! DaemonSet writes, no canary started again; the Pods driver: one deletion per old pod, none
-//! twice).
+//! ServiceAccount), and the leader SIGKILLed, or frozen (SIGSTOP) and woken later, in the
+//! middle of a rollout: the standby takes the Lease once it expires and the rollout ends as it
+//! would have without the fault. The API server's audit log is the judge: each replica has a
+//! token of its own, whose id the server records with every request, so it tells which replica
+//! sent each write; neither wrote without the Lease (the standby nothing before it took the
+//! Lease, the old leader nothing after the fault, even once woken), and the writes add up to
+//! one rollout's (the MaxUnavailable driver: the reference's three DaemonSet writes, no canary
+//! started again; the Pods driver: one deletion per old pod, none twice).
 
 use crate::audit;
 use crate::harness::{Controller, E2e, with_strategy};
@@ -34,15 +34,28 @@ async fn two_replicas(e2e: &E2e) -> (Controller, Controller) {
     (a, b)
 }
 
-/// Kills `a` (SIGKILL) once `ready` holds, waits for the rollout to end `successful` on `b`,
-/// and checks the audit log's invariants; returns the writes of the rollout (after `since`)
-/// and the time `b` took the Lease.
-async fn kill_leader_when(
+/// What happens to the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL: gone, its Lease left to expire.
+    Kill,
+    /// SIGSTOP until the standby has finished the rollout, then SIGCONT: a leader frozen (a
+    /// stalled node, a long GC pause) that wakes up with its work in flight, after its Lease
+    /// has passed to the other replica.
+    Freeze,
+}
+
+/// Hits `a` with `fault` once `ready` holds, waits for the rollout to end `successful` on
+/// `b` (and, for a freeze, lets `a` wake up and step down), and checks the audit log's
+/// invariants; returns the writes of the rollout (after `since`) and the time `b` took the
+/// Lease.
+async fn fault_leader_when(
     e2e: &E2e,
     a: &mut Controller,
     b: &Controller,
     generation: Option<i64>,
     since: Timestamp,
+    fault: Fault,
     ready: impl AsyncFn() -> bool,
 ) -> (Vec<audit::Event>, Timestamp) {
     let deadline = Instant::now() + Duration::from_secs(240);
@@ -55,11 +68,14 @@ async fn kill_leader_when(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    assert!(a.leads(), "a lost the Lease before the kill");
-    a.kill();
+    assert!(a.leads(), "a lost the Lease before the fault");
+    match fault {
+        Fault::Kill => a.kill(),
+        Fault::Freeze => a.signal("STOP"),
+    }
     let killed = Timestamp::now();
     let phase = e2e.status().await.phase;
-    eprintln!("killed the leader at {killed}, phase {phase:?}");
+    eprintln!("{fault:?} the leader at {killed}, phase {phase:?}");
 
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -80,13 +96,44 @@ async fn kill_leader_when(
     let taken = audit::lease_taken(&e2e.namespace, &b.credential)
         .unwrap_or_else(|| panic!("b never took the Lease {}", e2e.namespace));
     eprintln!(
-        "b took the Lease {:.1} s after the kill",
+        "b took the Lease {:.1} s after the fault",
         (taken.as_millisecond() - killed.as_millisecond()) as f64 / 1000.0
     );
     assert!(
         taken > killed,
         "b took the Lease while a was alive and leading"
     );
+    if fault == Fault::Freeze {
+        // a wakes up with whatever it was doing: it must find its right to write gone, write
+        // nothing, and stand by.
+        a.signal("CONT");
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        assert!(
+            a.running(),
+            "a exited after it woke up\n{}",
+            a.endpoint.log_tail()
+        );
+        assert!(!a.leads(), "a leads again\n{}", a.endpoint.log_tail());
+        assert!(b.leads(), "b lost the Lease to a woken a");
+        let stolen: Vec<String> = audit::events()
+            .iter()
+            .filter(|e| {
+                e.is_write()
+                    && e.succeeded()
+                    && e.resource() == "leases"
+                    && e.name() == e2e.namespace
+                    && e.credential() == Some(&a.credential)
+                    && e.stage_timestamp > taken
+            })
+            .map(audit::Event::line)
+            .collect();
+        assert!(
+            stolen.is_empty(),
+            "a wrote the Lease after b took it: {stolen:#?}"
+        );
+        let woken = a.endpoint.log_tail();
+        eprintln!("a after it woke up:\n{woken}");
+    }
 
     let writes: Vec<audit::Event> = audit::writes_in(&e2e.namespace)
         .into_iter()
@@ -101,7 +148,7 @@ async fn kill_leader_when(
     for write in by(&a.credential) {
         assert!(
             write.stage_timestamp <= killed,
-            "a wrote after it was killed: {}",
+            "a wrote after the fault ({fault:?}): {}",
             write.line()
         );
     }
@@ -152,10 +199,18 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
     // Slow pods (Ready 6 s after they start): the widened rollout lasts long enough to kill
     // the leader in its middle.
     let generation = e2e.upgrade("v2", "slow-start=6s").await;
-    let (writes, _) = kill_leader_when(&e2e, &mut a, &b, generation, since, async || {
-        let status = e2e.status().await;
-        status.phase.as_deref() == Some("waiting") && status.updated_ready >= 3
-    })
+    let (writes, _) = fault_leader_when(
+        &e2e,
+        &mut a,
+        &b,
+        generation,
+        since,
+        Fault::Kill,
+        async || {
+            let status = e2e.status().await;
+            status.phase.as_deref() == Some("waiting") && status.updated_ready >= 3
+        },
+    )
     .await;
     assert_eq!(e2e.version_counts().await, [("v2".into(), 12)].into());
 
@@ -204,7 +259,20 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn the_standby_finishes_a_pods_rollout_after_the_leader_is_killed() {
-    let e2e = E2e::isolated("failover-pods")
+    pods_rollout_with_a_fault("failover-pods", Fault::Kill).await;
+}
+
+/// The same with the leader frozen (SIGSTOP) in the last nodes step and woken (SIGCONT) once
+/// the standby has finished: it wrote nothing after it froze, not even the Lease, and stands
+/// by; the rollout stays as the standby finished it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn a_frozen_leader_writes_nothing_when_it_wakes_after_the_standby_took_over() {
+    pods_rollout_with_a_fault("failover-frozen", Fault::Freeze).await;
+}
+
+async fn pods_rollout_with_a_fault(scenario: &str, fault: Fault) {
+    let e2e = E2e::isolated(scenario)
         .nodes(10)
         .without_controller()
         .start()
@@ -234,7 +302,7 @@ async fn the_standby_finishes_a_pods_rollout_after_the_leader_is_killed() {
     let recorder = e2e.record().await;
     let since = Timestamp::now();
     let generation = e2e.set_spec(&agent("v2", "slow-start=6s")).await;
-    let (writes, _) = kill_leader_when(&e2e, &mut a, &b, generation, since, async || {
+    let (writes, _) = fault_leader_when(&e2e, &mut a, &b, generation, since, fault, async || {
         let status = e2e.status().await;
         status.current_step_index == Some(2) && status.updated_ready >= 3
     })
