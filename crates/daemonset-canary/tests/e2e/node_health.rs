@@ -4,7 +4,7 @@
 //! kwok` (which `cargo xtask cluster up` runs); the taints are the real node lifecycle
 //! controller's. No controller is involved: this is the test bed the health gates are tested on.
 
-use super::E2e;
+use crate::harness::{E2e, image_and_ready};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -65,7 +65,7 @@ impl E2e {
             .unwrap();
     }
 
-    /// A node the other scenarios of this file do not use: the last one, or the one before.
+    /// The scenario's two nodes: the last one, and the one before.
     async fn spare_nodes(&self) -> (String, String) {
         let mut names = self.node_names().await;
         assert!(names.len() >= 2, "needs two nodes: {names:?}");
@@ -107,7 +107,7 @@ fn has_taint(node: &Node, key: &str, effect: &str) -> bool {
 }
 
 fn pod_ready(pod: &Pod) -> bool {
-    super::image_and_ready(pod).1
+    image_and_ready(pod).1
 }
 
 /// `(restartCount, lastState.terminated.exitCode)` of the first container.
@@ -129,7 +129,11 @@ fn restarts(pod: &Pod) -> (i32, Option<i32>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_gone() {
-    let e2e = E2e::start("breaks-node").await;
+    let e2e = E2e::isolated("breaks-node")
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
     let (target, _) = e2e.spare_nodes().await;
     e2e.bare_pod(
         "gpu-driver",
@@ -186,7 +190,11 @@ async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_go
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone() {
-    let e2e = E2e::start("node-condition").await;
+    let e2e = E2e::isolated("node-condition")
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
     let (target, _) = e2e.spare_nodes().await;
     e2e.bare_pod(
         "cni",
@@ -248,7 +256,11 @@ async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() {
-    let e2e = E2e::start("breaks-neighbours").await;
+    let e2e = E2e::isolated("breaks-neighbours")
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
     let (target, other) = e2e.spare_nodes().await;
     for (name, node) in [("web-1", &target), ("web-2", &target), ("far", &other)] {
         e2e.bare_pod(name, node, "registry.example/web:v1", &[], false)
@@ -313,7 +325,11 @@ async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_kwok_node_pulls_an_image_once() {
-    let e2e = E2e::start("pull").await;
+    let e2e = E2e::isolated("pull")
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
     let (target, _) = e2e.spare_nodes().await;
     // The image is new to every node: the pod's name makes it so.
     let image = format!("registry.example/pulled:{}", e2e.namespace);
