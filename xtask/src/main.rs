@@ -13,7 +13,9 @@ mod cluster;
 mod codegen;
 mod deploy;
 mod e2e;
+mod e2e_deploy;
 mod fuzz;
+mod kubevirt;
 mod soak;
 mod tools;
 mod traces;
@@ -65,8 +67,11 @@ enum Command {
     /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
     Cluster(cluster::ClusterArgs),
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
-    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e.rs against them.
+    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e/ against them.
     E2e(e2e::E2eArgs),
+    /// KubeVirt's real virt-operator, built from its release, on the running local cluster:
+    /// `kubevirt up`, `kubevirt upgrade --to VERSION`, `kubevirt status`, `kubevirt down`.
+    Kubevirt(kubevirt::KubeVirtArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Kubevirt(args) => kubevirt::run(&args),
     }
 }
 

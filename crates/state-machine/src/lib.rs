@@ -79,6 +79,7 @@ mod analysis;
 mod condition;
 mod decide;
 mod decision;
+mod duration;
 pub mod lifecycle;
 mod max_unavailable;
 mod observation;
@@ -95,6 +96,7 @@ pub use analysis::{
 pub use condition::{ConditionReason, ConditionType};
 pub use decide::{SyncFlags, decide, decide_create, tls_step};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
+pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use lifecycle::{
     Decision, DriverAction, MaxUnavailableAction, Revision, RollbackDecision, RollbackObservation,
     RollbackReason, UndoTarget, decide_rollback, retried_event, rolled_back_event, verb_refused,

@@ -28,6 +28,11 @@ pub struct Component {
 impl Component {
     /// Starts the component with `args`, detached, and records its pid.
     pub fn start(&self, args: &[String]) -> Result<u32> {
+        self.start_with_env(args, &[])
+    }
+
+    /// [`Component::start`] with extra environment variables.
+    pub fn start_with_env(&self, args: &[String], env: &[(&str, &str)]) -> Result<u32> {
         if let Some(pid) = self.running_pid() {
             bail!(
                 "{} is already running (pid {pid}, {})",
@@ -42,6 +47,7 @@ impl Component {
             .with_context(|| format!("cannot reopen {}", self.log.display()))?;
         let child = Command::new(&self.binary)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -14,13 +14,14 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 
 use super::Pass;
 use super::context::Requeue;
-use super::observation::observe_daemon_set;
 use super::pass::{Acted, Driver, Seen};
 use super::plan::Plan;
+use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
 use crate::index::PodCountRule;
 use crate::observer::Transition;
+use canary_predicates::observe_daemon_set;
 
 /// The MaxUnavailable driver of one pass: what it observed, for its record.
 pub(super) struct Steer {
@@ -92,8 +93,8 @@ impl Driver for Steer {
         Ok(Acted::default())
     }
 
-    fn series(&self, _decision: &Decision, _record: &Transition) -> String {
-        String::new()
+    fn series(&self, _decision: &Decision, record: &Transition) -> Series {
+        Series::of_target(&record.target)
     }
 
     fn requeue(&self, decision: &Decision, requeue: &Requeue) -> Duration {

@@ -29,9 +29,9 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use canary_analysis::{AnalysisRun, RunKey};
 use canary_state_machine::{AnalysisVerdict, TemplateValues};
 
-use crate::analysis::{AnalysisRun, RunKey};
 use crate::crd::{AnalysisStatus, CanaryDaemonSet, CanaryDaemonSetStatus};
 use crate::sync::lock;
 
@@ -454,7 +454,9 @@ impl Memory {
     /// fresh cache, so its events are new Event objects with their own notes.
     ///
     /// `series` splits a spec further: the Pods driver's events of each target revision and
-    /// step (several `StepStarted` in one spec) get a recorder of their own.
+    /// step (several `StepStarted` in one spec), and the MaxUnavailable driver's of each target
+    /// (an `undo` or `abort` starts another rollout in the same spec), get a recorder of their
+    /// own.
     pub(crate) fn recorder(
         &self,
         cds: &CanaryDaemonSet,

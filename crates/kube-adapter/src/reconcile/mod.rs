@@ -1,27 +1,24 @@
 //! One reconcile pass of one `CanaryDaemonSet` (spec sections 3 to 7): read, decide, write.
 //!
 //! Read the cached DaemonSet and the indexed pods, build the desired DaemonSet (`plan`),
-//! observe ([`observation`]), ask the state machine, then apply its decision: at most one
+//! observe (`canary_predicates::observe_daemon_set`), ask the state machine, then apply its decision: at most one
 //! DaemonSet write (create, or the reference JSON Patch guarded by a `test` on the generation),
 //! then one status write if the status changed, then the event. The pass's typed record, a
 //! [`Transition`], is what the status is computed from and what the observer reports.
 //!
 //! Submodules: `context` (what every pass shares, the error policy), `plan` (spec → settings),
-//! [`observation`] (cluster → `Observation`, shared with the KubeVirt observe mode), `memory`
-//! (what the controller remembers between passes), `pods` (the Pods driver's pass), `drift`
-//! (whose a live DaemonSet is and what a hand edit changed), `report` (status, event, requeue).
+//! `memory` (what the controller remembers between passes), `pods` (the Pods driver's pass),
+//! `drift` (whose a live DaemonSet is and what a hand edit changed), `report` (status, event,
+//! requeue).
 
 mod context;
 mod drift;
 mod history;
 mod max_unavailable;
 mod memory;
-pub mod observation;
 mod pass;
 mod plan;
 pub(crate) use memory::WriteLedger;
-/// Durations as the spec spells them (`30s`, `10m`, `1h30m`), for the analysis plan too.
-pub(crate) use plan::parse_duration;
 mod pods;
 mod report;
 
@@ -327,7 +324,8 @@ impl<'a> Pass<'a> {
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
-        self.record_pass(record, &decision, "", |requeue| requeue.in_progress)
+        let series = report::Series::of_target(&record.target);
+        self.record_pass(record, &decision, &series, |requeue| requeue.in_progress)
             .await
     }
 

@@ -30,8 +30,8 @@ use tracing::{debug, info};
 
 use super::context::Requeue;
 use super::drift::{OwnWrites, describe_drift, own_unrecorded_write, unrecorded_start};
-use super::observation::available_pods;
 use super::plan::Plan;
+use super::report::Series;
 use super::{Pass, describe_api_error};
 use crate::Error;
 use crate::crd::hold_requested;
@@ -40,6 +40,7 @@ use crate::desired::{
 };
 use crate::meta::object_meta_modified;
 use crate::observer::{Transition, WriteOutcome};
+use canary_predicates::available_pods;
 
 /// What every pass sees before a driver observes: the live DaemonSet, the desired one, the
 /// drift check and the verb marks both drivers read.
@@ -104,8 +105,8 @@ pub(super) trait Driver {
         decision: &Decision<Self::Action>,
         record: &mut Transition,
     ) -> Result<Acted, Error>;
-    /// The series the pass's events belong to (see [`Pass::publish`]).
-    fn series(&self, decision: &Decision<Self::Action>, record: &Transition) -> String;
+    /// The series the pass's events and its history's belong to (see [`Pass::publish`]).
+    fn series(&self, decision: &Decision<Self::Action>, record: &Transition) -> Series;
     /// When the next pass comes, for the driver's own phases.
     fn requeue(&self, decision: &Decision<Self::Action>, requeue: &Requeue) -> Duration;
 }

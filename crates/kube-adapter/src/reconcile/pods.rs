@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use canary_analysis::{AnalysisRun, RunKey, RunReporting};
 use canary_predicates::{
     Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
     label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready, pod_runs_revision,
@@ -40,9 +41,9 @@ use tracing::{debug, info, warn};
 use super::context::Requeue;
 use super::pass::{Acted, Driver, Seen};
 use super::plan::{Plan, PodsPlan};
+use super::report::Series;
 use super::{Pass, describe_api_error};
 use crate::Error;
-use crate::analysis::{AnalysisRun, RunKey, RunReporting};
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, promotion_asked};
 use crate::index::OwnerIndex;
 use crate::observer::{PodsRecord, Report, Transition};
@@ -222,13 +223,16 @@ impl Pass<'_> {
                 key,
                 Arc::clone(plan),
                 values,
-                Arc::clone(&self.ctx.prometheus),
+                Arc::clone(&self.ctx.analysis),
                 RunReporting {
                     wake: self.ctx.memory.waker(self.cds),
                     namespace: self.namespace.clone(),
                     name: self.cds.name_any(),
-                    observer: self.ctx.observer.clone(),
-                    clock: self.ctx.clock.clone(),
+                    measured: self
+                        .ctx
+                        .observer
+                        .analysis_measured(&self.namespace, &self.cds.name_any()),
+                    now: self.ctx.clock.boxed(),
                     secrets: Api::namespaced(self.ctx.client.clone(), &self.namespace),
                 },
             )
@@ -697,18 +701,22 @@ impl Driver for PodsDriver<'_> {
         })
     }
 
-    fn series(&self, decision: &PodDecision, record: &Transition) -> String {
+    fn series(&self, decision: &PodDecision, record: &Transition) -> Series {
         // Each step's events are a series of their own: kube's recorder would fold a second
-        // `StepStarted` into the first one (same reason, same objects) and keep its note.
-        format!(
-            "{}/{}",
-            record
-                .pods
-                .as_ref()
-                .and_then(|p| p.target_revision.clone())
-                .unwrap_or_default(),
-            decision.action.step
-        )
+        // `StepStarted` into the first one (same reason, same objects) and keep its note. A
+        // rollback's events belong to no step.
+        Series {
+            pass: format!(
+                "{}/{}",
+                record
+                    .pods
+                    .as_ref()
+                    .and_then(|p| p.target_revision.clone())
+                    .unwrap_or_default(),
+                decision.action.step
+            ),
+            history: String::new(),
+        }
     }
 
     fn requeue(&self, decision: &PodDecision, requeue: &Requeue) -> Duration {

@@ -52,6 +52,33 @@ fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
         .and_then(|entry| entry.manager.clone())
 }
 
+/// The event series of a pass (see [`Pass::publish`]): a recorder per spec generation and
+/// series, so that a new rollout's (or step's) event is never folded into an earlier one's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Series {
+    /// The series of the pass's own events.
+    pub pass: String,
+    /// The series of its history's events (a rollback's, an undo's).
+    pub history: String,
+}
+
+impl Series {
+    /// Every event of the pass in the series of its target: `undo` and `abort` start another
+    /// rollout within one spec generation, and kube's recorder would fold its events into the
+    /// previous rollout's, keeping that one's note (`UndoStarted (x2): rolling out revision 3
+    /// (v1)` for an undo of v1 and then one of v3). The MaxUnavailable driver's, and a create's.
+    pub(super) fn of_target(target: &canary_predicates::Target) -> Series {
+        let series = format!(
+            "{}/{}/{}",
+            target.version, target.registry, target.deployment_id
+        );
+        Series {
+            pass: series.clone(),
+            history: series,
+        }
+    }
+}
+
 impl Pass<'_> {
     /// The record step of a pass: the one status write, then the pass's events (in
     /// `series`, see [`Pass::publish`]) and its history's, and the next requeue, by the rules
@@ -60,15 +87,15 @@ impl Pass<'_> {
         &self,
         record: Transition,
         decision: &Decision<A>,
-        series: &str,
+        series: &Series,
         otherwise: impl FnOnce(&Requeue) -> Duration,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
         let history = self.write_status(record).await?;
-        self.publish_events(decision.events.iter(), drift, series)
+        self.publish_events(decision.events.iter(), drift, &series.pass)
             .await;
-        // Not in the pass's series: a rollback's events belong to no step.
-        self.publish_events(history.events.iter(), None, "").await;
+        self.publish_events(history.events.iter(), None, &series.history)
+            .await;
         Ok(self.next_pass(
             history.act_again,
             decision.phase,
