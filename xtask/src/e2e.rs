@@ -133,11 +133,14 @@ pub fn run(args: &E2eArgs) -> Result<()> {
 
 fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result<()> {
     let cargo = cargo();
-    // The same dev-profile binary the test target is built against.
+    // The binary the test targets are built against: the same profile (`cargo test --profile
+    // ci` below), so `CARGO_BIN_EXE_daemonset-canary` in the tests is this very file.
     let status = Command::new(&cargo)
         .args([
             "build",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--bin",
@@ -146,11 +149,12 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         .status()
         .context("cannot run cargo build")?;
     if !status.success() {
-        bail!("cargo build -p daemonset-canary failed");
+        bail!(
+            "cargo build --profile {} -p daemonset-canary failed",
+            crate::PROFILE
+        );
     }
-    let binary = crate::tools::target_dir()?
-        .join("debug")
-        .join("daemonset-canary");
+    let binary = crate::ci_binary()?;
     let mut failed = if args.suite == Suite::Deploy {
         Vec::new()
     } else {
@@ -239,8 +243,8 @@ struct TestEnv {
     kubectl: PathBuf,
 }
 
-/// `cargo test -p daemonset-canary --test <target> -- --ignored` with the suite's environment;
-/// whether it passed.
+/// `cargo test --profile ci -p daemonset-canary --test <target> -- --ignored` with the suite's
+/// environment; whether it passed.
 fn run_tests(
     target: &str,
     args: &E2eArgs,
@@ -251,6 +255,8 @@ fn run_tests(
     test.args([
         "test",
         "--locked",
+        "--profile",
+        crate::PROFILE,
         "-p",
         "daemonset-canary",
         "--test",

@@ -142,6 +142,17 @@ pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+/// The cargo profile of the tests and of every build xtask makes for them (Cargo.toml: dev with
+/// optimized dependencies). One profile for all, so that `cargo xtask ci` builds each dependency
+/// once, and a test that runs the binary (`CARGO_BIN_EXE_daemonset-canary`) runs the one the
+/// commands here built: both live in `target/ci/`.
+pub(crate) const PROFILE: &str = "ci";
+
+/// `target/ci/daemonset-canary`: the binary `cargo build --profile ci -p daemonset-canary` makes.
+pub(crate) fn ci_binary() -> Result<PathBuf> {
+    Ok(tools::target_dir()?.join(PROFILE).join("daemonset-canary"))
+}
+
 /// The variables `cargo run` set for xtask itself (its manifest and package), which the commands
 /// xtask runs must not inherit, so xtask starts itself again without them. A cargo started with
 /// them in its environment sees changed inputs for every crate whose build script reads one
