@@ -62,7 +62,7 @@ enum Command {
     /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
     Cluster(cluster::ClusterArgs),
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
-    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e.rs against them.
+    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e/ against them.
     E2e(e2e::E2eArgs),
     /// KubeVirt's real virt-operator, built from its release, on the running local cluster:
     /// `kubevirt up`, `kubevirt upgrade --to VERSION`, `kubevirt status`, `kubevirt down`.

@@ -9,6 +9,11 @@
 //! - The kubeconfig is written to an exclusively created temporary file next to it (never an
 //!   existing file or a symlink planted there) and renamed into place, so a reader never sees
 //!   half of it and nothing else is overwritten on the way.
+//! - The simulator's stand-in Prometheus (`canary_sim::prometheus`: each node's error ratio from
+//!   the pods it runs, `sim.canary.daemonset.dev/error-ratio`) answers the instant-query API on
+//!   `--prometheus-addr`, for a CanaryDaemonSet's `spec.analysis`. Its URL is printed on stdout
+//!   (`prometheus: http://127.0.0.1:PORT`) and, with `--prometheus-url-file`, written to that
+//!   file before the kubeconfig, so a script that waits for the kubeconfig can read it.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -17,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use super::shutdown_signal;
 use anyhow::Context;
-use canary_sim::Sim;
 use canary_sim::cluster::ClusterConfig;
+use canary_sim::{Sim, SimPrometheus};
 use daemonset_canary::listen::{bind_error, parse_listen_addr};
 
 /// Arguments of `sim serve`.
@@ -45,6 +50,18 @@ pub struct SimServeArgs {
     /// Seed of the simulator's random choices.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Plain pods on every node (namespace `neighbours`), ready from the start: what a pod
+    /// with the behaviour `breaks-neighbours=<duration>` breaks.
+    #[arg(long, default_value_t = 0)]
+    neighbours_per_node: u32,
+    /// Address of the simulated Prometheus (the instant-query API, `/api/v1/query`); port 0
+    /// picks a free port. Loopback only, unless --insecure-listen-anywhere.
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = parse_listen_addr)]
+    prometheus_addr: SocketAddr,
+    /// Also write the simulated Prometheus' URL (`http://ADDR`) to this file, before the
+    /// kubeconfig.
+    #[arg(long)]
+    prometheus_url_file: Option<PathBuf>,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -55,6 +72,12 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
             args.addr
         );
     }
+    if !args.prometheus_addr.ip().is_loopback() && !args.insecure_listen_anywhere {
+        anyhow::bail!(
+            "refusing to serve the simulated Prometheus on {}: it is plain HTTP without authentication; listen on 127.0.0.1 (the default), or pass --insecure-listen-anywhere",
+            args.prometheus_addr
+        );
+    }
     let sim = Sim::builder()
         .cluster_config(ClusterConfig {
             speed: args.speed,
@@ -62,6 +85,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         })
         .nodes(args.nodes)
         .seed(args.seed)
+        .neighbours_per_node(args.neighbours_per_node)
         .epoch(k8s_openapi::jiff::Timestamp::now())
         .build()
         .context("cannot build the simulated cluster")?;
@@ -69,10 +93,19 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         .serve(args.addr)
         .await
         .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
+    let prometheus = SimPrometheus::new(sim.store().clone())
+        .serve(args.prometheus_addr)
+        .await
+        .map_err(|error| anyhow::anyhow!(bind_error(args.prometheus_addr, &error)))?;
+    if let Some(path) = &args.prometheus_url_file {
+        write_atomically(path, &format!("{}\n", prometheus.url()))?;
+    }
+    println!("prometheus: {}", prometheus.url());
     write_atomically(&args.kubeconfig, &served.kubeconfig)?;
     tracing::info!(
         addr = %served.addr,
         kubeconfig = %args.kubeconfig.display(),
+        prometheus = %prometheus.url(),
         nodes = args.nodes,
         speed = args.speed,
         "simulated cluster serving"
@@ -133,7 +166,7 @@ fn write_atomically(path: &Path, contents: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", temporary.display()))
         .and_then(|()| {
             std::fs::rename(&temporary, path)
-                .with_context(|| format!("cannot move the kubeconfig to {}", path.display()))
+                .with_context(|| format!("cannot move {} into place", path.display()))
         });
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);

@@ -2,6 +2,8 @@
 // Each test crate uses a subset of these.
 #![allow(dead_code)]
 
+pub mod bad_patches;
+
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
