@@ -33,13 +33,12 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use crate::controller::FACTS_WAIT;
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
-use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
+use crate::trigger::{Coalesced, FACTS_WAIT, WatchBackoff, WatchErrors, WatchLog};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]
