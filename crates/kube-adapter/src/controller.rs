@@ -31,7 +31,7 @@ use crate::lease::{self, Elector, Leadership};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, WriteLedger, error_policy, reconcile};
 use crate::scope::api;
-use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog};
+use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog, relisting_watcher};
 use crate::undecodable::Notice;
 use crate::workload::WorkloadWatches;
 use canary_state_machine::Driver;
@@ -263,7 +263,7 @@ async fn run_controller(
     // move counts the pod index triggers on already (issue 20).
     let mut ds_triggers = DaemonSetTriggers::default();
     let ds_referrers = cds_store.clone();
-    let ds_stream = watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
+    let ds_stream = relisting_watcher(api::<DaemonSet>(&client, ns), watcher::Config::default())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             ds_listed.note(&event, Source::DaemonSets);
@@ -286,7 +286,7 @@ async fn run_controller(
     // one pass per `COUNTS_WAIT`, which brings the status' counts up to date.
     let (counts_moved, counted_triggers) = Coalesced::<CanaryDaemonSet>::new(COUNTS_WAIT);
     let (facts_moved, facts_triggers) = Coalesced::<CanaryDaemonSet>::new(FACTS_WAIT);
-    let pod_stream = watcher(api::<WatchedPod>(&client, ns), owned.clone())
+    let pod_stream = relisting_watcher(api::<WatchedPod>(&client, ns), owned.clone())
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             let moved = pod_index.apply(&event);
@@ -317,13 +317,14 @@ async fn run_controller(
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_index = revisions.clone();
     let revision_listed = listed.clone();
-    let revision_stream = watcher(api::<ControllerRevision>(&client, ns), owned)
+    let revision_stream = relisting_watcher(api::<ControllerRevision>(&client, ns), owned)
         .backoff(WatchBackoff::default())
         .map_ok(move |event| {
             revision_index.apply(&event);
             revision_listed.note(&event, Source::Revisions);
             event
         })
+        .map_ok(watch_errors.working("controllerrevisions"))
         .touched_objects();
     let revision_stream = watch_errors.without_errors(revision_stream, "controllerrevisions");
 
@@ -335,7 +336,7 @@ async fn run_controller(
     let nodes = OwnerIndex::<CachedNode>::new();
     let node_index = nodes.clone();
     let node_readers = cds_store.clone();
-    let node_stream = watcher(
+    let node_stream = relisting_watcher(
         Api::<WatchedNode>::all(client.clone()),
         watcher::Config::default(),
     )
@@ -400,7 +401,7 @@ async fn run_controller(
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
     let cds_listed = listed.clone();
     let cds_ctx = ctx.clone();
-    let cds_stream = watcher(
+    let cds_stream = relisting_watcher(
         crate::crd::dynamic_api(&client, ns),
         watcher::Config::default(),
     )
@@ -410,6 +411,7 @@ async fn run_controller(
         future::ready(Ok(typed_event(event, &undecodable_tx, &cds_ctx)))
     })
     .map_ok(say_when_none(ns))
+    .map_ok(watch_errors.working("canarydaemonsets"))
     .reflect(cds_writer)
     .applied_objects()
     .predicate_filter(spec_or_marks, PredicateConfig::default());

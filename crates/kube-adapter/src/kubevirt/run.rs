@@ -23,7 +23,7 @@ use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 use crate::clock::Clock;
 use crate::observer::{Observer, Report};
 use crate::scope::{api, api_with};
-use crate::trigger::WatchLog;
+use crate::trigger::{WatchLog, relisting_watcher};
 
 /// How the observer runs.
 #[derive(Clone)]
@@ -143,19 +143,19 @@ pub async fn run(
     let (pod_store, pod_writer) = reflector::store::<Pod>();
     let changes: Vec<BoxStream<'static, Change>> = vec![
         changes(
-            watcher(kubevirts, watcher::Config::default())
+            relisting_watcher(kubevirts, watcher::Config::default())
                 .default_backoff()
                 .reflect(kv_writer),
             Source::KubeVirt,
         ),
         changes(
-            watcher(api::<DaemonSet>(&client, ns), managed.clone())
+            relisting_watcher(api::<DaemonSet>(&client, ns), managed.clone())
                 .default_backoff()
                 .reflect(ds_writer),
             Source::DaemonSet,
         ),
         changes(
-            watcher(api::<Pod>(&client, ns), managed)
+            relisting_watcher(api::<Pod>(&client, ns), managed)
                 .default_backoff()
                 // Only metadata and status are read; the spec is most of a pod's size.
                 .modify(|pod: &mut Pod| {
