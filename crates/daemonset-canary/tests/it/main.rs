@@ -25,6 +25,7 @@ mod metrics_endpoint;
 mod observe_kubevirt;
 mod prometheus;
 mod readme_walkthrough;
+mod restarts;
 mod run_against_sim;
 mod scenario;
 mod sim_serve;
