@@ -5,6 +5,8 @@
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
+pub mod audit;
+
 /// Kills the child when the test ends, however it ends.
 pub struct KillOnDrop(pub Child);
 
