@@ -8,6 +8,7 @@
 //! xtask and one from a terminal reuse each other's artifacts.
 
 mod bench;
+mod chaos;
 mod ci;
 mod cluster;
 mod codegen;
@@ -62,6 +63,10 @@ enum Command {
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
     /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e.rs against them.
     E2e(e2e::E2eArgs),
+    /// Faults on the real control plane with the controller mid-rollout (API server, etcd,
+    /// compaction, the controller killed in each phase, a slow and lossy API server), judged by
+    /// the audit log; prints the table of docs/reliability.md.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +112,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Chaos(args) => chaos::run(&args),
     }
 }
 
