@@ -33,7 +33,10 @@ use crate::registry::ResourceKey;
 /// Where a store writes its journal: one line (with its `\n`) per change, called under the
 /// store lock. It must not call back into the store.
 #[derive(Clone)]
-pub struct JournalSink(Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct JournalSink(Arc<WriteLine>);
+
+/// What a [`JournalSink`] calls with each line.
+type WriteLine = dyn Fn(&[u8]) + Send + Sync;
 
 impl JournalSink {
     /// A sink that hands each line to `write`.
