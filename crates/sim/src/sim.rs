@@ -260,4 +260,14 @@ impl Sim {
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServedSim> {
         serve(self.api.clone(), addr).await
     }
+
+    /// [`Sim::serve`], recording every request answered in `audit`, in kube-apiserver's audit
+    /// format ([`crate::audit`]).
+    pub async fn serve_recording(
+        &self,
+        addr: SocketAddr,
+        audit: std::sync::Arc<crate::audit::AuditLog>,
+    ) -> std::io::Result<ServedSim> {
+        crate::service::serve_recording(self.api.clone(), addr, Some(audit)).await
+    }
 }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use super::shutdown_signal;
 use anyhow::Context;
 use canary_sim::Sim;
-use canary_sim::cluster::ClusterConfig;
+use canary_sim::cluster::{ClusterConfig, KubeletConfig};
 use daemonset_canary::listen::{bind_error, parse_listen_addr};
 
 /// Arguments of `sim serve`.
@@ -58,6 +58,17 @@ pub struct SimServeArgs {
     /// included.
     #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
+    /// Append a line per request answered to FILE, in kube-apiserver's audit format (level
+    /// Metadata): what a client did, counted as on a real API server.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
+    /// Delay from a pod's creation on a node to its containers running (the kubelet model's
+    /// start latency; `cargo xtask cluster up` has the same flag for KWOK).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    start_delay_ms: u64,
+    /// Delay from running to ready for `healthy` pods.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    ready_delay_ms: u64,
 }
 
 /// How often the `--state` snapshot is written again while the cluster changes (every change
@@ -78,6 +89,11 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
     let mut builder = Sim::builder()
         .cluster_config(ClusterConfig {
             speed: args.speed,
+            kubelet: KubeletConfig {
+                start_latency: std::time::Duration::from_millis(args.start_delay_ms),
+                ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
+                ..KubeletConfig::default()
+            },
             ..ClusterConfig::default()
         })
         .nodes(args.nodes)
@@ -108,10 +124,16 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
     if let Some(files) = &files {
         files.checkpoint(sim.store(), true)?;
     }
-    let served = sim
-        .serve(args.addr)
-        .await
-        .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
+    let served = match &args.audit_log {
+        Some(path) => {
+            let audit = canary_sim::audit::AuditLog::append_to(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            sim.serve_recording(args.addr, std::sync::Arc::new(audit))
+                .await
+        }
+        None => sim.serve(args.addr).await,
+    }
+    .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
     write_atomically(&args.kubeconfig, served.kubeconfig.as_bytes())?;
     tracing::info!(
         addr = %served.addr,
