@@ -143,8 +143,14 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &ChaosArgs) -> Resu
         .status()
         .context("cannot run cargo test")?;
     drop(supervisor);
-    let rows = read_rows(&results)?;
-    let table = table(&rows);
+    let (fidelity, rows): (Vec<Value>, Vec<Value>) = read_rows(&results)?
+        .into_iter()
+        .partition(|row| row.get("fidelity") == Some(&Value::Bool(true)));
+    let mut table = table(&rows);
+    for row in &fidelity {
+        table.push('\n');
+        table.push_str(&fidelity_table(row));
+    }
     println!("\n{table}");
     if let Some(path) = &args.table {
         std::fs::write(path, &table).with_context(|| format!("cannot write {}", path.display()))?;
@@ -208,6 +214,54 @@ fn table(rows: &[Value]) -> String {
             makespan,
             text("probes"),
             text("invariants"),
+        ));
+    }
+    out
+}
+
+/// The Markdown table of a fidelity row: each figure on canary-sim and on the real control
+/// plane.
+fn fidelity_table(row: &Value) -> String {
+    let side = |name: &str| row.get(name).cloned().unwrap_or(Value::Null);
+    let (sim, real) = (side("sim"), side("real"));
+    let mut figures: Vec<String> = [
+        "makespan_s",
+        "first_daemon_set_write_s",
+        "daemon_set_writes",
+        "pod_deletions",
+        "status_writes",
+        "events",
+        "lease_writes",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let mut verbs: Vec<String> = [&sim, &real]
+        .iter()
+        .filter_map(|m| m.get("requests").and_then(Value::as_object))
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    verbs.sort();
+    verbs.dedup();
+    figures.extend(verbs.iter().map(|v| format!("requests.{v}")));
+    let value = |side: &Value, figure: &str| {
+        let found = match figure.split_once('.') {
+            Some((outer, inner)) => side.get(outer).and_then(|o| o.get(inner)),
+            None => side.get(figure),
+        };
+        found.map_or_else(|| "0".to_owned(), ToString::to_string)
+    };
+    let mut out = format!(
+        "| {} rollout, {} nodes: figure | canary-sim (`sim serve`) | real control plane |\n|---|---:|---:|\n",
+        row.get("rollout").and_then(Value::as_str).unwrap_or("?"),
+        row.get("nodes")
+            .map_or_else(|| "?".to_owned(), ToString::to_string)
+    );
+    for figure in figures {
+        out.push_str(&format!(
+            "| {figure} | {} | {} |\n",
+            value(&sim, &figure),
+            value(&real, &figure)
         ));
     }
     out

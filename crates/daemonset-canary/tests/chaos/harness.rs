@@ -220,6 +220,40 @@ pub fn start_controller(
     }
 }
 
+/// Starts a controller against `sim serve` (its kubeconfig), with the same flags as
+/// [`start_controller`] (leader election, the Lease in `default`).
+pub fn start_sim_controller(
+    env: &Env,
+    kubeconfig: &Path,
+    namespace: &str,
+    lease: &str,
+) -> Controller {
+    let metrics_port = support::free_port();
+    let log = env.log_dir.join(format!("chaos-{lease}-sim.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(&env.binary)
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+        .args(["--namespace", namespace])
+        .args(["--leader-election", "--lease-namespace", "default"])
+        .args(["--lease-name", lease])
+        .env("POD_NAME", format!("{lease}-sim"))
+        .env("CANARY_LOG_FORMAT", "json")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    Controller {
+        child,
+        metrics_port,
+        credential: String::new(),
+        log,
+    }
+}
+
 /// The `jti` claim of a JWT.
 fn jti(token: &str) -> String {
     let payload = token.split('.').nth(1).unwrap_or_default();

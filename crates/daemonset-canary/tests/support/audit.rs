@@ -72,20 +72,33 @@ impl Request {
     }
 }
 
-/// Every finished request of `user` in the audit log at `path`, in the order the server
-/// finished them.
+/// Every request of `user` in the audit log at `path` (see [`read_where`]), in the order the
+/// server recorded them.
 ///
 /// # Panics
 ///
 /// When the log cannot be read; a line that is not an audit event is skipped (a line cut short
 /// by a killed kube-apiserver).
 pub fn read(path: &Path, user: &str) -> Vec<Request> {
+    read_where(path, |event| event["user"]["username"] == user)
+}
+
+/// Every request the audit log at `path` records once (a finished request, or a watch when
+/// it opened: `sim serve --audit-log` records no watch's end), whose raw event `chosen` picks
+/// (canary-sim has no users: pick by `userAgent`).
+pub fn read_where(path: &Path, chosen: impl Fn(&Value) -> bool) -> Vec<Request> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
     text.lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["stage"] == "ResponseComplete" || event["stage"] == "Panic")
-        .filter(|event| event["user"]["username"] == user)
+        .filter(|event| {
+            let watch = event["verb"] == "watch";
+            let stage = &event["stage"];
+            stage == "Panic"
+                || (!watch && stage == "ResponseComplete")
+                || (watch && stage == "ResponseStarted")
+        })
+        .filter(|event| chosen(event))
         .filter_map(|event| parse(&event))
         .collect()
 }
