@@ -28,7 +28,7 @@ pub struct Component {
     /// Its arguments, as a JSON array, written by [`Component::start`].
     pub args_file: PathBuf,
     /// While this file exists, a supervisor does not start the component again
-    /// ([`super::supervise`]): a fault injector holds a component down with it.
+    /// ([`super::supervise()`]): a fault injector holds a component down with it.
     pub hold_file: PathBuf,
 }
 
