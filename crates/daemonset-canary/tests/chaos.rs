@@ -77,6 +77,9 @@ enum Fault {
     CompactedWatch,
     /// SIGKILL the controller and start a new process at once.
     KillController,
+    /// Two replicas: the leader's connections are stalled this long (a partition: what it sent
+    /// meanwhile is lost), so that the standby takes over; then the leader is reconnected.
+    PartitionLeader(Duration),
     /// Latency on every chunk and every connection cut at an interval, for a while.
     SlowApiServer {
         latency: Duration,
@@ -100,6 +103,10 @@ impl Fault {
             }
             Fault::CompactedWatch => "watch resumed past etcd's compaction (410 Gone)".to_owned(),
             Fault::KillController => "controller SIGKILLed, started again".to_owned(),
+            Fault::PartitionLeader(down) => format!(
+                "two replicas, the leader cut off {} s (the standby takes over), then back",
+                down.as_secs()
+            ),
             Fault::SlowApiServer {
                 latency,
                 cut_every,
@@ -204,6 +211,25 @@ async fn run(scenario: Scenario) {
         harness::start_controller(&env, &server, &namespace, &lease, generation_of_process);
     let sampler = Sampler::start(controller.metrics_port);
     wait_ready(&controller, Duration::from_secs(60)).await;
+    // A standby, through a proxy of its own, once the first process leads.
+    let standby = if matches!(scenario.fault, Fault::PartitionLeader(_)) {
+        until(Duration::from_secs(60), "the first process leads", || {
+            std::future::ready(lease_holder(&env, &lease) == format!("{lease}-0"))
+        })
+        .await;
+        let proxy = Proxy::start(env.apiserver_addr()).await;
+        let standby = harness::start_controller(
+            &env,
+            &format!("https://{}", proxy.addr),
+            &namespace,
+            &lease,
+            1,
+        );
+        wait_ready(&standby, Duration::from_secs(60)).await;
+        Some((standby, proxy))
+    } else {
+        None
+    };
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), &namespace);
     let v1 = agent(&namespace, "v1", "healthy", &scenario.strategy);
@@ -324,6 +350,20 @@ async fn run(scenario: Scenario) {
                 &controller.credential[..8.min(controller.credential.len())]
             ));
             sampler.follow(controller.metrics_port);
+        }
+        Fault::PartitionLeader(down) => {
+            proxy.set(Mode::Stall);
+            // Recovery counts from the cut: the standby must take over and go on.
+            fault_over = Some((Instant::now(), harness::now()));
+            tokio::time::sleep(down).await;
+            // What the leader sent meanwhile is dropped with its connections, as a partition
+            // drops it; then it is reachable again.
+            let cut = proxy.cut_all();
+            proxy.set(Mode::Pass);
+            row.notes.push(format!(
+                "holder after the partition: {}; {cut} connections of the old leader cut",
+                lease_holder(&env, &lease)
+            ));
         }
         Fault::SlowApiServer {
             latency,
@@ -492,6 +532,9 @@ async fn run(scenario: Scenario) {
     drop(readiness);
     drop(sampler);
     stop(controller);
+    if let Some((standby, _proxy)) = standby {
+        stop(standby);
+    }
     let _ = std::process::Command::new(&env.kubectl)
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
@@ -744,6 +787,25 @@ fn watch_errors(controller: &harness::Controller) -> u64 {
         .find_map(|line| line.strip_prefix("canary_watch_errors_total "))
         .and_then(|value| value.trim().parse::<f64>().ok())
         .map_or(0, |value| value as u64)
+}
+
+/// The holder of the Lease `lease` (empty when none).
+fn lease_holder(env: &Env, lease: &str) -> String {
+    let output = std::process::Command::new(&env.kubectl)
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args([
+            "get",
+            "lease",
+            lease,
+            "-n",
+            harness::CONTROLLER_NAMESPACE,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// The resourceVersion of a list of the namespace's pods.
@@ -1242,4 +1304,15 @@ const HARNESS_AGENT: &str = "chaos-harness";
 /// The chaos cluster's nodes (`cargo xtask chaos`).
 fn chaos_nodes() -> u32 {
     10
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "chaos: run with `cargo xtask chaos`"]
+async fn chaos_11_the_leader_cut_off_and_back_with_a_standby() {
+    run(scenario(
+        "partition",
+        Fault::PartitionLeader(Duration::from_secs(25)),
+        Moment::Phase("canary"),
+    ))
+    .await;
 }
