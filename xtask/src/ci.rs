@@ -29,13 +29,18 @@ struct Step {
 const STEPS: &[Step] = &[
     Step {
         name: "tools",
-        what: "external tools the tests need",
+        what: "external tools the tests need (kubectl and the control plane, virt-operator)",
         run: tools_step,
     },
     Step {
         name: "fmt",
         what: "cargo fmt --check",
         run: fmt,
+    },
+    Step {
+        name: "deny",
+        what: "cargo deny check licenses bans sources (deny.toml; advisories need a database CI cannot fetch)",
+        run: deny,
     },
     Step {
         name: "clippy",
@@ -64,14 +69,14 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "lint-deploy",
-        what: "deploy/: kustomize, kubernetes-validate, promtool, checkov, metric names from scrapes of the binary",
+        what: "deploy/: kustomize, helm lint and helm template, kubernetes-validate, promtool, checkov, krew manifest, metric names from scrapes of the binary",
         // Metric names are checked against what the binary really exports: a demo rollout and
         // observe-kubevirt, which between them export every metric it registers.
         run: |_| crate::deploy::run(&crate::deploy::LintArgs::scraping_the_binary()),
     },
     Step {
         name: "e2e",
-        what: "end-to-end suite on a real control plane with 50 KWOK nodes (cargo xtask e2e)",
+        what: "end-to-end suites on a real control plane (cargo xtask e2e): the main one on 50 KWOK nodes, KubeVirt's real virt-operator on 20, then the deploy suite (the Helm chart installed, upgraded and taken over from kustomize with real Helm; deploy/policy)",
         run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
     },
     Step {
@@ -177,7 +182,25 @@ fn print_summary(outcomes: &[(&Step, Outcome)]) {
 }
 
 fn tools_step(_sh: &Shell) -> Result<()> {
-    tools::ensure_all()
+    tools::ensure_all()?;
+    // virt-operator for the e2e step's KubeVirt suite (cached like the control plane), built
+    // here so that the e2e step's time is the tests'.
+    crate::kubevirt::ensure_built(&crate::cluster::Layout::new()?)
+}
+
+/// Licences, banned crates and sources of the dependency graph, as deny.toml says. Not
+/// `advisories`: the advisory database is a git repository CI machines cannot fetch.
+fn deny(sh: &Shell) -> Result<()> {
+    tools::ensure_cargo_deny(sh)?;
+    let cargo = cargo();
+    // The duplicate-version warnings without their inclusion trees, which run to hundreds of
+    // lines and say nothing a `cargo tree -d` would not.
+    cmd!(
+        sh,
+        "{cargo} deny --locked check --hide-inclusion-graph licenses bans sources"
+    )
+    .run()?;
+    Ok(())
 }
 
 fn fmt(sh: &Shell) -> Result<()> {

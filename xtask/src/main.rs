@@ -14,7 +14,9 @@ mod cluster;
 mod codegen;
 mod deploy;
 mod e2e;
+mod e2e_deploy;
 mod fuzz;
+mod kubevirt;
 mod soak;
 mod tools;
 
@@ -61,12 +63,15 @@ enum Command {
     /// `cluster up [--nodes N] [--kubeconfig PATH]`, `cluster down`, `cluster status`.
     Cluster(cluster::ClusterArgs),
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
-    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e.rs against them.
+    /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e/ against them.
     E2e(e2e::E2eArgs),
     /// Faults on the real control plane with the controller mid-rollout (API server, etcd,
     /// compaction, the controller killed in each phase, a slow and lossy API server), judged by
     /// the audit log; prints the table of docs/reliability.md.
     Chaos(chaos::ChaosArgs),
+    /// KubeVirt's real virt-operator, built from its release, on the running local cluster:
+    /// `kubevirt up`, `kubevirt upgrade --to VERSION`, `kubevirt status`, `kubevirt down`.
+    Kubevirt(kubevirt::KubeVirtArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
         Command::Chaos(args) => chaos::run(&args),
+        Command::Kubevirt(args) => kubevirt::run(&args),
     }
 }
 

@@ -5,7 +5,9 @@
 //! into a virtualenv under the target directory; otherwise it stops with the exact command to run.
 //! kubectl is not a Debian package: it is built from Kubernetes' sources with the local cluster's
 //! binaries (`cargo xtask cluster build`, cached) into `target/cluster/bin/`, which `.ci/run`
-//! puts first on PATH; the tests are told its path in `KUBECTL`.
+//! puts first on PATH; the tests are told its path in `KUBECTL`. Helm is built the same way, on
+//! first use (`cluster::ensure_helm`). The cargo subcommands (cargo-nextest, cargo-deny) are
+//! installed from the crates registry with `cargo install --locked`.
 
 use crate::cargo;
 use anyhow::{Context, Result, bail};
@@ -40,13 +42,54 @@ const PYTHON_TOOLS: &[(&str, &str)] = &[
     ("cel-python", "0.5.0"),
 ];
 
-/// Ensures every tool in [`TOOLS`], the Python tools and cargo-nextest are available.
+/// cargo-deny, pinned: its configuration format (deny.toml) changes between releases.
+const CARGO_DENY_VERSION: &str = "0.20.2";
+
+/// Ensures every tool in [`TOOLS`], kubectl and Helm, the Python tools, cargo-nextest and
+/// cargo-deny are available.
 pub fn ensure_all() -> Result<()> {
     let sh = Shell::new()?;
     ensure_debian_tools(&sh)?;
     ensure_kubectl()?;
+    ensure_helm()?;
     ensure_python_tools(&sh)?;
-    ensure_nextest(&sh)
+    ensure_nextest(&sh)?;
+    ensure_cargo_deny(&sh).map(|_| ())
+}
+
+/// Builds Helm (cached in `target/cluster/bin/`) and returns it.
+pub fn ensure_helm() -> Result<PathBuf> {
+    let helm = crate::cluster::ensure_helm()?;
+    eprintln!(
+        "tool {:<12} {} ({})",
+        "helm",
+        version_line(&helm.display().to_string()),
+        helm.display()
+    );
+    Ok(helm)
+}
+
+/// Installs cargo-deny [`CARGO_DENY_VERSION`] unless exactly that version is there.
+pub fn ensure_cargo_deny(sh: &Shell) -> Result<()> {
+    let cargo = cargo();
+    let installed = cmd!(sh, "{cargo} deny --version")
+        .quiet()
+        .ignore_stderr()
+        .read()
+        .unwrap_or_default();
+    // `cargo-deny 0.20.2`
+    if installed.split_whitespace().nth(1) == Some(CARGO_DENY_VERSION) {
+        eprintln!("tool {:<12} {installed}", "cargo-deny");
+        return Ok(());
+    }
+    eprintln!("installing cargo-deny {CARGO_DENY_VERSION}");
+    cmd!(
+        sh,
+        "{cargo} install --locked cargo-deny --version {CARGO_DENY_VERSION}"
+    )
+    .run()
+    .context("cargo install cargo-deny failed")?;
+    Ok(())
 }
 
 /// Ensures what `cargo xtask lint-deploy` runs: kubectl, promtool and the Python tools.
@@ -189,6 +232,8 @@ fn on_path(binary: &str) -> bool {
 fn version_line(binary: &str) -> String {
     let args: &[&str] = if binary.ends_with("kubectl") {
         &["version", "--client"]
+    } else if binary.ends_with("helm") {
+        &["version", "--short"]
     } else {
         &["--version"]
     };

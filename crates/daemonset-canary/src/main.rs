@@ -87,6 +87,9 @@ enum SimCommand {
     /// Serve a simulated cluster until interrupted, writing a kubeconfig once it accepts
     /// connections.
     Serve(cli::sim_serve::SimServeArgs),
+    /// Play the simulator's node and neighbour behaviours on a cluster of KWOK nodes (what
+    /// KWOK's Stages cannot), until interrupted.
+    Kwok(cli::sim_kwok::SimKwokArgs),
 }
 
 fn main() -> ExitCode {
@@ -139,6 +142,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sim {
             command: SimCommand::Serve(args),
         } => multi_thread()?.block_on(cli::sim_serve::run(args))?,
+        #[cfg(feature = "simulator")]
+        Command::Sim {
+            command: SimCommand::Kwok(args),
+        } => current_thread()?.block_on(cli::sim_kwok::run(args))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -63,9 +63,16 @@ impl SimBuilder {
         self
     }
 
+    /// Plain pods per node, ready from the start, for pods that break their neighbours to
+    /// break (default 0; [`ClusterConfig::neighbours_per_node`]).
+    pub fn neighbours_per_node(mut self, pods: u32) -> Self {
+        self.cluster.neighbours_per_node = pods;
+        self
+    }
+
     /// The whole cluster-model configuration (kubelet behaviour, node names, ...). It carries
-    /// `nodes` and `seed` too: call [`SimBuilder::nodes`] and [`SimBuilder::seed`] after it,
-    /// or set them in it.
+    /// `nodes`, `seed` and `neighbours_per_node` too: call [`SimBuilder::nodes`],
+    /// [`SimBuilder::seed`] and [`SimBuilder::neighbours_per_node`] after it, or set them in it.
     pub fn cluster_config(mut self, config: ClusterConfig) -> Self {
         self.cluster = config;
         self

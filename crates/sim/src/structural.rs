@@ -32,6 +32,14 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::{Map, Value};
 
+use self::cel::Rule;
+pub use self::field::{BadValue, FieldError, FieldErrorType};
+use self::validate::Constraints;
+
+mod cel;
+pub mod field;
+mod validate;
+
 /// The fields kept at a resource root and in an embedded resource, whatever the schema says.
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
@@ -44,7 +52,7 @@ enum Additional {
     Any,
 }
 
-/// The parts of a JSON schema that pruning, null removal and defaulting read.
+/// The parts of a JSON schema that pruning, null removal, defaulting and validation read.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StructuralSchema {
     properties: BTreeMap<String, StructuralSchema>,
@@ -54,6 +62,22 @@ pub struct StructuralSchema {
     embedded_resource: bool,
     nullable: bool,
     default: Option<Value>,
+    /// Types, formats, ranges, lengths, enums, required ([`validate`]).
+    constraints: Constraints,
+    /// `x-kubernetes-validations` ([`cel`]).
+    rules: Vec<Rule>,
+    /// Whether this schema or one under it has rules (the rules' walk skips the others).
+    has_rules: bool,
+}
+
+/// What validating a write found: the errors that refuse it (a 422 Invalid, in the API
+/// server's order) and the warnings it is answered with (rules ratcheted on an update).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// The fields at fault.
+    pub errors: Vec<FieldError>,
+    /// `Warning` texts.
+    pub warnings: Vec<String>,
 }
 
 impl StructuralSchema {
@@ -71,29 +95,108 @@ impl StructuralSchema {
             // A list of schemas is not structural; the API server refuses such a CRD.
             Some(JSONSchemaPropsOrArray::Schemas(_)) | None => None,
         };
+        let properties: BTreeMap<String, StructuralSchema> = props
+            .properties
+            .iter()
+            .flatten()
+            .map(|(name, schema)| (name.clone(), Self::new(schema)))
+            .collect();
+        let rules: Vec<Rule> = props
+            .x_kubernetes_validations
+            .iter()
+            .flatten()
+            .map(Rule::new)
+            .collect();
+        let has_rules = !rules.is_empty()
+            || properties.values().any(|schema| schema.has_rules)
+            || items.as_ref().is_some_and(|schema| schema.has_rules)
+            || matches!(&additional, Some(Additional::Schema(schema)) if schema.has_rules);
         Self {
-            properties: props
-                .properties
-                .iter()
-                .flatten()
-                .map(|(name, schema)| (name.clone(), Self::new(schema)))
-                .collect(),
+            properties,
             additional,
             items,
             preserve_unknown_fields: props.x_kubernetes_preserve_unknown_fields == Some(true),
             embedded_resource: props.x_kubernetes_embedded_resource == Some(true),
             nullable: props.nullable == Some(true),
             default: props.default.as_ref().map(|json| json.0.clone()),
+            constraints: Constraints::of(props),
+            rules,
+            has_rules,
         }
+    }
+
+    /// Validates `object`, a whole custom resource as it is about to be stored (pruned,
+    /// defaulted, its status as the write leaves it), as the CRD strategy's `Validate` (no
+    /// `old`) and `ValidateUpdate` do; `status_only`: a write of the status subresource, whose
+    /// schema check covers `status` alone (`ValidateStatusUpdate`). The schema's errors come
+    /// first; the rules run on the whole object unless one of those errors is a wrong type, a
+    /// missing field, an unsupported value, a string too long or a list too long, which the
+    /// API server says with one more error instead.
+    pub fn validate(&self, object: &Value, old: Option<&Value>, status_only: bool) -> Findings {
+        let mut errors = Vec::new();
+        if status_only {
+            if let (Some(status), Some(schema)) =
+                (object.get("status"), self.properties.get("status"))
+            {
+                let before = errors.len();
+                schema.check(
+                    status,
+                    old.and_then(|old| old.get("status")),
+                    "",
+                    &mut errors,
+                );
+                for error in errors.iter_mut().skip(before) {
+                    error.field = if error.field.is_empty() {
+                        "status".to_owned()
+                    } else {
+                        format!("status.{}", error.field)
+                    };
+                }
+            }
+        } else {
+            self.check(object, old, "", &mut errors);
+        }
+        let blocking = errors.iter().any(|error| {
+            matches!(
+                error.kind,
+                FieldErrorType::NotSupported
+                    | FieldErrorType::Required
+                    | FieldErrorType::TooLong
+                    | FieldErrorType::TooMany
+                    | FieldErrorType::TypeInvalid
+            )
+        });
+        let mut warnings = Vec::new();
+        if blocking {
+            errors.push(FieldError::new(
+                FieldErrorType::Invalid,
+                "<nil>",
+                BadValue::Value(Value::Null),
+                "some validation rules were not checked because the object was invalid; \
+                 correct the existing errors to complete validation",
+            ));
+        } else {
+            let findings = self.check_rules(object, old);
+            errors.extend(findings.errors);
+            warnings = findings.warnings;
+        }
+        Findings { errors, warnings }
     }
 
     /// Prunes, removes disallowed nulls and defaults `object`, a whole custom resource, as the
     /// API server decodes a write; returns the paths pruned, sorted.
     pub fn apply(&self, object: &mut Value) -> Vec<String> {
         let pruned = self.prune_unknown(object);
+        self.complete(object);
+        pruned
+    }
+
+    /// What [`StructuralSchema::apply`] does after pruning: removes the `null`s the schema does
+    /// not allow and fills the defaults. The API layer completes a pruned write with it before
+    /// validating it.
+    pub fn complete(&self, object: &mut Value) {
         self.drop_disallowed_nulls(object);
         self.default(object);
-        pruned
     }
 
     /// Prunes `object`, a whole custom resource, of the fields the schema does not declare, and

@@ -1,14 +1,16 @@
 //! Builds the control-plane binaries from released sources through the Go module proxy.
 //!
-//! Job: for each entry of [`PINS`], generate a small Go module in `target/cluster/src/<name>/`
-//! that requires the pinned module (and, for Kubernetes, replaces every staging module with its
-//! release of the same minor and patch, read from the pinned release's own go.mod), resolve it
-//! with `go mod tidy`, and build the binaries into `target/cluster/bin/` with one `go build`.
+//! Job: for each entry of [`PINS`] (and of other tables of pins built the same way, such as
+//! KubeVirt's in `xtask/src/kubevirt/`), generate a small Go module in
+//! `target/cluster/src/<name>/` that requires the pinned module with the replace directives its
+//! release needs ([`Replaces`], read from the pinned release's own go.mod), resolve it with `go
+//! mod tidy`, and build the binaries into `target/cluster/bin/` with one `go build`.
 //!
 //! Invariants:
 //! - the generated modules live under `target/` and are never committed;
-//! - every version comes from [`PINS`], the one table of pins; the cache stamp of a build is its
-//!   pin line, so a second `cluster up` builds nothing and a changed pin rebuilds that entry only;
+//! - every version comes from a table of pins ([`PINS`] for the control plane); the cache stamp
+//!   of a build is its pin line, so a second `cluster up` builds nothing and a changed pin
+//!   rebuilds that entry only;
 //! - the Go proxy and Go's caches are the environment's (`GOPROXY`, `GOCACHE`, `GOMODCACHE`);
 //!   nothing here names a registry host. `GOTOOLCHAIN=local`: a pin that needs a newer Go fails
 //!   with Go's own message instead of fetching a toolchain.
@@ -29,26 +31,66 @@ pub struct GoBuild {
     /// Sibling modules required at the same version (etcd's own go.mod points them at local
     /// paths, which a consumer cannot use).
     pub siblings: &'static [&'static str],
-    /// Replace each staging module of `module` (its go.mod's `=> ./staging/...` lines) with the
-    /// released `v0.<minor>.<patch>` of the same name: Kubernetes' go.mod requires them at
-    /// `v0.0.0` with local replaces.
-    pub staging_replaces: bool,
+    /// The replace directives of the generated module.
+    pub replaces: Replaces,
     /// Main packages and the file name of each binary.
     pub binaries: &'static [(&'static str, &'static str)],
     /// Extra `-X` link flags (the version the binaries report).
     pub version_ldflags: &'static [&'static str],
+    /// Part of the control plane (built by `cluster up`); otherwise a tool built on first use
+    /// only (Helm), so that a `cluster up` never waits for it.
+    pub control_plane: bool,
+    /// Files of the pinned module's source (paths inside it) copied to `bin/<name>-source/`
+    /// with the binaries: manifests the binaries do not carry (KubeVirt's CRDs and RBAC).
+    pub source_files: &'static [&'static str],
 }
 
-/// The pinned control plane: Kubernetes 1.35.4 (kube 5's k8s-openapi supports it; the project's
+/// Which replace directives a generated module gets.
+pub enum Replaces {
+    /// None: the pinned module resolves as it is.
+    None,
+    /// Kubernetes: each staging module of the release (its go.mod's `=> ./staging/...` lines)
+    /// at the released `v0.<minor>.<patch>` of the same name; Kubernetes' go.mod requires them
+    /// at `v0.0.0` with local replaces.
+    KubernetesStaging,
+    /// KubeVirt: the release's own replace block, line for line, except that each `=>
+    /// ./staging/src/<module>` becomes the release's tag of that module (KubeVirt publishes its
+    /// staging modules `kubevirt.io/api` and `kubevirt.io/client-go` at its own tags), plus
+    /// [`StandIn`]s for modules the Go proxy does not serve.
+    ReleaseBlock {
+        /// Local modules that replace unavailable ones.
+        stand_ins: &'static [StandIn],
+    },
+}
+
+/// A local module written next to the generated go.mod and replacing `module`, for a
+/// requirement the Go proxy refuses to serve. It holds only what the built packages import;
+/// each one says why it exists and what of the original it keeps.
+pub struct StandIn {
+    /// The replaced module path.
+    pub module: &'static str,
+    /// Its files (path inside the module, content), `go.mod` included.
+    pub files: &'static [(&'static str, &'static str)],
+}
+
+impl StandIn {
+    /// The directory of the stand-in, relative to the generated module.
+    fn dir(&self) -> String {
+        format!("./stand-in/{}", self.module)
+    }
+}
+
+/// The pinned Go builds. The control plane: Kubernetes 1.35.4 (kube 5's k8s-openapi supports it; the project's
 /// oldest supported release stays 1.33), etcd 3.6 (what Kubernetes 1.35 is tested with), KWOK
-/// 0.7.0 (built with Kubernetes 1.33 client libraries, compatible with a 1.35 server).
+/// 0.7.0 (built with Kubernetes 1.33 client libraries, compatible with a 1.35 server). The tool
+/// built beside it on first use: Helm 4.3.2.
 pub const PINS: &[GoBuild] = &[
     GoBuild {
         name: "kubernetes",
         module: "k8s.io/kubernetes",
         version: "v1.35.4",
         siblings: &[],
-        staging_replaces: true,
+        replaces: Replaces::KubernetesStaging,
         binaries: &[
             ("k8s.io/kubernetes/cmd/kube-apiserver", "kube-apiserver"),
             (
@@ -69,6 +111,8 @@ pub const PINS: &[GoBuild] = &[
             "k8s.io/client-go/pkg/version.gitMajor=1",
             "k8s.io/client-go/pkg/version.gitMinor=35",
         ],
+        control_plane: true,
+        source_files: &[],
     },
     GoBuild {
         name: "etcd",
@@ -80,19 +124,37 @@ pub const PINS: &[GoBuild] = &[
             "go.etcd.io/etcd/client/v3",
             "go.etcd.io/etcd/pkg/v3",
         ],
-        staging_replaces: false,
+        replaces: Replaces::None,
         binaries: &[("go.etcd.io/etcd/server/v3", "etcd")],
         version_ldflags: &[],
+        control_plane: true,
+        source_files: &[],
     },
     GoBuild {
         name: "kwok",
         module: "sigs.k8s.io/kwok",
         version: "v0.7.0",
         siblings: &[],
-        staging_replaces: false,
+        replaces: Replaces::None,
         binaries: &[("sigs.k8s.io/kwok/cmd/kwok", "kwok")],
         // Its version variable already says 0.7.0.
         version_ldflags: &[],
+        control_plane: true,
+        source_files: &[],
+    },
+    // Helm 4 for the chart in deploy/helm: `helm lint` and `helm template` in `lint-deploy`,
+    // `helm install` and `helm upgrade` in the e2e suite. Not part of the control plane.
+    GoBuild {
+        name: "helm",
+        module: "helm.sh/helm/v4",
+        version: "v4.3.2",
+        siblings: &[],
+        replaces: Replaces::None,
+        binaries: &[("helm.sh/helm/v4/cmd/helm", "helm")],
+        // What Helm's Makefile stamps for a tagged build; without it `helm version` says v4.3.
+        version_ldflags: &["helm.sh/helm/v4/internal/version.version=v4.3.2"],
+        control_plane: false,
+        source_files: &[],
     },
 ];
 
@@ -101,24 +163,42 @@ const GO_BUILD_FLAGS: &[&str] = &["-trimpath", "-buildvcs=false"];
 const GO_LDFLAGS: &str = "-s -w";
 
 impl GoBuild {
-    /// The cache key: everything that decides what this entry builds.
+    /// The cache key: everything that decides what this entry builds. The control plane's
+    /// entries keep the key they had before [`Replaces::ReleaseBlock`] and
+    /// [`GoBuild::source_files`] existed, so that existing builds stay cached.
     fn stamp(&self) -> String {
+        let staging = matches!(self.replaces, Replaces::KubernetesStaging);
+        let mut extra = String::new();
+        if let Replaces::ReleaseBlock { stand_ins } = &self.replaces {
+            // The stand-ins' content, hashed: an edited stand-in rebuilds.
+            let files: Vec<(&str, &str, &str)> = stand_ins
+                .iter()
+                .flat_map(|s| s.files.iter().map(|(path, text)| (s.module, *path, *text)))
+                .collect();
+            extra.push_str(&format!(
+                " release-block stand-ins={:016x}",
+                fnv1a(&format!("{files:?}"))
+            ));
+        }
+        if !self.source_files.is_empty() {
+            extra.push_str(&format!(" sources={:?}", self.source_files));
+        }
         format!(
-            "{}@{} siblings={:?} staging={} binaries={:?} ldflags={:?} flags={GO_BUILD_FLAGS:?} {GO_LDFLAGS}\n",
-            self.module,
-            self.version,
-            self.siblings,
-            self.staging_replaces,
-            self.binaries,
-            self.version_ldflags,
+            "{}@{} siblings={:?} staging={staging} binaries={:?} ldflags={:?}{extra} flags={GO_BUILD_FLAGS:?} {GO_LDFLAGS}\n",
+            self.module, self.version, self.siblings, self.binaries, self.version_ldflags,
         )
+    }
+
+    /// Where [`GoBuild::source_files`] are copied.
+    pub fn source_dir(&self, bin: &Path) -> PathBuf {
+        bin.join(format!("{}-source", self.name))
     }
 
     fn stamp_file(&self, bin: &Path) -> PathBuf {
         bin.join(format!(".built-{}", self.name))
     }
 
-    /// Whether every binary exists and was built from exactly this pin.
+    /// Whether every binary (and source file) exists and was built from exactly this pin.
     fn is_cached(&self, bin: &Path) -> bool {
         let stamped = std::fs::read_to_string(self.stamp_file(bin)).unwrap_or_default();
         stamped == self.stamp()
@@ -126,7 +206,23 @@ impl GoBuild {
                 .binaries
                 .iter()
                 .all(|(_, file)| bin.join(file).is_file())
+            && self
+                .source_files
+                .iter()
+                .all(|path| self.source_dir(bin).join(file_name(path)).is_file())
     }
+}
+
+/// FNV-1a 64 of a text: a stable digest for cache stamps.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The last element of a slash-separated path.
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// The `go` command: on PATH, else where the Go distribution installs it.
@@ -149,9 +245,43 @@ pub fn go_command() -> Result<PathBuf> {
     }
 }
 
-/// Builds every entry of [`PINS`] that is not cached in `bin`; returns how long it took.
-pub fn ensure_binaries(src: &Path, bin: &Path) -> Result<()> {
-    let stale: Vec<&GoBuild> = PINS.iter().filter(|b| !b.is_cached(bin)).collect();
+/// Which entries of [`PINS`] to build.
+#[derive(Clone, Copy)]
+pub enum Which {
+    /// The control plane and kubectl (`cluster up`).
+    ControlPlane,
+    /// One entry, by its [`GoBuild::name`].
+    Named(&'static str),
+    /// Every entry (`cluster build`).
+    All,
+}
+
+impl Which {
+    fn selects(self, build: &GoBuild) -> bool {
+        match self {
+            Self::ControlPlane => build.control_plane,
+            Self::Named(name) => build.name == name,
+            Self::All => true,
+        }
+    }
+}
+
+/// Builds every selected entry of [`PINS`] that is not cached in `bin`.
+pub fn ensure_binaries(src: &Path, bin: &Path, which: Which) -> Result<()> {
+    ensure!(
+        PINS.iter().any(|b| which.selects(b)),
+        "no pinned Go build is selected"
+    );
+    ensure_built(PINS.iter().filter(|b| which.selects(b)), src, bin)
+}
+
+/// Builds every entry of `builds` that is not cached in `bin` (generated modules under `src`).
+pub fn ensure_built<'a>(
+    builds: impl IntoIterator<Item = &'a GoBuild>,
+    src: &Path,
+    bin: &Path,
+) -> Result<()> {
+    let stale: Vec<&GoBuild> = builds.into_iter().filter(|b| !b.is_cached(bin)).collect();
     if stale.is_empty() {
         return Ok(());
     }
@@ -171,8 +301,9 @@ pub fn ensure_binaries(src: &Path, bin: &Path) -> Result<()> {
             build.version
         );
         let dir = src.join(build.name);
-        generate_module(&go, build, &dir)?;
+        let upstream = generate_module(&go, build, &dir)?;
         go_build(&go, build, &dir, bin)?;
+        copy_source_files(build, &upstream, bin)?;
         std::fs::write(build.stamp_file(bin), build.stamp())
             .with_context(|| format!("cannot write the stamp of {}", build.name))?;
         eprintln!(
@@ -206,28 +337,49 @@ fn run(mut command: Command, what: &str) -> Result<String> {
     String::from_utf8(output.stdout).with_context(|| format!("{what} printed non-UTF-8"))
 }
 
-/// Writes `dir/go.mod` (and nothing else) and resolves it with `go mod tidy`.
-fn generate_module(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<()> {
+/// Writes `dir/go.mod` (and the stand-ins, if any), resolves it with `go mod tidy`, and returns
+/// where the pinned module was downloaded.
+fn generate_module(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<Upstream> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let replaces = if build.staging_replaces {
-        let upstream = upstream_go_mod(go_bin, build, dir)?;
-        let staging = staging_modules(&upstream);
-        ensure!(
-            !staging.is_empty(),
-            "{}@{}'s go.mod has no `=> ./staging/` replaces: the pin is not a Kubernetes release",
-            build.module,
-            build.version
-        );
-        let release = staging_version(build.version)?;
-        staging
-            .into_iter()
-            .map(|module| (module, release.clone()))
-            .collect()
-    } else {
-        Vec::new()
+    let upstream = download(go_bin, build, dir)?;
+    let replaces: Vec<(String, String)> = match &build.replaces {
+        Replaces::None => Vec::new(),
+        Replaces::KubernetesStaging => {
+            let staging = staging_modules(&upstream.go_mod);
+            ensure!(
+                !staging.is_empty(),
+                "{}@{}'s go.mod has no `=> ./staging/` replaces: the pin is not a Kubernetes release",
+                build.module,
+                build.version
+            );
+            let release = staging_version(build.version)?;
+            staging
+                .into_iter()
+                .map(|module| (module.clone(), format!("{module} {release}")))
+                .collect()
+        }
+        Replaces::ReleaseBlock { stand_ins } => {
+            for stand_in in *stand_ins {
+                for (path, text) in stand_in.files {
+                    let file = dir.join(stand_in.dir()).join(path);
+                    if let Some(parent) = file.parent() {
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("cannot create {}", parent.display()))?;
+                    }
+                    std::fs::write(&file, text)
+                        .with_context(|| format!("cannot write {}", file.display()))?;
+                }
+            }
+            release_replaces(&upstream.go_mod, build.version, stand_ins).with_context(|| {
+                format!(
+                    "the replace block of {}@{}'s go.mod",
+                    build.module, build.version
+                )
+            })?
+        }
     };
     std::fs::write(dir.join("go.mod"), go_mod(build, &replaces))
         .with_context(|| format!("cannot write {}/go.mod", dir.display()))?;
@@ -237,11 +389,19 @@ fn generate_module(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<()> {
         tidy,
         &format!("go mod tidy in {} ({})", dir.display(), build.module),
     )?;
-    Ok(())
+    Ok(upstream)
 }
 
-/// The text of the pinned module's own go.mod, through `go mod download -json`.
-fn upstream_go_mod(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<String> {
+/// The pinned module as `go mod download -json` left it in the module cache.
+struct Upstream {
+    /// The text of its go.mod.
+    go_mod: String,
+    /// Its extracted source.
+    dir: PathBuf,
+}
+
+/// The pinned module's own go.mod and source directory, through `go mod download -json`.
+fn download(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<Upstream> {
     let mut download = go(go_bin, dir);
     download.args([
         "mod",
@@ -266,7 +426,105 @@ fn upstream_go_mod(go_bin: &Path, build: &GoBuild, dir: &Path) -> Result<String>
         .get("GoMod")
         .and_then(|p| p.as_str())
         .context("go mod download -json gave no GoMod path")?;
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
+    let source = info
+        .get("Dir")
+        .and_then(|p| p.as_str())
+        .context("go mod download -json gave no Dir")?;
+    Ok(Upstream {
+        go_mod: std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?,
+        dir: PathBuf::from(source),
+    })
+}
+
+/// Copies [`GoBuild::source_files`] from the downloaded module to [`GoBuild::source_dir`].
+fn copy_source_files(build: &GoBuild, upstream: &Upstream, bin: &Path) -> Result<()> {
+    if build.source_files.is_empty() {
+        return Ok(());
+    }
+    let target = build.source_dir(bin);
+    std::fs::create_dir_all(&target)
+        .with_context(|| format!("cannot create {}", target.display()))?;
+    for path in build.source_files {
+        let from = upstream.dir.join(path);
+        let to = target.join(file_name(path));
+        // The module cache is read-only: copy the content, not the permissions.
+        let text = std::fs::read(&from).with_context(|| {
+            format!(
+                "{}@{} has no {path} ({})",
+                build.module,
+                build.version,
+                from.display()
+            )
+        })?;
+        std::fs::write(&to, text).with_context(|| format!("cannot write {}", to.display()))?;
+    }
+    Ok(())
+}
+
+/// The replace directives of a KubeVirt-style release: every `from => to` of its go.mod, with
+/// `=> ./staging/src/<module>` turned into `<module> <version>` and the modules of `stand_ins`
+/// replaced by their local directories. Any other local replace is an error: it would point
+/// into a source tree the consumer does not have.
+pub fn release_replaces(
+    go_mod: &str,
+    version: &str,
+    stand_ins: &[StandIn],
+) -> Result<Vec<(String, String)>> {
+    let mut replaces = Vec::new();
+    for (from, to) in replace_lines(go_mod) {
+        let module = from
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        if stand_ins.iter().any(|s| s.module == module) {
+            continue;
+        }
+        let to = match to.strip_prefix("./staging/src/") {
+            Some(staged) if staged == module => format!("{module} {version}"),
+            Some(_) => bail!("{from} => {to}: the staging directory is not the module's path"),
+            None if to.starts_with("./") || to.starts_with("../") => {
+                bail!("{from} => {to}: a local replace that is not a staging module")
+            }
+            None => to,
+        };
+        replaces.push((from, to));
+    }
+    ensure!(
+        !replaces.is_empty(),
+        "no replace directives: the pin is not the kind of release this expects"
+    );
+    for stand_in in stand_ins {
+        replaces.push((stand_in.module.to_owned(), stand_in.dir()));
+    }
+    Ok(replaces)
+}
+
+/// Every `from => to` of a go.mod's `replace` directives (blocks and single lines), as written.
+fn replace_lines(go_mod: &str) -> Vec<(String, String)> {
+    let mut in_block = false;
+    let mut lines = Vec::new();
+    for line in go_mod.lines() {
+        let line = line.split("//").next().unwrap_or_default().trim();
+        let directive = if in_block {
+            if line == ")" {
+                in_block = false;
+                continue;
+            }
+            line
+        } else if line == "replace (" {
+            in_block = true;
+            continue;
+        } else if let Some(single) = line.strip_prefix("replace ") {
+            single.trim()
+        } else {
+            continue;
+        };
+        if let Some((from, to)) = directive.split_once("=>") {
+            lines.push((from.trim().to_owned(), to.trim().to_owned()));
+        }
+    }
+    lines
 }
 
 /// Modules replaced by a local `./staging/...` directory in a go.mod (one per line, in the
@@ -290,7 +548,8 @@ pub fn staging_version(kubernetes: &str) -> Result<String> {
 }
 
 /// The generated go.mod: the pinned requirement, its siblings, `tool` lines for the main
-/// packages (so `go mod tidy` resolves everything they import) and the replaces.
+/// packages (so `go mod tidy` resolves everything they import) and the replaces (`from`, `to`
+/// as written after `=>`).
 pub fn go_mod(build: &GoBuild, replaces: &[(String, String)]) -> String {
     let mut text = format!(
         "// Generated by `cargo xtask cluster` (xtask/src/cluster/build.rs); do not edit.\n\
@@ -307,8 +566,8 @@ pub fn go_mod(build: &GoBuild, replaces: &[(String, String)]) -> String {
     text.push_str(")\n");
     if !replaces.is_empty() {
         text.push_str("\nreplace (\n");
-        for (module, version) in replaces {
-            text.push_str(&format!("\t{module} => {module} {version}\n"));
+        for (from, to) in replaces {
+            text.push_str(&format!("\t{from} => {to}\n"));
         }
         text.push_str(")\n");
     }
@@ -362,6 +621,47 @@ mod tests {
     }
 
     #[test]
+    fn release_replaces_keep_the_block_map_staging_to_the_tag_and_add_stand_ins() {
+        let go_mod = "module kubevirt.io/kubevirt\n\nrequire (\n\tk8s.io/api v0.34.2\n)\n\n\
+                      replace (\n\tgithub.com/openshift/api => github.com/openshift/api v0.0.0-2021 // pinned\n\
+                      \tk8s.io/api => k8s.io/api v0.34.2\n\n\
+                      \tkubevirt.io/api => ./staging/src/kubevirt.io/api\n\
+                      \tkubevirt.io/virt-template-api => kubevirt.io/virt-template-api v0.2.0\n)\n\n\
+                      tool (\n\tgithub.com/onsi/ginkgo/v2/ginkgo\n)\n\
+                      replace kubevirt.io/client-go => ./staging/src/kubevirt.io/client-go\n";
+        let stand_ins = [StandIn {
+            module: "kubevirt.io/virt-template-api",
+            files: &[],
+        }];
+        let replaces = release_replaces(go_mod, "v1.9.0", &stand_ins).unwrap();
+        let pairs: Vec<(&str, &str)> = replaces
+            .iter()
+            .map(|(from, to)| (from.as_str(), to.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (
+                    "github.com/openshift/api",
+                    "github.com/openshift/api v0.0.0-2021"
+                ),
+                ("k8s.io/api", "k8s.io/api v0.34.2"),
+                ("kubevirt.io/api", "kubevirt.io/api v1.9.0"),
+                ("kubevirt.io/client-go", "kubevirt.io/client-go v1.9.0"),
+                (
+                    "kubevirt.io/virt-template-api",
+                    "./stand-in/kubevirt.io/virt-template-api"
+                ),
+            ]
+        );
+        // A local replace into the release's tree that is not a staging module cannot be
+        // followed by a consumer: an error, not a silently broken build.
+        let odd = "replace (\n\tgithub.com/x/y => ./third_party/y\n)\n";
+        assert!(release_replaces(odd, "v1.9.0", &[]).is_err());
+        assert!(release_replaces("module m\n", "v1.9.0", &[]).is_err());
+    }
+
+    #[test]
     fn staging_version_follows_the_release() {
         assert_eq!(staging_version("v1.35.4").ok().as_deref(), Some("v0.35.4"));
         assert!(staging_version("v3.6.16").is_err());
@@ -372,7 +672,7 @@ mod tests {
         let kubernetes = &PINS[0];
         let text = go_mod(
             kubernetes,
-            &[("k8s.io/api".to_owned(), "v0.35.4".to_owned())],
+            &[("k8s.io/api".to_owned(), "k8s.io/api v0.35.4".to_owned())],
         );
         assert!(text.contains("\tk8s.io/kubernetes v1.35.4\n"), "{text}");
         assert!(text.contains("\tk8s.io/kubernetes/cmd/kubectl\n"), "{text}");

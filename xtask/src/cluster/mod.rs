@@ -6,7 +6,10 @@
 //! controller, create N fake nodes without taints, and return once they are Ready. KWOK plays the
 //! kubelet: pods go Pending → Running → Ready, or crash-loop, never become ready or fail their
 //! image pull, by the annotation `sim.canary.daemonset.dev/behavior` (the Stages in
-//! `kwok-stages.yaml`, the same vocabulary as canary-sim's kubelet model).
+//! `kwok-stages.yaml`, the same vocabulary as canary-sim's kubelet model). What a pod does to
+//! other objects (breaks its node or its neighbours, reports a node condition) and image pulls
+//! with a per-node cache are played by `daemonset-canary sim kwok` (component `sim-kwok`, the
+//! workspace's own binary, built by `up` and copied into `bin/`).
 //!
 //! Layout under `target/cluster/`: `bin/` (binaries), `src/` (generated Go modules), `pki/`
 //! (credentials), `run/` (pid files, `state.json`), `logs/`, `etcd/` (data), `kubeconfig`.
@@ -16,18 +19,17 @@
 //! error that names `cluster down`; `down` stops every component whose pid file names a live
 //! process of ours, in reverse start order, and removes etcd's data.
 
-mod build;
+pub(crate) mod build;
 mod dry_run;
 mod pki;
 mod process;
 mod supervise;
 
 pub use dry_run::server_dry_run_deploy;
-pub use process::{free_port, http_get};
+pub use process::{Component, free_port, http_get};
 pub use supervise::supervise;
 
 use anyhow::{Context, Result, bail};
-use process::Component;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,18 @@ use std::time::{Duration, Instant};
 
 /// The kubelet Stages KWOK plays (delays filled in by [`stages`]).
 const KWOK_STAGES: &str = include_str!("kwok-stages.yaml");
+/// The jq expression the Stages read a pod's container behaviour with (`@BEHAVIOR@` in
+/// `kwok-stages.yaml`): `["crashloop"]` when one of its containers' image tags ends in
+/// `-crashloop` (operators such as virt-operator write pod templates without our annotation);
+/// otherwise the first term of `sim.canary.daemonset.dev/behavior` (comma-separated) that names
+/// a container behaviour, as `[name]` or `[name, argument]`; `["healthy"]` without one. Node
+/// effects (`breaks-node=30s`, ...) are `sim kwok`'s.
+const BEHAVIOR_JQ: &str = r#"(if ([.spec.containers[]?.image // "" | split("@")[0] | split("/")[-1] | select(contains(":")) | split(":")[-1] | endswith("-crashloop")] | any) then ["crashloop"] else ((.metadata.annotations["sim.canary.daemonset.dev/behavior"] // "") | split(",") | map(gsub("^ +| +$"; "") | split("=")) | map(select(.[0] as $n | ["healthy", "crashloop", "crash-loop", "never-ready", "image-pull-backoff", "slow-start", "crash-after-ready"] | index($n) != null)) | .[0] // ["healthy"]) end)"#;
+/// The component playing canary-sim's node and neighbour behaviours (`daemonset-canary sim
+/// kwok`), and the binary it runs from `bin/` (a copy of the workspace's debug build, so that
+/// rebuilding the workspace never changes the binary of a running component).
+const SIM_KWOK: &str = "sim-kwok";
+const SIM_KWOK_BINARY: &str = "daemonset-canary";
 /// The annotation KWOK selects the nodes it manages by; our nodes carry it, and no taint.
 const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// The first service IP range (the serving certificate names its first address).
@@ -56,6 +70,7 @@ const COMPONENTS: &[&str] = &[
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
+    SIM_KWOK,
 ];
 
 /// Options of `cargo xtask cluster`.
@@ -73,7 +88,7 @@ enum ClusterCommand {
     Down,
     /// Print whether each component runs, the nodes and the kubeconfig path.
     Status,
-    /// Only build the binaries into target/cluster/bin/ (cached).
+    /// Only build the binaries into target/cluster/bin/ (cached), Helm included.
     Build,
 }
 
@@ -128,7 +143,9 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         }
         ClusterCommand::Down => down(&layout),
         ClusterCommand::Status => status(&layout),
-        ClusterCommand::Build => build::ensure_binaries(&layout.src, &layout.bin),
+        ClusterCommand::Build => {
+            build::ensure_binaries(&layout.src, &layout.bin, build::Which::All)
+        }
     }
 }
 
@@ -176,10 +193,26 @@ impl Layout {
         &self.run
     }
 
-    fn component(&self, name: &'static str) -> Component {
+    /// The directory of the generated Go modules.
+    pub fn src(&self) -> &Path {
+        &self.src
+    }
+
+    /// The API server's audit policy (written at `up`).
+    pub fn audit_policy(&self) -> PathBuf {
+        self.run.join("audit-policy.yaml")
+    }
+
+    /// The component `name`: its binary in `bin/`, pid file in `run/`, log in `logs/`.
+    pub fn component(&self, name: &'static str) -> Component {
+        let binary = if name == SIM_KWOK {
+            SIM_KWOK_BINARY
+        } else {
+            name
+        };
         Component {
             name,
-            binary: self.bin.join(name),
+            binary: self.bin.join(binary),
             pid_file: self.run.join(format!("{name}.pid")),
             log: self.logs.join(format!("{name}.log")),
             args_file: self.run.join(format!("{name}.args")),
@@ -258,8 +291,15 @@ impl Cluster {
 /// Builds the binaries (cached) and returns the built kubectl.
 pub fn ensure_kubectl() -> Result<PathBuf> {
     let layout = Layout::new()?;
-    build::ensure_binaries(&layout.src, &layout.bin)?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::ControlPlane)?;
     Ok(layout.bin.join("kubectl"))
+}
+
+/// Builds Helm (cached, on first use only) and returns it.
+pub fn ensure_helm() -> Result<PathBuf> {
+    let layout = Layout::new()?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::Named("helm"))?;
+    Ok(layout.bin.join("helm"))
 }
 
 /// The running cluster, if every component runs; `None` when none does; an error when only
@@ -292,7 +332,7 @@ pub fn running(layout: &Layout) -> Result<Option<Cluster>> {
 
 /// `cluster up`: reuses a running cluster (matching the node count) or starts one.
 pub fn up(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
-    build::ensure_binaries(&layout.src, &layout.bin)?;
+    build::ensure_binaries(&layout.src, &layout.bin, build::Which::ControlPlane)?;
     let cluster = match running(layout)? {
         Some(cluster) => {
             let running_args = running_apiserver_args(layout);
@@ -340,7 +380,9 @@ pub fn down(layout: &Layout) -> Result<()> {
 }
 
 fn stop_all(layout: &Layout) -> Result<Vec<&'static str>> {
-    let mut stopped = Vec::new();
+    // KubeVirt's virt-operator and its Job runner first (`cargo xtask kubevirt`): they would
+    // outlive the API server.
+    let mut stopped = crate::kubevirt::stop_processes(layout)?;
     for name in COMPONENTS.iter().rev() {
         if layout
             .component(name)
@@ -387,6 +429,8 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
     for dir in [&layout.run, &layout.logs] {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // Before anything starts: a build that fails leaves nothing running.
+    install_sim_kwok(layout)?;
     if layout.etcd_data.exists() {
         std::fs::remove_dir_all(&layout.etcd_data)
             .with_context(|| format!("cannot clear {}", layout.etcd_data.display()))?;
@@ -429,15 +473,9 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         http_get(ports.etcd_client, "/health").is_some_and(|(code, _)| code == 200)
     })?;
 
-    let audit_policy = layout.run.join("audit-policy.yaml");
-    std::fs::write(
-        &audit_policy,
-        format!(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-             - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
-        ),
-    )
-    .with_context(|| format!("cannot write {}", audit_policy.display()))?;
+    let audit_policy = layout.audit_policy();
+    std::fs::write(&audit_policy, audit_policy_yaml())
+        .with_context(|| format!("cannot write {}", audit_policy.display()))?;
     let apiserver = layout.component("kube-apiserver");
     apiserver.start(
         &strings(&[
@@ -525,6 +563,14 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         "-v=WARN",
     ]))?;
 
+    let sim_kwok = layout.component(SIM_KWOK);
+    sim_kwok.start(&strings(&[
+        "sim",
+        "kwok",
+        &format!("--kubeconfig={kubeconfig}"),
+        &format!("--start-delay-ms={}", args.start_delay_ms),
+    ]))?;
+
     // kube-controller-manager and kube-scheduler are up once they hold their leader leases
     // (leader election is on, as in a real cluster: one Lease renewal every 2 s each).
     for (component, lease) in [
@@ -562,8 +608,14 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
                 .is_ok()
         },
     )?;
-    if kwok.running_pid().is_none() {
-        bail!("kwok stopped at start\n{}", kwok.log_tail(30));
+    for component in [&kwok, &sim_kwok] {
+        if component.running_pid().is_none() {
+            bail!(
+                "{} stopped at start\n{}",
+                component.name,
+                component.log_tail(30)
+            );
+        }
     }
     let state = json!({
         "apiserver": server,
@@ -606,6 +658,20 @@ pub fn running_state(layout: &Layout) -> Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", layout.state.display()))
 }
 
+/// The API server's audit policy: the DaemonSet writes of the controller and of KubeVirt's
+/// virt-operator with their request and response bodies (what each wrote: `maxUnavailable`, the
+/// annotations, the resulting generation), every other request of the controller as metadata
+/// (the benchmark counts them), nothing else.
+fn audit_policy_yaml() -> String {
+    let operator = crate::kubevirt::OPERATOR_USER;
+    format!(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: RequestResponse\n  users: [\"{CONTROLLER_USER}\", \"{operator}\"]\n  \
+         verbs: [create, update, patch]\n  resources:\n  - group: apps\n    resources: [daemonsets]\n\
+         - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
+    )
+}
+
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| (*a).to_owned()).collect()
 }
@@ -637,11 +703,47 @@ fn wait_until(
     }
 }
 
-/// The KWOK Stages with the delays filled in.
+/// The KWOK Stages with the delays and the behaviour expression filled in.
 fn stages(start_delay_ms: u64, ready_delay_ms: u64) -> String {
     KWOK_STAGES
         .replace("@START_DELAY_MS@", &start_delay_ms.to_string())
         .replace("@READY_DELAY_MS@", &ready_delay_ms.to_string())
+        .replace("@BEHAVIOR@", BEHAVIOR_JQ)
+}
+
+/// Builds the workspace's binary (dev profile, as `cargo xtask e2e` does) and copies it into
+/// `bin/` for the `sim-kwok` component: through a temporary file renamed over the old copy, so a
+/// copy still running elsewhere is never written to.
+fn install_sim_kwok(layout: &Layout) -> Result<()> {
+    eprintln!("==> cluster: building daemonset-canary for `sim kwok`");
+    let status = Command::new(crate::cargo())
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "-p",
+            "daemonset-canary",
+            "--bin",
+            SIM_KWOK_BINARY,
+        ])
+        .status()
+        .context("cannot run cargo build")?;
+    if !status.success() {
+        bail!("cargo build -p daemonset-canary failed: `sim kwok` cannot run");
+    }
+    let built = crate::tools::target_dir()?
+        .join("debug")
+        .join(SIM_KWOK_BINARY);
+    std::fs::create_dir_all(&layout.bin)
+        .with_context(|| format!("cannot create {}", layout.bin.display()))?;
+    let installed = layout.bin.join(SIM_KWOK_BINARY);
+    let temporary = layout
+        .bin
+        .join(format!(".{SIM_KWOK_BINARY}.{}", std::process::id()));
+    std::fs::copy(&built, &temporary)
+        .with_context(|| format!("cannot copy {} to {}", built.display(), temporary.display()))?;
+    std::fs::rename(&temporary, &installed)
+        .with_context(|| format!("cannot move {} into place", installed.display()))
 }
 
 /// The fake node `node-<index>` (1-based): managed by KWOK, no taint, its own pod CIDR, and an
@@ -751,9 +853,19 @@ fn wait_nodes_ready(cluster: &Cluster, nodes: u32, timeout: Duration) -> Result<
     let template = r#"{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.spec.taints[*].key}{"\n"}{end}"#;
     loop {
         let listed = cluster.kubectl(&["get", "nodes", "-o", &format!("jsonpath={template}")])?;
-        let total = listed.lines().filter(|l| !l.trim().is_empty()).count();
-        let ready = listed
+        // The cluster's own nodes: the e2e suite's scenarios add nodes of their own for a while.
+        let own: Vec<&str> = listed
             .lines()
+            .filter(|line| {
+                line.split_whitespace()
+                    .next()
+                    .and_then(node_index)
+                    .is_some()
+            })
+            .collect();
+        let total = own.len();
+        let ready = own
+            .iter()
             .filter(|line| {
                 let mut fields = line.split_whitespace();
                 fields.next().is_some() && fields.next() == Some("True") && fields.next().is_none()
@@ -833,9 +945,26 @@ mod tests {
     }
 
     #[test]
+    fn the_audit_policy_records_both_writers_daemon_set_writes_first() {
+        let policy: Value = serde_saphyr::from_str(&audit_policy_yaml()).unwrap();
+        let rules = policy["rules"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rules.len(), 3, "{policy}");
+        assert_eq!(rules[0]["level"], "RequestResponse");
+        assert_eq!(
+            rules[0]["users"],
+            json!([CONTROLLER_USER, crate::kubevirt::OPERATOR_USER])
+        );
+        assert_eq!(rules[0]["resources"][0]["resources"], json!(["daemonsets"]));
+        assert_eq!(rules[1]["level"], "Metadata");
+        assert_eq!(rules[1]["users"], json!([CONTROLLER_USER]));
+        assert_eq!(rules[2]["level"], "None");
+    }
+
+    #[test]
     fn stages_have_every_delay_filled_in() {
         let text = stages(1500, 2500);
         assert!(!text.contains("_MS@"), "a placeholder is left");
+        assert!(!text.contains("@BEHAVIOR@"), "a placeholder is left");
         assert!(text.contains("durationMilliseconds: 1500"));
         assert!(text.contains("durationMilliseconds: 2500"));
     }
@@ -849,6 +978,10 @@ mod tests {
             .filter_map(|d| d["metadata"]["name"].as_str())
             .collect();
         assert!(names.contains(&"canary-pod-crash"), "{names:?}");
-        assert_eq!(names.len(), 8, "{names:?}");
+        assert!(names.contains(&"canary-pod-disrupted"), "{names:?}");
+        // The node Stages replace KWOK's defaults, which it loads only without any.
+        assert!(names.contains(&"node-initialize"), "{names:?}");
+        assert!(names.contains(&"node-heartbeat"), "{names:?}");
+        assert_eq!(names.len(), 11, "{names:?}");
     }
 }

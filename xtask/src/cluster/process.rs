@@ -35,6 +35,11 @@ pub struct Component {
 impl Component {
     /// Starts the component with `args`, detached, and records its pid.
     pub fn start(&self, args: &[String]) -> Result<u32> {
+        self.start_with_env(args, &[])
+    }
+
+    /// [`Component::start`] with extra environment variables.
+    pub fn start_with_env(&self, args: &[String], env: &[(&str, &str)]) -> Result<u32> {
         if let Some(pid) = self.running_pid() {
             bail!(
                 "{} is already running (pid {pid}, {})",
@@ -47,11 +52,12 @@ impl Component {
             .with_context(|| format!("cannot write {}", self.args_file.display()))?;
         let log = std::fs::File::create(&self.log)
             .with_context(|| format!("cannot create {}", self.log.display()))?;
-        self.spawn(args, log)
+        self.spawn(args, env, log)
     }
 
     /// Starts the component again with the arguments of its last [`Component::start`], its
-    /// output appended to its log.
+    /// output appended to its log. The environment of [`Component::start_with_env`] is not
+    /// recorded: the supervised components (the control plane's) are started without one.
     pub fn restart(&self) -> Result<u32> {
         let text = std::fs::read_to_string(&self.args_file)
             .with_context(|| format!("cannot read {}", self.args_file.display()))?;
@@ -65,15 +71,16 @@ impl Component {
             .create(true)
             .open(&self.log)
             .with_context(|| format!("cannot open {}", self.log.display()))?;
-        self.spawn(&args, log)
+        self.spawn(&args, &[], log)
     }
 
-    fn spawn(&self, args: &[String], log: std::fs::File) -> Result<u32> {
+    fn spawn(&self, args: &[String], env: &[(&str, &str)], log: std::fs::File) -> Result<u32> {
         let err = log
             .try_clone()
             .with_context(|| format!("cannot reopen {}", self.log.display()))?;
         let child = Command::new(&self.binary)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -1,5 +1,6 @@
-//! checkov finds no failed check in deploy/ and the Dockerfile; every skip is in
-//! deploy/.checkov.yaml with its reason.
+//! checkov finds no failed check in deploy/, the Dockerfile and the chart's renders (checkov reads
+//! the chart's templates as what `helm template` makes of them, not as YAML: the config skips
+//! deploy/helm in the scan of deploy/); every skip is in deploy/.checkov.yaml with its reason.
 
 use super::{DEPLOY_DIR, Lint};
 use anyhow::{Context, Result, ensure};
@@ -22,7 +23,13 @@ pub(super) fn check(context: &Lint) -> Result<()> {
             line.trim_start_matches([' ', '-'])
         );
     }
-    let targets: [&[&str]; 2] = [&["-d", DEPLOY_DIR], &["-f", "Dockerfile"]];
+    let renders: Vec<String> = super::helm::rendered_files(&context.work)
+        .iter()
+        .flat_map(|file| ["-f".to_owned(), file.display().to_string()])
+        .chain(["--framework".to_owned(), "kubernetes".to_owned()])
+        .collect();
+    let renders: Vec<&str> = renders.iter().map(String::as_str).collect();
+    let targets: [&[&str]; 3] = [&["-d", DEPLOY_DIR], &["-f", "Dockerfile"], &renders];
     let mut problems = Vec::new();
     for target in targets {
         let output = cmd!(

@@ -1,7 +1,8 @@
 //! Custom resources: CanaryDaemonSets are checked strictly against the schema and CEL rules of
 //! the CRD in deploy/crd (cel-python, in the tools' virtualenv), and the CRD must reject what its
 //! rules are there for (a target with both or neither of `version` and `fromContainer`);
-//! ServiceMonitors must select the metrics Service and name ports it has.
+//! ServiceMonitors must select the metrics Service and name ports it has (in the kustomize
+//! builds, and in each render of the chart).
 
 #![expect(
     clippy::indexing_slicing,
@@ -58,7 +59,7 @@ pub(super) fn check(context: &Lint) -> Result<()> {
         check_service_monitor(monitor, &services)?;
         eprintln!("ok {} scrapes a Service port by name", describe(monitor));
     }
-    Ok(())
+    super::helm::check_service_monitors(context)
 }
 
 /// The message of the CRD's rule on `spec.target`.

@@ -1,26 +1,33 @@
 //! `cargo xtask lint-deploy`: checks deploy/ with the tools operators and the ecosystem use.
 //!
-//! Eight checks, one module each, each reported on its own so one failure does not hide another
+//! Ten checks, one module each, each reported on its own so one failure does not hide another
 //! (this module builds the shared context and runs them in order):
-//! - [`kustomize`]: every kustomization under deploy/ builds with `kubectl kustomize` (the
-//!   others read these builds);
-//! - [`validate`]: kubernetes-validate, strict, on every built-in kind and on the DaemonSet
-//!   embedded in each CanaryDaemonSet; custom kinds are never waved through;
-//! - [`rbac`]: least privilege;
+//! - [`kustomize`]: every kustomization under deploy/ builds with `kubectl kustomize`, and
+//!   [`helm`] renders the chart with `helm template` for each of its variants (the others read
+//!   these builds and renders);
+//! - [`validate`]: kubernetes-validate, strict, on every built-in kind (kustomize builds and
+//!   chart renders) and on the DaemonSet embedded in each CanaryDaemonSet; custom kinds are never
+//!   waved through;
+//! - [`rbac`]: least privilege, in the builds and the renders;
 //! - [`custom_resources`]: CanaryDaemonSets against the CRD's schema and CEL rules,
 //!   ServiceMonitors against the metrics Service;
+//! - [`helm`]: `helm lint --strict`, values the chart must refuse, and each variant installs the
+//!   same objects as the kustomize builds it stands for;
+//! - [`krew`]: the kubectl plugin's krew manifest has what krew requires;
 //! - [`rules`]: promtool check/test rules on the deployed PrometheusRule, test and runbook
 //!   coverage of every alert;
 //! - [`dashboard`]: every query is PromQL, the panels are laid out cleanly;
 //! - [`metrics`]: every `canary_` metric the alerts and the dashboard use is exported by the
 //!   binary;
-//! - [`checkov`]: no failed check in deploy/ and the Dockerfile.
+//! - [`checkov`]: no failed check in deploy/, the chart's renders and the Dockerfile.
 //!
 //! Outputs land in `target/lint-deploy/` for inspection.
 
 mod checkov;
 mod custom_resources;
 mod dashboard;
+mod helm;
+mod krew;
 mod kustomize;
 mod metrics;
 mod rbac;
@@ -68,6 +75,10 @@ struct Lint {
     work: PathBuf,
     venv_bin: PathBuf,
     builds: Vec<Build>,
+    /// The chart rendered for each of [`helm::VARIANTS`], in that order.
+    charts: Vec<Build>,
+    /// The Helm binary.
+    helm: PathBuf,
     /// `/metrics` scrapes of the binary; none: the metric check reads its sources.
     expositions: Vec<PathBuf>,
 }
@@ -78,6 +89,8 @@ const CHECKS: &[(&str, Check)] = &[
     ("kubernetes-validate", validate::check),
     ("least privilege", rbac::check),
     ("custom resources", custom_resources::check),
+    ("helm chart", helm::check),
+    ("krew manifest", krew::check),
     ("prometheus rules", rules::check),
     ("dashboard", dashboard::check),
     ("metric names", metrics::check),
@@ -90,6 +103,7 @@ const CHECKS: &[(&str, Check)] = &[
 /// Runs every check and fails if any failed.
 pub fn run(args: &LintArgs) -> Result<()> {
     let venv_bin = tools::ensure_deploy_tools()?;
+    let helm = tools::ensure_helm()?;
     let sh = Shell::new()?;
     let work = tools::target_dir()?.join("lint-deploy");
     if work.exists() {
@@ -100,6 +114,8 @@ pub fn run(args: &LintArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", work.display()))?;
     eprintln!("==> lint-deploy: kustomize builds");
     let builds = build_all(&sh, &work)?;
+    eprintln!("==> lint-deploy: helm template");
+    let charts = helm::render_all(&sh, &work, &helm)?;
     let expositions = if args.scrape {
         vec![
             scrape::demo(&sh, &work, "max-unavailable")?,
@@ -114,6 +130,8 @@ pub fn run(args: &LintArgs) -> Result<()> {
         work,
         venv_bin,
         builds,
+        charts,
+        helm,
         expositions,
     };
     let mut failed = Vec::new();
@@ -173,8 +191,15 @@ fn describe(object: &Value) -> String {
 }
 
 impl Lint {
+    /// The objects of the kustomize builds.
     fn all_documents(&self) -> impl Iterator<Item = &Value> {
         self.builds.iter().flat_map(|b| b.documents.iter())
+    }
+
+    /// The objects of the kustomize builds and of the chart's renders.
+    fn every_document(&self) -> impl Iterator<Item = &Value> {
+        self.all_documents()
+            .chain(self.charts.iter().flat_map(|b| b.documents.iter()))
     }
 
     fn documents_of_kind<'a>(&'a self, kind_name: &'a str) -> impl Iterator<Item = &'a Value> {

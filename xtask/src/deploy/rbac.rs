@@ -1,5 +1,6 @@
 //! RBAC stays least-privilege: no wildcard, no non-resource URL, no Secret access, no
-//! escalate/bind/impersonate, and leases only through a namespaced Role.
+//! escalate/bind/impersonate, and leases only through a namespaced Role; in the kustomize builds
+//! and the chart's renders alike.
 
 use super::{Lint, describe, kind};
 use anyhow::{Result, ensure};
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 pub(super) fn check(context: &Lint) -> Result<()> {
     let roles: Vec<&Value> = context
-        .all_documents()
+        .every_document()
         .filter(|d| matches!(kind(d), "ClusterRole" | "Role"))
         .collect();
     ensure!(!roles.is_empty(), "no Role or ClusterRole in any build");

@@ -1,5 +1,6 @@
 //! kubernetes-validate in strict mode for [`KUBERNETES_VERSION`], the oldest Kubernetes the
-//! project supports (k8s-openapi's `v1_33`), on every built manifest of a built-in kind and on
+//! project supports (k8s-openapi's `v1_33`), on every built manifest (and every object of the
+//! chart's renders) of a built-in kind and on
 //! the DaemonSet embedded in each CanaryDaemonSet. Custom kinds are never waved through: the
 //! reason each is checked elsewhere is in [`CUSTOM_KINDS`].
 
@@ -75,7 +76,7 @@ pub(super) fn embedded_daemon_set(canary: &Value) -> Value {
 pub(super) fn check(context: &Lint) -> Result<()> {
     let mut built_in = Vec::new();
     let mut skipped = BTreeMap::new();
-    for document in context.all_documents() {
+    for document in context.every_document() {
         match custom_kind_reason(document) {
             Some(reason) => {
                 skipped.insert(kind(document).to_owned(), reason);
@@ -120,7 +121,7 @@ pub(super) fn check(context: &Lint) -> Result<()> {
         );
     }
     eprintln!(
-        "{passed} objects valid for Kubernetes {KUBERNETES_VERSION} (strict), including the DaemonSets embedded in CanaryDaemonSets"
+        "{passed} objects valid for Kubernetes {KUBERNETES_VERSION} (strict), including the chart's renders and the DaemonSets embedded in CanaryDaemonSets"
     );
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
 //! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `rollback` (`abort`, `undo`
-//! and `history`), `crd`, `observe-kubevirt`, `sim serve`); `verb` holds what the verbs that
+//! and `history`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
 //! steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
@@ -18,6 +18,8 @@ pub mod promote;
 pub mod retry;
 pub mod rollback;
 pub mod run;
+#[cfg(feature = "simulator")]
+pub mod sim_kwok;
 #[cfg(feature = "simulator")]
 pub mod sim_serve;
 pub mod status;

@@ -16,6 +16,11 @@
 //!   restarted kube-apiserver's fresh watch cache (see `canary_sim::store::SavedStore`).
 //! - Without `--state`, a restart is a new cluster; its objects' uids still differ from those
 //!   of any earlier run (they are salted with the start time), as a new cluster's would.
+//! - The simulator's stand-in Prometheus (`canary_sim::prometheus`: each node's error ratio from
+//!   the pods it runs, `sim.canary.daemonset.dev/error-ratio`) answers the instant-query API on
+//!   `--prometheus-addr`, for a CanaryDaemonSet's `spec.analysis`. Its URL is printed on stdout
+//!   (`prometheus: http://127.0.0.1:PORT`) and, with `--prometheus-url-file`, written to that
+//!   file before the kubeconfig, so a script that waits for the kubeconfig can read it.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -24,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use super::shutdown_signal;
 use anyhow::Context;
-use canary_sim::Sim;
 use canary_sim::cluster::{ClusterConfig, KubeletConfig};
+use canary_sim::{Sim, SimPrometheus};
 use daemonset_canary::listen::{bind_error, parse_listen_addr};
 
 /// Arguments of `sim serve`.
@@ -69,6 +74,18 @@ pub struct SimServeArgs {
     /// Delay from running to ready for `healthy` pods.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     ready_delay_ms: u64,
+    /// Plain pods on every node (namespace `neighbours`), ready from the start: what a pod
+    /// with the behaviour `breaks-neighbours=<duration>` breaks.
+    #[arg(long, default_value_t = 0)]
+    neighbours_per_node: u32,
+    /// Address of the simulated Prometheus (the instant-query API, `/api/v1/query`); port 0
+    /// picks a free port. Loopback only, unless --insecure-listen-anywhere.
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = parse_listen_addr)]
+    prometheus_addr: SocketAddr,
+    /// Also write the simulated Prometheus' URL (`http://ADDR`) to this file, before the
+    /// kubeconfig.
+    #[arg(long)]
+    prometheus_url_file: Option<PathBuf>,
 }
 
 /// How often the `--state` snapshot is written again while the cluster changes (every change
@@ -85,6 +102,12 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
             args.addr
         );
     }
+    if !args.prometheus_addr.ip().is_loopback() && !args.insecure_listen_anywhere {
+        anyhow::bail!(
+            "refusing to serve the simulated Prometheus on {}: it is plain HTTP without authentication; listen on 127.0.0.1 (the default), or pass --insecure-listen-anywhere",
+            args.prometheus_addr
+        );
+    }
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut builder = Sim::builder()
         .cluster_config(ClusterConfig {
@@ -98,6 +121,7 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         })
         .nodes(args.nodes)
         .seed(args.seed)
+        .neighbours_per_node(args.neighbours_per_node)
         .epoch(now)
         // Unique per start: a new cluster never hands out an old cluster's uids.
         .uid_salt(
@@ -134,10 +158,19 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         None => sim.serve(args.addr).await,
     }
     .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
+    let prometheus = SimPrometheus::new(sim.store().clone())
+        .serve(args.prometheus_addr)
+        .await
+        .map_err(|error| anyhow::anyhow!(bind_error(args.prometheus_addr, &error)))?;
+    if let Some(path) = &args.prometheus_url_file {
+        write_atomically(path, format!("{}\n", prometheus.url()).as_bytes())?;
+    }
+    println!("prometheus: {}", prometheus.url());
     write_atomically(&args.kubeconfig, served.kubeconfig.as_bytes())?;
     tracing::info!(
         addr = %served.addr,
         kubeconfig = %args.kubeconfig.display(),
+        prometheus = %prometheus.url(),
         nodes = args.nodes,
         speed = args.speed,
         "simulated cluster serving"

@@ -18,6 +18,7 @@
 mod support;
 
 mod analysis;
+mod bad_patches;
 mod cli;
 mod demo;
 mod examples;

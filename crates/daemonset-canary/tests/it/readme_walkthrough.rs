@@ -1,6 +1,7 @@
-//! The README's kubectl walkthrough, run as it is written: the commands of its code block
+//! The README's kubectl walkthroughs, run as they are written: the commands of each code block
 //! (found by the marker comment above it) run in bash against `sim serve --speed 10`, with the
-//! real `kubectl` and the real binary.
+//! real `kubectl` and the real binary. The first installs and upgrades a node agent; the second
+//! tries analysis against `sim serve`'s Prometheus, a good release passing and a bad one failing.
 //!
 //! Only two things differ from a user's run, and both are checked to be where the test expects
 //! them: the first line (`cargo build ... && export PATH=...`) is replaced by putting this test's
@@ -12,20 +13,27 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const MARKER: &str = "<!-- walkthrough: the test runs this block as it is -->";
+const ANALYSIS_MARKER: &str = "<!-- analysis walkthrough: the test runs this block as it is -->";
 const BUILD_LINE: &str =
     r#"cargo build -p daemonset-canary && export PATH="$PWD/target/debug:$PATH""#;
 const TMP_FILES: [&str; 3] = ["/tmp/sim.kubeconfig", "/tmp/sim.log", "/tmp/controller.log"];
+const ANALYSIS_TMP_FILES: [&str; 4] = [
+    "/tmp/sim.kubeconfig",
+    "/tmp/sim.prometheus",
+    "/tmp/sim.log",
+    "/tmp/controller.log",
+];
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The lines of the README's walkthrough block.
-fn walkthrough() -> Vec<String> {
+/// The lines of the README's block after `marker`.
+fn walkthrough(marker: &str) -> Vec<String> {
     let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
     let after = readme
-        .split_once(MARKER)
-        .unwrap_or_else(|| panic!("README.md lost its marker {MARKER:?}"))
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("README.md lost its marker {marker:?}"))
         .1;
     let block = after
         .trim_start()
@@ -35,8 +43,16 @@ fn walkthrough() -> Vec<String> {
     block[..end].lines().map(str::to_owned).collect()
 }
 
-#[test]
-fn the_readme_walkthrough_runs_as_written() {
+/// What a run of a block left: its stdout, and everything it wrote, for failure messages.
+struct Run {
+    stdout: String,
+    logs: String,
+    controller_log: String,
+}
+
+/// Runs the block after `marker` in a directory of its own named `name`, with `tmp_files`
+/// moved there; fails the test when the block fails or takes more than 180 s.
+fn run_block(name: &str, marker: &str, tmp_files: &[&str]) -> Run {
     assert!(
         Command::new("kubectl")
             .args(["version", "--client"])
@@ -44,13 +60,13 @@ fn the_readme_walkthrough_runs_as_written() {
             .is_ok_and(|o| o.status.success()),
         "kubectl is not installed: install it (`cargo xtask tools` says how) to run this test"
     );
-    let lines = walkthrough();
+    let lines = walkthrough(marker);
     assert_eq!(lines[0], BUILD_LINE, "the README's first line changed");
-    let dir = std::env::temp_dir().join(format!("readme-walkthrough-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut script = lines[1..].join("\n");
-    for file in TMP_FILES {
+    for file in tmp_files {
         assert!(script.contains(file), "the README no longer uses {file}");
         let name = Path::new(file).file_name().unwrap();
         script = script.replace(file, dir.join(name).to_str().unwrap());
@@ -112,6 +128,20 @@ fn the_readme_walkthrough_runs_as_written() {
         "the README walkthrough took {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    Run {
+        stdout,
+        logs,
+        controller_log: read("controller.log"),
+    }
+}
+
+#[test]
+fn the_readme_walkthrough_runs_as_written() {
+    let Run {
+        stdout,
+        logs,
+        controller_log,
+    } = run_block("readme-walkthrough", MARKER, &TMP_FILES);
     // What the README says the user sees.
     assert!(
         stdout.lines().any(|l| l.starts_with("node-agent-example")
@@ -129,7 +159,43 @@ fn the_readme_walkthrough_runs_as_written() {
         assert!(stdout.contains(text), "{text:?} missing:\n{logs}");
     }
     assert!(
-        !read("controller.log").contains(" WARN "),
+        !controller_log.contains(" WARN "),
         "the controller warned:\n{logs}"
+    );
+}
+
+#[test]
+fn the_readme_analysis_walkthrough_runs_as_written() {
+    let Run {
+        stdout,
+        logs,
+        controller_log,
+    } = run_block("readme-analysis", ANALYSIS_MARKER, &ANALYSIS_TMP_FILES);
+    // The good release passed its analysis, the bad one failed it, as the README says.
+    assert!(
+        stdout.contains("prometheus: http://127.0.0.1:"),
+        "sim serve did not print its Prometheus:\n{logs}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("agent") && l.contains("failed") && l.contains("v3")),
+        "kubectl get cds agent:\n{logs}"
+    );
+    for text in [
+        "Reason:          AnalysisFailed",
+        "error-ratio: 0.5 is above max 0.05",
+    ] {
+        assert!(stdout.contains(text), "{text:?} missing:\n{logs}");
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("agent") && l.contains("successful") && l.contains("v2")),
+        "the good release did not pass:\n{logs}"
+    );
+    assert!(
+        !controller_log.contains(" ERROR "),
+        "the controller logged an error:\n{logs}"
     );
 }

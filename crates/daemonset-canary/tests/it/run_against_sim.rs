@@ -832,3 +832,73 @@ async fn rollback_abort_undo_and_history() {
         );
     }
 }
+
+/// Two undos in one spec generation, with the MaxUnavailable driver: each is a rollout of its
+/// own, and each is announced as such, with its own revision. kube's event recorder folds an
+/// event into an earlier one with the same reason and objects, keeping the first note; the
+/// controller used to give a spec generation one recorder, so the second undo showed as
+/// `UndoStarted (x2): rolling out revision 2 (v1)` whatever it rolled out (found on the real
+/// API server, `e2e::verbs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::events::v1::Event;
+
+    let (sim, client, _run) = controller_on_sim("undo-events").await;
+    let kubeconfig = &sim.kubeconfig;
+    let agent = |version: &str| {
+        daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::MaxUnavailable,
+            None,
+            version,
+            "healthy",
+        )
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(agent("v1")).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    let patched = set_spec(&api, &agent("v2")).await;
+    wait_successful(&api, patched.metadata.generation, "v2").await;
+    let undo_to = |words: &[&str], version: &'static str| {
+        let output = verb_with(kubeconfig, words);
+        accepted(&output, &format!("({version}), canary first"));
+        let pods = pods.clone();
+        let api = api.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+                if status.phase.as_deref() == Some("successful")
+                    && pod_versions(&pods).await == [(version.to_owned(), 3)].into()
+                {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no undo to {version}: {status:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    // v1 is revision 1: the one before the current (v2), then v2 again by number.
+    undo_to(&["undo"], "v1").await;
+    undo_to(&["undo", "--to-revision", "2"], "v2").await;
+
+    let notes: Vec<String> = Api::<Event>::namespaced(client.clone(), NAMESPACE)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|event| event.reason.as_deref() == Some("UndoStarted"))
+        .filter_map(|event| event.note)
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    for said in ["revision 1 (v1)", "revision 2 (v2)"] {
+        assert!(notes.iter().any(|n| n.contains(said)), "{said}: {notes:?}");
+    }
+}

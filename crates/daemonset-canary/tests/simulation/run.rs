@@ -660,6 +660,47 @@ impl Harness<'_> {
         self.world.count(|e| e.bad_objects += 1);
     }
 
+    /// Sends [`REFUSED_PATCHES`] through the API, as a user's `kubectl patch` of the
+    /// CanaryDaemonSet (invariant 27): each must be refused with a 422 and leave the stored
+    /// spec as it was. A server of their own over the same store, without the plan's faults:
+    /// the controller's requests meet those, and these must not shift their triggers.
+    async fn send_refused_writes(&self) {
+        let api = canary_sim::ApiServer::new(self.sim.store().clone(), canary_sim::Faults::new(0));
+        let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
+        let spec = || {
+            self.sim
+                .store()
+                .get_value(&key, Some(NAMESPACE), NAME)
+                .map(|object| object["spec"].clone())
+        };
+        let uri = format!(
+            "/apis/canary.daemonset.dev/v1alpha1/namespaces/{NAMESPACE}/canarydaemonsets/{NAME}"
+        );
+        for patch in REFUSED_PATCHES {
+            let before = spec();
+            let request = http::Request::patch(uri.as_str())
+                .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+                .body(bytes::Bytes::from_static(patch.as_bytes()));
+            let Ok(request) = request else {
+                continue;
+            };
+            let status = api.handle(request).await.status().as_u16();
+            if status != 422 {
+                self.world.violate(
+                    Invariant::RefusedWritesChangeNothing,
+                    format!("the bad patch {patch} was answered {status}, not 422"),
+                );
+            }
+            if spec() != before {
+                self.world.violate(
+                    Invariant::RefusedWritesChangeNothing,
+                    format!("the refused patch {patch} changed the stored spec"),
+                );
+            }
+            self.world.count(|e| e.refused_writes += 1);
+        }
+    }
+
     fn label_node(&self, node: &str, key: &str, value: &str) {
         let labelled = self
             .sim
@@ -1183,6 +1224,16 @@ const DRIFT_BOUND: Duration = Duration::from_secs(60);
 /// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
 const BAD_NAME: &str = "undecodable";
 
+/// Bad patches of the CanaryDaemonSet a user may type (issue 52's trial): the CRD's schema
+/// or its rules refuse each.
+const REFUSED_PATCHES: [&str; 5] = [
+    r#"{"spec":{"strategy":{"progressDeadlineSeconds":"ten"}}}"#,
+    r#"{"spec":{"strategy":{"driver":"Canary"}}}"#,
+    r#"{"spec":{"strategy":{"fastMaxUnavailable":"150%"}}}"#,
+    r#"{"spec":{"strategy":{"crashLoop":{"restartThreshold":0}}}}"#,
+    r#"{"spec":{"daemonSetName":"renamed"}}"#,
+];
+
 /// A field of `spec.strategy` written one level too high, under `spec`: the CRD does not
 /// declare it there.
 const MISPLACED_FIELD: &str = "canaryMaxUnavailable";
@@ -1377,6 +1428,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             harness.set_version(1, plan.initial);
             if plan.bad_object {
                 harness.store_bad_object();
+                harness.send_refused_writes().await;
             }
             for index in 0..plan.replicas {
                 harness.start_replica(index);
@@ -1390,6 +1442,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             harness.set_version(1, plan.initial);
             if plan.bad_object {
                 harness.store_bad_object();
+                harness.send_refused_writes().await;
             }
         }
     }

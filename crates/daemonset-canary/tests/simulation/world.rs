@@ -121,6 +121,11 @@ pub enum Invariant {
     ///     with an undeclared field holds it no more (the simulator prunes as the API server
     ///     does).
     DeclaredFieldsOnly,
+    /// 27. A bad write through the API (a string for an integer, an unknown enum value, a bad
+    ///     percentage, a rename: what a user may type) is refused by the CRD's schema or rules
+    ///     with a 422, and leaves the stored spec as it was; the undecodable object stored
+    ///     beside (as an older API server admitted it) is the accepted kind of bad object.
+    RefusedWritesChangeNothing,
 }
 
 impl Invariant {
@@ -153,6 +158,7 @@ impl Invariant {
             Invariant::IsolatedLeaderReplaced => "24 isolated-leader-replaced",
             Invariant::NoWedgeExit => "25 no-wedge-exit",
             Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
+            Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
         }
     }
 }
@@ -200,6 +206,8 @@ pub struct Exercised {
     pub hand_edits: u64,
     /// CanaryDaemonSets stored with a spec that does not decode.
     pub bad_objects: u64,
+    /// Bad writes the API refused (invariant 27).
+    pub refused_writes: u64,
     /// Pods the controller deleted (Pods driver).
     pub pod_deletions: u64,
     /// Promotions the harness made (Pods driver).

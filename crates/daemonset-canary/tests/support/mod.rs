@@ -2,6 +2,8 @@
 // Each test crate uses a subset of these.
 #![allow(dead_code)]
 
+pub mod bad_patches;
+
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
@@ -163,4 +165,20 @@ pub async fn install_crd(client: &kube::Client) {
         )
         .await
         .unwrap();
+}
+
+/// A DaemonSet's `maxUnavailable` as written (`1`, `10%`), `unset` without one.
+pub fn max_unavailable(ds: &k8s_openapi::api::apps::v1::DaemonSet) -> String {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    match ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.max_unavailable.clone())
+    {
+        Some(IntOrString::Int(n)) => n.to_string(),
+        Some(IntOrString::String(s)) => s,
+        None => "unset".to_owned(),
+    }
 }

@@ -454,7 +454,9 @@ impl Memory {
     /// fresh cache, so its events are new Event objects with their own notes.
     ///
     /// `series` splits a spec further: the Pods driver's events of each target revision and
-    /// step (several `StepStarted` in one spec) get a recorder of their own.
+    /// step (several `StepStarted` in one spec), and the MaxUnavailable driver's of each target
+    /// (an `undo` or `abort` starts another rollout in the same spec), get a recorder of their
+    /// own.
     pub(crate) fn recorder(
         &self,
         cds: &CanaryDaemonSet,

@@ -72,13 +72,22 @@ impl Pass<'_> {
         let retried = decision
             .retried
             .then(|| retried_event(&self.ds_name, &record.target.version));
+        // A series per target: `undo` and `abort` start another rollout within one spec
+        // generation, and kube's recorder would fold its events into the previous rollout's,
+        // keeping that one's note (`UndoStarted (x2): rolling out revision 3 (v1)` for an undo
+        // of v1 and then one of v3).
+        let target = &record.target;
+        let series = format!(
+            "{}/{}/{}",
+            target.version, target.registry, target.deployment_id
+        );
         let history = self.write_status(record).await?;
         let events = retried
             .iter()
             .chain(&decision.hold_event)
             .chain(&decision.event)
             .chain(&history.events);
-        self.publish_events(events, drift, "").await;
+        self.publish_events(events, drift, &series).await;
         Ok(self.next_pass(
             history.act_again,
             decision.phase,

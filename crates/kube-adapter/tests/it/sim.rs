@@ -667,10 +667,14 @@ async fn replicas_racing_for_a_fresh_lease_never_both_lead() {
 
 #[tokio::test(start_paused = true)]
 async fn invalid_spec_is_degraded_without_hot_loop() {
-    let (_sim, client, replica) = started(2);
+    let (sim, client, replica) = started(2);
     let mut bad = spec("v1", None);
     bad.strategy.fast_max_unavailable = "lots".into();
-    create_cds(&client, "agent", bad).await;
+    // The CRD's rule refuses it through the API; an older CRD without the rule stored it.
+    plant_cds(
+        &sim,
+        serde_json::to_value(CanaryDaemonSet::new("agent", bad)).unwrap(),
+    );
     eventually(
         Duration::from_secs(60),
         "the Degraded condition",

@@ -235,6 +235,35 @@ pub(crate) async fn create_cds(
         .unwrap()
 }
 
+/// Puts a CanaryDaemonSet in the store directly, unvalidated: what an API server with an older
+/// CRD (without the rule it breaks) stored. Through the API, the simulator refuses what the
+/// CRD's schema and rules refuse, as kube-apiserver does.
+pub(crate) fn plant_cds(sim: &Sim, object: serde_json::Value) {
+    let mut object = object;
+    object["metadata"]["namespace"] = json!(NS);
+    sim.store()
+        .create_value(&canary_sim::ResourceKey::of::<CanaryDaemonSet>(), object)
+        .unwrap();
+}
+
+/// Merges `patch` into a stored CanaryDaemonSet directly, unvalidated (see [`plant_cds`]).
+pub(crate) fn plant_patch(sim: &Sim, name: &str, patch: &serde_json::Value) {
+    sim.store()
+        .patch_value(
+            &canary_sim::ResourceKey::of::<CanaryDaemonSet>(),
+            Some(NS),
+            name,
+            canary_sim::UpdateScope::Main,
+            false,
+            |current| {
+                let mut next = current.clone();
+                json_patch::merge(&mut next, patch);
+                Ok(next)
+            },
+        )
+        .unwrap();
+}
+
 pub(crate) async fn set_version(client: &Client, name: &str, version: &str) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
     let patch = json!({"spec": {"target": {"version": version},

@@ -309,11 +309,19 @@ async fn an_object_that_does_not_decode_fails_alone() {
     let mut bad = serde_json::to_value(CanaryDaemonSet::new("bad", spec("v1", None))).unwrap();
     bad["spec"]["strategy"]["crashLoop"] = json!({"restartThreshold": 3_000_000_000_u64});
     bad["metadata"]["namespace"] = json!(NS);
-    let untyped: DynamicObject = serde_json::from_value(bad).unwrap();
-    canary_kube_adapter::crd::dynamic_api(&client, Some(NS))
+    // Through the API, the CRD's `maximum` refuses it (422), as kube-apiserver does.
+    let untyped: DynamicObject = serde_json::from_value(bad.clone()).unwrap();
+    let refused = canary_kube_adapter::crd::dynamic_api(&client, Some(NS))
         .create(&PostParams::default(), &untyped)
         .await
-        .unwrap();
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("should be less than or equal to 1000"),
+        "{refused}"
+    );
+    plant_cds(&sim, bad);
     let replica = Replica::start(&sim, None);
     install(&client, nodes).await;
 
@@ -506,16 +514,18 @@ async fn kubevirt_compatibility_restarts_the_canary_on_any_spec_edit() {
 #[tokio::test(start_paused = true)]
 async fn the_daemon_set_name_cannot_change_and_a_deleted_object_is_forgotten() {
     let nodes = 2;
-    let (_sim, client, replica) = started_and_installed(nodes).await;
+    let (sim, client, replica) = started_and_installed(nodes).await;
     let mut reports = replica.observer.reports();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
-    api.patch(
-        "agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"daemonSetName": "agent-2"}})),
-    )
-    .await
-    .unwrap();
+    let rename = json!({"spec": {"daemonSetName": "agent-2"}});
+    // The CRD's transition rule refuses the rename through the API (422); the controller's
+    // own check holds where a CRD without that rule let it through.
+    let refused = api
+        .patch("agent", &PatchParams::default(), &Patch::Merge(&rename))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("is immutable"), "{refused}");
+    plant_patch(&sim, "agent", &rename);
     eventually(Duration::from_secs(60), "the refusal", || async {
         condition(&get_cds(&client, "agent").await, "Degraded")
             .is_some_and(|c| c.1 == "InvalidSpec" && c.2.contains("immutable"))

@@ -9,8 +9,10 @@
 //! Layout: this module answers a request (faults, routing, dispatch by verb); `discovery` and
 //! `openapi` serve the documents clients read before they ask; `route` and
 //! `query` parse it, `read` and `write` serve the verbs (`validation` checks
-//! the fields a write of a custom resource sets), `response` shapes the bodies.
+//! the fields a write of a custom resource sets, `admission` validates its values by the CRD's
+//! schema and rules), `response` shapes the bodies.
 
+mod admission;
 pub mod discovery;
 mod format;
 mod jsonpath;

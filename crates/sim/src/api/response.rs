@@ -64,5 +64,12 @@ pub(super) fn error_response(error: &StoreError) -> Response<ResponseBody> {
         }
         other => other.to_status(),
     };
-    json_response(error.code(), &body)
+    let response = json_response(error.code(), &body);
+    match error {
+        // A refused write is answered with the warnings of the same validation.
+        StoreError::InvalidFields { warnings, .. } => {
+            super::validation::Warnings::from(warnings.clone()).attach(response)
+        }
+        _ => response,
+    }
 }

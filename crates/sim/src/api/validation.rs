@@ -122,7 +122,18 @@ pub(super) fn check_apply(
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Warnings(Vec<String>);
 
+impl From<Vec<String>> for Warnings {
+    fn from(texts: Vec<String>) -> Self {
+        Self(texts)
+    }
+}
+
 impl Warnings {
+    /// Adds more warnings after these.
+    pub(super) fn extend(&mut self, texts: Vec<String>) {
+        self.0.extend(texts);
+    }
+
     /// Adds the warnings to `response` (`299 - "<text>"`, the text quoted as Go quotes it).
     pub(super) fn attach(self, mut response: Response<ResponseBody>) -> Response<ResponseBody> {
         for text in self.0 {

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http::{Response, header};
 use serde_json::{Map, Value, json};
 
+use super::admission::{Write, admit};
 use super::patch::{self, PatchType};
 use super::query::Query;
 use super::response::{json_response, not_found_path, unsupported_media_type};
@@ -121,7 +122,7 @@ impl ApiServer {
         let mut object = parse_object(request.body)?;
         set_path_namespace(&mut object, route)?;
         let mut object = Value::Object(object);
-        let warnings = validation.prune(route, &mut object)?;
+        let mut warnings = validation.prune(route, &mut object)?;
         let time = self.now();
         let writer = writer(
             route,
@@ -132,6 +133,7 @@ impl ApiServer {
             &time,
         );
         managed::record(&json!({}), &mut object, None, &writer)?;
+        warnings.extend(admit(route, Write::Create, None, &mut object)?);
         if is_dry_run(request.query) {
             return Ok(warnings.attach(json_response(201, &object)));
         }
@@ -163,7 +165,7 @@ impl ApiServer {
             });
         }
         let mut object = Value::Object(object);
-        let warnings = validation.prune(route, &mut object)?;
+        let mut warnings = validation.prune(route, &mut object)?;
         let time = self.now();
         let writer = writer(route, request.manager, false, false, scope, &time);
         let updated = self.store.patch_value(
@@ -174,6 +176,7 @@ impl ApiServer {
             is_dry_run(request.query),
             |current| {
                 managed::record(current, &mut object, None, &writer)?;
+                warnings.extend(admit(route, Write::of(scope), Some(current), &mut object)?);
                 Ok(object)
             },
         )?;
@@ -236,8 +239,9 @@ impl ApiServer {
             metadata_mut(&mut object).insert("name".into(), json!(name));
             let mut object = Value::Object(object);
             managed::record(&json!({}), &mut object, Some(&parsed), &writer)?;
+            let warnings = Warnings::from(admit(route, Write::Create, None, &mut object)?);
             let created = self.store.create_value(&route.info.key, object)?;
-            return Ok(json_response(201, &created));
+            return Ok(warnings.attach(json_response(201, &created)));
         }
         let strategic = route.info.strategic_merge;
         let mut warnings = Warnings::default();
@@ -277,6 +281,7 @@ impl ApiServer {
                     warnings = validation.prune(route, &mut next)?;
                 }
                 managed::record(current, &mut next, apply.then_some(&parsed), &writer)?;
+                warnings.extend(admit(route, Write::of(scope), Some(current), &mut next)?);
                 Ok(next)
             },
         )?;

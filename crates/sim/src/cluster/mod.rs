@@ -7,10 +7,14 @@
 //!   ControllerRevisions with the `controller-revision-hash` label, `RollingUpdate`
 //!   (`maxUnavailable` / `maxSurge`, percentages of the desired count rounded up, unavailable
 //!   old pods replaced first, `minReadySeconds`), `OnDelete`, and the status counts.
-//! - **Kubelet** ([`kubelet`]): per pod, a [`PodBehavior`] from the [`BEHAVIOR_ANNOTATION`]
-//!   or the image: start latency, readiness delay, crash loops with Kubernetes' back-off,
-//!   image-pull back-off, never-ready; graceful deletion; pods of a NotReady node are held
-//!   not ready.
+//! - **Kubelet** ([`kubelet`]): per pod, a [`Behavior`] from the [`BEHAVIOR_ANNOTATION`]
+//!   or the image ([`behavior`]): start latency, readiness delay, crash loops with Kubernetes'
+//!   back-off, image-pull back-off, never-ready; graceful deletion; pods of a node whose
+//!   kubelet stopped are held not ready; image pulls with a per-node cache ([`images`]).
+//! - **What pods do to their nodes** ([`effects`]): a pod that breaks its node, breaks the
+//!   pods beside it, or makes its node report a condition, once Ready and until gone; the
+//!   same by hand through node annotations; plain neighbour pods to break
+//!   ([`ClusterConfig::neighbours_per_node`]).
 //! - **Nodes** ([`nodes`]): well-known labels, capacity, addresses, Ready condition;
 //!   add / remove / NotReady / cordon / taint at any time ([`Cluster`]).
 //!
@@ -43,8 +47,11 @@
 //! # }
 //! ```
 
+pub mod behavior;
 pub mod daemonset;
 mod driver;
+pub mod effects;
+pub mod images;
 pub mod kubelet;
 pub mod nodes;
 pub mod ownership;
@@ -62,7 +69,11 @@ use tokio::task::JoinHandle;
 
 use crate::store::{Store, StoreError, UpdateScope};
 
-pub use kubelet::{BEHAVIOR_ANNOTATION, BackoffConfig, KubeletConfig, PodBehavior};
+pub use behavior::{Behavior, Effect, ParseBehaviorError, TimedEffect};
+pub use driver::{NEIGHBOUR_IMAGE, NEIGHBOUR_LABEL, NEIGHBOURS_NAMESPACE};
+pub use kubelet::{
+    BEHAVIOR_ANNOTATION, BackoffConfig, KubeletConfig, PULL_ANNOTATION, PodBehavior,
+};
 
 /// How the simulated cluster is built.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +96,11 @@ pub struct ClusterConfig {
     /// `1.0` (the default) is real timing. Times written in objects and compared with the
     /// clock (`minReadySeconds`, condition timestamps) are not scaled: the clock is not.
     pub speed: f64,
+    /// Plain pods created on every node (also on nodes added later), in the namespace
+    /// [`NEIGHBOURS_NAMESPACE`], labelled [`NEIGHBOUR_LABEL`]: ready from the start, and ready
+    /// for good unless a pod beside them breaks them (`breaks-neighbours`). Zero (the
+    /// default): none.
+    pub neighbours_per_node: u32,
 }
 
 impl Default for ClusterConfig {
@@ -96,6 +112,7 @@ impl Default for ClusterConfig {
             seed: 0,
             controller_sync_delay: Duration::from_millis(10),
             speed: 1.0,
+            neighbours_per_node: 0,
         }
     }
 }

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::effects;
 use super::scheduling::{
     EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, TAINT_NOT_READY, TAINT_UNSCHEDULABLE,
 };
@@ -204,6 +205,163 @@ fn not_ready_taint(effect: &str, now: Timestamp) -> Taint {
     }
 }
 
+/// The node's Ready condition, if it has one.
+fn ready_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
+
+/// Whether the node is NotReady the way a broken pod network makes it
+/// ([`effects::NOT_READY_MESSAGE`]): its kubelet still runs. Any other NotReady (the
+/// [`set_ready_condition`] switch, or an `Unknown` status) is a kubelet that does not.
+pub fn is_network_not_ready(node: &Node) -> bool {
+    ready_condition(node).is_some_and(|c| {
+        c.status == "False" && c.message.as_deref() == Some(effects::NOT_READY_MESSAGE)
+    })
+}
+
+/// The kubelet reports its pod network broken (Ready False, [`effects::NOT_READY_MESSAGE`])
+/// or, `broken` false, working again: Ready True, but only if the NotReady was the network's
+/// (a node NotReady for another reason stays so). Returns whether the status changed.
+pub fn set_network_not_ready(node: &mut Node, broken: bool, now: Timestamp) -> bool {
+    let ready = is_ready(node);
+    let (status, reason, message) = if broken {
+        if !ready {
+            return false;
+        }
+        (
+            "False",
+            effects::NOT_READY_REASON,
+            effects::NOT_READY_MESSAGE,
+        )
+    } else {
+        if !is_network_not_ready(node) {
+            return false;
+        }
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    };
+    set_condition(node, "Ready", status, reason, message, now)
+}
+
+/// Sets condition `type_` (adding it when missing); its `lastTransitionTime` moves only when
+/// its status changes, as the kubelet's setters do. Returns whether anything changed.
+pub fn set_condition(
+    node: &mut Node,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> bool {
+    let conditions = node
+        .status
+        .get_or_insert_with(NodeStatus::default)
+        .conditions
+        .get_or_insert_with(Vec::new);
+    let fresh = |since: Timestamp| NodeCondition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(since)),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            if existing.status == status
+                && existing.reason.as_deref() == Some(reason)
+                && existing.message.as_deref() == Some(message)
+            {
+                return false;
+            }
+            let since = if existing.status == status {
+                existing.last_transition_time.as_ref().map_or(now, |t| t.0)
+            } else {
+                now
+            };
+            *existing = fresh(since);
+        }
+        None => conditions.push(fresh(now)),
+    }
+    true
+}
+
+/// Whether condition `type_` is True.
+pub fn has_condition(node: &Node, type_: &str) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+/// The `NoSchedule` taint TaintNodesByCondition keeps in step with condition `type_`
+/// ([`effects::condition_taint`]; none for other types). Returns whether the spec changed.
+pub fn sync_condition_taint(node: &mut Node, type_: &str) -> bool {
+    let Some(key) = effects::condition_taint(type_) else {
+        return false;
+    };
+    if has_condition(node, type_) {
+        add_taint(
+            node,
+            Taint {
+                key: key.to_owned(),
+                effect: EFFECT_NO_SCHEDULE.to_owned(),
+                ..Taint::default()
+            },
+        )
+    } else {
+        remove_taint(node, key, Some(EFFECT_NO_SCHEDULE))
+    }
+}
+
+/// Whether `node` shows something else than what its effects ask for (`wanted`), given what
+/// they asked for before (`shown`): Ready True while someone breaks it, our NotReady left
+/// while nobody does, a wanted condition not True, a condition no longer wanted.
+pub fn health_differs(
+    node: &Node,
+    shown: &effects::NodeHealth,
+    wanted: &effects::NodeHealth,
+) -> bool {
+    let ready_wrong = (wanted.not_ready && is_ready(node))
+        || (!wanted.not_ready && shown.not_ready && is_network_not_ready(node));
+    ready_wrong
+        || wanted.conditions.iter().any(|c| !has_condition(node, c))
+        || shown
+            .conditions
+            .difference(&wanted.conditions)
+            .next()
+            .is_some()
+}
+
+/// Writes on `node` what its effects ask for now (`wanted`), undoing what they asked for
+/// before (`shown`) and no longer do: the Ready condition and the conditions, with the texts
+/// of [`effects::condition_text`]. Taints are the node lifecycle controller's
+/// ([`sync_not_ready_taints`], [`sync_condition_taint`]).
+pub fn show_health(
+    node: &mut Node,
+    shown: &effects::NodeHealth,
+    wanted: &effects::NodeHealth,
+    now: Timestamp,
+) {
+    if wanted.not_ready {
+        set_network_not_ready(node, true, now);
+    } else if shown.not_ready {
+        set_network_not_ready(node, false, now);
+    }
+    for condition in &wanted.conditions {
+        let (reason, message) = effects::condition_text(condition, true);
+        set_condition(node, condition, "True", &reason, &message, now);
+    }
+    for condition in shown.conditions.difference(&wanted.conditions) {
+        let (reason, message) = effects::condition_text(condition, false);
+        set_condition(node, condition, "False", &reason, &message, now);
+    }
+}
+
 /// Cordon (`spec.unschedulable: true` plus the unschedulable taint) or uncordon.
 pub fn set_unschedulable(node: &mut Node, unschedulable: bool) {
     let spec = node.spec.get_or_insert_with(NodeSpec::default);
@@ -260,6 +418,7 @@ mod tests {
     use super::*;
     use crate::cluster::scheduling::{add_daemon_tolerations, node_fit};
     use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::jiff::SignedDuration;
 
     fn t0() -> Timestamp {
         Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH)
@@ -311,6 +470,83 @@ mod tests {
         set_ready_condition(&mut node, true, t0());
         assert!(sync_not_ready_taints(&mut node, t0()));
         assert!(node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_none());
+    }
+
+    #[test]
+    fn a_broken_network_is_not_ready_and_only_its_own_not_ready_is_undone() {
+        let later = t0()
+            .checked_add(SignedDuration::from_secs(60))
+            .unwrap_or(t0());
+        let mut node = new_node("node-1", 0, t0());
+        assert!(set_network_not_ready(&mut node, true, later));
+        assert!(!is_ready(&node) && is_network_not_ready(&node));
+        let ready = ready_condition(&node).cloned().unwrap_or_default();
+        assert_eq!(ready.reason.as_deref(), Some("KubeletNotReady"));
+        assert_eq!(ready.last_transition_time.map(|t| t.0), Some(later));
+        assert!(!set_network_not_ready(&mut node, true, later));
+        assert!(set_network_not_ready(&mut node, false, later));
+        assert!(is_ready(&node));
+        // A node NotReady for another reason (its kubelet stopped) is left so.
+        set_ready_condition(&mut node, false, later);
+        assert!(!is_network_not_ready(&node));
+        assert!(!set_network_not_ready(&mut node, false, later));
+        assert!(!set_network_not_ready(&mut node, true, later));
+        assert!(!is_ready(&node));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_and_bring_their_taint() {
+        let later = t0()
+            .checked_add(SignedDuration::from_secs(60))
+            .unwrap_or(t0());
+        let mut node = new_node("node-1", 0, t0());
+        assert!(set_condition(
+            &mut node,
+            "NetworkUnavailable",
+            "True",
+            "A",
+            "a",
+            t0()
+        ));
+        assert!(!set_condition(
+            &mut node,
+            "NetworkUnavailable",
+            "True",
+            "A",
+            "a",
+            later
+        ));
+        assert!(set_condition(
+            &mut node,
+            "NetworkUnavailable",
+            "True",
+            "B",
+            "b",
+            later
+        ));
+        let since = |node: &Node| {
+            node.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "NetworkUnavailable"))
+                .and_then(|c| c.last_transition_time.as_ref().map(|t| t.0))
+        };
+        assert_eq!(since(&node), Some(t0()));
+        assert!(has_condition(&node, "NetworkUnavailable"));
+        assert!(sync_condition_taint(&mut node, "NetworkUnavailable"));
+        assert_eq!(taint_count(&node), Some(1));
+        assert!(!sync_condition_taint(&mut node, "KernelDeadlock"));
+        assert!(set_condition(
+            &mut node,
+            "NetworkUnavailable",
+            "False",
+            "C",
+            "c",
+            later
+        ));
+        assert_eq!(since(&node), Some(later));
+        assert!(sync_condition_taint(&mut node, "NetworkUnavailable"));
+        assert_eq!(taint_count(&node), None);
     }
 
     /// How many taints `node` has (`None`: no taint list at all).

@@ -26,6 +26,15 @@ pub fn controller_ref(ds: &DaemonSet) -> OwnerReference {
     }
 }
 
+/// The uid of the object's controller, whatever its kind (`metav1.GetControllerOf`).
+pub fn any_controller_uid(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+}
+
 /// The uid of the controller of `kind` that owns the object (`GetControllerOf`).
 pub fn controller_uid(meta: &ObjectMeta, kind: &str) -> Option<String> {
     meta.owner_references

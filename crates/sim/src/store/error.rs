@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::structural::{FieldError, field};
+
 /// Why a store operation failed. Each variant maps to the HTTP status Kubernetes answers with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -45,6 +47,25 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// 422 Invalid with a cause per field at fault: an object its kind's validation refuses
+    /// (`errors.NewInvalid`), such as a custom resource its CRD's schema or rules refuse.
+    #[error(
+        "{kind}.{group} {} is invalid: {}",
+        field::go_quote(name),
+        field::aggregate(errors)
+    )]
+    InvalidFields {
+        /// The kind's API group (`canary.daemonset.dev`).
+        group: String,
+        /// The kind (`CanaryDaemonSet`).
+        kind: String,
+        /// The object's name.
+        name: String,
+        /// The fields at fault, in the order found.
+        errors: Vec<FieldError>,
+        /// The `Warning`s the refusal is sent with (rules ratcheted on the same write).
+        warnings: Vec<String>,
+    },
     /// 400 BadRequest.
     #[error("{message}")]
     BadRequest {
@@ -74,7 +95,7 @@ impl StoreError {
         match self {
             Self::NotFound { .. } => 404,
             Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::ApplyConflict { .. } => 409,
-            Self::Invalid { .. } => 422,
+            Self::Invalid { .. } | Self::InvalidFields { .. } => 422,
             Self::BadRequest { .. } => 400,
             Self::Gone { .. } => 410,
             Self::Internal { .. } => 500,
@@ -87,7 +108,7 @@ impl StoreError {
             Self::NotFound { .. } => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
             Self::Conflict { .. } | Self::ApplyConflict { .. } => "Conflict",
-            Self::Invalid { .. } => "Invalid",
+            Self::Invalid { .. } | Self::InvalidFields { .. } => "Invalid",
             Self::BadRequest { .. } => "BadRequest",
             Self::Gone { .. } => "Expired",
             // `StatusReasonUnknown`: kubectl prints "Error from server: <message>".
@@ -97,7 +118,32 @@ impl StoreError {
 
     /// The Kubernetes `Status` object (`kind: Status`, `status: Failure`) for this error.
     pub fn to_status(&self) -> Value {
-        status_body(self.code(), self.reason(), &self.to_string())
+        let mut body = status_body(self.code(), self.reason(), &self.to_string());
+        if let Self::InvalidFields {
+            group,
+            kind,
+            name,
+            errors,
+            ..
+        } = self
+            && let Value::Object(fields) = &mut body
+        {
+            let causes: Vec<Value> = errors
+                .iter()
+                .map(|error| {
+                    json!({
+                        "reason": error.kind.reason(),
+                        "message": error.body(),
+                        "field": error.field,
+                    })
+                })
+                .collect();
+            fields.insert(
+                "details".into(),
+                json!({"name": name, "group": group, "kind": kind, "causes": causes}),
+            );
+        }
+        body
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {

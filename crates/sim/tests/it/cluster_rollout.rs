@@ -697,7 +697,7 @@ async fn image_rules_choose_the_behaviour_when_no_annotation_does() {
     let kubelet = KubeletConfig {
         image_behaviors: BTreeMap::from([(
             "registry.example/agent:v2".to_owned(),
-            canary_sim::cluster::PodBehavior::NeverReady,
+            canary_sim::cluster::PodBehavior::NeverReady.into(),
         )]),
         ..KubeletConfig::default()
     };

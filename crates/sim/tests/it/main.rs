@@ -9,3 +9,4 @@
 mod cluster_rollout;
 mod kube_client;
 mod kubectl;
+mod node_health;

@@ -4,15 +4,19 @@
 //! One [`Driver`] owns every index; its work is split by concern: this module runs the loop,
 //! reads the store's events and keeps the nodes; [`daemonsets`] is the DaemonSet controller
 //! (revisions, syncs, status), [`pods`] the kubelets (admission, steps, graceful deletion,
-//! status writes) and [`timers`] the one ordered timer queue they all schedule on.
-//! Invariant: everything happens on this one task, in store-event and timer order.
+//! status writes), [`health`] what pods do to their nodes and neighbours (effects, and the
+//! neighbour pods themselves), and [`timers`] the one ordered timer queue they all schedule
+//! on. Invariant: everything happens on this one task, in store-event and timer order.
 
 mod daemonsets;
+mod health;
 mod pods;
 mod timers;
 
+pub use health::{NEIGHBOUR_IMAGE, NEIGHBOUR_LABEL, NEIGHBOURS_NAMESPACE};
+
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -22,7 +26,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
 
+use super::behavior::Effect;
+use super::effects::NodeEffects;
+use super::images::NodeImages;
 use super::kubelet::KubeletConfig;
 use super::nodes;
 use super::rng::SimRng;
@@ -38,8 +46,20 @@ type ObjKey = (String, String);
 
 struct NodeState {
     node: Node,
+    /// Ready is True.
     ready: bool,
+    /// The kubelet runs: Ready, or NotReady only because its pod network is broken
+    /// ([`nodes::is_network_not_ready`]). A node NotReady otherwise has a kubelet that does
+    /// nothing until it is back.
+    kubelet_up: bool,
     pods_started: u32,
+    /// What pods (and the node's annotations) do to the node.
+    effects: NodeEffects,
+    /// What the node was last made to show because of `effects`.
+    shown: super::effects::NodeHealth,
+    /// The effects its annotations ask for now.
+    annotated: Vec<Effect>,
+    images: NodeImages,
 }
 
 pub(super) struct Driver {
@@ -70,6 +90,14 @@ pub(super) struct Driver {
     dirty_pod_statuses: BTreeSet<ObjKey>,
     settle_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
+    /// When the task started: the origin of the model's time ([`Driver::model_now`]).
+    started: Instant,
+    /// [`ClusterConfig::neighbours_per_node`].
+    neighbours_per_node: u32,
+    /// Nodes whose neighbour pods are still to be created, a batch per loop turn.
+    pending_neighbours: VecDeque<String>,
+    /// Events written for pods so far (their names' suffix).
+    pod_events: u64,
 }
 
 fn key_of(namespace: Option<&str>, name: &str) -> ObjKey {
@@ -118,6 +146,10 @@ impl Driver {
             dirty_pod_statuses: BTreeSet::new(),
             settle_waiters: Vec::new(),
             idle_waiters: Vec::new(),
+            started: Instant::now(),
+            neighbours_per_node: config.neighbours_per_node,
+            pending_neighbours: VecDeque::new(),
+            pod_events: 0,
         }
     }
 
@@ -134,7 +166,8 @@ impl Driver {
             let fired = self.fire_due_timers();
             let synced = self.sync_dirty_daemonsets();
             let flushed = self.flush_pod_statuses();
-            if fired || synced || flushed || !self.events.is_empty() {
+            let created = self.create_pending_neighbours();
+            if fired || synced || flushed || created || !self.events.is_empty() {
                 continue;
             }
             // A delayed controller sync is the reaction to a change already made: wait for it.
@@ -287,38 +320,49 @@ impl Driver {
             return;
         };
         let ready = nodes::is_ready(&node);
-        let was_ready = self.nodes.get(&name).map(|n| n.ready);
+        let kubelet_up = ready || nodes::is_network_not_ready(&node);
+        let annotated = super::effects::annotation_effects(node.metadata.annotations.as_ref());
         for (key, ds) in &mut self.daemonsets {
             if ds.set_fit(&name, Some(node_fit(&ds.pod_spec, &node))) {
                 self.dirty_daemonsets.insert(key.clone());
             }
         }
-        let pods_started = self.nodes.get(&name).map_or(0, |n| n.pods_started);
-        self.nodes.insert(
-            name.clone(),
-            NodeState {
-                node,
-                ready,
-                pods_started,
-            },
-        );
-        if was_ready.is_some_and(|was| was != ready) {
-            self.on_node_readiness(&name, ready);
+        let first_sight = !self.nodes.contains_key(&name);
+        let state = self.nodes.entry(name.clone()).or_insert_with(|| NodeState {
+            node: node.clone(),
+            ready,
+            kubelet_up,
+            pods_started: 0,
+            effects: NodeEffects::default(),
+            shown: super::effects::NodeHealth::default(),
+            annotated: Vec::new(),
+            images: NodeImages::default(),
+        });
+        let (was_ready, was_up) = (state.ready, state.kubelet_up);
+        state.node = node;
+        state.ready = ready;
+        state.kubelet_up = kubelet_up;
+        let annotations_changed = state.annotated != annotated;
+        if annotations_changed {
+            self.on_node_annotations(&name, annotated);
+        }
+        if was_up != kubelet_up {
+            self.on_node_readiness(&name, kubelet_up);
+        } else if kubelet_up && ready && !was_ready {
+            // The pod network is back: pods that could not start for it start now.
+            self.resume_deferred(&name);
+        }
+        self.reconcile_node(&name);
+        if first_sight && self.neighbours_per_node > 0 {
+            self.pending_neighbours.push_back(name);
         }
     }
 
-    /// The node lifecycle controller marks the pods of a NotReady node not ready; a kubelet
-    /// coming back reports them again and resumes its work.
+    /// The node lifecycle controller marks the pods of a node whose kubelet stopped not
+    /// ready; a kubelet coming back reports them again and resumes its work.
     fn on_node_readiness(&mut self, node: &str, ready: bool) {
         let now = self.now();
-        let keys: Vec<ObjKey> = self
-            .pods_on_node
-            .get(node)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
-        for key in keys {
+        for key in self.pods_on(node) {
             let Some(pod) = self.pods.get_mut(&key) else {
                 continue;
             };
@@ -343,6 +387,16 @@ impl Driver {
             }
             self.schedule_termination(&key);
         }
+    }
+
+    /// The pods bound to `node`, as a list to walk while changing them.
+    fn pods_on(&self, node: &str) -> Vec<ObjKey> {
+        self.pods_on_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect()
     }
 
     fn on_node_deleted(&mut self, name: &str) {

@@ -11,19 +11,37 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
+use super::super::behavior::TimedEffect;
 use super::super::daemonset::DaemonPod;
 use super::super::kubelet::{
-    KubeletStep, PodAddresses, PodBehavior, PodRuntime, StepTiming, render_status,
+    KubeletStep, ModelledPull, PodAddresses, PodRuntime, StepTiming, render_status,
 };
 use super::super::nodes;
-use super::super::ownership::controller_uid;
+use super::super::ownership::{any_controller_uid, controller_uid};
+use super::health::NEIGHBOUR_LABEL;
 use super::timers::Timer;
 use super::{Driver, NodeState, ObjKey, object_key};
+
+/// A `Pulled` event due when the pod's pulls are over.
+pub(super) struct PulledEvent {
+    pub(super) field_path: String,
+    pub(super) message: String,
+}
 
 pub(super) struct PodState {
     pub(super) uid: String,
     pub(super) node: Option<String>,
     pub(super) owner: Option<ObjKey>,
+    /// Its controller's uid, whatever the kind: a neighbour breaker spares its own
+    /// controller's pods.
+    pub(super) owner_uid: Option<String>,
+    pub(super) host_network: bool,
+    /// What the pod does to its node and neighbours once Ready (from its [`Behavior`]).
+    pub(super) effects: Vec<TimedEffect>,
+    /// Its modelled image pulls (set at admission).
+    pub(super) pulls: Vec<ModelledPull>,
+    /// `Pulled` events to write when the pulls are over.
+    pub(super) pulled_events: Vec<PulledEvent>,
     pub(super) view: Option<DaemonPod>,
     pub(super) runtime: Option<PodRuntime>,
     pub(super) addresses: Option<PodAddresses>,
@@ -52,6 +70,12 @@ impl Driver {
             .filter(|n| !n.is_empty());
         let owner = controller_uid(&pod.metadata, "DaemonSet")
             .and_then(|uid| self.ds_by_uid.get(&uid).cloned());
+        let owner_uid = any_controller_uid(&pod.metadata);
+        let host_network = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
         let deleting = pod.metadata.deletion_timestamp.as_ref().map(|_| {
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
             Duration::from_secs(u64::try_from(grace).unwrap_or(0))
@@ -60,6 +84,11 @@ impl Driver {
             uid,
             node: None,
             owner: None,
+            owner_uid: None,
+            host_network: false,
+            effects: Vec::new(),
+            pulls: Vec::new(),
+            pulled_events: Vec::new(),
             view: None,
             runtime: None,
             addresses: None,
@@ -98,6 +127,8 @@ impl Driver {
             }
             state.node = node;
         }
+        state.owner_uid = owner_uid;
+        state.host_network = host_network;
         state.deleting = deleting;
         if state.deleting.is_some() {
             self.schedule_termination(&key);
@@ -126,6 +157,9 @@ impl Driver {
             self.dirty_daemonsets.insert(owner.clone());
         }
         self.dirty_pod_statuses.remove(key);
+        if let Some(node) = &state.node {
+            self.stop_effects_of(key, node);
+        }
     }
 
     /// The node's kubelet takes the pod: Pending now, containers start after the latency.
@@ -141,10 +175,13 @@ impl Driver {
             }
             return;
         };
-        let behavior = self.kubelet.behavior_for(pod).unwrap_or_else(|error| {
-            tracing::warn!(pod = %key.1, %error, "ignoring the behavior annotation");
-            PodBehavior::Healthy
-        });
+        let behavior = self.kubelet.behavior_or_healthy(pod);
+        let pulls = self.kubelet.modelled_pulls(pod);
+        let already_running = pod
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(NEIGHBOUR_LABEL));
         let host_ip = nodes::node_ip(&node.node).unwrap_or("10.0.0.1").to_owned();
         let host_network = pod
             .spec
@@ -159,9 +196,26 @@ impl Driver {
             node.pods_started = node.pods_started.wrapping_add(1);
             ip
         };
-        let node_ready = node.ready;
-        let mut runtime = PodRuntime::admitted(behavior, now);
-        runtime.node_ready = node_ready;
+        let kubelet_up = node.kubelet_up;
+        if already_running {
+            // A workload that ran before the simulation: no start, and its effects (if its
+            // annotation gives any) are armed at once.
+            let mut runtime = PodRuntime::already_running(behavior.containers, now);
+            runtime.node_ready = kubelet_up;
+            let Some(state) = self.pods.get_mut(key) else {
+                return;
+            };
+            state.runtime = Some(runtime);
+            state.addresses = Some(PodAddresses { host_ip, pod_ip });
+            state.effects = behavior.effects;
+            state.pulls = pulls;
+            self.arm_effects(key);
+            self.refresh_disruption_of(key);
+            self.dirty_pod_statuses.insert(key.clone());
+            return;
+        }
+        let mut runtime = PodRuntime::admitted(behavior.containers, now);
+        runtime.node_ready = kubelet_up;
         let delay = self
             .rng
             .jitter(self.kubelet.start_latency, self.kubelet.jitter);
@@ -170,8 +224,10 @@ impl Driver {
         };
         state.runtime = Some(runtime);
         state.addresses = Some(PodAddresses { host_ip, pod_ip });
+        state.effects = behavior.effects;
+        state.pulls = pulls;
         let epoch = state.epoch;
-        if node_ready {
+        if kubelet_up {
             self.schedule(
                 delay,
                 Timer::PodStep {
@@ -183,6 +239,7 @@ impl Driver {
         } else {
             state.deferred = Some(KubeletStep::Start);
         }
+        self.refresh_disruption_of(key);
         self.dirty_pod_statuses.insert(key.clone());
     }
 
@@ -195,8 +252,8 @@ impl Driver {
         if state.termination_scheduled {
             return;
         }
-        let node_ready = node_ready(&self.nodes, state.node.as_deref());
-        match node_ready {
+        let kubelet_up = kubelet_up(&self.nodes, state.node.as_deref());
+        match kubelet_up {
             // No kubelet is running there: the pod stays Terminating until the node is back.
             Some(false) => {}
             Some(true) => {
@@ -233,16 +290,52 @@ impl Driver {
         if state.epoch != epoch || state.deleting.is_some() {
             return;
         }
-        let node_ready = node_ready(&self.nodes, state.node.as_deref()) == Some(true);
-        if !node_ready {
+        let node = state.node.as_deref().and_then(|n| self.nodes.get(n));
+        let kubelet_up = node.is_some_and(|n| n.kubelet_up);
+        // A kubelet whose pod network is broken starts only hostNetwork pods
+        // (`syncPod`: "network is not ready"); the others wait in ContainerCreating.
+        let network_blocks =
+            step == KubeletStep::Start && node.is_some_and(|n| !n.ready) && !state.host_network;
+        if !kubelet_up || network_blocks {
             state.deferred = Some(step);
             return;
         }
+        let pull_wait = if step == KubeletStep::Start {
+            self.start_pulls(key)
+        } else {
+            Duration::ZERO
+        };
+        if step == KubeletStep::Pulled {
+            self.write_pulled_events(key);
+        }
+        let timing = StepTiming {
+            ready_delay,
+            pull_wait,
+            liveness_kill_after: self.kubelet.liveness_kill_after,
+        };
+        let Some(state) = self.pods.get_mut(key) else {
+            return;
+        };
         let Some(runtime) = state.runtime.as_mut() else {
             return;
         };
-        let next = runtime.step(step, now, StepTiming { ready_delay }, &backoff);
+        let was_ever_ready = runtime.ever_ready;
+        let next = runtime.step(step, now, timing, &backoff);
+        let first_ready = !was_ever_ready && runtime.ever_ready;
         self.dirty_pod_statuses.insert(key.clone());
+        self.schedule_step(key, epoch, next);
+        if first_ready {
+            self.arm_effects(key);
+        }
+    }
+
+    /// Schedules the kubelet step `next` of the pod (of `epoch`), if there is one.
+    pub(super) fn schedule_step(
+        &mut self,
+        key: &ObjKey,
+        epoch: u64,
+        next: Option<(KubeletStep, Duration)>,
+    ) {
         if let Some((step, delay)) = next {
             self.schedule(
                 delay,
@@ -252,6 +345,59 @@ impl Driver {
                     step,
                 },
             );
+        }
+    }
+
+    /// The pod's containers are about to start: its images are requested from the node
+    /// (one pull at a time there; an image present or being pulled is not pulled again),
+    /// with their events. Returns how long until they are all there.
+    fn start_pulls(&mut self, key: &ObjKey) -> Duration {
+        let now = self.model_now();
+        let Some(state) = self.pods.get_mut(key) else {
+            return Duration::ZERO;
+        };
+        if state.pulls.is_empty()
+            || state
+                .runtime
+                .as_ref()
+                .is_some_and(|r| r.behavior == super::super::kubelet::PodBehavior::ImagePullBackOff)
+        {
+            return Duration::ZERO;
+        }
+        let Some(node) = state.node.as_deref().and_then(|n| self.nodes.get_mut(n)) else {
+            return Duration::ZERO;
+        };
+        let mut ready_at = now;
+        let mut events = Vec::new();
+        for pull in &state.pulls {
+            let plan = node.images.request(&pull.image, pull.time, now);
+            let report = plan.report(&pull.image, pull.time, now);
+            if let Some((reason, message)) = report.at_once {
+                events.push((pull.field_path.clone(), reason, message));
+            }
+            if let Some(message) = report.when_pulled {
+                state.pulled_events.push(PulledEvent {
+                    field_path: pull.field_path.clone(),
+                    message,
+                });
+            }
+            ready_at = ready_at.max(plan.ready_at(now));
+        }
+        for (field_path, reason, message) in events {
+            self.write_pod_event(key, &field_path, reason, message);
+        }
+        ready_at.saturating_sub(now)
+    }
+
+    /// The `Pulled` events of the pod's pulls, now that they are over.
+    fn write_pulled_events(&mut self, key: &ObjKey) {
+        let events = self
+            .pods
+            .get_mut(key)
+            .map(|state| std::mem::take(&mut state.pulled_events))
+            .unwrap_or_default();
+        for event in events {
+            self.write_pod_event(key, &event.field_path, "Pulled", event.message);
         }
     }
 
@@ -328,7 +474,8 @@ pub(super) fn pod_view(object: &Value) -> Option<Pod> {
     })
 }
 
-/// Whether the node `node` names is Ready; `None` when the pod is unbound or its node is gone.
-fn node_ready(nodes: &BTreeMap<String, NodeState>, node: Option<&str>) -> Option<bool> {
-    nodes.get(node?).map(|n| n.ready)
+/// Whether the kubelet of the node `node` names runs; `None` when the pod is unbound or its
+/// node is gone.
+fn kubelet_up(nodes: &BTreeMap<String, NodeState>, node: Option<&str>) -> Option<bool> {
+    nodes.get(node?).map(|n| n.kubelet_up)
 }

@@ -1,5 +1,5 @@
-//! The cluster task's one timer queue: kubelet steps, graceful-deletion ends and DaemonSet
-//! resyncs, ordered by due time and then by scheduling order, so that equal deadlines fire
+//! The cluster task's one timer queue: kubelet steps, graceful-deletion ends, DaemonSet
+//! resyncs and pods' effects on their nodes, ordered by due time and then by scheduling order, so that equal deadlines fire
 //! in a reproducible order. Every delay is divided by the cluster's speed here, the one place
 //! all of them pass.
 
@@ -28,6 +28,12 @@ pub(super) enum Timer {
     },
     DelayedSync {
         key: ObjKey,
+    },
+    /// Effect `index` of the pod `key` (if it is still the one with `uid`) begins.
+    Effect {
+        key: ObjKey,
+        uid: String,
+        index: usize,
     },
 }
 
@@ -117,6 +123,7 @@ impl Driver {
                     }
                     self.dirty_daemonsets.insert(key);
                 }
+                Timer::Effect { key, uid, index } => self.start_effect(&key, &uid, index),
                 Timer::DelayedSync { key } => {
                     self.delayed_syncs = self.delayed_syncs.saturating_sub(1);
                     if let Some(state) = self.daemonsets.get_mut(&key) {

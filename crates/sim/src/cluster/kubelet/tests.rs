@@ -9,6 +9,8 @@ fn t(seconds: i64) -> Timestamp {
 
 const TIMING: StepTiming = StepTiming {
     ready_delay: Duration::from_secs(3),
+    pull_wait: Duration::ZERO,
+    liveness_kill_after: Duration::from_secs(30),
 };
 
 fn pod_with(image: &str, annotation: Option<&str>) -> Pod {
@@ -186,29 +188,46 @@ fn behaviours_parse_from_the_annotation_syntax() {
 fn annotation_wins_over_image_rules_and_the_longest_image_prefix_wins() {
     let config = KubeletConfig {
         image_behaviors: BTreeMap::from([
-            ("quay.io/org/agent".to_owned(), PodBehavior::NeverReady),
+            (
+                "quay.io/org/agent".to_owned(),
+                PodBehavior::NeverReady.into(),
+            ),
             (
                 "quay.io/org/agent:v2-broken".to_owned(),
-                PodBehavior::CrashLoop,
+                PodBehavior::CrashLoop.into(),
+            ),
+            (
+                "quay.io/org/agent:v3-gpu".to_owned(),
+                "breaks-node=1m".parse().unwrap_or_default(),
             ),
         ]),
         ..KubeletConfig::default()
     };
+    let behavior = |image: &str, annotation: Option<&str>| {
+        config
+            .behavior_for(&pod_with(image, annotation))
+            .map(|b| b.to_string())
+    };
     assert_eq!(
-        config.behavior_for(&pod_with("quay.io/org/agent:v1", None)),
-        Ok(PodBehavior::NeverReady)
+        behavior("quay.io/org/agent:v1", None),
+        Ok("never-ready".into())
     );
     assert_eq!(
-        config.behavior_for(&pod_with("quay.io/org/agent:v2-broken", None)),
-        Ok(PodBehavior::CrashLoop)
+        behavior("quay.io/org/agent:v2-broken", None),
+        Ok("crashloop".into())
     );
     assert_eq!(
-        config.behavior_for(&pod_with("docker.io/other:v1", None)),
-        Ok(PodBehavior::Healthy)
+        behavior("quay.io/org/agent:v3-gpu", None),
+        Ok("breaks-node=60000ms".into())
+    );
+    assert_eq!(behavior("docker.io/other:v1", None), Ok("healthy".into()));
+    assert_eq!(
+        behavior("quay.io/org/agent:v2-broken", Some("healthy")),
+        Ok("healthy".into())
     );
     assert_eq!(
-        config.behavior_for(&pod_with("quay.io/org/agent:v2-broken", Some("healthy"))),
-        Ok(PodBehavior::Healthy)
+        behavior("x", Some("slow-start=2s,node-condition=KernelDeadlock")),
+        Ok("slow-start=2000ms,node-condition=KernelDeadlock".into())
     );
     assert!(config.behavior_for(&pod_with("x", Some("bogus"))).is_err());
 }
@@ -413,5 +432,212 @@ fn init_containers_complete_when_the_pod_starts() {
     assert_eq!(
         after["initContainerStatuses"][0]["state"]["terminated"]["exitCode"],
         0
+    );
+}
+
+#[test]
+fn a_pull_keeps_the_pod_creating_with_its_sandbox_ready_until_the_image_is_there() {
+    let pod = pod_with("agent:v2", None);
+    let mut runtime = PodRuntime::admitted(PodBehavior::Healthy, t(0));
+    let backoff = BackoffConfig::default();
+    let pulling = StepTiming {
+        pull_wait: Duration::from_secs(30),
+        ..TIMING
+    };
+    assert_eq!(
+        runtime.step(KubeletStep::Start, t(2), pulling, &backoff),
+        Some((KubeletStep::Pulled, Duration::from_secs(30)))
+    );
+    let json =
+        serde_json::to_value(render_status(&pod, &runtime, &addresses())).unwrap_or_default();
+    assert_eq!(json["phase"], "Pending");
+    assert_eq!(
+        json["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    assert_eq!(json["containerStatuses"][0]["imageID"], "");
+    assert_eq!(json["conditions"][0]["type"], "PodReadyToStartContainers");
+    assert_eq!(json["conditions"][0]["status"], "True");
+    assert_eq!(
+        runtime.step(KubeletStep::Pulled, t(32), pulling, &backoff),
+        Some((KubeletStep::BecomeReady, Duration::from_secs(3)))
+    );
+    assert!(
+        matches!(runtime.phase, ContainerPhase::Running { started_at, .. } if started_at == t(32))
+    );
+    // A second Pulled (a stale timer) changes nothing.
+    assert_eq!(
+        runtime.step(KubeletStep::Pulled, t(33), pulling, &backoff),
+        None
+    );
+}
+
+#[test]
+fn a_broken_network_fails_readiness_then_liveness_until_healed() {
+    let pod = pod_with("web:v1", None);
+    let backoff = BackoffConfig::default();
+    let mut runtime = PodRuntime::already_running(PodBehavior::Healthy, t(0));
+    assert!(runtime.pod_ready() && runtime.ever_ready);
+    // Readiness fails at once; the liveness kill comes 30 s later.
+    let kill = runtime.disrupt(t(10), TIMING);
+    assert_eq!(
+        kill,
+        Some((
+            KubeletStep::ProbeKill { run: 0, round: 1 },
+            Duration::from_secs(30)
+        ))
+    );
+    assert!(!runtime.pod_ready());
+    assert_eq!(runtime.ready_changed_at, t(10));
+    assert_eq!(runtime.disrupt(t(11), TIMING), None, "already failing");
+    // Killed (exit 137), restarted at once, and its probes still fail.
+    let next = runtime.step(
+        KubeletStep::ProbeKill { run: 0, round: 1 },
+        t(40),
+        TIMING,
+        &backoff,
+    );
+    assert_eq!(
+        next,
+        Some((
+            KubeletStep::ProbeKill { run: 1, round: 1 },
+            Duration::from_secs(30)
+        ))
+    );
+    assert_eq!(runtime.restart_count, 1);
+    assert_eq!(
+        runtime.last_terminated.map(|t| t.exit_code),
+        Some(KILLED_EXIT_CODE)
+    );
+    // Readiness cannot pass meanwhile.
+    assert_eq!(
+        runtime.step(KubeletStep::BecomeReady, t(43), TIMING, &backoff),
+        None
+    );
+    assert!(!runtime.containers_ready());
+    // The second kill waits in CrashLoopBackOff.
+    assert_eq!(
+        runtime.step(
+            KubeletStep::ProbeKill { run: 1, round: 1 },
+            t(70),
+            TIMING,
+            &backoff
+        ),
+        Some((KubeletStep::Restart, Duration::from_secs(10)))
+    );
+    let json =
+        serde_json::to_value(render_status(&pod, &runtime, &addresses())).unwrap_or_default();
+    assert_eq!(
+        json["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "CrashLoopBackOff"
+    );
+    assert_eq!(
+        json["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        137
+    );
+    assert_eq!(json["containerStatuses"][0]["restartCount"], 1);
+    // Healed while backing off: the restart runs a container that becomes ready.
+    assert_eq!(runtime.heal(TIMING), None);
+    assert_eq!(
+        runtime.step(KubeletStep::Restart, t(80), TIMING, &backoff),
+        Some((KubeletStep::BecomeReady, Duration::from_secs(3)))
+    );
+    // A kill scheduled before the heal is void.
+    assert_eq!(
+        runtime.step(
+            KubeletStep::ProbeKill { run: 2, round: 1 },
+            t(81),
+            TIMING,
+            &backoff
+        ),
+        None
+    );
+    assert_eq!(
+        runtime.step(KubeletStep::BecomeReady, t(83), TIMING, &backoff),
+        None
+    );
+    assert!(runtime.pod_ready());
+    // Healed while running not ready: ready after the ready delay.
+    let mut other = PodRuntime::already_running(PodBehavior::Healthy, t(0));
+    other.disrupt(t(1), TIMING);
+    assert_eq!(
+        other.heal(TIMING),
+        Some((KubeletStep::BecomeReady, Duration::from_secs(3)))
+    );
+    // A never-ready container is killed too; a crash-looping one crashes by itself.
+    let mut never = PodRuntime::already_running(PodBehavior::NeverReady, t(0));
+    assert!(never.disrupt(t(1), TIMING).is_some());
+    let mut looping = PodRuntime::admitted(PodBehavior::CrashLoop, t(0));
+    run_for(&mut looping, 3);
+    assert_eq!(looping.disrupt(t(3), TIMING), None);
+}
+
+#[test]
+fn pull_times_come_from_the_annotation_then_the_longest_image_rule_then_the_default() {
+    let config = KubeletConfig {
+        image_pull_times: BTreeMap::from([
+            ("quay.io/org/".to_owned(), Duration::from_secs(10)),
+            ("quay.io/org/agent".to_owned(), Duration::from_secs(30)),
+        ]),
+        default_pull_time: Duration::from_secs(1),
+        ..KubeletConfig::default()
+    };
+    let mut pod = pod_with("quay.io/org/agent:v2", None);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.init_containers = Some(vec![Container {
+            name: "install".to_owned(),
+            image: Some("quay.io/org/installer:v2".to_owned()),
+            ..Container::default()
+        }]);
+        spec.containers.push(Container {
+            name: "sidecar".to_owned(),
+            image: Some("quay.io/org/agent:v2".to_owned()),
+            ..Container::default()
+        });
+        spec.containers.push(Container {
+            name: "exporter".to_owned(),
+            image: Some("docker.io/exporter:v1".to_owned()),
+            ..Container::default()
+        });
+    }
+    let (pulls, error) = config.pulls_for(&pod);
+    assert_eq!(error, None);
+    assert_eq!(
+        pulls,
+        [
+            (
+                "quay.io/org/installer:v2".to_owned(),
+                Duration::from_secs(10)
+            ),
+            ("quay.io/org/agent:v2".to_owned(), Duration::from_secs(30)),
+            ("docker.io/exporter:v1".to_owned(), Duration::from_secs(1)),
+        ]
+    );
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        PULL_ANNOTATION.to_owned(),
+        "2m".to_owned(),
+    )]));
+    let (pulls, _) = config.pulls_for(&pod);
+    assert!(
+        pulls
+            .iter()
+            .all(|(_, time)| *time == Duration::from_secs(120))
+    );
+    pod.metadata.annotations = Some(BTreeMap::from([(
+        PULL_ANNOTATION.to_owned(),
+        "soon".to_owned(),
+    )]));
+    let (pulls, error) = config.pulls_for(&pod);
+    assert!(error.is_some_and(|e| e.problem.contains("needs a duration")));
+    assert_eq!(
+        pulls.first().map(|(_, t)| *t),
+        Some(Duration::from_secs(10))
+    );
+    assert!(
+        KubeletConfig::default()
+            .pulls_for(&pod_with("x", None))
+            .0
+            .iter()
+            .all(|(_, t)| t.is_zero())
     );
 }

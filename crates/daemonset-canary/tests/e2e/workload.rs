@@ -1,0 +1,174 @@
+//! `spec.workloadRef` on a DaemonSet its owner writes (as `helm install` leaves one: Helm's
+//! labels and annotations, `updateStrategy: OnDelete`), on the real DaemonSet controller, which
+//! records each template the owner writes as a ControllerRevision: the controller moves the
+//! pods to the new revision through the steps and never writes the DaemonSet.
+
+use crate::audit;
+use crate::harness::{Cli, E2e, accepted, image_and_ready, refused};
+use canary_kube_adapter::CanaryDaemonSet;
+use daemonset_canary::demo::scenario::NAME;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use std::time::Duration;
+
+/// The chart's DaemonSet, as Helm names and labels it.
+const RELEASE: &str = "helm-agent";
+const BEHAVIOR: &str = "sim.canary.daemonset.dev/behavior";
+
+/// The owner ships a new image: the canary node first, a pause until promoted, then the rest,
+/// one DELETE per old pod. The owner ships a crash-looping one: it fails at its canary and no
+/// other pod is touched. The owner rolls back (`helm rollback` writes the earlier template): the
+/// crash-looping pod is replaced and every pod runs the earlier image again. Meanwhile the
+/// verbs that would write the template are refused, and the API server recorded no write of
+/// the DaemonSet by the controller, ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written() {
+    let e2e = E2e::isolated("workload").nodes(6).start().await;
+    let owned = e2e.agent("v1", "healthy");
+    let mut template = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
+    template["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
+    let ds: DaemonSet = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": RELEASE,
+            "namespace": e2e.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "agent"},
+            "annotations": {"meta.helm.sh/release-name": "agent", "meta.helm.sh/release-namespace": e2e.namespace},
+        },
+        "spec": template,
+    }))
+    .unwrap();
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(e2e.client.clone(), &e2e.namespace);
+    daemon_sets
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap();
+    let container = canary_testkit::first_container(&ds).name.clone();
+
+    let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": NAME, "namespace": e2e.namespace},
+        "spec": {
+            "workloadRef": {"name": RELEASE},
+            "target": {"fromContainer": container},
+            "strategy": {"driver": "Pods", "steps": [{"nodes": "1"}, {"pause": {}}, {"nodes": "100%"}]}
+        }
+    }))
+    .unwrap();
+    e2e.install(&cds, Duration::from_secs(120)).await;
+    assert_eq!(e2e.status().await.target_version.as_deref(), Some("v1"));
+
+    // The owner changes the template with a strategic merge patch, as `helm upgrade` and
+    // `helm rollback` send one (Helm 3 patches; it does not apply).
+    let owner_sets = |image: &'static str, behavior: &'static str| {
+        let patch = serde_json::json!({"spec": {"template": {
+            "metadata": {"annotations": {BEHAVIOR: behavior}},
+            "spec": {"containers": [{"name": container, "image": image}]}
+        }}});
+        let daemon_sets = daemon_sets.clone();
+        async move {
+            daemon_sets
+                .patch(
+                    RELEASE,
+                    &PatchParams {
+                        field_manager: Some("helm".into()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::Strategic(&patch),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("the owner's write failed: {e}"));
+        }
+    };
+    let on = |image: &'static str| {
+        let e2e = &e2e;
+        async move {
+            e2e.pods()
+                .await
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| image_and_ready(p).0 == image)
+                .count()
+        }
+    };
+    owner_sets("registry.example/node-agent:v2", "healthy").await;
+    e2e.wait_for(
+        "v2's canary, held by the pause",
+        Duration::from_secs(120),
+        || async {
+            let status = e2e.status().await;
+            status.phase.as_deref() == Some("paused")
+                && status.target_version.as_deref() == Some("v2")
+        },
+    )
+    .await;
+    assert_eq!(on("registry.example/node-agent:v2").await, 1);
+    refused(
+        &e2e.verb(Cli::Binary, &["abort"]),
+        &format!("drives DaemonSet {RELEASE} that its owner (Helm, Argo CD, Flux) defines"),
+    );
+    refused(
+        &e2e.verb(Cli::Plugin, &["undo"]),
+        &format!("drives DaemonSet {RELEASE} that its owner (Helm, Argo CD, Flux) defines"),
+    );
+    accepted(&e2e.verb(Cli::Plugin, &["promote"]), "promoted");
+    e2e.wait_for("every pod on v2", Duration::from_secs(120), || async {
+        let status = e2e.status().await;
+        status.phase.as_deref() == Some("successful")
+            && on("registry.example/node-agent:v2").await == 6
+    })
+    .await;
+
+    // A crash-looping release: failed at its canary, nothing else touched.
+    owner_sets("registry.example/node-agent:v3", "crashloop").await;
+    e2e.wait_for(
+        "v3 failed at its canary",
+        Duration::from_secs(120),
+        || async {
+            let status = e2e.status().await;
+            status.phase.as_deref() == Some("failed")
+                && status.target_version.as_deref() == Some("v3")
+        },
+    )
+    .await;
+    assert_eq!(
+        e2e.status().await.reason.as_deref(),
+        Some("CanaryCrashLooping")
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        e2e.version_counts().await,
+        [("v2".into(), 5), ("v3".into(), 1)].into()
+    );
+
+    // `helm rollback`: the owner writes v2's template again; the DaemonSet controller reuses
+    // v2's ControllerRevision under a new number, and the controller moves the one v3 pod back.
+    owner_sets("registry.example/node-agent:v2", "healthy").await;
+    e2e.wait_for("every pod back on v2", Duration::from_secs(180), || async {
+        let status = e2e.status().await;
+        if status.phase.as_deref() == Some("paused") {
+            accepted(&e2e.verb(Cli::Binary, &["promote"]), "promoted");
+        }
+        status.phase.as_deref() == Some("successful")
+            && status.target_version.as_deref() == Some("v2")
+            && on("registry.example/node-agent:v2").await == 6
+    })
+    .await;
+
+    let written: Vec<String> = audit::daemon_set_writes(&e2e.namespace, RELEASE)
+        .iter()
+        .map(audit::Event::line)
+        .collect();
+    assert!(
+        written.is_empty(),
+        "the controller wrote the owner's DaemonSet: {written:#?}"
+    );
+    let deletions = audit::writes_in(&e2e.namespace)
+        .into_iter()
+        .filter(|w| w.verb == "delete" && w.resource() == "pods")
+        .count();
+    // v2: six old pods; v3: its canary's; the rollback: the v3 pod.
+    assert_eq!(deletions, 6 + 1 + 1, "one DELETE per replaced pod");
+}
