@@ -61,14 +61,14 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
     // An answer: never a panic; a number is the sample's.
     let status = u.int_in_range(100..=599)?;
     let body: Vec<u8> = u.arbitrary()?;
-    let _ = canary_kube_adapter::analysis::parse_answer(status, &body);
+    let _ = canary_analysis::parse_answer(status, &body);
     let sample: f64 = u.arbitrary()?;
     if sample.is_finite() {
         let answer = format!(
             r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{}},"value":[1,"{sample}"]}}]}}}}"#
         );
         assert_eq!(
-            canary_kube_adapter::analysis::parse_answer(200, answer.as_bytes()),
+            canary_analysis::parse_answer(200, answer.as_bytes()),
             Ok(sample)
         );
     }

@@ -271,11 +271,13 @@ fn doc(sh: &Shell) -> Result<()> {
 }
 
 /// The crates other tooling can take piecemeal, each packaged as a registry would receive it.
-const LIBRARY_CRATES: [&str; 5] = [
+const LIBRARY_CRATES: [&str; 7] = [
     "canary-predicates",
     "canary-state-machine",
     "canary-tls-migration",
+    "canary-analysis",
     "canary-kube-adapter",
+    "canary-kubevirt",
     "canary-sim",
 ];
 

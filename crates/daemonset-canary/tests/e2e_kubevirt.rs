@@ -39,7 +39,7 @@ mod support;
 use support::max_unavailable;
 
 use canary_kube_adapter::CanaryDaemonSet;
-use canary_kube_adapter::kubevirt::kubevirt_api_resource;
+use canary_kubevirt::kubevirt_api_resource;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::Api;

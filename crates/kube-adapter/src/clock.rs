@@ -41,6 +41,12 @@ impl Clock {
     pub fn now(&self) -> Timestamp {
         (self.now)()
     }
+
+    /// This clock as a function, for a caller that takes one (an analysis run).
+    pub fn boxed(&self) -> Box<dyn Fn() -> Timestamp + Send + Sync> {
+        let now = Arc::clone(&self.now);
+        Box::new(move || now())
+    }
 }
 
 impl Default for Clock {

@@ -105,8 +105,9 @@ pub const PODS_DRIVER_NOT_KUBEVIRT_RULE: &str = "!(has(self.driver) && self.driv
 pub const STEP_IS_NODES_OR_PAUSE_RULE: &str =
     "has(self.nodes) != has(self.pause) && (!has(self.maxUnavailable) || has(self.nodes))";
 
-/// A duration as `kubectl` users write them: `30s`, `10m`, `1h30m` (hours, minutes, seconds).
-pub const DURATION_RULE: &str = "self.matches('^([0-9]{1,7}(h|m|s))+$')";
+/// A duration as `kubectl` users write them: `30s`, `10m`, `1h30m` (hours, minutes, seconds);
+/// its home is beside the parser that reads it again.
+pub use canary_state_machine::DURATION_RULE;
 
 /// When both maxUnavailable values are pod counts, the canary one may not be the larger.
 pub const CANARY_NOT_ABOVE_FAST_RULE: &str = "!(self.canaryMaxUnavailable.matches('^[0-9]+$') && self.fastMaxUnavailable.matches('^[0-9]+$')) || int(self.canaryMaxUnavailable) <= int(self.fastMaxUnavailable)";
@@ -786,11 +787,11 @@ fn default_cert_secret_volume() -> String {
     "kubevirt-virt-handler-certs".to_owned()
 }
 
-mod analysis;
 mod build;
 mod history;
 mod schema;
-pub use analysis::{
+/// `spec.analysis` and `status.analysis`, whose home is the analysis crate with its providers.
+pub use canary_analysis::{
     AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec, SecretKeyRef,
 };
 pub use history::{HistoryStatus, RevisionRef, RollbackStatus};

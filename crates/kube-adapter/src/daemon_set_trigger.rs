@@ -12,7 +12,7 @@
 //!   checks, drift, adoption, the hold, `cache_behind`): metadata but the resource version and
 //!   the managed fields, the whole spec, and of the status the observed generation, the desired
 //!   and misscheduled counts and whether the DaemonSet reports itself rolled out
-//!   ([`observe_daemon_set`](crate::reconcile::observation::observe_daemon_set)).
+//!   ([`observe_daemon_set`](canary_predicates::observe_daemon_set)).
 //! - A deletion, and the first sight of a DaemonSet (a relist included), always trigger.
 //! - The status counts a pass only reports (`numberAvailable` for the status' `available`) may
 //!   lag until the next trigger; the last one of a rollout (rolled out) refreshes them.
@@ -23,7 +23,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::watcher;
 
-use crate::reconcile::observation::every_pod_updated_and_available;
+use canary_predicates::every_pod_updated_and_available;
 
 /// What a pass reads from one DaemonSet (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]

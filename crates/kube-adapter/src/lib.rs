@@ -45,8 +45,12 @@
 //! - [`desired`], [`meta`], [`patch`], [`status`]: pure functions (desired DaemonSet, the
 //!   reference's `EnsureObjectMeta` comparison, the JSON Patch, status and conditions).
 //! - [`index`], [`reconcile`], [`controller`], [`observer`], [`clock`]: the running controller.
-//! - [`kubevirt`]: KubeVirt observe mode, the phase of virt-operator's own upgrade, read-only.
 //! - [`error`]: the error type and one-line descriptions of failed requests.
+//!
+//! Two neighbours take what other tooling would take piecemeal: `canary-analysis` (the
+//! `spec.analysis` types the CRD embeds, the providers, the runs; this crate decides when a
+//! run measures) and `canary-kubevirt` (KubeVirt observe mode, which reports through this
+//! crate's [`Observer`] and sits above it).
 //!
 //! # Example
 //!
@@ -97,7 +101,6 @@
 //! # }
 //! ```
 
-pub mod analysis;
 pub mod clock;
 pub mod controller;
 pub mod crd;
@@ -107,7 +110,6 @@ pub mod error;
 pub mod health;
 pub mod history;
 pub mod index;
-pub mod kubevirt;
 pub mod lease;
 pub mod meta;
 pub mod observer;
@@ -128,6 +130,7 @@ pub use health::Health;
 pub use observer::{
     Observer, PodsRecord, Report, Reports, Stats, Transition, Transitions, WriteOutcome,
 };
+pub use trigger::{WatchLog, relisting_watcher};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

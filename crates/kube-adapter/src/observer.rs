@@ -432,6 +432,22 @@ impl Observer {
         self.stats.count(&report);
         lock(&self.subscribers).retain(|subscriber| subscriber.send(report.clone()).is_ok());
     }
+
+    /// What an analysis run of the CanaryDaemonSet `namespace/name` calls with each
+    /// measurement: a [`Report::AnalysisMeasured`] through this observer.
+    pub fn analysis_measured(&self, namespace: &str, name: &str) -> canary_analysis::Measured {
+        let observer = self.clone();
+        let (namespace, name) = (namespace.to_owned(), name.to_owned());
+        Box::new(move |metric, measurement| {
+            observer.report(Report::AnalysisMeasured {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                metric: metric.to_owned(),
+                value: measurement.value,
+                verdict: measurement.verdict,
+            });
+        })
+    }
 }
 
 #[cfg(test)]

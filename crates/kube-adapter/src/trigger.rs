@@ -64,9 +64,12 @@ struct WatchLogState {
     warned: Option<(String, Instant)>,
 }
 
-/// The watch failures of one controller term, logged once per cause (see the module docs).
+/// The watch failures of one controller term (or of the KubeVirt observer's watches), logged
+/// once per cause: the first failure of a resource at debug, a second one as one warning per
+/// cause (every failure to reach the API server is one cause), repeated at most every five
+/// minutes while it lasts, and one line when every watch works again.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct WatchLog {
+pub struct WatchLog {
     /// The API server's URL, named in the message when it cannot be reached.
     server: Option<Arc<str>>,
     /// Fast path for every successful watch item: nothing is failing.
@@ -76,7 +79,7 @@ pub(crate) struct WatchLog {
 
 impl WatchLog {
     /// A log naming `server` (the API server's URL) in its messages, when known.
-    pub(crate) fn new(server: Option<String>) -> Self {
+    pub fn new(server: Option<String>) -> Self {
         Self {
             server: server.map(Arc::from),
             ..Self::default()
@@ -85,7 +88,7 @@ impl WatchLog {
 
     /// One line saying why a watch failed: the API server's address and the operating
     /// system's words when it cannot be reached, else the error's chain.
-    pub(crate) fn describe(&self, error: &watcher::Error) -> String {
+    pub fn describe(&self, error: &watcher::Error) -> String {
         match transport_failure(error) {
             Some(why) => match &self.server {
                 Some(server) => format!("cannot reach the API server at {server}: {why}"),
@@ -101,7 +104,7 @@ impl WatchLog {
     /// logged at debug: the watcher starts a new one at once, and that attempt says whether the
     /// server is there. Every failure to reach the server counts as one cause, whatever words
     /// the system used (a reset, then refused connections).
-    pub(crate) fn failed(&self, resource: &'static str, error: &watcher::Error) -> bool {
+    pub fn failed(&self, resource: &'static str, error: &watcher::Error) -> bool {
         let why = self.describe(error);
         if matches!(error, watcher::Error::WatchFailed(_)) {
             debug!(resource, error = %why, "watch stream broke, the watcher starts a new one");
@@ -136,7 +139,7 @@ impl WatchLog {
     }
 
     /// Records a working watch of `resource`; true when that ends a warned outage (logged).
-    pub(crate) fn succeeded(&self, resource: &'static str) -> bool {
+    pub fn succeeded(&self, resource: &'static str) -> bool {
         if !self.any_failing.load(Ordering::Acquire) {
             return false;
         }
@@ -260,7 +263,7 @@ impl WatchErrors {
 /// `Init` comes before the list request, so passing it on at once would tell the health and the
 /// log that a watcher works whose list is about to fail. Nothing is lost: a held `Init` that a
 /// failure follows is dropped, and the next attempt sends its own.
-pub(crate) fn relisting_watcher<K>(
+pub fn relisting_watcher<K>(
     api: kube::Api<K>,
     config: watcher::Config,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
@@ -368,6 +371,17 @@ impl Backoff for WatchBackoff {
     /// [`WatchBackoff::HEALTHY`] without an error (see [`Iterator::next`]).
     fn reset(&mut self) {}
 }
+
+/// How long pod events that move only reported counts wait for their pass (see
+/// [`Moved::Counts`](crate::index::Moved::Counts)): the status' counts lag the pods by at most this much.
+pub(crate) const COUNTS_WAIT: Duration = Duration::from_secs(1);
+
+/// How long the pod events of a Pods-driver rollout wait for their pass (see
+/// [`Moved::Facts`](crate::index::Moved::Facts)): the pass reads every pod, so one pass takes the events of this while
+/// at once, instead of one pass per event. A replacement the budget allows starts at most this
+/// much later (a node's replacement takes seconds), and a crash loop stops the deletions at
+/// most this much later (no pass deletes meanwhile).
+pub(crate) const FACTS_WAIT: Duration = Duration::from_millis(200);
 
 /// Triggers that may wait: at most one pass per object per `wait`, however many ask for one
 /// meanwhile. For pod events that move counts a pass only reports (see

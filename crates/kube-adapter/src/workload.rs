@@ -33,13 +33,14 @@ use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use crate::controller::FACTS_WAIT;
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
-use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, WatchLog, relisting_watcher};
+use crate::trigger::{
+    Coalesced, FACTS_WAIT, WatchBackoff, WatchErrors, WatchLog, relisting_watcher,
+};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]

@@ -15,8 +15,10 @@
 //! | is the strategy at rest? | [`has_default_rollout_strategy`] (Go `IntValue` quirk) | [`MaxUnavailable`] parsed and [`MaxUnavailable::scaled`] as Kubernetes does |
 //! | how many pods go down at once? | [`reference_max_unavailable`] | [`kubernetes_max_unavailable`] (API defaults, rounding up, the controller's fallback to 1) |
 //!
-//! [`count_pods`] puts them together into the [`PodCounts`] a reconcile needs. Every pod
-//! predicate takes any [`PodFacts`]: a `Pod`, or the compact [`PodSummary`] a cache keeps.
+//! [`count_pods`] puts them together into the [`PodCounts`] a reconcile needs, and
+//! [`observe_daemon_set`] turns a live DaemonSet and those counts into the state machine's
+//! `Observation` (the controller's passes and the KubeVirt observer read it the same way). Every
+//! pod predicate takes any [`PodFacts`]: a `Pod`, or the compact [`PodSummary`] a cache keeps.
 //!
 //! # Invariants
 //!
@@ -92,6 +94,7 @@ struct ReadmeDoctests;
 
 mod count;
 mod crash_loop;
+mod daemon_set;
 mod max_unavailable;
 mod nodes;
 mod ownership;
@@ -103,6 +106,7 @@ mod texts;
 pub use canary_state_machine::{LiveMaxUnavailable, MaxUnavailable};
 pub use count::{CountRule, PodCount, PodCounts, count_pod, count_pods, count_pods_owned_by};
 pub use crash_loop::{CrashLoop, CrashLoopPolicy, CrashLoopReason, pod_crash_loop};
+pub use daemon_set::{available_pods, every_pod_updated_and_available, observe_daemon_set};
 pub use max_unavailable::{
     InvalidMaxUnavailable, MaxUnavailableWire, daemonset_controller_max_unavailable,
     has_default_rollout_strategy, kubernetes_max_unavailable, live_max_surge, live_max_unavailable,

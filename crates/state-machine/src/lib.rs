@@ -78,6 +78,7 @@
 mod analysis;
 mod decide;
 mod decision;
+mod duration;
 mod max_unavailable;
 mod observation;
 mod phase;
@@ -94,6 +95,7 @@ pub use decide::{SyncFlags, decide, decide_create, retried_event, tls_step};
 pub use decision::{
     DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
 };
+pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};

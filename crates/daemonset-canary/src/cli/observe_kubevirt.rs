@@ -9,7 +9,7 @@
 use super::{EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
 use canary_kube_adapter::Observer;
-use canary_kube_adapter::kubevirt::{ObserveConfig, ObserveError};
+use canary_kubevirt::{ObserveConfig, ObserveError};
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::kubevirt as kubevirt_metrics;
 use daemonset_canary::server::BackgroundServer;

@@ -1,21 +1,21 @@
 //! The demo's Prometheus: the simulator's stand-in ([`SimPrometheus`]) behind the controller's
-//! [`QueryApi`], so that a demo rollout with `spec.analysis` is judged by the error ratio its
+//! [`Provider`], so that a demo rollout with `spec.analysis` is judged by the error ratio its
 //! simulated pods report, with no server.
 
 use std::time::Duration;
 
-use canary_kube_adapter::analysis::{Endpoint, QueryApi, QueryError};
+use canary_analysis::{Endpoint, Provider, QueryError};
 use canary_sim::{SimPrometheus, SimQueryError};
 use futures::future::BoxFuture;
 
 /// The address the demo's analysis names; the stand-in answers whatever address it is given.
 pub const DEMO_PROMETHEUS: &str = "http://prometheus.demo.svc:9090";
 
-/// [`QueryApi`] answered by the simulator.
+/// [`Provider`] answered by the simulator.
 #[derive(Debug, Clone)]
 pub struct SimQueries(pub SimPrometheus);
 
-impl QueryApi for SimQueries {
+impl Provider for SimQueries {
     fn query<'a>(
         &'a self,
         _endpoint: &'a Endpoint,

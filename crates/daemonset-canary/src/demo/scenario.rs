@@ -191,7 +191,7 @@ impl Scenario {
         let controller_config = ControllerConfig {
             clock: clock.clone(),
             observer: observer.clone(),
-            prometheus: Arc::new(SimQueries(SimPrometheus::new(sim.store().clone()))),
+            analysis: Arc::new(SimQueries(SimPrometheus::new(sim.store().clone()))),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();

@@ -1,7 +1,7 @@
 //! Observe mode for KubeVirt, wired to the metrics: the phase of virt-operator's own upgrade of
 //! virt-handler as `canary_*` metrics with `mode="observed"`, plus the KubeVirt versions.
 //!
-//! The derivation lives in [`canary_kube_adapter::kubevirt`]; this module feeds its reports
+//! The derivation lives in [`canary_kubevirt`]; this module feeds its reports
 //! through the same [`bridge`] the controller uses (so the series are the controller's, with
 //! `mode="observed"`), exports `canary_kubevirt_version_info`, observes each derivation pass in
 //! `canary_reconcile_duration_seconds{mode="observed"}`, drops the series of DaemonSets that
@@ -11,7 +11,7 @@
 use crate::metrics::{Metrics, Mode, RolloutKey, bridge};
 use anyhow::Context;
 use canary_kube_adapter::Health;
-use canary_kube_adapter::kubevirt::{self, ObserveConfig, Snapshot};
+use canary_kubevirt::{self as kubevirt, ObserveConfig, Snapshot};
 use prometheus::{IntGaugeVec, Opts};
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -59,7 +59,7 @@ impl KubeVirtVersionInfo {
 /// bridge (each derivation pass is one observed reconcile) and `config.snapshot` drives the
 /// version info; namespace and clock are the
 /// caller's. Fails at start when KubeVirt objects cannot be listed (the root of the error is a
-/// [`canary_kube_adapter::kubevirt::ObserveError`]).
+/// [`canary_kubevirt::ObserveError`]).
 pub async fn run(
     client: kube::Client,
     metrics: Arc<Metrics>,
@@ -124,7 +124,7 @@ async fn follow_snapshots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use canary_kube_adapter::kubevirt::KubeVirtVersions;
+    use canary_kubevirt::KubeVirtVersions;
 
     #[test]
     fn version_info_keeps_one_series_per_kubevirt() {

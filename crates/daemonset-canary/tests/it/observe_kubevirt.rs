@@ -1,11 +1,11 @@
 //! `observe-kubevirt` wired to the metrics, in real time against canary-sim with a stand-in
-//! virt-operator (the one the adapter's observe tests use): the exposition shows the observed
+//! virt-operator (the one canary-kubevirt's observe tests use): the exposition shows the observed
 //! rollout with `mode="observed"` and the KubeVirt versions, passes `promtool check metrics`, and
 //! the observer made no write request.
 use crate::support;
 use support::KillOnDrop;
 
-#[path = "../../../kube-adapter/tests/it/kubevirt_standin.rs"]
+#[path = "../../../kubevirt/tests/it/standin.rs"]
 mod kubevirt_standin;
 
 use std::process::Command;
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::Health;
 use canary_kube_adapter::Observer;
-use canary_kube_adapter::kubevirt::ObserveConfig;
+use canary_kubevirt::ObserveConfig;
 use canary_sim::Sim;
 use canary_sim::cluster::{ClusterConfig, KubeletConfig};
 use daemonset_canary::metrics::Metrics;

@@ -1,5 +1,5 @@
 //! The fake Prometheus of the simulation: the demo's ([`SimQueries`], canary-sim's stand-in
-//! behind the controller's [`QueryApi`]: the agents' error ratio per node, from the pods), with
+//! behind the controller's [`Provider`]: the agents' error ratio per node, from the pods), with
 //! the plan's outage (unreachable), slow answers (late, past the query's timeout: a timeout)
 //! and stretch without data (an empty vector), in virtual time. With the plan's bearer token, it accepts only the token the
 //! harness wrote last, as a server that revokes a token when it is rotated (401 otherwise), and
@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canary_kube_adapter::analysis::{Endpoint, QueryApi, QueryError};
+use canary_analysis::{Endpoint, Provider, QueryError};
 use daemonset_canary::demo::prometheus::SimQueries;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
@@ -101,7 +101,7 @@ impl FakePrometheus {
     }
 }
 
-impl QueryApi for FakePrometheus {
+impl Provider for FakePrometheus {
     fn query<'a>(
         &'a self,
         endpoint: &'a Endpoint,

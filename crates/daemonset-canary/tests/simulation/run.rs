@@ -183,7 +183,7 @@ impl Harness<'_> {
                 .plan
                 .leader_election
                 .then(|| LeaderElection::new(NAMESPACE, identity.clone())),
-            prometheus: Arc::new(FakePrometheus::new(
+            analysis: Arc::new(FakePrometheus::new(
                 SimQueries(SimPrometheus::new(self.sim.store().clone())),
                 self.plan.analysis.clone().unwrap_or_default(),
                 self.start,

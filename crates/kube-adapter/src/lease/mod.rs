@@ -36,9 +36,37 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
-use crate::controller::LeaderElection;
 pub use guard::{NotLeading, guarded};
 use rules::{Observed, Record, Step};
+
+/// Leader election through a `coordination.k8s.io/v1` Lease: the settings of a campaign.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Lease name.
+    pub lease_name: String,
+    /// Namespace of the Lease (the controller's own).
+    pub namespace: String,
+    /// This replica's identity (its pod name).
+    pub identity: String,
+    /// Lease duration in seconds: how long a dead leader blocks the others.
+    pub duration_seconds: u64,
+    /// How long before another replica may take over the leader stops writing: the renew
+    /// deadline is the duration less this. Renewals are tried every half of it.
+    pub grace_seconds: u64,
+}
+
+impl LeaderElection {
+    /// Defaults: lease `daemonset-canary`, 15 s duration, 5 s grace.
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            lease_name: "daemonset-canary".to_owned(),
+            namespace: namespace.into(),
+            identity: identity.into(),
+            duration_seconds: 15,
+            grace_seconds: 5,
+        }
+    }
+}
 
 /// Whether this replica leads, shared by the campaign, the controller and the write guard.
 #[derive(Clone)]

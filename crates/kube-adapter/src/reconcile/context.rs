@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::watched_node::CachedNode;
+use canary_analysis::{Provider, Providers};
 use canary_predicates::PodSummary;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::runtime::controller::Action;
@@ -21,7 +22,6 @@ use tracing::{debug, warn};
 use super::Pass;
 use super::memory::{Memory, WriteLedger};
 use crate::Error;
-use crate::analysis::{HttpPrometheus, QueryApi};
 use crate::clock::Clock;
 use crate::crd::CanaryDaemonSet;
 use crate::health::Health;
@@ -108,7 +108,7 @@ pub struct Context {
     /// Readiness and liveness: every pass is counted as running while it runs.
     pub health: Health,
     /// Where analysis runs send their queries (`spec.analysis`).
-    pub prometheus: Arc<dyn QueryApi>,
+    pub analysis: Arc<dyn Provider>,
     pub(super) memory: Memory,
 }
 
@@ -142,7 +142,7 @@ impl Context {
             field_manager,
             requeue,
             health: Health::default(),
-            prometheus: Arc::new(HttpPrometheus::default()),
+            analysis: Arc::new(Providers::default()),
             memory: Memory::default(),
         }
     }
@@ -157,10 +157,10 @@ impl Context {
         }
     }
 
-    /// The same context, sending analysis queries to `prometheus` instead of over HTTP.
+    /// The same context, sending analysis queries to `analysis` instead of over HTTP.
     #[must_use]
-    pub fn with_prometheus(self, prometheus: Arc<dyn QueryApi>) -> Self {
-        Self { prometheus, ..self }
+    pub fn with_analysis(self, analysis: Arc<dyn Provider>) -> Self {
+        Self { analysis, ..self }
     }
 
     /// The same context, reporting its passes to `health`.

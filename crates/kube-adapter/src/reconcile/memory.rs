@@ -29,9 +29,9 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use canary_analysis::{AnalysisRun, RunKey};
 use canary_state_machine::{AnalysisVerdict, TemplateValues};
 
-use crate::analysis::{AnalysisRun, RunKey};
 use crate::crd::{AnalysisStatus, CanaryDaemonSet, CanaryDaemonSetStatus};
 use crate::sync::lock;
 

@@ -1,25 +1,22 @@
 //! One reconcile pass of one `CanaryDaemonSet` (spec sections 3 to 7): read, decide, write.
 //!
 //! Read the cached DaemonSet and the indexed pods, build the desired DaemonSet (`plan`),
-//! observe ([`observation`]), ask the state machine, then apply its decision: at most one
+//! observe (`canary_predicates::observe_daemon_set`), ask the state machine, then apply its decision: at most one
 //! DaemonSet write (create, or the reference JSON Patch guarded by a `test` on the generation),
 //! then one status write if the status changed, then the event. The pass's typed record, a
 //! [`Transition`], is what the status is computed from and what the observer reports.
 //!
 //! Submodules: `context` (what every pass shares, the error policy), `plan` (spec → settings),
-//! [`observation`] (cluster → `Observation`, shared with the KubeVirt observe mode), `memory`
-//! (what the controller remembers between passes), `pods` (the Pods driver's pass), `drift`
-//! (whose a live DaemonSet is and what a hand edit changed), `report` (status, event, requeue).
+//! `memory` (what the controller remembers between passes), `pods` (the Pods driver's pass),
+//! `drift` (whose a live DaemonSet is and what a hand edit changed), `report` (status, event,
+//! requeue).
 
 mod context;
 mod drift;
 mod history;
 mod memory;
-pub mod observation;
 mod plan;
 pub(crate) use memory::WriteLedger;
-/// Durations as the spec spells them (`30s`, `10m`, `1h30m`), for the analysis plan too.
-pub(crate) use plan::parse_duration;
 mod pods;
 mod report;
 
@@ -29,7 +26,8 @@ pub use plan::step_plan;
 use std::sync::Arc;
 
 use canary_predicates::{
-    PodCounts, Target, UpdatedRule, current_revision_hash, live_max_unavailable,
+    PodCounts, Target, UpdatedRule, available_pods, current_revision_hash, live_max_unavailable,
+    observe_daemon_set,
 };
 use canary_state_machine::{
     Compatibility, Decision, DriftSeen, FailureReason, Observation, Phase, WriteKind, decide,
@@ -57,7 +55,6 @@ use crate::status::recorded_target;
 use drift::{
     Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write, unrecorded_start,
 };
-use observation::{available_pods, observe_daemon_set};
 use plan::{DriverPlan, Plan, plan};
 
 /// Whether a pass can act on the spec of `cds`, or the message of the `InvalidSpec` it would

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use canary_analysis::AnalysisPlan;
 use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
-use canary_state_machine::{Compatibility, Driver, MaxUnavailable, Step, StepPlan, Strategy};
+use canary_state_machine::{
+    Compatibility, Driver, MaxUnavailable, Step, StepPlan, Strategy, parse_duration,
+};
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::analysis::{AnalysisPlan, analysis_plan};
 use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, StepSpec};
 use crate::desired::target_of;
 
@@ -222,7 +224,9 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             if !has_pause {
                 return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
             }
-            Some(Arc::new(analysis_plan(analysis)?))
+            Some(Arc::new(
+                AnalysisPlan::new(analysis).map_err(|e| e.to_string())?,
+            ))
         }
     };
     Ok(DriverPlan::Pods(PodsPlan {
@@ -283,43 +287,6 @@ fn parse_step(index: usize, step: &StepSpec) -> Result<Step, String> {
             "spec.strategy.steps[{index}]: a step is either {{nodes: ...}} (with an optional maxUnavailable) or {{pause: ...}}"
         )),
     }
-}
-
-/// The longest pause: 30 days, like the progress deadline.
-const MAX_PAUSE: Duration = Duration::from_secs(2_592_000);
-
-/// `30s`, `10m`, `1h30m`: hours, minutes and seconds, as the CRD's rule allows; more than zero,
-/// at most 30 days.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let malformed = || format!("{text:?} is not a duration such as 30s, 10m or 1h30m");
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit: u64 = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(malformed()),
-        };
-        let value: u64 = digits.parse().map_err(|_| malformed())?;
-        digits.clear();
-        total = value
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(malformed)?;
-    }
-    if !digits.is_empty() || text.is_empty() {
-        return Err(malformed());
-    }
-    let duration = Duration::from_secs(total);
-    if duration.is_zero() || duration > MAX_PAUSE {
-        return Err(format!("{text:?} must be more than 0s and at most 720h"));
-    }
-    Ok(duration)
 }
 
 /// The CRD's bound on `restartThreshold`.
@@ -588,25 +555,6 @@ pub(super) mod tests {
                 .unwrap_err()
                 .contains("setting of the Pods driver")
         );
-    }
-
-    #[test]
-    fn durations_read_as_kubectl_users_write_them() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h1m1s"), Ok(Duration::from_secs(3661)));
-        for bad in [
-            "",
-            "10",
-            "m",
-            "1d",
-            "0s",
-            "-1s",
-            "721h",
-            "99999999999999999999s",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
-        }
     }
 
     #[test]

@@ -21,8 +21,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use canary_analysis::{AnalysisRun, RunKey, RunReporting};
 use canary_predicates::{
-    Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
+    Labels, OwnerMatch, PodFacts, PodSummary, Target, available_pods, current_revision_hash,
     label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready,
 };
 use canary_state_machine::{
@@ -36,11 +37,9 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
 use tracing::{debug, info, warn};
 
-use super::observation::available_pods;
 use super::plan::{Plan, PodsPlan};
 use super::{Pass, describe_api_error, describe_drift, unrecorded_start};
 use crate::Error;
-use crate::analysis::{AnalysisRun, RunKey, RunReporting};
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, hold_requested, promotion_asked};
 use crate::desired::live_template_hash;
 use crate::index::OwnerIndex;
@@ -438,13 +437,16 @@ impl Pass<'_> {
                 key,
                 Arc::clone(plan),
                 values,
-                Arc::clone(&self.ctx.prometheus),
+                Arc::clone(&self.ctx.analysis),
                 RunReporting {
                     wake: self.ctx.memory.waker(self.cds),
                     namespace: self.namespace.clone(),
                     name: self.cds.name_any(),
-                    observer: self.ctx.observer.clone(),
-                    clock: self.ctx.clock.clone(),
+                    measured: self
+                        .ctx
+                        .observer
+                        .analysis_measured(&self.namespace, &self.cds.name_any()),
+                    now: self.ctx.clock.boxed(),
                     secrets: Api::namespaced(self.ctx.client.clone(), &self.namespace),
                 },
             )

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canary_kube_adapter::analysis::{Endpoint, QueryApi, QueryError};
+use canary_analysis::{Endpoint, Provider, QueryError};
 use canary_kube_adapter::controller::ControllerConfig;
 use canary_kube_adapter::crd::{
     AnalysisSpec, CanaryDaemonSetSpec, MetricSpec, PrometheusSpec, SecretKeyRef,
@@ -63,7 +63,7 @@ impl FakePrometheus {
     }
 }
 
-impl QueryApi for FakePrometheus {
+impl Provider for FakePrometheus {
     fn query<'a>(
         &'a self,
         endpoint: &'a Endpoint,
@@ -112,9 +112,9 @@ fn analysed_spec(version: &str) -> CanaryDaemonSetSpec {
 }
 
 fn replica_with(sim: &Env, prometheus: &Arc<FakePrometheus>) -> Replica {
-    let prometheus: Arc<dyn QueryApi> = prometheus.clone();
+    let analysis: Arc<dyn Provider> = prometheus.clone();
     Replica::start_with(sim, sim.client(), |config| ControllerConfig {
-        prometheus,
+        analysis,
         ..config
     })
 }
@@ -403,9 +403,9 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
     let client = sim.client();
     let prometheus = FakePrometheus::new(Answers::Healthy);
     let (doomed, alive) = killable_client(&sim);
-    let answers: Arc<dyn QueryApi> = prometheus.clone();
+    let answers: Arc<dyn Provider> = prometheus.clone();
     let first = Replica::start_with(&sim, doomed, |config| ControllerConfig {
-        prometheus: answers,
+        analysis: answers,
         ..config
     });
     let mut spec = analysed_spec("v1");

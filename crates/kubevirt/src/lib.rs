@@ -1,5 +1,6 @@
-//! Observe mode for KubeVirt: the phase of virt-operator's own canary upgrade of virt-handler,
-//! derived from observation only. Read-only: nothing here writes to the cluster.
+//! KubeVirt observe mode: the phase of virt-operator's own canary upgrade of virt-handler,
+//! derived from observation only (what `daemonset-canary observe-kubevirt` runs). Read-only:
+//! nothing here writes to the cluster.
 //!
 //! virt-operator keeps its rollout state in three places anyone may read: the `KubeVirt` status
 //! (the targets `targetKubeVirtVersion` / `targetKubeVirtRegistry` / `targetDeploymentID` and the
@@ -8,8 +9,21 @@
 //! reference's sync-gate flags from them and runs [`canary_state_machine::decide`] with
 //! [`Strategy::kubevirt`](canary_state_machine::Strategy::kubevirt): the phase it returns is the
 //! one virt-operator computes on the same state. [`PhaseTracker`] turns successive derivations
-//! into [`Transition`](crate::Transition)s, inferring the `started` and `increasing` passes an
-//! observer can miss, and [`run()`] keeps it fed from three watches.
+//! into [`Transition`](canary_kube_adapter::Transition)s, inferring the `started` and
+//! `increasing` passes an observer can miss, and [`run()`] keeps it fed from three watches.
+//!
+//! # Where it stands
+//!
+//! The derivation ([`KubeVirtView`], [`derive()`], [`PhaseTracker`]) reads the objects with
+//! `canary-predicates` (the install-strategy annotations, the pod counts, and the
+//! `Observation` of a DaemonSet, `observe_daemon_set`, the one the controller's passes read)
+//! and decides with `canary-state-machine`'s KubeVirt table: the reference's rules are not
+//! written again here. The watch loop ([`run()`]) reports through the controller's channel out,
+//! `canary-kube-adapter`'s `Observer` (its `Transition`, `Reconciled`, `WatchError` and
+//! `Leader` reports), so that one metrics bridge serves the controller and the observer and
+//! their series are the same; it takes the adapter's `Clock`, namespace scope and `WatchLog`
+//! for the same reason. So this crate sits above the adapter, and the adapter knows nothing of
+//! it: `canary-kube-adapter` keeps the reconcile of CanaryDaemonSets.
 //!
 //! # Invariants
 //!
@@ -30,7 +44,7 @@
 //! # Example
 //!
 //! ```
-//! use canary_kube_adapter::kubevirt::{derive, KubeVirtView};
+//! use canary_kubevirt::{derive, KubeVirtView};
 //! use canary_state_machine::Phase;
 //! use kube::api::DynamicObject;
 //! use serde_json::json;
@@ -78,3 +92,8 @@ pub use view::{
     GenerationRecord, KUBEVIRT_GENERATION_ANNOTATION, KubeVirtParseError, KubeVirtView,
     MANAGED_BY_LABEL, MANAGED_BY_VALUES, kubevirt_api_resource, managed_by_selector,
 };
+
+/// The README's examples, compiled and run as doc tests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

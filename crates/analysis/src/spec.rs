@@ -1,5 +1,7 @@
-//! `spec.analysis` and `status.analysis`: the Prometheus queries that judge a release during
-//! the Pods driver's pause steps (docs/analysis.md), and what the last measurements said.
+//! `spec.analysis` and `status.analysis` of a CanaryDaemonSet: the queries that judge a release
+//! during the Pods driver's pause steps (docs/analysis.md), where they go, and what the last
+//! measurements said. The adapter's CRD embeds these types as they are; their schema (and its
+//! CEL rules) is part of the CRD it generates.
 //!
 //! Invariant: every optional field of the status serializes as `null` rather than being left
 //! out, because the status is written with a JSON merge patch (a left-out field of a nested
@@ -10,7 +12,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::DURATION_RULE;
+use canary_state_machine::DURATION_RULE;
 
 /// Analysis: at every `interval` of a pause step, each metric's query goes to Prometheus and its
 /// value is judged; a metric that fails `failureLimit` times fails the rollout

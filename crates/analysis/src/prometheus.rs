@@ -8,7 +8,7 @@
 //!
 //! # Invariants
 //!
-//! - Every request has a deadline ([`QueryApi::query`]'s `timeout`): a Prometheus that does not
+//! - Every request has a deadline ([`Provider::query`]'s `timeout`): a Prometheus that does not
 //!   answer is an error after it, never a hang.
 //! - A query that does not give exactly one number is an error that says why (no series,
 //!   several series, a range vector, a string): the caller counts it inconclusive.
@@ -32,6 +32,8 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::Deserialize;
 
+use crate::provider::{Endpoint, Provider, QueryError};
+
 /// The largest answer read: one sample is a few hundred bytes; an aggregation forgotten over
 /// 5,000 nodes is far more, and is refused as several series anyway.
 const MAX_ANSWER_BYTES: usize = 1 << 20;
@@ -40,96 +42,9 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 /// starts over past this many.
 const MAX_TLS_CLIENTS: usize = 8;
 
-/// Why a query gave no number.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum QueryError {
-    /// The address is not an `http://` or `https://` URL.
-    #[error("address {0:?} is not an http:// or https:// URL")]
-    BadAddress(String),
-    /// The CA certificates cannot be used, or the system has no roots.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// No connection, or it broke (a certificate the CA does not sign included).
-    #[error("Prometheus unreachable: {0}")]
-    Unreachable(String),
-    /// No answer within the timeout.
-    #[error("no answer from Prometheus within {0:?}")]
-    Timeout(Duration),
-    /// Prometheus refused the query (a PromQL error, a bad request, a token refused).
-    #[error("Prometheus answered {status}: {error}")]
-    Refused {
-        /// The HTTP status.
-        status: u16,
-        /// Prometheus' `errorType: error`, or the start of the body.
-        error: String,
-    },
-    /// The answer is not Prometheus' JSON.
-    #[error("undecodable answer: {0}")]
-    Undecodable(String),
-    /// An empty vector: no series matched.
-    #[error("no data (the query matched no series)")]
-    NoData,
-    /// More than one series: the query needs an aggregation (`sum`, `max`, `avg`).
-    #[error("{0} series instead of one; aggregate them (sum, max or avg)")]
-    SeveralSeries(usize),
-    /// A range vector or a string instead of a number.
-    #[error("a {0} instead of a number; use an instant query")]
-    NotANumber(String),
-}
-
-/// Where a query goes and what proves who asks: read from the spec and its Secrets before
-/// each round of measurements.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Endpoint {
-    /// Prometheus' base URL.
-    pub address: String,
-    /// Sent as `Authorization: Bearer <token>`.
-    pub bearer_token: Option<String>,
-    /// PEM certificates of the CAs that sign the server's certificate (https); `None`: the
-    /// system's roots.
-    pub ca_pem: Option<Vec<u8>>,
-}
-
-impl Endpoint {
-    /// An endpoint with no credentials.
-    pub fn plain(address: &str) -> Self {
-        Endpoint {
-            address: address.to_owned(),
-            ..Endpoint::default()
-        }
-    }
-}
-
-impl std::fmt::Debug for Endpoint {
-    /// The token is a secret: only whether there is one shows.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("address", &self.address)
-            .field(
-                "bearer_token",
-                &self.bearer_token.as_ref().map(|_| "<hidden>"),
-            )
-            .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
-            .finish()
-    }
-}
-
-/// Asks Prometheus one instant query. A trait so that tests and the deterministic simulation
-/// can answer without a server.
-pub trait QueryApi: std::fmt::Debug + Send + Sync + 'static {
-    /// The value of `promql` at Prometheus' now, from the server of `endpoint`, within
-    /// `timeout`.
-    fn query<'a>(
-        &'a self,
-        endpoint: &'a Endpoint,
-        promql: &'a str,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<f64, QueryError>>;
-}
-
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// [`QueryApi`] over HTTP or HTTPS.
+/// The [`Provider`] of Prometheus' instant-query API, over HTTP or HTTPS.
 #[derive(Debug, Clone)]
 pub struct HttpPrometheus {
     http: Client<HttpConnector, Full<Bytes>>,
@@ -154,7 +69,7 @@ impl Default for HttpPrometheus {
     }
 }
 
-impl QueryApi for HttpPrometheus {
+impl Provider for HttpPrometheus {
     fn query<'a>(
         &'a self,
         endpoint: &'a Endpoint,
@@ -190,7 +105,8 @@ impl HttpPrometheus {
         } else {
             self.http.request(request).await
         };
-        let response = sent.map_err(|e| QueryError::Unreachable(crate::error::chain(&e)))?;
+        let response =
+            sent.map_err(|e| QueryError::Unreachable(crate::provider::error_chain(&e)))?;
         let status = response.status().as_u16();
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
@@ -369,6 +285,7 @@ fn parse_sample(text: &str) -> Result<f64, QueryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::ProviderKind;
 
     #[test]
     fn one_series_or_a_scalar_is_a_number() {
@@ -431,6 +348,7 @@ mod tests {
             String::from_utf8_lossy(&request[..read]).into_owned()
         });
         let endpoint = Endpoint {
+            provider: ProviderKind::Prometheus,
             address: format!("http://127.0.0.1:{port}"),
             bearer_token: Some("s3cret".into()),
             ca_pem: None,
@@ -452,7 +370,7 @@ mod tests {
     fn a_ca_without_a_certificate_is_refused() {
         let error = tls_config(Some(b"not a certificate")).unwrap_err();
         assert!(error.to_string().contains("no PEM certificate"), "{error}");
-        let ca = include_bytes!("../../../../testdata/tls/ca.crt");
+        let ca = include_bytes!("../../../testdata/tls/ca.crt");
         assert!(tls_config(Some(ca)).is_ok());
     }
 

@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::kubevirt_standin::{HANDLER, NAMESPACE, StandIn, distinct};
+use crate::standin::{HANDLER, NAMESPACE, StandIn, distinct};
 use canary_kube_adapter::clock::Clock;
-use canary_kube_adapter::kubevirt::{self, ObserveConfig, ObserveError, Snapshot};
 use canary_kube_adapter::{Observer, Transition};
+use canary_kubevirt::{self as kubevirt, ObserveConfig, ObserveError, Snapshot};
 use canary_sim::Sim;
 use canary_state_machine::{Decision, LiveMaxUnavailable, Phase};
 use k8s_openapi::jiff::Timestamp;

@@ -15,14 +15,13 @@
 
 use std::collections::HashMap;
 
-use canary_predicates::Target;
+use canary_kube_adapter::Transition;
+use canary_predicates::{Target, available_pods};
 use canary_state_machine::{FailureReason, LiveMaxUnavailable, Phase};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 
-use super::derive::Derived;
-use crate::observer::Transition;
-use crate::reconcile::observation::available_pods;
+use crate::derive::Derived;
 
 /// What was reported last for one DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,8 +198,8 @@ fn effective_max_unavailable(derived: &Derived) -> Option<LiveMaxUnavailable> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubevirt::derive::derive;
-    use crate::kubevirt::view::{GenerationRecord, KubeVirtView};
+    use crate::derive::derive;
+    use crate::view::{GenerationRecord, KubeVirtView};
     use canary_predicates::AnnotationKeys;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;

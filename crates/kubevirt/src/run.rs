@@ -17,13 +17,13 @@ use tracing::{debug, info, warn};
 
 use canary_state_machine::Phase;
 
-use super::derive::derive;
-use super::tracker::PhaseTracker;
-use super::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
-use crate::clock::Clock;
-use crate::observer::{Observer, Report};
-use crate::scope::{api, api_with};
-use crate::trigger::{WatchLog, relisting_watcher};
+use canary_kube_adapter::clock::Clock;
+use canary_kube_adapter::scope::{api, api_with};
+use canary_kube_adapter::{Observer, Report, WatchLog, relisting_watcher};
+
+use crate::derive::derive;
+use crate::tracker::PhaseTracker;
+use crate::view::{KubeVirtView, kubevirt_api_resource, managed_by_selector};
 
 /// How the observer runs.
 #[derive(Clone)]
@@ -135,7 +135,20 @@ pub async fn run(
             _ => ObserveError::Kube(error),
         })?;
     config.observer.report(Report::Leader(true));
+    let (caches, changes) = watch(&client, ns, kubevirts, resource);
+    observe(&caches, changes, &config, shutdown).await;
+    info!("observer stopped");
+    Ok(())
+}
 
+/// The three watches (KubeVirt objects, virt-operator's DaemonSets, its pods), each into its
+/// cache, and one stream of their changes. Nothing is sent until the stream is polled.
+fn watch(
+    client: &Client,
+    ns: Option<&str>,
+    kubevirts: kube::Api<DynamicObject>,
+    resource: kube::api::ApiResource,
+) -> (Caches, stream::SelectAll<BoxStream<'static, Change>>) {
     let managed = watcher::Config::default().labels(&managed_by_selector());
     let kv_writer = reflector::store::Writer::new(resource);
     let kv_store = kv_writer.as_reader();
@@ -149,13 +162,13 @@ pub async fn run(
             Source::KubeVirt,
         ),
         changes(
-            relisting_watcher(api::<DaemonSet>(&client, ns), managed.clone())
+            relisting_watcher(api::<DaemonSet>(client, ns), managed.clone())
                 .default_backoff()
                 .reflect(ds_writer),
             Source::DaemonSet,
         ),
         changes(
-            relisting_watcher(api::<Pod>(&client, ns), managed)
+            relisting_watcher(api::<Pod>(client, ns), managed)
                 .default_backoff()
                 // Only metadata and status are read; the spec is most of a pod's size.
                 .modify(|pod: &mut Pod| {
@@ -166,14 +179,25 @@ pub async fn run(
             Source::Pod,
         ),
     ];
-    let mut changes = stream::select_all(changes);
-    let log = WatchLog::new(config.server_url.clone());
-    let mut said_none = false;
     let caches = Caches {
         kubevirts: kv_store,
         daemon_sets: ds_store,
         pods: pod_store,
     };
+    (caches, stream::select_all(changes))
+}
+
+/// Takes the changes in batches until `shutdown` completes or they end, and derives the
+/// phases after every batch once all three caches have listed.
+async fn observe(
+    caches: &Caches,
+    mut changes: stream::SelectAll<BoxStream<'static, Change>>,
+    config: &ObserveConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let ns = config.namespace.as_deref();
+    let log = WatchLog::new(config.server_url.clone());
+    let mut said_none = false;
     let mut synced = SyncedSources::default();
     let mut tracker = PhaseTracker::new();
     let mut passes = 0_u64;
@@ -198,25 +222,11 @@ pub async fn run(
             batch.push(change);
         }
         for change in batch {
-            match change {
-                Change::Synced(source) => {
-                    synced.mark(source);
-                    let _resumed = log.succeeded(source.resource());
-                }
-                Change::Object(source) => {
-                    let _resumed = log.succeeded(source.resource());
-                }
-                Change::Error(source, error) => {
-                    config.observer.report(Report::WatchError {
-                        resource: source.resource(),
-                    });
-                    let _warned = log.failed(source.resource(), &error);
-                }
-            }
+            note(change, &mut synced, &log, config);
         }
         if synced.all() {
             let started = Instant::now();
-            let snapshot = pass(&caches, &mut tracker, &config, passes + 1);
+            let snapshot = pass(caches, &mut tracker, config, passes + 1);
             passes = snapshot.passes;
             if snapshot.kubevirts.is_empty() && !said_none {
                 // Silence would look like a broken observer.
@@ -233,8 +243,26 @@ pub async fn run(
             });
         }
     }
-    info!("observer stopped");
-    Ok(())
+}
+
+/// One change of a watch: a source that has listed, a working watch, or a failed one (reported
+/// and logged; the watcher retries).
+fn note(change: Change, synced: &mut SyncedSources, log: &WatchLog, config: &ObserveConfig) {
+    match change {
+        Change::Synced(source) => {
+            synced.mark(source);
+            let _resumed = log.succeeded(source.resource());
+        }
+        Change::Object(source) => {
+            let _resumed = log.succeeded(source.resource());
+        }
+        Change::Error(source, error) => {
+            config.observer.report(Report::WatchError {
+                resource: source.resource(),
+            });
+            let _warned = log.failed(source.resource(), &error);
+        }
+    }
 }
 
 /// Where a change came from.

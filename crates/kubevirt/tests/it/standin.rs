@@ -9,15 +9,15 @@
 use std::collections::BTreeMap;
 
 use canary_kube_adapter::desired::{RollingUpdateWrite, set_max_unavailable};
-use canary_kube_adapter::kubevirt::{
+use canary_kube_adapter::meta::object_meta_modified;
+use canary_kube_adapter::patch::daemon_set_patch;
+use canary_kubevirt::{
     KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView, MANAGED_BY_LABEL, kubevirt_api_resource,
     managed_by_selector,
 };
-use canary_kube_adapter::meta::object_meta_modified;
-use canary_kube_adapter::patch::daemon_set_patch;
-use canary_kube_adapter::reconcile::observation::observe_daemon_set;
 use canary_predicates::{
     AnnotationKeys, CountRule, OwnerMatch, Target, count_pods_owned_by, daemonset_is_up_to_date,
+    observe_daemon_set,
 };
 use canary_state_machine::{Decision, Observation, Phase, Strategy, decide, decide_create};
 use k8s_openapi::api::apps::v1::DaemonSet;

@@ -1,10 +1,12 @@
-//! The state machine's [`Observation`] built from a live DaemonSet and its pod counts: one
-//! builder for the controller's passes and for the KubeVirt observe mode.
+//! What a live DaemonSet says of its rollout: the state machine's [`Observation`] of it and
+//! its pod counts, its available pods, and whether it reports itself rolled out. One reading
+//! for the controller's passes, its DaemonSet watch and the KubeVirt observe mode.
 //!
 //! Pure. The caller supplies what only it knows (whether the object changed, whether the
 //! generation is known, the TLS facts, the previous pass) by struct update on the result.
 
-use canary_predicates::{PodCounts, live_max_unavailable};
+use crate::count::PodCounts;
+use crate::max_unavailable::live_max_unavailable;
 use canary_state_machine::{CrashLoopSeen, Observation};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
 
@@ -37,9 +39,9 @@ pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
 }
 
 /// Whether the DaemonSet's status counts every desired pod updated and available (with the
-/// generation observed and nothing misscheduled, the DaemonSet is rolled out). The DaemonSet
-/// watch triggers a pass when this changes (`DaemonSetTriggers`).
-pub(crate) fn every_pod_updated_and_available(status: &DaemonSetStatus) -> bool {
+/// generation observed and nothing misscheduled, the DaemonSet is rolled out). A controller's
+/// DaemonSet watch can trigger a pass when this changes.
+pub fn every_pod_updated_and_available(status: &DaemonSetStatus) -> bool {
     let desired = status.desired_number_scheduled;
     status.updated_number_scheduled.unwrap_or(0) >= desired
         && status.number_available.unwrap_or(0) >= desired
@@ -54,7 +56,7 @@ pub fn available_pods(live: &DaemonSet) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use canary_predicates::{CrashLoop, CrashLoopReason};
+    use crate::{CrashLoop, CrashLoopReason};
     use canary_state_machine::LiveMaxUnavailable;
     use serde_json::json;
 

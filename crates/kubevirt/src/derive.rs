@@ -5,14 +5,13 @@
 
 use canary_predicates::{
     AnnotationKeys, CountRule, OwnerMatch, PodCounts, Target, count_pods_owned_by,
-    daemonset_is_up_to_date,
+    daemonset_is_up_to_date, observe_daemon_set,
 };
 use canary_state_machine::{Decision, Observation, Strategy, SyncFlags, decide};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::view::{KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView};
-use crate::reconcile::observation::observe_daemon_set;
+use crate::view::{KUBEVIRT_GENERATION_ANNOTATION, KubeVirtView};
 
 /// Everything one derivation found, for metrics, logs and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +116,7 @@ mod tests {
 
     fn kv(version: &str, recorded: Option<i64>) -> KubeVirtView {
         let generations = recorded
-            .map(|last_generation| super::super::view::GenerationRecord {
+            .map(|last_generation| crate::view::GenerationRecord {
                 group: "apps".into(),
                 resource: "daemonsets".into(),
                 namespace: NS.into(),
