@@ -80,6 +80,11 @@ const STEPS: &[Step] = &[
         run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
     },
     Step {
+        name: "chaos",
+        what: "faults on the real control plane mid-rollout, judged by the audit log (cargo xtask chaos)",
+        run: |_| crate::chaos::run(&crate::chaos::ChaosArgs::ci()),
+    },
+    Step {
         name: "bench-build",
         what: "benches compile (ci profile)",
         run: bench_build,

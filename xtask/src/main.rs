@@ -8,6 +8,7 @@
 //! xtask and one from a terminal reuse each other's artifacts.
 
 mod bench;
+mod chaos;
 mod ci;
 mod cluster;
 mod codegen;
@@ -64,6 +65,10 @@ enum Command {
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
     /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e/ against them.
     E2e(e2e::E2eArgs),
+    /// Faults on the real control plane with the controller mid-rollout (API server, etcd,
+    /// compaction, the controller killed in each phase, a slow and lossy API server), judged by
+    /// the audit log; prints the table of docs/reliability.md.
+    Chaos(chaos::ChaosArgs),
     /// KubeVirt's real virt-operator, built from its release, on the running local cluster:
     /// `kubevirt up`, `kubevirt upgrade --to VERSION`, `kubevirt status`, `kubevirt down`.
     Kubevirt(kubevirt::KubeVirtArgs),
@@ -112,6 +117,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Chaos(args) => chaos::run(&args),
         Command::Kubevirt(args) => kubevirt::run(&args),
     }
 }
