@@ -80,6 +80,8 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &ChaosArgs) -> Resu
         .args([
             "build",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--bin",
@@ -88,11 +90,13 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &ChaosArgs) -> Resu
         .status()
         .context("cannot run cargo build")?;
     if !status.success() {
-        bail!("cargo build -p daemonset-canary failed");
+        bail!(
+            "cargo build --profile {} -p daemonset-canary failed",
+            crate::PROFILE
+        );
     }
-    let binary = crate::tools::target_dir()?
-        .join("debug")
-        .join("daemonset-canary");
+    // Built in the tests' profile, like the chaos test target below: one build for both.
+    let binary = crate::ci_binary()?;
     crate::e2e::install_crd(cluster, &binary)?;
     // The identity (ServiceAccount, RBAC) as deploy/ defines it; the scenarios make a token per
     // controller process, so that the audit log tells the processes apart.
@@ -104,6 +108,8 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &ChaosArgs) -> Resu
     test.args([
         "test",
         "--locked",
+        "--profile",
+        crate::PROFILE,
         "-p",
         "daemonset-canary",
         "--test",
