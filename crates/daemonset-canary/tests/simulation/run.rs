@@ -105,6 +105,8 @@ struct Replica {
     restart_at: Option<Instant>,
     /// When the running task started.
     started_at: Instant,
+    /// What the running task's `/readyz` and `/healthz` would answer (invariant 28).
+    health: Option<canary_kube_adapter::Health>,
 }
 
 /// An isolation of the leader, to be judged when it ends (invariant 24).
@@ -169,7 +171,11 @@ impl Harness<'_> {
         let observer = Observer::new();
         self.world.follow_terms(observer.clone());
         let client = kube::Client::new(service.clone(), NAMESPACE);
+        // The binary marks the process started once its preflight passed.
+        let health = canary_kube_adapter::Health::default();
+        health.set_started();
         let config = ControllerConfig {
+            health: health.clone(),
             clock: self.clock.clone(),
             instance: Some(identity.clone()),
             observer,
@@ -200,6 +206,7 @@ impl Harness<'_> {
         replica.task = Some(task);
         replica.restart_at = None;
         replica.started_at = Instant::now();
+        replica.health = Some(health);
     }
 
     async fn stop_replica(&mut self, index: usize, graceful: bool) {
@@ -1326,6 +1333,31 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
     }
 }
 
+/// Invariant 28: every replica running at quiescence is ready and alive.
+fn check_probes(harness: &Harness<'_>) {
+    for replica in &harness.replicas {
+        let running = replica
+            .task
+            .as_ref()
+            .is_some_and(|task| !task.is_finished());
+        let Some(health) = replica.health.as_ref().filter(|_| running) else {
+            continue;
+        };
+        if let Some(why) = health.not_ready() {
+            harness.world.violate(
+                Invariant::ProbesTrueAtQuiescence,
+                format!("{} not ready at quiescence: {why}", replica.identity),
+            );
+        }
+        if let Some(why) = health.not_alive() {
+            harness.world.violate(
+                Invariant::ProbesTrueAtQuiescence,
+                format!("{} not alive at quiescence: {why}", replica.identity),
+            );
+        }
+    }
+}
+
 /// Invariant 26 at quiescence: no replica's write was answered with an unknown-field warning,
 /// and the bad object lost its undeclared field when it was stored.
 fn check_declared_fields(harness: &Harness<'_>) {
@@ -1412,6 +1444,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
                 task: None,
                 restart_at: None,
                 started_at: Instant::now(),
+                health: None,
             })
             .collect(),
         rng: Rng::new(plan.seed, 2),
@@ -1534,6 +1567,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
             check_drift_and_bad_object(&harness);
             check_declared_fields(&harness);
+            check_probes(&harness);
             if plan.edit_at_rest {
                 harness.edit_at_rest().await;
             }

@@ -128,6 +128,12 @@ pub enum Invariant {
     ///     with a 422, and leaves the stored spec as it was; the undecodable object stored
     ///     beside (as an older API server admitted it) is the accepted kind of bad object.
     RefusedWritesChangeNothing,
+    /// 28. The probes tell the truth at quiescence: every replica running then, faults healed
+    ///     and the rollout quiet for two minutes, is ready and alive by its `Health` (what
+    ///     `/readyz` and `/healthz` answer): its watches work again (a watcher that failed
+    ///     listed again; a broken stream resumed on a quiet resource is no failure), it
+    ///     reaches the Lease, and a leader's caches have listed.
+    ProbesTrueAtQuiescence,
 }
 
 impl Invariant {
@@ -161,6 +167,7 @@ impl Invariant {
             Invariant::NoWedgeExit => "25 no-wedge-exit",
             Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
+            Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
         }
     }
 }

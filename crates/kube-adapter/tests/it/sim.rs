@@ -509,7 +509,9 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
     let nodes = 50;
     let sim = sim(nodes);
     let client = sim.client();
-    // The first list of DaemonSets succeeds (empty), every watch of them fails for a minute.
+    // The first list of DaemonSets succeeds (empty), then every watch and list of them fails
+    // for a minute (a watcher lists again after a failed watch: the lists must fail too for
+    // the cache to lack the DaemonSet).
     sim.faults().add(FaultRule::new(
         Some(Verb::Watch),
         Some("daemonsets"),
@@ -517,6 +519,11 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
     ));
     let replica = Replica::start(&sim, None);
     tokio::time::sleep(Duration::from_secs(5)).await;
+    sim.faults().add(FaultRule::new(
+        Some(Verb::List),
+        Some("daemonsets"),
+        FaultAction::internal_error(),
+    ));
     create_cds(&client, "agent", spec("v1", None)).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     let creates_during_outage = sim.requests().count(Verb::Create, "daemonsets");
