@@ -19,6 +19,7 @@ mod fuzz;
 mod kubevirt;
 mod soak;
 mod tools;
+mod traces;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -55,6 +56,10 @@ enum Command {
     /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
     /// the seeds, rollouts, faults and restarts exercised.
     Soak(soak::SoakArgs),
+    /// Request traces of the deterministic simulation: `traces record --out DIR [--seeds 200]`
+    /// writes every request of each seed; `traces compare BASE CHANGED` names the seeds that
+    /// differ and their first differing request (a change of no behaviour shows none).
+    Traces(traces::TracesArgs),
     /// Every cargo-fuzz target of fuzz/ for --seconds each (nightly and cargo-fuzz needed),
     /// seeded from testdata/ and deploy/examples/; fails on a crash or a timeout.
     Fuzz(fuzz::FuzzArgs),
@@ -114,6 +119,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Traces(args) => traces::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),

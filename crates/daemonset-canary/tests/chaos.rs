@@ -708,7 +708,10 @@ async fn wait_moment(
         let current = status
             .as_ref()
             .filter(|s| s.observed_generation >= generation);
-        let now = current.and_then(|s| s.phase.clone()).unwrap_or_default();
+        let now = current
+            .and_then(|s| s.phase_name())
+            .unwrap_or_default()
+            .to_owned();
         let reached = match moment {
             Moment::Phase(wanted) => now == wanted,
             Moment::Widened => daemon_sets

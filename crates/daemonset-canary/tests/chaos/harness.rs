@@ -491,7 +491,7 @@ pub async fn phase(
 ) -> Option<String> {
     let status = api.get(name).await.ok()?.status?;
     (status.observed_generation >= generation)
-        .then_some(status.phase)
+        .then(|| status.phase_name().map(str::to_owned))
         .flatten()
 }
 

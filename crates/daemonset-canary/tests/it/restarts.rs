@@ -132,7 +132,7 @@ async fn until_probe(port: u16, path: &str, code: u16, within: Duration, dir: &P
 async fn phase(api: &Api<CanaryDaemonSet>, generation: Option<i64>) -> Option<String> {
     let status = api.get(NAME).await.ok()?.status?;
     (status.observed_generation >= generation)
-        .then_some(status.phase)
+        .then(|| status.phase_name().map(str::to_owned))
         .flatten()
 }
 

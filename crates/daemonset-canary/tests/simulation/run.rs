@@ -197,6 +197,9 @@ impl Harness<'_> {
             let _ = stopped.await;
         }));
         self.world.trace(format!("{identity} started"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} started"));
         let replica = &mut self.replicas[index];
         replica.connection = Some(service);
         replica.stop = Some(stop);
@@ -237,14 +240,15 @@ impl Harness<'_> {
                 self.check_exit(&identity, result);
             }
         }
-        self.world.trace(format!(
-            "{identity} {}",
-            if graceful {
-                "stopped gracefully"
-            } else {
-                "killed"
-            }
-        ));
+        let how = if graceful {
+            "stopped gracefully"
+        } else {
+            "killed"
+        };
+        self.world.trace(format!("{identity} {how}"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} {how}"));
     }
 
     fn check_exit(
@@ -820,7 +824,7 @@ impl Harness<'_> {
             .store()
             .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
             .and_then(|cds| cds.status)
-            .is_some_and(|status| status.phase.as_deref() == Some(phase));
+            .is_some_and(|status| status.phase_name() == Some(phase));
         if !in_phase {
             *since = None;
             return false;
@@ -884,7 +888,10 @@ impl Harness<'_> {
         else {
             return;
         };
-        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = cds
+            .status
+            .as_ref()
+            .and_then(|s| s.phase_name().map(str::to_owned));
         let under_way = matches!(
             phase.as_deref(),
             Some("started" | "canary" | "increasing" | "paused")
@@ -1250,7 +1257,8 @@ fn cds_phase(store: &canary_sim::Store) -> Option<String> {
     store
         .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?
         .status?
-        .phase
+        .phase_name()
+        .map(str::to_owned)
 }
 
 /// The image of the first container of the scenario's DaemonSet's template.
@@ -1596,6 +1604,12 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     }
     harness.cluster.shutdown();
     checker_task.abort();
+    if let Err(error) = world.requests().write(plan.seed, &plan.to_string()) {
+        world.violate(
+            Invariant::NoPanicNoHotLoop,
+            format!("harness: cannot write the request trace: {error}"),
+        );
+    }
     Outcome {
         violations: world.violations(),
         exercised: world.exercised(),

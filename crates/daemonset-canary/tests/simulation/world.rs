@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
+use super::requests::RequestTrace;
+
 /// Entries kept for the failure trace.
 const TRACE_LEN: usize = 40;
 
@@ -322,6 +324,8 @@ pub struct World {
     /// The latest virtual time read ([`World::now`]), in milliseconds: the runner's watchdog
     /// reads it from another thread to tell a slow seed from one whose clock stopped.
     heartbeat: Arc<AtomicU64>,
+    /// Every request of the replicas, when `DST_TRACE_DIR` asks for it.
+    requests: RequestTrace,
 }
 
 impl World {
@@ -331,7 +335,18 @@ impl World {
             start: Instant::now(),
             state: Arc::default(),
             heartbeat: Arc::default(),
+            requests: RequestTrace::from_env(),
         }
+    }
+
+    /// The request trace of the seed (off unless `DST_TRACE_DIR` is set).
+    pub fn requests(&self) -> &RequestTrace {
+        &self.requests
+    }
+
+    /// Virtual time since the start.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
     }
 
     /// A world that publishes its virtual time to `heartbeat` whenever it reads it.

@@ -145,8 +145,8 @@ async fn crash_looping_canary_fails_without_widening() {
 
     let cds = get_cds(&client, "agent").await;
     let status = cds.status.unwrap();
-    assert_eq!(status.phase.as_deref(), Some("failed"));
-    assert_eq!(status.reason.as_deref(), Some("CanaryCrashLooping"));
+    assert_eq!(status.phase_name(), Some("failed"));
+    assert_eq!(status.reason_name(), Some("CanaryCrashLooping"));
     let degraded = status
         .conditions
         .iter()
@@ -278,7 +278,7 @@ async fn the_version_can_come_from_a_container_image_tag() {
         .unwrap();
     eventually(Duration::from_secs(60), "InvalidSpec", || async {
         let status = get_cds(&client, "agent").await.status.unwrap_or_default();
-        status.reason.as_deref() == Some("InvalidSpec")
+        status.reason_name() == Some("InvalidSpec")
             && status.message.as_deref().is_some_and(|m| {
                 m.contains("no container named \"sidecar\"") && m.contains("its containers: agent")
             })
@@ -827,7 +827,7 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
     );
     assert!(waited < Duration::from_secs(400), "failed after {waited:?}");
     let status = get_cds(&client, "agent").await.status.unwrap();
-    assert_eq!(status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
+    assert_eq!(status.reason_name(), Some("ProgressDeadlineExceeded"));
     assert_eq!(
         writes_since(&replica.observer, before),
         [0, 1, 0, 0, 0, 0, 0],
@@ -885,7 +885,7 @@ async fn tls_migration_steps_roll_out_under_supervision() {
                     .unwrap();
                 let annotations = ds.metadata.annotations.unwrap_or_default();
                 status.is_some_and(|s| {
-                    s.phase.as_deref() == Some("successful") && s.updated_ready == nodes
+                    s.phase_name() == Some("successful") && s.updated_ready == nodes
                 }) && annotations
                     .get("kubevirt.io/install-strategy-version")
                     .map(String::as_str)
