@@ -39,7 +39,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     );
     refused(
         &e2e.verb(Cli::Plugin, &["promote", "--full"]),
-        "has no rollout under way (phase successful)",
+        "promote refused: there is no rollout under way (phase successful): nothing to promote",
     );
     refused(
         &e2e.verb(Cli::Plugin, &["resume"]),

@@ -104,13 +104,16 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
     )
     .await;
     assert_eq!(on("registry.example/node-agent:v2").await, 1);
+    // The verb table's refusal, the same words the controller's event would give.
+    let not_ours = "the DaemonSet belongs to spec.workloadRef's owner (Helm, Argo CD, Flux); \
+                    roll back where it is defined";
     refused(
         &e2e.verb(Cli::Binary, &["abort"]),
-        &format!("drives DaemonSet {RELEASE} that its owner (Helm, Argo CD, Flux) defines"),
+        &format!("abort refused: {not_ours}"),
     );
     refused(
         &e2e.verb(Cli::Plugin, &["undo"]),
-        &format!("drives DaemonSet {RELEASE} that its owner (Helm, Argo CD, Flux) defines"),
+        &format!("undo refused: {not_ours}"),
     );
     accepted(&e2e.verb(Cli::Plugin, &["promote"]), "promoted");
     e2e.wait_for("every pod on v2", Duration::from_secs(120), || async {
