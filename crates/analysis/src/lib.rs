@@ -48,10 +48,10 @@
 //!   await, and every query has a deadline ([`Provider::query`]'s `timeout`).
 //! - A bearer token goes over https only (the CRD's rule and [`AnalysisPlan::new`] both refuse
 //!   it over http) and never appears in a log or a `Debug` output.
-//! - What a status shows of a measurement is bounded: a query shown is cut to 1,024
-//!   characters, an answer is read up to 1 MiB, a refusal that is not Prometheus' JSON shows its
-//!   first 200 characters. (The `error` text of a JSON refusal is shown whole: a provider's
-//!   error text is not cut yet.)
+//! - What a status, an event or a log shows of a measurement is bounded (issue 47): a query
+//!   shown is cut to 1 KiB, an answer is read up to 64 KiB, and every text from the provider
+//!   (its error, a page that is not its JSON, a connection error) is cut to a few hundred bytes
+//!   by `canary_state_machine::cut`, the one home of that cut.
 //! - A measurement that cannot be taken (no credentials, no answer, no single number) is
 //!   inconclusive with its reason, never a failure of the release.
 //!

@@ -212,7 +212,9 @@ impl Decision {
         let Some(write) = self.write else {
             return self;
         };
-        let message = write_failure_message(strategy.compatibility, write.kind, name, api_error);
+        // The API server's message is outside text: cut before it reaches status and events.
+        let api_error = crate::cut(api_error, crate::OUTSIDE_TEXT_BYTES);
+        let message = write_failure_message(strategy.compatibility, write.kind, name, &api_error);
         let event = (strategy.compatibility == Compatibility::Fixed).then(|| Event {
             type_: EventType::Warning,
             reason: event_reason::WRITE_REJECTED,

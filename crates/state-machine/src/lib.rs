@@ -81,6 +81,7 @@ mod decision;
 mod duration;
 mod max_unavailable;
 mod observation;
+mod outside_text;
 mod phase;
 mod pods;
 mod rollback;
@@ -98,6 +99,7 @@ pub use decision::{
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
+pub use outside_text::{EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, cut};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,

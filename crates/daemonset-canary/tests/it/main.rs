@@ -29,3 +29,4 @@ mod readme_walkthrough;
 mod run_against_sim;
 mod scenario;
 mod sim_serve;
+mod tenant;

@@ -1,0 +1,265 @@
+//! What one CanaryDaemonSet's author can make the controller do (issue 47), tried as a user
+//! would: `sim serve`, `run --kubeconfig`, and a local HTTP server standing in for a hostile
+//! Prometheus that counts the requests it gets.
+//!
+//! - Huge errors: 20 objects whose Prometheus answers every query with a JSON error of 1 MiB
+//!   (refused at the 64 KiB answer cap) or just under 64 KiB (read, and cut): the status,
+//!   events and log hold only cut text, and the controller's memory stays flat.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_state_machine::{Compatibility, Driver};
+use daemonset_canary::demo::scenario::{NAMESPACE, manifest_for};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support;
+
+/// A stand-in Prometheus: answers every request with `body_for(path)` as an HTTP 422 JSON
+/// error, and counts the requests.
+struct Hostile {
+    requests: AtomicUsize,
+}
+
+impl Hostile {
+    /// Serves on a loopback port until the test process ends; returns it and its port.
+    fn start() -> (Arc<Self>, u16) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hostile = Arc::new(Hostile {
+            requests: AtomicUsize::new(0),
+        });
+        let served = Arc::clone(&hostile);
+        let big = error_json(1 << 20);
+        let under_cap = error_json(60 << 10);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                served.requests.fetch_add(1, Ordering::SeqCst);
+                let big = big.clone();
+                let under_cap = under_cap.clone();
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut request = [0u8; 8192];
+                    let read = stream.read(&mut request).unwrap_or(0);
+                    let head = String::from_utf8_lossy(&request[..read]);
+                    let body = if head.contains(" /big/") {
+                        &big
+                    } else {
+                        &under_cap
+                    };
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(body.as_bytes());
+                });
+            }
+        });
+        (hostile, port)
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Prometheus' error JSON with an `error` of about `bytes` bytes.
+fn error_json(bytes: usize) -> String {
+    let text = "query failed because ".repeat(bytes / 21);
+    json!({"status": "error", "errorType": "execution", "error": text}).to_string()
+}
+
+/// A Pods-driver object `name` (and its DaemonSet) at `version`, whose analysed pause asks
+/// `metrics` metrics of the Prometheus at `address` every 2 s, and never ends by itself.
+pub(crate) fn analysed_object(
+    name: &str,
+    version: &str,
+    address: &str,
+    metrics: usize,
+) -> serde_json::Value {
+    let mut manifest = manifest_for(Compatibility::Fixed, Driver::Pods, None, version, "healthy");
+    manifest["metadata"]["name"] = json!(name);
+    let labels = json!({"app.kubernetes.io/name": name});
+    manifest["spec"]["template"]["metadata"]["labels"] = labels.clone();
+    manifest["spec"]["template"]["spec"]["selector"]["matchLabels"] = labels.clone();
+    manifest["spec"]["template"]["spec"]["template"]["metadata"]["labels"] = labels;
+    manifest["spec"]["strategy"]["steps"] = json!([{"nodes": "1"}, {"pause": {"duration": "1h"}}]);
+    let metrics: Vec<_> = (0..metrics)
+        .map(|i| {
+            json!({
+                "name": format!("metric-{i}"),
+                "query": format!("max(agent_error_ratio{{metric=\"{i}\"}})"),
+                "max": 0.05,
+                "inconclusiveLimit": 1000
+            })
+        })
+        .collect();
+    manifest["spec"]["analysis"] = json!({
+        "prometheus": {"address": address, "timeout": "5s"},
+        "interval": "2s",
+        "metrics": metrics
+    });
+    manifest
+}
+
+/// The controller's peak resident memory (`VmHWM`), in KiB.
+pub(crate) fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_prometheus_errors_are_cut_and_memory_stays_flat() {
+    const OBJECTS: usize = 20;
+    const METRICS: usize = 4;
+    let sim = support::serve_sim("tenant-huge", &["--nodes", "2", "--speed", "4"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let (hostile, port) = Hostile::start();
+    let log_path = sim.dir.join("run.log");
+    let run = support::spawn_run(
+        &sim.kubeconfig,
+        Stdio::from(std::fs::File::create(&log_path).unwrap()),
+    );
+    let pid = run.0.id();
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let address = |i: usize| {
+        // Half behind the answer cap, half just under it (read whole, then cut).
+        let path = if i.is_multiple_of(2) { "big" } else { "under" };
+        format!("http://127.0.0.1:{port}/{path}")
+    };
+    let name = |i: usize| format!("agent-{i:02}");
+    for i in 0..OBJECTS {
+        let object = analysed_object(&name(i), "v1", &address(i), METRICS);
+        let object: CanaryDaemonSet = serde_json::from_value(object).unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    wait_all(&api, OBJECTS, "installed", |s| {
+        s.get("phase").and_then(|p| p.as_str()) == Some("successful")
+    })
+    .await;
+    let idle_peak = peak_kib(pid);
+    for i in 0..OBJECTS {
+        let spec = analysed_object(&name(i), "v2", &address(i), METRICS)["spec"].clone();
+        api.patch(
+            &name(i),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+    }
+    // Every object measuring: each metric's last measurement carries the (cut) error.
+    wait_all(&api, OBJECTS, "measuring", |s| {
+        s.pointer("/analysis/measurements")
+            .and_then(|m| m.as_array())
+            .is_some_and(|m| m.len() == METRICS)
+    })
+    .await;
+    let requests_then = hostile.requests();
+    let peak_then = peak_kib(pid);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let requests_later = hostile.requests();
+    let peak_later = peak_kib(pid);
+    eprintln!(
+        "controller VmHWM: {idle_peak} KiB idle with {OBJECTS} objects, {peak_then} KiB once all measure, {peak_later} KiB after {} more requests of 1 MiB or 60 KiB errors",
+        requests_later - requests_then
+    );
+    assert!(
+        requests_later >= requests_then + OBJECTS * METRICS,
+        "the objects kept measuring: {requests_then} then {requests_later} requests"
+    );
+    assert!(
+        peak_later <= peak_then + 16 * 1024,
+        "memory grew from {peak_then} KiB to {peak_later} KiB"
+    );
+
+    // The status: under 64 KiB, each detail a few hundred bytes, and saying it was cut.
+    let raw = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &kube::api::ApiResource::erase::<CanaryDaemonSet>(&()),
+    );
+    let mut saw_cut = false;
+    let mut saw_cap = false;
+    for i in 0..OBJECTS {
+        let object = raw.get(&name(i)).await.unwrap();
+        let status = &object.data["status"];
+        let size = status.to_string().len();
+        assert!(size < 64 << 10, "{}: a status of {size} bytes", name(i));
+        for m in status["analysis"]["measurements"].as_array().unwrap() {
+            let detail = m["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.len() <= 600,
+                "{}: a detail of {}",
+                name(i),
+                detail.len()
+            );
+            saw_cut |= detail.contains("[cut from");
+            saw_cap |= detail.contains("larger than 64 KiB");
+        }
+        if let Some(message) = status["message"].as_str() {
+            assert!(message.len() <= 1024, "a message of {}", message.len());
+        }
+    }
+    assert!(saw_cut && saw_cap, "both kinds of answer were measured");
+
+    // Events: every note under the API server's 1 KiB.
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    for event in events.list(&ListParams::default()).await.unwrap() {
+        let note = event.message.unwrap_or_default();
+        assert!(note.len() < 1024, "an event note of {} bytes", note.len());
+    }
+
+    // The log: no line carries an answer (the issue saw 5.7 GB of logs in 90 s).
+    drop(run);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a log line of {longest} bytes");
+    eprintln!(
+        "run log: {} bytes in {} lines, longest {longest}",
+        log.len(),
+        log.lines().count()
+    );
+}
+
+/// Waits (120 s at most) until `done` holds for the status of every object of `api`'s
+/// namespace, and there are `count` of them.
+pub(crate) async fn wait_all(
+    api: &Api<CanaryDaemonSet>,
+    count: usize,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let list = api.list(&ListParams::default()).await.unwrap();
+        let statuses: Vec<serde_json::Value> = list
+            .items
+            .iter()
+            .map(|cds| serde_json::to_value(&cds.status).unwrap())
+            .collect();
+        let ready = statuses.iter().filter(|s| done(s)).count();
+        if list.items.len() == count && ready == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {what}: {ready} of {count}; {:#}",
+            statuses.first().cloned().unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
