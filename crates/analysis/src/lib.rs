@@ -46,6 +46,10 @@
 //!
 //! - A run never blocks its caller: it is a task of its own, its lock is never held across an
 //!   await, and every query has a deadline ([`Provider::query`]'s `timeout`).
+//! - No request is sent to an address the controller's administrator did not allow
+//!   ([`AllowedAddresses`], `run --allow-analysis-address`): the caller checks a plan's
+//!   address before it starts a run, and a refused one is the object's `InvalidSpec`. So a
+//!   Secret of `bearerTokenSecret` or `caSecret` only ever goes to an allowed address.
 //! - A bearer token goes over https only (the CRD's rule and [`AnalysisPlan::new`] both refuse
 //!   it over http) and never appears in a log or a `Debug` output.
 //! - What a status, an event or a log shows of a measurement is bounded (issue 47): a query
@@ -79,6 +83,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod allow;
 mod credentials;
 mod plan;
 mod prometheus;
@@ -87,6 +92,9 @@ mod providers;
 mod run;
 mod spec;
 
+pub use allow::{
+    ALLOW_ENV, ALLOW_FLAG, AddressError, AllowedAddresses, AnalysisAddress, NotAllowed,
+};
 /// The state machine's types in this crate's signatures, for users who take it alone.
 pub use canary_state_machine::{AnalysisVerdict, Measurement, MetricCheck, TemplateValues};
 pub use credentials::CredentialError;

@@ -189,14 +189,13 @@ pub fn tls_config(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, QueryEr
     Ok(config)
 }
 
-/// `<address>/api/v1/query`, for an `http://` or `https://` address.
+/// `<address>/api/v1/query`, for an `http://` or `https://` address, built from the parsed
+/// address the allow-list judges ([`AnalysisAddress`](crate::AnalysisAddress)): a URL that
+/// prefix cannot judge (`user@host`, `?`, `#`) is refused here too.
 pub fn query_uri(address: &str) -> Result<hyper::Uri, QueryError> {
-    if !(address.starts_with("http://") || address.starts_with("https://")) {
-        return Err(QueryError::BadAddress(address.to_owned()));
-    }
-    format!("{}/api/v1/query", address.trim_end_matches('/'))
-        .parse()
-        .map_err(|_| QueryError::BadAddress(address.to_owned()))
+    crate::AnalysisAddress::parse(address)
+        .and_then(|parsed| parsed.query_uri())
+        .map_err(|e| QueryError::BadAddress(cut(&e.to_string(), OUTSIDE_TEXT_BYTES).into_owned()))
 }
 
 /// The form body of an instant query: `query=<promql>`, form-encoded.
@@ -415,8 +414,11 @@ mod tests {
             Ok("https://prom/api/v1/query".to_owned())
         );
         assert_eq!(
-            query_uri("ftp://prom"),
-            Err(QueryError::BadAddress("ftp://prom".to_owned()))
+            query_uri("ftp://prom").map_err(|e| e.to_string()),
+            Err(r#"address "ftp://prom" is not an http:// or https:// URL"#.to_owned())
         );
+        // The request goes where the allow-list looked: never past a `#` or to a `user@host`.
+        assert!(query_uri("http://prom:9090/admin#").is_err());
+        assert!(query_uri("http://prom:9090@evil").is_err());
     }
 }

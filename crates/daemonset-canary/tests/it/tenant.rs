@@ -5,12 +5,15 @@
 //! - Huge errors: 20 objects whose Prometheus answers every query with a JSON error of 1 MiB
 //!   (refused at the 64 KiB answer cap) or just under 64 KiB (read, and cut): the status,
 //!   events and log hold only cut text, and the controller's memory stays flat.
+//! - Addresses: `run --allow-analysis-address` allows one server; an object naming another
+//!   one, or the allowed one behind `user@`, or with a `#`, ends in `InvalidSpec` naming the
+//!   flag, and the servers receive no request but the allowed object's.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use canary_kube_adapter::CanaryDaemonSet;
@@ -26,6 +29,8 @@ use crate::support;
 /// error, and counts the requests.
 struct Hostile {
     requests: AtomicUsize,
+    /// The request line of each request (`POST /path HTTP/1.1`).
+    lines: Mutex<Vec<String>>,
 }
 
 impl Hostile {
@@ -35,6 +40,7 @@ impl Hostile {
         let port = listener.local_addr().unwrap().port();
         let hostile = Arc::new(Hostile {
             requests: AtomicUsize::new(0),
+            lines: Mutex::default(),
         });
         let served = Arc::clone(&hostile);
         let big = error_json(1 << 20);
@@ -45,11 +51,14 @@ impl Hostile {
                 served.requests.fetch_add(1, Ordering::SeqCst);
                 let big = big.clone();
                 let under_cap = under_cap.clone();
+                let served = Arc::clone(&served);
                 std::thread::spawn(move || {
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
                     let mut request = [0u8; 8192];
                     let read = stream.read(&mut request).unwrap_or(0);
                     let head = String::from_utf8_lossy(&request[..read]);
+                    let line = head.lines().next().unwrap_or_default().to_owned();
+                    served.lines.lock().unwrap().push(line);
                     let body = if head.contains(" /big/") {
                         &big
                     } else {
@@ -69,6 +78,10 @@ impl Hostile {
 
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 }
 
@@ -129,9 +142,10 @@ async fn huge_prometheus_errors_are_cut_and_memory_stays_flat() {
     let client = support::client_with_crd(&sim.kubeconfig).await;
     let (hostile, port) = Hostile::start();
     let log_path = sim.dir.join("run.log");
-    let run = support::spawn_run(
+    let run = support::spawn_run_allowing(
         &sim.kubeconfig,
         Stdio::from(std::fs::File::create(&log_path).unwrap()),
+        &[&format!("http://127.0.0.1:{port}")],
     );
     let pid = run.0.id();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
@@ -261,5 +275,110 @@ pub(crate) async fn wait_all(
             statuses.first().cloned().unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analysis_addresses_not_allowed_are_refused_and_never_asked() {
+    let sim = support::serve_sim("tenant-allow", &["--nodes", "2", "--speed", "4"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let (allowed, allowed_port) = Hostile::start();
+    let (other, other_port) = Hostile::start();
+    let _run = support::spawn_run_allowing(
+        &sim.kubeconfig,
+        Stdio::from(std::fs::File::create(sim.dir.join("run.log")).unwrap()),
+        &[&format!("http://127.0.0.1:{allowed_port}/ok")],
+    );
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let refused = [
+        ("other-host", format!("http://127.0.0.1:{other_port}/ok")),
+        (
+            "userinfo",
+            format!("http://127.0.0.1:{allowed_port}@127.0.0.1:{other_port}/ok"),
+        ),
+        (
+            "fragment",
+            format!("http://127.0.0.1:{allowed_port}/ok/admin#"),
+        ),
+        (
+            "sibling-path",
+            format!("http://127.0.0.1:{allowed_port}/okay"),
+        ),
+        (
+            "dot-dot",
+            format!("http://127.0.0.1:{allowed_port}/ok/%2e%2e/admin"),
+        ),
+    ];
+    let ok_address = format!("http://127.0.0.1:{allowed_port}/ok/tenant-a");
+    for (name, address) in refused.iter().chain([&("allowed", ok_address.clone())]) {
+        let object = analysed_object(name, "v1", address, 1);
+        let object: CanaryDaemonSet = serde_json::from_value(object).unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    // The allowed object installs v1, then measures v2 in its pause.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while api
+        .get("allowed")
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.phase)
+        .as_deref()
+        != Some("successful")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the allowed object never installed"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let spec = analysed_object("allowed", "v2", &ok_address, 1)["spec"].clone();
+    api.patch(
+        "allowed",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .unwrap();
+    while allowed.requests() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the allowed address was never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for (name, address) in &refused {
+        let status = api.get(name).await.unwrap().status.unwrap_or_default();
+        let message = status.message.clone().unwrap_or_default();
+        assert_eq!(
+            status.reason.as_deref(),
+            Some("InvalidSpec"),
+            "{name} ({address}): {status:#?}"
+        );
+        assert!(
+            message.contains("spec.analysis.prometheus.address"),
+            "{name}: {message}"
+        );
+        if *name == "other-host" || *name == "sibling-path" {
+            assert!(
+                message.contains("--allow-analysis-address"),
+                "{name}: {message}"
+            );
+        }
+    }
+    // Nothing but the allowed object's queries reached either server.
+    assert_eq!(other.requests(), 0, "{:?}", other.lines());
+    let lines = allowed.lines();
+    assert!(
+        lines
+            .iter()
+            .all(|line| line == "POST /ok/tenant-a/api/v1/query HTTP/1.1"),
+        "{lines:?}"
+    );
+    // No DaemonSet of a refused object was created.
+    let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    for (name, _) in &refused {
+        assert!(daemon_sets.get_opt(name).await.unwrap().is_none(), "{name}");
     }
 }

@@ -184,6 +184,14 @@ impl Harness<'_> {
                 Arc::clone(&self.tokens),
                 self.world.clone(),
             )),
+            // The simulation's Prometheus, over http and https, as an administrator allows it.
+            allowed_analysis_addresses: Arc::new(
+                canary_analysis::AllowedAddresses::from_flags([
+                    "http://prometheus.simulation:9090",
+                    "https://prometheus.simulation:9090",
+                ])
+                .unwrap(),
+            ),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();

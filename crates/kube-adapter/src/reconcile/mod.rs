@@ -172,6 +172,21 @@ impl<'a> Pass<'a> {
             .cloned()
     }
 
+    /// `plan`, when its analysis address (if any) is one the administrator allows; the
+    /// `InvalidSpec` message, naming the flag, otherwise: no query (and no Secret) is sent to an
+    /// address not allowed.
+    fn allowed_analysis(&self, plan: Plan) -> Result<Plan, String> {
+        if let DriverPlan::Pods(pods) = &plan.driver
+            && let Some(analysis) = &pods.analysis
+        {
+            self.ctx
+                .allowed_analysis_addresses
+                .check(&analysis.source.address)
+                .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
+        }
+        Ok(plan)
+    }
+
     /// [`Pass::record`] before anything is decided.
     fn blank_record(&self) -> Transition {
         self.record(&Decision::hold(Phase::Started))
@@ -179,7 +194,7 @@ impl<'a> Pass<'a> {
 
     async fn run(&self) -> Result<Action, Error> {
         // Read.
-        let mut plan = match plan(self.cds) {
+        let mut plan = match plan(self.cds).and_then(|plan| self.allowed_analysis(plan)) {
             Ok(plan) => plan,
             Err(message) => {
                 self.ctx.memory.stop_analysis(self.cds);
