@@ -280,7 +280,11 @@ fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) ->
             let previous = observation.previous.filter(|previous| {
                 !(previous.phase == Phase::Failed
                     && match previous.failure {
-                        Some(FailureReason::InvalidStrategy | FailureReason::InvalidSpec) => true,
+                        Some(
+                            FailureReason::InvalidStrategy
+                            | FailureReason::InvalidSpec
+                            | FailureReason::DaemonSetClaimed,
+                        ) => true,
                         Some(FailureReason::UnexpectedState) => fixed,
                         _ => false,
                     })

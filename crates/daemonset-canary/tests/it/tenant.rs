@@ -8,6 +8,10 @@
 //! - Addresses: `run --allow-analysis-address` allows one server; an object naming another
 //!   one, or the allowed one behind `user@`, or with a `#`, ends in `InvalidSpec` naming the
 //!   flag, and the servers receive no request but the allowed object's.
+//! - Claims: a second CanaryDaemonSet naming a DaemonSet another one drives (the case:
+//!   the first held on its canary by an approval gate, the second a `workloadRef` with one
+//!   `nodes: 100%` step) fails with `DaemonSetClaimed` and no pod is deleted; on a DaemonSet
+//!   someone else owns, the claim is an annotation, and it passes on when the first is deleted.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -381,4 +385,222 @@ async fn analysis_addresses_not_allowed_are_refused_and_never_asked() {
     for (name, _) in &refused {
         assert!(daemon_sets.get_opt(name).await.unwrap().is_none(), "{name}");
     }
+}
+
+/// A Pods-driver object `name` (and its own DaemonSet) at `version` with `steps`.
+fn pods_object(name: &str, version: &str, steps: serde_json::Value) -> serde_json::Value {
+    let mut manifest = analysed_object(name, version, "http://unused.invalid", 1);
+    manifest["spec"].as_object_mut().unwrap().remove("analysis");
+    manifest["spec"]["strategy"]["steps"] = steps;
+    manifest
+}
+
+/// A CanaryDaemonSet driving the DaemonSet `daemon_set` it does not own, in one step.
+fn workload_object(name: &str, daemon_set: &str, version: &str) -> CanaryDaemonSet {
+    serde_json::from_value(json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "workloadRef": {"name": daemon_set},
+            "target": {"version": version},
+            "strategy": {"driver": "Pods", "steps": [{"nodes": "100%"}]}
+        }
+    }))
+    .unwrap()
+}
+
+/// The UIDs of the pods labelled `app.kubernetes.io/name=app`, and how many run `version`.
+async fn pods_of(client: &kube::Client, app: &str, version: &str) -> (Vec<String>, usize) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
+        .await
+        .unwrap();
+    let mut uids: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    uids.sort();
+    let on_version = list
+        .items
+        .iter()
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|image| image.ends_with(&format!(":{version}")))
+        })
+        .count();
+    (uids, on_version)
+}
+
+async fn wait_status(
+    api: &Api<CanaryDaemonSet>,
+    name: &str,
+    what: &str,
+    done: impl Fn(&canary_kube_adapter::crd::CanaryDaemonSetStatus) -> bool,
+) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let status = api
+            .get_opt(name)
+            .await
+            .unwrap()
+            .and_then(|cds| cds.status)
+            .unwrap_or_default();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} never {what}: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_deletes_nothing() {
+    use canary_kube_adapter::claim::CLAIM_ANNOTATION;
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    let sim = support::serve_sim("tenant-claim", &["--nodes", "4", "--speed", "4"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let _run = support::spawn_run(
+        &sim.kubeconfig,
+        Stdio::from(std::fs::File::create(sim.dir.join("run.log")).unwrap()),
+    );
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let phase_is = |phase: &'static str| {
+        move |s: &canary_kube_adapter::crd::CanaryDaemonSetStatus| s.phase.as_deref() == Some(phase)
+    };
+
+    // The case: the first holds its rollout on the canary with an approval gate.
+    let steps = json!([{"nodes": "1"}, {"pause": {}}]);
+    let first: CanaryDaemonSet =
+        serde_json::from_value(pods_object("first", "v1", steps.clone())).unwrap();
+    api.create(&PostParams::default(), &first).await.unwrap();
+    wait_status(&api, "first", "installed", phase_is("successful")).await;
+    let spec = pods_object("first", "v2", steps)["spec"].clone();
+    api.patch(
+        "first",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let held = loop {
+        let (uids, on_v2) = pods_of(&client, "first", "v2").await;
+        if on_v2 == 1 && uids.len() == 4 {
+            break uids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the canary never ran v2: {on_v2} of {}",
+            uids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    wait_status(&api, "first", "paused", phase_is("paused")).await;
+    api.create(
+        &PostParams::default(),
+        &workload_object("second", "first", "v2"),
+    )
+    .await
+    .unwrap();
+    let refused = wait_status(&api, "second", "refused", |s| {
+        s.reason.as_deref() == Some("DaemonSetClaimed")
+    })
+    .await;
+    let message = refused.message.unwrap_or_default();
+    assert!(
+        message.contains("CanaryDaemonSet default/first") || message.contains("/first ("),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pods_of(&client, "first", "v2").await.0,
+        held,
+        "a pod of first was deleted"
+    );
+    let ds = daemon_sets.get("first").await.unwrap();
+    assert!(
+        !ds.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(CLAIM_ANNOTATION)
+    );
+
+    // A DaemonSet someone else owns: the first workloadRef claims it with an annotation, the
+    // second is refused, and the claim passes on when the first is deleted.
+    let shared: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "shared", "namespace": NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "shared"}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "shared"}},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "agent", "image": "registry.example/node-agent:v1"}]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    daemon_sets
+        .create(&PostParams::default(), &shared)
+        .await
+        .unwrap();
+    let a = api
+        .create(
+            &PostParams::default(),
+            &workload_object("gitops-a", "shared", "v1"),
+        )
+        .await
+        .unwrap();
+    let claim_of = |ds: DaemonSet| {
+        ds.metadata
+            .annotations
+            .unwrap_or_default()
+            .get(CLAIM_ANNOTATION)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let a_claim = format!("{NAMESPACE}/gitops-a/{}", a.metadata.uid.clone().unwrap());
+    while claim_of(daemon_sets.get("shared").await.unwrap()) != a_claim {
+        assert!(Instant::now() < deadline, "gitops-a never claimed shared");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let b = api
+        .create(
+            &PostParams::default(),
+            &workload_object("gitops-b", "shared", "v1"),
+        )
+        .await
+        .unwrap();
+    let refused = wait_status(&api, "gitops-b", "refused", |s| {
+        s.reason.as_deref() == Some("DaemonSetClaimed")
+    })
+    .await;
+    assert!(refused.message.unwrap_or_default().contains("gitops-a"));
+    api.delete("gitops-a", &Default::default()).await.unwrap();
+    let b_claim = format!("{NAMESPACE}/gitops-b/{}", b.metadata.uid.clone().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while claim_of(daemon_sets.get("shared").await.unwrap()) != b_claim {
+        assert!(
+            Instant::now() < deadline,
+            "the claim never passed on to gitops-b"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    wait_status(&api, "gitops-b", "no longer refused", |s| {
+        s.reason.as_deref() != Some("DaemonSetClaimed")
+    })
+    .await;
 }

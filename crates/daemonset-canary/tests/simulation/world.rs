@@ -126,6 +126,12 @@ pub enum Invariant {
     ///     with a 422, and leaves the stored spec as it was; the undecodable object stored
     ///     beside (as an older API server admitted it) is the accepted kind of bad object.
     RefusedWritesChangeNothing,
+    /// 28. One DaemonSet, one driver (issue 47): a second CanaryDaemonSet that names the
+    ///     scenario's DaemonSet (`workloadRef`, one `nodes: 100%` step), created once the first
+    ///     holds its claim, is only ever `failed` with `DaemonSetClaimed` (a pass that wrote or
+    ///     deleted anything for it would have left another status), and the DaemonSet's claim
+    ///     annotation never names it.
+    OneDriverPerDaemonSet,
 }
 
 impl Invariant {
@@ -159,6 +165,7 @@ impl Invariant {
             Invariant::NoWedgeExit => "25 no-wedge-exit",
             Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
+            Invariant::OneDriverPerDaemonSet => "28 one-driver-per-daemon-set",
         }
     }
 }
@@ -208,6 +215,8 @@ pub struct Exercised {
     pub bad_objects: u64,
     /// Bad writes the API refused (invariant 27).
     pub refused_writes: u64,
+    /// Rival CanaryDaemonSets created (invariant 28).
+    pub rivals: u64,
     /// Pods the controller deleted (Pods driver).
     pub pod_deletions: u64,
     /// Promotions the harness made (Pods driver).

@@ -251,6 +251,7 @@ async fn run_controller(
         revisions,
         nodes,
         workloads: workloads.clone(),
+        canary_daemon_sets: cds_store.clone(),
     };
     let ctx = context(client.clone(), config, caches, ledger);
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();

@@ -78,6 +78,8 @@ pub struct Caches {
     pub nodes: OwnerIndex<CachedNode>,
     /// The watches of DaemonSets someone else owns (`spec.workloadRef`).
     pub workloads: Arc<WorkloadWatches>,
+    /// The CanaryDaemonSets: whether a DaemonSet's claimant is alive ([`crate::claim`]).
+    pub canary_daemon_sets: Store<crate::CanaryDaemonSet>,
 }
 
 impl Caches {
