@@ -158,7 +158,7 @@ fn check_hold(u: &mut Unstructured<'_>, strategy: &Strategy, observation: &Obser
         },
     );
     let kind = decision.write.map(|write| write.kind);
-    let announced = decision.hold_event.as_ref().map(|event| event.reason);
+    let announced = decision.hold_event().map(|event| event.reason);
     assert_eq!(decision.held, held);
     if held {
         assert_eq!(announced, (!hold_recorded).then_some(event_reason::PAUSED));
@@ -179,7 +179,7 @@ fn check_hold(u: &mut Unstructured<'_>, strategy: &Strategy, observation: &Obser
             assert_eq!((decision.phase, decision.write), (unheld.phase, None));
         } else {
             assert_eq!(decision.phase, Phase::Paused);
-            assert!(!decision.done && !decision.record_generation);
+            assert!(!decision.done && !decision.action.record_generation);
         }
     } else {
         assert_eq!(announced, hold_recorded.then_some(event_reason::RESUMED));
@@ -231,7 +231,7 @@ pub fn decide(data: &[u8]) {
     assert_eq!(decision.phase == Phase::Failed, decision.failure.is_some());
     assert_eq!(decision.phase == Phase::Failed, decision.error.is_some());
     assert!(!decision.done || decision.phase == Phase::Successful);
-    assert!(!decision.record_generation || decision.write.is_some());
+    assert!(!decision.action.record_generation || decision.write.is_some());
     assert_ne!(kind, Some(WriteKind::Create), "only decide_create creates");
     assert_ne!(decision.failure, Some(FailureReason::InvalidSpec));
     if decision.failure.is_some() {
@@ -245,8 +245,8 @@ pub fn decide(data: &[u8]) {
 
     let flags = SyncFlags::of(&strategy, &observation);
     assert_eq!(decision.drifted, drifted);
-    assert_eq!(decision.quiet, !flags.any() && !drifted);
-    if decision.quiet {
+    assert_eq!(decision.action.quiet, !flags.any() && !drifted);
+    if decision.action.quiet {
         assert!(decision.done && decision.write.is_none());
     }
     let reverts = drifted && strategy.drift_policy == DriftPolicy::Revert;

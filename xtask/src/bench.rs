@@ -5,10 +5,10 @@
 //! The full run checks the goals of issues 10 and 20 (the harness's `--check-goals`): the
 //! report is saved and printed either way, the missed goals are listed at its end, and the
 //! command fails when one is missed. It also draws the demo's wall time against the nodes
-//! (`target/bench/demo-wall.svg`). CI only runs `--smoke`, tiny sizes in the dev profile, which
-//! checks that the harness works and asserts no figure. `--real-cluster` adds the real control
-//! plane of `cargo xtask cluster` (not in CI: minutes per size). docs/benchmarks.md explains
-//! every figure.
+//! (`target/bench/demo-wall.svg`). CI only runs `--smoke`, tiny sizes in the tests' profile
+//! (`ci`), which checks that the harness works and asserts no figure. `--real-cluster` adds the
+//! real control plane of `cargo xtask cluster` (not in CI: minutes per size).
+//! docs/benchmarks.md explains every figure.
 
 mod plot;
 
@@ -20,7 +20,8 @@ use xshell::{Shell, cmd};
 /// Options of `cargo xtask bench`.
 #[derive(clap::Args, Default)]
 pub struct BenchArgs {
-    /// A tiny run in the dev profile (what CI runs): checks the harness, measures nothing useful.
+    /// A tiny run in the tests' profile (what CI runs): checks the harness, measures nothing
+    /// useful.
     #[arg(long)]
     smoke: bool,
     /// The real-control-plane row instead of the usual run: for each size of
@@ -75,16 +76,17 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let sh = Shell::new()?;
     let cargo = cargo();
     // The controller process is measured as the image ships it (Dockerfile): without the
-    // simulator, in the `dist` profile; the smoke run builds that variant in the dev profile.
+    // simulator, in the `dist` profile; the smoke run builds that variant in the tests' profile,
+    // whose dependencies CI's test step has built already.
     let (profile, controller_profile) = if args.smoke {
-        ("dev", "dev")
+        (crate::PROFILE, crate::PROFILE)
     } else {
         ("release", "dist")
     };
     let out_dir = target_dir().join("bench");
     // Private copies: other builds sharing the target directory overwrite target/<profile>/
     // daemonset-canary at any time, possibly with a binary built from other sources (and the
-    // two variants of the dev profile share that path).
+    // two variants of the smoke run's profile share that path).
     let bin_dir = out_dir.join(format!("bin-{}", std::process::id()));
     std::fs::create_dir_all(&bin_dir)
         .with_context(|| format!("cannot create {}", bin_dir.display()))?;

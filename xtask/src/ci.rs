@@ -2,7 +2,7 @@
 //!
 //! Adding a step is one line in [`STEPS`].
 
-use crate::{cargo, tools};
+use crate::{PROFILE, cargo, tools};
 use anyhow::{Result, bail};
 use std::time::{Duration, Instant};
 use xshell::{Shell, cmd};
@@ -44,12 +44,12 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "clippy",
-        what: "clippy, all targets, -D warnings; the controller without the simulator",
+        what: "clippy, all targets, -D warnings; the controller without the simulator (ci profile)",
         run: clippy,
     },
     Step {
         name: "test",
-        what: "all tests (nextest) and doc tests",
+        what: "all tests (nextest) and doc tests, in the ci profile",
         run: test,
     },
     Step {
@@ -80,8 +80,13 @@ const STEPS: &[Step] = &[
         run: |_| crate::e2e::run(&crate::e2e::E2eArgs::default()),
     },
     Step {
+        name: "chaos",
+        what: "faults on the real control plane mid-rollout, judged by the audit log (cargo xtask chaos)",
+        run: |_| crate::chaos::run(&crate::chaos::ChaosArgs::ci()),
+    },
+    Step {
         name: "bench-build",
-        what: "benches compile (dev profile)",
+        what: "benches compile (ci profile)",
         run: bench_build,
     },
     Step {
@@ -206,15 +211,18 @@ fn fmt(sh: &Shell) -> Result<()> {
 
 fn clippy(sh: &Shell) -> Result<()> {
     let cargo = cargo();
+    // In the tests' profile: the build scripts and proc macros clippy compiles are then the
+    // ones the test step uses (a check of the dependencies themselves is the same at any
+    // opt-level).
     cmd!(
         sh,
-        "{cargo} clippy --workspace --all-targets --locked -- -D warnings"
+        "{cargo} clippy --workspace --all-targets --locked --profile {PROFILE} -- -D warnings"
     )
     .run()?;
     // The controller as the image builds it (Dockerfile): without the simulator feature.
     cmd!(
         sh,
-        "{cargo} clippy -p daemonset-canary --no-default-features --lib --bins --locked -- -D warnings"
+        "{cargo} clippy -p daemonset-canary --no-default-features --lib --bins --locked --profile {PROFILE} -- -D warnings"
     )
     .run()?;
     Ok(())
@@ -241,11 +249,15 @@ fn test(sh: &Shell) -> Result<()> {
     let test_threads = test_threads().to_string();
     cmd!(
         sh,
-        "{cargo} nextest run --workspace --locked --no-fail-fast --test-threads {test_threads}"
+        "{cargo} nextest run --workspace --locked --cargo-profile {PROFILE} --no-fail-fast --test-threads {test_threads}"
     )
     .run()?;
     // nextest does not run doc tests.
-    cmd!(sh, "{cargo} test --workspace --locked --doc").run()?;
+    cmd!(
+        sh,
+        "{cargo} test --workspace --locked --profile {PROFILE} --doc"
+    )
+    .run()?;
     Ok(())
 }
 
@@ -261,7 +273,11 @@ fn test_threads() -> usize {
 fn doc(sh: &Shell) -> Result<()> {
     let cargo = cargo();
     let _deny = sh.push_env("RUSTDOCFLAGS", "-D warnings");
-    cmd!(sh, "{cargo} doc --workspace --no-deps --locked").run()?;
+    cmd!(
+        sh,
+        "{cargo} doc --workspace --no-deps --locked --profile {PROFILE}"
+    )
+    .run()?;
     Ok(())
 }
 
@@ -299,8 +315,13 @@ fn package(sh: &Shell) -> Result<()> {
 
 fn bench_build(sh: &Shell) -> Result<()> {
     let cargo = cargo();
-    // The dev profile compiles the bench targets against the artifacts the tests already built;
-    // `cargo bench --no-run` would rebuild the whole tree with optimisations for no extra check.
-    cmd!(sh, "{cargo} build --workspace --benches --locked").run()?;
+    // The tests' profile compiles the bench targets against the artifacts the tests already
+    // built; `cargo bench --no-run` would rebuild the whole tree with optimisations for no extra
+    // check.
+    cmd!(
+        sh,
+        "{cargo} build --workspace --benches --locked --profile {PROFILE}"
+    )
+    .run()?;
     Ok(())
 }

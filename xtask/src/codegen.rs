@@ -8,7 +8,7 @@
 //! `deploy/prometheus/prometheus_rule.yaml` (a chart cannot read files outside itself).
 //! With `--check` nothing is written and a difference fails, naming the command that fixes it.
 
-use crate::cargo;
+use crate::{PROFILE, cargo};
 use anyhow::{Context, Result, bail};
 use xshell::{Shell, cmd};
 
@@ -42,7 +42,7 @@ pub fn run(args: &CodegenArgs) -> Result<()> {
     let cargo = cargo();
     let crd = cmd!(
         sh,
-        "{cargo} run --quiet --locked -p daemonset-canary -- crd"
+        "{cargo} run --quiet --locked --profile {PROFILE} -p daemonset-canary -- crd"
     )
     .read()
     .context("`daemonset-canary crd` failed")?;

@@ -169,11 +169,14 @@ pub fn run(args: &E2eArgs) -> Result<()> {
 
 fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result<()> {
     let cargo = cargo();
-    // The same dev-profile binary the test target is built against.
+    // The binary the test targets are built against: the same profile (`cargo test --profile
+    // ci` below), so `CARGO_BIN_EXE_daemonset-canary` in the tests is this very file.
     let status = Command::new(&cargo)
         .args([
             "build",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--bin",
@@ -182,11 +185,12 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &E2eArgs) -> Result
         .status()
         .context("cannot run cargo build")?;
     if !status.success() {
-        bail!("cargo build -p daemonset-canary failed");
+        bail!(
+            "cargo build --profile {} -p daemonset-canary failed",
+            crate::PROFILE
+        );
     }
-    let binary = crate::tools::target_dir()?
-        .join("debug")
-        .join("daemonset-canary");
+    let binary = crate::ci_binary()?;
     let mut failed: Vec<String> = Vec::new();
     let mut suite = |name: &str, result: Result<()>| {
         if let Err(error) = result {
@@ -311,6 +315,8 @@ fn list_tests(cargo: &str) -> Result<Vec<String>> {
         .args([
             "test",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--test",
@@ -346,6 +352,8 @@ fn test_command(
     test.args([
         "test",
         "--locked",
+        "--profile",
+        crate::PROFILE,
         "-p",
         "daemonset-canary",
         "--test",
@@ -403,6 +411,8 @@ fn run_kubevirt_suite(layout: &Layout, args: &E2eArgs, binary: &Path) -> Result<
         test.args([
             "test",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--test",

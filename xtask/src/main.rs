@@ -8,6 +8,7 @@
 //! xtask and one from a terminal reuse each other's artifacts.
 
 mod bench;
+mod chaos;
 mod ci;
 mod cluster;
 mod codegen;
@@ -18,6 +19,7 @@ mod fuzz;
 mod kubevirt;
 mod soak;
 mod tools;
+mod traces;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -54,6 +56,10 @@ enum Command {
     /// Deterministic simulation on many seeds (up to 500 nodes) with a progress bar; prints
     /// the seeds, rollouts, faults and restarts exercised.
     Soak(soak::SoakArgs),
+    /// Request traces of the deterministic simulation: `traces record --out DIR [--seeds 200]`
+    /// writes every request of each seed; `traces compare BASE CHANGED` names the seeds that
+    /// differ and their first differing request (a change of no behaviour shows none).
+    Traces(traces::TracesArgs),
     /// Every cargo-fuzz target of fuzz/ for --seconds each (nightly and cargo-fuzz needed),
     /// seeded from testdata/ and deploy/examples/; fails on a crash or a timeout.
     Fuzz(fuzz::FuzzArgs),
@@ -64,6 +70,10 @@ enum Command {
     /// The end-to-end suite: `cluster up` with 50 nodes (or the running cluster), the CRD, the
     /// real `daemonset-canary run`, then crates/daemonset-canary/tests/e2e/ against them.
     E2e(e2e::E2eArgs),
+    /// Faults on the real control plane with the controller mid-rollout (API server, etcd,
+    /// compaction, the controller killed in each phase, a slow and lossy API server), judged by
+    /// the audit log; prints the table of docs/reliability.md.
+    Chaos(chaos::ChaosArgs),
     /// KubeVirt's real virt-operator, built from its release, on the running local cluster:
     /// `kubevirt up`, `kubevirt upgrade --to VERSION`, `kubevirt status`, `kubevirt down`.
     Kubevirt(kubevirt::KubeVirtArgs),
@@ -109,9 +119,11 @@ fn run(cli: Cli) -> Result<()> {
         Command::LintDeploy(args) => deploy::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::Traces(args) => traces::run(&args),
         Command::Fuzz(args) => fuzz::run(&args),
         Command::Cluster(args) => cluster::run(&args),
         Command::E2e(args) => e2e::run(&args),
+        Command::Chaos(args) => chaos::run(&args),
         Command::Kubevirt(args) => kubevirt::run(&args),
     }
 }
@@ -140,6 +152,17 @@ fn workspace_root() -> Result<PathBuf> {
 /// The cargo that invoked us, so nested calls use the same toolchain.
 pub(crate) fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// The cargo profile of the tests and of every build xtask makes for them (Cargo.toml: dev with
+/// optimized dependencies). One profile for all, so that `cargo xtask ci` builds each dependency
+/// once, and a test that runs the binary (`CARGO_BIN_EXE_daemonset-canary`) runs the one the
+/// commands here built: both live in `target/ci/`.
+pub(crate) const PROFILE: &str = "ci";
+
+/// `target/ci/daemonset-canary`: the binary `cargo build --profile ci -p daemonset-canary` makes.
+pub(crate) fn ci_binary() -> Result<PathBuf> {
+    Ok(tools::target_dir()?.join(PROFILE).join("daemonset-canary"))
 }
 
 /// The variables `cargo run` set for xtask itself (its manifest and package), which the commands

@@ -26,7 +26,8 @@ pub struct SoakArgs {
     /// Seeds run at once (default: the test picks, at most 4).
     #[arg(long)]
     threads: Option<usize>,
-    /// Build in the dev profile instead of release (slower seeds, faster build).
+    /// Build in the tests' profile (`ci`: dev with optimized dependencies) instead of release
+    /// (slower seeds, no build beyond the tests' own).
     #[arg(long)]
     debug: bool,
     /// Also run the CanaryDaemonSet spec fuzzers with this many cases per property.
@@ -45,7 +46,7 @@ pub fn run(args: &SoakArgs) -> Result<()> {
 
 fn profile_args(args: &SoakArgs) -> Vec<&'static str> {
     if args.debug {
-        Vec::new()
+        vec!["--profile", crate::PROFILE]
     } else {
         vec!["--release"]
     }

@@ -2,7 +2,8 @@
 //!
 //! `/readyz` answers 200 while [`Health::not_ready`] has nothing to say (the process started,
 //! no watcher keeps failing, a leader's caches listed; a standby is ready, it only waits for the
-//! lease); `/healthz` answers 200 while the reconcile loop is not wedged ([`Health::wedged`]).
+//! lease); `/healthz` answers 200 while the reconcile loop is not wedged and no watcher has
+//! failed for minutes ([`Health::not_alive`]).
 //! Otherwise both answer 503 with the reason.
 //!
 //! # Invariants
@@ -142,9 +143,9 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
                 &format!("cannot encode metrics: {error}\n"),
             ),
         },
-        "/healthz" => match state.health.wedged() {
+        "/healthz" => match state.health.not_alive() {
             None => text(StatusCode::OK, "ok\n"),
-            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("wedged: {why}\n")),
+            Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("{why}\n")),
         },
         "/readyz" => match state.health.not_ready() {
             None => text(StatusCode::OK, "ready\n"),

@@ -13,7 +13,7 @@ pub use nodes::{NodeRow, node_ledger, render_nodes};
 use crate::format::{age, count, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
-use canary_state_machine::Driver;
+use canary_state_machine::{Driver, Phase};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use std::fmt::Write;
@@ -46,7 +46,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     field(&mut out, "DaemonSet", &daemon_set);
     field(&mut out, "Target", &target(cds));
     field(&mut out, "Strategy", &strategy_line(cds));
-    let phase = status.phase.as_deref().unwrap_or("pending");
+    let phase = Phase::name_or_pending(status.phase);
     let since = status
         .phase_start_time
         .as_ref()
@@ -55,13 +55,13 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     field(
         &mut out,
         "Phase",
-        &format!("{} {phase}{since}", symbol(phase)),
+        &format!("{} {phase}{since}", symbol(status.phase)),
     );
     if let Some(hold) = hold_line(cds, &status) {
         field(&mut out, "Held", &hold);
     }
-    if let Some(reason) = status.reason.as_deref().filter(|r| !r.is_empty()) {
-        field(&mut out, "Reason", reason);
+    if let Some(reason) = status.reason {
+        field(&mut out, "Reason", reason.as_str());
     }
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
         field(&mut out, "Message", message);
@@ -138,7 +138,7 @@ fn steps(out: &mut String, cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus
             ""
         }
     );
-    let at_rest = matches!(status.phase.as_deref(), Some("successful" | "rolledBack"));
+    let at_rest = status.phase.is_some_and(Phase::is_at_rest);
     for (index, step) in plan.steps().iter().enumerate() {
         let index = u32::try_from(index).unwrap_or(u32::MAX);
         let mark = if index < current || at_rest {
@@ -270,13 +270,13 @@ fn generations(cds: &CanaryDaemonSet) -> String {
     text
 }
 
-fn symbol(phase: &str) -> &'static str {
+fn symbol(phase: Option<Phase>) -> &'static str {
     match phase {
-        "successful" => "✔",
-        "rolledBack" => "↺",
-        "failed" => "✖",
-        "pending" => "…",
-        _ => "◌",
+        Some(Phase::Successful) => "✔",
+        Some(Phase::RolledBack) => "↺",
+        Some(Phase::Failed) => "✖",
+        None => "…",
+        Some(_) => "◌",
     }
 }
 
@@ -432,7 +432,7 @@ pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timesta
             [
                 cds.metadata.namespace.clone().unwrap_or_default(),
                 cds.metadata.name.clone().unwrap_or_default(),
-                status.phase.clone().unwrap_or_else(|| "pending".to_owned()),
+                Phase::name_or_pending(status.phase).to_owned(),
                 step,
                 format!("{}/{}", status.updated_ready, status.desired),
                 status

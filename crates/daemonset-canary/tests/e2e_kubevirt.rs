@@ -835,7 +835,7 @@ impl Copy {
             let cds = self.canaries().get(HANDLER).await.unwrap();
             let status = cds.status.clone().unwrap_or_default();
             if status.observed_generation >= Some(generation)
-                && let Some(phase) = status.phase.as_deref()
+                && let Some(phase) = status.phase_name()
                 && phases.contains(&phase)
             {
                 return phase.to_owned();

@@ -30,6 +30,8 @@ mod plan;
 mod prometheus;
 #[path = "simulation/recorder.rs"]
 mod recorder;
+#[path = "simulation/requests.rs"]
+mod requests;
 #[path = "simulation/rng.rs"]
 mod rng;
 #[path = "simulation/run.rs"]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use canary_state_machine::{Compatibility, DriftPolicy, Driver, OnFailure};
+use canary_state_machine::{Compatibility, DriftPolicy, Driver, FailureReason, OnFailure, Phase};
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::{ApiResource, DynamicObject};
@@ -40,7 +40,7 @@ pub const NAME_IS_A_LABEL_VALUE_RULE: &str = "size(self.metadata.name) <= 63";
 /// pause step once (`full@STAMP`: skips every remaining step and pause, see
 /// [`promotion_asked`]); the status remembers the value acted on (`status.promotion`).
 /// `kubectl annotate cds NAME canary.daemonset.dev/promote=$(date +%s) --overwrite`.
-pub const PROMOTE_ANNOTATION: &str = "canary.daemonset.dev/promote";
+pub const PROMOTE_ANNOTATION: &str = canary_state_machine::Verb::Promote.annotation();
 
 /// The prefix of a [`PROMOTE_ANNOTATION`] value that asks for a full promotion.
 pub const FULL_PROMOTION_PREFIX: &str = "full@";
@@ -60,25 +60,25 @@ pub fn promotion_asked(mark: &str) -> canary_state_machine::Promotion {
 /// MaxUnavailable driver puts a rollout under way on `OnDelete` until then); removing it
 /// resumes. The status records that the hold was acted on (`status.held`).
 /// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
-pub const PAUSE_ANNOTATION: &str = "canary.daemonset.dev/paused";
+pub const PAUSE_ANNOTATION: &str = canary_state_machine::Verb::Pause.annotation();
 
 /// The annotation that retries a failed rollout (the `retry` verb, both drivers): a new
 /// non-empty value starts it again from its first step, toward the same revision, once; the
 /// status remembers the value acted on (`status.retry`), whatever the phase was.
 /// `kubectl annotate cds NAME canary.daemonset.dev/retry=$(date +%s) --overwrite`.
-pub const RETRY_ANNOTATION: &str = "canary.daemonset.dev/retry";
+pub const RETRY_ANNOTATION: &str = canary_state_machine::Verb::Retry.annotation();
 
 /// The annotation that aborts a rollout (the `abort` verb): a new non-empty value rolls the
 /// DaemonSet back to the last revision that finished `successful`, once; the status remembers
 /// the value acted on (`status.history.abort`).
 /// `kubectl annotate cds NAME canary.daemonset.dev/abort=$(date +%s) --overwrite`.
-pub const ABORT_ANNOTATION: &str = "canary.daemonset.dev/abort";
+pub const ABORT_ANNOTATION: &str = canary_state_machine::Verb::Abort.annotation();
 
 /// The annotation that rolls out an earlier revision (the `undo` verb): `N@STAMP` rolls out
 /// revision `N`, `previous@STAMP` the one before the current; a new value is acted on once and
 /// remembered (`status.history.undo`). The rollout is supervised like any other (canary first).
 /// `kubectl annotate cds NAME canary.daemonset.dev/undo=1@$(date +%s) --overwrite`.
-pub const UNDO_ANNOTATION: &str = "canary.daemonset.dev/undo";
+pub const UNDO_ANNOTATION: &str = canary_state_machine::Verb::Undo.annotation();
 
 /// The revisions remembered by default (`spec.revisionHistoryLimit`).
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
@@ -473,11 +473,21 @@ impl Default for TlsMigrationSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CanaryDaemonSetStatus {
     /// `started`, `canary`, `increasing`, `waiting`, `successful` or `failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub phase: Option<Phase>,
     /// Machine-readable reason of the phase (a failure reason when failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub reason: Option<FailureReason>,
     /// Human-readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -624,6 +634,16 @@ pub struct RevisionPods {
 }
 
 impl CanaryDaemonSetStatus {
+    /// The phase's name, as the status spells it (for messages, logs and tests).
+    pub fn phase_name(&self) -> Option<&'static str> {
+        self.phase.map(Phase::as_str)
+    }
+
+    /// The reason's name, as the status spells it (for messages, logs and tests).
+    pub fn reason_name(&self) -> Option<&'static str> {
+        self.reason.map(FailureReason::as_str)
+    }
+
     /// The fields a status may leave out, by their JSON names.
     pub const OPTIONAL_FIELDS: [&'static str; 31] = [
         "phase",
@@ -745,6 +765,18 @@ impl CanaryDaemonSet {
             .or_else(|| self.metadata.name.clone())
             .unwrap_or_default()
     }
+}
+
+/// A value of the state machine's vocabulary (a phase, a failure reason) that reads as absent
+/// when the stored text is none of its names: a status written by hand, or by a version that
+/// knew other names, decodes, and the pass decides as without it (as the text it was).
+pub(crate) fn lenient<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: std::str::FromStr,
+{
+    let text = Option::<String>::deserialize(deserializer)?;
+    Ok(text.and_then(|text| text.parse().ok()))
 }
 
 /// A list a merge patch cleared (`null`) reads as empty, as the API server stores it.

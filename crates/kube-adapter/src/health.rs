@@ -1,12 +1,21 @@
 //! Whether the running controller is ready and alive, for `/readyz` and `/healthz`.
 //!
 //! - **Ready**: the process has started (the binary's preflight passed, [`Health::set_started`]),
-//!   no watcher has been failing for longer than [`Health::watch_grace`], and, while this
-//!   replica leads, its caches have listed once. A standby replica is ready: it only waits for
-//!   the lease.
-//! - **Alive**: the reconcile loop is not wedged: no trigger has waited longer than
-//!   [`Health::wedge_timeout`] without the controller finishing any work, and no pass has run
-//!   that long. A wedged leader stops and gives up its Lease (see `controller::run`).
+//!   no watcher has been failing for longer than [`Health::watch_grace`], the Lease (with
+//!   leader election) has not been out of reach that long either, and, while this replica
+//!   leads, its caches have listed once. A standby replica is ready while it reaches the Lease:
+//!   it only waits for it.
+//! - **Alive** ([`Health::not_alive`]): the reconcile loop is not wedged (no trigger has waited
+//!   longer than [`Health::wedge_timeout`] without the controller finishing any work, and no
+//!   pass has run that long; a wedged leader stops and gives up its Lease, see
+//!   `controller::run`), and no watcher has been failing for longer than
+//!   [`Health::watch_liveness`]: a controller that cannot see the cluster for that long is
+//!   restarted by its liveness probe, in case what holds it is in the process. An API server
+//!   outage of a minute makes the replica not ready, never not alive.
+//!
+//! A watcher fails from a failed request until it delivers something again: with
+//! `trigger::relisting_watcher`, every failure but a broken stream is followed by a list, so a
+//! watcher that works again says so with the list's items, even on a quiet resource.
 //!
 //! Cheap to clone (shared), updated from the watch streams and the controller's output.
 //!
@@ -26,6 +35,8 @@ use tokio::time::Instant;
 struct State {
     /// Per watched resource: since when its watcher has been failing without a success.
     failing_since: HashMap<&'static str, Instant>,
+    /// Since when every attempt on the Lease has failed (leader election only).
+    lease_failing_since: Option<Instant>,
     /// The oldest trigger that no finished piece of work has followed yet.
     oldest_waiting_trigger: Option<Instant>,
     /// Start times of the passes running now.
@@ -49,6 +60,8 @@ pub struct Health {
     pub watch_grace: Duration,
     /// How long work may wait (or a pass may run) before the loop counts as wedged.
     pub wedge_timeout: Duration,
+    /// How long a watcher may fail before the replica is not alive.
+    pub watch_liveness: Duration,
 }
 
 impl Default for Health {
@@ -57,6 +70,9 @@ impl Default for Health {
             shared: Arc::default(),
             watch_grace: Duration::from_secs(30),
             wedge_timeout: Duration::from_secs(300),
+            // Six times the readiness grace: an API server restart or a minute-long outage
+            // (watchers retry every 16 s at most) is far inside it.
+            watch_liveness: Duration::from_secs(180),
         }
     }
 }
@@ -118,6 +134,18 @@ impl Health {
         }
     }
 
+    /// An attempt to read or renew the Lease failed (no answer, or an error).
+    pub fn lease_failed(&self) {
+        self.lock()
+            .lease_failing_since
+            .get_or_insert_with(Instant::now);
+    }
+
+    /// The API server answered an attempt on the Lease (whoever holds it).
+    pub fn lease_answered(&self) {
+        self.lock().lease_failing_since = None;
+    }
+
     /// A trigger reached the controller's queue.
     pub fn triggered(&self) {
         self.lock()
@@ -160,11 +188,44 @@ impl Health {
             failing.sort_unstable();
             return Some(format!("watches failing: {}", failing.join(", ")));
         }
+        if let Some(since) = state.lease_failing_since
+            && since.elapsed() > self.watch_grace
+        {
+            return Some(format!(
+                "the Lease cannot be reached for {}s",
+                since.elapsed().as_secs()
+            ));
+        }
         let leading = self.shared.leading.load(Ordering::Acquire);
         if leading && !self.shared.caches_ready.load(Ordering::Acquire) {
             return Some("leading, caches not listed yet".to_owned());
         }
         None
+    }
+
+    /// Why the replica should be restarted (`/healthz`), or `None` when it is alive: the
+    /// reconcile loop is wedged ([`Health::wedged`]), or a watcher has been failing for longer
+    /// than [`Health::watch_liveness`].
+    pub fn not_alive(&self) -> Option<String> {
+        if let Some(why) = self.wedged() {
+            return Some(format!("wedged: {why}"));
+        }
+        let state = self.lock();
+        let mut failing: Vec<&str> = state
+            .failing_since
+            .iter()
+            .filter(|(_, since)| since.elapsed() > self.watch_liveness)
+            .map(|(resource, _)| *resource)
+            .collect();
+        if failing.is_empty() {
+            return None;
+        }
+        failing.sort_unstable();
+        Some(format!(
+            "watches failing for more than {}s: {}",
+            self.watch_liveness.as_secs(),
+            failing.join(", ")
+        ))
     }
 
     /// Why the reconcile loop counts as wedged, or `None` when it is alive.
@@ -211,6 +272,60 @@ mod tests {
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(health.not_ready().as_deref(), Some("watches failing: pods"));
         health.watch_succeeded("pods");
+        assert_eq!(health.not_ready(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_failing_for_minutes_is_not_alive_and_a_minute_is_only_not_ready() {
+        let health = Health::default();
+        health.set_started();
+        health.set_leading(true);
+        health.set_caches_ready(true);
+        health.watch_failed("pods");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(health.not_ready().as_deref(), Some("watches failing: pods"));
+        assert_eq!(
+            health.not_alive(),
+            None,
+            "a minute of outage is no reason to restart"
+        );
+        health.watch_succeeded("pods");
+        assert_eq!(health.not_ready(), None);
+        health.watch_failed("pods");
+        health.watch_failed("daemonsets");
+        tokio::time::advance(Duration::from_secs(181)).await;
+        assert_eq!(
+            health.not_alive().as_deref(),
+            Some("watches failing for more than 180s: daemonsets, pods")
+        );
+        health.watch_succeeded("pods");
+        health.watch_succeeded("daemonsets");
+        assert_eq!(health.not_alive(), None);
+        let pass = health.pass_started();
+        tokio::time::advance(Duration::from_secs(301)).await;
+        assert!(health.not_alive().unwrap().starts_with("wedged: "));
+        drop(pass);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_that_cannot_reach_the_lease_is_not_ready() {
+        let health = Health::default();
+        health.set_started();
+        health.lease_failed();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        health.lease_failed();
+        assert_eq!(health.not_ready(), None, "within the grace");
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(
+            health.not_ready().as_deref(),
+            Some("the Lease cannot be reached for 31s")
+        );
+        assert_eq!(
+            health.not_alive(),
+            None,
+            "restarting would not bring the server back"
+        );
+        health.lease_answered();
         assert_eq!(health.not_ready(), None);
     }
 

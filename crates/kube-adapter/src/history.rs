@@ -30,6 +30,7 @@ use kube::{Api, Resource, ResourceExt};
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, RevisionRef};
 use crate::desired::json_hash;
+use canary_state_machine::Phase;
 
 /// The label of every history revision; its value is the CanaryDaemonSet's name.
 pub const HISTORY_LABEL: &str = "canary.daemonset.dev/history";
@@ -62,8 +63,9 @@ impl Outcome {
     pub const fn as_str(self) -> &'static str {
         match self {
             Outcome::Progressing => "progressing",
-            Outcome::Successful => "successful",
-            Outcome::Failed => "failed",
+            // A rollout's outcome is named as the phase it ended in.
+            Outcome::Successful => Phase::Successful.as_str(),
+            Outcome::Failed => Phase::Failed.as_str(),
             Outcome::Aborted => "aborted",
             Outcome::Superseded => "superseded",
         }

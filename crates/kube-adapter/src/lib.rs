@@ -131,7 +131,7 @@ pub use health::Health;
 pub use observer::{
     Observer, PodsRecord, Report, Reports, Stats, Transition, Transitions, WriteOutcome,
 };
-pub use trigger::WatchLog;
+pub use trigger::{WatchLog, relisting_watcher};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

@@ -8,31 +8,32 @@ use std::time::Duration;
 
 use canary_predicates::Target;
 use canary_state_machine::{
-    AnalysisVerdict, FailureReason, LISTED_NODES, Phase, PreviousPass, StepPosition,
+    AnalysisVerdict, ConditionReason, ConditionType, FailureReason, LISTED_NODES, Phase,
+    PreviousPass, StepPosition,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{CanaryDaemonSetStatus, NodeNote, RevisionPods};
+use crate::crd::{AnalysisStatus, CanaryDaemonSetStatus, NodeNote, RevisionPods};
 use crate::observer::Transition;
 
 /// Condition type: a rollout is in progress.
-pub const PROGRESSING: &str = "Progressing";
+pub const PROGRESSING: &str = ConditionType::Progressing.as_str();
 /// Condition type: every desired pod is available.
-pub const AVAILABLE: &str = "Available";
+pub const AVAILABLE: &str = ConditionType::Available.as_str();
 /// Condition type: the rollout failed or the spec cannot be acted on.
-pub const DEGRADED: &str = "Degraded";
+pub const DEGRADED: &str = ConditionType::Degraded.as_str();
 /// Condition type: someone else changed the owned DaemonSet's template or update strategy.
-pub const DRIFTED: &str = "Drifted";
+pub const DRIFTED: &str = ConditionType::Drifted.as_str();
 /// Condition type: the analysis of the last analysed pause step passes (`spec.analysis`); its
 /// reason is `AnalysisPending`, `AnalysisPassing`, `AnalysisFailed` or `AnalysisInconclusive`.
-pub const ANALYSIS_PASSING: &str = "AnalysisPassing";
+pub const ANALYSIS_PASSING: &str = ConditionType::AnalysisPassing.as_str();
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
 pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
 /// Reason of a Degraded condition while the phase stays `successful`: updated pods crash-loop
 /// after the rollout succeeded (Pods driver).
-pub const CRASH_LOOPING_AT_REST: &str = "CrashLoopingAtRest";
+pub const CRASH_LOOPING_AT_REST: &str = ConditionReason::CrashLoopingAtRest.as_str();
 
 /// The state machine's memory of the previous pass, read from the status.
 ///
@@ -43,22 +44,18 @@ pub fn previous_pass(
     now: Timestamp,
 ) -> Option<PreviousPass> {
     let status = status?;
-    let reported: Phase = status.phase.as_deref()?.parse().ok()?;
+    let reported = status.phase?;
     // During a rollback the status reports `rollingBack`/`rolledBack`; the tables read the
     // phase they decided.
     let decided = status
         .history
         .as_ref()
         .and_then(|h| h.rollback.as_ref())
-        .and_then(|r| r.decided_phase.as_deref())
-        .and_then(|p| p.parse().ok());
+        .and_then(|r| r.decided_phase);
     let phase = reported.decided(decided);
     let failure = match phase {
         // An invalid spec is not a sticky rollout failure (`is_sticky`): fixing it resumes.
-        Phase::Failed => status
-            .reason
-            .as_deref()
-            .and_then(|r| r.parse::<FailureReason>().ok()),
+        Phase::Failed => status.reason,
         _ => None,
     };
     let since = [
@@ -79,10 +76,7 @@ pub fn previous_pass(
             .progress_updated_ready
             .unwrap_or(status.updated_ready),
         since_progress,
-        drifted: status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == DRIFTED && c.status == "True"),
+        drifted: condition_is(status, ConditionType::Drifted, true),
     })
 }
 
@@ -140,10 +134,9 @@ pub fn next_status(
 ) -> CanaryDaemonSetStatus {
     let empty = CanaryDaemonSetStatus::default();
     let prev = previous.unwrap_or(&empty);
-    let phase = pass.to.as_str();
     // A pass that never knew a target (an invalid spec on a new object) records none.
     let known = !pass.target.version.is_empty();
-    let phase_changed = prev.phase.as_deref() != Some(phase);
+    let phase_changed = prev.phase != Some(pass.to);
     let phase_start_time = match (&prev.phase_start_time, phase_changed) {
         (Some(start), false) => Some(start.clone()),
         _ => Some(Time(now)),
@@ -153,177 +146,10 @@ pub fn next_status(
         (Some(t), false) => Some(t.clone()),
         _ => Some(Time(now)),
     };
-
-    let mut conditions = prev.conditions.clone();
-    let (progressing, progressing_reason) = progressing(pass);
-    set_condition(
-        &mut conditions,
-        PROGRESSING,
-        progressing,
-        progressing_reason,
-        pass.message.clone(),
-        pass.observed_generation,
-        now,
-    );
-    let all_available = pass.available >= pass.desired;
-    set_condition(
-        &mut conditions,
-        AVAILABLE,
-        all_available,
-        if all_available {
-            "AllPodsAvailable"
-        } else {
-            "PodsUnavailable"
-        },
-        Some(format!(
-            "{} of {} {} available",
-            pass.available.min(pass.desired),
-            pass.desired,
-            if pass.desired == 1 { "pod" } else { "pods" }
-        )),
-        pass.observed_generation,
-        now,
-    );
-    // A release whose pods crash-loop after its rollout succeeded stays `successful` (it is
-    // not failed, or rolled back, after the fact), but it is degraded: the crashes hold the
-    // catch-up of any node still on an older revision (finding 25). So does a rollback that
-    // ended on a revision whose pods crash-loop since (soak seed 22009504, finding 51).
-    let crashing_at_rest = match pass.pods.as_deref() {
-        Some(pods)
-            if matches!(pass.to, Phase::Successful | Phase::RolledBack)
-                && !pods.failed_nodes.is_empty() =>
-        {
-            Some(&pods.failed_nodes)
-        }
-        _ => None,
-    };
-    let degraded = pass.to == Phase::Failed || crashing_at_rest.is_some();
-    let degraded_reason = match (pass.to, pass.failure, crashing_at_rest) {
-        (Phase::Failed, Some(reason), _) => reason.as_str(),
-        (Phase::Failed, None, _) => "Failed",
-        (_, _, Some(_)) => CRASH_LOOPING_AT_REST,
-        _ => "AsExpected",
-    };
-    let degraded_message = match crashing_at_rest {
-        Some(nodes) if pass.to != Phase::Failed => Some(format!(
-            "the {} succeeded, but updated pods crash-loop on {} {} ({}); no old pod is replaced until they run",
-            if pass.to == Phase::RolledBack {
-                "rollback"
-            } else {
-                "rollout"
-            },
-            nodes.len(),
-            if nodes.len() == 1 { "node" } else { "nodes" },
-            nodes
-                .iter()
-                .take(LISTED_NODES)
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-        _ if degraded => pass.message.clone(),
-        _ => None,
-    };
-    set_condition(
-        &mut conditions,
-        DEGRADED,
-        degraded,
-        degraded_reason,
-        degraded_message,
-        pass.observed_generation,
-        now,
-    );
-    // Only once a drift was seen: a DaemonSet that never drifted carries no Drifted condition.
-    let ever_drifted = conditions.iter().any(|c| c.type_ == DRIFTED);
-    if pass.drift.is_some() || ever_drifted {
-        let (reason, message) = match &pass.drift {
-            Some(what) => ("ChangedOutsideTheController", Some(what.clone())),
-            None => ("AsDesired", None),
-        };
-        set_condition(
-            &mut conditions,
-            DRIFTED,
-            pass.drift.is_some(),
-            reason,
-            message,
-            pass.observed_generation,
-            now,
-        );
-    }
-
     let pods = pass.pods.as_deref();
-    let step_changed = pods.is_some_and(|p| {
-        prev.current_step_index != Some(p.step) || (phase_changed && pass.to == Phase::Started)
-    });
-    let step_start_time = match (pods, &prev.step_start_time, step_changed) {
-        (None, _, _) => None,
-        (Some(_), Some(start), false) => Some(start.clone()),
-        (Some(_), _, _) => Some(Time(now)),
-    };
-    // The canary nodes belong to one rollout: a new one forgets them until its canary is done.
-    let canary_nodes = match pods {
-        None => Vec::new(),
-        Some(p) => match &p.canary_nodes {
-            Some(nodes) => nodes.iter().take(LISTED_NODES).cloned().collect(),
-            None if pass.to == Phase::Started => Vec::new(),
-            None => prev.canary_nodes.clone(),
-        },
-    };
-    let count = |n: usize| (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX));
     let analysis = pods.and_then(|p| p.analysis.clone());
-    // Only with analysis: a rollout without one carries no AnalysisPassing condition.
-    if analysis.is_none() {
-        conditions.retain(|c| c.type_ != ANALYSIS_PASSING);
-    }
-    if let Some(analysis) = &analysis {
-        let passing = analysis.verdict == AnalysisVerdict::Passing.as_str();
-        set_condition(
-            &mut conditions,
-            ANALYSIS_PASSING,
-            passing,
-            &format!("Analysis{}", analysis.verdict),
-            analysis.message.clone(),
-            pass.observed_generation,
-            now,
-        );
-    }
-
+    let conditions = conditions(prev, pass, analysis.as_ref(), now);
     CanaryDaemonSetStatus {
-        current_step_index: pods.map(|p| p.step),
-        step_count: pods.map(|p| p.step_count),
-        step_start_time,
-        target_revision: pods.and_then(|p| p.target_revision.clone()),
-        canary_nodes,
-        deferred_nodes: pods
-            .map(|p| {
-                p.deferred
-                    .iter()
-                    .take(LISTED_NODES)
-                    .map(|(name, why)| NodeNote {
-                        name: name.clone(),
-                        reason: why.as_str().to_owned(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        deferred_node_count: pods.and_then(|p| count(p.deferred.len())),
-        failed_nodes: pods
-            .map(|p| p.failed_nodes.iter().take(LISTED_NODES).cloned().collect())
-            .unwrap_or_default(),
-        failed_node_count: pods.and_then(|p| count(p.failed_nodes.len())),
-        revisions: pods
-            .map(|p| {
-                p.revisions
-                    .iter()
-                    .take(LISTED_REVISIONS)
-                    .map(|(revision, pods, ready)| RevisionPods {
-                        revision: revision.clone(),
-                        pods: *pods,
-                        ready: *ready,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
         promotion: pods
             .and_then(|p| p.promotion.clone())
             .or_else(|| prev.promotion.clone()),
@@ -335,8 +161,8 @@ pub fn next_status(
             .cloned()
             .or_else(|| prev.history.clone()),
         held: pass.held.then_some(true),
-        phase: Some(phase.to_owned()),
-        reason: pass.failure.map(|failure| failure.as_str().to_owned()),
+        phase: Some(pass.to),
+        reason: pass.failure,
         message: pass.message.clone(),
         conditions,
         observed_generation: pass.observed_generation,
@@ -357,21 +183,214 @@ pub fn next_status(
             .template_hash
             .clone()
             .or_else(|| prev.daemon_set_template_hash.clone()),
+        ..steps_status(prev, pass, phase_changed, now)
     }
 }
 
-fn progressing(pass: &Transition) -> (bool, &'static str) {
-    match pass.to {
-        Phase::Started => (true, "CanaryStarted"),
-        Phase::Canary => (true, "WaitingForCanary"),
-        Phase::Increasing => (true, "RolloutWidened"),
-        Phase::Waiting => (true, "WaitingForRollout"),
-        Phase::Paused => (true, "Paused"),
-        Phase::Successful => (false, "RolloutComplete"),
-        Phase::Failed => (false, "RolloutFailed"),
-        Phase::RollingBack => (true, "RollingBack"),
-        Phase::RolledBack => (false, "RolledBack"),
+/// The Pods driver's part of the status after a pass: the step and when it began, the canary,
+/// deferred and failed nodes, the pods per revision (each list bounded). Empty for the
+/// MaxUnavailable driver.
+fn steps_status(
+    prev: &CanaryDaemonSetStatus,
+    pass: &Transition,
+    phase_changed: bool,
+    now: Timestamp,
+) -> CanaryDaemonSetStatus {
+    let Some(pods) = pass.pods.as_deref() else {
+        return CanaryDaemonSetStatus::default();
+    };
+    let step_changed =
+        prev.current_step_index != Some(pods.step) || (phase_changed && pass.to == Phase::Started);
+    let step_start_time = match (&prev.step_start_time, step_changed) {
+        (Some(start), false) => Some(start.clone()),
+        _ => Some(Time(now)),
+    };
+    // The canary nodes belong to one rollout: a new one forgets them until its canary is done.
+    let canary_nodes = match &pods.canary_nodes {
+        Some(nodes) => nodes.iter().take(LISTED_NODES).cloned().collect(),
+        None if pass.to == Phase::Started => Vec::new(),
+        None => prev.canary_nodes.clone(),
+    };
+    let count = |n: usize| (n > 0).then(|| u32::try_from(n).unwrap_or(u32::MAX));
+    CanaryDaemonSetStatus {
+        current_step_index: Some(pods.step),
+        step_count: Some(pods.step_count),
+        step_start_time,
+        target_revision: pods.target_revision.clone(),
+        canary_nodes,
+        deferred_nodes: pods
+            .deferred
+            .iter()
+            .take(LISTED_NODES)
+            .map(|(name, why)| NodeNote {
+                name: name.clone(),
+                reason: why.as_str().to_owned(),
+            })
+            .collect(),
+        deferred_node_count: count(pods.deferred.len()),
+        failed_nodes: pods
+            .failed_nodes
+            .iter()
+            .take(LISTED_NODES)
+            .cloned()
+            .collect(),
+        failed_node_count: count(pods.failed_nodes.len()),
+        revisions: pods
+            .revisions
+            .iter()
+            .take(LISTED_REVISIONS)
+            .map(|(revision, pods, ready)| RevisionPods {
+                revision: revision.clone(),
+                pods: *pods,
+                ready: *ready,
+            })
+            .collect(),
+        ..CanaryDaemonSetStatus::default()
     }
+}
+
+/// The conditions after a pass: `Progressing`, `Available` and `Degraded` always, `Drifted`
+/// once a drift was seen, `AnalysisPassing` with an analysis.
+fn conditions(
+    prev: &CanaryDaemonSetStatus,
+    pass: &Transition,
+    analysis: Option<&AnalysisStatus>,
+    now: Timestamp,
+) -> Vec<Condition> {
+    let mut conditions = prev.conditions.clone();
+    let mut set = |type_: ConditionType, status: bool, reason: &str, message: Option<String>| {
+        set_condition(
+            &mut conditions,
+            type_.as_str(),
+            status,
+            reason,
+            message,
+            pass.observed_generation,
+            now,
+        );
+    };
+    let (progressing, progressing_reason) = pass.to.progressing();
+    set(
+        ConditionType::Progressing,
+        progressing,
+        progressing_reason.as_str(),
+        pass.message.clone(),
+    );
+    let all_available = pass.available >= pass.desired;
+    let available_reason = if all_available {
+        ConditionReason::AllPodsAvailable
+    } else {
+        ConditionReason::PodsUnavailable
+    };
+    set(
+        ConditionType::Available,
+        all_available,
+        available_reason.as_str(),
+        Some(format!(
+            "{} of {} {} available",
+            pass.available.min(pass.desired),
+            pass.desired,
+            if pass.desired == 1 { "pod" } else { "pods" }
+        )),
+    );
+    let (degraded, degraded_reason, degraded_message) = degraded(pass);
+    set(
+        ConditionType::Degraded,
+        degraded,
+        degraded_reason.as_str(),
+        degraded_message,
+    );
+    // Only once a drift was seen: a DaemonSet that never drifted carries no Drifted condition.
+    let ever_drifted = prev
+        .conditions
+        .iter()
+        .any(|c| c.type_ == ConditionType::Drifted.as_str());
+    if pass.drift.is_some() || ever_drifted {
+        let (reason, message) = match &pass.drift {
+            Some(what) => (
+                ConditionReason::ChangedOutsideTheController,
+                Some(what.clone()),
+            ),
+            None => (ConditionReason::AsDesired, None),
+        };
+        set(
+            ConditionType::Drifted,
+            pass.drift.is_some(),
+            reason.as_str(),
+            message,
+        );
+    }
+    // Only with analysis: a rollout without one carries no AnalysisPassing condition.
+    match analysis {
+        None => conditions.retain(|c| c.type_ != ConditionType::AnalysisPassing.as_str()),
+        Some(analysis) => {
+            let passing = analysis.verdict == AnalysisVerdict::Passing.as_str();
+            set_condition(
+                &mut conditions,
+                ConditionType::AnalysisPassing.as_str(),
+                passing,
+                &format!("Analysis{}", analysis.verdict),
+                analysis.message.clone(),
+                pass.observed_generation,
+                now,
+            );
+        }
+    }
+    conditions
+}
+
+/// The `Degraded` condition of a pass: whether, its reason and its message. A release whose
+/// pods crash-loop after its rollout succeeded stays `successful` (it is not failed, or rolled
+/// back, after the fact), but it is degraded: the crashes hold the catch-up of any node still
+/// on an older revision (finding 25). So does a rollback that ended on a revision whose pods
+/// crash-loop since (soak seed 22009504, finding 51).
+fn degraded(pass: &Transition) -> (bool, ConditionReason, Option<String>) {
+    let crashing_at_rest = match pass.pods.as_deref() {
+        Some(pods)
+            if matches!(pass.to, Phase::Successful | Phase::RolledBack)
+                && !pods.failed_nodes.is_empty() =>
+        {
+            Some(&pods.failed_nodes)
+        }
+        _ => None,
+    };
+    let degraded = pass.to == Phase::Failed || crashing_at_rest.is_some();
+    let reason = match (pass.to, pass.failure, crashing_at_rest) {
+        (Phase::Failed, Some(reason), _) => ConditionReason::Failure(reason),
+        (Phase::Failed, None, _) => ConditionReason::Failed,
+        (_, _, Some(_)) => ConditionReason::CrashLoopingAtRest,
+        _ => ConditionReason::AsExpected,
+    };
+    let message = match crashing_at_rest {
+        Some(nodes) if pass.to != Phase::Failed => Some(format!(
+            "the {} succeeded, but updated pods crash-loop on {} {} ({}); no old pod is replaced until they run",
+            if pass.to == Phase::RolledBack {
+                "rollback"
+            } else {
+                "rollout"
+            },
+            nodes.len(),
+            if nodes.len() == 1 { "node" } else { "nodes" },
+            nodes
+                .iter()
+                .take(LISTED_NODES)
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ if degraded => pass.message.clone(),
+        _ => None,
+    };
+    (degraded, reason, message)
+}
+
+/// Whether `status` has the condition `type_` with status `is` (`"True"` or `"False"`).
+pub fn condition_is(status: &CanaryDaemonSetStatus, type_: ConditionType, is: bool) -> bool {
+    let wanted = if is { "True" } else { "False" };
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == type_.as_str() && c.status == wanted)
 }
 
 /// Upserts a condition; `lastTransitionTime` only moves when the status flips.
@@ -520,10 +539,11 @@ mod tests {
             previous_pass(Some(&CanaryDaemonSetStatus::default()), t(0)),
             None
         );
-        let bogus = CanaryDaemonSetStatus {
-            phase: Some("exploded".into()),
-            ..Default::default()
-        };
+        // A phase that is none of the names (a status edited by hand) reads as none.
+        let bogus: CanaryDaemonSetStatus =
+            serde_json::from_value(serde_json::json!({"phase": "exploded", "reason": "Boom"}))
+                .unwrap();
+        assert_eq!((bogus.phase, bogus.reason), (None, None));
         assert_eq!(previous_pass(Some(&bogus), t(0)), None);
     }
 
@@ -659,7 +679,7 @@ mod tests {
         let mut crashing = pass(Phase::Successful, 3);
         crashing.pods = Some(Box::new(pods_record(4, 2)));
         let status = next_status(None, &crashing, t(0));
-        assert_eq!(status.phase.as_deref(), Some("successful"));
+        assert_eq!(status.phase, Some(Phase::Successful));
         let degraded = condition(&status, DEGRADED);
         assert_eq!(
             (degraded.status.as_str(), degraded.reason.as_str()),
@@ -691,7 +711,7 @@ mod tests {
         let mut crashing = pass(Phase::RolledBack, 3);
         crashing.pods = Some(Box::new(pods_record(4, 2)));
         let status = next_status(None, &crashing, t(0));
-        assert_eq!(status.phase.as_deref(), Some("rolledBack"));
+        assert_eq!(status.phase, Some(Phase::RolledBack));
         let degraded = condition(&status, DEGRADED);
         assert_eq!(
             (degraded.status.as_str(), degraded.reason.as_str()),

@@ -44,7 +44,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt, TryStreamExt, future};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::utils::Backoff;
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, watcher};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -181,6 +181,25 @@ impl WatchErrors {
         self.quiet_or_trigger(stream.map_ok(Some), resource)
     }
 
+    /// A pass-through of a watcher's events that notes, on each but `Init`, that the watcher of
+    /// `resource` works: for a stream that drops the list markers before
+    /// [`WatchErrors::without_errors`] sees them (`touched_objects`, `applied_objects`), where
+    /// an empty list would otherwise never say that the watcher works again.
+    pub(crate) fn working<K>(
+        &self,
+        resource: &'static str,
+    ) -> impl FnMut(watcher::Event<K>) -> watcher::Event<K> + Send + 'static {
+        let health = self.health.clone();
+        let log = self.log.clone();
+        move |event| {
+            if !matches!(event, watcher::Event::Init) {
+                health.watch_succeeded(resource);
+                let _resumed = log.succeeded(resource);
+            }
+            event
+        }
+    }
+
     /// [`WatchErrors::without_errors`] over a stream whose `Ok(None)` items say the watcher
     /// works and trigger nothing: they are dropped too, without counting as a trigger.
     pub(crate) fn quiet_or_trigger<S, T>(
@@ -209,7 +228,12 @@ impl WatchErrors {
                 }
                 Err(error) => {
                     observer.report(Report::WatchError { resource });
-                    health.watch_failed(resource);
+                    // A broken stream is resumed at once (see `relisting_watcher`): only a
+                    // failed request says the watcher does not work. A resumed watch of a
+                    // quiet resource delivers nothing, so marking it would leave it failing.
+                    if !matches!(error, watcher::Error::WatchFailed(_)) {
+                        health.watch_failed(resource);
+                    }
                     let _warned = log.failed(resource, &error);
                     None
                 }
@@ -217,6 +241,83 @@ impl WatchErrors {
             future::ready(kept)
         })
     }
+}
+
+/// A kube-runtime watcher that starts over with a list after every failure but a broken stream,
+/// instead of resuming from the last `resourceVersion` it saw.
+///
+/// kube-runtime's watcher (like client-go's reflector after "connection refused") resumes its
+/// watch from the last `resourceVersion` once the server answers again. Against a restarted
+/// kube-apiserver that costs nothing: its fresh watch cache answers 410 Gone and the watcher
+/// lists anyway. But a server whose store went back in time (an etcd restored from a backup, a
+/// `sim serve` started again without its state) accepts a watch from a `resourceVersion` it has
+/// not reached and sends nothing until it gets there, which can be never: the controller
+/// of issue 48 sat 5.5 minutes on such watches after `sim serve` was restarted, silent, and its
+/// probes said all was well. A list after the failure learns the server's present instead.
+///
+/// A stream that breaks mid-way (`WatchFailed`: a proxy cut it, the server closed it) is still
+/// resumed at once, as kube-runtime does: the next request says whether the server is there,
+/// and it is that request's failure that starts the watcher over.
+///
+/// The watcher's `Init` is held back until the list's first page (or the next failure) is in:
+/// `Init` comes before the list request, so passing it on at once would tell the health and the
+/// log that a watcher works whose list is about to fail. Nothing is lost: a held `Init` that a
+/// failure follows is dropped, and the next attempt sends its own.
+pub fn relisting_watcher<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    relisting(move || watcher(api.clone(), config.clone()))
+}
+
+/// [`relisting_watcher`] over any watcher `start` makes (the tests feed it scripted streams).
+fn relisting<K, S>(
+    mut start: impl FnMut() -> S + Send + 'static,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    struct Relisting<S> {
+        current: std::pin::Pin<Box<S>>,
+        /// The last item was a failure that starts the watcher over at the next poll.
+        start_over: bool,
+    }
+    let first = Relisting {
+        current: Box::pin(start()),
+        start_over: false,
+    };
+    futures::stream::unfold(first, move |mut state| {
+        if std::mem::take(&mut state.start_over) {
+            state.current = Box::pin(start());
+        }
+        async move {
+            let mut held_init = false;
+            loop {
+                let item = state.current.next().await?;
+                let out = match item {
+                    Ok(watcher::Event::Init) => {
+                        held_init = true;
+                        continue;
+                    }
+                    Ok(event) if held_init => vec![Ok(watcher::Event::Init), Ok(event)],
+                    Ok(event) => vec![Ok(event)],
+                    // A broken stream is resumed; unless it broke a list that sent its `Init`
+                    // already (no `InitApply` may come without one).
+                    Err(error @ watcher::Error::WatchFailed(_)) if !held_init => vec![Err(error)],
+                    Err(error) => {
+                        state.start_over = true;
+                        vec![Err(error)]
+                    }
+                };
+                return Some((futures::stream::iter(out), state));
+            }
+        }
+    })
+    .flatten()
 }
 
 /// The watchers' backoff: exponential from [`WatchBackoff::MIN`] to [`WatchBackoff::MAX`],
@@ -231,8 +332,10 @@ pub(crate) struct WatchBackoff {
 impl WatchBackoff {
     /// The first delay.
     pub(crate) const MIN: Duration = Duration::from_secs(1);
-    /// The longest delay.
-    pub(crate) const MAX: Duration = Duration::from_secs(60);
+    /// The longest delay: also how long the watchers may take to notice that the API server is
+    /// back after an outage (client-go's reflector waits up to 30 s; issue 48 asks for recovery
+    /// within 30 s of the server's return, the list after it included).
+    pub(crate) const MAX: Duration = Duration::from_secs(16);
     /// How long a watcher must go without an error before the delay starts over.
     pub(crate) const HEALTHY: Duration = Duration::from_secs(120);
 }
@@ -448,7 +551,7 @@ mod tests {
             .collect();
         assert_eq!(
             delays,
-            [1, 2, 4, 8, 16, 32, 60, 60],
+            [1, 2, 4, 8, 16, 16, 16, 16],
             "resets on items are ignored"
         );
         tokio::time::advance(WatchBackoff::HEALTHY + Duration::from_secs(1)).await;
@@ -479,6 +582,67 @@ mod tests {
             "Connection refused (os error 111)",
         );
         watcher::Error::WatchStartFailed(kube::Error::Service(Box::new(Connect(io))))
+    }
+
+    /// What the relisting watcher passes on from scripted watchers: each script is one
+    /// watcher's items; a failure but a broken stream starts the next script (a fresh watcher,
+    /// which lists), and an `Init` only passes with the list's first item.
+    #[tokio::test]
+    async fn a_failure_but_a_broken_stream_starts_the_watcher_over_with_a_list() {
+        use watcher::Event::{Apply, Init, InitApply, InitDone};
+        let broken = || watcher::Error::WatchFailed(kube::Error::LinesCodecMaxLineLengthExceeded);
+        let scripts: Vec<Vec<Result<watcher::Event<&str>, watcher::Error>>> = vec![
+            vec![
+                Ok(Init),
+                Ok(InitApply("a")),
+                Ok(InitDone),
+                Ok(Apply("b")),
+                // Resumed by the same watcher: the next item is still its own.
+                Err(broken()),
+                Ok(Apply("c")),
+                // The server is gone: the next attempt lists.
+                Err(refused()),
+                Ok(Apply("never: this watcher was replaced")),
+            ],
+            // The list fails: the held Init is dropped.
+            vec![Ok(Init), Err(watcher::Error::NoResourceVersion)],
+            vec![Ok(Init), Ok(InitDone), Ok(Apply("d"))],
+        ];
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = started.clone();
+        let mut scripts = scripts.into_iter();
+        let items: Vec<String> = relisting(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            futures::stream::iter(scripts.next().unwrap_or_default())
+        })
+        .map(|item| match item {
+            Ok(Init) => "Init".to_owned(),
+            Ok(InitApply(x)) => format!("InitApply({x})"),
+            Ok(InitDone) => "InitDone".to_owned(),
+            Ok(Apply(x)) => format!("Apply({x})"),
+            Ok(other) => format!("{other:?}"),
+            Err(watcher::Error::WatchFailed(_)) => "broken".to_owned(),
+            Err(_) => "failed".to_owned(),
+        })
+        .collect()
+        .await;
+        assert_eq!(
+            items,
+            [
+                "Init",
+                "InitApply(a)",
+                "InitDone",
+                "Apply(b)",
+                "broken",
+                "Apply(c)",
+                "failed",
+                "failed",
+                "Init",
+                "InitDone",
+                "Apply(d)",
+            ]
+        );
+        assert_eq!(started.load(Ordering::SeqCst), 3, "three watchers");
     }
 
     /// An outage of the API server is one warning naming the server and the cause, on the first

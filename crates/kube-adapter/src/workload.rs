@@ -38,7 +38,9 @@ use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::observer::Observer;
 use crate::sync::lock;
-use crate::trigger::{Coalesced, FACTS_WAIT, WatchBackoff, WatchErrors, WatchLog};
+use crate::trigger::{
+    Coalesced, FACTS_WAIT, WatchBackoff, WatchErrors, WatchLog, relisting_watcher,
+};
 
 /// The indexes of one referenced DaemonSet.
 #[derive(Debug, Clone)]
@@ -219,7 +221,7 @@ impl WorkloadWatches {
         T: crate::index::Indexed<Source = K>,
     {
         let triggers = self.triggers.clone();
-        let stream = watcher(api, config)
+        let stream = relisting_watcher(api, config)
             .backoff(WatchBackoff::default())
             .map_ok(move |event| {
                 let moved = index.apply(&event);

@@ -191,7 +191,7 @@ mod tests {
         let pods = [pod("a", "v2", true, 0)];
         let derived = derive(&kv("v2", Some(5)), &ds(DS), &pods);
         assert!(!derived.flags.any(), "{:?}", derived.flags);
-        assert!(derived.decision.quiet);
+        assert!(derived.decision.action.quiet);
         assert_eq!(derived.decision.phase, Phase::Successful);
     }
 

@@ -19,7 +19,7 @@ use canary_state_machine::Phase;
 
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::scope::{api, api_with};
-use canary_kube_adapter::{Observer, Report, WatchLog};
+use canary_kube_adapter::{Observer, Report, WatchLog, relisting_watcher};
 
 use crate::derive::derive;
 use crate::tracker::PhaseTracker;
@@ -156,19 +156,19 @@ fn watch(
     let (pod_store, pod_writer) = reflector::store::<Pod>();
     let changes: Vec<BoxStream<'static, Change>> = vec![
         changes(
-            watcher(kubevirts, watcher::Config::default())
+            relisting_watcher(kubevirts, watcher::Config::default())
                 .default_backoff()
                 .reflect(kv_writer),
             Source::KubeVirt,
         ),
         changes(
-            watcher(api::<DaemonSet>(client, ns), managed.clone())
+            relisting_watcher(api::<DaemonSet>(client, ns), managed.clone())
                 .default_backoff()
                 .reflect(ds_writer),
             Source::DaemonSet,
         ),
         changes(
-            watcher(api::<Pod>(client, ns), managed)
+            relisting_watcher(api::<Pod>(client, ns), managed)
                 .default_backoff()
                 // Only metadata and status are read; the spec is most of a pod's size.
                 .modify(|pod: &mut Pod| {

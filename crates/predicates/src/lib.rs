@@ -120,6 +120,6 @@ pub use target::{
     AnnotationKeys, CONTROLLER_REVISION_HASH_LABEL, KUBEVIRT_GENERATION_ANNOTATION,
     KUBEVIRT_ID_ANNOTATION, KUBEVIRT_REGISTRY_ANNOTATION, KUBEVIRT_VERSION_ANNOTATION, Target,
     UpdatedRule, current_revision_hash, daemonset_is_up_to_date, pod_is_up_to_date, pod_is_updated,
-    pod_revision_hash,
+    pod_revision_hash, pod_runs_revision,
 };
 pub use texts::{Texts, TextsBuilder};

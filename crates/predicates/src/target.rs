@@ -162,7 +162,12 @@ pub fn current_revision_hash<'r>(
         .map(|(_, hash)| hash)
 }
 
-/// How to decide that a pod runs the new version ("updated").
+/// How to decide that a pod runs the new version ("updated"): the one definition of an updated
+/// pod, one rule per driver and compatibility. The MaxUnavailable driver counts its pods with
+/// [`UpdatedRule::Annotations`] (`compatibility: KubeVirt`) or
+/// [`UpdatedRule::AnnotationsAndRevision`] (the default); the Pods driver, the `status --nodes`
+/// ledger and so the node metrics judge them by [`UpdatedRule::Revision`], through
+/// [`pod_runs_revision`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpdatedRule {
     /// The reference rule: the install-strategy annotations only ([`pod_is_up_to_date`]).
@@ -176,8 +181,9 @@ pub enum UpdatedRule {
         /// The DaemonSet's current revision hash.
         revision_hash: String,
     },
-    /// `controller-revision-hash == revision_hash` alone: for a DaemonSet whose template
-    /// belongs to someone else (Helm, Argo CD), which carries no install-strategy annotations.
+    /// `controller-revision-hash == revision_hash` alone ([`pod_runs_revision`]): the Pods
+    /// driver's rule, which a DaemonSet whose template belongs to someone else (Helm, Argo CD),
+    /// with no install-strategy annotations, needs too.
     Revision {
         /// The DaemonSet's current revision hash.
         revision_hash: String,
@@ -194,13 +200,17 @@ pub fn pod_is_updated<P: PodFacts + ?Sized>(
     match rule {
         UpdatedRule::Annotations => pod_is_up_to_date(pod, target, keys),
         UpdatedRule::AnnotationsAndRevision { revision_hash } => {
-            pod_is_up_to_date(pod, target, keys)
-                && pod_revision_hash(pod) == Some(revision_hash.as_str())
+            pod_is_up_to_date(pod, target, keys) && pod_runs_revision(pod, revision_hash)
         }
-        UpdatedRule::Revision { revision_hash } => {
-            pod_revision_hash(pod) == Some(revision_hash.as_str())
-        }
+        UpdatedRule::Revision { revision_hash } => pod_runs_revision(pod, revision_hash),
     }
+}
+
+/// Whether `pod` runs the DaemonSet revision `revision_hash` (its `controller-revision-hash`
+/// label): an updated pod under [`UpdatedRule::Revision`], the Pods driver's rule, for callers
+/// that judge every pod of a DaemonSet against one revision without building the rule.
+pub fn pod_runs_revision<P: PodFacts + ?Sized>(pod: &P, revision_hash: &str) -> bool {
+    pod_revision_hash(pod) == Some(revision_hash)
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@
 //! ```
 
 pub mod api;
+pub mod audit;
 pub mod clock;
 pub mod cluster;
 pub mod conversion;

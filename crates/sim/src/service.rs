@@ -17,7 +17,9 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::api::{ApiServer, ResponseBody};
+use crate::audit::{AuditLog, Audited};
 use crate::store::{StoreError, status_body};
+use std::sync::Arc;
 
 /// The API server as a tower `Service`: what `kube::Client::new` takes. No sockets, so it works
 /// under `tokio::time::pause()`.
@@ -132,6 +134,15 @@ impl Drop for ServedSim {
 /// Serves `api` on `addr` (use port 0 for any free port). Connections are accepted once this
 /// returns.
 pub async fn serve(api: ApiServer, addr: SocketAddr) -> std::io::Result<ServedSim> {
+    serve_recording(api, addr, None).await
+}
+
+/// [`serve`], writing every request answered to `audit` (see [`crate::audit`]).
+pub async fn serve_recording(
+    api: ApiServer,
+    addr: SocketAddr,
+    audit: Option<Arc<AuditLog>>,
+) -> std::io::Result<ServedSim> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -142,10 +153,33 @@ pub async fn serve(api: ApiServer, addr: SocketAddr) -> std::io::Result<ServedSi
                 continue;
             };
             let api = api.clone();
+            let audit = audit.clone();
             connections.spawn(async move {
-                let service = hyper::service::service_fn(move |request| {
+                let service = hyper::service::service_fn(move |request: Request<_>| {
                     let api = api.clone();
-                    async move { Ok::<_, Infallible>(answer(api, request).await) }
+                    let audit = audit.clone();
+                    async move {
+                        let Some(audit) = audit else {
+                            return Ok::<_, Infallible>(answer(api, request).await);
+                        };
+                        let received = k8s_openapi::jiff::Timestamp::now();
+                        let (method, uri) = (request.method().clone(), request.uri().clone());
+                        let user_agent = request
+                            .headers()
+                            .get(http::header::USER_AGENT)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let response = answer(api, request).await;
+                        audit.record(&Audited {
+                            method: &method,
+                            uri: &uri,
+                            user_agent: &user_agent,
+                            code: response.status().as_u16(),
+                            received,
+                        });
+                        Ok::<_, Infallible>(response)
+                    }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service);

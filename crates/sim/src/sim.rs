@@ -12,7 +12,9 @@ use crate::cluster::{self, ClusterConfig};
 use crate::faults::{Faults, RequestCounts};
 use crate::registry::ResourceInfo;
 use crate::service::{ServedSim, SimService, serve};
-use crate::store::{DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY, Store, StoreError};
+use crate::store::{
+    DEFAULT_CHANNEL_CAPACITY, DEFAULT_HISTORY, JournalSink, SavedStore, Store, StoreError,
+};
 
 /// The namespaces every simulated cluster starts with.
 pub const INITIAL_NAMESPACES: [&str; 4] =
@@ -27,6 +29,9 @@ pub struct SimBuilder {
     crds: Vec<CustomResourceDefinition>,
     kubevirt_crd: bool,
     epoch: Option<k8s_openapi::jiff::Timestamp>,
+    restored: Option<SavedStore>,
+    uid_salt: u64,
+    journal: Option<JournalSink>,
 }
 
 impl Default for SimBuilder {
@@ -38,6 +43,9 @@ impl Default for SimBuilder {
             crds: Vec::new(),
             kubevirt_crd: true,
             epoch: None,
+            restored: None,
+            uid_salt: 0,
+            journal: None,
         }
     }
 }
@@ -103,19 +111,53 @@ impl SimBuilder {
         self
     }
 
+    /// Starts from a saved store (`sim serve --state`, [`Store::saved`]) instead of an empty
+    /// one, as kube-apiserver starts again on the same etcd: the objects are there, the
+    /// `resourceVersion`s continue, and watches from before the restart get 410 Gone (see
+    /// [`Store::restore`]). The initial namespaces and nodes are only created if missing; the
+    /// cluster model picks up the saved pods and DaemonSets where they were.
+    pub fn restore(mut self, saved: SavedStore) -> Self {
+        self.restored = Some(saved);
+        self
+    }
+
+    /// Writes every change, from the first one the build makes, to `sink` (see
+    /// [`Store::set_journal`]).
+    pub fn journal(mut self, sink: JournalSink) -> Self {
+        self.journal = Some(sink);
+        self
+    }
+
+    /// The salt of new objects' uids (default 0; see [`Store::salt_uids`]).
+    pub fn uid_salt(mut self, salt: u64) -> Self {
+        self.uid_salt = salt;
+        self
+    }
+
     /// Starts the simulator. Must be called inside a tokio runtime (the cluster model runs as
     /// a task).
     pub fn build(self) -> Result<Sim, StoreError> {
         let clock = self.epoch.map_or_else(SimClock::new, SimClock::starting_at);
         let store = Store::with_limits(clock, self.history, self.channel_capacity);
+        store.salt_uids(self.uid_salt);
+        if let Some(saved) = self.restored {
+            store.restore(saved)?;
+        }
+        if let Some(sink) = self.journal {
+            store.set_journal(Some(sink));
+        }
         for name in INITIAL_NAMESPACES {
-            store.create(&Namespace {
+            let created = store.create(&Namespace {
                 metadata: ObjectMeta {
                     name: Some(name.to_owned()),
                     ..ObjectMeta::default()
                 },
                 ..Namespace::default()
-            })?;
+            });
+            match created {
+                Ok(_) | Err(StoreError::AlreadyExists { .. }) => {}
+                Err(other) => return Err(other),
+            }
         }
         let faults = Faults::new(self.cluster.seed);
         let api = ApiServer::new(store.clone(), faults.clone());
@@ -224,5 +266,15 @@ impl Sim {
     /// Serves the API over HTTP/1.1 on `addr` (port 0: any free port).
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServedSim> {
         serve(self.api.clone(), addr).await
+    }
+
+    /// [`Sim::serve`], recording every request answered in `audit`, in kube-apiserver's audit
+    /// format ([`crate::audit`]).
+    pub async fn serve_recording(
+        &self,
+        addr: SocketAddr,
+        audit: std::sync::Arc<crate::audit::AuditLog>,
+    ) -> std::io::Result<ServedSim> {
+        crate::service::serve_recording(self.api.clone(), addr, Some(audit)).await
     }
 }

@@ -1,12 +1,21 @@
-//! The decision table: the sync gate (spec section 3), then the rows of section 4 with the TLS
-//! rows of section 6, in the reference form or the fixed form.
+//! The MaxUnavailable driver's table: the sync gate (spec section 3), then the rows of
+//! section 4 with the TLS rows of section 6, in the reference form or the fixed form. The
+//! rows both drivers share (invalid strategy, drift, retry, the start, the hold on request,
+//! the sticky failure, the progress deadline) are the life cycle's
+//! ([`lifecycle`](crate::lifecycle)); this table keeps the rows of a rollout that the
+//! DaemonSet controller makes, steered through `maxUnavailable`.
 
-use crate::decision::{
-    DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
+use std::borrow::Cow;
+
+use crate::decision::{DaemonSetWrite, Event, TemplateEdit, WriteKind, event_reason};
+use crate::lifecycle::rows::{deadline_exceeded, failed, invalid, stay_failed, sticky};
+use crate::lifecycle::{
+    self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
+    version_or_target, warning,
 };
-use crate::observation::{DriftSeen, Observation, PreviousPass, TlsFacts};
+use crate::observation::{Observation, TlsFacts};
 use crate::phase::{FailureReason, Phase};
-use crate::strategy::{Compatibility, DriftPolicy, Strategy, StrategyError};
+use crate::strategy::{Compatibility, Strategy, StrategyError};
 
 /// The three flags of the sync gate (spec section 3, step 3). No flag set: nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,141 +53,80 @@ impl SyncFlags {
 
 /// Decides one pass of the canary upgrade of one DaemonSet. Pure: no I/O, no clock.
 ///
-/// Order: strategy validation, the sync gate (no flag: a quiet, done, `successful` decision),
-/// row 1 (`object_changed` starts the canary), then the reference rows (KubeVirt mode) or the
-/// fixed rows (default). See the crate documentation and `docs/phases.md` for every row.
+/// The shared life cycle ([`lifecycle`](crate::lifecycle)) runs its rows around this driver's
+/// own: strategy validation, a drift, a retry, row 1 (`object_changed` starts the canary), then
+/// the sync gate (no flag: a quiet, done, `successful` decision) and the reference rows
+/// (KubeVirt mode) or the fixed rows (default), then the hold on request. See the crate
+/// documentation and `docs/phases.md` for every row.
 pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
-    held_on_request(strategy, decide_rows(strategy, observation), observation)
+    lifecycle::decide(
+        strategy,
+        &Steer {
+            strategy,
+            observation: Cow::Borrowed(observation),
+        },
+    )
 }
 
-/// The rows, before the hold on request.
-fn decide_rows(strategy: &Strategy, observation: &Observation) -> Decision {
-    if let Err(error) = strategy.validate() {
-        return invalid_strategy(&error, observation);
-    }
-    // A drift comes first, a retry's included: `Report` holds a failed rollout as it is
-    // (read without its previous pass, the drift row would take the retry for a first pass and
-    // call it `successful`: soak seed 11000003), and `Revert`'s start is the new rollout.
-    if strategy.compatibility == Compatibility::Fixed
-        && !observation.object_changed
-        && let Some(drift) = &observation.drift
-    {
-        return drifted(strategy, observation, drift);
-    }
-    // Before every other row: a retry of a failed rollout forgets the failure, and the rows
-    // decide as for a rollout toward the same target that has just started (a pod still
-    // crash-looping fails it again at once). A retry of anything else changes nothing.
-    if observation.retry
-        && observation
-            .previous
-            .is_some_and(|previous| previous.phase == Phase::Failed)
-    {
-        let fresh = Observation {
-            previous: None,
-            retry: false,
-            ..observation.clone()
-        };
-        return Decision {
-            retried: true,
-            ..decide_rows(strategy, &fresh)
-        };
-    }
-    if !SyncFlags::of(strategy, observation).any() {
-        return quiet(strategy, observation);
-    }
-    if observation.object_changed {
-        return start(strategy, observation);
-    }
-    match strategy.compatibility {
-        Compatibility::KubeVirt => reference_rows(strategy, observation),
-        Compatibility::Fixed => fixed_rows(strategy, observation),
-    }
+/// The MaxUnavailable driver's table, as the life cycle runs it: it steers the DaemonSet
+/// controller's own rollout.
+struct Steer<'a> {
+    strategy: &'a Strategy,
+    observation: Cow<'a, Observation>,
 }
 
-/// The hold on request over the rows' decision ([`Observation::held`], the `pause` verb).
-///
-/// Held, a pass that would act (write, or supervise a rollout under way) is `paused` instead:
-/// its write and the event announcing it are dropped, and a live DaemonSet still on
-/// `RollingUpdate` gets the one [`WriteKind::Hold`] write, so the DaemonSet controller stops
-/// replacing pods. A failure stays a failure, a rollout at rest stays `successful` (and its
-/// DaemonSet on `RollingUpdate`: nothing is being replaced), and a drift kept as reported
-/// (`Report`) is not written to. Once the hold is gone, a DaemonSet left on `OnDelete` by it
-/// goes back to `RollingUpdate`: with the rows' own write when there is one (every write of
-/// the desired DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write.
-fn held_on_request(
-    strategy: &Strategy,
-    mut decision: Decision,
-    observation: &Observation,
-) -> Decision {
-    let name = &observation.name;
-    if !observation.held {
-        if observation.hold_recorded {
-            decision.hold_event = Some(resumed_event(name));
-            // A drift announced while held is reverted now, as the start it is.
-            let announced = observation.previous.is_some_and(|p| p.drifted);
-            if announced
-                && decision
-                    .event
-                    .as_ref()
-                    .is_some_and(|event| event.reason == event_reason::DRIFT_DETECTED)
-            {
-                decision.event = start(strategy, observation).event;
-            }
-            if observation.live_on_hold && decision.write.is_none() && !decision.drifted {
-                decision.write = Some(write(WriteKind::Resume, None, None));
-            }
+impl Table for Steer<'_> {
+    type Action = MaxUnavailableAction;
+
+    fn life(&self) -> Life<'_> {
+        let observation = &*self.observation;
+        Life {
+            // Only the default table reads a drift (KubeVirt mode reverts it unsupervised at
+            // its next row 3a or 4 write, spec quirk 5).
+            drift: observation
+                .drift
+                .as_ref()
+                .filter(|_| self.strategy.compatibility == Compatibility::Fixed),
+            ..life_of(observation)
         }
-        return decision;
     }
-    decision.held = true;
-    if !observation.hold_recorded {
-        decision.hold_event = Some(paused_event(
-            name,
-            "the DaemonSet's pods are not replaced (updateStrategy OnDelete) and nothing else is written",
-        ));
-    }
-    let acts = decision.write.is_some() || decision.phase.is_in_progress();
-    if !acts || decision.phase == Phase::Failed {
-        return decision;
-    }
-    let reported_drift = decision.drifted && decision.write.is_none();
-    if decision.write.take().is_some() {
-        // What the dropped write would have announced did not happen; a drift is announced
-        // (once), its revert waits.
-        decision.event = decision
-            .event
-            .filter(|event| {
-                event.reason == event_reason::DRIFT_DETECTED
-                    && !observation.previous.is_some_and(|p| p.drifted)
-            })
-            .map(|mut event| {
-                event.message.push_str(" once the hold on request ends");
-                event
-            });
-    }
-    decision.record_generation = false;
-    decision.done = false;
-    decision.phase = Phase::Paused;
-    if !observation.live_on_hold && !reported_drift {
-        decision.write = Some(write(WriteKind::Hold, None, None));
-    }
-    decision
-}
 
-/// The `Paused` event of a hold on request; `what` says what stops (both drivers).
-pub(crate) fn paused_event(name: &str, what: &str) -> Event {
-    normal(
-        event_reason::PAUSED,
-        format!("daemonSet {name}: paused on request, {what} until it is resumed"),
-    )
-}
+    fn validate(&self, strategy: &Strategy) -> Result<(), StrategyError> {
+        strategy.validate()
+    }
 
-/// The `Resumed` event of the end of a hold on request (both drivers).
-pub(crate) fn resumed_event(name: &str) -> Event {
-    normal(
-        event_reason::RESUMED,
-        format!("daemonSet {name}: resumed on request, the rollout goes on"),
-    )
+    fn start_write(&self, strategy: &Strategy) -> DaemonSetWrite {
+        write(
+            WriteKind::Start,
+            Some(strategy.canary_max_unavailable),
+            None,
+        )
+    }
+
+    fn action(&self, _row: Row) -> MaxUnavailableAction {
+        MaxUnavailableAction::default()
+    }
+
+    fn forget_failure(&self) -> Self {
+        Steer {
+            strategy: self.strategy,
+            observation: Cow::Owned(Observation {
+                previous: None,
+                retry: false,
+                ..self.observation.as_ref().clone()
+            }),
+        }
+    }
+
+    fn progress(&self, strategy: &Strategy) -> Decision {
+        if !SyncFlags::of(strategy, &self.observation).any() {
+            return quiet(strategy, &self.observation);
+        }
+        match strategy.compatibility {
+            Compatibility::KubeVirt => reference_rows(strategy, &self.observation),
+            Compatibility::Fixed => fixed_rows(strategy, &self.observation),
+        }
+    }
 }
 
 /// Decides the create path (spec section 3, step 2): the DaemonSet does not exist yet.
@@ -197,13 +145,17 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
             version: version.to_owned(),
             ..Observation::default()
         };
-        return invalid_strategy(&error, &observation);
+        let table = Steer {
+            strategy,
+            observation: Cow::Owned(observation),
+        };
+        return invalid(&error, &table.life());
     }
     match strategy.compatibility {
         Compatibility::KubeVirt => Decision {
             write: Some(write(WriteKind::Create, None, None)),
-            record_generation: true,
             done: true,
+            action: recorded(),
             ..Decision::hold(Phase::Successful)
         },
         Compatibility::Fixed => Decision {
@@ -212,111 +164,20 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
                 Some(strategy.canary_max_unavailable),
                 None,
             )),
-            event: Some(normal(
+            events: vec![normal(
                 event_reason::ROLLOUT_STARTED,
                 format!("daemonSet {name} created: started {}", rollout_of(version)),
-            )),
+            )],
             ..Decision::hold(Phase::Started)
         },
     }
 }
 
-/// The `Retried` event of a retry on request (both drivers).
-pub fn retried_event(name: &str, version: &str) -> Event {
-    normal(
-        event_reason::RETRIED,
-        format!(
-            "daemonSet {name}: retrying {} from its first step on request",
-            rollout_of(version)
-        ),
-    )
-}
-
-pub(crate) fn invalid_strategy(error: &StrategyError, observation: &Observation) -> Decision {
-    let message = format!(
-        "daemonSet {} has an invalid strategy: {error}",
-        observation.name
-    );
-    let failure = FailureReason::InvalidStrategy;
-    let event = (!repeats(observation.previous.as_ref(), Phase::Failed, Some(failure)))
-        .then(|| warning(event_reason::INVALID_STRATEGY, message.clone()));
-    Decision {
-        failure: Some(failure),
-        event,
-        error: Some(message),
-        ..Decision::hold(Phase::Failed)
-    }
-}
-
-/// The live DaemonSet was changed by someone else (default table only; KubeVirt mode reverts
-/// it unsupervised at its next row 3a or 4 write, spec quirk 5).
-///
-/// `Revert`: row 1 again, so the desired template goes back out with the canary
-/// `maxUnavailable` and the pods the hand edit replaced come back one at a time, supervised.
-/// `Report`: no write at all while the drift lasts (the rollout holds where it is), only the
-/// event, once. Either way a change of the desired state (row 1) wins over the drift.
-fn drifted(strategy: &Strategy, observation: &Observation, drift: &DriftSeen) -> Decision {
-    let name = &observation.name;
-    let already = observation.previous.is_some_and(|p| p.drifted);
-    match strategy.drift_policy {
-        DriftPolicy::Revert => Decision {
-            event: Some(warning(
-                event_reason::DRIFT_DETECTED,
-                format!(
-                    "daemonSet {name} was changed outside the controller ({}); reverting to the desired template, canary first",
-                    drift.what
-                ),
-            )),
-            drifted: true,
-            ..start(strategy, observation)
-        },
-        DriftPolicy::Report => {
-            // The rollout holds where it was: a failed one stays failed with its reason. A
-            // configuration the previous pass could not act on (an invalid strategy or spec) is
-            // valid now that this pass got here, and left no rollout to hold: as on a first pass.
-            // So is the reference's UnexpectedState under the fixed table, which never gives it
-            // (a status left by `compatibility: KubeVirt` before the switch to `Fixed`).
-            let fixed = strategy.compatibility == Compatibility::Fixed;
-            let previous = observation.previous.filter(|previous| {
-                !(previous.phase == Phase::Failed
-                    && match previous.failure {
-                        Some(
-                            FailureReason::InvalidStrategy
-                            | FailureReason::InvalidSpec
-                            | FailureReason::DaemonSetClaimed,
-                        ) => true,
-                        Some(FailureReason::UnexpectedState) => fixed,
-                        _ => false,
-                    })
-            });
-            let held = match previous {
-                Some(previous) if previous.phase == Phase::Failed => {
-                    stay_failed(observation, previous)
-                }
-                Some(previous) => Decision {
-                    done: previous.phase == Phase::Successful,
-                    ..Decision::hold(previous.phase)
-                },
-                None => Decision {
-                    done: true,
-                    ..Decision::hold(Phase::Successful)
-                },
-            };
-            let event = (!already).then(|| {
-                warning(
-                    event_reason::DRIFT_DETECTED,
-                    format!(
-                        "daemonSet {name} was changed outside the controller ({}); left as it is (driftPolicy Report), nothing is written until the desired state changes",
-                        drift.what
-                    ),
-                )
-            });
-            Decision {
-                event,
-                drifted: true,
-                ..held
-            }
-        }
+/// The action of a pass that records the DaemonSet generation.
+fn recorded() -> MaxUnavailableAction {
+    MaxUnavailableAction {
+        record_generation: true,
+        quiet: false,
     }
 }
 
@@ -327,32 +188,15 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         .previous
         .is_some_and(|previous| previous.phase.is_in_progress());
     let event = (strategy.compatibility == Compatibility::Fixed && finished_a_rollout)
-        .then(|| completed_event(observation));
+        .then(|| completed_event(&observation.name, &observation.version));
     Decision {
         done: true,
-        quiet: true,
-        event,
+        events: event.into_iter().collect(),
+        action: MaxUnavailableAction {
+            record_generation: false,
+            quiet: true,
+        },
         ..Decision::hold(Phase::Successful)
-    }
-}
-
-/// Row 1. Never records the generation: the generation mismatch brings the next passes back.
-fn start(strategy: &Strategy, observation: &Observation) -> Decision {
-    Decision {
-        write: Some(write(
-            WriteKind::Start,
-            Some(strategy.canary_max_unavailable),
-            None,
-        )),
-        event: Some(normal(
-            event_reason::ROLLOUT_STARTED,
-            format!(
-                "daemonSet {}: started {}",
-                observation.name,
-                rollout_of(&observation.version)
-            ),
-        )),
-        ..Decision::hold(Phase::Started)
     }
 }
 
@@ -394,8 +238,8 @@ fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision 
     if let Some(edit) = observation.tls.and_then(tls_step) {
         return Decision {
             write: Some(write(WriteKind::TlsStep, None, Some(edit))),
-            record_generation: true,
-            event: Some(tls_event(observation, edit)),
+            events: vec![tls_event(observation, edit)],
+            action: recorded(),
             ..Decision::hold(Phase::Waiting)
         };
     }
@@ -405,17 +249,18 @@ fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision 
             Some(strategy.canary_max_unavailable),
             None,
         )),
-        record_generation: true,
         done: true,
-        event: Some(completed_event(observation)),
+        events: vec![completed_event(&observation.name, &observation.version)],
+        action: recorded(),
         ..Decision::hold(Phase::Successful)
     }
 }
 
 /// The rows with the reference quirks fixed; each fix names the KubeVirt issue it answers.
 fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
-    if let Some(previous) = sticky_failure(observation) {
-        return stay_failed(observation, previous);
+    let life = life_of(observation);
+    if let Some(previous) = sticky(&life) {
+        return stay_failed(&life, previous);
     }
     // Fix of quirk 7: every updated pod is watched in every phase, so the rollout never widens
     // (and never finishes) with a crash-looping pod.
@@ -477,13 +322,13 @@ fn fixed_finish(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(edit) = observation.tls.and_then(tls_step) {
         return Decision {
             write: Some(write(WriteKind::TlsStep, canary, Some(edit))),
-            event: Some(tls_event(observation, edit)),
+            events: vec![tls_event(observation, edit)],
             ..Decision::hold(Phase::Started)
         };
     }
     Decision {
         write: Some(write(WriteKind::Finish, canary, None)),
-        record_generation: true,
+        action: recorded(),
         ..Decision::hold(Phase::Waiting)
     }
 }
@@ -512,64 +357,29 @@ fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
     let fast = strategy.fast_max_unavailable;
     Decision {
         write: Some(write(WriteKind::Widen, Some(fast), None)),
-        record_generation: true,
-        event: Some(normal(
+        events: vec![normal(
             event_reason::ROLLOUT_WIDENED,
             format!(
                 "daemonSet {}: canary of {} ready, maxUnavailable {fast}",
                 observation.name,
                 version_or_target(&observation.version)
             ),
-        )),
+        )],
+        action: recorded(),
         ..Decision::hold(Phase::Increasing)
     }
 }
 
 /// A pass with nothing to write, unless the progress deadline has passed.
 fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decision {
-    match deadline_exceeded(strategy, observation) {
-        Some(decision) => decision,
-        None => Decision::hold(phase),
-    }
-}
-
-/// No progress: the previous pass was in progress, the ready count did not move, and the time
-/// since the phase started or the count last moved is over the deadline.
-pub(crate) fn deadline_exceeded(
-    strategy: &Strategy,
-    observation: &Observation,
-) -> Option<Decision> {
-    let deadline = strategy.progress_deadline?;
-    let previous = observation.previous?;
-    // Time held on request (`paused`) is no stall: the deadline runs again from the resume.
-    let stalled = previous.phase.is_in_progress()
-        && previous.phase != Phase::Paused
-        && previous.updated_ready == observation.updated_ready_pods
-        && previous.since_progress > deadline;
-    if !stalled {
-        return None;
-    }
-    let message = format!(
-        "daemonSet {}: {} made no progress in phase {} for {}s (deadline {}s): {} of {} {} updated and ready",
-        observation.name,
-        rollout_of(&observation.version),
-        previous.phase,
-        previous.since_progress.as_secs(),
-        deadline.as_secs(),
+    let life = life_of(observation);
+    deadline_exceeded(
+        strategy,
+        &life,
         observation.updated_ready_pods,
         observation.desired_pods,
-        if observation.desired_pods == 1 {
-            "pod"
-        } else {
-            "pods"
-        },
-    );
-    Some(failed(
-        observation,
-        FailureReason::ProgressDeadlineExceeded,
-        event_reason::PROGRESS_DEADLINE_EXCEEDED,
-        message,
-    ))
+    )
+    .unwrap_or_else(|| Decision::hold(phase))
 }
 
 /// Row 2's failure. KubeVirt mode repeats the reference's message and event on every pass;
@@ -579,7 +389,7 @@ fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
     let failure = FailureReason::CanaryCrashLooping;
     match (strategy.compatibility, &observation.crash_loop) {
         (Compatibility::Fixed, Some(seen)) => failed(
-            observation,
+            &life_of(observation),
             failure,
             event_reason::FAILED_UPDATE,
             format!(
@@ -593,7 +403,7 @@ fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
             let message = format!("daemonSet {name} rollout failed");
             Decision {
                 failure: Some(failure),
-                event: Some(warning(event_reason::FAILED_UPDATE, message.clone())),
+                events: vec![warning(event_reason::FAILED_UPDATE, message.clone())],
                 error: Some(message),
                 ..Decision::hold(Phase::Failed)
             }
@@ -601,53 +411,30 @@ fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
     }
 }
 
-/// A failed decision whose Warning event is emitted only on the transition into it.
-pub(crate) fn failed(
-    observation: &Observation,
-    failure: FailureReason,
-    reason: &'static str,
-    message: String,
-) -> Decision {
-    let event = (!repeats(observation.previous.as_ref(), Phase::Failed, Some(failure)))
-        .then(|| warning(reason, message.clone()));
-    Decision {
-        failure: Some(failure),
-        event,
-        error: Some(message),
-        ..Decision::hold(Phase::Failed)
+/// What the shared rows read of `observation`, for this driver's rows that call them.
+fn life_of(observation: &Observation) -> Life<'_> {
+    Life {
+        name: &observation.name,
+        version: &observation.version,
+        previous: observation.previous,
+        changed: observation.object_changed,
+        drift: observation.drift.as_ref(),
+        retry: observation.retry,
+        held: observation.held,
+        hold_recorded: observation.hold_recorded,
+        live_on_hold: Some(observation.live_on_hold),
+        held_stops: HELD_STOPS,
+        report_stops: REPORT_STOPS,
+        pods_rows: false,
     }
 }
 
-/// The default strategy keeps a rollout failure until the target changes (row 1 restarts).
-/// A rejected write or an invalid strategy is not sticky: see [`FailureReason::is_sticky`].
-pub(crate) fn sticky_failure(observation: &Observation) -> Option<PreviousPass> {
-    observation.previous.filter(|previous| {
-        previous.phase == Phase::Failed && previous.failure.is_none_or(FailureReason::is_sticky)
-    })
-}
+/// What a held pass of this driver stops, as its `Paused` event says it.
+const HELD_STOPS: &str =
+    "the DaemonSet's pods are not replaced (updateStrategy OnDelete) and nothing else is written";
 
-pub(crate) fn stay_failed(observation: &Observation, previous: PreviousPass) -> Decision {
-    let failure = previous
-        .failure
-        .unwrap_or(FailureReason::CanaryCrashLooping);
-    Decision {
-        failure: Some(failure),
-        error: Some(format!(
-            "daemonSet {}: {} failed ({failure}); it stays failed until the target changes",
-            observation.name,
-            rollout_of(&observation.version)
-        )),
-        ..Decision::hold(Phase::Failed)
-    }
-}
-
-pub(crate) fn repeats(
-    previous: Option<&PreviousPass>,
-    phase: Phase,
-    failure: Option<FailureReason>,
-) -> bool {
-    previous.is_some_and(|previous| previous.phase == phase && previous.failure == failure)
-}
+/// What a drift kept as it is (`Report`) stops, as its event says it.
+const REPORT_STOPS: &str = "nothing is written";
 
 fn write(
     kind: WriteKind,
@@ -659,17 +446,6 @@ fn write(
         max_unavailable,
         template_edit,
     }
-}
-
-pub(crate) fn completed_event(observation: &Observation) -> Event {
-    normal(
-        event_reason::ROLLOUT_COMPLETED,
-        format!(
-            "daemonSet {}: {} complete, every pod updated and ready",
-            observation.name,
-            rollout_of(&observation.version)
-        ),
-    )
 }
 
 fn tls_event(observation: &Observation, edit: TemplateEdit) -> Event {
@@ -685,39 +461,4 @@ fn tls_event(observation: &Observation, edit: TemplateEdit) -> Event {
             version_or_target(&observation.version)
         ),
     )
-}
-
-/// `rollout of v1.9.4`, or `rollout` when the version is not known. Every message of a
-/// rollout names its version, so that two rollouts' events read apart (`kubectl get events`).
-pub(crate) fn rollout_of(version: &str) -> String {
-    if version.is_empty() {
-        "rollout".to_owned()
-    } else {
-        format!("rollout of {version}")
-    }
-}
-
-/// `v1.9.4`, or `the target` when the version is not known.
-pub(crate) fn version_or_target(version: &str) -> &str {
-    if version.is_empty() {
-        "the target"
-    } else {
-        version
-    }
-}
-
-pub(crate) fn normal(reason: &'static str, message: String) -> Event {
-    Event {
-        type_: EventType::Normal,
-        reason,
-        message,
-    }
-}
-
-pub(crate) fn warning(reason: &'static str, message: String) -> Event {
-    Event {
-        type_: EventType::Warning,
-        reason,
-        message,
-    }
 }

@@ -1,8 +1,7 @@
-//! What one pass decided: the output of [`decide`](crate::decide).
+//! The parts of what one pass decides (the write, its kind, the events): the words both
+//! drivers' decisions ([`Decision`](crate::Decision)) are made of.
 
 use crate::max_unavailable::MaxUnavailable;
-use crate::phase::{FailureReason, Phase};
-use crate::strategy::{Compatibility, Strategy};
 
 /// A template change the TLS migration needs (spec section 6), applied by the caller with
 /// its TLS plan before the write.
@@ -83,7 +82,7 @@ impl EventType {
     }
 }
 
-/// The `reason` strings of the events [`Decision::event`] carries.
+/// The `reason` strings of the events a [`Decision`](crate::Decision) carries.
 pub mod event_reason {
     /// Warning: an updated pod crash-loops (the reference's only event).
     pub const FAILED_UPDATE: &str = "FailedUpdate";
@@ -144,128 +143,6 @@ pub struct Event {
     pub reason: &'static str,
     /// Human-readable message.
     pub message: String,
-}
-
-/// The outcome of one pass.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Decision {
-    /// The phase to report.
-    pub phase: Phase,
-    /// Why, when `phase` is `Failed`.
-    pub failure: Option<FailureReason>,
-    /// At most one DaemonSet write.
-    pub write: Option<DaemonSetWrite>,
-    /// Record the DaemonSet generation, from the write's response when there is a write.
-    pub record_generation: bool,
-    /// The upgrade of this DaemonSet is done: the caller may move on (reference `done`).
-    pub done: bool,
-    /// The event to record, if any (only on transitions, except KubeVirt's `FailedUpdate`).
-    pub event: Option<Event>,
-    /// The error to report (reference `err`; the caller sets a Degraded condition from it).
-    pub error: Option<String>,
-    /// The sync gate found nothing to do: no flag set, no API call.
-    pub quiet: bool,
-    /// The live DaemonSet is drifted from what the controller wrote (the caller reports it as
-    /// a condition); with the `Revert` policy this pass writes the desired template back.
-    pub drifted: bool,
-    /// A retry on request forgot a failure in this pass (the caller announces it with
-    /// [`retried_event`](crate::retried_event) and records the mark).
-    pub retried: bool,
-    /// The pass was held on request (the caller records it, see [`Observation::held`]).
-    ///
-    /// [`Observation::held`]: crate::Observation::held
-    pub held: bool,
-    /// `Paused` when the pass acted on a new hold, `Resumed` when it acted on its end; told
-    /// apart from [`event`](Self::event), which a pass that resumes may carry as well.
-    pub hold_event: Option<Event>,
-}
-
-impl Decision {
-    /// A decision in `phase` with nothing else set (nothing written, announced or recorded).
-    pub fn hold(phase: Phase) -> Self {
-        Decision {
-            phase,
-            failure: None,
-            write: None,
-            record_generation: false,
-            done: false,
-            event: None,
-            error: None,
-            quiet: false,
-            drifted: false,
-            retried: false,
-            held: false,
-            hold_event: None,
-        }
-    }
-
-    /// Maps a rejected write to the failed phase of the row that made it.
-    ///
-    /// The messages are the reference's in KubeVirt mode, including the literal `<nil>` of
-    /// rows 1 and 3a (spec quirk 15, a Go formatting slip). The default strategy names the
-    /// DaemonSet instead and adds a `WriteRejected` Warning event. Conflicts (a failed `test` op,
-    /// HTTP 409) are not rollout failures: the caller should requeue instead of calling this.
-    /// A decision without a write is returned unchanged; the hold on request and its
-    /// announcement are kept (a refused hold write is still a held pass).
-    #[must_use]
-    pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> Decision {
-        let Some(write) = self.write else {
-            return self;
-        };
-        // The API server's message is outside text: cut before it reaches status and events.
-        let api_error = crate::cut(api_error, crate::OUTSIDE_TEXT_BYTES);
-        let message = write_failure_message(strategy.compatibility, write.kind, name, &api_error);
-        let event = (strategy.compatibility == Compatibility::Fixed).then(|| Event {
-            type_: EventType::Warning,
-            reason: event_reason::WRITE_REJECTED,
-            message: message.clone(),
-        });
-        Decision {
-            failure: Some(FailureReason::WriteRejected),
-            event,
-            error: Some(message),
-            held: self.held,
-            hold_event: self.hold_event,
-            ..Decision::hold(Phase::Failed)
-        }
-    }
-}
-
-fn write_failure_message(
-    compatibility: Compatibility,
-    kind: WriteKind,
-    name: &str,
-    api_error: &str,
-) -> String {
-    let patch_error = format!("unable to update daemonset {name}: {api_error}");
-    match (compatibility, kind) {
-        (_, WriteKind::Create) => format!("unable to create daemonset {name}: {api_error}"),
-        (Compatibility::KubeVirt, WriteKind::Start) => {
-            format!("unable to start canary upgrade for daemonset <nil>: {patch_error}")
-        }
-        (Compatibility::KubeVirt, WriteKind::Widen) => {
-            format!("unable to update daemonset <nil>: {patch_error}")
-        }
-        (Compatibility::KubeVirt, WriteKind::Finish | WriteKind::TlsStep) => patch_error,
-        (Compatibility::Fixed, WriteKind::Start) => {
-            format!("unable to start canary upgrade for daemonset {name}: {api_error}")
-        }
-        (Compatibility::Fixed, WriteKind::Widen) => {
-            format!("unable to widen the rollout of daemonset {name}: {api_error}")
-        }
-        (Compatibility::Fixed, WriteKind::Finish) => {
-            format!("unable to revert daemonset {name} to its resting maxUnavailable: {api_error}")
-        }
-        (Compatibility::Fixed, WriteKind::TlsStep) => {
-            format!("unable to apply the TLS migration step to daemonset {name}: {api_error}")
-        }
-        (_, WriteKind::Hold) => {
-            format!("unable to hold daemonset {name} (updateStrategy OnDelete): {api_error}")
-        }
-        (_, WriteKind::Resume) => {
-            format!("unable to resume daemonset {name} (updateStrategy RollingUpdate): {api_error}")
-        }
-    }
 }
 
 #[cfg(test)]

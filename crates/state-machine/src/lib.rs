@@ -53,7 +53,7 @@
 //! assert_eq!(start.phase, Phase::Started);
 //! let write = start.write.expect("row 1 writes");
 //! assert_eq!((write.kind, write.max_unavailable), (WriteKind::Start, Some(MaxUnavailable::ONE)));
-//! assert!(!start.record_generation && !start.done);
+//! assert!(!start.action.record_generation && !start.done);
 //!
 //! // One updated pod is ready: widen to 10% and record the generation.
 //! let widen = decide(&strategy, &Observation {
@@ -67,52 +67,55 @@
 //! });
 //! assert_eq!(widen.phase, Phase::Increasing);
 //! assert_eq!(widen.write.and_then(|w| w.max_unavailable), Some(MaxUnavailable::TEN_PERCENT));
-//! assert!(widen.record_generation);
+//! assert!(widen.action.record_generation);
 //!
 //! // At rest with a known generation: nothing to do.
 //! let quiet = decide(&strategy, &Observation::default());
-//! assert!(quiet.quiet && quiet.done && quiet.write.is_none());
+//! assert!(quiet.action.quiet && quiet.done && quiet.write.is_none());
 //! assert_eq!(quiet.phase.as_str(), "successful");
 //! ```
 
 mod analysis;
+mod condition;
 mod decide;
 mod decision;
 mod duration;
+pub mod lifecycle;
 mod max_unavailable;
 mod observation;
 mod outside_text;
 mod phase;
 mod pods;
-mod rollback;
 mod strategy;
+mod verb;
 
 pub use analysis::{
     AnalysisError, AnalysisVerdict, MAX_METRICS, Measurement, MetricCheck, MetricTally,
     PLACEHOLDERS, RenderError, StepAnalysis, TemplateValues, Verdict, judge, placeholders,
     regex_alternation, render, validate_metrics, verdict,
 };
-pub use decide::{SyncFlags, decide, decide_create, retried_event, tls_step};
-pub use decision::{
-    DaemonSetWrite, Decision, Event, EventType, TemplateEdit, WriteKind, event_reason,
-};
+pub use condition::{ConditionReason, ConditionType};
+pub use decide::{SyncFlags, decide, decide_create, tls_step};
+pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
+pub use lifecycle::{
+    Decision, DriverAction, MaxUnavailableAction, Revision, RollbackDecision, RollbackObservation,
+    RollbackReason, UndoTarget, decide_rollback, retried_event, rolled_back_event, verb_refused,
+};
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
 pub use outside_text::{EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, cut};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
-    Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeState, NodeTally, PodDecision,
-    PodObservation, PodState, Promotion, Step, StepPlan, StepPosition, decide_pods,
-};
-pub use rollback::{
-    Revision, RollbackDecision, RollbackObservation, RollbackReason, UndoTarget, decide_rollback,
-    rolled_back_event, verb_refused,
+    Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeStanding, NodeState, NodeTally,
+    PodDecision, PodObservation, PodState, PodsAction, Promotion, Step, StepPlan, StepPosition,
+    decide_pods,
 };
 pub use strategy::{
     Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, OnFailure,
     ParseCompatibilityError, ParseDriverError, Strategy, StrategyError,
 };
+pub use verb::{Verb, VerbContext, undo_revision};
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

@@ -10,7 +10,14 @@ use std::str::FromStr;
 /// `rolledBack` are reported instead of the rollout phases while a rollback (an abort, or
 /// `onFailure: Rollback`) goes back to the last successful revision: the decision tables never
 /// produce them, [`Phase::reported`] maps to them and [`Phase::decided`] back.
+///
+/// With the `serde` feature a phase is its name on the wire (a status's `phase`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "camelCase")
+)]
 pub enum Phase {
     /// The new template went out with the canary `maxUnavailable`: one pod is being replaced.
     Started,
@@ -48,6 +55,17 @@ impl Phase {
         Phase::RollingBack,
         Phase::RolledBack,
     ];
+
+    /// What a status without a phase shows: the controller has not acted on it yet.
+    pub const PENDING: &'static str = "pending";
+
+    /// The name of `phase`, or [`Phase::PENDING`] when there is none yet.
+    pub const fn name_or_pending(phase: Option<Phase>) -> &'static str {
+        match phase {
+            Some(phase) => phase.as_str(),
+            None => Phase::PENDING,
+        }
+    }
 
     /// The stable lower-case name (`"started"`, `"canary"`, ...).
     pub const fn as_str(self) -> &'static str {
@@ -137,8 +155,10 @@ impl FromStr for Phase {
     }
 }
 
-/// Why a rollout is in [`Phase::Failed`]; the CamelCase name is the status reason and metric label.
+/// Why a rollout is in [`Phase::Failed`]; the CamelCase name is the status reason and metric label
+/// (with the `serde` feature, its name on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum FailureReason {
     /// An updated pod is crash-looping (per the crash-loop policy the caller applies).
     CanaryCrashLooping,
@@ -288,6 +308,20 @@ mod tests {
         assert_eq!(Phase::Canary.decided(Some(Phase::Failed)), Phase::Canary);
         assert!(Phase::RolledBack.is_at_rest() && Phase::Successful.is_at_rest());
         assert!(!Phase::Failed.is_at_rest() && !Phase::RollingBack.is_at_rest());
+    }
+
+    /// The serde names are the stable names, so a status reads back what it wrote.
+    #[cfg(feature = "serde")]
+    #[test]
+    fn serde_names_are_the_stable_names() {
+        for phase in Phase::ALL {
+            let json = serde_json::to_value(phase).unwrap_or_default();
+            assert_eq!(json, phase.as_str(), "{phase}");
+        }
+        for reason in FailureReason::ALL {
+            let json = serde_json::to_value(reason).unwrap_or_default();
+            assert_eq!(json, reason.as_str(), "{reason}");
+        }
     }
 
     #[test]

@@ -23,9 +23,11 @@ pub(crate) mod build;
 mod dry_run;
 mod pki;
 mod process;
+mod supervise;
 
 pub use dry_run::server_dry_run_deploy;
 pub use process::{Component, free_port, http_get};
+pub use supervise::supervise;
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -107,6 +109,14 @@ pub struct UpArgs {
     /// take `<d>` instead.
     #[arg(long, value_name = "MS", default_value_t = 3000)]
     pub ready_delay_ms: u64,
+    /// An extra kube-apiserver flag (repeatable), e.g. `--apiserver-arg=--watch-cache-sizes=pods#0`.
+    /// A running cluster started with other extra flags is an error (`cluster down` first).
+    #[arg(
+        long = "apiserver-arg",
+        value_name = "FLAG",
+        allow_hyphen_values = true
+    )]
+    pub apiserver_args: Vec<String>,
 }
 
 impl UpArgs {
@@ -117,6 +127,7 @@ impl UpArgs {
             kubeconfig: None,
             start_delay_ms: 2000,
             ready_delay_ms: 3000,
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -204,6 +215,8 @@ impl Layout {
             binary: self.bin.join(binary),
             pid_file: self.run.join(format!("{name}.pid")),
             log: self.logs.join(format!("{name}.log")),
+            args_file: self.run.join(format!("{name}.args")),
+            hold_file: self.run.join(format!("{name}.hold")),
         }
     }
 }
@@ -322,6 +335,14 @@ pub fn up(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
     build::ensure_binaries(&layout.src, &layout.bin, build::Which::ControlPlane)?;
     let cluster = match running(layout)? {
         Some(cluster) => {
+            let running_args = running_apiserver_args(layout);
+            if running_args != args.apiserver_args {
+                bail!(
+                    "the running cluster's extra kube-apiserver flags are {running_args:?}, not \
+                     {:?}: run `cargo xtask cluster down` first",
+                    args.apiserver_args
+                );
+            }
             eprintln!("==> cluster: already running, reusing it");
             cluster
         }
@@ -456,32 +477,37 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
     std::fs::write(&audit_policy, audit_policy_yaml())
         .with_context(|| format!("cannot write {}", audit_policy.display()))?;
     let apiserver = layout.component("kube-apiserver");
-    apiserver.start(&strings(&[
-        &format!("--audit-policy-file={}", audit_policy.display()),
-        &format!("--audit-log-path={}", layout.audit_log().display()),
-        "--audit-log-format=json",
-        // Written as requests finish rather than in batches, so a reader sees every request
-        // that has completed.
-        "--audit-log-mode=blocking",
-        &format!("--etcd-servers={etcd_client}"),
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
-        &format!("--secure-port={}", ports.apiserver),
-        &format!("--tls-cert-file={}", pki.serving_cert.display()),
-        &format!("--tls-private-key-file={}", pki.serving_key.display()),
-        &format!("--client-ca-file={}", pki.ca_cert.display()),
-        &format!("--token-auth-file={}", pki.token_file.display()),
-        "--authorization-mode=Node,RBAC",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        &format!("--service-account-key-file={}", pki.sa_pub.display()),
-        &format!(
-            "--service-account-signing-key-file={}",
-            pki.sa_key.display()
-        ),
-        &format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-        "--allow-privileged=true",
-        "--profiling=false",
-    ]))?;
+    apiserver.start(
+        &strings(&[
+            &format!("--audit-policy-file={}", audit_policy.display()),
+            &format!("--audit-log-path={}", layout.audit_log().display()),
+            "--audit-log-format=json",
+            // Written as requests finish rather than in batches, so a reader sees every request
+            // that has completed.
+            "--audit-log-mode=blocking",
+            &format!("--etcd-servers={etcd_client}"),
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            &format!("--secure-port={}", ports.apiserver),
+            &format!("--tls-cert-file={}", pki.serving_cert.display()),
+            &format!("--tls-private-key-file={}", pki.serving_key.display()),
+            &format!("--client-ca-file={}", pki.ca_cert.display()),
+            &format!("--token-auth-file={}", pki.token_file.display()),
+            "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            &format!("--service-account-key-file={}", pki.sa_pub.display()),
+            &format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_key.display()
+            ),
+            &format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--allow-privileged=true",
+            "--profiling=false",
+        ])
+        .into_iter()
+        .chain(args.apiserver_args.iter().cloned())
+        .collect::<Vec<_>>(),
+    )?;
     wait_until(
         &apiserver,
         Duration::from_secs(90),
@@ -604,6 +630,7 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         },
         "start_delay_ms": args.start_delay_ms,
         "ready_delay_ms": args.ready_delay_ms,
+        "apiserver_args": args.apiserver_args,
     });
     std::fs::write(&layout.state, format!("{state:#}\n"))
         .with_context(|| format!("cannot write {}", layout.state.display()))?;
@@ -613,6 +640,22 @@ fn start(layout: &Layout, args: &UpArgs) -> Result<Cluster> {
         layout.logs.display()
     );
     Ok(cluster)
+}
+
+/// The extra kube-apiserver flags the running cluster was started with (`state.json`).
+fn running_apiserver_args(layout: &Layout) -> Vec<String> {
+    std::fs::read_to_string(&layout.state)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|state| serde_json::from_value(state.get("apiserver_args")?.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// What `state.json` of the running cluster says (ports, the etcd client URL, ...).
+pub fn running_state(layout: &Layout) -> Result<Value> {
+    let text = std::fs::read_to_string(&layout.state)
+        .with_context(|| format!("cannot read {}", layout.state.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", layout.state.display()))
 }
 
 /// The API server's audit policy: the DaemonSet writes of the controller and of KubeVirt's
@@ -668,7 +711,7 @@ fn stages(start_delay_ms: u64, ready_delay_ms: u64) -> String {
         .replace("@BEHAVIOR@", BEHAVIOR_JQ)
 }
 
-/// Builds the workspace's binary (dev profile, as `cargo xtask e2e` does) and copies it into
+/// Builds the workspace's binary (the tests' profile, as `cargo xtask e2e` does) and copies it into
 /// `bin/` for the `sim-kwok` component: through a temporary file renamed over the old copy, so a
 /// copy still running elsewhere is never written to.
 fn install_sim_kwok(layout: &Layout) -> Result<()> {
@@ -678,6 +721,8 @@ fn install_sim_kwok(layout: &Layout) -> Result<()> {
             "build",
             "--quiet",
             "--locked",
+            "--profile",
+            crate::PROFILE,
             "-p",
             "daemonset-canary",
             "--bin",
@@ -688,9 +733,7 @@ fn install_sim_kwok(layout: &Layout) -> Result<()> {
     if !status.success() {
         bail!("cargo build -p daemonset-canary failed: `sim kwok` cannot run");
     }
-    let built = crate::tools::target_dir()?
-        .join("debug")
-        .join(SIM_KWOK_BINARY);
+    let built = crate::ci_binary()?;
     std::fs::create_dir_all(&layout.bin)
         .with_context(|| format!("cannot create {}", layout.bin.display()))?;
     let installed = layout.bin.join(SIM_KWOK_BINARY);

@@ -1,8 +1,10 @@
-//! Supervision of the control-plane processes: start detached with a pid file, check, stop.
+//! Supervision of the control-plane processes: start detached with a pid file, check, stop,
+//! start again with the same arguments.
 //!
 //! Job: each component runs as its own process group (so it outlives `cargo xtask cluster up`
 //! and a Ctrl-C in that terminal does not reach it), logs to `target/cluster/logs/<name>.log`,
-//! and has `target/cluster/run/<name>.pid`.
+//! and has `target/cluster/run/<name>.pid` and `<name>.args` (its command line, for
+//! [`Component::restart`]).
 //!
 //! Invariant: a pid is only ever signalled when `/proc/<pid>/exe` is the binary we started from
 //! `target/cluster/bin/`, so a stale pid file never hits a process that reused the number.
@@ -23,6 +25,11 @@ pub struct Component {
     pub pid_file: PathBuf,
     /// Its log (stdout and stderr).
     pub log: PathBuf,
+    /// Its arguments, as a JSON array, written by [`Component::start`].
+    pub args_file: PathBuf,
+    /// While this file exists, a supervisor does not start the component again
+    /// ([`super::supervise()`]): a fault injector holds a component down with it.
+    pub hold_file: PathBuf,
 }
 
 impl Component {
@@ -40,8 +47,34 @@ impl Component {
                 self.pid_file.display()
             );
         }
+        let args_json = serde_json::to_string(args).context("cannot encode the arguments")?;
+        std::fs::write(&self.args_file, args_json)
+            .with_context(|| format!("cannot write {}", self.args_file.display()))?;
         let log = std::fs::File::create(&self.log)
             .with_context(|| format!("cannot create {}", self.log.display()))?;
+        self.spawn(args, env, log)
+    }
+
+    /// Starts the component again with the arguments of its last [`Component::start`], its
+    /// output appended to its log. The environment of [`Component::start_with_env`] is not
+    /// recorded: the supervised components (the control plane's) are started without one.
+    pub fn restart(&self) -> Result<u32> {
+        let text = std::fs::read_to_string(&self.args_file)
+            .with_context(|| format!("cannot read {}", self.args_file.display()))?;
+        let args: Vec<String> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a list of arguments", self.args_file.display()))?;
+        if let Some(pid) = self.running_pid() {
+            bail!("{} is already running (pid {pid})", self.name);
+        }
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.log)
+            .with_context(|| format!("cannot open {}", self.log.display()))?;
+        self.spawn(&args, &[], log)
+    }
+
+    fn spawn(&self, args: &[String], env: &[(&str, &str)], log: std::fs::File) -> Result<u32> {
         let err = log
             .try_clone()
             .with_context(|| format!("cannot reopen {}", self.log.display()))?;

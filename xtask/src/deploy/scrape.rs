@@ -14,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use xshell::{Shell, cmd};
 
+use crate::PROFILE;
+
 /// How long the simulator and the observer get to come up and export.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -37,7 +39,7 @@ pub(super) fn demo(sh: &Shell, work: &Path, driver: &str) -> Result<PathBuf> {
     eprintln!("==> lint-deploy: scraping a demo rollout (driver {driver})");
     cmd!(
         sh,
-        "{cargo} run --quiet --locked -p daemonset-canary -- demo --nodes 20 --driver {driver} --metrics-file {file}"
+        "{cargo} run --quiet --locked --profile {PROFILE} -p daemonset-canary -- demo --nodes 20 --driver {driver} --metrics-file {file}"
     )
     .ignore_stdout()
     .run()
@@ -50,10 +52,13 @@ pub(super) fn demo(sh: &Shell, work: &Path, driver: &str) -> Result<PathBuf> {
 pub(super) fn observe_kubevirt(sh: &Shell, work: &Path) -> Result<PathBuf> {
     eprintln!("==> lint-deploy: scraping observe-kubevirt on the served simulator");
     let cargo = crate::cargo();
-    cmd!(sh, "{cargo} build --quiet --locked -p daemonset-canary")
-        .run()
-        .context("cannot build daemonset-canary")?;
-    let binary = crate::tools::target_dir()?.join("debug/daemonset-canary");
+    cmd!(
+        sh,
+        "{cargo} build --quiet --locked --profile {PROFILE} -p daemonset-canary"
+    )
+    .run()
+    .context("cannot build daemonset-canary")?;
+    let binary = crate::ci_binary()?;
     let kubeconfig = work.join("sim.kubeconfig");
     let _simulator = Running::start(
         Command::new(&binary)

@@ -151,6 +151,8 @@ fn job_runner(layout: &Layout) -> Component {
         binary: layout.bin.join("xtask-virt-operator-jobs"),
         pid_file: layout.run_dir().join("virt-operator-jobs.pid"),
         log: layout.logs().join("virt-operator-jobs.log"),
+        args_file: layout.run_dir().join("virt-operator-jobs.args"),
+        hold_file: layout.run_dir().join("virt-operator-jobs.hold"),
     }
 }
 

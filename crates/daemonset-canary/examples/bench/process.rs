@@ -352,7 +352,7 @@ async fn wait_successful(
                 .context("cannot read a CanaryDaemonSet")?;
             let status = object.status.unwrap_or_default();
             let current = object.metadata.generation == status.observed_generation;
-            match status.phase.as_deref() {
+            match status.phase_name() {
                 Some("successful") if current && status.updated_ready == nodes => continue 'names,
                 Some("failed") => bail!(
                     "{name} failed at {version}: {}",

@@ -12,6 +12,7 @@ pub mod crd;
 #[cfg(feature = "simulator")]
 pub mod demo;
 pub mod get;
+pub mod object;
 pub mod observe_kubevirt;
 pub mod pause;
 pub mod promote;

@@ -6,30 +6,19 @@
 //! `updateStrategy: OnDelete` (one write, so that the DaemonSet controller replaces no pod) and
 //! back on `RollingUpdate` at the resume. The phase shows `paused` and the progress deadline does
 //! not run. The controller announces each once (events `Paused` and `Resumed`) and records the
-//! hold in `status.held`. Each verb is refused, with the reason, when it would change nothing
-//! (pausing a held rollout, resuming one not held).
+//! hold in `status.held`. Each verb is refused, with the verb table's reason, when it would
+//! change nothing (pausing a held rollout, resuming one not held).
 
 use super::verb::{TargetArgs, find};
-use anyhow::bail;
-use canary_kube_adapter::crd::{PAUSE_ANNOTATION, hold_requested};
-use canary_state_machine::Driver;
+use canary_kube_adapter::crd::PAUSE_ANNOTATION;
+use canary_state_machine::{Driver, Phase, Verb};
 
 /// `pause`: marks the CanaryDaemonSet held and prints one line saying so.
 pub async fn pause(args: TargetArgs) -> anyhow::Result<()> {
     let target = find(&args.object).await?;
+    target.check(Verb::Pause)?;
     let (cds, which) = (&target.cds, &target.which);
-    if hold_requested(cds) {
-        bail!(
-            "{which} is already paused on request: resume it with daemonset-canary resume {} -n {}",
-            target.name,
-            target.namespace
-        );
-    }
-    let phase = cds
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "pending".to_owned());
+    let phase = Phase::name_or_pending(cds.status.as_ref().and_then(|s| s.phase));
     target.mark(PAUSE_ANNOTATION, Some("true")).await?;
     let what = match cds.spec.strategy.driver {
         Driver::Pods => "no pod is deleted and the template is not written",
@@ -44,13 +33,11 @@ pub async fn pause(args: TargetArgs) -> anyhow::Result<()> {
 /// `resume`: withdraws the hold and prints one line saying so.
 pub async fn resume(args: TargetArgs) -> anyhow::Result<()> {
     let target = find(&args.object).await?;
-    let (cds, which) = (&target.cds, &target.which);
-    if !hold_requested(cds) {
-        bail!(
-            "{which} is not paused on request: nothing to resume (a pause step ends with daemonset-canary promote)"
-        );
-    }
+    target.check(Verb::Resume)?;
     target.mark(PAUSE_ANNOTATION, None).await?;
-    println!("{which} resumed: the rollout goes on from where it was held");
+    println!(
+        "{} resumed: the rollout goes on from where it was held",
+        target.which
+    );
     Ok(())
 }

@@ -8,12 +8,13 @@
 //! not paused, so a promote typed a moment too late does not skip the next step instead (the
 //! controller, too, ends only a pause step with it). `--full` marks `full@TIME`: the rollout
 //! goes straight to its last nodes step, which still keeps its unavailability budget; refused
-//! when no rollout is under way.
+//! when no rollout is under way. The refusals are the verb table's ([`Verb`]).
 
-use super::status::ObjectArgs;
-use super::verb::pods_driver_target;
+use super::object::ObjectArgs;
+use super::verb::find;
 use anyhow::bail;
-use canary_kube_adapter::crd::{FULL_PROMOTION_PREFIX, PROMOTE_ANNOTATION, hold_requested};
+use canary_kube_adapter::crd::{FULL_PROMOTION_PREFIX, PROMOTE_ANNOTATION};
+use canary_state_machine::Verb;
 use k8s_openapi::jiff::Timestamp;
 
 /// Arguments of `promote`.
@@ -27,29 +28,19 @@ pub struct PromoteArgs {
     full: bool,
 }
 
-/// The phases in which a full promotion has steps to skip.
-const FULL_PROMOTION_PHASES: [&str; 5] =
-    ["started", "canary", "increasing", "paused", "rollingBack"];
-
 /// Marks the CanaryDaemonSet and prints one line saying what that ends.
 pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
-    let target = pods_driver_target(&args.object, "promote ends a pause step").await?;
+    let target = find(&args.object).await?;
     let (cds, which) = (&target.cds, &target.which);
+    let refusal = if args.full {
+        Verb::full_promotion_refusal(&target.context())
+    } else {
+        Verb::Promote.refusal(&target.context())
+    };
+    if let Some(why) = refusal {
+        bail!("{which}: promote refused: {why}");
+    }
     let status = cds.status.clone().unwrap_or_default();
-    let phase = status.phase.as_deref().unwrap_or("pending");
-    if args.full && !FULL_PROMOTION_PHASES.contains(&phase) {
-        bail!("{which} has no rollout under way (phase {phase}): nothing to promote");
-    }
-    if !args.full && phase != "paused" {
-        bail!("{which} is not paused (phase {phase}): nothing to promote");
-    }
-    if hold_requested(cds) {
-        bail!(
-            "{which} is held on request (the pause verb): resume it first (daemonset-canary resume {} -n {}), a promotion does not end a hold",
-            target.name,
-            target.namespace
-        );
-    }
     let step = match (status.current_step_index, status.step_count) {
         (Some(index), Some(count)) => format!("step {} of {count}", index + 1),
         _ => "the current step".to_owned(),

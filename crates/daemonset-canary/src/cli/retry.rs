@@ -11,20 +11,17 @@
 //! (an image pull secret, a node problem) or roll out another version.
 
 use super::verb::{TargetArgs, find};
-use anyhow::bail;
 use canary_kube_adapter::crd::RETRY_ANNOTATION;
+use canary_state_machine::Verb;
 use k8s_openapi::jiff::Timestamp;
 
 /// Marks the CanaryDaemonSet and prints one line saying what starts again.
 pub async fn run(args: TargetArgs) -> anyhow::Result<()> {
     let target = find(&args.object).await?;
+    target.check(Verb::Retry)?;
     let (cds, which) = (&target.cds, &target.which);
     let status = cds.status.clone().unwrap_or_default();
-    let phase = status.phase.as_deref().unwrap_or("pending");
-    if phase != "failed" {
-        bail!("{which} is not failed (phase {phase}): nothing to retry");
-    }
-    let reason = status.reason.as_deref().unwrap_or("unknown reason");
+    let reason = status.reason.map_or("unknown reason", |r| r.as_str());
     let version = status.target_version.as_deref().unwrap_or("the target");
     let mark = Timestamp::now().to_string();
     target.mark(RETRY_ANNOTATION, Some(&mark)).await?;

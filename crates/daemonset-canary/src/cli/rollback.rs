@@ -7,17 +7,18 @@
 //! revision that finished `successful` (phases `rollingBack`, then `rolledBack`), canary first.
 //! `undo` marks it with `canary.daemonset.dev/undo=N@TIME` (or `previous@TIME`): the controller
 //! rolls out revision N as any rollout. Both last until the spec changes: a new version in Git
-//! wins. Each verb checks what it can here and exits non-zero with the reason; what only the
-//! controller knows (a rollback already running) comes back as a `VerbRefused` event.
+//! wins. Each verb asks the verb table ([`Verb::refusal`], the controller's own) and exits
+//! non-zero with its reason; what changed since the object was read comes back as a
+//! `VerbRefused` event.
 
-use super::status::ObjectArgs;
-use super::verb::{TargetArgs, template_owner_target};
+use super::object::ObjectArgs;
+use super::verb::{TargetArgs, find};
 use super::{Connection, describe};
 use anyhow::{Context as _, bail};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::{ABORT_ANNOTATION, CanaryDaemonSetStatus, UNDO_ANNOTATION};
 use canary_kube_adapter::history::{Entry, History};
-use canary_state_machine::Phase;
+use canary_state_machine::{Phase, Revision, UndoTarget, Verb, VerbContext, undo_revision};
 use k8s_openapi::jiff::Timestamp;
 
 /// Arguments of `undo`.
@@ -28,10 +29,6 @@ pub struct UndoArgs {
     /// The revision to roll out (`history` lists them). Default: the one before the current.
     #[arg(long)]
     to_revision: Option<i64>,
-}
-
-fn phase_of(status: &CanaryDaemonSetStatus) -> Option<Phase> {
-    status.phase.as_deref().and_then(|p| p.parse().ok())
 }
 
 async fn entries(connection: &Connection, cds: &CanaryDaemonSet) -> anyhow::Result<Vec<Entry>> {
@@ -45,84 +42,64 @@ async fn entries(connection: &Connection, cds: &CanaryDaemonSet) -> anyhow::Resu
     })
 }
 
-/// `abort`: marks the CanaryDaemonSet and prints where it goes back to.
+/// `abort`: marks the CanaryDaemonSet and prints where it goes back to, and when.
 pub async fn abort(args: TargetArgs) -> anyhow::Result<()> {
-    let target = template_owner_target(
-        &args.object,
-        "abort rolls back to the last successful revision",
-    )
-    .await?;
-    let (cds, which) = (&target.cds, &target.which);
-    let status = cds.status.clone().unwrap_or_default();
-    let phase = phase_of(&status);
-    let history = status.history.clone().unwrap_or_default();
-    match phase {
-        Some(phase) if phase.is_at_rest() => bail!("{which} is {phase}: nothing to abort"),
-        Some(Phase::RollingBack) => bail!("{which} is rolling back already"),
-        _ => {}
-    }
-    let Some(stable) = history.stable else {
-        bail!("{which} has no revision that finished successfully: there is nothing to go back to");
-    };
-    if history
-        .current
-        .as_ref()
-        .is_some_and(|c| c.revision == stable.revision)
-    {
-        bail!(
-            "{which} is rolling out revision {}, the last successful one: there is nothing to go back to",
-            stable.revision
-        );
-    }
+    let target = find(&args.object).await?;
+    target.check(Verb::Abort)?;
+    let context = target.context();
     let mark = Timestamp::now().to_string();
     target.mark(ABORT_ANNOTATION, Some(&mark)).await?;
-    println!(
-        "{which} aborted (was {}): rolling back to revision {} ({}), canary first",
-        phase.map_or("pending", Phase::as_str),
-        stable.revision,
-        stable.version
-    );
+    println!("{}", abort_outcome(&target.which, &context));
     Ok(())
+}
+
+/// What `abort` prints once the verb table accepts it: the revision it goes back to, and when
+/// the rollback begins. The controller acts on an abort asked during a hold on request at
+/// once (the rollback is recorded, `rollingBack`), but nothing moves until the hold ends: the
+/// line says so, rather than a rollback that is not happening.
+pub fn abort_outcome(which: &str, at: &VerbContext) -> String {
+    let phase = Phase::name_or_pending(at.phase);
+    let (revision, version) = at
+        .stable
+        .as_ref()
+        .map_or((0, ""), |stable| (stable.number, stable.version.as_str()));
+    if at.held {
+        format!(
+            "{which} aborted (was {phase}, held on request): the rollback to revision {revision} ({version}) is recorded and begins, canary first, once the rollout is resumed (daemonset-canary resume)"
+        )
+    } else {
+        format!(
+            "{which} aborted (was {phase}): rolling back to revision {revision} ({version}), canary first"
+        )
+    }
 }
 
 /// `undo`: marks the CanaryDaemonSet with the revision to roll out and prints it.
 pub async fn undo(args: UndoArgs) -> anyhow::Result<()> {
-    let object = template_owner_target(&args.object, "undo rolls out an earlier revision").await?;
+    let object = find(&args.object).await?;
+    object.check(Verb::Undo)?;
     let (connection, cds, which) = (&object.connection, &object.cds, &object.which);
     let entries = entries(connection, cds).await?;
-    let status = cds.status.clone().unwrap_or_default();
-    let current = status.history.and_then(|h| h.current).map(|c| c.revision);
-    let listed = || {
-        entries
-            .iter()
-            .map(|e| e.revision.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+    let history: Vec<Revision> = entries
+        .iter()
+        .map(|entry| Revision {
+            number: entry.revision,
+            version: entry.version.clone(),
+        })
+        .collect();
+    let wanted = match args.to_revision {
+        Some(number) => UndoTarget::Revision(number),
+        None => UndoTarget::Previous,
     };
-    let target = match args.to_revision {
-        Some(number) => entries.iter().find(|e| e.revision == number),
-        None => entries
-            .iter()
-            .filter(|e| current.is_none_or(|c| e.revision < c))
-            .max_by_key(|e| e.revision),
+    let to = match undo_revision(wanted, &object.context(), &history) {
+        Ok(to) => to,
+        Err(why) => bail!("{which}: undo refused: {why}"),
     };
-    let Some(target) = target else {
-        match args.to_revision {
-            Some(number) => bail!("{which} has no revision {number} (revisions: {})", listed()),
-            None => bail!(
-                "{which} has no revision before the current one (revisions: {})",
-                listed()
-            ),
-        }
-    };
-    if Some(target.revision) == current {
-        bail!("{which} is at revision {} already", target.revision);
-    }
-    let mark = format!("{}@{}", target.revision, Timestamp::now());
+    let mark = format!("{}@{}", to.number, Timestamp::now());
     object.mark(UNDO_ANNOTATION, Some(&mark)).await?;
     println!(
         "{which}: rolling out revision {} ({}), canary first; a spec change ends it",
-        target.revision, target.version
+        to.number, to.version
     );
     Ok(())
 }
@@ -197,6 +174,47 @@ mod tests {
     use super::*;
     use canary_kube_adapter::crd::{HistoryStatus, RevisionRef};
     use canary_kube_adapter::history::Outcome;
+    use canary_state_machine::Driver;
+
+    /// The abort-during-hold discrepancy of issue 45: the CLI printed "rolling back" while the
+    /// hold kept everything still. The verb table accepts the abort (the controller records
+    /// the rollback at once), and the line says it begins when the hold ends.
+    #[test]
+    fn an_abort_during_a_hold_says_the_rollback_waits_for_the_resume() {
+        let held = VerbContext {
+            driver: Driver::Pods,
+            phase: Some(Phase::Paused),
+            held: true,
+            owns_template: true,
+            current: Some(Revision {
+                number: 3,
+                version: "v3".into(),
+            }),
+            stable: Some(Revision {
+                number: 1,
+                version: "v1".into(),
+            }),
+            ..VerbContext::default()
+        };
+        assert_eq!(
+            Verb::Abort.refusal(&held),
+            None,
+            "the controller acts on it"
+        );
+        let line = abort_outcome("canarydaemonset d/agent", &held);
+        assert!(line.contains("held on request"), "{line}");
+        assert!(line.contains("once the rollout is resumed"), "{line}");
+        assert!(!line.contains("rolling back"), "{line}");
+        let moving = VerbContext {
+            held: false,
+            ..held
+        };
+        let line = abort_outcome("canarydaemonset d/agent", &moving);
+        assert_eq!(
+            line,
+            "canarydaemonset d/agent aborted (was paused): rolling back to revision 1 (v1), canary first"
+        );
+    }
 
     fn entry(revision: i64, version: &str, outcome: Outcome) -> Entry {
         Entry {

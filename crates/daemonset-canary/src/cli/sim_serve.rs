@@ -9,6 +9,13 @@
 //! - The kubeconfig is written to an exclusively created temporary file next to it (never an
 //!   existing file or a symlink planted there) and renamed into place, so a reader never sees
 //!   half of it and nothing else is overwritten on the way.
+//! - `--state FILE` keeps the cluster across restarts, as etcd keeps it across a restart of
+//!   kube-apiserver: a snapshot and a journal of every change ([`state`]), loaded at start.
+//!   Started again, even after SIGKILL, the simulator serves the same objects and its
+//!   `resourceVersion`s continue; a watch from before the restart gets 410 Gone, as from a
+//!   restarted kube-apiserver's fresh watch cache (see `canary_sim::store::SavedStore`).
+//! - Without `--state`, a restart is a new cluster; its objects' uids still differ from those
+//!   of any earlier run (they are salted with the start time), as a new cluster's would.
 //! - The simulator's stand-in Prometheus (`canary_sim::prometheus`: each node's error ratio from
 //!   the pods it runs, `sim.canary.daemonset.dev/error-ratio`) answers the instant-query API on
 //!   `--prometheus-addr`, for a CanaryDaemonSet's `spec.analysis`. Its URL is printed on stdout
@@ -22,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use super::shutdown_signal;
 use anyhow::Context;
-use canary_sim::cluster::ClusterConfig;
+use canary_sim::cluster::{ClusterConfig, KubeletConfig};
 use canary_sim::{Sim, SimPrometheus};
 use daemonset_canary::listen::{bind_error, parse_listen_addr};
 
@@ -50,6 +57,23 @@ pub struct SimServeArgs {
     /// Seed of the simulator's random choices.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Keep the cluster in this file (and journals beside it, FILE.journal-N): loaded at start
+    /// if it exists; every change is journaled before it is acknowledged, so a restart with the
+    /// same file, even after SIGKILL, continues where the last run stopped, resourceVersions
+    /// included.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Append a line per request answered to FILE, in kube-apiserver's audit format (level
+    /// Metadata): what a client did, counted as on a real API server.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
+    /// Delay from a pod's creation on a node to its containers running (the kubelet model's
+    /// start latency; `cargo xtask cluster up` has the same flag for KWOK).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    start_delay_ms: u64,
+    /// Delay from running to ready for `healthy` pods.
+    #[arg(long, value_name = "MS", default_value_t = 3000)]
+    ready_delay_ms: u64,
     /// Plain pods on every node (namespace `neighbours`), ready from the start: what a pod
     /// with the behaviour `breaks-neighbours=<duration>` breaks.
     #[arg(long, default_value_t = 0)]
@@ -63,6 +87,12 @@ pub struct SimServeArgs {
     #[arg(long)]
     prometheus_url_file: Option<PathBuf>,
 }
+
+/// How often the `--state` snapshot is written again while the cluster changes (every change
+/// is in the journal at once).
+pub const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+mod state;
 
 /// Serves until SIGINT or SIGTERM.
 pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
@@ -78,30 +108,65 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
             args.prometheus_addr
         );
     }
-    let sim = Sim::builder()
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut builder = Sim::builder()
         .cluster_config(ClusterConfig {
             speed: args.speed,
+            kubelet: KubeletConfig {
+                start_latency: std::time::Duration::from_millis(args.start_delay_ms),
+                ready_delay: std::time::Duration::from_millis(args.ready_delay_ms),
+                ..KubeletConfig::default()
+            },
             ..ClusterConfig::default()
         })
         .nodes(args.nodes)
         .seed(args.seed)
         .neighbours_per_node(args.neighbours_per_node)
-        .epoch(k8s_openapi::jiff::Timestamp::now())
+        .epoch(now)
+        // Unique per start: a new cluster never hands out an old cluster's uids.
+        .uid_salt(
+            u64::try_from(now.as_nanosecond()).unwrap_or_default() ^ u64::from(std::process::id()),
+        );
+    let files = args.state.clone().map(state::StateFiles::new);
+    if let Some(files) = &files {
+        let restored = files.load()?;
+        let start_version = restored.as_ref().map_or(0, |saved| saved.resource_version);
+        if let Some(saved) = restored {
+            tracing::info!(
+                state = %files.snapshot().display(),
+                resource_version = saved.resource_version,
+                objects = saved.objects.len(),
+                "cluster restored"
+            );
+            builder = builder.restore(saved);
+        }
+        builder = builder.journal(files.sink(start_version)?);
+    }
+    let sim = builder
         .build()
         .context("cannot build the simulated cluster")?;
-    let served = sim
-        .serve(args.addr)
-        .await
-        .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
+    if let Some(files) = &files {
+        files.checkpoint(sim.store(), true)?;
+    }
+    let served = match &args.audit_log {
+        Some(path) => {
+            let audit = canary_sim::audit::AuditLog::append_to(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            sim.serve_recording(args.addr, std::sync::Arc::new(audit))
+                .await
+        }
+        None => sim.serve(args.addr).await,
+    }
+    .map_err(|error| anyhow::anyhow!(bind_error(args.addr, &error)))?;
     let prometheus = SimPrometheus::new(sim.store().clone())
         .serve(args.prometheus_addr)
         .await
         .map_err(|error| anyhow::anyhow!(bind_error(args.prometheus_addr, &error)))?;
     if let Some(path) = &args.prometheus_url_file {
-        write_atomically(path, &format!("{}\n", prometheus.url()))?;
+        write_atomically(path, format!("{}\n", prometheus.url()).as_bytes())?;
     }
     println!("prometheus: {}", prometheus.url());
-    write_atomically(&args.kubeconfig, &served.kubeconfig)?;
+    write_atomically(&args.kubeconfig, served.kubeconfig.as_bytes())?;
     tracing::info!(
         addr = %served.addr,
         kubeconfig = %args.kubeconfig.display(),
@@ -110,10 +175,55 @@ pub async fn run(args: SimServeArgs) -> anyhow::Result<()> {
         speed = args.speed,
         "simulated cluster serving"
     );
+    let (stop_checkpoints, checkpoints_stopped) = tokio::sync::oneshot::channel::<()>();
+    let checkpoints = files.clone().map(|files| {
+        tokio::spawn(checkpoint_while_changing(
+            sim.store().clone(),
+            files,
+            checkpoints_stopped,
+        ))
+    });
     shutdown_signal().await;
     tracing::info!("shutting down");
     served.shutdown();
+    sim.shutdown();
+    if let (Some(checkpoints), Some(files)) = (checkpoints, &files) {
+        // A checkpoint in progress finishes first: the last one comes last.
+        let _ = stop_checkpoints.send(());
+        let _ = checkpoints.await;
+        let version = files.checkpoint(sim.store(), false)?;
+        tracing::info!(state = %files.snapshot().display(), resource_version = version, "cluster saved");
+    }
     Ok(())
+}
+
+/// A checkpoint (see [`state::StateFiles::checkpoint`]) every [`CHECKPOINT_INTERVAL`] in which
+/// the cluster changed, until `stop`: it bounds the journal a restart replays.
+async fn checkpoint_while_changing(
+    store: canary_sim::Store,
+    files: state::StateFiles,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut saved_at = Some(store.resource_version());
+    let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = &mut stop => return,
+        }
+        if saved_at == Some(store.resource_version()) {
+            continue;
+        }
+        let (store, files) = (store.clone(), files.clone());
+        // Encoding thousands of objects is blocking work.
+        match tokio::task::spawn_blocking(move || files.checkpoint(&store, true)).await {
+            Ok(Ok(version)) => saved_at = Some(version),
+            Ok(Err(error)) => {
+                tracing::warn!(error = %format!("{error:#}"), "cannot checkpoint the cluster");
+            }
+            Err(error) => tracing::warn!(%error, "the checkpoint task failed"),
+        }
+    }
 }
 
 /// `--speed`: a positive number (at most 1000, where a pod's whole life is milliseconds).
@@ -131,7 +241,7 @@ fn parse_speed(text: &str) -> Result<f64, String> {
 /// Writes `contents` to `path` through a temporary file created exclusively beside it
 /// (`O_CREAT|O_EXCL`, mode 0600) and renamed over `path`: a reader never sees half a
 /// kubeconfig, and an existing file or symlink at the temporary name is never followed.
-fn write_atomically(path: &Path, contents: &str) -> anyhow::Result<()> {
+fn write_atomically(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
         _ => PathBuf::from("."),
@@ -161,12 +271,12 @@ fn write_atomically(path: &Path, contents: &str) -> anyhow::Result<()> {
         }
     };
     let written = file
-        .write_all(contents.as_bytes())
+        .write_all(contents)
         .and_then(|()| file.sync_all())
         .with_context(|| format!("cannot write {}", temporary.display()))
         .and_then(|()| {
             std::fs::rename(&temporary, path)
-                .with_context(|| format!("cannot move {} into place", path.display()))
+                .with_context(|| format!("cannot move the new file to {}", path.display()))
         });
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
@@ -190,7 +300,7 @@ mod tests {
         std::fs::write(&victim, "keep me").unwrap();
         let planted = dir.join(format!(".kubeconfig.{}.0.tmp", std::process::id()));
         std::os::unix::fs::symlink(&victim, &planted).unwrap();
-        write_atomically(&path, "new").unwrap();
+        write_atomically(&path, b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
         let mode = std::fs::metadata(&path).unwrap().permissions();

@@ -1,14 +1,19 @@
 //! What the verbs that steer a rollout share (`promote`, `pause`, `resume`, `retry`, `abort`,
-//! `undo`): the driver check
-//! and the mark. A verb marks the CanaryDaemonSet with an annotation, never a spec field: a
-//! GitOps sync neither undoes it nor shows it as drift, and it bumps no generation. The
-//! controller acts on a mark once and records that it did in the status, with an event.
+//! `undo`): finding the object, the refusal and the mark. A verb marks the CanaryDaemonSet
+//! with an annotation, never a spec field: a GitOps sync neither undoes it nor shows it as
+//! drift, and it bumps no generation. The controller acts on a mark once and records that it
+//! did in the status, with an event.
+//!
+//! Whether a verb is refused is the verb table's ([`Verb::refusal`]), the same the controller
+//! reads: a verb exits non-zero with the table's reason, and one it accepts prints what the
+//! controller will do with it.
 
-use super::status::ObjectArgs;
+use super::object::ObjectArgs;
 use super::{Connection, describe};
 use anyhow::bail;
 use canary_kube_adapter::CanaryDaemonSet;
-use canary_state_machine::Driver;
+use canary_kube_adapter::crd::hold_requested;
+use canary_state_machine::{Revision, RollbackReason, Verb, VerbContext};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
@@ -34,20 +39,12 @@ pub struct Target {
     pub which: String,
 }
 
-/// Finds the CanaryDaemonSet of `object`, refused unless it uses the Pods driver (`what` says
-/// what the verb does).
-pub async fn pods_driver_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
-    let target = find(object).await?;
-    require_pods_driver(&target.cds, &target.which, what)?;
-    Ok(target)
-}
-
-/// Finds the CanaryDaemonSet of `object`, with no check: a verb both drivers act on.
+/// Finds the CanaryDaemonSet of `object`.
 pub async fn find(object: &ObjectArgs) -> anyhow::Result<Target> {
     let (connection, cds) = object.find().await?;
     let name = object.name.clone();
     let namespace = cds.namespace().unwrap_or_default();
-    let which = which(&namespace, &name);
+    let which = super::object::which(&namespace, &name);
     Ok(Target {
         connection,
         cds,
@@ -57,35 +54,41 @@ pub async fn find(object: &ObjectArgs) -> anyhow::Result<Target> {
     })
 }
 
-/// Finds the CanaryDaemonSet of `object`, refused when it references a DaemonSet someone else
-/// owns (`spec.workloadRef`): going back writes the template, which is theirs (`what` says
-/// what the verb does). Both drivers are accepted.
-pub async fn template_owner_target(object: &ObjectArgs, what: &str) -> anyhow::Result<Target> {
-    let target = find(object).await?;
-    if let Some(workload) = &target.cds.spec.workload_ref {
-        bail!(
-            "{} drives DaemonSet {} that its owner (Helm, Argo CD, Flux) defines (spec.workloadRef): {what}, which writes the template; roll back where the DaemonSet is defined",
-            target.which,
-            workload.name
-        );
+/// What the verb table reads of `cds`: its driver, its stored phase and history, the hold.
+pub fn verb_context(cds: &CanaryDaemonSet) -> VerbContext {
+    let status = cds.status.clone().unwrap_or_default();
+    let history = status.history.unwrap_or_default();
+    let revision = |r: &canary_kube_adapter::crd::RevisionRef| Revision {
+        number: r.revision,
+        version: r.version.clone(),
+    };
+    VerbContext {
+        driver: cds.spec.strategy.driver,
+        phase: status.phase,
+        held: hold_requested(cds),
+        owns_template: cds.spec.workload_ref.is_none(),
+        rolling_back: history.rollback.as_ref().is_some_and(|rollback| {
+            RollbackReason::parse(&rollback.reason)
+                .is_some_and(RollbackReason::reports_rollback_phases)
+        }),
+        current: history.current.as_ref().map(revision),
+        stable: history.stable.as_ref().map(revision),
     }
-    Ok(target)
 }
 
-/// `canarydaemonset NAMESPACE/NAME`, the way every verb names its object.
-pub(super) fn which(namespace: &str, name: &str) -> String {
-    format!("canarydaemonset {namespace}/{name}")
-}
-
-/// Refuses a verb that only the Pods driver can act on; `what` says what the verb does.
-fn require_pods_driver(cds: &CanaryDaemonSet, which: &str, what: &str) -> anyhow::Result<()> {
-    if cds.spec.strategy.driver != Driver::Pods {
-        bail!(
-            "{which} uses the {} driver: {what}, which only the Pods driver does (spec.strategy.driver: Pods)",
-            cds.spec.strategy.driver
-        );
+impl Target {
+    /// What the verb table reads of the object.
+    pub fn context(&self) -> VerbContext {
+        verb_context(&self.cds)
     }
-    Ok(())
+
+    /// Fails with the verb table's reason when it refuses `verb` here.
+    pub fn check(&self, verb: Verb) -> anyhow::Result<()> {
+        match verb.refusal(&self.context()) {
+            Some(why) => bail!("{}: {} refused: {why}", self.which, verb.name()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// `daemonset-canary (USER)`, with the user the API server authenticates the caller as (a

@@ -12,6 +12,7 @@
 use super::timeline::{Sample, Summary};
 use crate::format::format_seconds;
 use anyhow::{Context, Result, bail};
+use canary_state_machine::Phase;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::element::DashedPathElement;
@@ -39,14 +40,14 @@ const MAX_UNAVAILABLE: RGBColor = RGBColor(0xef, 0x6c, 0x00);
 const RESTARTS: RGBColor = RGBColor(0xc6, 0x28, 0x28);
 
 /// Fill colour of each phase band.
-fn phase_colour(phase: &str) -> RGBColor {
+fn phase_colour(phase: Phase) -> RGBColor {
     match phase {
-        "started" => RGBColor(0xe8, 0xea, 0xf6),
-        "canary" => RGBColor(0xff, 0xf3, 0xe0),
-        "increasing" => RGBColor(0xe3, 0xf2, 0xfd),
-        "waiting" => RGBColor(0xe0, 0xf7, 0xfa),
-        "successful" => RGBColor(0xe8, 0xf5, 0xe9),
-        "failed" => RGBColor(0xff, 0xeb, 0xee),
+        Phase::Started => RGBColor(0xe8, 0xea, 0xf6),
+        Phase::Canary => RGBColor(0xff, 0xf3, 0xe0),
+        Phase::Increasing => RGBColor(0xe3, 0xf2, 0xfd),
+        Phase::Waiting => RGBColor(0xe0, 0xf7, 0xfa),
+        Phase::Successful => RGBColor(0xe8, 0xf5, 0xe9),
+        Phase::Failed => RGBColor(0xff, 0xeb, 0xee),
         _ => RGBColor(0xf5, 0xf5, 0xf5),
     }
 }
@@ -223,16 +224,16 @@ impl<'a> Scene<'a> {
     }
 
     /// `(phase, from, to)` for each run of samples in one phase.
-    fn bands(&self) -> Vec<(&'a str, f64, f64)> {
-        let mut bands: Vec<(&str, f64, f64)> = Vec::new();
+    fn bands(&self) -> Vec<(Phase, f64, f64)> {
+        let mut bands: Vec<(Phase, f64, f64)> = Vec::new();
         for sample in self.samples {
             match bands.last_mut() {
-                Some(last) if last.0 == sample.phase.as_str() => {}
+                Some(last) if last.0 == sample.phase => {}
                 _ => {
                     if let Some(last) = bands.last_mut() {
                         last.2 = sample.t;
                     }
-                    bands.push((sample.phase.as_str(), sample.t, self.t_end));
+                    bands.push((sample.phase, sample.t, self.t_end));
                 }
             }
         }
@@ -395,7 +396,7 @@ fn draw<DB: DrawingBackend>(
             .map_err(err)?;
         legend.push(("restarts (new pods)", RESTARTS, false));
     }
-    let failed_at = (summary.result == "failed").then_some(summary.duration_seconds);
+    let failed_at = (summary.result == Phase::Failed.as_str()).then_some(summary.duration_seconds);
     if let Some(t) = failed_at {
         chart
             .draw_series(DashedLineSeries::new(
@@ -415,10 +416,10 @@ fn draw<DB: DrawingBackend>(
         .samples
         .iter()
         .filter(|s| s.phase_changed)
-        .map(|s| (s.phase.to_string(), s.t, phase_colour(s.phase.as_str())))
+        .map(|s| (s.phase.to_string(), s.t, phase_colour(s.phase)))
         .collect();
     if let Some(t) = failed_at {
-        let reason = summary.reason.as_deref().unwrap_or("failed");
+        let reason = summary.reason.as_deref().unwrap_or(Phase::Failed.as_str());
         labels.push((format!("✗ {reason}"), t, RESTARTS));
     }
     for (text, t, colour) in labels {

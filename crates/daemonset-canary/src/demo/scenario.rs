@@ -83,13 +83,14 @@ pub enum ScenarioKind {
 }
 
 impl ScenarioKind {
-    /// The result this scenario should end with.
+    /// The result this scenario should end with: the name of the phase it ends in.
     pub fn expected_result(self) -> &'static str {
         match self {
-            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics => "failed",
-            ScenarioKind::Rollback => "rolledBack",
-            _ => "successful",
+            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics => Phase::Failed,
+            ScenarioKind::Rollback => Phase::RolledBack,
+            _ => Phase::Successful,
         }
+        .as_str()
     }
 
     /// The kubelet behaviour of the new version's pods.
@@ -246,13 +247,13 @@ impl Scenario {
         let deadline = tokio::time::Instant::now() + self.config.timeout;
         loop {
             let status = self.status().await?;
-            if status.phase.as_deref() == Some("successful")
+            if status.phase == Some(Phase::Successful)
                 && status.desired == self.config.nodes
                 && status.updated_ready == status.desired
             {
                 return Ok(());
             }
-            if status.phase.as_deref() == Some("failed") {
+            if status.phase == Some(Phase::Failed) {
                 bail!(
                     "installing v1 failed: {}",
                     status.message.unwrap_or_default()

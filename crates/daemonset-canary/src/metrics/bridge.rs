@@ -5,12 +5,12 @@
 //! current phase and the current rollout began, so phase and rollout durations are observed
 //! when they end.
 
-use crate::metrics::{KnownLabels, Metrics, Mode, PodCounts, RolloutKey};
+use crate::metrics::{KnownLabels, Metrics, Mode, NODE_STATES, PodCounts, RolloutKey};
 #[cfg(doc)]
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::observer::WRITE_KINDS;
 use canary_kube_adapter::{Report, Reports, Transition, WriteOutcome};
-use canary_state_machine::{FailureReason, Phase};
+use canary_state_machine::{FailureReason, NodeStanding, Phase};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -138,13 +138,10 @@ impl MetricsBridge {
                 &transition.namespace,
                 &transition.name,
                 pods.step,
-                [
-                    tally.updated_ready,
-                    tally.old,
-                    tally.unavailable,
-                    tally.deferred,
-                    failed,
-                ],
+                NODE_STATES.map(|state| match state {
+                    NodeStanding::Failed => failed,
+                    state => tally.count(state),
+                }),
             );
         }
     }

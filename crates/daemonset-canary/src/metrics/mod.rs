@@ -19,7 +19,7 @@ use prometheus::{
 pub mod bridge;
 pub mod kubevirt;
 
-use canary_state_machine::{Phase, Verdict};
+use canary_state_machine::{NodeStanding, Phase, Verdict};
 
 /// Buckets for time spent in one phase or one rollout: a canary takes seconds to minutes, a wide
 /// rollout up to hours.
@@ -108,8 +108,9 @@ pub struct Metrics {
     leader: IntGauge,
 }
 
-/// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands.
-pub const NODE_STATES: [&str; 5] = ["updated", "old", "unavailable", "deferred", "failed"];
+/// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands, in
+/// the state machine's one vocabulary of node states.
+pub const NODE_STATES: [NodeStanding; 5] = NodeStanding::COUNTED;
 
 const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
 
@@ -415,14 +416,14 @@ impl Metrics {
         let _ = self.drifts.with_label_values(&[namespace, name]);
     }
 
-    /// Sets the step and the node counts of a Pods-driver rollout.
+    /// Sets the step and the node counts of a Pods-driver rollout, by [`NODE_STATES`].
     pub fn set_pods_driver(&self, namespace: &str, name: &str, step: u32, nodes: [u32; 5]) {
         self.step
             .with_label_values(&[namespace, name])
             .set(i64::from(step));
         for (state, count) in NODE_STATES.iter().zip(nodes) {
             self.nodes
-                .with_label_values(&[namespace, name, state])
+                .with_label_values(&[namespace, name, state.as_str()])
                 .set(i64::from(count));
         }
     }
@@ -490,7 +491,9 @@ impl Metrics {
         let _ = self.drifts.remove_label_values(&[namespace, name]);
         let _ = self.step.remove_label_values(&[namespace, name]);
         for state in NODE_STATES {
-            let _ = self.nodes.remove_label_values(&[namespace, name, state]);
+            let _ = self
+                .nodes
+                .remove_label_values(&[namespace, name, state.as_str()]);
         }
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self

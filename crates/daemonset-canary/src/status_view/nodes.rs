@@ -8,9 +8,9 @@ use crate::format::age;
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_predicates::{
     CONTROLLER_REVISION_HASH_LABEL, current_revision_hash, node_health, pod_is_ready,
-    pod_is_terminating, pod_revision_hash,
+    pod_is_terminating, pod_revision_hash, pod_runs_revision,
 };
-use canary_state_machine::NodeHealth;
+use canary_state_machine::{NodeHealth, NodeStanding};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -27,8 +27,8 @@ pub struct NodeRow {
     pub revision: String,
     /// When its pod was created, that is when the node last changed revision.
     pub since: Option<Timestamp>,
-    /// `updated`, `old`, `deferred`, `failed` or `no pod`.
-    pub state: &'static str,
+    /// Where it stands: updated, old, deferred, failed or no pod ([`NodeStanding::LEDGER`]).
+    pub state: NodeStanding,
     /// Why, when there is more to say (`not ready`, a deferral's reason).
     pub note: String,
 }
@@ -87,10 +87,16 @@ pub fn node_ledger(
                 .iter()
                 .find(|note| note.name == name)
                 .map(|note| note.reason.clone());
-            let updated = hash.is_some() && hash == target.as_deref();
+            // The Pods driver's rule (`UpdatedRule::Revision`): the pod runs the target.
+            let updated = pod
+                .zip(target.as_deref())
+                .is_some_and(|(pod, target)| pod_runs_revision(pod, target));
             // What the pods say wins over the status's lists, which may be a pass behind.
             let (state, note) = if status.failed_nodes.contains(&name) {
-                ("failed", "its updated pod crash-loops".to_owned())
+                (
+                    NodeStanding::Failed,
+                    "its updated pod crash-loops".to_owned(),
+                )
             } else if updated {
                 let ready = pod.is_some_and(pod_is_ready);
                 let mut note = health_note(health);
@@ -101,15 +107,15 @@ pub fn node_ledger(
                         .collect::<Vec<_>>()
                         .join(", ");
                 }
-                ("updated", note)
+                (NodeStanding::Updated, note)
             } else if let Some(reason) = deferral {
-                ("deferred", reason)
+                (NodeStanding::Deferred, reason)
             } else if pod.is_none() {
-                ("no pod", health_note(health))
+                (NodeStanding::NoPod, health_note(health))
             } else if health != NodeHealth::Healthy {
-                ("deferred", health_note(health))
+                (NodeStanding::Deferred, health_note(health))
             } else {
-                ("old", String::new())
+                (NodeStanding::Old, String::new())
             };
             NodeRow {
                 node: name,
@@ -154,13 +160,13 @@ pub fn render_nodes(rows: &[NodeRow], now: Timestamp) -> String {
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
-    let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut totals: BTreeMap<NodeStanding, usize> = BTreeMap::new();
     for row in rows {
         *totals.entry(row.state).or_default() += 1;
     }
-    let totals: Vec<String> = ["updated", "old", "deferred", "failed", "no pod"]
+    let totals: Vec<String> = NodeStanding::LEDGER
         .into_iter()
-        .filter_map(|state| totals.get(state).map(|n| format!("{n} {state}")))
+        .filter_map(|state| totals.get(&state).map(|n| format!("{n} {state}")))
         .collect();
     let _ = writeln!(
         out,

@@ -25,7 +25,7 @@ fn cds() -> CanaryDaemonSet {
     }))
     .unwrap();
     let status = cds.status.get_or_insert_default();
-    status.phase = Some("canary".into());
+    status.phase = Some(canary_state_machine::Phase::Canary);
     status.desired = 50;
     status.updated = 1;
     status.updated_ready = 0;
@@ -199,8 +199,8 @@ fn a_stale_status_and_a_failure_say_so() {
     let mut cds = cds();
     cds.metadata.generation = Some(3);
     let status = cds.status.as_mut().unwrap();
-    status.phase = Some("failed".into());
-    status.reason = Some("CanaryCrashLooping".into());
+    status.phase = Some(canary_state_machine::Phase::Failed);
+    status.reason = Some(canary_state_machine::FailureReason::CanaryCrashLooping);
     let text = render(&cds, &[], at(200));
     assert!(text.contains("✖ failed"), "{text}");
     assert!(
@@ -220,7 +220,7 @@ fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
     ))
     .unwrap();
     let status = cds.status.get_or_insert_default();
-    status.phase = Some("paused".into());
+    status.phase = Some(canary_state_machine::Phase::Paused);
     status.current_step_index = Some(1);
     status.target_revision = Some("new".into());
     status.revisions = vec![
@@ -339,7 +339,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
             (
                 r.node.as_str(),
                 r.revision.as_str(),
-                r.state,
+                r.state.as_str(),
                 r.note.as_str(),
             )
         })
@@ -378,7 +378,7 @@ fn the_list_has_a_line_per_object_with_its_step_and_the_namespace_only_with_all(
     second.metadata.name = Some("agent".into());
     second.metadata.creation_timestamp = Some(Time(at(0)));
     let status = second.status.get_or_insert_default();
-    status.phase = Some("paused".into());
+    status.phase = Some(canary_state_machine::Phase::Paused);
     status.current_step_index = Some(1);
     status.step_count = Some(4);
     status.updated_ready = 3;

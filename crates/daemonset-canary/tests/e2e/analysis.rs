@@ -289,11 +289,7 @@ async fn a_bad_release_fails_its_analysis_with_only_the_canary_updated() {
     e2e.wait_phase(generation, "failed", Duration::from_secs(180))
         .await;
     let status = e2e.status().await;
-    assert_eq!(
-        status.reason.as_deref(),
-        Some("AnalysisFailed"),
-        "{status:?}"
-    );
+    assert_eq!(status.reason_name(), Some("AnalysisFailed"), "{status:?}");
     let analysis = status.analysis.clone().expect("status.analysis");
     assert_eq!(analysis.verdict, "Failed", "{analysis:?}");
     let measured = &analysis.measurements[0];
@@ -331,7 +327,7 @@ async fn a_bad_release_fails_its_analysis_with_only_the_canary_updated() {
     // The pause's 15 s are long over, and nothing more is replaced.
     tokio::time::sleep(Duration::from_secs(20)).await;
     only_canary().await;
-    assert_eq!(e2e.status().await.phase.as_deref(), Some("failed"));
+    assert_eq!(e2e.status().await.phase_name(), Some("failed"));
     let fails = sum_samples(
         &e2e.scrape(),
         "canary_analysis_runs_total",

@@ -53,16 +53,16 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
             .status
             .unwrap_or_default();
         if status.observed_generation >= generation {
-            if let Some(phase) = status.phase.clone()
+            if let Some(phase) = status.phase_name().map(str::to_owned)
                 && phases.last() != Some(&phase)
             {
                 phases.push(phase);
             }
-            if status.phase.as_deref() == Some("successful") && status.updated_ready == nodes {
+            if status.phase_name() == Some("successful") && status.updated_ready == nodes {
                 break;
             }
             assert_ne!(
-                status.phase.as_deref(),
+                status.phase_name(),
                 Some("failed"),
                 "{status:?}\n{}",
                 e2e.log_tail()
@@ -558,7 +558,7 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
             .unwrap()
             .status
             .unwrap_or_default();
-        !image.contains("by-hand") && status.phase.as_deref() == Some("successful")
+        !image.contains("by-hand") && status.phase_name() == Some("successful")
     })
     .await;
     assert!(

@@ -80,11 +80,10 @@ async fn fault_leader_when(
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let status = e2e.status().await;
-        if status.observed_generation >= generation && status.phase.as_deref() == Some("successful")
-        {
+        if status.observed_generation >= generation && status.phase_name() == Some("successful") {
             break;
         }
-        assert_ne!(status.phase.as_deref(), Some("failed"), "{status:?}");
+        assert_ne!(status.phase_name(), Some("failed"), "{status:?}");
         assert!(
             Instant::now() < deadline,
             "b did not finish the rollout: {status:?}\n{}",
@@ -192,7 +191,7 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
     e2e.wait_for("v1 installed by a", Duration::from_secs(120), || async {
         let status = e2e.status().await;
         status.observed_generation >= created.metadata.generation
-            && status.phase.as_deref() == Some("successful")
+            && status.phase_name() == Some("successful")
     })
     .await;
     let since = Timestamp::now();
@@ -208,7 +207,7 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
         Fault::Kill,
         async || {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("waiting") && status.updated_ready >= 3
+            status.phase_name() == Some("waiting") && status.updated_ready >= 3
         },
     )
     .await;
@@ -296,7 +295,7 @@ async fn pods_rollout_with_a_fault(scenario: &str, fault: Fault) {
     e2e.wait_for("v1 installed by a", Duration::from_secs(120), || async {
         let status = e2e.status().await;
         status.observed_generation >= created.metadata.generation
-            && status.phase.as_deref() == Some("successful")
+            && status.phase_name() == Some("successful")
     })
     .await;
     let recorder = e2e.record().await;

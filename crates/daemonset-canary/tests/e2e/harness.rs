@@ -866,19 +866,19 @@ impl E2e {
             let status = cds.status.clone().unwrap_or_default();
             let current = status.observed_generation >= generation;
             if current
-                && let Some(now) = status.phase.clone()
+                && let Some(now) = status.phase_name().map(str::to_owned)
                 && seen.last() != Some(&now)
             {
                 seen.push(now);
             }
-            if current && status.phase.as_deref() == Some(phase) {
+            if current && status.phase_name() == Some(phase) {
                 return seen;
             }
             let other_end = ["successful", "failed", "rolledBack"].iter().any(|end| {
                 *end != phase
                     && !passing.contains(end)
                     && current
-                    && status.phase.as_deref() == Some(*end)
+                    && status.phase_name() == Some(*end)
             });
             assert!(
                 !other_end,

@@ -273,7 +273,7 @@ async fn a_node_not_ready_before_its_update_is_deferred_and_updated_when_back() 
             let status = e2e.status().await;
             e2e.versions_by_node().await.get(&down).map(String::as_str) == Some("v2")
                 && status.deferred_nodes.is_empty()
-                && status.phase.as_deref() == Some("successful")
+                && status.phase_name() == Some("successful")
                 && status.updated_ready == 6
         },
     )

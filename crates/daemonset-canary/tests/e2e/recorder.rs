@@ -79,7 +79,9 @@ impl E2e {
                         let _ = listed.send(()).await;
                     }
                     Ok(watcher::Event::Apply(cds) | watcher::Event::InitApply(cds)) => {
-                        if let Some(phase) = cds.status.and_then(|s| s.phase) {
+                        if let Some(phase) =
+                            cds.status.and_then(|s| s.phase_name().map(str::to_owned))
+                        {
                             let mut seen = seen.lock().unwrap();
                             if seen.last() != Some(&phase) {
                                 seen.push(phase);

@@ -102,7 +102,7 @@ async fn rolls_back(scenario: &str, strategy: serde_json::Value) {
     }
     // And it stays there: nothing rolls v2 out again.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(e2e.status().await.phase.as_deref(), Some("rolledBack"));
+    assert_eq!(e2e.status().await.phase_name(), Some("rolledBack"));
     assert_eq!(e2e.version_counts().await, [("v1".into(), 6)].into());
     assert_eq!(recorder.pods_on("v2").len(), 1);
 }

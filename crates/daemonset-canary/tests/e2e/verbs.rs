@@ -35,7 +35,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     // At rest, every verb that needs a rollout says why it does nothing.
     refused(
         &e2e.verb(Cli::Binary, &["promote"]),
-        "is not paused (phase successful): nothing to promote",
+        "promote refused: the rollout is not paused (phase successful): nothing to promote",
     );
     refused(
         &e2e.verb(Cli::Plugin, &["promote", "--full"]),
@@ -43,7 +43,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     );
     refused(
         &e2e.verb(Cli::Plugin, &["resume"]),
-        "is not paused on request: nothing to resume",
+        "resume refused: it is not paused on request: nothing to resume",
     );
     let listed = accepted(
         &e2e.cli(Cli::Plugin, &["get", "-n", &e2e.namespace]),
@@ -73,7 +73,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     .await;
     refused(
         &e2e.verb(Cli::Binary, &["pause"]),
-        "is already paused on request",
+        "pause refused: it is paused on request already",
     );
     refused(
         &e2e.verb(Cli::Binary, &["promote"]),
@@ -92,7 +92,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let status = e2e.status().await;
     assert_eq!(
-        (status.phase.as_deref(), status.current_step_index),
+        (status.phase_name(), status.current_step_index),
         (Some("paused"), Some(1)),
         "{status:?}"
     );
@@ -112,7 +112,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
         Duration::from_secs(120),
         || async {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("paused") && status.current_step_index == Some(3)
+            status.phase_name() == Some("paused") && status.current_step_index == Some(3)
         },
     )
     .await;
@@ -236,7 +236,7 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
     accepted(&e2e.verb(Cli::Binary, &["pause"]), "paused (was ");
     e2e.wait_for("the hold recorded", Duration::from_secs(30), || async {
         let status = e2e.status().await;
-        status.held == Some(true) && status.phase.as_deref() == Some("paused")
+        status.held == Some(true) && status.phase_name() == Some("paused")
     })
     .await;
     let held = e2e.daemon_set().await;
@@ -276,12 +276,12 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
             old,
             "an old pod was replaced while held"
         );
-        assert_eq!(e2e.status().await.phase.as_deref(), Some("paused"));
+        assert_eq!(e2e.status().await.phase_name(), Some("paused"));
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     refused(
         &e2e.verb(Cli::Plugin, &["pause"]),
-        "is already paused on request",
+        "pause refused: it is paused on request already",
     );
 
     accepted(&e2e.verb(Cli::Plugin, &["resume"]), "resumed");
@@ -382,11 +382,11 @@ async fn max_unavailable_retry_and_abort() {
         .await;
     refused(
         &e2e.verb(Cli::Binary, &["retry"]),
-        "is not failed (phase successful): nothing to retry",
+        "retry refused: the rollout is not failed (phase successful): nothing to retry",
     );
     refused(
         &e2e.verb(Cli::Plugin, &["abort"]),
-        "is successful: nothing to abort",
+        "abort refused: the rollout has ended successfully; nothing to abort",
     );
 
     let generation = e2e.upgrade("v2", "crashloop").await;
@@ -408,7 +408,7 @@ async fn max_unavailable_retry_and_abort() {
         || async {
             let status = e2e.status().await;
             status.retry.is_some()
-                && status.phase.as_deref() == Some("failed")
+                && status.phase_name() == Some("failed")
                 && e2e.events_with_reason("Retried") == 1
         },
     )
@@ -450,7 +450,7 @@ async fn max_unavailable_retry_and_abort() {
     assert!(ready, "every pod back on v1 is Ready");
     refused(
         &e2e.verb(Cli::Plugin, &["abort"]),
-        "is rolledBack: nothing to abort",
+        "abort refused: a rollback is already in progress",
     );
     let table = accepted(&e2e.verb(Cli::Plugin, &["history"]), "REVISION");
     let v2 = history_row(&table, "v2").1;
@@ -506,7 +506,7 @@ async fn max_unavailable_undo_and_history() {
     .await;
     refused(
         &e2e.verb(Cli::Plugin, &["undo"]),
-        "has no revision before the current one",
+        "undo refused: no revision before the current one",
     );
     for version in ["v2", "v3"] {
         let generation = e2e.set_spec(&agent(version)).await;
@@ -538,7 +538,7 @@ async fn max_unavailable_undo_and_history() {
         Duration::from_secs(180),
         || async {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("successful")
+            status.phase_name() == Some("successful")
                 && e2e.version_counts().await == [("v2".into(), 6)].into()
         },
     )
@@ -560,14 +560,14 @@ async fn max_unavailable_undo_and_history() {
         Duration::from_secs(180),
         || async {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("successful")
+            status.phase_name() == Some("successful")
                 && e2e.version_counts().await == [("v1".into(), 6)].into()
         },
     )
     .await;
     refused(
         &e2e.verb(Cli::Plugin, &["undo", "--to-revision", "99"]),
-        "has no revision 99",
+        "undo refused: revision 99 is not in the history",
     );
     // Each undo's event names its own revision, and each undo's rollout has its own
     // RolloutStarted: a verb's rollout is not folded into the spec's (v3's) one.

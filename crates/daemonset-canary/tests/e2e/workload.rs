@@ -99,8 +99,7 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
         Duration::from_secs(120),
         || async {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("paused")
-                && status.target_version.as_deref() == Some("v2")
+            status.phase_name() == Some("paused") && status.target_version.as_deref() == Some("v2")
         },
     )
     .await;
@@ -116,8 +115,7 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
     accepted(&e2e.verb(Cli::Plugin, &["promote"]), "promoted");
     e2e.wait_for("every pod on v2", Duration::from_secs(120), || async {
         let status = e2e.status().await;
-        status.phase.as_deref() == Some("successful")
-            && on("registry.example/node-agent:v2").await == 6
+        status.phase_name() == Some("successful") && on("registry.example/node-agent:v2").await == 6
     })
     .await;
 
@@ -128,15 +126,11 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
         Duration::from_secs(120),
         || async {
             let status = e2e.status().await;
-            status.phase.as_deref() == Some("failed")
-                && status.target_version.as_deref() == Some("v3")
+            status.phase_name() == Some("failed") && status.target_version.as_deref() == Some("v3")
         },
     )
     .await;
-    assert_eq!(
-        e2e.status().await.reason.as_deref(),
-        Some("CanaryCrashLooping")
-    );
+    assert_eq!(e2e.status().await.reason_name(), Some("CanaryCrashLooping"));
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         e2e.version_counts().await,
@@ -148,10 +142,10 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
     owner_sets("registry.example/node-agent:v2", "healthy").await;
     e2e.wait_for("every pod back on v2", Duration::from_secs(180), || async {
         let status = e2e.status().await;
-        if status.phase.as_deref() == Some("paused") {
+        if status.phase_name() == Some("paused") {
             accepted(&e2e.verb(Cli::Binary, &["promote"]), "promoted");
         }
-        status.phase.as_deref() == Some("successful")
+        status.phase_name() == Some("successful")
             && status.target_version.as_deref() == Some("v2")
             && on("registry.example/node-agent:v2").await == 6
     })

@@ -160,7 +160,7 @@ async fn wait_for(
 }
 
 fn phase(status: &canary_kube_adapter::crd::CanaryDaemonSetStatus) -> &str {
-    status.phase.as_deref().unwrap_or_default()
+    status.phase_name().unwrap_or_default()
 }
 
 fn analysis_condition(

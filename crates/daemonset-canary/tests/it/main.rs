@@ -2,8 +2,9 @@
 //! kube, tokio and the simulator, not eleven, is most of what the test step saves): the CLI and
 //! its verbs, the demo and its goldens, the examples, logs, the metrics endpoint and Prometheus,
 //! the KubeVirt observe mode, the README walkthrough, the controller against `sim serve`, and the
-//! scenarios. The end-to-end suite (`e2e`, a real control plane) and the deterministic simulation
-//! (`simulation`) keep binaries of their own: `cargo xtask e2e` and `cargo xtask soak` run them
+//! scenarios. The end-to-end suite (`e2e`, a real control plane), the chaos scenarios (`chaos`,
+//! the same control plane under faults) and the deterministic simulation (`simulation`) keep
+//! binaries of their own: `cargo xtask e2e`, `cargo xtask chaos` and `cargo xtask soak` run them
 //! by name.
 
 #![allow(
@@ -26,6 +27,7 @@ mod metrics_endpoint;
 mod observe_kubevirt;
 mod prometheus;
 mod readme_walkthrough;
+mod restarts;
 mod run_against_sim;
 mod scenario;
 mod sim_serve;

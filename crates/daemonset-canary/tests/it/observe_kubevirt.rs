@@ -79,7 +79,7 @@ async fn an_observed_upgrade_is_exported_with_mode_observed() {
     standin.upgrade("v1.6.0", "healthy").await;
     for _ in 0..600 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if standin.sync().await.quiet {
+        if standin.sync().await.action.quiet {
             break;
         }
     }

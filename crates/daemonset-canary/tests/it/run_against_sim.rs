@@ -31,14 +31,14 @@ async fn wait_successful(api: &Api<CanaryDaemonSet>, generation: Option<i64>, wh
         let cds = api.get(NAME).await.unwrap();
         let status = cds.status.clone().unwrap_or_default();
         let done = status.observed_generation >= generation
-            && status.phase.as_deref() == Some("successful")
+            && status.phase_name() == Some("successful")
             && status.desired == 3
             && status.updated_ready == 3;
         if done {
             return;
         }
         assert!(
-            status.phase.as_deref() != Some("failed"),
+            status.phase_name() != Some("failed"),
             "{what} failed: {status:?}"
         );
         assert!(
@@ -324,7 +324,10 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let v1: CanaryDaemonSet = serde_json::from_value(held("v1")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    refused(&promote(), "is not paused (phase successful)");
+    refused(
+        &promote(),
+        "promote refused: the rollout is not paused (phase successful)",
+    );
 
     let mut watching = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .args(["status", NAME, "-n", NAMESPACE, "--watch", "--kubeconfig"])
@@ -351,17 +354,16 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
 
     let patched = set_spec(&api, &held("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase) != Some("paused".into()) {
+    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase)
+        != Some(canary_state_machine::Phase::Paused)
+    {
         assert!(Instant::now() < deadline, "v2 never paused");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // Held: nothing moves on its own.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let status = api.get(NAME).await.unwrap().status.unwrap();
-    assert_eq!(
-        (status.phase.as_deref(), status.updated),
-        (Some("paused"), 1)
-    );
+    assert_eq!((status.phase_name(), status.updated), (Some("paused"), 1));
 
     accepted(&promote(), "promoted: step 2 of 3 (a pause) ends");
     wait_successful(&api, patched.metadata.generation, "v2 after the promotion").await;
@@ -383,13 +385,18 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
 
     // Two pauses in a row: one `promote --full` skips both.
     let full = || verb_with(kubeconfig, &["promote", "--full"]);
-    refused(&full(), "has no rollout under way (phase successful)");
+    refused(
+        &full(),
+        "promote refused: there is no rollout under way (phase successful)",
+    );
     let mut twice = held("v3");
     twice["spec"]["strategy"]["steps"] =
         serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"pause": {}}]);
     let patched = set_spec(&api, &twice).await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase) != Some("paused".into()) {
+    while api.get(NAME).await.unwrap().status.and_then(|s| s.phase)
+        != Some(canary_state_machine::Phase::Paused)
+    {
         assert!(Instant::now() < deadline, "v3 never paused");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -465,10 +472,16 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
 
-    refused(&verb("resume"), "is not paused on request");
+    refused(
+        &verb("resume"),
+        "resume refused: it is not paused on request",
+    );
 
     accepted(&verb("pause"), "paused (was successful)");
-    refused(&verb("pause"), "is already paused on request");
+    refused(
+        &verb("pause"),
+        "pause refused: it is paused on request already",
+    );
 
     // A new version while paused: the controller does not write it.
     let patched = set_spec(&api, &manifest("v2")).await;
@@ -476,7 +489,7 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
     loop {
         let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
         if status.observed_generation >= patched.metadata.generation
-            && status.phase.as_deref() == Some("paused")
+            && status.phase_name() == Some("paused")
             && status.held == Some(true)
         {
             break;
@@ -530,7 +543,7 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
             "a pod was deleted while paused"
         );
         let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-        assert_eq!(status.phase.as_deref(), Some("paused"), "{status:?}");
+        assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
     }
 
     accepted(&verb("resume"), "resumed");
@@ -585,7 +598,10 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
     let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    refused(&retry(), "is not failed (phase successful)");
+    refused(
+        &retry(),
+        "retry refused: the rollout is not failed (phase successful)",
+    );
 
     let patched = set_spec(&api, &manifest("v2", "crashloop")).await;
     let failed = || async {
@@ -593,7 +609,7 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         loop {
             let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
             if status.observed_generation >= patched.metadata.generation
-                && status.phase.as_deref() == Some("failed")
+                && status.phase_name() == Some("failed")
             {
                 return status;
             }
@@ -602,7 +618,7 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         }
     };
     let first = failed().await;
-    assert_eq!(first.reason.as_deref(), Some("CanaryCrashLooping"));
+    assert_eq!(first.reason_name(), Some("CanaryCrashLooping"));
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let written = daemon_sets.get(NAME).await.unwrap().metadata.generation;
 
@@ -627,7 +643,7 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
             .filter_map(|event| event.reason)
             .collect();
         let retried = reasons.iter().filter(|r| *r == "Retried").count();
-        if status.retry.is_some() && status.phase.as_deref() == Some("failed") && retried == 1 {
+        if status.retry.is_some() && status.phase_name() == Some("failed") && retried == 1 {
             break;
         }
         assert!(
@@ -699,7 +715,7 @@ async fn wait_phase(
         let on_watched = pod_versions(pods).await.get(watched).copied().unwrap_or(0);
         *most = (*most).max(on_watched);
         if status.observed_generation >= cds.metadata.generation
-            && status.phase.as_deref() == Some(phase)
+            && status.phase_name() == Some(phase)
         {
             return status;
         }
@@ -738,10 +754,13 @@ async fn rollback_abort_undo_and_history() {
     let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    refused(&run_verb(&["abort"]), "is successful: nothing to abort");
+    refused(
+        &run_verb(&["abort"]),
+        "abort refused: the rollout has ended successfully; nothing to abort",
+    );
     refused(
         &run_verb(&["undo"]),
-        "has no revision before the current one",
+        "undo refused: no revision before the current one",
     );
 
     // A crash-looping v2: failed, rolled back to v1; only the canary ever ran v2.
@@ -763,7 +782,12 @@ async fn rollback_abort_undo_and_history() {
         Some("v1")
     );
     assert_eq!(history.rollback.map(|r| r.reason), Some("OnFailure".into()));
-    refused(&run_verb(&["abort"]), "is rolledBack: nothing to abort");
+    // The rollback stays recorded until the spec changes: the controller refuses an abort as
+    // one already in progress, and so does the CLI (one verb table).
+    refused(
+        &run_verb(&["abort"]),
+        "abort refused: a rollback is already in progress",
+    );
 
     // A healthy v3, aborted while it waits in its pause step: back on v1.
     set_spec(&api, &manifest("v3", "healthy")).await;
@@ -805,7 +829,7 @@ async fn rollback_abort_undo_and_history() {
     // `undo --to-revision` of v3: a rollout like any other, held by its pause step.
     refused(
         &run_verb(&["undo", "--to-revision", "99"]),
-        "has no revision 99",
+        "undo refused: revision 99 is not in the history",
     );
     accepted(
         &run_verb(&["undo", "--to-revision", &v3_revision]),
@@ -871,7 +895,7 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-                if status.phase.as_deref() == Some("successful")
+                if status.phase_name() == Some("successful")
                     && pod_versions(&pods).await == [(version.to_owned(), 3)].into()
                 {
                     return;

@@ -327,7 +327,7 @@ async fn analysis_addresses_not_allowed_are_refused_and_never_asked() {
         .unwrap()
         .status
         .and_then(|s| s.phase)
-        .as_deref()
+        .map(|p| p.as_str())
         != Some("successful")
     {
         assert!(
@@ -355,7 +355,7 @@ async fn analysis_addresses_not_allowed_are_refused_and_never_asked() {
         let status = api.get(name).await.unwrap().status.unwrap_or_default();
         let message = status.message.clone().unwrap_or_default();
         assert_eq!(
-            status.reason.as_deref(),
+            status.reason.map(|r| r.as_str()),
             Some("InvalidSpec"),
             "{name} ({address}): {status:#?}"
         );
@@ -475,7 +475,9 @@ async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_d
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let phase_is = |phase: &'static str| {
-        move |s: &canary_kube_adapter::crd::CanaryDaemonSetStatus| s.phase.as_deref() == Some(phase)
+        move |s: &canary_kube_adapter::crd::CanaryDaemonSetStatus| {
+            s.phase.map(|p| p.as_str()) == Some(phase)
+        }
     };
 
     // The case: the first holds its rollout on the canary with an approval gate.
@@ -513,7 +515,7 @@ async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_d
     .await
     .unwrap();
     let refused = wait_status(&api, "second", "refused", |s| {
-        s.reason.as_deref() == Some("DaemonSetClaimed")
+        s.reason.map(|r| r.as_str()) == Some("DaemonSetClaimed")
     })
     .await;
     let message = refused.message.unwrap_or_default();
@@ -585,7 +587,7 @@ async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_d
         .await
         .unwrap();
     let refused = wait_status(&api, "gitops-b", "refused", |s| {
-        s.reason.as_deref() == Some("DaemonSetClaimed")
+        s.reason.map(|r| r.as_str()) == Some("DaemonSetClaimed")
     })
     .await;
     assert!(refused.message.unwrap_or_default().contains("gitops-a"));
@@ -600,7 +602,7 @@ async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_d
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     wait_status(&api, "gitops-b", "no longer refused", |s| {
-        s.reason.as_deref() != Some("DaemonSetClaimed")
+        s.reason.map(|r| r.as_str()) != Some("DaemonSetClaimed")
     })
     .await;
 }

@@ -626,7 +626,10 @@ impl Checker {
         let Some(cds) = decode::<CanaryDaemonSet>(&event.object) else {
             return;
         };
-        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = cds
+            .status
+            .as_ref()
+            .and_then(|s| s.phase_name().map(str::to_owned));
         if event.kind != EventKind::Deleted {
             self.history = cds.status.as_ref().and_then(|s| s.history.clone());
         }
@@ -754,7 +757,7 @@ impl Checker {
             return;
         };
         let in_steps = matches!(
-            status.phase.as_deref(),
+            status.phase_name(),
             Some("canary" | "increasing" | "paused")
         );
         if before == Some(mark) || !mark.starts_with(FULL_PROMOTION_PREFIX) || !in_steps {
@@ -992,9 +995,9 @@ pub fn ended(store: &Store) -> Option<String> {
     let cds = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?;
     let status = cds.status.as_ref()?;
     let current = status.observed_generation == cds.metadata.generation;
-    let phase = status.phase.clone()?;
+    let phase = status.phase_name().map(str::to_owned)?;
     // A refused write or an invalid spec is re-evaluated on every pass: not an end.
-    let sticky = sticky_reason(status.reason.as_deref());
+    let sticky = sticky_reason(status.reason_name());
     let at_rest = phase == "successful" || phase == "rolledBack";
     (current && (at_rest || (phase == "failed" && sticky))).then_some(phase)
 }
@@ -1133,7 +1136,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         return;
     };
     let status = cds.status.clone().unwrap_or_default();
-    let phase = status.phase.clone().unwrap_or_default();
+    let phase = status.phase_name().unwrap_or_default().to_owned();
     // Invariants 16, 18 and 20: the last mark of each verb acted on (or refused), once.
     let history = status.history.clone().unwrap_or_default();
     use canary_kube_adapter::crd::{ABORT_ANNOTATION, RETRY_ANNOTATION, UNDO_ANNOTATION};
@@ -1198,7 +1201,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
         }
     }
     let rollback_asked = cds.spec.strategy.on_failure == canary_state_machine::OnFailure::Rollback;
-    let sticky = sticky_reason(status.reason.as_deref());
+    let sticky = sticky_reason(status.reason_name());
     // A referenced DaemonSet (`workloadRef`) is never written: going back is its owner's.
     if phase == "failed"
         && sticky
@@ -1367,7 +1370,7 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
             }
         }
         "failed" => {
-            let reason = status.reason.clone().unwrap_or_default();
+            let reason = status.reason_name().unwrap_or_default();
             let good = behavior.is_none_or(Behavior::is_good);
             if good && reason.contains("CrashLoop") {
                 world.violate(

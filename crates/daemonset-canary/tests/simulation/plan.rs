@@ -184,7 +184,7 @@ pub struct Plan {
     /// Whether a second CanaryDaemonSet, stored with a spec that does not decode, sits beside.
     pub bad_object: bool,
     /// Whether a rival CanaryDaemonSet naming the scenario's DaemonSet (`workloadRef`, one
-    /// `nodes: 100%` step) is created once the first holds its claim (invariant 28).
+    /// `nodes: 100%` step) is created once the first holds its claim (invariant 29).
     pub rival: bool,
     /// Whether the DaemonSet is edited by hand once everything is at rest, and checked a
     /// minute later.

@@ -268,7 +268,7 @@ impl Recorded {
         if request.resource != "daemonsets" || !request.is_write() {
             return;
         }
-        // The claim (issue 47, invariant 28): the one write a referenced DaemonSet gets, its
+        // The claim (issue 47, invariant 29): the one write a referenced DaemonSet gets, its
         // annotation alone; not a rollout's write either.
         if status.is_success() && claim_only(shape.as_ref(), self.daemon_set_shape().as_ref()) {
             return;
@@ -396,7 +396,7 @@ impl Recorded {
             return;
         };
         let Some(status) = &cds.status else { return };
-        let sticky = super::checker::sticky_reason(status.reason.as_deref());
+        let sticky = super::checker::sticky_reason(status.reason_name());
         let current = status.observed_generation == cds.metadata.generation;
         // A hand edit reverted after the failure is a rollout of its own (its status write may
         // have failed: the controller goes on from the status it remembers).
@@ -412,13 +412,13 @@ impl Recorded {
             .as_ref()
             .and_then(|a| a.get(canary_kube_adapter::crd::RETRY_ANNOTATION))
             .is_some_and(|mark| status.retry.as_ref() != Some(mark));
-        if status.phase.as_deref() == Some("failed") && sticky && current && !edited && !retrying {
+        if status.phase_name() == Some("failed") && sticky && current && !edited && !retrying {
             self.world.violate(
                 Invariant::NoDeletionAfterFailure,
                 format!(
                     "{} deleted pod {name} on {node} while the status is failed ({}) for the current spec",
                     self.identity,
-                    status.reason.as_deref().unwrap_or_default()
+                    status.reason_name().unwrap_or_default()
                 ),
             );
         }
@@ -459,7 +459,13 @@ where
         let shape = (info.resource == "daemonsets" && info.is_write())
             .then(|| self.daemon_set_shape())
             .flatten();
-        let answer = self.inner.call(request);
+        let trace = self.world.requests();
+        let answer = if trace.enabled() {
+            let request = trace.record(self.replica, self.world.elapsed(), request);
+            self.inner.call(request)
+        } else {
+            self.inner.call(request)
+        };
         let this = self.clone();
         Box::pin(async move {
             let response = answer.await?;

@@ -105,6 +105,8 @@ struct Replica {
     restart_at: Option<Instant>,
     /// When the running task started.
     started_at: Instant,
+    /// What the running task's `/readyz` and `/healthz` would answer (invariant 28).
+    health: Option<canary_kube_adapter::Health>,
 }
 
 /// An isolation of the leader, to be judged when it ends (invariant 24).
@@ -169,7 +171,11 @@ impl Harness<'_> {
         let observer = Observer::new();
         self.world.follow_terms(observer.clone());
         let client = kube::Client::new(service.clone(), NAMESPACE);
+        // The binary marks the process started once its preflight passed.
+        let health = canary_kube_adapter::Health::default();
+        health.set_started();
         let config = ControllerConfig {
+            health: health.clone(),
             clock: self.clock.clone(),
             instance: Some(identity.clone()),
             observer,
@@ -199,12 +205,16 @@ impl Harness<'_> {
             let _ = stopped.await;
         }));
         self.world.trace(format!("{identity} started"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} started"));
         let replica = &mut self.replicas[index];
         replica.connection = Some(service);
         replica.stop = Some(stop);
         replica.task = Some(task);
         replica.restart_at = None;
         replica.started_at = Instant::now();
+        replica.health = Some(health);
     }
 
     async fn stop_replica(&mut self, index: usize, graceful: bool) {
@@ -238,14 +248,15 @@ impl Harness<'_> {
                 self.check_exit(&identity, result);
             }
         }
-        self.world.trace(format!(
-            "{identity} {}",
-            if graceful {
-                "stopped gracefully"
-            } else {
-                "killed"
-            }
-        ));
+        let how = if graceful {
+            "stopped gracefully"
+        } else {
+            "killed"
+        };
+        self.world.trace(format!("{identity} {how}"));
+        self.world
+            .requests()
+            .mark(index, self.world.elapsed(), &format!("{identity} {how}"));
     }
 
     fn check_exit(
@@ -668,7 +679,7 @@ impl Harness<'_> {
         self.world.count(|e| e.bad_objects += 1);
     }
 
-    /// Invariant 28: once the scenario's CanaryDaemonSet holds its DaemonSet (its owner
+    /// Invariant 29: once the scenario's CanaryDaemonSet holds its DaemonSet (its owner
     /// reference, or the claim annotation naming it), a rival naming the same DaemonSet is
     /// created (`stage` 0 to 1); from then on, every tick, the rival may only be refused.
     fn rival_if_due(&self, stage: &mut u8) {
@@ -725,7 +736,8 @@ impl Harness<'_> {
             |reason: Option<&str>| matches!(reason, Some("DaemonSetClaimed" | "InvalidSpec"));
         if let Some(status) = status
             && (status.phase.is_some() || status.reason.is_some())
-            && !(status.phase.as_deref() == Some("failed") && refused(status.reason.as_deref()))
+            && !(status.phase.map(|p| p.as_str()) == Some("failed")
+                && refused(status.reason.map(|r| r.as_str())))
         {
             self.world.violate(
                 Invariant::OneDriverPerDaemonSet,
@@ -899,7 +911,7 @@ impl Harness<'_> {
             .store()
             .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)
             .and_then(|cds| cds.status)
-            .is_some_and(|status| status.phase.as_deref() == Some(phase));
+            .is_some_and(|status| status.phase_name() == Some(phase));
         if !in_phase {
             *since = None;
             return false;
@@ -963,7 +975,10 @@ impl Harness<'_> {
         else {
             return;
         };
-        let phase = cds.status.as_ref().and_then(|s| s.phase.clone());
+        let phase = cds
+            .status
+            .as_ref()
+            .and_then(|s| s.phase_name().map(str::to_owned));
         let under_way = matches!(
             phase.as_deref(),
             Some("started" | "canary" | "increasing" | "paused")
@@ -1310,7 +1325,7 @@ const DRIFT_BOUND: Duration = Duration::from_secs(60);
 /// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
 const BAD_NAME: &str = "undecodable";
 
-/// The rival CanaryDaemonSet's name (invariant 28).
+/// The rival CanaryDaemonSet's name (invariant 29).
 const RIVAL_NAME: &str = "rival";
 
 /// Bad patches of the CanaryDaemonSet a user may type (issue 52's trial): the CRD's schema
@@ -1332,7 +1347,8 @@ fn cds_phase(store: &canary_sim::Store) -> Option<String> {
     store
         .get::<CanaryDaemonSet>(Some(NAMESPACE), NAME)?
         .status?
-        .phase
+        .phase_name()
+        .map(str::to_owned)
 }
 
 /// The image of the first container of the scenario's DaemonSet's template.
@@ -1402,6 +1418,31 @@ fn check_drift_and_bad_object(harness: &Harness<'_>) {
             harness.world.violate(
                 Invariant::BadObjectFailsAlone,
                 "a DaemonSet was written for the undecodable object",
+            );
+        }
+    }
+}
+
+/// Invariant 28: every replica running at quiescence is ready and alive.
+fn check_probes(harness: &Harness<'_>) {
+    for replica in &harness.replicas {
+        let running = replica
+            .task
+            .as_ref()
+            .is_some_and(|task| !task.is_finished());
+        let Some(health) = replica.health.as_ref().filter(|_| running) else {
+            continue;
+        };
+        if let Some(why) = health.not_ready() {
+            harness.world.violate(
+                Invariant::ProbesTrueAtQuiescence,
+                format!("{} not ready at quiescence: {why}", replica.identity),
+            );
+        }
+        if let Some(why) = health.not_alive() {
+            harness.world.violate(
+                Invariant::ProbesTrueAtQuiescence,
+                format!("{} not alive at quiescence: {why}", replica.identity),
             );
         }
     }
@@ -1493,6 +1534,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
                 task: None,
                 restart_at: None,
                 started_at: Instant::now(),
+                health: None,
             })
             .collect(),
         rng: Rng::new(plan.seed, 2),
@@ -1617,6 +1659,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
             check_drift_and_bad_object(&harness);
             check_declared_fields(&harness);
+            check_probes(&harness);
             if plan.edit_at_rest {
                 harness.edit_at_rest().await;
             }
@@ -1653,6 +1696,12 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     }
     harness.cluster.shutdown();
     checker_task.abort();
+    if let Err(error) = world.requests().write(plan.seed, &plan.to_string()) {
+        world.violate(
+            Invariant::NoPanicNoHotLoop,
+            format!("harness: cannot write the request trace: {error}"),
+        );
+    }
     Outcome {
         violations: world.violations(),
         exercised: world.exercised(),

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::time::Instant;
 
+use super::requests::RequestTrace;
+
 /// Entries kept for the failure trace.
 const TRACE_LEN: usize = 40;
 
@@ -126,7 +128,13 @@ pub enum Invariant {
     ///     with a 422, and leaves the stored spec as it was; the undecodable object stored
     ///     beside (as an older API server admitted it) is the accepted kind of bad object.
     RefusedWritesChangeNothing,
-    /// 28. One DaemonSet, one driver (issue 47): a second CanaryDaemonSet that names the
+    /// 28. The probes tell the truth at quiescence: every replica running then, faults healed
+    ///     and the rollout quiet for two minutes, is ready and alive by its `Health` (what
+    ///     `/readyz` and `/healthz` answer): its watches work again (a watcher that failed
+    ///     listed again; a broken stream resumed on a quiet resource is no failure), it
+    ///     reaches the Lease, and a leader's caches have listed.
+    ProbesTrueAtQuiescence,
+    /// 29. One DaemonSet, one driver (issue 47): a second CanaryDaemonSet that names the
     ///     scenario's DaemonSet (`workloadRef`, one `nodes: 100%` step), created once the first
     ///     holds its claim, is only ever `failed` with `DaemonSetClaimed` (a pass that wrote or
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
@@ -165,7 +173,8 @@ impl Invariant {
             Invariant::NoWedgeExit => "25 no-wedge-exit",
             Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
-            Invariant::OneDriverPerDaemonSet => "28 one-driver-per-daemon-set",
+            Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
+            Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
         }
     }
 }
@@ -215,7 +224,7 @@ pub struct Exercised {
     pub bad_objects: u64,
     /// Bad writes the API refused (invariant 27).
     pub refused_writes: u64,
-    /// Rival CanaryDaemonSets created (invariant 28).
+    /// Rival CanaryDaemonSets created (invariant 29).
     pub rivals: u64,
     /// Pods the controller deleted (Pods driver).
     pub pod_deletions: u64,
@@ -324,6 +333,8 @@ pub struct World {
     /// The latest virtual time read ([`World::now`]), in milliseconds: the runner's watchdog
     /// reads it from another thread to tell a slow seed from one whose clock stopped.
     heartbeat: Arc<AtomicU64>,
+    /// Every request of the replicas, when `DST_TRACE_DIR` asks for it.
+    requests: RequestTrace,
 }
 
 impl World {
@@ -333,7 +344,18 @@ impl World {
             start: Instant::now(),
             state: Arc::default(),
             heartbeat: Arc::default(),
+            requests: RequestTrace::from_env(),
         }
+    }
+
+    /// The request trace of the seed (off unless `DST_TRACE_DIR` is set).
+    pub fn requests(&self) -> &RequestTrace {
+        &self.requests
+    }
+
+    /// Virtual time since the start.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
     }
 
     /// A world that publishes its virtual time to `heartbeat` whenever it reads it.

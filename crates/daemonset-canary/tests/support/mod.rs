@@ -7,6 +7,8 @@ pub mod bad_patches;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
+pub mod audit;
+
 /// Kills the child when the test ends, however it ends.
 pub struct KillOnDrop(pub Child);
 

@@ -123,7 +123,8 @@ pub async fn run(
         return wedged.map_or(Ok(()), |why| Err(Error::Wedged(why)));
     };
     let leadership = Leadership::new(config.clock.clone());
-    let elector = Elector::new(&client, &election, config.clock.clone());
+    let elector =
+        Elector::new(&client, &election, config.clock.clone()).reporting_to(config.health.clone());
     // Every write of the controller goes through the guard: a pass that began while leading
     // sends nothing once the renew deadline has passed (rule 7 of `lease::rules`).
     let client = lease::guarded(client, leadership.clone());

@@ -33,7 +33,7 @@ use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
 use crate::reconcile::Context;
 use crate::scope::api;
-use crate::trigger::{Coalesced, WatchBackoff, WatchErrors};
+use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, relisting_watcher};
 use crate::undecodable::Notice;
 use crate::watched_node::{CachedNode, WatchedNode};
 
@@ -62,7 +62,7 @@ impl Watching<'_> {
     ) -> Triggers<DaemonSet> {
         let listed = self.listed.clone();
         let mut triggers = DaemonSetTriggers::default();
-        let stream = watcher(
+        let stream = relisting_watcher(
             api::<DaemonSet>(self.client, self.namespace),
             watcher::Config::default(),
         )
@@ -92,7 +92,7 @@ impl Watching<'_> {
     ) -> Triggers<WatchedPod> {
         let listed = self.listed.clone();
         let owned = watcher::Config::default().labels(OWNER_LABEL);
-        let stream = watcher(api::<WatchedPod>(self.client, self.namespace), owned)
+        let stream = relisting_watcher(api::<WatchedPod>(self.client, self.namespace), owned)
             .backoff(WatchBackoff::default())
             .map_ok(move |event| {
                 let moved = index.apply(&event);
@@ -129,7 +129,7 @@ impl Watching<'_> {
     ) -> Triggers<ControllerRevision> {
         let listed = self.listed.clone();
         let owned = watcher::Config::default().labels(OWNER_LABEL);
-        let stream = watcher(
+        let stream = relisting_watcher(
             api::<ControllerRevision>(self.client, self.namespace),
             owned,
         )
@@ -139,6 +139,7 @@ impl Watching<'_> {
             listed.note(&event, Source::Revisions);
             event
         })
+        .map_ok(self.errors.working("controllerrevisions"))
         .touched_objects();
         Box::pin(self.errors.without_errors(stream, "controllerrevisions"))
     }
@@ -154,7 +155,7 @@ impl Watching<'_> {
         index: OwnerIndex<CachedNode>,
         canaries: Store<CanaryDaemonSet>,
     ) -> Triggers<WatchedNode> {
-        let stream = watcher(
+        let stream = relisting_watcher(
             Api::<WatchedNode>::all(self.client.clone()),
             watcher::Config::default(),
         )
@@ -186,7 +187,7 @@ impl Watching<'_> {
         ctx: Arc<Context>,
     ) -> Triggers<CanaryDaemonSet> {
         let listed = self.listed.clone();
-        let stream = watcher(
+        let stream = relisting_watcher(
             crate::crd::dynamic_api(self.client, self.namespace),
             watcher::Config::default(),
         )
@@ -196,6 +197,7 @@ impl Watching<'_> {
             future::ready(Ok(typed_event(event, &undecodable, &ctx)))
         })
         .map_ok(say_when_none(self.namespace))
+        .map_ok(self.errors.working("canarydaemonsets"))
         .reflect(writer)
         .applied_objects()
         .predicate_filter(spec_or_marks, PredicateConfig::default());

@@ -77,8 +77,9 @@ pub struct RollbackStatus {
     /// edit of anything else (steps, deadlines) does not.
     pub from: String,
     /// The phase the rollout table decided under the reported `rollingBack`/`rolledBack`.
-    #[serde(default)]
-    pub decided_phase: Option<String>,
+    #[serde(default, deserialize_with = "super::lenient")]
+    #[schemars(with = "Option<String>")]
+    pub decided_phase: Option<canary_state_machine::Phase>,
 }
 
 impl HistoryStatus {

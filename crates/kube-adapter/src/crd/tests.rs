@@ -34,7 +34,7 @@ fn the_merge_patch_clears_every_field_a_status_leaves_out() {
     assert_eq!(in_schema, known, "OPTIONAL_FIELDS misses a status field");
 
     let recovered = CanaryDaemonSetStatus {
-        phase: Some("successful".into()),
+        phase: Some(canary_state_machine::Phase::Successful),
         ..CanaryDaemonSetStatus::default()
     };
     let patch = recovered.merge_patch().unwrap();

@@ -155,6 +155,8 @@ pub struct Elector {
     retry: Duration,
     clock: Clock,
     observed: Option<Observed>,
+    /// Told whether the Lease can be reached (readiness), when set.
+    health: Option<crate::health::Health>,
 }
 
 impl Elector {
@@ -173,7 +175,16 @@ impl Elector {
             retry: (grace / 2).max(Duration::from_millis(100)),
             clock,
             observed: None,
+            health: None,
         }
+    }
+
+    /// Tells `health` whether each attempt reached the Lease: a standby that cannot reach the
+    /// API server is not ready, as a leader whose watches fail is not.
+    #[must_use]
+    pub fn reporting_to(mut self, health: crate::health::Health) -> Self {
+        self.health = Some(health);
+        self
     }
 
     /// Campaigns until `stop` completes: acquires, renews, steps down on the deadline or on
@@ -197,6 +208,13 @@ impl Elector {
                     attempt.unwrap_or_else(|_| Attempt::Failed("no answer within the renew deadline".to_owned())),
                 ),
             };
+            if let Some(health) = &self.health {
+                match &attempt {
+                    Some(Attempt::Leading | Attempt::Held(_)) => health.lease_answered(),
+                    Some(Attempt::Failed(_)) => health.lease_failed(),
+                    None => {}
+                }
+            }
             match attempt {
                 Some(Attempt::Leading) => {
                     if !*leadership.leading.borrow() {

@@ -81,16 +81,12 @@ pub(super) fn own_unrecorded_write(
     own: &OwnWrites<'_>,
 ) -> Result<bool, Error> {
     let strategy = own.strategy;
-    let in_flight = status
-        .phase
-        .as_deref()
-        .and_then(|p| p.parse::<Phase>().ok())
-        .is_some_and(|phase| {
-            matches!(
-                phase,
-                Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
-            )
-        });
+    let in_flight = status.phase.is_some_and(|phase| {
+        matches!(
+            phase,
+            Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
+        )
+    });
     let live_max = live_max_unavailable(live);
     let written_by_us = [
         strategy.canary_max_unavailable,
@@ -216,9 +212,9 @@ mod tests {
         .unwrap()
     }
 
-    fn status(phase: &str, written: &DaemonSet) -> CanaryDaemonSetStatus {
+    fn status(phase: Phase, written: &DaemonSet) -> CanaryDaemonSetStatus {
         CanaryDaemonSetStatus {
-            phase: Some(phase.into()),
+            phase: Some(phase),
             current_max_unavailable: Some("1".into()),
             daemon_set_template_hash: Some(live_template_hash(written).unwrap()),
             ..CanaryDaemonSetStatus::default()
@@ -236,7 +232,7 @@ mod tests {
         };
         let rolling = ds("RollingUpdate", "agent:v2");
         let on_delete = ds("OnDelete", "agent:v2");
-        let before_hold = status("canary", &rolling);
+        let before_hold = status(Phase::Canary, &rolling);
         let is_own = |live: &DaemonSet, status: &CanaryDaemonSetStatus, hold| {
             let written = status.daemon_set_template_hash.as_deref().unwrap();
             own_unrecorded_write(live, status, written, &own(hold)).unwrap()
@@ -249,7 +245,7 @@ mod tests {
             !is_own(&on_delete, &before_hold, false),
             "a hand-made OnDelete"
         );
-        let held = status("paused", &on_delete);
+        let held = status(Phase::Paused, &on_delete);
         assert!(is_own(&rolling, &held, true), "the resume's record lost");
         assert!(!is_own(&rolling, &held, false));
         let edited = ds("OnDelete", "agent:hand");
@@ -257,7 +253,7 @@ mod tests {
             !is_own(&edited, &before_hold, true),
             "a template edit stays drift"
         );
-        let status = status("canary", &rolling);
+        let status = status(Phase::Canary, &rolling);
         assert_eq!(
             describe_drift(&on_delete, &rolling, &status),
             "update strategy: type RollingUpdate → OnDelete"
@@ -296,7 +292,7 @@ mod tests {
             target_version: Some("v1".into()),
             target_registry: Some("reg".into()),
             target_deployment_id: Some("id-v1".into()),
-            ..status("successful", &of("v1", "agent:v1"))
+            ..status(Phase::Successful, &of("v1", "agent:v1"))
         };
         assert!(unrecorded_start(&desired, &desired, &at_v1, &target("v2")));
         assert!(

@@ -20,8 +20,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use canary_predicates::Target;
 use canary_state_machine::{
-    Event, FailureReason, Phase, PreviousPass, Revision, RollbackObservation, RollbackReason,
-    UndoTarget, decide_rollback, rolled_back_event, verb_refused,
+    Event, FailureReason, Phase, PreviousPass, Revision, RollbackDecision, RollbackObservation,
+    RollbackReason, UndoTarget, Verb, VerbContext, decide_rollback, rolled_back_event,
+    verb_refused,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
@@ -236,11 +237,7 @@ impl Pass<'_> {
             }
             return;
         }
-        let at_rest = self
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|p| p == Phase::Successful.as_str());
+        let at_rest = self.status.as_ref().and_then(|s| s.phase) == Some(Phase::Successful);
         if !at_rest {
             return;
         }
@@ -273,7 +270,6 @@ impl Pass<'_> {
         let mut outcome = HistoryOutcome::default();
         let decided = record.to;
         let from = record.from;
-        let spec_revision = self.history.spec_revision();
         let mut history = self.history.lock().clone();
         if history
             .rollback
@@ -283,128 +279,23 @@ impl Pass<'_> {
             // The spec's template changed since: it wins over the rollback.
             history.rollback = None;
         }
-        // How the current revision's rollout ended.
-        if let Some(current) = history.current.clone() {
-            let ended_well = decided == Phase::Successful && !from.is_some_and(Phase::is_at_rest);
-            let failed = decided == Phase::Failed
-                && record.failure.is_some_and(FailureReason::is_sticky)
-                && from != Some(Phase::Failed);
-            if ended_well {
-                self.record_outcome(&current, Outcome::Successful).await;
-                let at_rest = record.template_hash.clone().or_else(|| self.written_hash());
-                history.stable = Some(current.with_template_hash(at_rest));
-            } else if failed {
-                self.record_outcome(&current, Outcome::Failed).await;
-            }
-        }
-        // Whether to go back.
-        let marks = self.pending_marks(&history);
-        let undo = match marks.undo.as_deref().map(parse_undo) {
-            None => None,
-            Some(Ok(target)) => Some(target),
-            Some(Err(why)) => {
-                outcome
-                    .events
-                    .push(verb_refused(&self.ds_name, "undo", &why));
-                history.undo = marks.undo.clone();
-                None
-            }
-        };
-        let rollback = history.rollback.clone();
-        if self.cds.spec.workload_ref.is_some() {
-            // Someone else owns the template: going back is theirs to do.
-            for (verb, mark) in [("abort", &marks.abort), ("undo", &marks.undo)] {
-                if mark.is_some() {
-                    outcome.events.push(verb_refused(
-                        &self.ds_name,
-                        verb,
-                        "the DaemonSet belongs to spec.workloadRef's owner (Helm, Argo CD, Flux); roll back where it is defined",
-                    ));
-                }
-            }
-            history.abort = marks.abort.or(history.abort);
-            history.undo = marks.undo.or(history.undo);
-        } else {
-            let listed = match undo {
-                Some(_) => match self.history_api() {
-                    Ok(api) => api.list().await.unwrap_or_else(|error| {
-                        warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, "could not list the history");
-                        Vec::new()
-                    }),
-                    Err(_) => Vec::new(),
-                },
-                None => Vec::new(),
-            };
-            let revision = |r: &RevisionRef| Revision {
-                number: r.revision,
-                version: r.version.clone(),
-            };
-            let observation = RollbackObservation {
-                name: self.ds_name.clone(),
-                abort: marks.abort.is_some(),
-                undo,
-                on_failure: self.cds.spec.strategy.on_failure,
-                phase: Some(decided),
-                failure: record.failure,
-                rolling_back: rollback.as_ref().is_some_and(|r| {
-                    RollbackReason::parse(&r.reason).is_some_and(|r| r.reports_rollback_phases())
-                }),
-                current: history.current.as_ref().map(revision),
-                stable: history.stable.as_ref().map(revision),
-                history: listed
-                    .iter()
-                    .map(|entry| Revision {
-                        number: entry.revision,
-                        version: entry.version.clone(),
-                    })
-                    .collect(),
-            };
-            // A pass that could not build the spec's template (an invalid spec) cannot know
-            // what a rollback would override: the marks wait for a pass that can.
-            let decision = match spec_revision {
-                Some(_) => decide_rollback(&observation),
-                None => Default::default(),
-            };
-            if decision.abort_consumed {
-                history.abort = marks.abort.clone();
-            }
-            if decision.undo_consumed {
-                history.undo = marks.undo.clone();
-            }
-            outcome.events.extend(decision.events);
-            if let Some((to, reason)) = decision.start {
-                let to_ref = listed
-                    .iter()
-                    .find(|entry| entry.revision == to.number)
-                    .map(crate::history::Entry::to_ref)
-                    .or_else(|| history.stable.clone().filter(|s| s.revision == to.number));
-                if let Some(to_ref) = to_ref {
-                    if reason == RollbackReason::Abort
-                        && let Some(current) = history.current.clone()
-                    {
-                        self.record_outcome(&current, Outcome::Aborted).await;
-                    }
-                    history.rollback = Some(RollbackStatus {
-                        to: to_ref,
-                        reason: reason.as_str().to_owned(),
-                        from: spec_revision.clone().unwrap_or_default(),
-                        decided_phase: None,
-                    });
-                    outcome.act_again = true;
-                }
-            }
-        }
+        self.record_current_outcome(&mut history, record, from)
+            .await;
+        let started = self
+            .go_back(&mut history, decided, record.failure, &mut outcome.events)
+            .await;
+        outcome.act_again = started;
         // The phase to report. A rollback started in this pass is a rollout starting: the
         // rest its pass decided for the revision it leaves is not its own (an undo asked while
         // `rolledBack` reported `successful` at the old revision for a pass; soak seed
         // 21001978). A failure stays: it says why the rollback starts.
-        let decided = if outcome.act_again && decided == Phase::Successful {
+        let decided = if started && decided == Phase::Successful {
             Phase::Started
         } else {
             decided
         };
         if let Some(rollback) = history.rollback.as_mut() {
-            rollback.decided_phase = Some(decided.as_str().to_owned());
+            rollback.decided_phase = Some(decided);
             record.to = decided.reported(reports_rollback_phases(rollback));
             if let Some(event) = rolled_back_event(
                 &self.ds_name,
@@ -421,6 +312,161 @@ impl Pass<'_> {
         *self.history.lock() = history.clone();
         record.history = Some(Box::new(history));
         outcome
+    }
+
+    /// How the current revision's rollout ended, if it ended in this pass: recorded on its
+    /// revision, and a rollout that ended well becomes the stable revision.
+    async fn record_current_outcome(
+        &self,
+        history: &mut HistoryStatus,
+        record: &Transition,
+        from: Option<Phase>,
+    ) {
+        let Some(current) = history.current.clone() else {
+            return;
+        };
+        let decided = record.to;
+        let ended_well = decided == Phase::Successful && !from.is_some_and(Phase::is_at_rest);
+        let failed = decided == Phase::Failed
+            && record.failure.is_some_and(FailureReason::is_sticky)
+            && from != Some(Phase::Failed);
+        if ended_well {
+            self.record_outcome(&current, Outcome::Successful).await;
+            let at_rest = record.template_hash.clone().or_else(|| self.written_hash());
+            history.stable = Some(current.with_template_hash(at_rest));
+        } else if failed {
+            self.record_outcome(&current, Outcome::Failed).await;
+        }
+    }
+
+    /// Whether to go back, and where to (the `abort` and `undo` marks, `onFailure:
+    /// Rollback`), for a pass that decided `decided` (with `failure`): the marks acted on are
+    /// recorded in `history`, a rollback that starts too, and their events pushed to
+    /// `events`. Returns whether a rollback started (the next pass writes its template).
+    async fn go_back(
+        &self,
+        history: &mut HistoryStatus,
+        decided: Phase,
+        failure: Option<FailureReason>,
+        events: &mut Vec<Event>,
+    ) -> bool {
+        let marks = self.pending_marks(history);
+        let undo = match marks.undo.as_deref().map(parse_undo) {
+            None => None,
+            Some(Ok(target)) => Some(target),
+            Some(Err(why)) => {
+                events.push(verb_refused(&self.ds_name, Verb::Undo, &why));
+                history.undo = marks.undo.clone();
+                None
+            }
+        };
+        if self.cds.spec.workload_ref.is_some() {
+            // Someone else owns the template: going back is theirs to do.
+            let theirs = VerbContext {
+                driver: self.cds.spec.strategy.driver,
+                owns_template: false,
+                ..VerbContext::default()
+            };
+            for (verb, mark) in [(Verb::Abort, &marks.abort), (Verb::Undo, &marks.undo)] {
+                if mark.is_some()
+                    && let Some(why) = verb.refusal(&theirs)
+                {
+                    events.push(verb_refused(&self.ds_name, verb, &why));
+                }
+            }
+            history.abort = marks.abort.or(history.abort.take());
+            history.undo = marks.undo.or(history.undo.take());
+            return false;
+        }
+        let listed = match undo {
+            Some(_) => self.listed_history().await,
+            None => Vec::new(),
+        };
+        let revision = |r: &RevisionRef| Revision {
+            number: r.revision,
+            version: r.version.clone(),
+        };
+        let observation = RollbackObservation {
+            name: self.ds_name.clone(),
+            abort: marks.abort.is_some(),
+            undo,
+            on_failure: self.cds.spec.strategy.on_failure,
+            phase: Some(decided),
+            failure,
+            rolling_back: history
+                .rollback
+                .as_ref()
+                .is_some_and(reports_rollback_phases),
+            current: history.current.as_ref().map(revision),
+            stable: history.stable.as_ref().map(revision),
+            history: listed
+                .iter()
+                .map(|entry| Revision {
+                    number: entry.revision,
+                    version: entry.version.clone(),
+                })
+                .collect(),
+        };
+        // A pass that could not build the spec's template (an invalid spec) cannot know what a
+        // rollback would override: the marks wait for a pass that can.
+        let decision = match self.history.spec_revision() {
+            Some(_) => decide_rollback(&observation),
+            None => RollbackDecision::default(),
+        };
+        if decision.abort_consumed {
+            history.abort = marks.abort.clone();
+        }
+        if decision.undo_consumed {
+            history.undo = marks.undo.clone();
+        }
+        events.extend(decision.events);
+        let Some((to, reason)) = decision.start else {
+            return false;
+        };
+        self.start_rollback(history, &listed, &to, reason).await
+    }
+
+    /// The history's entries, for an undo to find its revision in (none when it cannot be
+    /// listed: the undo is then refused as asking for an unknown revision).
+    async fn listed_history(&self) -> Vec<crate::history::Entry> {
+        match self.history_api() {
+            Ok(api) => api.list().await.unwrap_or_else(|error| {
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, "could not list the history");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Starts going back to revision `to` for `reason`: the rollback in force from now on, an
+    /// aborted current revision recorded so. Whether it started (the revision is known).
+    async fn start_rollback(
+        &self,
+        history: &mut HistoryStatus,
+        listed: &[crate::history::Entry],
+        to: &Revision,
+        reason: RollbackReason,
+    ) -> bool {
+        let to_ref = listed
+            .iter()
+            .find(|entry| entry.revision == to.number)
+            .map(crate::history::Entry::to_ref)
+            .or_else(|| history.stable.clone().filter(|s| s.revision == to.number));
+        let Some(to_ref) = to_ref else {
+            return false;
+        };
+        if reason == RollbackReason::Abort
+            && let Some(current) = history.current.clone()
+        {
+            self.record_outcome(&current, Outcome::Aborted).await;
+        }
+        history.rollback = Some(RollbackStatus {
+            to: to_ref,
+            reason: reason.as_str().to_owned(),
+            from: self.history.spec_revision().unwrap_or_default(),
+            decided_phase: None,
+        });
+        true
     }
 
     /// The record a pass writes ahead of its deletions, from `record`: the phase reported
@@ -442,7 +488,7 @@ impl Pass<'_> {
             ahead.to = record.to.reported(reports_rollback_phases(rollback));
             let mut recorded = history.clone();
             if let Some(rollback) = recorded.rollback.as_mut() {
-                rollback.decided_phase = Some(record.to.as_str().to_owned());
+                rollback.decided_phase = Some(record.to);
             }
             ahead.history = Some(Box::new(recorded));
         }

@@ -14,7 +14,9 @@
 mod context;
 mod drift;
 mod history;
+mod max_unavailable;
 mod memory;
+mod pass;
 mod plan;
 pub(crate) use memory::WriteLedger;
 mod pods;
@@ -25,37 +27,25 @@ pub use plan::step_plan;
 
 use std::sync::Arc;
 
-use canary_predicates::{
-    PodCounts, Target, UpdatedRule, available_pods, current_revision_hash, live_max_unavailable,
-    observe_daemon_set,
-};
-use canary_state_machine::{
-    Compatibility, Decision, DriftSeen, FailureReason, Observation, Phase, WriteKind, decide,
-    decide_create,
-};
+use canary_predicates::{Target, live_max_unavailable};
+use canary_state_machine::{Decision, FailureReason, Phase, WriteKind, decide_create};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType as KubeEventType;
 use kube::runtime::reflector::ObjectRef;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::Error;
 use crate::claim::{self, ClaimState};
-use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus, hold_requested};
-use crate::desired::{
-    ON_DELETE, ROLLING_UPDATE, desired_daemon_set, live_template_hash, set_max_unavailable,
-    strategy_type, with_strategy_type,
-};
-use crate::index::PodCountRule;
+use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
+use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
 use crate::meta::object_meta_modified;
 use crate::observer::{Report, Transition, WriteOutcome};
 use crate::patch::daemon_set_patch;
 use crate::status::recorded_target;
-use drift::{
-    Controller, OwnWrites, controller_of, describe_drift, own_unrecorded_write, unrecorded_start,
-};
+use drift::{Controller, controller_of};
 use plan::{DriverPlan, Plan, plan};
 
 /// Whether a pass can act on the spec of `cds`, or the message of the `InvalidSpec` it would
@@ -127,7 +117,7 @@ impl<'a> Pass<'a> {
     }
 
     /// The record of this pass with nothing observed yet: the previous counts carried over.
-    fn record(&self, decision: &Decision) -> Transition {
+    fn record<A>(&self, decision: &Decision<A>) -> Transition {
         let previous = self.status.as_ref();
         Transition {
             namespace: self.namespace.clone(),
@@ -135,9 +125,7 @@ impl<'a> Pass<'a> {
             daemon_set: self.ds_name.clone(),
             // The target a pass that cannot read the spec leaves is the last one known.
             target: recorded_target(previous),
-            from: previous
-                .and_then(|s| s.phase.as_deref())
-                .and_then(|p| p.parse().ok()),
+            from: previous.and_then(|s| s.phase),
             to: decision.phase,
             failure: decision.failure,
             message: decision.error.clone(),
@@ -190,11 +178,6 @@ impl<'a> Pass<'a> {
                 .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
         }
         Ok(plan)
-    }
-
-    /// [`Pass::record`] before anything is decided.
-    fn blank_record(&self) -> Transition {
-        self.record(&Decision::hold(Phase::Started))
     }
 
     async fn run(&self) -> Result<Action, Error> {
@@ -288,177 +271,18 @@ impl<'a> Pass<'a> {
                 self.run_pods(&plan, pods, &live, Some(desired), &pod_index, &revisions)
                     .await
             }
-            DriverPlan::MaxUnavailable => self.run_max_unavailable(&plan, &live, desired).await,
-        }
-    }
-
-    /// The MaxUnavailable driver's pass over the live DaemonSet: observe, decide, write.
-    async fn run_max_unavailable(
-        &self,
-        plan: &Plan,
-        live: &DaemonSet,
-        mut desired: DaemonSet,
-    ) -> Result<Action, Error> {
-        let live = live.clone();
-        let tls = match &plan.tls {
-            Some(cfg) => match tls_facts(&live, &mut desired, cfg) {
-                Ok(facts) => Some(facts),
-                Err(message) => return self.invalid_spec(message).await,
-            },
-            None => None,
-        };
-        let counts = self.count_pods(plan, &live);
-        let status = self.status.as_ref();
-        let retry_mark = self.new_retry_mark();
-        let held = hold_requested(self.cds);
-        let hold_recorded = status.is_some_and(|s| s.held == Some(true));
-        let recorded = status.and_then(|s| s.recorded_daemon_set_generation);
-        let live_hash = live_template_hash(&live)?;
-        let rollback_revision_live = self.live_is_rollback_revision(&live_hash);
-        let written_hash = status.and_then(|s| s.daemon_set_template_hash.as_deref());
-        let own = OwnWrites {
-            strategy: &plan.strategy,
-            // The hold's `OnDelete` is ours while it is asked for or recorded, not after.
-            hold: held || hold_recorded,
-        };
-        // A live template that is the controller's own write whose record was lost is recorded
-        // now, in this pass's status write: left behind the `maxUnavailable` that write also
-        // records, the old hash would no longer match the live DaemonSet with the recorded
-        // value, and the next pass would take the rollout's own widen for a hand edit and
-        // restart the canary (soak seed 10000522: the widen's status write was lost).
-        let mut own_unrecorded = false;
-        let drift = match (written_hash, status) {
-            (Some(written), Some(status)) if written != live_hash => {
-                if own_unrecorded_write(&live, status, written, &own)?
-                    || self.ctx.memory.live_is_own_write(self.cds, &live)
-                    || rollback_revision_live
-                    || unrecorded_start(&live, &desired, status, &plan.target)
-                {
-                    own_unrecorded = true;
-                    None
-                } else {
-                    Some(DriftSeen {
-                        what: describe_drift(&live, &desired, status),
-                    })
-                }
-            }
-            _ => None,
-        };
-        let observation = Observation {
-            version: plan.target.version.clone(),
-            object_changed: object_meta_modified(&desired.metadata, &live.metadata),
-            generation_known: recorded == live.metadata.generation,
-            drift,
-            tls,
-            previous: self.previous_pass_for(&plan.target),
-            retry: retry_mark.is_some(),
-            held,
-            hold_recorded,
-            live_on_hold: strategy_type(&live) == ON_DELETE,
-            ..observe_daemon_set(&live, &counts)
-        };
-
-        // Decide.
-        let decision = decide(&plan.strategy, &observation);
-        debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?observation, ?decision, "decided");
-        let mut record = Transition {
-            target: plan.target.clone(),
-            desired: observation.desired_pods,
-            updated: counts.updated,
-            updated_ready: counts.updated_ready,
-            available: available_pods(&live),
-            max_unavailable: Some(observation.live_max_unavailable.clone()),
-            recorded_generation: recorded,
-            drift: decision
-                .drifted
-                .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
-                .flatten(),
-            // A status from before drift detection has no reference yet: the live DaemonSet
-            // becomes it (a drift from before cannot be told from the controller's own write);
-            // so does the controller's own write whose record was lost.
-            template_hash: (written_hash.is_none() || own_unrecorded).then(|| live_hash.clone()),
-            ..self.record(&decision)
-        };
-        // Acted on whatever the phase: an old mark never retries a later failure.
-        if retry_mark.is_some() {
-            record.retry = retry_mark;
-        }
-        record.held = decision.held;
-
-        // Write.
-        let Some(write) = decision.write else {
-            return self.finish(record, decision).await;
-        };
-        let starts = write.kind == WriteKind::Start;
-        let remembered = starts.then(|| desired.clone());
-        let mut written = match write.kind {
-            // The hold and its end move the live strategy type only: a template change made
-            // meanwhile waits for the rows to write it, supervised.
-            WriteKind::Hold => with_strategy_type(&live, ON_DELETE),
-            WriteKind::Resume => with_strategy_type(&live, ROLLING_UPDATE),
-            _ => desired,
-        };
-        if let (Some(edit), Some(cfg)) = (write.template_edit, &plan.tls)
-            && let Err(e) = canary_tls_migration::apply_step(&mut written, edit, cfg)
-        {
-            return self.invalid_spec(format!("TLS migration: {e}")).await;
-        }
-        if let Some(max) = write.max_unavailable {
-            set_max_unavailable(&mut written, max, plan.strategy.compatibility.into());
-            record.max_unavailable = Some(max.to_live());
-        }
-        let decision = match self.patch(&live, &written).await {
-            Ok(patched) => {
-                self.report_write(write.kind, WriteOutcome::Ok);
-                record.write = Some(write.kind);
-                record.template_hash = match write.kind {
-                    // A hold (or its end) over a drifted template writes that template back as
-                    // it is: recording it as ours would forget the drift, which then outlived
-                    // the hold (soak seed 9000841). The reference stays the last template the
-                    // controller wrote; the type moved alone is ours while the hold lasts.
-                    WriteKind::Hold | WriteKind::Resume if observation.drift.is_some() => None,
-                    _ => Some(live_template_hash(&patched)?),
+            DriverPlan::MaxUnavailable => {
+                let tls = match &plan.tls {
+                    Some(cfg) => match tls_facts(&live, &mut desired, cfg) {
+                        Ok(facts) => Some(facts),
+                        Err(message) => return self.invalid_spec(message).await,
+                    },
+                    None => None,
                 };
-                self.ctx
-                    .memory
-                    .remember_write(self.cds, &patched, record.template_hash.is_some());
-                if decision.record_generation {
-                    record.recorded_generation = patched.metadata.generation;
-                }
-                if let Some(desired) = &remembered {
-                    self.note_rollout_started(desired, &plan.target.version)
-                        .await;
-                }
-                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), phase = %decision.phase, "daemonSet written");
-                decision
+                let driver = max_unavailable::Steer::new(tls);
+                self.drive(&plan, &live, Some(desired), driver).await
             }
-            Err(error) if error.is_conflict() => {
-                self.report_write(write.kind, WriteOutcome::Conflict);
-                return Err(error);
-            }
-            Err(error) => {
-                self.report_write(write.kind, WriteOutcome::Rejected);
-                record.max_unavailable = Some(observation.live_max_unavailable.clone());
-                let mut failed = decision.write_failed(
-                    &plan.strategy,
-                    &self.ds_name,
-                    &describe_api_error(&error),
-                );
-                if write.kind == WriteKind::Resume {
-                    // The DaemonSet is still on the hold's `OnDelete`: the hold stays recorded,
-                    // so the next pass writes the resume again, and announces it then (soak
-                    // seed 9300109: a 429 on the resume left the rollout on `OnDelete` for good
-                    // and failed it on the progress deadline).
-                    record.held = true;
-                    failed.hold_event = None;
-                }
-                failed
-            }
-        };
-        record.to = decision.phase;
-        record.failure = decision.failure;
-        record.message = decision.error.clone();
-        self.finish(record, decision).await
+        }
     }
 
     /// Create path (spec section 3 step 2).
@@ -500,7 +324,7 @@ impl<'a> Pass<'a> {
                 self.ctx.memory.remember_write(self.cds, &created, true);
                 record.write = Some(WriteKind::Create);
                 record.template_hash = Some(live_template_hash(&created)?);
-                if decision.record_generation {
+                if decision.action.record_generation {
                     record.recorded_generation = created.metadata.generation;
                 }
                 self.note_rollout_started(&remembered, &plan.target.version)
@@ -526,38 +350,9 @@ impl<'a> Pass<'a> {
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
-        self.finish(record, decision).await
-    }
-
-    /// The DaemonSet's pod counts, from the pod index's tally: O(1), and O(classes of pods)
-    /// when the rule moves to the new target or revision.
-    fn count_pods(&self, plan: &Plan, live: &DaemonSet) -> PodCounts {
-        let uid = live.metadata.uid.clone().unwrap_or_default();
-        let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {
-            // The reference: owner name only, annotations only, terminating pods counted.
-            Compatibility::KubeVirt => (None, UpdatedRule::Annotations, false),
-            Compatibility::Fixed => {
-                let revisions = self.ctx.caches.revisions.get(&uid);
-                let revision_hash = current_revision_hash(revisions.iter().map(|r| &**r))
-                    .unwrap_or_default()
-                    .to_owned();
-                (
-                    Some(uid),
-                    UpdatedRule::AnnotationsAndRevision { revision_hash },
-                    true,
-                )
-            }
-        };
-        let rule = PodCountRule {
-            owner_name: self.ds_name.clone(),
-            owner_uid,
-            target: plan.target.clone(),
-            keys: plan.keys.clone(),
-            updated,
-            crash_loop: plan.crash_loop.clone(),
-            skip_terminating,
-        };
-        self.ctx.caches.pods.count(&self.ds_name, &rule)
+        let series = report::Series::of_target(&record.target);
+        self.record_pass(record, &decision, &series, |requeue| requeue.in_progress)
+            .await
     }
 
     async fn patch(&self, live: &DaemonSet, desired: &DaemonSet) -> Result<DaemonSet, Error> {
@@ -707,22 +502,14 @@ impl<'a> Pass<'a> {
         {
             warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, reason = reason.as_str(), "nothing is written until the spec changes");
         }
-        let already = self.status.as_ref().is_some_and(|s| {
-            s.reason.as_deref() == Some(reason.as_str()) && s.message.as_deref() == Some(&message)
-        });
-        let decision = Decision {
-            phase: Phase::Failed,
+        let already = self
+            .status
+            .as_ref()
+            .is_some_and(|s| s.reason == Some(reason) && s.message.as_deref() == Some(&message));
+        let decision: Decision = Decision {
             failure: Some(reason),
-            write: None,
-            record_generation: false,
-            done: false,
-            event: None,
             error: Some(message.clone()),
-            quiet: false,
-            drifted: false,
-            retried: false,
-            held: false,
-            hold_event: None,
+            ..Decision::hold(Phase::Failed)
         };
         let live = self.ctx.caches.daemon_sets.get(&self.ds_ref());
         let owned = self.status.as_ref().and_then(|s| s.daemon_set_name.clone());

@@ -20,15 +20,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use canary_analysis::{AnalysisRun, RunKey, RunReporting};
 use canary_predicates::{
-    Labels, OwnerMatch, PodFacts, PodSummary, Target, available_pods, current_revision_hash,
-    label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready,
+    Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
+    label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready, pod_runs_revision,
 };
 use canary_state_machine::{
-    AnalysisVerdict, DriftSeen, NodeHealth, NodeState, Phase, PodDecision, PodObservation,
-    PodState, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
+    AnalysisVerdict, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
+    PodsAction, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -37,14 +38,15 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
 use tracing::{debug, info, warn};
 
+use super::context::Requeue;
+use super::pass::{Acted, Driver, Seen};
 use super::plan::{Plan, PodsPlan};
-use super::{Pass, describe_api_error, describe_drift, unrecorded_start};
+use super::report::Series;
+use super::{Pass, describe_api_error};
 use crate::Error;
-use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, hold_requested, promotion_asked};
-use crate::desired::live_template_hash;
+use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, promotion_asked};
 use crate::index::OwnerIndex;
-use crate::meta::object_meta_modified;
-use crate::observer::{PodsRecord, Report, Transition, WriteOutcome};
+use crate::observer::{PodsRecord, Report, Transition};
 use crate::status::{next_status, step_position};
 use crate::watched_node::{ALL_NODES, CachedNode, NodeLabels};
 
@@ -95,7 +97,8 @@ impl Pass<'_> {
             .await
     }
 
-    /// Observe, decide, write the template (own DaemonSets only), delete, report.
+    /// Drives the Pods driver over `live` (toward `desired`, the controller's own template,
+    /// or `None` for a DaemonSet someone else owns), once the node cache has listed.
     pub(super) async fn run_pods(
         &self,
         plan: &Plan,
@@ -108,230 +111,13 @@ impl Pass<'_> {
         if !self.ctx.caches.nodes.is_ready() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
-        let status = self.status.as_ref();
-        let uid = live.metadata.uid.clone().unwrap_or_default();
-        let generation = live.metadata.generation.unwrap_or_default();
-        let ds_status = live.status.clone().unwrap_or_default();
-        let observed = ds_status
-            .observed_generation
-            .is_some_and(|g| g >= generation);
-        let current = {
-            let revisions = revisions.get(&uid);
-            current_revision_hash(revisions.iter().map(|r| &**r)).map(str::to_owned)
-        };
-        let target = status.and_then(|s| s.target_revision.clone());
-
-        let live_hash = live_template_hash(live)?;
-        let rollback_revision_live = self.live_is_rollback_revision(&live_hash);
-        let written_hash = status.and_then(|s| s.daemon_set_template_hash.clone());
-        // Our own write whose record a lost status write or an ended term dropped is no
-        // drift: recorded now (see `WriteLedger`); nor is a rollback's write, by any process,
-        // of the exact revision it goes back to, nor the start of the current target (or an
-        // undo) whose record a replaced leader lost (`unrecorded_start`).
-        let own_unrecorded = written_hash
-            .as_ref()
-            .is_some_and(|written| *written != live_hash)
-            && (self.ctx.memory.live_is_own_write(self.cds, live)
-                || rollback_revision_live
-                || match (&desired, status) {
-                    (Some(desired), Some(status)) => {
-                        unrecorded_start(live, desired, status, &plan.target)
-                    }
-                    _ => false,
-                });
-        let (template_changed, drift) = match &desired {
-            Some(desired) => {
-                let drift = match (&written_hash, status) {
-                    (Some(written), Some(status)) if *written != live_hash && !own_unrecorded => {
-                        Some(DriftSeen {
-                            what: describe_drift(live, desired, status),
-                        })
-                    }
-                    _ => None,
-                };
-                (
-                    object_meta_modified(&desired.metadata, &live.metadata),
-                    drift,
-                )
-            }
-            None => (false, None),
-        };
-        // While a hand edit of the template is kept (reported, or held on request), the
-        // rollout still stands on the recorded revision, not the edit's: the pods count
-        // against it and the status keeps naming it. Counted against the edit, every pod of
-        // a finished rollout would show as not updated.
-        let current = match (&drift, &target) {
-            (Some(_), Some(recorded)) if !template_changed => Some(recorded.clone()),
-            _ => current,
-        };
-        let new_revision = observed && current.is_some() && current != target;
-        let (nodes, by_revision, versions) =
-            self.node_states(plan, pods_plan, live, pod_index, current.as_deref());
-        let mark = self.new_mark(
-            PROMOTE_ANNOTATION,
-            status.and_then(|s| s.promotion.as_deref()),
-        );
-        let promotion = mark.as_deref().map(promotion_asked);
-        let held = hold_requested(self.cds);
-        let retry_mark = self.new_retry_mark();
-        let retry = retry_mark.is_some();
-        let hold_recorded = status.is_some_and(|s| s.held == Some(true));
-        let rollout_target = match &desired {
-            Some(_) => plan.target.clone(),
-            // A referenced DaemonSet: `fromContainer` reads the live template.
-            None => Target {
-                version: crate::desired::target_version(&self.cds.spec.target, live.spec.as_ref())
-                    .unwrap_or_default(),
-                ..plan.target.clone()
-            },
-        };
-        let position = step_position(status, self.now);
-        let recorded_step = position.map_or(0, |p| p.index);
-        let recorded_key = self.analysis_key(current.as_deref(), recorded_step);
-        // The measurements so far of the analysed step the previous pass left the rollout in.
-        let measured = pods_plan
-            .analysis
-            .as_ref()
-            .and_then(|_| self.ctx.memory.analysis_snapshot(self.cds, &recorded_key));
-        let analysis = pods_plan.analysis.as_ref().map(|_| {
-            let verdict = measured
-                .as_ref()
-                .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
-            let announced = status.and_then(|s| s.analysis.as_ref()).is_some_and(|a| {
-                a.step == recorded_step
-                    && a.revision.as_deref() == current.as_deref()
-                    && a.verdict == verdict.as_str()
-            });
-            StepAnalysis {
-                step: recorded_step,
-                verdict,
-                announced,
-            }
-        });
-        let rolling_back = self.rolling_back();
-        let observation = PodObservation {
-            name: self.ds_name.clone(),
-            version: rollout_target.version.clone(),
-            template_changed,
-            drift,
-            rollout_observed: observed,
-            new_revision,
-            desired_pods: u32::try_from(ds_status.desired_number_scheduled).unwrap_or(0),
-            nodes,
-            promotion,
-            held,
-            hold_recorded,
-            retry,
-            position,
-            previous: self.previous_pass_for(&rollout_target),
-            analysis,
-            rollback: rolling_back,
-        };
-        // A rollback goes canary first but waits for nobody: its pause steps are left out.
-        let rollback_steps = rolling_back.then(|| pods_plan.steps.without_pauses());
-        let steps = rollback_steps.as_ref().unwrap_or(&pods_plan.steps);
-        let mut decision = decide_pods(&plan.strategy, steps, &observation);
-        tracing::debug!(ds = %self.ds_name, ?decision, "decided (pods)");
-        let kept = self.keep_analysis(
+        let driver = PodsDriver {
             pods_plan,
-            steps,
-            &decision,
-            &observation.nodes,
-            current.as_deref(),
-        );
-        let analysis_status = self.shown_analysis(
-            pods_plan,
-            kept,
-            &recorded_key,
-            measured.map(|(_, status)| status),
-        );
-
-        let mut record = Transition {
-            target: rollout_target,
-            desired: decision.tally.desired,
-            updated: decision.tally.updated,
-            updated_ready: decision.tally.updated_ready,
-            available: available_pods(live),
-            // OnDelete: no maxUnavailable to report.
-            max_unavailable: None,
-            recorded_generation: status.and_then(|s| s.recorded_daemon_set_generation),
-            drift: decision
-                .drifted
-                .then(|| observation.drift.as_ref().map(|d| d.what.clone()))
-                .flatten(),
-            template_hash: (desired.is_some() && (written_hash.is_none() || own_unrecorded))
-                .then(|| live_hash.clone()),
-            ..self.blank_record()
+            pod_index,
+            revisions,
+            seen: None,
         };
-
-        // Write the template (the controller's own DaemonSet only).
-        if let (Some(write), Some(desired)) = (decision.write, &desired) {
-            match self.patch(live, desired).await {
-                Ok(patched) => {
-                    self.report_write(write.kind, WriteOutcome::Ok);
-                    self.ctx.memory.remember_write(self.cds, &patched, true);
-                    record.write = Some(write.kind);
-                    record.template_hash = Some(live_template_hash(&patched)?);
-                    self.note_rollout_started(desired, &record.target.version)
-                        .await;
-                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, kind = write.kind.as_str(), "daemonSet written (OnDelete)");
-                }
-                Err(error) if error.is_conflict() => {
-                    self.report_write(write.kind, WriteOutcome::Conflict);
-                    return Err(error);
-                }
-                Err(error) => {
-                    self.report_write(write.kind, WriteOutcome::Rejected);
-                    decision = decision.write_failed(
-                        &plan.strategy,
-                        &self.ds_name,
-                        &describe_api_error(&error),
-                    );
-                }
-            }
-        }
-
-        let promotion = if decision.promotion_consumed {
-            mark
-        } else {
-            status.and_then(|s| s.promotion.clone())
-        };
-        record.to = decision.phase;
-        record.failure = decision.failure;
-        record.message = decision.error.clone();
-        record.held = decision.held;
-        // Acted on whatever the phase: an old mark never retries a later failure.
-        if retry_mark.is_some() {
-            record.retry = retry_mark;
-        }
-        record.pods = Some(Box::new(PodsRecord {
-            step: decision.step,
-            step_count: steps.len(),
-            target_revision: if observed { current.clone() } else { target },
-            canary_nodes: decision.canary_nodes.clone(),
-            deferred: decision.deferred.clone(),
-            failed_nodes: decision.failed_nodes.clone(),
-            revisions: revision_counts(by_revision, current.as_deref()),
-            promotion,
-            tally: decision.tally,
-            deleted: Vec::new(),
-            analysis: analysis_status,
-        }));
-
-        // Delete, in a step the status names.
-        self.record_step_before_deleting(&record, &decision).await?;
-        let deletions = self.delete_pods(&decision, &versions).await;
-        if let Some(pods) = record.pods.as_mut() {
-            pods.deleted = deletions.deleted;
-        }
-        let action = self.finish_pods(record, &decision).await?;
-        match deletions.first_error {
-            Some(error) => Err(error),
-            // The rest of the deletions, decided again from what the cluster and the object
-            // say now.
-            None if deletions.cut_short => Ok(Action::requeue(std::time::Duration::ZERO)),
-            None => Ok(action),
-        }
+        self.drive(plan, live, desired, driver).await
     }
 
     /// The analysis record the status of this pass shows: what the decision read (a round
@@ -405,7 +191,7 @@ impl Pass<'_> {
             return None;
         };
         let in_pause = matches!(
-            steps.steps().get(decision.step as usize),
+            steps.steps().get(decision.action.step as usize),
             Some(Step::Pause { .. })
         );
         let measuring = in_pause && decision.phase == Phase::Paused && revision.is_some();
@@ -413,7 +199,7 @@ impl Pass<'_> {
             self.ctx.memory.stop_analysis(self.cds);
             return None;
         }
-        let key = self.analysis_key(revision, decision.step);
+        let key = self.analysis_key(revision, decision.action.step);
         let values = TemplateValues {
             nodes: nodes
                 .iter()
@@ -494,7 +280,8 @@ impl Pass<'_> {
                 let counts = by_revision.entry(revision.to_owned()).or_default();
                 counts.0 += 1;
                 counts.1 += u32::from(ready);
-                let updated = current.is_some_and(|c| c == revision);
+                // The Pods driver's rule (`UpdatedRule::Revision`): the pod runs the target.
+                let updated = current.is_some_and(|c| pod_runs_revision(&**pod, c));
                 let state = PodState {
                     name: pod.name().to_owned(),
                     uid: pod.uid().to_owned(),
@@ -571,18 +358,14 @@ impl Pass<'_> {
         record: &Transition,
         decision: &PodDecision,
     ) -> Result<(), Error> {
-        if decision.delete.is_empty() {
+        if decision.action.delete.is_empty() {
             return Ok(());
         }
         let previous = self.status.as_ref();
         let ahead = self.ahead_of_deletions(record);
         let status = next_status(previous, &ahead, self.now);
         let named = |s: &crate::crd::CanaryDaemonSetStatus| {
-            (
-                s.phase.clone(),
-                s.current_step_index,
-                s.target_revision.clone(),
-            )
+            (s.phase, s.current_step_index, s.target_revision.clone())
         };
         // Only a stored status covers the deletions. One this process computed and failed to
         // write (this very write-ahead, refused in an earlier pass) does not (soak seed
@@ -621,7 +404,7 @@ impl Pass<'_> {
         let outdated = self.ctx.memory.outdated(self.cds, versions);
         let mut deletions = Deletions::default();
         let started = tokio::time::Instant::now();
-        for deletion in &decision.delete {
+        for deletion in &decision.action.delete {
             if outdated.contains(&deletion.uid) {
                 debug!(namespace = %self.namespace, name = %self.cds.name_any(), pod = %deletion.pod, "not deleted: refused from the copy the cache still holds");
                 continue;
@@ -644,7 +427,7 @@ impl Pass<'_> {
                         .memory
                         .note_replacing(self.cds, &deletion.node, &deletion.uid);
                     self.ctx.observer.report(Report::PodDeleted);
-                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.step, "pod deleted");
+                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.action.step, "pod deleted");
                     deletions.deleted.push(deletion.pod.clone());
                 }
                 // Gone already, replaced under the same name (the UID precondition) or changed
@@ -663,45 +446,6 @@ impl Pass<'_> {
             }
         }
         deletions
-    }
-
-    /// Status, events and the next requeue of a Pods-driver pass.
-    async fn finish_pods(
-        &self,
-        record: Transition,
-        decision: &PodDecision,
-    ) -> Result<Action, Error> {
-        let drift = record.drift.clone();
-        // Each step's events are a series of their own: kube's recorder would fold a second
-        // `StepStarted` into the first one (same reason, same objects) and keep its note.
-        let series = format!(
-            "{}/{}",
-            record
-                .pods
-                .as_ref()
-                .and_then(|p| p.target_revision.clone())
-                .unwrap_or_default(),
-            decision.step
-        );
-        let history = self.write_status(record).await?;
-        self.publish_events(decision.events.iter(), drift, &series)
-            .await;
-        // Not in the step's series: a rollback's events belong to no step.
-        self.publish_events(history.events.iter(), None, "").await;
-        Ok(self.next_pass(
-            history.act_again,
-            decision.phase,
-            decision.failure,
-            |requeue| match decision.phase {
-                // The next pass acts at once (the target revision recorded, the steps begin):
-                // no watch event would bring it.
-                Phase::Started => requeue.conflict,
-                Phase::Successful if decision.done => requeue.resync,
-                _ => decision
-                    .wake_after
-                    .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
-            },
-        ))
     }
 }
 
@@ -739,4 +483,255 @@ fn revision_counts(
         ))
     });
     counts
+}
+
+/// The Pods driver of one pass: the indexes it reads, and what it saw.
+struct PodsDriver<'d> {
+    pods_plan: &'d PodsPlan,
+    pod_index: &'d OwnerIndex<PodSummary>,
+    revisions: &'d OwnerIndex<ControllerRevision>,
+    seen: Option<Box<PodsSeen>>,
+}
+
+/// What the Pods driver observed in a pass, and the analysis it decided with.
+struct PodsSeen {
+    observation: PodObservation,
+    /// The DaemonSet controller has observed the live generation.
+    observed: bool,
+    /// The revision the pods move to (the recorded one while a hand edit is kept).
+    current: Option<String>,
+    /// The target revision the status records.
+    recorded_revision: Option<String>,
+    target: Target,
+    by_revision: BTreeMap<String, (u32, u32)>,
+    versions: PodVersions,
+    /// The promotion mark, when new.
+    mark: Option<String>,
+    recorded_key: RunKey,
+    measured: Option<(AnalysisVerdict, AnalysisStatus)>,
+    /// The steps the decision followed (a rollback's without its pauses).
+    steps: StepPlan,
+    /// The analysis the status shows.
+    analysis: Option<AnalysisStatus>,
+}
+
+impl Driver for PodsDriver<'_> {
+    type Action = PodsAction;
+
+    fn observe(&mut self, pass: &Pass<'_>, plan: &Plan, seen: &Seen<'_>) -> Result<(), String> {
+        let live = seen.live;
+        let status = pass.status.as_ref();
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        let generation = live.metadata.generation.unwrap_or_default();
+        let ds_status = live.status.clone().unwrap_or_default();
+        let observed = ds_status
+            .observed_generation
+            .is_some_and(|g| g >= generation);
+        let current = {
+            let revisions = self.revisions.get(&uid);
+            current_revision_hash(revisions.iter().map(|r| &**r)).map(str::to_owned)
+        };
+        let recorded_revision = status.and_then(|s| s.target_revision.clone());
+        // While a hand edit of the template is kept (reported, or held on request), the
+        // rollout still stands on the recorded revision, not the edit's: the pods count
+        // against it and the status keeps naming it. Counted against the edit, every pod of
+        // a finished rollout would show as not updated.
+        let current = match (&seen.drift.drift, &recorded_revision) {
+            (Some(_), Some(recorded)) if !seen.template_changed => Some(recorded.clone()),
+            _ => current,
+        };
+        let new_revision = observed && current.is_some() && current != recorded_revision;
+        let (nodes, by_revision, versions) = pass.node_states(
+            plan,
+            self.pods_plan,
+            live,
+            self.pod_index,
+            current.as_deref(),
+        );
+        let mark = pass.new_mark(
+            PROMOTE_ANNOTATION,
+            status.and_then(|s| s.promotion.as_deref()),
+        );
+        let target = match seen.desired {
+            Some(_) => plan.target.clone(),
+            // A referenced DaemonSet: `fromContainer` reads the live template.
+            None => Target {
+                version: crate::desired::target_version(&pass.cds.spec.target, live.spec.as_ref())
+                    .unwrap_or_default(),
+                ..plan.target.clone()
+            },
+        };
+        let position = step_position(status, pass.now);
+        let recorded_step = position.map_or(0, |p| p.index);
+        let recorded_key = pass.analysis_key(current.as_deref(), recorded_step);
+        // The measurements so far of the analysed step the previous pass left the rollout in.
+        let measured = self
+            .pods_plan
+            .analysis
+            .as_ref()
+            .and_then(|_| pass.ctx.memory.analysis_snapshot(pass.cds, &recorded_key));
+        let analysis = self.pods_plan.analysis.as_ref().map(|_| {
+            let verdict = measured
+                .as_ref()
+                .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
+            let announced = status.and_then(|s| s.analysis.as_ref()).is_some_and(|a| {
+                a.step == recorded_step
+                    && a.revision.as_deref() == current.as_deref()
+                    && a.verdict == verdict.as_str()
+            });
+            StepAnalysis {
+                step: recorded_step,
+                verdict,
+                announced,
+            }
+        });
+        let rolling_back = pass.rolling_back();
+        let observation = PodObservation {
+            name: pass.ds_name.clone(),
+            version: target.version.clone(),
+            template_changed: seen.template_changed,
+            drift: seen.drift.drift.clone(),
+            rollout_observed: observed,
+            new_revision,
+            desired_pods: u32::try_from(ds_status.desired_number_scheduled).unwrap_or(0),
+            nodes,
+            promotion: mark.as_deref().map(promotion_asked),
+            held: seen.held,
+            hold_recorded: seen.hold_recorded,
+            retry: seen.retry_mark.is_some(),
+            position,
+            previous: pass.previous_pass_for(&target),
+            analysis,
+            rollback: rolling_back,
+        };
+        self.seen = Some(Box::new(PodsSeen {
+            observation,
+            observed,
+            current,
+            recorded_revision,
+            target,
+            by_revision,
+            versions,
+            mark,
+            recorded_key,
+            measured,
+            // A rollback goes canary first but waits for nobody: its pause steps are left out.
+            steps: if rolling_back {
+                self.pods_plan.steps.without_pauses()
+            } else {
+                self.pods_plan.steps.clone()
+            },
+            analysis: None,
+        }));
+        Ok(())
+    }
+
+    fn decide(&mut self, pass: &Pass<'_>, plan: &Plan) -> PodDecision {
+        let Some(seen) = self.seen.as_mut() else {
+            return PodDecision::hold(Phase::Started);
+        };
+        let decision = decide_pods(&plan.strategy, &seen.steps, &seen.observation);
+        let kept = pass.keep_analysis(
+            self.pods_plan,
+            &seen.steps,
+            &decision,
+            &seen.observation.nodes,
+            seen.current.as_deref(),
+        );
+        seen.analysis = pass.shown_analysis(
+            self.pods_plan,
+            kept,
+            &seen.recorded_key,
+            seen.measured.take().map(|(_, status)| status),
+        );
+        decision
+    }
+
+    fn record(&self, decision: &PodDecision, record: &mut Transition) {
+        if let Some(seen) = &self.seen {
+            record.target = seen.target.clone();
+        }
+        let tally = decision.action.tally;
+        record.desired = tally.desired;
+        record.updated = tally.updated;
+        record.updated_ready = tally.updated_ready;
+        // OnDelete: no maxUnavailable to report.
+        record.max_unavailable = None;
+    }
+
+    async fn act(
+        &self,
+        pass: &Pass<'_>,
+        decision: &PodDecision,
+        record: &mut Transition,
+    ) -> Result<Acted, Error> {
+        let Some(seen) = &self.seen else {
+            return Ok(Acted::default());
+        };
+        let status = pass.status.as_ref();
+        let action = &decision.action;
+        let promotion = if action.promotion_consumed {
+            seen.mark.clone()
+        } else {
+            status.and_then(|s| s.promotion.clone())
+        };
+        record.pods = Some(Box::new(PodsRecord {
+            step: action.step,
+            step_count: seen.steps.len(),
+            target_revision: if seen.observed {
+                seen.current.clone()
+            } else {
+                seen.recorded_revision.clone()
+            },
+            canary_nodes: action.canary_nodes.clone(),
+            deferred: action.deferred.clone(),
+            failed_nodes: action.failed_nodes.clone(),
+            revisions: revision_counts(seen.by_revision.clone(), seen.current.as_deref()),
+            promotion,
+            tally: action.tally,
+            deleted: Vec::new(),
+            analysis: seen.analysis.clone(),
+        }));
+        // Delete, in a step the status names.
+        pass.record_step_before_deleting(record, decision).await?;
+        let deletions = pass.delete_pods(decision, &seen.versions).await;
+        if let Some(pods) = record.pods.as_mut() {
+            pods.deleted = deletions.deleted;
+        }
+        Ok(Acted {
+            error: deletions.first_error,
+            again: deletions.cut_short,
+        })
+    }
+
+    fn series(&self, decision: &PodDecision, record: &Transition) -> Series {
+        // Each step's events are a series of their own: kube's recorder would fold a second
+        // `StepStarted` into the first one (same reason, same objects) and keep its note. A
+        // rollback's events belong to no step.
+        Series {
+            pass: format!(
+                "{}/{}",
+                record
+                    .pods
+                    .as_ref()
+                    .and_then(|p| p.target_revision.clone())
+                    .unwrap_or_default(),
+                decision.action.step
+            ),
+            history: String::new(),
+        }
+    }
+
+    fn requeue(&self, decision: &PodDecision, requeue: &Requeue) -> Duration {
+        match decision.phase {
+            // The next pass acts at once (the target revision recorded, the steps begin): no
+            // watch event would bring it.
+            Phase::Started => requeue.conflict,
+            Phase::Successful if decision.done => requeue.resync,
+            _ => decision
+                .action
+                .wake_after
+                .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
+        }
+    }
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use canary_state_machine::{
-    Decision, EVENT_NOTE_BYTES, Event, EventType, FailureReason, Phase, event_reason, retried_event,
+    Decision, EVENT_NOTE_BYTES, Event, EventType, FailureReason, Phase, Verb, event_reason,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
@@ -30,17 +30,10 @@ use crate::status::{AVAILABLE, next_status};
 /// (alice@example.com)` for the verbs). `None` for other events, or when no manager is known
 /// (a removed annotation, `resume`, is owned by nobody any more).
 fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
-    use crate::crd::{
-        ABORT_ANNOTATION, PAUSE_ANNOTATION, PROMOTE_ANNOTATION, RETRY_ANNOTATION, UNDO_ANNOTATION,
-    };
-    let annotation = match reason {
-        event_reason::PROMOTED => PROMOTE_ANNOTATION,
-        event_reason::PAUSED => PAUSE_ANNOTATION,
-        event_reason::RETRIED => RETRY_ANNOTATION,
-        event_reason::ABORTED => ABORT_ANNOTATION,
-        event_reason::UNDO_STARTED => UNDO_ANNOTATION,
-        _ => return None,
-    };
+    // Not a resume: its mark is removed, so no manager owns it any more.
+    let annotation = Verb::answered_by(reason)
+        .filter(|verb| *verb != Verb::Resume)?
+        .annotation();
     let field = format!("f:{annotation}");
     cds.metadata
         .managed_fields
@@ -61,44 +54,55 @@ fn requester(cds: &crate::CanaryDaemonSet, reason: &str) -> Option<String> {
         .and_then(|entry| entry.manager.clone())
 }
 
-impl Pass<'_> {
-    /// Status, event and the next requeue.
-    pub(super) async fn finish(
-        &self,
-        record: Transition,
-        decision: Decision,
-    ) -> Result<Action, Error> {
-        let drift = record.drift.clone();
-        let retried = decision
-            .retried
-            .then(|| retried_event(&self.ds_name, &record.target.version));
-        // A series per target: `undo` and `abort` start another rollout within one spec
-        // generation, and kube's recorder would fold its events into the previous rollout's,
-        // keeping that one's note (`UndoStarted (x2): rolling out revision 3 (v1)` for an undo
-        // of v1 and then one of v3).
-        let target = &record.target;
+/// The event series of a pass (see [`Pass::publish`]): a recorder per spec generation and
+/// series, so that a new rollout's (or step's) event is never folded into an earlier one's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Series {
+    /// The series of the pass's own events.
+    pub pass: String,
+    /// The series of its history's events (a rollback's, an undo's).
+    pub history: String,
+}
+
+impl Series {
+    /// Every event of the pass in the series of its target: `undo` and `abort` start another
+    /// rollout within one spec generation, and kube's recorder would fold its events into the
+    /// previous rollout's, keeping that one's note (`UndoStarted (x2): rolling out revision 3
+    /// (v1)` for an undo of v1 and then one of v3). The MaxUnavailable driver's, and a create's.
+    pub(super) fn of_target(target: &canary_predicates::Target) -> Series {
         let series = format!(
             "{}/{}/{}",
             target.version, target.registry, target.deployment_id
         );
+        Series {
+            pass: series.clone(),
+            history: series,
+        }
+    }
+}
+
+impl Pass<'_> {
+    /// The record step of a pass: the one status write, then the pass's events (in
+    /// `series`, see [`Pass::publish`]) and its history's, and the next requeue, by the rules
+    /// both drivers share or, for the driver's own phases, as `otherwise` says.
+    pub(super) async fn record_pass<A>(
+        &self,
+        record: Transition,
+        decision: &Decision<A>,
+        series: &Series,
+        otherwise: impl FnOnce(&Requeue) -> Duration,
+    ) -> Result<Action, Error> {
+        let drift = record.drift.clone();
         let history = self.write_status(record).await?;
-        let events = retried
-            .iter()
-            .chain(&decision.hold_event)
-            .chain(&decision.event)
-            .chain(&history.events);
-        self.publish_events(events, drift, &series).await;
+        self.publish_events(decision.events.iter(), drift, &series.pass)
+            .await;
+        self.publish_events(history.events.iter(), None, &series.history)
+            .await;
         Ok(self.next_pass(
             history.act_again,
             decision.phase,
             decision.failure,
-            |requeue| {
-                if decision.quiet {
-                    requeue.resync
-                } else {
-                    requeue.in_progress
-                }
-            },
+            otherwise,
         ))
     }
 
@@ -352,7 +356,7 @@ mod tests {
             }]
         };
         let before = CanaryDaemonSetStatus {
-            phase: Some("increasing".into()),
+            phase: Some(Phase::Increasing),
             revisions: revisions(3),
             ..CanaryDaemonSetStatus::default()
         };

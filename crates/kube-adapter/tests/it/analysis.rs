@@ -219,7 +219,7 @@ async fn an_unreachable_prometheus_holds_the_rollout_until_it_answers() {
     tokio::time::sleep(Duration::from_secs(120)).await;
     let cds = get_cds(&client, "agent").await;
     let status = cds.status.clone().unwrap();
-    assert_eq!(status.phase.as_deref(), Some("paused"));
+    assert_eq!(status.phase_name(), Some("paused"));
     assert_eq!(status.current_step_index, Some(1));
     assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
     let held = condition(&cds, "AnalysisPassing").unwrap();
@@ -447,7 +447,7 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
     prometheus.set(Answers::CanaryErrors);
     until_agent_phase(&client, "failed", 600, "v1's analysis failed").await;
     let status = get_cds(&client, "agent").await.status.unwrap_or_default();
-    assert_eq!(status.reason.as_deref(), Some("AnalysisFailed"));
+    assert_eq!(status.reason_name(), Some("AnalysisFailed"));
     assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
 
     // The retry's deletion hangs; the status it wrote ahead of it is all that is stored when

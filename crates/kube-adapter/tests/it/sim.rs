@@ -145,8 +145,8 @@ async fn crash_looping_canary_fails_without_widening() {
 
     let cds = get_cds(&client, "agent").await;
     let status = cds.status.unwrap();
-    assert_eq!(status.phase.as_deref(), Some("failed"));
-    assert_eq!(status.reason.as_deref(), Some("CanaryCrashLooping"));
+    assert_eq!(status.phase_name(), Some("failed"));
+    assert_eq!(status.reason_name(), Some("CanaryCrashLooping"));
     let degraded = status
         .conditions
         .iter()
@@ -278,7 +278,7 @@ async fn the_version_can_come_from_a_container_image_tag() {
         .unwrap();
     eventually(Duration::from_secs(60), "InvalidSpec", || async {
         let status = get_cds(&client, "agent").await.status.unwrap_or_default();
-        status.reason.as_deref() == Some("InvalidSpec")
+        status.reason_name() == Some("InvalidSpec")
             && status.message.as_deref().is_some_and(|m| {
                 m.contains("no container named \"sidecar\"") && m.contains("its containers: agent")
             })
@@ -509,7 +509,9 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
     let nodes = 50;
     let sim = sim(nodes);
     let client = sim.client();
-    // The first list of DaemonSets succeeds (empty), every watch of them fails for a minute.
+    // The first list of DaemonSets succeeds (empty), then every watch and list of them fails
+    // for a minute (a watcher lists again after a failed watch: the lists must fail too for
+    // the cache to lack the DaemonSet).
     sim.faults().add(FaultRule::new(
         Some(Verb::Watch),
         Some("daemonsets"),
@@ -517,6 +519,11 @@ async fn a_daemon_set_watch_outage_does_not_repeat_the_create() {
     ));
     let replica = Replica::start(&sim, None);
     tokio::time::sleep(Duration::from_secs(5)).await;
+    sim.faults().add(FaultRule::new(
+        Some(Verb::List),
+        Some("daemonsets"),
+        FaultAction::internal_error(),
+    ));
     create_cds(&client, "agent", spec("v1", None)).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     let creates_during_outage = sim.requests().count(Verb::Create, "daemonsets");
@@ -820,7 +827,7 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
     );
     assert!(waited < Duration::from_secs(400), "failed after {waited:?}");
     let status = get_cds(&client, "agent").await.status.unwrap();
-    assert_eq!(status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
+    assert_eq!(status.reason_name(), Some("ProgressDeadlineExceeded"));
     assert_eq!(
         writes_since(&replica.observer, before),
         [0, 1, 0, 0, 0, 0, 0],
@@ -878,7 +885,7 @@ async fn tls_migration_steps_roll_out_under_supervision() {
                     .unwrap();
                 let annotations = ds.metadata.annotations.unwrap_or_default();
                 status.is_some_and(|s| {
-                    s.phase.as_deref() == Some("successful") && s.updated_ready == nodes
+                    s.phase_name() == Some("successful") && s.updated_ready == nodes
                 }) && annotations
                     .get("kubevirt.io/install-strategy-version")
                     .map(String::as_str)

@@ -363,8 +363,7 @@ pub(crate) async fn phase_is(client: &Client, name: &str, phase: &str) -> bool {
     get_cds(client, name)
         .await
         .status
-        .and_then(|s| s.phase)
-        .as_deref()
+        .and_then(|s| s.phase_name())
         == Some(phase)
 }
 
@@ -416,7 +415,7 @@ pub(crate) async fn rolled_out(client: &Client, name: &str, version: &str, nodes
     };
     let ds = get_ds(client, name).await;
     let annotations = ds.metadata.annotations.clone().unwrap_or_default();
-    status.phase.as_deref() == Some("successful")
+    status.phase_name() == Some("successful")
         && annotations
             .get("kubevirt.io/install-strategy-version")
             .map(String::as_str)

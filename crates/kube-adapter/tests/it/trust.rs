@@ -418,7 +418,7 @@ async fn a_refused_write_fails_with_the_servers_message_and_backs_off() {
     eventually(Duration::from_secs(60), "the failure", || async {
         let cds = get_cds(&client, "agent").await;
         cds.status
-            .is_some_and(|s| s.reason.as_deref() == Some("WriteRejected"))
+            .is_some_and(|s| s.reason_name() == Some("WriteRejected"))
     })
     .await;
     let message = get_cds(&client, "agent")
@@ -484,7 +484,7 @@ async fn kubevirt_compatibility_restarts_the_canary_on_any_spec_edit() {
         get_cds(&client, "agent")
             .await
             .status
-            .is_some_and(|s| s.phase.as_deref() == Some("successful"))
+            .is_some_and(|s| s.phase_name() == Some("successful"))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(60)).await;
@@ -758,7 +758,7 @@ async fn a_start_whose_record_was_lost_is_not_failed_by_the_old_target(
 
     until_rolled_out(&client, version, nodes, 1800, "the new target").await;
     let status = get_cds(&client, "agent").await.status.unwrap_or_default();
-    assert_eq!(status.phase.as_deref(), Some("successful"));
+    assert_eq!(status.phase_name(), Some("successful"));
     assert_eq!(status.target_version.as_deref(), Some(version));
     assert!(
         replica.observer.stats().leader_terms() > terms,
@@ -844,7 +844,7 @@ async fn a_hold_on_request_stops_the_daemon_set_controller_until_the_resume() {
     hold(&client, true).await;
     eventually(Duration::from_secs(60), "held", || async {
         let status = get_cds(&client, "agent").await.status.unwrap_or_default();
-        status.phase.as_deref() == Some("paused") && status.held == Some(true)
+        status.phase_name() == Some("paused") && status.held == Some(true)
     })
     .await;
     let strategy = |ds: &DaemonSet| {

@@ -101,7 +101,7 @@ fn at_rest_status(generation: i64) -> CanaryDaemonSetStatus {
         template_hash: None,
     };
     CanaryDaemonSetStatus {
-        phase: Some("successful".into()),
+        phase: "successful".parse().ok(),
         recorded_daemon_set_generation: Some(generation),
         history: Some(canary_kube_adapter::crd::HistoryStatus {
             current: Some(revision.clone()),

@@ -69,7 +69,7 @@ async fn installed_and_observed() -> Running {
         .expect("caches sync")
         .unwrap();
     // The resting state, as the stand-in sees it.
-    assert!(standin.sync().await.quiet);
+    assert!(standin.sync().await.action.quiet);
     Running {
         sim,
         observer,
@@ -161,7 +161,7 @@ impl Finished {
 #[tokio::test(start_paused = true)]
 async fn a_healthy_upgrade_is_observed_phase_by_phase() {
     let mut running = upgrading("v2", "healthy").await;
-    running.drive(|decision, _| decision.quiet).await;
+    running.drive(|decision, _| decision.action.quiet).await;
     let finished = running.finish().await;
     use Phase::*;
     finished.assert_matches(&[Successful, Started, Canary, Increasing, Waiting, Successful]);
@@ -214,7 +214,7 @@ async fn an_upgrade_interrupted_by_a_second_version_is_observed_twice() {
         .drive(|decision, _| decision.phase == Phase::Waiting)
         .await;
     running.standin.upgrade("v3", "healthy").await;
-    running.drive(|decision, _| decision.quiet).await;
+    running.drive(|decision, _| decision.action.quiet).await;
     let finished = running.finish().await;
     use Phase::*;
     finished.assert_matches(&[
@@ -263,7 +263,7 @@ async fn broken_watches_are_counted_and_the_upgrade_still_observed() {
     // The pod watch opened before the faults ends at its timeout.
     tokio::time::sleep(Duration::from_secs(300)).await;
     running.standin.upgrade("v2", "healthy").await;
-    running.drive(|decision, _| decision.quiet).await;
+    running.drive(|decision, _| decision.action.quiet).await;
     let errors = running.observer.stats().watch_errors();
     let finished = running.finish().await;
     assert!(errors >= 1, "the 410 Gone was counted");

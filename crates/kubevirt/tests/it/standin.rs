@@ -86,7 +86,7 @@ impl StandIn {
         self.set_targets(version).await;
         let kv = self.kubevirt().await;
         let decision = decide_create(&Strategy::kubevirt(), HANDLER, version);
-        assert!(decision.write.is_some() && decision.record_generation);
+        assert!(decision.write.is_some() && decision.action.record_generation);
         let created = self
             .daemon_sets
             .create(&PostParams::default(), &self.desired(&kv))
@@ -233,7 +233,7 @@ impl StandIn {
                 .unwrap();
             self.writes += 1;
             self.daemon_set_writes += 1;
-            if decision.record_generation {
+            if decision.action.record_generation {
                 self.record_generation(&kv, written.metadata.generation.unwrap())
                     .await;
             }

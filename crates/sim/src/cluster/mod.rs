@@ -172,6 +172,14 @@ impl Cluster {
         let cluster = Self { shared };
         for i in 1..=config.nodes {
             let name = format!("{}{i}", config.node_name_prefix);
+            // A store restored from a saved state has its nodes already.
+            if store.get::<Node>(None, &name).is_some() {
+                cluster
+                    .shared
+                    .next_node_index
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             if let Err(error) = cluster.add_node(&name) {
                 tracing::warn!(node = %name, %error, "could not create node");
             }

@@ -181,6 +181,9 @@ impl Store {
             previous,
             committed_at: std::time::Instant::now(),
         };
+        if let Some(journal) = &inner.journal {
+            journal.write(&Store::journal_line(&event, inner.names_generated));
+        }
         inner.history.push_back(event.clone());
         while inner.history.len() > inner.history_limit {
             if let Some(dropped) = inner.history.pop_front() {

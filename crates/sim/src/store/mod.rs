@@ -38,9 +38,11 @@ use crate::strategy::Strategy;
 mod changes;
 mod error;
 mod names;
+mod state;
 
 pub use changes::{EventKind, StoreEvent};
 pub use error::{StoreError, status_body};
+pub use state::{JournalSink, STATE_FORMAT, SavedChange, SavedObject, SavedStore};
 
 /// Which part of an object an update may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +102,10 @@ struct Inner {
     compacted_through: u64,
     registry: Registry,
     names_generated: u64,
+    /// Mixed into every new uid (see [`Store::salt_uids`]).
+    uid_salt: u64,
+    /// Where every change is written before the write returns (`sim serve --state`).
+    journal: Option<JournalSink>,
 }
 
 /// The simulated cluster's object store. Cheap to clone: clones share the same objects.
@@ -137,6 +143,8 @@ impl Store {
                 compacted_through: 0,
                 registry: Registry::default(),
                 names_generated: 0,
+                uid_salt: 0,
+                journal: None,
             })),
             clock,
             events,
@@ -154,6 +162,16 @@ impl Store {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes the uids of objects created from now on differ from those another store (or this
+    /// one before) hands out for the same `resourceVersion`s: a cluster started again without
+    /// its state must not give a new object the uid of an object of its previous life, which
+    /// a client still remembers (kube-runtime's predicate filter took a recreated
+    /// CanaryDaemonSet for the deleted one and never reconciled it). `sim serve` salts with
+    /// the time it starts; in-process simulations keep the default, 0, for reproducible uids.
+    pub fn salt_uids(&self, salt: u64) {
+        self.lock().uid_salt = salt;
     }
 
     /// The current (latest) `resourceVersion`.
@@ -413,7 +431,7 @@ impl Store {
         meta.insert("name".into(), Value::String(name.clone()));
         meta.insert(
             "uid".into(),
-            Value::String(names::uid_for(resource_version)),
+            Value::String(names::uid_for(resource_version, inner.uid_salt)),
         );
         meta.insert(
             "creationTimestamp".into(),

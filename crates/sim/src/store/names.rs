@@ -17,9 +17,16 @@ pub(super) fn suffix(counter: u64) -> String {
         .collect()
 }
 
-/// A deterministic, UUID-shaped uid derived from the creating resourceVersion.
-pub(super) fn uid_for(resource_version: u64) -> String {
-    let bits = splitmix64(resource_version);
+/// A deterministic, UUID-shaped uid derived from the creating resourceVersion and the store's
+/// uid salt (0 unless [`Store::salt_uids`](super::Store::salt_uids) set one: the uids of
+/// every store without a salt are the same for the same run).
+pub(super) fn uid_for(resource_version: u64, salt: u64) -> String {
+    let mixed = if salt == 0 {
+        resource_version
+    } else {
+        resource_version ^ splitmix64(salt)
+    };
+    let bits = splitmix64(mixed);
     format!(
         "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
         bits >> 32,

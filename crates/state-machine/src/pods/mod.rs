@@ -66,18 +66,17 @@
 
 mod walk;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::analysis::StepAnalysis;
-use crate::decide::{
-    failed, invalid_strategy, normal, paused_event, resumed_event, retried_event, rollout_of,
-    stay_failed, sticky_failure, warning,
-};
-use crate::decision::{DaemonSetWrite, Decision, Event, WriteKind, event_reason};
+use crate::decision::{DaemonSetWrite, WriteKind, event_reason};
+use crate::lifecycle::rows::{failed, start, stay_failed, sticky};
+use crate::lifecycle::{self, Decision, DriverAction, Life, Row, Table};
 use crate::max_unavailable::MaxUnavailable;
-use crate::observation::{DriftSeen, Observation, PreviousPass};
+use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
-use crate::strategy::{Compatibility, DriftPolicy, Strategy, StrategyError};
+use crate::strategy::{Compatibility, Strategy, StrategyError};
 use walk::{Classes, Walk};
 
 /// The most steps a rollout may have (the CRD's `maxItems`).
@@ -276,13 +275,82 @@ pub enum Deferral {
 }
 
 impl Deferral {
-    /// A few words for messages, e.g. `"NotReady"`.
+    /// Every deferral.
+    pub const ALL: [Deferral; 3] = [
+        Deferral::NodeNotReady,
+        Deferral::NodeCordoned,
+        Deferral::NodeMissing,
+    ];
+
+    /// A few words for messages, e.g. `"NotReady"`: also how the status names a deferred
+    /// node's reason.
     pub const fn as_str(self) -> &'static str {
         match self {
             Deferral::NodeNotReady => "NotReady",
             Deferral::NodeCordoned => "cordoned",
             Deferral::NodeMissing => "node gone",
         }
+    }
+
+    /// The deferral named `name` (as the status records it), if any.
+    pub fn parse(name: &str) -> Option<Deferral> {
+        Deferral::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+}
+
+/// Where a node stands in a rollout: the one vocabulary of node states, that the status, the
+/// `status --nodes` ledger and the metrics (`canary_nodes{state}`) all speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeStanding {
+    /// Its pod runs the target revision (and, counted, is ready).
+    Updated,
+    /// Its pod runs an older revision: still to update.
+    Old,
+    /// Counted, and its pod is not ready or missing, whatever the reason.
+    Unavailable,
+    /// Left out of the rollout for now ([`Deferral`] says why): updated when it comes back.
+    Deferred,
+    /// Its updated pod crash-loops.
+    Failed,
+    /// No pod of the DaemonSet on it (being replaced, or not scheduled there).
+    NoPod,
+}
+
+impl NodeStanding {
+    /// The standings a rollout's node counts are by ([`NodeTally::count`], the metrics).
+    pub const COUNTED: [NodeStanding; 5] = [
+        NodeStanding::Updated,
+        NodeStanding::Old,
+        NodeStanding::Unavailable,
+        NodeStanding::Deferred,
+        NodeStanding::Failed,
+    ];
+
+    /// The standings a node of the ledger is in, in the order its totals list them.
+    pub const LEDGER: [NodeStanding; 5] = [
+        NodeStanding::Updated,
+        NodeStanding::Old,
+        NodeStanding::Deferred,
+        NodeStanding::Failed,
+        NodeStanding::NoPod,
+    ];
+
+    /// The stable name (`"updated"`, ..., `"no pod"`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodeStanding::Updated => "updated",
+            NodeStanding::Old => "old",
+            NodeStanding::Unavailable => "unavailable",
+            NodeStanding::Deferred => "deferred",
+            NodeStanding::Failed => "failed",
+            NodeStanding::NoPod => "no pod",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeStanding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
@@ -423,15 +491,9 @@ pub struct NodeTally {
     pub target: u32,
 }
 
-/// What one pass of the Pods driver decided.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PodDecision {
-    /// The phase to report.
-    pub phase: Phase,
-    /// Why, when failed.
-    pub failure: Option<FailureReason>,
-    /// The template write (only the controller's own template, on a change or a revert).
-    pub write: Option<DaemonSetWrite>,
+/// What the Pods driver does beside the shared outcome of a pass ([`Decision`]'s action).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct PodsAction {
     /// The step the rollout is in after this pass.
     pub step: u32,
     /// The pods to delete, in order.
@@ -444,183 +506,186 @@ pub struct PodDecision {
     pub canary_nodes: Option<Vec<String>>,
     /// This pass acted on the pending promotion (the caller records it as consumed).
     pub promotion_consumed: bool,
-    /// This pass was held on request (the caller records it, see [`PodObservation::held`]).
-    pub held: bool,
-    /// This pass restarted a failed rollout on request (see [`PodObservation::retry`]).
-    pub retried: bool,
-    /// Events to record, in order.
-    pub events: Vec<Event>,
-    /// The error to report (a Degraded condition).
-    pub error: Option<String>,
-    /// Every step is done and nothing is in flight.
-    pub done: bool,
-    /// The live template drifted (see [`Decision::drifted`]).
-    pub drifted: bool,
     /// Come back after this long at the latest (a timed pause ends).
     pub wake_after: Option<Duration>,
     /// The counts this pass saw.
     pub tally: NodeTally,
 }
 
-impl PodDecision {
-    pub(crate) fn from_decision(decision: Decision, step: u32, tally: NodeTally) -> Self {
-        PodDecision {
-            phase: decision.phase,
-            failure: decision.failure,
-            write: decision.write,
-            step,
-            delete: Vec::new(),
-            deferred: Vec::new(),
-            failed_nodes: Vec::new(),
-            canary_nodes: None,
-            promotion_consumed: false,
-            held: false,
-            retried: false,
-            events: decision.event.into_iter().collect(),
-            error: decision.error,
-            done: decision.done,
-            drifted: decision.drifted,
-            wake_after: None,
-            tally,
-        }
+impl DriverAction for PodsAction {
+    fn moves(&self) -> bool {
+        !self.delete.is_empty()
     }
 
-    fn counted(self, tally: NodeTally) -> Self {
-        PodDecision { tally, ..self }
+    fn stop(&mut self) {
+        self.delete.clear();
     }
 
-    /// Maps a rejected template write to a failed decision, as [`Decision::write_failed`].
-    #[must_use]
-    pub fn write_failed(self, strategy: &Strategy, name: &str, api_error: &str) -> PodDecision {
-        let decision = Decision {
-            phase: self.phase,
-            failure: self.failure,
-            write: self.write,
-            record_generation: false,
-            done: self.done,
-            event: None,
-            error: self.error.clone(),
-            quiet: false,
-            drifted: self.drifted,
-            retried: false,
-            held: false,
-            hold_event: None,
+    fn refused(self) -> Self {
+        PodsAction {
+            step: self.step,
+            tally: self.tally,
+            ..PodsAction::default()
         }
-        .write_failed(strategy, name, api_error);
-        PodDecision::from_decision(decision, self.step, self.tally)
+    }
+}
+
+impl NodeTally {
+    /// The nodes counted in `standing` (the updated ones that are ready; the failed ones are
+    /// the decision's, not the tally's: 0 here).
+    pub const fn count(&self, standing: NodeStanding) -> u32 {
+        match standing {
+            NodeStanding::Updated => self.updated_ready,
+            NodeStanding::Old => self.old,
+            NodeStanding::Unavailable => self.unavailable,
+            NodeStanding::Deferred => self.deferred,
+            NodeStanding::Failed | NodeStanding::NoPod => 0,
+        }
+    }
+}
+
+/// What one pass of the Pods driver decided: the shared outcome and its [`PodsAction`].
+pub type PodDecision = Decision<PodsAction>;
+
+impl Decision<PodsAction> {
+    /// The same decision at `step` with `tally`.
+    pub(crate) fn at(mut self, step: u32, tally: NodeTally) -> Self {
+        self.action.step = step;
+        self.action.tally = tally;
+        self
     }
 }
 
 /// Decides one pass of the Pods driver. Pure: no I/O, no clock. See the module documentation
-/// for the rows.
+/// for the rows; the shared ones (invalid strategy, drift, retry, the start, the hold on
+/// request) are the life cycle's.
 pub fn decide_pods(
     strategy: &Strategy,
     plan: &StepPlan,
     observation: &PodObservation,
 ) -> PodDecision {
-    let failed_before = observation
-        .previous
-        .is_some_and(|p| p.phase == Phase::Failed);
-    let retrying = observation.retry && failed_before;
-    let promotion_waits = observation.held && observation.promotion.is_some();
-    if !retrying && !promotion_waits {
-        return held_on_request(decide_rows(strategy, plan, observation), observation);
-    }
-    let fresh = PodObservation {
-        // A promotion waits for the hold to end: it is not consumed while nothing may move.
-        promotion: observation.promotion.filter(|_| !promotion_waits),
-        // A retry forgets the failure and the step it was in: the rollout starts again from
-        // its first step (a pod still crash-looping fails it again at once).
-        previous: if retrying { None } else { observation.previous },
-        position: if retrying { None } else { observation.position },
-        ..observation.clone()
-    };
-    let mut decision = decide_rows(strategy, plan, &fresh);
-    if retrying {
-        decision.retried = true;
-        decision
-            .events
-            .insert(0, retried_event(&observation.name, &observation.version));
-    }
-    held_on_request(decision, &fresh)
+    lifecycle::decide(
+        strategy,
+        &Pods {
+            plan,
+            observation: Cow::Borrowed(observation),
+        },
+    )
 }
 
-/// The hold on request over the rows' decision (see the module documentation).
-fn held_on_request(mut decision: PodDecision, observation: &PodObservation) -> PodDecision {
-    let name = &observation.name;
-    if !observation.held {
-        if observation.hold_recorded {
-            decision.events.insert(0, resumed_event(name));
-        }
-        return decision;
-    }
-    decision.held = true;
-    let acts = decision.write.is_some()
-        || !decision.delete.is_empty()
-        || matches!(
-            decision.phase,
-            Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
-        );
-    if acts && decision.phase != Phase::Failed {
-        if decision.write.take().is_some() {
-            // The template is not written: no rollout starts yet (it starts on resume).
-            decision
-                .events
-                .retain(|event| event.reason != event_reason::ROLLOUT_STARTED);
-        }
-        decision.delete.clear();
-        decision.done = false;
-        decision.phase = Phase::Paused;
-        // A drift kept while held is announced once, not on every pass.
-        if observation.previous.is_some_and(|p| p.drifted) {
-            decision
-                .events
-                .retain(|event| event.reason != event_reason::DRIFT_DETECTED);
-        }
-    }
-    if !observation.hold_recorded {
-        decision.events.insert(
-            0,
-            paused_event(name, "no pod is deleted and the template is not written"),
-        );
-    }
-    decision
+/// The Pods driver's table, as the life cycle runs it.
+struct Pods<'a> {
+    plan: &'a StepPlan,
+    observation: Cow<'a, PodObservation>,
 }
 
-/// Rows 1 to 8, before the hold on request.
-fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservation) -> PodDecision {
-    let step = observation.position.map_or(0, |p| p.index).min(plan.len());
-    let view = Observation {
-        name: observation.name.clone(),
-        version: observation.version.clone(),
-        desired_pods: observation.desired_pods,
+/// What a held pass of this driver stops, as its `Paused` event says it.
+const HELD_STOPS: &str = "no pod is deleted and the template is not written";
+
+/// What a drift kept as it is (`Report`) stops, as its event says it.
+const REPORT_STOPS: &str = "no pod is deleted";
+
+/// What the shared rows read of `observation`.
+fn life_of(observation: &PodObservation) -> Life<'_> {
+    Life {
+        name: &observation.name,
+        version: &observation.version,
         previous: observation.previous,
-        ..Observation::default()
-    };
-    let driver = match strategy.compatibility {
-        Compatibility::KubeVirt => Err(StrategyError::PodsDriverNeedsFixed),
-        Compatibility::Fixed => Ok(()),
-    };
-    let valid = strategy
-        .validate()
-        .and_then(|()| plan.validate())
-        .and(driver);
-    if let Err(error) = valid {
-        return PodDecision::from_decision(
-            invalid_strategy(&error, &view),
+        changed: observation.template_changed,
+        drift: observation.drift.as_ref(),
+        retry: observation.retry,
+        held: observation.held,
+        hold_recorded: observation.hold_recorded,
+        // Always `OnDelete`: a hold writes nothing, it deletes nothing.
+        live_on_hold: None,
+        held_stops: HELD_STOPS,
+        report_stops: REPORT_STOPS,
+        pods_rows: true,
+    }
+}
+
+impl Pods<'_> {
+    /// The step the previous pass left the rollout in.
+    fn step(&self) -> u32 {
+        self.observation
+            .position
+            .map_or(0, |p| p.index)
+            .min(self.plan.len())
+    }
+}
+
+impl Table for Pods<'_> {
+    type Action = PodsAction;
+
+    fn life(&self) -> Life<'_> {
+        life_of(&self.observation)
+    }
+
+    fn validate(&self, strategy: &Strategy) -> Result<(), StrategyError> {
+        let driver = match strategy.compatibility {
+            Compatibility::KubeVirt => Err(StrategyError::PodsDriverNeedsFixed),
+            Compatibility::Fixed => Ok(()),
+        };
+        strategy
+            .validate()
+            .and_then(|()| self.plan.validate())
+            .and(driver)
+    }
+
+    fn start_write(&self, _strategy: &Strategy) -> DaemonSetWrite {
+        // The template only: the DaemonSet is `OnDelete`, no `maxUnavailable` is written.
+        DaemonSetWrite {
+            kind: WriteKind::Start,
+            max_unavailable: None,
+            template_edit: None,
+        }
+    }
+
+    fn action(&self, row: Row) -> PodsAction {
+        let at = |step, tally| PodsAction {
             step,
-            NodeTally::default(),
-        );
+            tally,
+            ..PodsAction::default()
+        };
+        match row {
+            Row::Invalid => at(self.step(), NodeTally::default()),
+            // Counted against the template written in this pass: none runs it yet.
+            Row::Start => at(0, new_template_tally(Classes::of(&self.observation).tally)),
+            // Counted as they are: the caller counts the pods against the recorded revision,
+            // which the template written back is, so its pods are already updated (with
+            // `OnDelete` an edit replaces no pod: a finished rollout's revert has nothing to do).
+            Row::Revert => at(0, Classes::of(&self.observation).tally),
+            // Held where the rollout was: the status shows the DaemonSet as it is.
+            Row::Report => over_nodes(self.step(), &Classes::of(&self.observation)),
+        }
     }
+
+    fn forget_failure(&self) -> Self {
+        Pods {
+            plan: self.plan,
+            observation: Cow::Owned(PodObservation {
+                previous: None,
+                position: None,
+                retry: false,
+                ..self.observation.as_ref().clone()
+            }),
+        }
+    }
+
+    fn progress(&self, strategy: &Strategy) -> PodDecision {
+        progress(strategy, self.plan, &self.observation, self.step())
+    }
+}
+
+/// Rows 3 to 8, the driver's own: from the DaemonSet controller's catching up to the steps.
+fn progress(
+    strategy: &Strategy,
+    plan: &StepPlan,
+    observation: &PodObservation,
+    step: u32,
+) -> PodDecision {
+    let life = life_of(observation);
     let classes = Classes::of(observation);
-    if !observation.template_changed
-        && let Some(drift) = &observation.drift
-    {
-        return drifted(strategy, &view, drift, step, &classes);
-    }
-    if observation.template_changed {
-        return start(&view, true, false).counted(new_template_tally(classes.tally));
-    }
     if !observation.rollout_observed {
         // Held where the previous pass left it, and still telling which nodes wait and which
         // crash: a status without them would show a successful rollout with every node on its
@@ -629,13 +694,12 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
         let phase = observation
             .previous
             .map_or(Phase::Started, |previous| previous.phase);
-        return over_nodes(Decision::hold(phase), step, &classes);
+        return Decision::hold(phase).with_action(over_nodes(step, &classes));
     }
     if observation.new_revision {
         let announced = observation
             .previous
             .is_some_and(|p| p.phase == Phase::Started);
-        let mut started = start(&view, false, announced);
         // Nothing runs an older revision (a DaemonSet just created, or adopted as it is):
         // there is nothing to canary, so the steps are skipped and the rollout only waits for
         // every pod to be ready, as Argo Rollouts does with a first deployment.
@@ -643,13 +707,11 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
             .nodes
             .iter()
             .all(|node| node.pod.as_ref().is_none_or(|pod| pod.updated));
-        if nothing_old {
-            started.step = plan.len();
-        }
-        return started.counted(classes.tally);
+        let step = if nothing_old { plan.len() } else { 0 };
+        return start(&life, None, announced).at(step, classes.tally);
     }
-    if let Some(previous) = sticky_failure(&view) {
-        return over_nodes(stay_failed(&view, previous), step, &classes);
+    if let Some(previous) = sticky(&life) {
+        return stay_failed(&life, previous).with_action(over_nodes(step, &classes));
     }
     // At rest a crash is no rollout's failure: a caught-up node's pod that crashes holds the
     // catch-up (see `Walk::finished`) without failing what already succeeded.
@@ -662,56 +724,34 @@ fn decide_rows(strategy: &Strategy, plan: &StepPlan, observation: &PodObservatio
             observation.name
         );
         let failure = failed(
-            &view,
+            &life,
             FailureReason::CanaryCrashLooping,
             event_reason::FAILED_UPDATE,
             message,
         );
-        return over_nodes(failure, step, &classes);
+        return failure.with_action(over_nodes(step, &classes));
     }
     Walk {
         strategy,
         plan,
         observation,
         classes,
-        view,
+        life,
     }
     .run(step)
 }
 
-/// `decision` at `step` over the nodes as `classes` sorted them: their tally, and the deferred
-/// and crash-looping nodes, which the status of every pass that holds names.
-fn over_nodes(decision: Decision, step: u32, classes: &Classes<'_>) -> PodDecision {
-    PodDecision {
+/// The action of a pass that holds at `step` over the nodes as `classes` sorted them: their
+/// tally, and the deferred and crash-looping nodes, which the status of every pass that holds
+/// names.
+fn over_nodes(step: u32, classes: &Classes<'_>) -> PodsAction {
+    PodsAction {
+        step,
         deferred: classes.deferred.clone(),
         failed_nodes: classes.crashing_nodes(),
-        ..PodDecision::from_decision(decision, step, classes.tally)
+        tally: classes.tally,
+        ..PodsAction::default()
     }
-}
-
-/// Row 2: the template goes out (when `write`), or a new revision was observed; step 0.
-/// `announced`: the start event went out already (with the write).
-fn start(view: &Observation, write: bool, announced: bool) -> PodDecision {
-    let event = (!announced).then(|| {
-        normal(
-            event_reason::ROLLOUT_STARTED,
-            format!(
-                "daemonSet {}: started {}",
-                view.name,
-                rollout_of(&view.version)
-            ),
-        )
-    });
-    let decision = Decision {
-        write: write.then_some(DaemonSetWrite {
-            kind: WriteKind::Start,
-            max_unavailable: None,
-            template_edit: None,
-        }),
-        event,
-        ..Decision::hold(Phase::Started)
-    };
-    PodDecision::from_decision(decision, 0, NodeTally::default())
 }
 
 /// The pods counted against a template written in this pass: none runs it yet (the revision
@@ -723,58 +763,4 @@ fn new_template_tally(tally: NodeTally) -> NodeTally {
         updated_ready: 0,
         ..tally
     }
-}
-
-/// A drift of the controller's own template: `Revert` writes it back (a new rollout),
-/// `Report` holds where the rollout was, nothing deleted. Either way the pods are counted as in
-/// any pass (against the recorded revision, see [`PodObservation::drift`]), and a hold names
-/// the nodes that wait: the status shows the DaemonSet as it is.
-fn drifted(
-    strategy: &Strategy,
-    view: &Observation,
-    drift: &DriftSeen,
-    step: u32,
-    classes: &Classes<'_>,
-) -> PodDecision {
-    let name = &view.name;
-    let already = view.previous.is_some_and(|p| p.drifted);
-    let mut decision = match strategy.drift_policy {
-        DriftPolicy::Revert => {
-            // Counted as they are: the caller counts the pods against the recorded revision,
-            // which the template written back is, so its pods are already updated (with
-            // `OnDelete` an edit replaces no pod: a finished rollout's revert has nothing to do).
-            let mut decision = start(view, true, true).counted(classes.tally);
-            decision.events = vec![warning(
-                event_reason::DRIFT_DETECTED,
-                format!(
-                    "daemonSet {name} was changed outside the controller ({}); reverting to the desired template, canary first",
-                    drift.what
-                ),
-            )];
-            decision
-        }
-        DriftPolicy::Report => {
-            let held = match view.previous {
-                Some(previous) if previous.phase == Phase::Failed => stay_failed(view, previous),
-                Some(previous) => Decision::hold(previous.phase),
-                None => Decision::hold(Phase::Successful),
-            };
-            let mut decision = over_nodes(held, step, classes);
-            decision.events = (!already)
-                .then(|| {
-                    warning(
-                        event_reason::DRIFT_DETECTED,
-                        format!(
-                            "daemonSet {name} was changed outside the controller ({}); left as it is (driftPolicy Report), no pod is deleted until the desired state changes",
-                            drift.what
-                        ),
-                    )
-                })
-                .into_iter()
-                .collect();
-            decision
-        }
-    };
-    decision.drifted = true;
-    decision
 }

@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use super::{
     Deferral, Deletion, LISTED_NODES, NodeHealth, NodeState, NodeTally, PodDecision,
-    PodObservation, Promotion, Step, StepPlan,
+    PodObservation, PodsAction, Promotion, Step, StepPlan,
 };
 use crate::analysis::AnalysisVerdict;
-use crate::decide::{completed_event, deadline_exceeded, failed, normal, warning};
-use crate::decision::{Decision, Event, event_reason};
-use crate::observation::Observation;
+use crate::decision::{Event, event_reason};
+use crate::lifecycle::rows::{deadline_exceeded, failed};
+use crate::lifecycle::{Life, completed_event, normal, warning};
+use crate::max_unavailable::MaxUnavailable;
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::Strategy;
 
@@ -183,183 +184,213 @@ pub(super) struct Walk<'a> {
     pub(super) plan: &'a StepPlan,
     pub(super) observation: &'a PodObservation,
     pub(super) classes: Classes<'a>,
-    pub(super) view: Observation,
+    pub(super) life: Life<'a>,
+}
+
+/// Where the walk stands in this pass: the step, the time spent in it, and what the steps
+/// passed so far said and did.
+struct Stride {
+    /// The step index.
+    index: u32,
+    /// Time spent in the step; a step entered in this pass has just begun.
+    elapsed: Duration,
+    events: Vec<Event>,
+    /// The first nodes step completed in this pass: its nodes.
+    canary_nodes: Option<Vec<String>>,
+    promotion_consumed: bool,
+    tally: NodeTally,
 }
 
 impl Walk<'_> {
     pub(super) fn run(self, start: u32) -> PodDecision {
-        let steps = self.plan.steps();
-        let count = self.plan.len();
-        let mut index = start.min(count);
-        let mut events = Vec::new();
-        let mut canary_nodes = None;
-        let mut promotion_consumed = false;
-        // Time spent in the current step; a step entered in this pass has just begun.
-        let mut elapsed = self
+        let mut at = self.begin(start);
+        loop {
+            let Some(step) = self.plan.steps().get(at.index as usize) else {
+                return self.finished(at);
+            };
+            let held = match *step {
+                Step::Pause { duration } => self.pause(&mut at, duration),
+                Step::Nodes {
+                    nodes,
+                    max_unavailable,
+                } => self.nodes(&mut at, start, nodes, max_unavailable),
+            };
+            if let Some(decision) = held {
+                return decision;
+            }
+            self.next_step(&mut at);
+        }
+    }
+
+    /// The walk at the step the previous pass left it in (`start`), after a promotion.
+    fn begin(&self, start: u32) -> Stride {
+        let mut at = Stride {
+            index: start.min(self.plan.len()),
+            elapsed: self
+                .observation
+                .position
+                .map_or(Duration::ZERO, |p| p.elapsed),
+            events: Vec::new(),
+            canary_nodes: None,
+            promotion_consumed: false,
+            tally: self.classes.tally,
+        };
+        // A promotion waits for the hold to end: it is not consumed while nothing may move.
+        let promotion = self
             .observation
-            .position
-            .map_or(Duration::ZERO, |p| p.elapsed);
-        if let Some(promotion) = self.observation.promotion {
+            .promotion
+            .filter(|_| !self.observation.held);
+        if let Some(promotion) = promotion {
             // Acted on once, whatever it finds: a promotion that does not apply here must not
             // linger and end a later step nobody asked to end.
-            promotion_consumed = true;
-            let (to, event) = self.promote(promotion, index);
-            events.push(event);
-            if to != index {
-                index = to;
-                elapsed = Duration::ZERO;
-                if let Some(event) = self.step_started_event(index) {
-                    events.push(event);
-                }
+            at.promotion_consumed = true;
+            let (to, event) = self.promote(promotion, at.index);
+            at.events.push(event);
+            if to != at.index {
+                at.index = to;
+                at.elapsed = Duration::ZERO;
+                at.events.extend(self.step_started_event(at.index));
             }
         }
         if self
             .observation
             .previous
             .is_some_and(|p| p.phase == Phase::Started)
-            && let Some(event) = self.step_started_event(index)
         {
-            events.push(event);
+            at.events.extend(self.step_started_event(at.index));
         }
-        let first_nodes = self.plan.first_nodes_step();
-        let mut tally = self.classes.tally;
-        loop {
-            let Some(step) = steps.get(index as usize) else {
-                return self.finished(index, events, canary_nodes, promotion_consumed);
-            };
-            match *step {
-                Step::Pause { duration } => {
-                    let remaining = duration.map(|d| d.saturating_sub(elapsed));
-                    let analysis = self.analysis_at(index);
-                    if let Some((AnalysisVerdict::Failed { metric, detail }, _)) = analysis {
-                        let message = format!(
-                            "daemonSet {} rollout failed: analysis metric {metric} failed in step {} of {count}: {detail}; no further pod is deleted",
-                            self.observation.name,
-                            index + 1
-                        );
-                        let failure = failed(
-                            &self.view,
-                            FailureReason::AnalysisFailed,
-                            event_reason::ANALYSIS_FAILED,
-                            message,
-                        );
-                        let decision = PodDecision::from_decision(failure, index, tally);
-                        return self.finish(decision, events, canary_nodes, promotion_consumed);
-                    }
-                    let gate_open =
-                        analysis.is_none_or(|(verdict, _)| *verdict == AnalysisVerdict::Passing);
-                    if gate_open && remaining.is_some_and(|r| r.is_zero()) {
-                        events.push(self.step_completed_event(index, None));
-                        index += 1;
-                        elapsed = Duration::ZERO;
-                        if let Some(event) = self.step_started_event(index) {
-                            events.push(event);
-                        }
-                        continue;
-                    }
-                    tally.budget = 0;
-                    tally.target = 0;
-                    let mut decision =
-                        PodDecision::from_decision(Decision::hold(Phase::Paused), index, tally);
-                    // Over but waiting for the analysis: its next measurement brings a pass.
-                    decision.wake_after = remaining.filter(|r| !r.is_zero());
-                    if let Some((AnalysisVerdict::Inconclusive { metric, detail }, false)) =
-                        analysis
-                    {
-                        events.push(warning(
-                            event_reason::ANALYSIS_INCONCLUSIVE,
-                            format!(
-                                "daemonSet {}: analysis metric {metric} is inconclusive in step {} of {count} ({detail}); the rollout holds until a conclusive measurement",
-                                self.observation.name,
-                                index + 1
-                            ),
-                        ));
-                    }
-                    return self.finish(decision, events, canary_nodes, promotion_consumed);
-                }
-                Step::Nodes {
-                    nodes,
-                    max_unavailable,
-                } => {
-                    let first = Some(index as usize) == first_nodes;
-                    let counted = tally.counted;
-                    let target = nodes.scaled(counted).min(counted);
-                    let default_budget = if first {
-                        self.strategy.canary_max_unavailable
-                    } else {
-                        self.strategy.fast_max_unavailable
-                    };
-                    let budget = max_unavailable
-                        .unwrap_or(default_budget)
-                        .scaled(tally.desired)
-                        .max(1);
-                    tally.target = target;
-                    tally.budget = budget;
-                    let phase = if first {
-                        Phase::Canary
-                    } else {
-                        Phase::Increasing
-                    };
-                    // No node can be judged (every pod not yet updated and ready is on a
-                    // deferred node): an empty count proves nothing, so the step holds rather
-                    // than completing on it (soak seed 9200017: a never-ready canary whose node
-                    // went NotReady, the last old pod on a cordoned node, reported
-                    // `successful`). No deadline: the count cannot move until a node is back.
-                    if counted == 0 && self.classes.unjudged_pods > 0 {
-                        let decision =
-                            PodDecision::from_decision(Decision::hold(phase), index, tally);
-                        return self.finish(decision, events, canary_nodes, promotion_consumed);
-                    }
-                    if tally.updated_ready >= target {
-                        if first {
-                            // A rollback's first step is met by nodes that never left: none
-                            // of them is a canary.
-                            canary_nodes = Some(if self.observation.rollback {
-                                Vec::new()
-                            } else {
-                                self.classes
-                                    .updated_ready_nodes
-                                    .iter()
-                                    .map(|n| (*n).to_owned())
-                                    .collect()
-                            });
-                        }
-                        events.push(self.step_completed_event(index, Some(first)));
-                        index += 1;
-                        elapsed = Duration::ZERO;
-                        if let Some(event) = self.step_started_event(index) {
-                            events.push(event);
-                        }
-                        continue;
-                    }
-                    // The deadline measures a nodes step that was already running: not one
-                    // entered in this pass, and not the time spent paused before it.
-                    let same_step = index == start.min(count)
-                        && self.observation.previous.is_some_and(|p| p.phase == phase);
-                    if same_step
-                        && let Some(failure) = deadline_exceeded(
-                            self.strategy,
-                            &Observation {
-                                updated_ready_pods: tally.updated_ready,
-                                desired_pods: tally.counted,
-                                ..self.view.clone()
-                            },
-                        )
-                    {
-                        let mut decision = PodDecision::from_decision(failure, index, tally);
-                        decision.deferred = self.classes.deferred.clone();
-                        return decision;
-                    }
-                    let need = target.saturating_sub(self.classes.on_the_way());
-                    let room = budget.saturating_sub(tally.unavailable);
-                    let delete = self.choose(need, room, first);
-                    let mut decision =
-                        PodDecision::from_decision(Decision::hold(phase), index, tally);
-                    decision.delete = delete;
-                    return self.finish(decision, events, canary_nodes, promotion_consumed);
-                }
+        at
+    }
+
+    /// On to the next step, which begins in this pass.
+    fn next_step(&self, at: &mut Stride) {
+        at.index += 1;
+        at.elapsed = Duration::ZERO;
+        at.events.extend(self.step_started_event(at.index));
+    }
+
+    /// A pause step: it holds (`paused`) until its duration has passed (and its analysis
+    /// passes) or it is promoted; a failed analysis fails the rollout. `None`: it is over.
+    fn pause(&self, at: &mut Stride, duration: Option<Duration>) -> Option<PodDecision> {
+        let count = self.plan.len();
+        let index = at.index;
+        let remaining = duration.map(|d| d.saturating_sub(at.elapsed));
+        let analysis = self.analysis_at(index);
+        if let Some((AnalysisVerdict::Failed { metric, detail }, _)) = analysis {
+            let message = format!(
+                "daemonSet {} rollout failed: analysis metric {metric} failed in step {} of {count}: {detail}; no further pod is deleted",
+                self.observation.name,
+                index + 1
+            );
+            let failure: PodDecision = failed(
+                &self.life,
+                FailureReason::AnalysisFailed,
+                event_reason::ANALYSIS_FAILED,
+                message,
+            );
+            return Some(self.finish(failure.at(index, at.tally), at));
+        }
+        let gate_open = analysis.is_none_or(|(verdict, _)| *verdict == AnalysisVerdict::Passing);
+        if gate_open && remaining.is_some_and(|r| r.is_zero()) {
+            at.events.push(self.step_completed_event(index, None));
+            return None;
+        }
+        at.tally.budget = 0;
+        at.tally.target = 0;
+        let mut decision = PodDecision::hold(Phase::Paused).at(index, at.tally);
+        // Over but waiting for the analysis: its next measurement brings a pass.
+        decision.action.wake_after = remaining.filter(|r| !r.is_zero());
+        if let Some((AnalysisVerdict::Inconclusive { metric, detail }, false)) = analysis {
+            at.events.push(warning(
+                event_reason::ANALYSIS_INCONCLUSIVE,
+                format!(
+                    "daemonSet {}: analysis metric {metric} is inconclusive in step {} of {count} ({detail}); the rollout holds until a conclusive measurement",
+                    self.observation.name,
+                    index + 1
+                ),
+            ));
+        }
+        Some(self.finish(decision, at))
+    }
+
+    /// A nodes step: old pods are deleted, within the step's budget, until `nodes` nodes run
+    /// the target updated and ready; no progress within the deadline fails it. `None`: it is
+    /// done. `start`: the step the previous pass left the rollout in.
+    fn nodes(
+        &self,
+        at: &mut Stride,
+        start: u32,
+        nodes: MaxUnavailable,
+        max_unavailable: Option<MaxUnavailable>,
+    ) -> Option<PodDecision> {
+        let index = at.index;
+        let first = Some(index as usize) == self.plan.first_nodes_step();
+        let counted = at.tally.counted;
+        let target = nodes.scaled(counted).min(counted);
+        let default_budget = if first {
+            self.strategy.canary_max_unavailable
+        } else {
+            self.strategy.fast_max_unavailable
+        };
+        let budget = max_unavailable
+            .unwrap_or(default_budget)
+            .scaled(at.tally.desired)
+            .max(1);
+        at.tally.target = target;
+        at.tally.budget = budget;
+        let phase = if first {
+            Phase::Canary
+        } else {
+            Phase::Increasing
+        };
+        // No node can be judged (every pod not yet updated and ready is on a deferred node):
+        // an empty count proves nothing, so the step holds rather than completing on it (soak
+        // seed 9200017: a never-ready canary whose node went NotReady, the last old pod on a
+        // cordoned node, reported `successful`). No deadline: the count cannot move until a
+        // node is back.
+        if counted == 0 && self.classes.unjudged_pods > 0 {
+            let decision = PodDecision::hold(phase).at(index, at.tally);
+            return Some(self.finish(decision, at));
+        }
+        if at.tally.updated_ready >= target {
+            if first {
+                // A rollback's first step is met by nodes that never left: none of them is a
+                // canary.
+                at.canary_nodes = Some(if self.observation.rollback {
+                    Vec::new()
+                } else {
+                    self.classes
+                        .updated_ready_nodes
+                        .iter()
+                        .map(|n| (*n).to_owned())
+                        .collect()
+                });
             }
+            at.events
+                .push(self.step_completed_event(index, Some(first)));
+            return None;
         }
+        // The deadline measures a nodes step that was already running: not one entered in
+        // this pass, and not the time spent paused before it.
+        let same_step = index == start.min(self.plan.len())
+            && self.observation.previous.is_some_and(|p| p.phase == phase);
+        if same_step
+            && let Some(failure) = deadline_exceeded::<PodsAction>(
+                self.strategy,
+                &self.life,
+                at.tally.updated_ready,
+                at.tally.counted,
+            )
+        {
+            let mut decision = failure.at(index, at.tally);
+            decision.action.deferred = self.classes.deferred.clone();
+            return Some(decision);
+        }
+        let need = target.saturating_sub(self.classes.on_the_way());
+        let room = budget.saturating_sub(at.tally.unavailable);
+        let mut decision = PodDecision::hold(phase).at(index, at.tally);
+        decision.action.delete = self.choose(need, room, first);
+        Some(self.finish(decision, at))
     }
 
     /// The analysis verdict of pause step `index` and whether it was announced already; `None`
@@ -445,13 +476,8 @@ impl Walk<'_> {
 
     /// Every step done: `successful`; a deferred node that came back is updated at the canary
     /// budget without leaving `successful`.
-    fn finished(
-        &self,
-        index: u32,
-        mut events: Vec<Event>,
-        canary_nodes: Option<Vec<String>>,
-        promotion_consumed: bool,
-    ) -> PodDecision {
+    fn finished(&self, mut at: Stride) -> PodDecision {
+        let index = at.index;
         let mut tally = self.classes.tally;
         let budget = self
             .strategy
@@ -474,44 +500,39 @@ impl Walk<'_> {
             // old ones at the canary budget, under the progress deadline. `successful` means
             // every counted node runs the new revision.
             let waiting = previous.is_some_and(|p| p.phase == Phase::Waiting);
-            let stalled = waiting
+            let stalled: Option<PodDecision> = waiting
                 .then(|| {
                     deadline_exceeded(
                         self.strategy,
-                        &Observation {
-                            updated_ready_pods: tally.updated_ready,
-                            desired_pods: tally.counted,
-                            ..self.view.clone()
-                        },
+                        &self.life,
+                        tally.updated_ready,
+                        tally.counted,
                     )
                 })
                 .flatten();
-            let decision = stalled.unwrap_or_else(|| Decision::hold(Phase::Waiting));
-            let mut decision = PodDecision::from_decision(decision, index, tally);
+            let decision = stalled.unwrap_or_else(|| PodDecision::hold(Phase::Waiting));
+            let mut decision = decision.at(index, tally);
             if decision.phase != Phase::Failed {
-                decision.delete = delete;
+                decision.action.delete = delete;
             }
-            return self.finish(decision, events, canary_nodes, promotion_consumed);
+            return self.finish(decision, &mut at);
         }
         if previous.is_some_and(|p| p.phase.is_in_progress()) {
-            events.push(self.completed_event());
+            at.events.push(self.completed_event());
         }
-        let mut decision =
-            PodDecision::from_decision(Decision::hold(Phase::Successful), index, tally);
+        let mut decision = PodDecision::hold(Phase::Successful).at(index, tally);
         decision.done = tally.old == 0 && tally.unavailable == 0;
-        decision.delete = delete;
-        self.finish(decision, events, canary_nodes, promotion_consumed)
+        decision.action.delete = delete;
+        self.finish(decision, &mut at)
     }
 
-    fn finish(
-        &self,
-        mut decision: PodDecision,
-        mut events: Vec<Event>,
-        canary_nodes: Option<Vec<String>>,
-        promotion_consumed: bool,
-    ) -> PodDecision {
+    /// `decision` with what the walk said and did on its way to it, and the nodes it names.
+    fn finish(&self, mut decision: PodDecision, at: &mut Stride) -> PodDecision {
+        let mut events = std::mem::take(&mut at.events);
         let previously = self.observation.position.map(|p| p.deferred);
-        if previously.is_some_and(|p| p != decision.tally.deferred) && decision.tally.deferred > 0 {
+        if previously.is_some_and(|p| p != decision.action.tally.deferred)
+            && decision.action.tally.deferred > 0
+        {
             events.insert(
                 0,
                 warning(
@@ -519,7 +540,7 @@ impl Walk<'_> {
                     format!(
                         "daemonSet {}: {} deferred to the end of the rollout: {}",
                         self.observation.name,
-                        plural(decision.tally.deferred, "node"),
+                        plural(decision.action.tally.deferred, "node"),
                         list(
                             self.classes
                                 .deferred
@@ -532,12 +553,12 @@ impl Walk<'_> {
         }
         events.append(&mut decision.events);
         decision.events = events;
-        decision.deferred = self.classes.deferred.clone();
+        decision.action.deferred = self.classes.deferred.clone();
         // Only at rest can an updated pod crash-loop here (during a rollout it fails it before
         // the walk): named, they tell why a caught-up node waits.
-        decision.failed_nodes = self.classes.crashing_nodes();
-        decision.canary_nodes = canary_nodes;
-        decision.promotion_consumed = promotion_consumed;
+        decision.action.failed_nodes = self.classes.crashing_nodes();
+        decision.action.canary_nodes = at.canary_nodes.take();
+        decision.action.promotion_consumed = at.promotion_consumed;
         decision
     }
 
@@ -653,9 +674,9 @@ impl Walk<'_> {
     fn completed_event(&self) -> Event {
         let deferred = &self.classes.deferred;
         if deferred.is_empty() {
-            return completed_event(&self.view);
+            return completed_event(self.life.name, self.life.version);
         }
-        let mut event = completed_event(&self.view);
+        let mut event = completed_event(self.life.name, self.life.version);
         event.message = format!(
             "{}; {} deferred, updated when they come back: {}",
             event.message,

@@ -1,8 +1,8 @@
 //! Builders shared by the scenario tests of both strategies.
 
 use canary_state_machine::{
-    DaemonSetWrite, Decision, LiveMaxUnavailable, MaxUnavailable, Observation, Phase, TemplateEdit,
-    WriteKind,
+    DaemonSetWrite, Decision, Event, LiveMaxUnavailable, MaxUnavailable, Observation, Phase,
+    TemplateEdit, WriteKind, event_reason,
 };
 
 /// The DaemonSet every scenario is about.
@@ -48,7 +48,7 @@ pub fn write(
 pub fn assert_no_write_in(decision: &Decision, phase: Phase) {
     assert_eq!(decision.phase, phase);
     assert_eq!(decision.write, None);
-    assert!(!decision.record_generation);
+    assert!(!decision.action.record_generation);
     assert!(!decision.done);
     assert_eq!(decision.error, None);
 }
@@ -60,6 +60,30 @@ pub fn assert_starts_the_canary(decision: &Decision) {
         decision.write,
         Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
     );
-    assert!(!decision.record_generation, "row 1 never records");
+    assert!(!decision.action.record_generation, "row 1 never records");
     assert!(!decision.done);
+}
+
+/// The event of the table's own row in a MaxUnavailable decision: the last one that is not the
+/// hold's announcement (`Paused`, `Resumed`) or a retry's (`Retried`).
+pub trait TableEvent {
+    /// That event, if any.
+    fn table_event(&self) -> Option<Event>;
+}
+
+impl TableEvent for Decision {
+    fn table_event(&self) -> Option<Event> {
+        self.events
+            .iter()
+            .rev()
+            .find(|event| {
+                ![
+                    event_reason::PAUSED,
+                    event_reason::RESUMED,
+                    event_reason::RETRIED,
+                ]
+                .contains(&event.reason)
+            })
+            .cloned()
+    }
 }

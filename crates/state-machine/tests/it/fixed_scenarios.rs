@@ -10,7 +10,8 @@ use canary_state_machine::{
 };
 
 use crate::common::{
-    NAME, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler, write,
+    NAME, TableEvent, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler,
+    write,
 };
 
 fn fixed(observation: &Observation) -> Decision {
@@ -42,7 +43,7 @@ fn previous(
 fn assert_started(decision: &Decision) {
     assert_starts_the_canary(decision);
     assert_eq!(
-        decision.event.as_ref().unwrap().reason,
+        decision.table_event().as_ref().unwrap().reason,
         event_reason::ROLLOUT_STARTED
     );
 }
@@ -54,7 +55,7 @@ fn assert_reverting(decision: &Decision) {
         decision.write,
         Some(write(WriteKind::Finish, Some(MaxUnavailable::ONE), None))
     );
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(!decision.done, "done only once the revert is observed");
     assert_eq!(decision.error, None);
 }
@@ -69,12 +70,12 @@ fn assert_quiet_completion(previous_phase: Phase, desired: u32) {
         ..handler()
     };
     let decision = fixed(&next);
-    assert!(decision.quiet);
+    assert!(decision.action.quiet);
     assert!(decision.done);
     assert_eq!(decision.phase, Phase::Successful);
     assert_eq!(decision.write, None);
     assert_eq!(
-        decision.event.unwrap().reason,
+        decision.table_event().unwrap().reason,
         event_reason::ROLLOUT_COMPLETED
     );
 }
@@ -88,7 +89,7 @@ fn scenario_01_create_is_supervised_and_not_done_yet() {
         Some(write(WriteKind::Create, Some(MaxUnavailable::ONE), None))
     );
     assert!(
-        !decision.record_generation,
+        !decision.action.record_generation,
         "the next passes supervise the new pods"
     );
     assert!(!decision.done);
@@ -169,7 +170,7 @@ fn scenario_09_same_as_reference_widens_from_unset() {
             None
         ))
     );
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(!decision.done);
 }
 
@@ -191,7 +192,7 @@ fn scenario_10_crash_fails_names_the_pod_and_sticks_without_repeating() {
             "daemonSet virt-handler: rollout of v1.6.0 failed: updated pod virt-handler-abcde is crash-looping (CrashLoopBackOff)"
         )
     );
-    let event = first.event.unwrap();
+    let event = first.table_event().unwrap();
     assert_eq!(
         (event.type_, event.reason),
         (EventType::Warning, "FailedUpdate")
@@ -213,7 +214,7 @@ fn scenario_10_crash_fails_names_the_pod_and_sticks_without_repeating() {
     assert_eq!(stuck.phase, Phase::Failed);
     assert_eq!(stuck.failure, Some(FailureReason::CanaryCrashLooping));
     assert_eq!(stuck.write, None);
-    assert_eq!(stuck.event, None);
+    assert_eq!(stuck.table_event(), None);
     assert!(stuck.error.is_some());
 
     // A new target restarts the canary.
@@ -244,7 +245,11 @@ fn scenario_12_completion_is_reported_one_pass_after_the_revert() {
         ..after_start(4, 4)
     });
     assert_reverting(&revert);
-    assert_eq!(revert.event, None, "completion is announced when observed");
+    assert_eq!(
+        revert.table_event(),
+        None,
+        "completion is announced when observed"
+    );
     assert_quiet_completion(Phase::Waiting, 4);
 }
 
@@ -268,12 +273,12 @@ fn scenario_13_detach_is_rolled_out_under_canary_supervision() {
         ))
     );
     assert!(
-        !decision.record_generation,
+        !decision.action.record_generation,
         "the next passes supervise the re-roll"
     );
     assert!(!decision.done);
     assert_eq!(
-        decision.event.unwrap().reason,
+        decision.table_event().unwrap().reason,
         event_reason::TLS_MIGRATION_STEP
     );
 }
@@ -298,7 +303,7 @@ fn scenario_14_tls_flag_is_rolled_out_under_canary_supervision() {
             Some(TemplateEdit::InsertTlsFlag)
         ))
     );
-    assert!(!decision.record_generation);
+    assert!(!decision.action.record_generation);
     // The re-roll of the flag: canary first, even though all old-target pods were ready.
     let re_roll = Observation {
         tls: Some(TlsFacts {
@@ -413,8 +418,8 @@ fn a_drift_is_reverted_canary_first() {
         decision.write,
         Some(write(WriteKind::Start, Some(MaxUnavailable::ONE), None))
     );
-    assert!(!decision.record_generation);
-    let event = decision.event.unwrap();
+    assert!(!decision.action.record_generation);
+    let event = decision.table_event().unwrap();
     assert_eq!(
         (event.type_, event.reason),
         (EventType::Warning, event_reason::DRIFT_DETECTED)
@@ -436,7 +441,7 @@ fn a_reported_drift_writes_nothing_and_warns_once() {
     assert_eq!((first.phase, first.write), (Phase::Successful, None));
     assert!(first.done);
     assert_eq!(
-        first.event.map(|e| e.reason),
+        first.table_event().map(|e| e.reason),
         Some(event_reason::DRIFT_DETECTED)
     );
     let mut seen = previous(Phase::Successful, None, 3, 60);
@@ -444,7 +449,7 @@ fn a_reported_drift_writes_nothing_and_warns_once() {
         pass.drifted = true;
     }
     let again = drifted(DriftPolicy::Report, seen);
-    assert!(again.drifted && again.write.is_none() && again.event.is_none());
+    assert!(again.drifted && again.write.is_none() && again.table_event().is_none());
     // A failed rollout stays failed while drifted.
     let failed = drifted(
         DriftPolicy::Report,
@@ -535,7 +540,7 @@ fn kubevirt_mode_does_not_look_at_drift() {
             ..Observation::default()
         },
     );
-    assert!(decision.quiet && !decision.drifted);
+    assert!(decision.action.quiet && !decision.drifted);
 }
 
 #[test]
@@ -586,6 +591,7 @@ fn fix_quirk_03_max_unavailable_is_compared_literally() {
                 live_max_unavailable: live,
                 ..handler()
             })
+            .action
             .quiet
         );
     }
@@ -601,7 +607,7 @@ fn fix_quirk_03_max_unavailable_is_compared_literally() {
             updated_ready_pods: 2,
             ..handler()
         });
-        assert!(!decision.quiet, "{live} is not the resting value");
+        assert!(!decision.action.quiet, "{live} is not the resting value");
         assert_reverting(&decision);
     }
 }
@@ -645,7 +651,7 @@ fn progress_deadline_fails_a_stalled_phase_once() {
         )
     );
     assert_eq!(
-        decision.event.unwrap().reason,
+        decision.table_event().unwrap().reason,
         event_reason::PROGRESS_DEADLINE_EXCEEDED
     );
     // Sticky, without a second event.
@@ -659,7 +665,7 @@ fn progress_deadline_fails_a_stalled_phase_once() {
         ..after_start(3, 0)
     });
     assert_eq!(after.failure, Some(FailureReason::ProgressDeadlineExceeded));
-    assert_eq!(after.event, None);
+    assert_eq!(after.table_event(), None);
 }
 
 #[test]
@@ -746,8 +752,8 @@ fn quiet_pass_without_a_rollout_emits_nothing() {
             previous: prev,
             ..handler()
         });
-        assert!(decision.quiet && decision.done);
-        assert_eq!(decision.event, None);
+        assert!(decision.action.quiet && decision.done);
+        assert_eq!(decision.table_event(), None);
     }
 }
 
@@ -771,7 +777,7 @@ fn custom_values_are_written() {
     );
     // Live at 1 is not this strategy's resting value: an ongoing rollout.
     let at_one = decide(&strategy, &handler());
-    assert!(!at_one.quiet);
+    assert!(!at_one.action.quiet);
     let widen = decide(
         &strategy,
         &Observation {
@@ -791,6 +797,7 @@ fn custom_values_are_written() {
                 ..handler()
             }
         )
+        .action
         .quiet
     );
 }
@@ -837,8 +844,8 @@ fn failed_writes_name_the_daemonset_and_warn() {
         assert_eq!(failed.failure, Some(FailureReason::WriteRejected));
         assert_eq!(failed.error.as_deref(), Some(message));
         assert_eq!(failed.write, None);
-        assert!(!failed.record_generation && !failed.done);
-        let event = failed.event.unwrap();
+        assert!(!failed.action.record_generation && !failed.done);
+        let event = failed.table_event().unwrap();
         assert_eq!(
             (event.type_, event.reason),
             (EventType::Warning, "WriteRejected")
@@ -854,7 +861,7 @@ fn invalid_strategy_event_is_not_repeated() {
     };
     let first = decide(&strategy, &handler());
     assert_eq!(first.failure, Some(FailureReason::InvalidStrategy));
-    assert!(first.event.is_some());
+    assert!(first.table_event().is_some());
     let again = decide(
         &strategy,
         &Observation {
@@ -863,7 +870,7 @@ fn invalid_strategy_event_is_not_repeated() {
         },
     );
     assert_eq!(again.failure, Some(FailureReason::InvalidStrategy));
-    assert_eq!(again.event, None);
+    assert_eq!(again.table_event(), None);
     // Fixed: the next pass decides normally.
     let repaired = fixed(&Observation {
         previous: previous(Phase::Failed, Some(FailureReason::InvalidStrategy), 0, 5),
@@ -880,7 +887,7 @@ fn every_rollout_event_names_its_version() {
     for strategy in [Strategy::default(), Strategy::kubevirt()] {
         let mode = strategy.compatibility;
         let events = [
-            decide_create(&strategy, NAME, "v1.9.4").event,
+            decide_create(&strategy, NAME, "v1.9.4").table_event(),
             decide(
                 &strategy,
                 &Observation {
@@ -890,7 +897,7 @@ fn every_rollout_event_names_its_version() {
                     ..handler()
                 },
             )
-            .event,
+            .table_event(),
             decide(
                 &strategy,
                 &Observation {
@@ -898,7 +905,7 @@ fn every_rollout_event_names_its_version() {
                     ..after_start(3, 1)
                 },
             )
-            .event,
+            .table_event(),
         ];
         // KubeVirt mode creates without an event (quirk 10: done at once, nothing to say).
         let expected: &[&str] = match mode {
@@ -924,7 +931,7 @@ fn every_rollout_event_names_its_version() {
         ..handler()
     });
     assert_eq!(
-        completed.event.map(|e| e.message).as_deref(),
+        completed.table_event().map(|e| e.message).as_deref(),
         Some("daemonSet virt-handler: rollout of v1.9.4 complete, every pod updated and ready")
     );
     let reference_failure = decide(
@@ -935,7 +942,10 @@ fn every_rollout_event_names_its_version() {
         },
     );
     assert_eq!(
-        reference_failure.event.map(|e| e.message).as_deref(),
+        reference_failure
+            .table_event()
+            .map(|e| e.message)
+            .as_deref(),
         Some("daemonSet virt-handler rollout failed"),
         "the reference's message, whatever the version"
     );
@@ -974,7 +984,7 @@ fn each_transition_carries_its_event() {
         ),
     ];
     for (decision, type_, reason, message) in rows {
-        let event = decision.event.expect(reason);
+        let event = decision.table_event().expect(reason);
         assert_eq!(
             (event.type_, event.reason, event.message.as_str()),
             (type_, reason, message)
@@ -1112,7 +1122,7 @@ fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
     assert_eq!(first.write, hold);
     assert!(first.held);
     assert_eq!(
-        first.hold_event.as_ref().map(|e| e.reason),
+        first.hold_event().cloned().as_ref().map(|e| e.reason),
         Some(event_reason::PAUSED)
     );
 
@@ -1147,10 +1157,15 @@ fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
         },
     );
     assert_eq!(
-        (still.phase, still.write, still.event, still.hold_event),
+        (
+            still.phase,
+            still.write,
+            still.table_event(),
+            still.hold_event().cloned()
+        ),
         (Phase::Paused, None, None, None)
     );
-    assert!(still.held && !still.record_generation && !still.done);
+    assert!(still.held && !still.action.record_generation && !still.done);
 
     // A new template while held: no rollout starts until the resume.
     let changed = decide(
@@ -1162,7 +1177,7 @@ fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
         },
     );
     assert_eq!(
-        (changed.phase, changed.write, changed.event),
+        (changed.phase, changed.write, changed.table_event()),
         (Phase::Paused, None, None)
     );
 
@@ -1176,7 +1191,7 @@ fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
     assert_eq!((resumed.phase, resumed.write), (Phase::Waiting, resume));
     assert!(!resumed.held);
     assert_eq!(
-        resumed.hold_event.as_ref().map(|e| e.reason),
+        resumed.hold_event().cloned().as_ref().map(|e| e.reason),
         Some(event_reason::RESUMED)
     );
     // Resumed, rows with a write: that write (every write of the desired DaemonSet sets
@@ -1184,11 +1199,11 @@ fn a_hold_on_request_stops_the_daemon_set_controller_and_writes_nothing_else() {
     let widened = decide(&strategy, &ready);
     assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Widen));
     assert_eq!(
-        widened.event.as_ref().map(|e| e.reason),
+        widened.table_event().as_ref().map(|e| e.reason),
         Some(event_reason::ROLLOUT_WIDENED)
     );
     assert_eq!(
-        widened.hold_event.as_ref().map(|e| e.reason),
+        widened.hold_event().cloned().as_ref().map(|e| e.reason),
         Some(event_reason::RESUMED)
     );
 }
@@ -1203,7 +1218,7 @@ fn a_hold_on_request_leaves_rest_failure_and_reported_drift_alone() {
         ..handler()
     });
     assert_eq!((at_rest.phase, at_rest.write), (Phase::Successful, None));
-    assert!(at_rest.held && at_rest.hold_event.is_some());
+    assert!(at_rest.held && at_rest.hold_event().cloned().is_some());
 
     let crashing = fixed(&Observation {
         held: true,
@@ -1261,7 +1276,7 @@ fn a_hold_on_request_leaves_rest_failure_and_reported_drift_alone() {
         (refused.phase, refused.failure),
         (Phase::Failed, Some(FailureReason::WriteRejected))
     );
-    assert!(refused.held && refused.hold_event.is_some());
+    assert!(refused.held && refused.hold_event().cloned().is_some());
     assert_eq!(
         refused.error.as_deref(),
         Some("unable to hold daemonset virt-handler (updateStrategy OnDelete): 422 Invalid: no")
@@ -1284,7 +1299,7 @@ fn a_drift_while_held_is_announced_once_and_reverted_at_the_resume() {
         ..after_start(10, 1)
     });
     assert_eq!((held.phase, held.write), (Phase::Paused, None));
-    let event = held.event.expect("the drift is announced");
+    let event = held.table_event().expect("the drift is announced");
     assert_eq!(event.reason, event_reason::DRIFT_DETECTED);
     assert!(
         event.message.ends_with("once the hold on request ends"),
@@ -1306,7 +1321,7 @@ fn a_drift_while_held_is_announced_once_and_reverted_at_the_resume() {
     assert_eq!(resumed.write.map(|w| w.kind), Some(WriteKind::Start));
     assert!(resumed.drifted);
     assert_eq!(
-        resumed.event.map(|e| e.reason),
+        resumed.table_event().map(|e| e.reason),
         Some(event_reason::ROLLOUT_STARTED),
         "the drift is not announced twice"
     );

@@ -109,7 +109,7 @@ fn manifests_without_rolling_update_enter_the_flow_in_both_modes() {
     };
     for strategy in [Strategy::kubevirt(), Strategy::default()] {
         let decision = decide(&strategy, &observation);
-        assert!(!decision.quiet);
+        assert!(!decision.action.quiet);
         let write = decision.write.unwrap();
         assert_eq!(write.max_unavailable, Some(strategy.canary_max_unavailable));
     }

@@ -67,7 +67,12 @@ pub(crate) fn at(step: u32, phase: Phase, nodes: Vec<NodeState>) -> PodObservati
 }
 
 pub(crate) fn deleted_nodes(decision: &PodDecision) -> Vec<&str> {
-    decision.delete.iter().map(|d| d.node.as_str()).collect()
+    decision
+        .action
+        .delete
+        .iter()
+        .map(|d| d.node.as_str())
+        .collect()
 }
 
 pub(crate) fn reasons(decision: &PodDecision) -> Vec<&str> {
@@ -141,7 +146,7 @@ fn row_1_an_invalid_plan_or_the_reference_table_fails_without_deleting() {
     }]);
     let decision = decide_pods(&pods(), &zero_pause, &at(0, Phase::Canary, cluster(3, 0)));
     assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
     assert!(matches!(
         zero_pause.validate(),
         Err(StrategyError::InvalidStep { index: 0, .. })
@@ -163,7 +168,7 @@ fn row_1_an_invalid_plan_or_the_reference_table_fails_without_deleting() {
             .unwrap()
             .contains("Pods driver needs compatibility Fixed")
     );
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 }
 
 #[test]
@@ -178,8 +183,8 @@ fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
         (write.kind, write.max_unavailable),
         (WriteKind::Start, None)
     );
-    assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
-    assert!(decision.delete.is_empty());
+    assert_eq!((decision.phase, decision.action.step), (Phase::Started, 0));
+    assert!(decision.action.delete.is_empty());
     assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
 
     // Every pod runs the revision the status still names: none runs the template written now.
@@ -187,7 +192,7 @@ fn row_2_a_changed_template_is_written_with_on_delete_and_nothing_deleted() {
         template_changed: true,
         ..at(2, Phase::Successful, cluster(0, 3))
     };
-    let tally = by_default(&rolled_out).tally;
+    let tally = by_default(&rolled_out).action.tally;
     assert_eq!(
         (tally.desired, tally.updated, tally.updated_ready, tally.old),
         (3, 0, 0, 3)
@@ -210,7 +215,7 @@ fn row_2_drift_reverts_or_holds_by_policy() {
         ..pods()
     };
     let hold = decide_pods(&report, &StepPlan::default(), &drifted);
-    assert!(hold.drifted && hold.write.is_none() && hold.delete.is_empty());
+    assert!(hold.drifted && hold.write.is_none() && hold.action.delete.is_empty());
     assert_eq!(hold.phase, Phase::Increasing);
 }
 
@@ -233,11 +238,15 @@ fn row_2_a_drift_keeps_the_counts_and_the_deferred_nodes() {
     let held = decide_pods(&report, &StepPlan::default(), &drifted);
     assert_eq!(held.phase, Phase::Successful);
     assert_eq!(
-        (held.tally.desired, held.tally.updated, held.tally.deferred),
+        (
+            held.action.tally.desired,
+            held.action.tally.updated,
+            held.action.tally.deferred
+        ),
         (4, 3, 1)
     );
     assert_eq!(
-        held.deferred,
+        held.action.deferred,
         vec![("n00".to_owned(), Deferral::NodeNotReady)]
     );
     // Reverted, the template written back is the recorded revision, which the pods counted
@@ -247,9 +256,9 @@ fn row_2_a_drift_keeps_the_counts_and_the_deferred_nodes() {
     assert_eq!(reverted.phase, Phase::Started);
     assert_eq!(
         (
-            reverted.tally.desired,
-            reverted.tally.updated,
-            reverted.tally.old
+            reverted.action.tally.desired,
+            reverted.action.tally.updated,
+            reverted.action.tally.old
         ),
         (4, 3, 0)
     );
@@ -282,9 +291,9 @@ fn a_gone_node_the_desired_count_dropped_is_not_subtracted_twice() {
     let decision = decide_pods(&pods(), &two_at_once, &observation);
     assert_eq!(
         (
-            decision.tally.counted,
-            decision.tally.unavailable,
-            decision.tally.deferred
+            decision.action.tally.counted,
+            decision.action.tally.unavailable,
+            decision.action.tally.deferred
         ),
         (9, 2, 1)
     );
@@ -297,8 +306,8 @@ fn a_gone_node_the_desired_count_dropped_is_not_subtracted_twice() {
     // safe way.
     observation.desired_pods = 10;
     let stale = decide_pods(&pods(), &two_at_once, &observation);
-    assert_eq!(stale.tally.unavailable, 3);
-    assert!(stale.delete.is_empty());
+    assert_eq!(stale.action.tally.unavailable, 3);
+    assert!(stale.action.delete.is_empty());
 }
 
 /// A node added a moment ago can hold a ready pod of the new revision before the DaemonSet's
@@ -318,10 +327,13 @@ fn a_newcomer_the_desired_count_lacks_does_not_hide_a_node_that_is_down() {
     }]);
     let decision = decide_pods(&pods(), &one_at_a_time, &observation);
     assert_eq!(
-        (decision.tally.counted, decision.tally.unavailable),
+        (
+            decision.action.tally.counted,
+            decision.action.tally.unavailable
+        ),
         (9, 1),
         "{:?}",
-        decision.tally
+        decision.action.tally
     );
     assert_eq!(
         deleted_nodes(&decision),
@@ -338,7 +350,7 @@ fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
     };
     let decision = by_default(&observation);
     assert_eq!(decision.phase, Phase::Started);
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 }
 
 /// While the DaemonSet controller has not observed a new template (its owner's, with
@@ -356,13 +368,13 @@ fn row_3_a_held_pass_keeps_naming_the_deferred_nodes() {
     };
     let decision = by_default(&observation);
     assert_eq!(decision.phase, Phase::Successful);
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
     assert_eq!(
-        decision.deferred,
+        decision.action.deferred,
         vec![("n00".to_owned(), Deferral::NodeNotReady)]
     );
-    assert_eq!(decision.tally.deferred, 1);
-    assert_eq!(decision.failed_nodes, vec!["n04".to_owned()]);
+    assert_eq!(decision.action.tally.deferred, 1);
+    assert_eq!(decision.action.failed_nodes, vec!["n04".to_owned()]);
 }
 
 #[test]
@@ -372,8 +384,8 @@ fn row_4_a_new_revision_starts_at_step_0_without_deleting() {
         ..at(2, Phase::Successful, cluster(3, 0))
     };
     let decision = by_default(&observation);
-    assert_eq!((decision.phase, decision.step), (Phase::Started, 0));
-    assert!(decision.delete.is_empty());
+    assert_eq!((decision.phase, decision.action.step), (Phase::Started, 0));
+    assert!(decision.action.delete.is_empty());
     assert_eq!(reasons(&decision), [event_reason::ROLLOUT_STARTED]);
     // After our own write the start was announced already.
     let observed = PodObservation {
@@ -393,7 +405,10 @@ fn row_4_a_first_install_skips_the_steps_and_waits_for_the_pods() {
         ..at(0, Phase::Started, nodes.clone())
     };
     let started = decide_pods(&pods(), &plan, &observation);
-    assert_eq!((started.phase, started.step), (Phase::Started, plan.len()));
+    assert_eq!(
+        (started.phase, started.action.step),
+        (Phase::Started, plan.len())
+    );
     let waiting = decide_pods(&pods(), &plan, &at(plan.len(), Phase::Started, nodes));
     assert_eq!(waiting.phase, Phase::Waiting, "no pause on a first install");
     let ready = decide_pods(
@@ -412,16 +427,19 @@ fn the_canary_goes_to_a_selected_node_one_pod_at_a_time() {
     let decision = by_default(&at(0, Phase::Started, nodes));
     assert_eq!(decision.phase, Phase::Canary);
     assert_eq!(deleted_nodes(&decision), ["n03"]);
-    assert_eq!(decision.delete[0].uid, "uid-n03");
+    assert_eq!(decision.action.delete[0].uid, "uid-n03");
     assert_eq!(reasons(&decision), [event_reason::STEP_STARTED]);
-    assert_eq!((decision.tally.budget, decision.tally.target), (1, 1));
+    assert_eq!(
+        (decision.action.tally.budget, decision.action.tally.target),
+        (1, 1)
+    );
 
     // The canary pod is gone and its replacement not ready yet: nothing more.
     let mut nodes = cluster(5, 0);
     nodes[3].pod = None;
     let decision = by_default(&at(0, Phase::Canary, nodes));
-    assert!(decision.delete.is_empty());
-    assert_eq!(decision.tally.unavailable, 1);
+    assert!(decision.action.delete.is_empty());
+    assert_eq!(decision.action.tally.unavailable, 1);
 }
 
 #[test]
@@ -436,8 +454,11 @@ fn a_ready_canary_completes_the_step_and_the_next_one_begins_in_the_same_pass() 
     let mut nodes = cluster(19, 0);
     nodes.push(node("n99", true, true));
     let decision = by_default(&at(0, Phase::Canary, nodes));
-    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 1));
-    assert_eq!(decision.canary_nodes, Some(vec!["n99".to_owned()]));
+    assert_eq!(
+        (decision.phase, decision.action.step),
+        (Phase::Increasing, 1)
+    );
+    assert_eq!(decision.action.canary_nodes, Some(vec!["n99".to_owned()]));
     assert_eq!(deleted_nodes(&decision), ["n00", "n01"]);
     assert_eq!(
         reasons(&decision),
@@ -466,9 +487,9 @@ fn canary_then_30s_pause() -> (StepPlan, Vec<NodeState>) {
 fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() {
     let (plan, nodes) = canary_then_30s_pause();
     let entering = decide_pods(&pods(), &plan, &at(0, Phase::Canary, nodes.clone()));
-    assert_eq!((entering.phase, entering.step), (Phase::Paused, 1));
-    assert!(entering.delete.is_empty());
-    assert_eq!(entering.wake_after, Some(Duration::from_secs(30)));
+    assert_eq!((entering.phase, entering.action.step), (Phase::Paused, 1));
+    assert!(entering.action.delete.is_empty());
+    assert_eq!(entering.action.wake_after, Some(Duration::from_secs(30)));
 
     let mut during = at(1, Phase::Paused, nodes.clone());
     during.position = Some(StepPosition {
@@ -478,8 +499,8 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
     });
     let held = decide_pods(&pods(), &plan, &during);
     assert_eq!(held.phase, Phase::Paused);
-    assert!(held.delete.is_empty());
-    assert_eq!(held.wake_after, Some(Duration::from_secs(18)));
+    assert!(held.action.delete.is_empty());
+    assert_eq!(held.action.wake_after, Some(Duration::from_secs(18)));
 
     let mut over = during.clone();
     over.position = Some(StepPosition {
@@ -488,7 +509,7 @@ fn a_pause_holds_with_exactly_the_first_steps_nodes_updated_then_ends_on_time() 
         deferred: 0,
     });
     let moved = decide_pods(&pods(), &plan, &over);
-    assert_eq!((moved.phase, moved.step), (Phase::Increasing, 2));
+    assert_eq!((moved.phase, moved.action.step), (Phase::Increasing, 2));
     assert_eq!(deleted_nodes(&moved), ["n00"]);
 }
 
@@ -514,16 +535,16 @@ fn analysed_pause(verdict: AnalysisVerdict, announced: bool) -> (StepPlan, PodOb
 fn a_timed_pause_with_analysis_ends_only_once_the_analysis_passes() {
     let (plan, pending) = analysed_pause(AnalysisVerdict::Pending, false);
     let waiting = decide_pods(&pods(), &plan, &pending);
-    assert_eq!((waiting.phase, waiting.step), (Phase::Paused, 1));
-    assert!(waiting.delete.is_empty() && waiting.events.is_empty());
+    assert_eq!((waiting.phase, waiting.action.step), (Phase::Paused, 1));
+    assert!(waiting.action.delete.is_empty() && waiting.events.is_empty());
     assert_eq!(
-        waiting.wake_after, None,
+        waiting.action.wake_after, None,
         "the next measurement brings the pass"
     );
 
     let (plan, passing) = analysed_pause(AnalysisVerdict::Passing, false);
     let moved = decide_pods(&pods(), &plan, &passing);
-    assert_eq!((moved.phase, moved.step), (Phase::Increasing, 2));
+    assert_eq!((moved.phase, moved.action.step), (Phase::Increasing, 2));
     assert_eq!(deleted_nodes(&moved), ["n00"]);
 
     // A verdict of another step is no verdict of this one.
@@ -533,7 +554,7 @@ fn a_timed_pause_with_analysis_ends_only_once_the_analysis_passes() {
         verdict: AnalysisVerdict::Passing,
         announced: false,
     });
-    assert_eq!(decide_pods(&pods(), &plan, &elsewhere).step, 1);
+    assert_eq!(decide_pods(&pods(), &plan, &elsewhere).action.step, 1);
 }
 
 #[test]
@@ -546,7 +567,7 @@ fn a_failed_analysis_fails_the_rollout_once_and_deletes_nothing() {
     let decision = decide_pods(&pods(), &plan, &observation);
     assert_eq!(decision.phase, Phase::Failed);
     assert_eq!(decision.failure, Some(FailureReason::AnalysisFailed));
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
     assert_eq!(reasons(&decision), [event_reason::ANALYSIS_FAILED]);
     let message = &decision.events[0].message;
     assert!(
@@ -562,7 +583,7 @@ fn a_failed_analysis_fails_the_rollout_once_and_deletes_nothing() {
     after.analysis = None;
     let stays = decide_pods(&pods(), &plan, &after);
     assert_eq!(stays.failure, Some(FailureReason::AnalysisFailed));
-    assert!(stays.events.is_empty() && stays.delete.is_empty());
+    assert!(stays.events.is_empty() && stays.action.delete.is_empty());
 }
 
 #[test]
@@ -573,12 +594,12 @@ fn an_inconclusive_analysis_holds_the_pause_and_is_announced_once() {
     };
     let (plan, observation) = analysed_pause(inconclusive.clone(), false);
     let first = decide_pods(&pods(), &plan, &observation);
-    assert_eq!((first.phase, first.step), (Phase::Paused, 1));
-    assert!(first.failure.is_none() && first.delete.is_empty());
+    assert_eq!((first.phase, first.action.step), (Phase::Paused, 1));
+    assert!(first.failure.is_none() && first.action.delete.is_empty());
     assert_eq!(reasons(&first), [event_reason::ANALYSIS_INCONCLUSIVE]);
     let (plan, announced) = analysed_pause(inconclusive, true);
     let again = decide_pods(&pods(), &plan, &announced);
-    assert_eq!((again.phase, again.step), (Phase::Paused, 1));
+    assert_eq!((again.phase, again.action.step), (Phase::Paused, 1));
     assert!(again.events.is_empty());
 }
 
@@ -594,8 +615,11 @@ fn a_promotion_ends_an_analysed_pause_whatever_the_analysis_says() {
         let (plan, mut observation) = analysed_pause(verdict, true);
         observation.promotion = Some(Promotion::Step);
         let decision = decide_pods(&pods(), &plan, &observation);
-        assert!(decision.promotion_consumed);
-        assert_eq!((decision.phase, decision.step), (Phase::Increasing, 2));
+        assert!(decision.action.promotion_consumed);
+        assert_eq!(
+            (decision.phase, decision.action.step),
+            (Phase::Increasing, 2)
+        );
     }
 }
 
@@ -611,16 +635,19 @@ fn a_pause_without_duration_waits_for_a_promotion_which_is_consumed_once() {
         deferred: 0,
     });
     let held = decide_pods(&pods(), &plan, &paused);
-    assert_eq!((held.phase, held.wake_after), (Phase::Paused, None));
-    assert!(!held.promotion_consumed);
+    assert_eq!((held.phase, held.action.wake_after), (Phase::Paused, None));
+    assert!(!held.action.promotion_consumed);
 
     let promoted = PodObservation {
         promotion: Some(Promotion::Step),
         ..paused
     };
     let decision = decide_pods(&pods(), &plan, &promoted);
-    assert!(decision.promotion_consumed);
-    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 2));
+    assert!(decision.action.promotion_consumed);
+    assert_eq!(
+        (decision.phase, decision.action.step),
+        (Phase::Increasing, 2)
+    );
     assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
     assert_eq!(deleted_nodes(&decision), ["n00"]);
 }
@@ -636,8 +663,8 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
         ..moving.clone()
     };
     let first = by_default(&asked);
-    assert_eq!((first.phase, first.step), (Phase::Paused, 0));
-    assert!(first.delete.is_empty() && first.held);
+    assert_eq!((first.phase, first.action.step), (Phase::Paused, 0));
+    assert!(first.action.delete.is_empty() && first.held);
     assert_eq!(reasons(&first), [event_reason::PAUSED]);
 
     let mut still = at(0, Phase::Paused, cluster(5, 0));
@@ -646,7 +673,7 @@ fn a_hold_on_request_stops_deletions_and_writes_and_is_announced_once_each_way()
     let again = by_default(&still);
     assert_eq!(again.phase, Phase::Paused);
     assert!(
-        again.delete.is_empty() && again.events.is_empty(),
+        again.action.delete.is_empty() && again.events.is_empty(),
         "{again:?}"
     );
 
@@ -702,8 +729,8 @@ fn a_promotion_during_a_hold_waits_for_the_resume() {
     paused.held = true;
     paused.hold_recorded = true;
     let decision = decide_pods(&pods(), &plan, &paused);
-    assert_eq!((decision.phase, decision.step), (Phase::Paused, 1));
-    assert!(!decision.promotion_consumed && decision.delete.is_empty());
+    assert_eq!((decision.phase, decision.action.step), (Phase::Paused, 1));
+    assert!(!decision.action.promotion_consumed && decision.action.delete.is_empty());
 }
 
 #[test]
@@ -728,7 +755,7 @@ fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
     });
     let stays = decide_pods(&pods(), &plan, &failed);
     assert_eq!(stays.phase, Phase::Failed, "a sticky failure stays");
-    assert!(stays.delete.is_empty() && !stays.retried);
+    assert!(stays.action.delete.is_empty() && !stays.retried);
 
     let asked = PodObservation {
         retry: true,
@@ -743,7 +770,7 @@ fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
         retried.events
     );
     // From the first step: its one node is there, the second step begins and deletes.
-    assert_eq!((retried.phase, retried.step), (Phase::Increasing, 1));
+    assert_eq!((retried.phase, retried.action.step), (Phase::Increasing, 1));
     assert_eq!(deleted_nodes(&retried), ["n00"]);
 
     // Still crash-looping: the retried rollout fails again at once, nothing deleted.
@@ -761,7 +788,7 @@ fn a_retry_starts_a_failed_rollout_again_from_the_first_step_once() {
         (again.phase, again.failure),
         (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
     );
-    assert!(again.delete.is_empty());
+    assert!(again.action.delete.is_empty());
 
     // A retry of a rollout that did not fail changes nothing.
     let running = PodObservation {
@@ -784,7 +811,7 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     nodes[1].health = NodeHealth::Cordoned;
     let decision = by_default(&at(0, Phase::Started, nodes));
     assert_eq!(
-        decision.deferred,
+        decision.action.deferred,
         [
             ("n00".to_owned(), Deferral::NodeNotReady),
             ("n01".to_owned(), Deferral::NodeCordoned),
@@ -792,7 +819,13 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     );
     // The NotReady node's pod does not take the canary's budget.
     assert_eq!(deleted_nodes(&decision), ["n02"]);
-    assert_eq!((decision.tally.counted, decision.tally.unavailable), (2, 0));
+    assert_eq!(
+        (
+            decision.action.tally.counted,
+            decision.action.tally.unavailable
+        ),
+        (2, 0)
+    );
 
     // n02 and n03 updated: every counted node is done, the rollout succeeds with two deferred.
     let mut nodes = cluster(2, 2);
@@ -800,8 +833,8 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     nodes[1].health = NodeHealth::Cordoned;
     let decision = by_default(&at(1, Phase::Increasing, nodes));
     assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
-    assert!(decision.delete.is_empty());
-    assert_eq!(decision.deferred.len(), 2);
+    assert!(decision.action.delete.is_empty());
+    assert_eq!(decision.action.deferred.len(), 2);
     let completed = decision.events.last().unwrap();
     assert_eq!(completed.reason, event_reason::ROLLOUT_COMPLETED);
     assert!(
@@ -816,8 +849,12 @@ fn unhealthy_nodes_are_deferred_left_out_of_budget_and_target_and_named_at_the_e
     nodes[1].health = NodeHealth::Cordoned;
     let decision = by_default(&at(1, Phase::Increasing, nodes));
     assert_eq!((decision.phase, decision.done), (Phase::Successful, true));
-    assert!(decision.deferred.is_empty(), "{:?}", decision.deferred);
-    assert_eq!(decision.tally.counted, 2);
+    assert!(
+        decision.action.deferred.is_empty(),
+        "{:?}",
+        decision.action.deferred
+    );
+    assert_eq!(decision.action.tally.counted, 2);
 }
 
 /// Regression (soak seeds 9200017 and 9200019): when no node can be judged, a nodes step
@@ -839,8 +876,8 @@ fn a_step_with_no_node_to_judge_holds_instead_of_completing() {
         ..pods()
     };
     let decision = decide_pods(&strategy, &StepPlan::default(), &observation);
-    assert_eq!((decision.phase, decision.step), (Phase::Canary, 0));
-    assert!(!decision.done && decision.delete.is_empty() && decision.failure.is_none());
+    assert_eq!((decision.phase, decision.action.step), (Phase::Canary, 0));
+    assert!(!decision.done && decision.action.delete.is_empty() && decision.failure.is_none());
     assert!(
         !reasons(&decision).contains(&event_reason::STEP_COMPLETED),
         "{:?}",
@@ -871,8 +908,14 @@ fn a_broken_old_revision_counts_against_the_budget_and_is_replaced_first() {
     nodes[1].pod.as_mut().unwrap().ready = false;
     nodes[3].pod.as_mut().unwrap().ready = false;
     let decision = by_default(&at(1, Phase::Increasing, nodes));
-    assert!(decision.deferred.is_empty());
-    assert_eq!((decision.tally.unavailable, decision.tally.budget), (2, 1));
+    assert!(decision.action.deferred.is_empty());
+    assert_eq!(
+        (
+            decision.action.tally.unavailable,
+            decision.action.tally.budget
+        ),
+        (2, 1)
+    );
     assert_eq!(deleted_nodes(&decision), ["n01", "n03"]);
 
     // Every node broken, a first step wider than the cluster: all replaced, none deferred.
@@ -919,9 +962,9 @@ fn at_rest_a_crash_looping_updated_pod_holds_the_catch_up_and_is_named_without_f
     );
     assert_eq!(decision.phase, Phase::Successful);
     assert_eq!(decision.failure, None);
-    assert!(decision.delete.is_empty(), "the catch-up waits");
+    assert!(decision.action.delete.is_empty(), "the catch-up waits");
     assert!(!decision.done);
-    assert_eq!(decision.failed_nodes, ["n02"]);
+    assert_eq!(decision.action.failed_nodes, ["n02"]);
     // Without a crash the same node is caught up, and no node is named.
     let decision = decide_pods(
         &pods(),
@@ -929,7 +972,7 @@ fn at_rest_a_crash_looping_updated_pod_holds_the_catch_up_and_is_named_without_f
         &at(2, Phase::Successful, cluster(1, 3)),
     );
     assert_eq!(deleted_nodes(&decision), ["n00"]);
-    assert!(decision.failed_nodes.is_empty());
+    assert!(decision.action.failed_nodes.is_empty());
 }
 
 #[test]
@@ -939,8 +982,8 @@ fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
     for phase in [Phase::Canary, Phase::Increasing, Phase::Paused] {
         let decision = by_default(&at(1, phase, nodes.clone()));
         assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
-        assert!(decision.delete.is_empty());
-        assert_eq!(decision.failed_nodes, ["n11"]);
+        assert!(decision.action.delete.is_empty());
+        assert_eq!(decision.action.failed_nodes, ["n11"]);
         assert!(decision.error.unwrap().contains("on node n11"));
     }
     // Sticky: still failed once the pod stops crashing, nothing deleted.
@@ -952,7 +995,7 @@ fn a_crash_looping_updated_pod_fails_at_any_step_and_stops_all_deletions() {
     };
     let decision = by_default(&observation);
     assert_eq!(decision.phase, Phase::Failed);
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 }
 
 #[test]
@@ -969,7 +1012,7 @@ fn a_step_that_stalls_past_the_deadline_fails_but_a_pause_does_not_count() {
         decision.failure,
         Some(FailureReason::ProgressDeadlineExceeded)
     );
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 
     let after_pause = PodObservation {
         previous: Some(PreviousPass {
@@ -1043,13 +1086,13 @@ fn later_steps_go_zone_by_zone_never_two_zones_at_once() {
     nodes[9].pod.as_mut().unwrap().ready = false;
     nodes[9].pod.as_mut().unwrap().updated = true;
     let decision = decide_pods(&pods(), &zoned_plan(), &at(1, Phase::Increasing, nodes));
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 
     // A missing pod the nodes do not show: its zone is unknown, so nothing either.
     let mut observation = at(1, Phase::Increasing, zoned_cluster());
     observation.desired_pods += 1;
     let decision = decide_pods(&pods(), &zoned_plan(), &observation);
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 }
 
 #[test]
@@ -1084,14 +1127,14 @@ fn a_promotion_in_a_nodes_step_is_recorded_and_changes_nothing() {
     };
     let decision = by_default(&observation);
     assert!(
-        decision.promotion_consumed,
+        decision.action.promotion_consumed,
         "recorded, so it does not linger"
     );
     assert_eq!(
-        (decision.phase, decision.step),
-        (unasked.phase, unasked.step)
+        (decision.phase, decision.action.step),
+        (unasked.phase, unasked.action.step)
     );
-    assert_eq!(decision.delete, unasked.delete);
+    assert_eq!(decision.action.delete, unasked.action.delete);
     assert_eq!(reasons(&decision)[0], event_reason::VERB_REFUSED);
     assert!(
         decision.events[0]
@@ -1120,8 +1163,11 @@ fn a_full_promotion_goes_to_the_last_nodes_step_at_its_budget() {
         ..at(0, Phase::Canary, cluster(20, 0))
     };
     let decision = decide_pods(&pods(), &plan, &observation);
-    assert!(decision.promotion_consumed);
-    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 4));
+    assert!(decision.action.promotion_consumed);
+    assert_eq!(
+        (decision.phase, decision.action.step),
+        (Phase::Increasing, 4)
+    );
     assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
     assert!(
         decision.events[0]
@@ -1130,7 +1176,11 @@ fn a_full_promotion_goes_to_the_last_nodes_step_at_its_budget() {
         "{:?}",
         decision.events[0].message
     );
-    assert_eq!(decision.delete.len(), 2, "10% of 20 at once, never more");
+    assert_eq!(
+        decision.action.delete.len(),
+        2,
+        "10% of 20 at once, never more"
+    );
 
     // In the last nodes step there is nothing left to skip.
     let last = PodObservation {
@@ -1138,8 +1188,8 @@ fn a_full_promotion_goes_to_the_last_nodes_step_at_its_budget() {
         ..at(4, Phase::Increasing, cluster(18, 2))
     };
     let decision = decide_pods(&pods(), &plan, &last);
-    assert!(decision.promotion_consumed);
-    assert_eq!(decision.step, 4);
+    assert!(decision.action.promotion_consumed);
+    assert_eq!(decision.action.step, 4);
     assert_eq!(reasons(&decision)[0], event_reason::VERB_REFUSED);
 }
 
@@ -1150,8 +1200,8 @@ fn the_step_budget_may_be_set_per_step() {
         max_unavailable: Some(MaxUnavailable::Count(3)),
     }]);
     let decision = decide_pods(&pods(), &plan, &at(0, Phase::Canary, cluster(10, 0)));
-    assert_eq!(decision.delete.len(), 3);
-    assert_eq!(decision.tally.target, 5);
+    assert_eq!(decision.action.delete.len(), 3);
+    assert_eq!(decision.action.tally.target, 5);
 }
 
 fn arbitrary_node() -> impl proptest::strategy::Strategy<Value = NodeState> {
@@ -1270,13 +1320,13 @@ proptest! {
         let walking = !template_changed && !new_revision && !retry && promotion.is_none()
             && phase.is_in_progress();
         if gate_closed && in_pause && walking {
-            prop_assert!(decision.step <= index, "left analysed step {index} for {}", decision.step);
-            prop_assert!(decision.delete.is_empty());
+            prop_assert!(decision.action.step <= index, "left analysed step {index} for {}", decision.action.step);
+            prop_assert!(decision.action.delete.is_empty());
         }
-        let tally = decision.tally;
-        let deletions = u32::try_from(decision.delete.len()).unwrap();
+        let tally = decision.action.tally;
+        let deletions = u32::try_from(decision.action.delete.len()).unwrap();
         // Old pods that are not ready are unavailable already: only ready ones take budget.
-        let ready_deletions = u32::try_from(decision.delete.iter().filter(|d| {
+        let ready_deletions = u32::try_from(decision.action.delete.iter().filter(|d| {
             nodes.iter().any(|n| n.name == d.node && n.pod.as_ref().is_some_and(|p| p.ready))
         }).count()).unwrap();
         if ready_deletions > 0 {
@@ -1292,32 +1342,32 @@ proptest! {
             prop_assert!(matches!(decision.phase, Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Successful));
             prop_assert!(decision.failure.is_none());
         }
-        for deletion in &decision.delete {
+        for deletion in &decision.action.delete {
             let node = nodes.iter().find(|n| n.name == deletion.node).unwrap();
             prop_assert_eq!(node.health, NodeHealth::Healthy);
             let pod = node.pod.as_ref().unwrap();
             prop_assert!(!pod.updated, "only old pods go");
             prop_assert_eq!(&pod.uid, &deletion.uid);
-            prop_assert!(!decision.deferred.iter().any(|(n, _)| n == &deletion.node));
+            prop_assert!(!decision.action.deferred.iter().any(|(n, _)| n == &deletion.node));
         }
         if decision.phase == Phase::Failed || decision.phase == Phase::Paused || decision.phase == Phase::Started {
-            prop_assert!(decision.delete.is_empty());
+            prop_assert!(decision.action.delete.is_empty());
         }
         if held {
-            prop_assert!(decision.delete.is_empty() && decision.write.is_none(), "nothing moves while held");
-            prop_assert!(!decision.promotion_consumed, "a promotion waits for the hold to end");
+            prop_assert!(decision.action.delete.is_empty() && decision.write.is_none(), "nothing moves while held");
+            prop_assert!(!decision.action.promotion_consumed, "a promotion waits for the hold to end");
             prop_assert!(decision.held);
         }
-        let mut names: Vec<_> = decision.delete.iter().map(|d| &d.node).collect();
+        let mut names: Vec<_> = decision.action.delete.iter().map(|d| &d.node).collect();
         names.dedup();
-        prop_assert_eq!(names.len(), decision.delete.len(), "a node at most once");
-        prop_assert!(decision.step <= plan.len());
-        if zoned && decision.step > 0 && deletions > 0 {
-            let zones: std::collections::BTreeSet<_> = decision.delete.iter()
+        prop_assert_eq!(names.len(), decision.action.delete.len(), "a node at most once");
+        prop_assert!(decision.action.step <= plan.len());
+        if zoned && decision.action.step > 0 && deletions > 0 {
+            let zones: std::collections::BTreeSet<_> = decision.action.delete.iter()
                 .map(|d| nodes.iter().find(|n| n.name == d.node).and_then(|n| n.zone.clone()))
                 .collect();
             let first_nodes = plan.steps().iter().position(|s| matches!(s, Step::Nodes { .. }));
-            if Some(decision.step as usize) != first_nodes {
+            if Some(decision.action.step as usize) != first_nodes {
                 prop_assert_eq!(zones.len(), 1, "one zone at a time");
             }
         }

@@ -33,7 +33,7 @@ fn a_broken_old_pod_leads_its_zone_but_does_not_disrupt_it() {
         &zoned_plan(),
         &at(1, Phase::Increasing, nodes.clone()),
     );
-    assert_eq!(decision.tally.unavailable, 1);
+    assert_eq!(decision.action.tally.unavailable, 1);
     assert_eq!(
         deleted_nodes(&decision),
         ["n09", "n08", "n10", "n11"],
@@ -46,7 +46,7 @@ fn a_broken_old_pod_leads_its_zone_but_does_not_disrupt_it() {
         pod.ready = false;
     }
     let decision = decide_pods(&pods(), &zoned_plan(), &at(1, Phase::Increasing, nodes));
-    assert_eq!(decision.tally.unavailable, 2);
+    assert_eq!(decision.action.tally.unavailable, 2);
     assert_eq!(deleted_nodes(&decision), ["n04", "n06", "n07"]);
 }
 
@@ -74,12 +74,15 @@ fn pods_on_the_way_count_toward_the_step() {
     missing[9].pod = None;
     for nodes in [starting, missing] {
         let decision = decide_pods(&pods(), &plan, &at(1, Phase::Increasing, nodes));
-        assert_eq!((decision.phase, decision.step), (Phase::Increasing, 1));
         assert_eq!(
-            (decision.tally.target, decision.tally.budget),
+            (decision.phase, decision.action.step),
+            (Phase::Increasing, 1)
+        );
+        assert_eq!(
+            (decision.action.tally.target, decision.action.tally.budget),
             (3, 5),
             "{:?}",
-            decision.tally
+            decision.action.tally
         );
         assert_eq!(deleted_nodes(&decision), ["n00"]);
     }
@@ -97,7 +100,7 @@ fn a_step_entered_in_this_pass_is_not_judged_by_the_time_before_it() {
     });
     let decision = by_default(&observation);
     assert_eq!(decision.failure, None, "{:?}", decision.error);
-    assert_eq!((decision.phase, decision.step), (Phase::Canary, 0));
+    assert_eq!((decision.phase, decision.action.step), (Phase::Canary, 0));
     assert_eq!(deleted_nodes(&decision), ["n00"]);
 }
 
@@ -113,7 +116,10 @@ fn a_full_promotion_names_the_steps_it_skipped() {
         ..at(1, Phase::Paused, nodes)
     };
     let decision = decide_pods(&pods(), &canary_then_hold(), &observation);
-    assert_eq!((decision.phase, decision.step), (Phase::Increasing, 2));
+    assert_eq!(
+        (decision.phase, decision.action.step),
+        (Phase::Increasing, 2)
+    );
     assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
     assert_eq!(
         decision.events[0].message,
@@ -149,7 +155,7 @@ fn a_full_promotion_past_the_last_nodes_step_waits_for_the_old_pods_left() {
         decision.events[0].message,
         "daemonSet node-agent: fully promoted, step 3 of 3 skipped"
     );
-    assert_eq!((decision.phase, decision.step), (Phase::Waiting, 3));
+    assert_eq!((decision.phase, decision.action.step), (Phase::Waiting, 3));
     assert!(!decision.done);
     assert_eq!(deleted_nodes(&decision), ["n00"]);
 
@@ -187,7 +193,7 @@ fn the_wait_after_the_last_step_fails_past_the_deadline_naming_the_counted_pods(
         stalled.failure,
         Some(FailureReason::ProgressDeadlineExceeded)
     );
-    assert!(stalled.delete.is_empty());
+    assert!(stalled.action.delete.is_empty());
     let message = stalled.error.clone().unwrap_or_default();
     assert!(
         message.contains("made no progress in phase waiting for 601s"),
@@ -210,8 +216,11 @@ fn ten_canary_nodes_are_listed_without_a_remainder() {
         Step::Pause { duration: None },
     ]);
     let decision = decide_pods(&pods(), &plan, &at(0, Phase::Canary, cluster(2, 10)));
-    assert_eq!((decision.phase, decision.step), (Phase::Paused, 1));
-    assert_eq!(decision.canary_nodes.as_ref().map(Vec::len), Some(10));
+    assert_eq!((decision.phase, decision.action.step), (Phase::Paused, 1));
+    assert_eq!(
+        decision.action.canary_nodes.as_ref().map(Vec::len),
+        Some(10)
+    );
     assert_eq!(reasons(&decision)[0], event_reason::STEP_COMPLETED);
     assert_eq!(
         decision.events[0].message,
@@ -233,7 +242,7 @@ fn the_first_nodes_step_is_the_canary_after_an_opening_pause() {
     let mut nodes = cluster(5, 0);
     nodes[3].canary = true;
     let decision = decide_pods(&pods(), &plan, &at(1, Phase::Canary, nodes));
-    assert_eq!((decision.phase, decision.step), (Phase::Canary, 1));
+    assert_eq!((decision.phase, decision.action.step), (Phase::Canary, 1));
     assert_eq!(deleted_nodes(&decision), ["n03"]);
 }
 
@@ -253,8 +262,8 @@ fn a_retry_goes_through_the_pauses_again() {
     };
     let decision = decide_pods(&pods(), &canary_then_hold(), &observation);
     assert!(decision.retried);
-    assert_eq!((decision.phase, decision.step), (Phase::Paused, 1));
-    assert!(decision.delete.is_empty());
+    assert_eq!((decision.phase, decision.action.step), (Phase::Paused, 1));
+    assert!(decision.action.delete.is_empty());
     assert_eq!(
         reasons(&decision),
         [
@@ -338,7 +347,7 @@ fn a_reported_drift_is_announced_once_and_keeps_a_failure() {
         (decision.phase, decision.failure),
         (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
     );
-    assert!(decision.delete.is_empty());
+    assert!(decision.action.delete.is_empty());
 }
 
 /// The driver's messages name the DaemonSet and the version rolled out.
@@ -415,7 +424,7 @@ fn a_rollbacks_steps_count_the_nodes_that_never_left_and_name_no_canary() {
     let mut observation = at(0, Phase::Canary, cluster(1, 9));
     observation.rollback = true;
     let decision = decide_pods(&pods(), &plan, &observation);
-    assert_eq!(decision.canary_nodes, Some(Vec::new()));
+    assert_eq!(decision.action.canary_nodes, Some(Vec::new()));
     assert_eq!(reasons(&decision)[0], event_reason::STEP_COMPLETED);
     assert_eq!(
         decision.events[0].message,
@@ -425,7 +434,7 @@ fn a_rollbacks_steps_count_the_nodes_that_never_left_and_name_no_canary() {
 
     observation.rollback = false;
     let decision = decide_pods(&pods(), &plan, &observation);
-    assert_eq!(decision.canary_nodes.as_ref().map(Vec::len), Some(9));
+    assert_eq!(decision.action.canary_nodes.as_ref().map(Vec::len), Some(9));
     assert!(
         decision.events[0].message.ends_with(
             "step 1 of 2 completed: canary on n01, n02, n03, n04, n05, n06, n07, n08, n09"

@@ -1,6 +1,7 @@
 //! Properties of `decide()` over arbitrary observations and strategies: whatever the input, the
 //! decision respects the crate invariants.
 
+use crate::common::TableEvent;
 use std::time::Duration;
 
 use canary_state_machine::{
@@ -130,7 +131,7 @@ proptest! {
         prop_assert_eq!(decision.phase == Phase::Failed, decision.failure.is_some());
         prop_assert_eq!(decision.phase == Phase::Failed, decision.error.is_some());
         prop_assert!(!decision.done || decision.phase == Phase::Successful);
-        prop_assert!(!decision.record_generation || decision.write.is_some());
+        prop_assert!(!decision.action.record_generation || decision.write.is_some());
         prop_assert!(kind != Some(WriteKind::Create));
         if decision.failure.is_some() {
             prop_assert!(decision.write.is_none(), "a failed decision never writes");
@@ -146,8 +147,8 @@ proptest! {
             && !observation.object_changed
             && observation.drift.is_some();
         prop_assert_eq!(decision.drifted, drifted);
-        prop_assert_eq!(decision.quiet, !flags.any() && !drifted);
-        if decision.quiet {
+        prop_assert_eq!(decision.action.quiet, !flags.any() && !drifted);
+        if decision.action.quiet {
             prop_assert!(decision.done && decision.write.is_none());
         }
         // Only a changed object (or a drift to revert) starts a canary, and it always does.
@@ -213,7 +214,7 @@ proptest! {
         let decision = decide(&strategy, &Observation { held, hold_recorded, live_on_hold, ..observation.clone() });
         let kind = decision.write.map(|write| write.kind);
         prop_assert_eq!(decision.held, held);
-        let announced = decision.hold_event.as_ref().map(|event| event.reason);
+        let announced = decision.hold_event().cloned().as_ref().map(|event| event.reason);
         if held {
             prop_assert_eq!(announced, (!hold_recorded).then_some(event_reason::PAUSED));
             prop_assert!(kind.is_none() || kind == Some(WriteKind::Hold));
@@ -228,7 +229,7 @@ proptest! {
                 prop_assert!(decision.write.is_none());
             } else {
                 prop_assert_eq!(decision.phase, Phase::Paused);
-                prop_assert!(!decision.done && !decision.record_generation);
+                prop_assert!(!decision.done && !decision.action.record_generation);
             }
         } else {
             prop_assert_eq!(announced, hold_recorded.then_some(event_reason::RESUMED));
@@ -236,14 +237,14 @@ proptest! {
             // A drift announced while held is reverted at the resume as the start it is.
             let announced_drift = hold_recorded
                 && observation.previous.is_some_and(|p| p.drifted)
-                && unheld.event.as_ref().is_some_and(|e| e.reason == event_reason::DRIFT_DETECTED);
+                && unheld.table_event().as_ref().is_some_and(|e| e.reason == event_reason::DRIFT_DETECTED);
             if announced_drift {
                 prop_assert_eq!(
-                    decision.event.as_ref().map(|e| e.reason),
+                    decision.table_event().as_ref().map(|e| e.reason),
                     Some(event_reason::ROLLOUT_STARTED)
                 );
             } else {
-                prop_assert_eq!(&decision.event, &unheld.event);
+                prop_assert_eq!(&decision.table_event(), &unheld.table_event());
             }
             let resumes = hold_recorded && live_on_hold && unheld.write.is_none() && !unheld.drifted;
             if resumes {

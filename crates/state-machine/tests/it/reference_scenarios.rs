@@ -15,7 +15,8 @@ use canary_state_machine::{
 };
 
 use crate::common::{
-    NAME, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler, write,
+    NAME, TableEvent, VERSION, after_start, assert_no_write_in, assert_starts_the_canary, handler,
+    write,
 };
 
 fn kubevirt(observation: &Observation) -> Decision {
@@ -46,7 +47,7 @@ fn assert_completed(decision: &Decision) {
         decision.write,
         Some(write(WriteKind::Finish, Some(MaxUnavailable::ONE), None))
     );
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(decision.done, "reference reports done in the revert pass");
     assert_eq!(decision.error, None);
 }
@@ -67,7 +68,7 @@ fn assert_tls_step(decision: &Decision, edit: TemplateEdit) {
         decision.write,
         Some(write(WriteKind::TlsStep, None, Some(edit)))
     );
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(!decision.done);
 }
 
@@ -76,7 +77,7 @@ fn scenario_01_create_reports_done_at_once() {
     let decision = decide_create(&Strategy::kubevirt(), NAME, VERSION);
     assert_eq!(decision.phase, Phase::Successful);
     assert_eq!(decision.write, Some(write(WriteKind::Create, None, None)));
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(decision.done);
     assert_eq!(decision.error, None);
 }
@@ -182,10 +183,10 @@ fn scenario_09_widen_to_ten_percent_from_unset_max_unavailable() {
         decision.write.unwrap().max_unavailable.unwrap().to_string(),
         "10%"
     );
-    assert!(decision.record_generation);
+    assert!(decision.action.record_generation);
     assert!(!decision.done);
     assert_eq!(decision.error, None);
-    let event = decision.event.unwrap();
+    let event = decision.table_event().unwrap();
     assert_eq!(
         (event.type_, event.reason, event.message.as_str()),
         (
@@ -208,12 +209,12 @@ fn scenario_10_crash_looping_canary_fails_with_event() {
     assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
     assert_eq!(decision.write, None);
     assert!(!decision.done);
-    assert!(!decision.record_generation);
+    assert!(!decision.action.record_generation);
     assert_eq!(
         decision.error.as_deref(),
         Some("daemonSet virt-handler rollout failed")
     );
-    let event = decision.event.unwrap();
+    let event = decision.table_event().unwrap();
     assert_eq!(event.type_, EventType::Warning);
     assert_eq!(event.reason, "FailedUpdate");
     assert_eq!(event.message, "daemonSet virt-handler rollout failed");
@@ -235,7 +236,7 @@ fn scenario_12_complete_the_rollout_in_the_revert_pass() {
     let decision = kubevirt(&after_start(1, 1));
     assert_completed(&decision);
     assert_eq!(
-        decision.event.unwrap().reason,
+        decision.table_event().unwrap().reason,
         event_reason::ROLLOUT_COMPLETED
     );
 }
@@ -250,7 +251,7 @@ fn scenario_13_detach_the_secret_before_completing() {
     let decision = kubevirt(&observation);
     assert_tls_step(&decision, TemplateEdit::DetachCertSecret);
     assert_eq!(decision.error, None);
-    let event = decision.event.unwrap();
+    let event = decision.table_event().unwrap();
     assert_eq!(
         (event.type_, event.reason, event.message.as_str()),
         (
@@ -271,7 +272,7 @@ fn scenario_14_switch_to_the_tls_rollout() {
     let decision = kubevirt(&observation);
     assert_tls_step(&decision, TemplateEdit::InsertTlsFlag);
     assert_eq!(
-        decision.event.map(|e| (e.reason, e.message)),
+        decision.table_event().map(|e| (e.reason, e.message)),
         Some((
             event_reason::TLS_MIGRATION_STEP,
             "daemonSet virt-handler at v1.6.0: inserting the TLS flag".to_owned()
@@ -306,7 +307,7 @@ fn quirk_16_tls_step_is_followed_by_a_quiet_done_pass_while_pods_re_roll() {
         ..handler()
     };
     let decision = kubevirt(&next);
-    assert!(decision.quiet && decision.done);
+    assert!(decision.action.quiet && decision.done);
     assert_eq!(decision.write, None, "step 2 waits for a later canary flow");
 }
 
@@ -347,7 +348,7 @@ fn quirk_03_any_max_unavailable_but_one_is_an_ongoing_rollout() {
             ..handler()
         };
         let decision = kubevirt(&observation);
-        assert!(!decision.quiet, "{live} counts as ongoing");
+        assert!(!decision.action.quiet, "{live} counts as ongoing");
         assert_completed(&decision);
     }
     for live in [
@@ -359,7 +360,10 @@ fn quirk_03_any_max_unavailable_but_one_is_an_ongoing_rollout() {
             live_max_unavailable: live.clone(),
             ..handler()
         };
-        assert!(kubevirt(&observation).quiet, "{live} counts as resting");
+        assert!(
+            kubevirt(&observation).action.quiet,
+            "{live} counts as resting"
+        );
     }
 }
 
@@ -405,7 +409,10 @@ fn quirk_07_failure_is_not_sticky_and_the_event_repeats() {
     };
     let again = kubevirt(&failing);
     assert_eq!(again.phase, Phase::Failed);
-    assert_eq!(again.event.unwrap().reason, event_reason::FAILED_UPDATE);
+    assert_eq!(
+        again.table_event().unwrap().reason,
+        event_reason::FAILED_UPDATE
+    );
 
     let recovered = Observation {
         crash_loop: None,
@@ -428,7 +435,7 @@ fn quirk_11_row_one_without_spec_change_goes_quiet_next_pass() {
         ..handler()
     };
     let decision = kubevirt(&next);
-    assert!(decision.quiet && decision.done);
+    assert!(decision.action.quiet && decision.done);
     assert_eq!(decision.phase, Phase::Successful);
 }
 
@@ -450,7 +457,8 @@ fn quirk_15_failed_writes_carry_a_literal_nil() {
     );
     assert_eq!(start.write, None);
     assert_eq!(
-        start.event, None,
+        start.table_event(),
+        None,
         "the reference emits no event for a failed patch"
     );
 
@@ -465,7 +473,7 @@ fn quirk_15_failed_writes_carry_a_literal_nil() {
         finish.error.as_deref(),
         Some("unable to update daemonset virt-handler: boom")
     );
-    assert!(!finish.done && !finish.record_generation);
+    assert!(!finish.done && !finish.action.record_generation);
 
     let create = decide_create(&strategy, NAME, VERSION).write_failed(&strategy, NAME, "exists");
     assert_eq!(
@@ -499,11 +507,12 @@ fn invalid_strategy_fails_without_writing() {
     assert!(
         decision
             .error
+            .as_deref()
             .unwrap()
             .contains("canary maxUnavailable of 1")
     );
     assert_eq!(
-        decision.event.unwrap().reason,
+        decision.table_event().unwrap().reason,
         event_reason::INVALID_STRATEGY
     );
     let create = decide_create(&strategy, NAME, VERSION);

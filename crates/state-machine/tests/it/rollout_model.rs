@@ -214,7 +214,7 @@ impl Model {
             self.apply(
                 write.max_unavailable,
                 write.template_edit,
-                decision.record_generation,
+                decision.action.record_generation,
             );
             self.writes.push(write.kind);
         }
@@ -376,7 +376,7 @@ impl Model {
         }
         if self.params.compatibility == Compatibility::Fixed {
             // Done means observed: every pod runs the live template, TLS included.
-            prop_assert!(last.quiet);
+            prop_assert!(last.action.quiet);
             prop_assert!(self.pods.iter().all(|pod| pod.template == self.live));
             if self.params.tls {
                 prop_assert!(self.live.tls_flag && !self.live.cert_volume);

@@ -11,8 +11,8 @@
 //! | 3 | `spec.strategy.onFailure: Rollback`, on a failure that says something about the version ([`FailureReason::is_sticky`]) | the stable revision | `failed`, then `rollingBack`, then `rolledBack` |
 //!
 //! A verb that cannot be acted on (nothing to abort, no such revision) is refused with a
-//! `VerbRefused` warning, and its mark counts as acted on: it never fires later, when the user
-//! has long forgotten it. The caller decides the pass with the driver's table first, then calls
+//! `VerbRefused` warning, as the verb table ([`Verb`]) says, and its mark counts as acted on: it
+//! never fires later, when the user has long forgotten it. The caller decides the pass with the driver's table first, then calls
 //! [`decide_rollback`] with the phase it decided.
 //!
 //! # Invariants
@@ -24,10 +24,11 @@
 //!   a rollout at rest is refused.
 //! - [`decide_rollback`] is pure and never panics.
 
-use crate::decide::{normal, warning};
+use super::events::{normal, warning};
 use crate::decision::{Event, event_reason};
 use crate::phase::{FailureReason, Phase};
-use crate::strategy::OnFailure;
+use crate::strategy::{Driver, OnFailure};
+use crate::verb::{Verb, VerbContext, undo_revision};
 
 /// One remembered revision: its number and the version it rolled out.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -47,8 +48,9 @@ pub enum UndoTarget {
     Revision(i64),
 }
 
-/// Why a rollback started.
+/// Why a rollback started (with the `serde` feature, its name on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum RollbackReason {
     /// The `undo` verb: an earlier revision rolled out as any rollout.
     Undo,
@@ -74,15 +76,18 @@ impl RollbackReason {
         !matches!(self, RollbackReason::Undo)
     }
 
+    /// Every reason.
+    pub const ALL: [RollbackReason; 3] = [
+        RollbackReason::Undo,
+        RollbackReason::Abort,
+        RollbackReason::OnFailure,
+    ];
+
     /// The reason named `name`, if any.
     pub fn parse(name: &str) -> Option<RollbackReason> {
-        [
-            RollbackReason::Undo,
-            RollbackReason::Abort,
-            RollbackReason::OnFailure,
-        ]
-        .into_iter()
-        .find(|reason| reason.as_str() == name)
+        RollbackReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == name)
     }
 }
 
@@ -133,10 +138,20 @@ pub fn decide_rollback(observation: &RollbackObservation) -> RollbackDecision {
     };
     let name = &observation.name;
     let current_number = observation.current.as_ref().map(|c| c.number);
+    let verb_context = VerbContext {
+        // Both drivers go back; a workload someone else owns is refused before (the caller's).
+        driver: Driver::default(),
+        phase: observation.phase,
+        held: false,
+        owns_template: true,
+        rolling_back: observation.rolling_back,
+        current: observation.current.clone(),
+        stable: observation.stable.clone(),
+    };
     // Row 1: undo.
     if let Some(target) = observation.undo {
-        match undo_target(observation, target) {
-            Err(why) => decision.events.push(verb_refused(name, "undo", &why)),
+        match undo_revision(target, &verb_context, &observation.history) {
+            Err(why) => decision.events.push(verb_refused(name, Verb::Undo, &why)),
             Ok(to) => {
                 decision.events.push(normal(
                     event_reason::UNDO_STARTED,
@@ -152,28 +167,10 @@ pub fn decide_rollback(observation: &RollbackObservation) -> RollbackDecision {
             }
         }
     }
-    // Row 2: abort.
+    // Row 2: abort, refused as the verb table says.
     if observation.abort {
-        let at_rest = observation.phase.is_none_or(Phase::is_at_rest);
-        let refusal = if observation.rolling_back {
-            Some("a rollback is already in progress".to_owned())
-        } else if at_rest {
-            Some("the rollout has ended successfully; nothing to abort".to_owned())
-        } else {
-            match &observation.stable {
-                None => Some(
-                    "no revision has finished successfully yet: there is nothing to go back to"
-                        .to_owned(),
-                ),
-                Some(stable) if Some(stable.number) == current_number => Some(format!(
-                    "the revision being rolled out ({}) is the last successful one: there is nothing to go back to",
-                    stable.number
-                )),
-                Some(_) => None,
-            }
-        };
-        match (refusal, &observation.stable) {
-            (Some(why), _) => decision.events.push(verb_refused(name, "abort", &why)),
+        match (Verb::Abort.refusal(&verb_context), &observation.stable) {
+            (Some(why), _) => decision.events.push(verb_refused(name, Verb::Abort, &why)),
             (None, Some(stable)) => {
                 decision.events.push(normal(
                     event_reason::ABORTED,
@@ -231,42 +228,6 @@ pub fn rolled_back_event(
     })
 }
 
-fn undo_target(observation: &RollbackObservation, target: UndoTarget) -> Result<Revision, String> {
-    let history = &observation.history;
-    let current = observation.current.as_ref().map(|c| c.number);
-    let known = || {
-        let numbers: Vec<String> = history.iter().map(|r| r.number.to_string()).collect();
-        if numbers.is_empty() {
-            "the history is empty".to_owned()
-        } else {
-            format!("revisions: {}", numbers.join(", "))
-        }
-    };
-    let found = match target {
-        UndoTarget::Revision(number) => history.iter().find(|r| r.number == number).cloned(),
-        UndoTarget::Previous => history
-            .iter()
-            .filter(|r| current.is_none_or(|c| r.number < c))
-            .max_by_key(|r| r.number)
-            .cloned(),
-    };
-    let Some(to) = found else {
-        return Err(match target {
-            UndoTarget::Revision(number) => {
-                format!("revision {number} is not in the history ({})", known())
-            }
-            UndoTarget::Previous => format!("no revision before the current one ({})", known()),
-        });
-    };
-    if Some(to.number) == current && !observation.rolling_back {
-        return Err(format!(
-            "revision {} is the one rolled out already",
-            to.number
-        ));
-    }
-    Ok(to)
-}
-
 fn version_of(revision: &Revision) -> &str {
     if revision.version.is_empty() {
         "version unknown"
@@ -275,11 +236,12 @@ fn version_of(revision: &Revision) -> &str {
     }
 }
 
-/// The `VerbRefused` warning: `verb` could not be acted on, because `why`.
-pub fn verb_refused(name: &str, verb: &str, why: &str) -> Event {
+/// The `VerbRefused` warning: `verb` could not be acted on, because `why` (the verb table's
+/// refusal, [`Verb::refusal`]).
+pub fn verb_refused(name: &str, verb: Verb, why: &str) -> Event {
     warning(
         event_reason::VERB_REFUSED,
-        format!("daemonSet {name}: {verb} refused: {why}"),
+        format!("daemonSet {name}: {} refused: {why}", verb.name()),
     )
 }
 

@@ -1,0 +1,281 @@
+//! The rows both drivers share, each a function that names its reason: the life cycle runs
+//! the first ones in its order ([`super::decide`]), a driver's progress calls the others at
+//! its place (a sticky failure, the progress deadline, a failure).
+
+use super::events::{rollout_of, started_event, warning};
+use super::{Decision, DriverAction, Life, Row, Table};
+use crate::decision::{DaemonSetWrite, event_reason};
+use crate::observation::{DriftSeen, PreviousPass};
+use crate::phase::{FailureReason, Phase};
+use crate::strategy::{DriftPolicy, Strategy, StrategyError};
+
+/// Row 1: the strategy (or the driver's own settings) does not validate: `failed` with
+/// `InvalidStrategy`, announced once, nothing written until it is fixed.
+pub(crate) fn invalid<A: DriverAction>(error: &StrategyError, life: &Life<'_>) -> Decision<A> {
+    let message = format!("daemonSet {} has an invalid strategy: {error}", life.name);
+    let failure = FailureReason::InvalidStrategy;
+    let event = (!repeats(life.previous.as_ref(), Phase::Failed, Some(failure)))
+        .then(|| warning(event_reason::INVALID_STRATEGY, message.clone()));
+    Decision {
+        failure: Some(failure),
+        events: event.into_iter().collect(),
+        error: Some(message),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// Row 2: the live DaemonSet was changed by someone else (the default table only; KubeVirt
+/// mode reverts it unsupervised at its next row 3a or 4 write, spec quirk 5).
+///
+/// `Revert`: the start again, so the desired template goes back out and the pods the hand
+/// edit replaced come back one at a time, supervised. `Report`: nothing is written while the
+/// drift lasts (the rollout holds where it is), only the event, once. Either way a change of
+/// the desired state (the start row) wins over the drift.
+pub(super) fn drifted<T: Table>(
+    strategy: &Strategy,
+    table: &T,
+    drift: &DriftSeen,
+) -> Decision<T::Action> {
+    let life = table.life();
+    let name = life.name;
+    let decision = match strategy.drift_policy {
+        DriftPolicy::Revert => Decision {
+            events: vec![warning(
+                event_reason::DRIFT_DETECTED,
+                format!(
+                    "daemonSet {name} was changed outside the controller ({}); reverting to the desired template, canary first",
+                    drift.what
+                ),
+            )],
+            ..start(&life, Some(table.start_write(strategy)), true)
+                .with_action(table.action(Row::Revert))
+        },
+        DriftPolicy::Report => {
+            let already = life.previous.is_some_and(|p| p.drifted);
+            let event = (!already).then(|| {
+                warning(
+                    event_reason::DRIFT_DETECTED,
+                    format!(
+                        "daemonSet {name} was changed outside the controller ({}); left as it is (driftPolicy Report), {} until the desired state changes",
+                        drift.what, life.report_stops
+                    ),
+                )
+            });
+            Decision {
+                events: event.into_iter().collect(),
+                ..kept_as_it_was(&life).with_action(table.action(Row::Report))
+            }
+        }
+    };
+    Decision {
+        drifted: true,
+        ..decision
+    }
+}
+
+/// Where a drift kept as it is (`Report`) holds the rollout: where the previous pass left
+/// it, a failure with its reason. A configuration the previous pass could not act on (an
+/// invalid strategy or spec) is valid now that this pass got here, and left no rollout to
+/// hold: as on a first pass. So is the reference's `UnexpectedState`, which the fixed table
+/// (the only one that reads a drift) never gives (a status left by `compatibility: KubeVirt`
+/// before the switch to `Fixed`).
+fn kept_as_it_was<A: DriverAction>(life: &Life<'_>) -> Decision<A> {
+    let previous = life.previous.filter(|previous| {
+        !(previous.phase == Phase::Failed
+            && matches!(
+                previous.failure,
+                Some(
+                    FailureReason::InvalidStrategy
+                        | FailureReason::InvalidSpec
+                        | FailureReason::DaemonSetClaimed
+                        | FailureReason::UnexpectedState
+                )
+            ))
+    });
+    match previous {
+        Some(previous) if previous.phase == Phase::Failed => stay_failed(life, previous),
+        Some(previous) => Decision {
+            done: previous.phase == Phase::Successful && !life.pods_rows,
+            ..Decision::hold(previous.phase)
+        },
+        None => Decision {
+            done: !life.pods_rows,
+            ..Decision::hold(Phase::Successful)
+        },
+    }
+}
+
+/// Row 4: a rollout starts, `started` (the MaxUnavailable driver's row 1 of the reference).
+/// `write`: the template write that starts it, when it is this pass's (the Pods driver also
+/// starts on a new revision the DaemonSet controller made, with no write); `announced`: the
+/// start event went out already (with the write, or for a revert as its drift). Never
+/// records the generation: the generation mismatch brings the next passes back.
+pub(crate) fn start<A: DriverAction>(
+    life: &Life<'_>,
+    write: Option<DaemonSetWrite>,
+    announced: bool,
+) -> Decision<A> {
+    let event = (!announced).then(|| started_event(life.name, life.version));
+    Decision {
+        write,
+        events: event.into_iter().collect(),
+        ..Decision::hold(Phase::Started)
+    }
+}
+
+/// The previous pass's failure when it holds until the target changes (the default table;
+/// a new target starts again). A rejected write or an invalid strategy is not sticky: see
+/// [`FailureReason::is_sticky`].
+pub(crate) fn sticky(life: &Life<'_>) -> Option<PreviousPass> {
+    life.previous.filter(|previous| {
+        previous.phase == Phase::Failed && previous.failure.is_none_or(FailureReason::is_sticky)
+    })
+}
+
+/// The sticky failure row: `failed` as the previous pass was, with its reason, nothing
+/// written and nothing announced again.
+pub(crate) fn stay_failed<A: DriverAction>(life: &Life<'_>, previous: PreviousPass) -> Decision<A> {
+    let failure = previous
+        .failure
+        .unwrap_or(FailureReason::CanaryCrashLooping);
+    Decision {
+        failure: Some(failure),
+        error: Some(format!(
+            "daemonSet {}: {} failed ({failure}); it stays failed until the target changes",
+            life.name,
+            rollout_of(life.version)
+        )),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// The failure row: `failed` for `failure`, its Warning event (`reason`) emitted only on the
+/// transition into it. Every failure a driver or a gate decides goes through here, so that
+/// both drivers announce, keep (sticky) and roll back (`onFailure`) a failure alike.
+pub(crate) fn failed<A: DriverAction>(
+    life: &Life<'_>,
+    failure: FailureReason,
+    reason: &'static str,
+    message: String,
+) -> Decision<A> {
+    let event = (!repeats(life.previous.as_ref(), Phase::Failed, Some(failure)))
+        .then(|| warning(reason, message.clone()));
+    Decision {
+        failure: Some(failure),
+        events: event.into_iter().collect(),
+        error: Some(message),
+        ..Decision::hold(Phase::Failed)
+    }
+}
+
+/// The progress deadline row: the previous pass was in progress, the ready count (`ready` of
+/// `desired`) did not move, and the time since the phase started or the count last moved is
+/// over the deadline.
+pub(crate) fn deadline_exceeded<A: DriverAction>(
+    strategy: &Strategy,
+    life: &Life<'_>,
+    ready: u32,
+    desired: u32,
+) -> Option<Decision<A>> {
+    let deadline = strategy.progress_deadline?;
+    let previous = life.previous?;
+    // Time held on request (`paused`) is no stall: the deadline runs again from the resume.
+    let stalled = previous.phase.is_in_progress()
+        && previous.phase != Phase::Paused
+        && previous.updated_ready == ready
+        && previous.since_progress > deadline;
+    if !stalled {
+        return None;
+    }
+    let message = format!(
+        "daemonSet {}: {} made no progress in phase {} for {}s (deadline {}s): {ready} of {desired} {} updated and ready",
+        life.name,
+        rollout_of(life.version),
+        previous.phase,
+        previous.since_progress.as_secs(),
+        deadline.as_secs(),
+        if desired == 1 { "pod" } else { "pods" },
+    );
+    Some(failed(
+        life,
+        FailureReason::ProgressDeadlineExceeded,
+        event_reason::PROGRESS_DEADLINE_EXCEEDED,
+        message,
+    ))
+}
+
+/// Whether the previous pass decided `phase` with `failure` already (its event went out).
+pub(crate) fn repeats(
+    previous: Option<&PreviousPass>,
+    phase: Phase,
+    failure: Option<FailureReason>,
+) -> bool {
+    previous.is_some_and(|previous| previous.phase == phase && previous.failure == failure)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::MaxUnavailableAction;
+    use std::time::Duration;
+
+    fn life(previous: Option<PreviousPass>) -> Life<'static> {
+        Life {
+            name: "agent",
+            version: "v2",
+            previous,
+            changed: false,
+            drift: None,
+            retry: false,
+            held: false,
+            hold_recorded: false,
+            live_on_hold: None,
+            held_stops: "nothing moves",
+            report_stops: "nothing is written",
+            pods_rows: false,
+        }
+    }
+
+    fn failed_with(failure: Option<FailureReason>) -> PreviousPass {
+        PreviousPass {
+            phase: Phase::Failed,
+            failure,
+            updated_ready: 0,
+            since_progress: Duration::ZERO,
+            drifted: false,
+        }
+    }
+
+    #[test]
+    fn only_a_failure_that_says_something_about_the_version_sticks() {
+        for reason in FailureReason::ALL {
+            let sticks = sticky(&life(Some(failed_with(Some(reason))))).is_some();
+            assert_eq!(sticks, reason.is_sticky(), "{reason}");
+        }
+        assert!(
+            sticky(&life(Some(failed_with(None)))).is_some(),
+            "no reason"
+        );
+        assert!(sticky(&life(None)).is_none());
+    }
+
+    #[test]
+    fn a_failure_is_announced_on_the_transition_only() {
+        let failure = FailureReason::CanaryCrashLooping;
+        let first: Decision<MaxUnavailableAction> = failed(
+            &life(None),
+            failure,
+            event_reason::FAILED_UPDATE,
+            "boom".into(),
+        );
+        assert_eq!(first.events.len(), 1);
+        let again: Decision<MaxUnavailableAction> = failed(
+            &life(Some(failed_with(Some(failure)))),
+            failure,
+            event_reason::FAILED_UPDATE,
+            "boom".into(),
+        );
+        assert!(again.events.is_empty());
+        assert_eq!(again.phase, Phase::Failed);
+    }
+}
