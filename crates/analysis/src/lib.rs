@@ -46,12 +46,16 @@
 //!
 //! - A run never blocks its caller: it is a task of its own, its lock is never held across an
 //!   await, and every query has a deadline ([`Provider::query`]'s `timeout`).
+//! - No request is sent to an address the controller's administrator did not allow
+//!   ([`AllowedAddresses`], `run --allow-analysis-address`): the caller checks a plan's
+//!   address before it starts a run, and a refused one is the object's `InvalidSpec`. So a
+//!   Secret of `bearerTokenSecret` or `caSecret` only ever goes to an allowed address.
 //! - A bearer token goes over https only (the CRD's rule and [`AnalysisPlan::new`] both refuse
 //!   it over http) and never appears in a log or a `Debug` output.
-//! - What a status shows of a measurement is bounded: a query shown is cut to 1,024
-//!   characters, an answer is read up to 1 MiB, a refusal that is not Prometheus' JSON shows its
-//!   first 200 characters. (The `error` text of a JSON refusal is shown whole: a provider's
-//!   error text is not cut yet.)
+//! - What a status, an event or a log shows of a measurement is bounded (issue 47): a query
+//!   shown is cut to 1 KiB, an answer is read up to 64 KiB, and every text from the provider
+//!   (its error, a page that is not its JSON, a connection error) is cut to a few hundred bytes
+//!   by `canary_state_machine::cut`, the one home of that cut.
 //! - A measurement that cannot be taken (no credentials, no answer, no single number) is
 //!   inconclusive with its reason, never a failure of the release.
 //!
@@ -79,6 +83,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod allow;
 mod credentials;
 mod plan;
 mod prometheus;
@@ -87,6 +92,9 @@ mod providers;
 mod run;
 mod spec;
 
+pub use allow::{
+    ALLOW_ENV, ALLOW_FLAG, AddressError, AllowedAddresses, AnalysisAddress, NotAllowed,
+};
 /// The state machine's types in this crate's signatures, for users who take it alone.
 pub use canary_state_machine::{AnalysisVerdict, Measurement, MetricCheck, TemplateValues};
 pub use credentials::CredentialError;

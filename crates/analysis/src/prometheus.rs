@@ -32,11 +32,20 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde::Deserialize;
 
+use canary_state_machine::{OUTSIDE_TEXT_BYTES, cut};
+
 use crate::provider::{Endpoint, Provider, QueryError};
 
+/// Outside text (an answer's error, a connection error), cut for a status, an event or a log.
+fn outside(text: &str) -> String {
+    cut(text, OUTSIDE_TEXT_BYTES).into_owned()
+}
+
 /// The largest answer read: one sample is a few hundred bytes; an aggregation forgotten over
-/// 5,000 nodes is far more, and is refused as several series anyway.
-const MAX_ANSWER_BYTES: usize = 1 << 20;
+/// a few hundred nodes is more, and is refused as several series anyway. The cap bounds what
+/// one query can make the controller hold (issue 47: 1 MiB answers from 10 objects took it to
+/// 1 GB).
+pub const MAX_ANSWER_BYTES: usize = 64 << 10;
 
 /// The https clients kept, one per CA: a CA that rotates leaves an old one behind, so the map
 /// starts over past this many.
@@ -106,7 +115,7 @@ impl HttpPrometheus {
             self.http.request(request).await
         };
         let response =
-            sent.map_err(|e| QueryError::Unreachable(crate::provider::error_chain(&e)))?;
+            sent.map_err(|e| QueryError::Unreachable(outside(&crate::provider::error_chain(&e))))?;
         let status = response.status().as_u16();
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
@@ -114,11 +123,11 @@ impl HttpPrometheus {
             .map_err(|e| {
                 if e.downcast_ref::<LengthLimitError>().is_some() {
                     QueryError::Undecodable(format!(
-                        "an answer larger than {} MiB (aggregate the query to one series)",
-                        MAX_ANSWER_BYTES >> 20
+                        "an answer larger than {} KiB (aggregate the query to one series)",
+                        MAX_ANSWER_BYTES >> 10
                     ))
                 } else {
-                    QueryError::Unreachable(e.to_string())
+                    QueryError::Unreachable(outside(&e.to_string()))
                 }
             })?
             .to_bytes();
@@ -180,14 +189,13 @@ pub fn tls_config(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, QueryEr
     Ok(config)
 }
 
-/// `<address>/api/v1/query`, for an `http://` or `https://` address.
+/// `<address>/api/v1/query`, for an `http://` or `https://` address, built from the parsed
+/// address the allow-list judges ([`AnalysisAddress`](crate::AnalysisAddress)): a URL that
+/// prefix cannot judge (`user@host`, `?`, `#`) is refused here too.
 pub fn query_uri(address: &str) -> Result<hyper::Uri, QueryError> {
-    if !(address.starts_with("http://") || address.starts_with("https://")) {
-        return Err(QueryError::BadAddress(address.to_owned()));
-    }
-    format!("{}/api/v1/query", address.trim_end_matches('/'))
-        .parse()
-        .map_err(|_| QueryError::BadAddress(address.to_owned()))
+    crate::AnalysisAddress::parse(address)
+        .and_then(|parsed| parsed.query_uri())
+        .map_err(|e| QueryError::BadAddress(cut(&e.to_string(), OUTSIDE_TEXT_BYTES).into_owned()))
 }
 
 /// The form body of an instant query: `query=<promql>`, form-encoded.
@@ -226,24 +234,25 @@ pub fn parse_answer(status: u16, body: &[u8]) -> Result<f64, QueryError> {
     let answer: Answer = match serde_json::from_slice(body) {
         Ok(answer) => answer,
         Err(error) if (200..300).contains(&status) => {
-            return Err(QueryError::Undecodable(error.to_string()));
+            return Err(QueryError::Undecodable(outside(&error.to_string())));
         }
         Err(_) => {
-            let start: String = String::from_utf8_lossy(body).chars().take(200).collect();
+            // The start of the page only: cut before it is decoded as a whole.
+            let start = body.get(..OUTSIDE_TEXT_BYTES).unwrap_or(body);
             return Err(QueryError::Refused {
                 status,
-                error: start,
+                error: outside(&String::from_utf8_lossy(start)),
             });
         }
     };
     if answer.status != "success" {
+        // Prometheus' error is as long as whoever answers wants (issue 47): cut each part
+        // before they are joined, so that no copy of the whole is made.
+        let error_type = answer.error_type.unwrap_or_default();
+        let error = answer.error.unwrap_or_default();
         return Err(QueryError::Refused {
             status,
-            error: format!(
-                "{}: {}",
-                answer.error_type.unwrap_or_default(),
-                answer.error.unwrap_or_default()
-            ),
+            error: format!("{}: {}", cut(&error_type, 64), outside(&error)),
         });
     }
     let data = answer
@@ -252,7 +261,7 @@ pub fn parse_answer(status: u16, body: &[u8]) -> Result<f64, QueryError> {
     let sample = match data.result_type.as_str() {
         "vector" => {
             let series: Vec<Series> = serde_json::from_value(data.result)
-                .map_err(|e| QueryError::Undecodable(e.to_string()))?;
+                .map_err(|e| QueryError::Undecodable(outside(&e.to_string())))?;
             match series.as_slice() {
                 [] => return Err(QueryError::NoData),
                 [one] => one.value.1.clone(),
@@ -261,11 +270,11 @@ pub fn parse_answer(status: u16, body: &[u8]) -> Result<f64, QueryError> {
         }
         "scalar" => {
             let (_, value): (serde_json::Value, String) = serde_json::from_value(data.result)
-                .map_err(|e| QueryError::Undecodable(e.to_string()))?;
+                .map_err(|e| QueryError::Undecodable(outside(&e.to_string())))?;
             value
         }
         "matrix" => return Err(QueryError::NotANumber("range vector".to_owned())),
-        other => return Err(QueryError::NotANumber(other.to_owned())),
+        other => return Err(QueryError::NotANumber(cut(other, 64).into_owned())),
     };
     parse_sample(&sample)
 }
@@ -278,7 +287,7 @@ fn parse_sample(text: &str) -> Result<f64, QueryError> {
         "-Inf" => Ok(f64::NEG_INFINITY),
         _ => text
             .parse()
-            .map_err(|_| QueryError::Undecodable(format!("sample value {text:?}"))),
+            .map_err(|_| QueryError::Undecodable(format!("sample value {:?}", cut(text, 64)))),
     }
 }
 
@@ -327,6 +336,24 @@ mod tests {
             parse_answer(200, b"<html>"),
             Err(QueryError::Undecodable(_))
         ));
+    }
+
+    #[test]
+    fn a_huge_error_or_page_is_cut_to_a_few_hundred_bytes() {
+        let huge = "x".repeat(MAX_ANSWER_BYTES - 100);
+        let json = format!(r#"{{"status":"error","errorType":"{huge}","error":"{huge}"}}"#);
+        let error = parse_answer(422, json.as_bytes()).unwrap_err().to_string();
+        assert!(error.len() < 2 * OUTSIDE_TEXT_BYTES, "{}", error.len());
+        assert!(error.contains("[cut from"), "{error}");
+        let page = parse_answer(502, huge.as_bytes()).unwrap_err().to_string();
+        assert!(page.len() < 2 * OUTSIDE_TEXT_BYTES, "{}", page.len());
+        let undecodable = format!(
+            r#"{{"status":"success","data":{{"resultType":"scalar","result":[1,"{huge}"]}}}}"#
+        );
+        let error = parse_answer(200, undecodable.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(error.len() < OUTSIDE_TEXT_BYTES, "{}", error.len());
     }
 
     /// One request to a loopback server that keeps what it received and answers one sample.
@@ -387,8 +414,11 @@ mod tests {
             Ok("https://prom/api/v1/query".to_owned())
         );
         assert_eq!(
-            query_uri("ftp://prom"),
-            Err(QueryError::BadAddress("ftp://prom".to_owned()))
+            query_uri("ftp://prom").map_err(|e| e.to_string()),
+            Err(r#"address "ftp://prom" is not an http:// or https:// URL"#.to_owned())
         );
+        // The request goes where the allow-list looked: never past a `#` or to a `user@host`.
+        assert!(query_uri("http://prom:9090/admin#").is_err());
+        assert!(query_uri("http://prom:9090@evil").is_err());
     }
 }

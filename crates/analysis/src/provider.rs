@@ -36,7 +36,7 @@ impl ProviderKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
     /// The address is not an `http://` or `https://` URL.
-    #[error("address {0:?} is not an http:// or https:// URL")]
+    #[error("address {0}")]
     BadAddress(String),
     /// The CA certificates cannot be used, or the system has no roots.
     #[error("TLS: {0}")]

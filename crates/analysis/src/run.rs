@@ -19,7 +19,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use canary_state_machine::{
-    AnalysisVerdict, Measurement, MetricCheck, MetricTally, TemplateValues, judge, render, verdict,
+    AnalysisVerdict, Measurement, MetricCheck, MetricTally, OUTSIDE_TEXT_BYTES, TemplateValues,
+    cut, judge, render, verdict,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -190,18 +191,18 @@ impl AnalysisRun {
 
 /// The most of a rendered query the status shows: a query listing thousands of nodes would
 /// not fit an object (the log has it whole).
-const SHOWN_QUERY_CHARS: usize = 1024;
+const SHOWN_QUERY_BYTES: usize = 1024;
 
-/// `query`, cut to [`SHOWN_QUERY_CHARS`] with a note saying how much is left out.
+/// `query`, cut to [`SHOWN_QUERY_BYTES`] (saying so).
 fn shown(query: &str) -> String {
-    match query.char_indices().nth(SHOWN_QUERY_CHARS) {
-        None => query.to_owned(),
-        Some((cut, _)) => format!(
-            "{}… ({} more characters; the controller's log has the whole query)",
-            &query[..cut],
-            query.len() - cut
-        ),
-    }
+    cut(query, SHOWN_QUERY_BYTES).into_owned()
+}
+
+/// Why a measurement has no number (a provider's error, a Secret's): outside text, cut for
+/// the status, the events and the log (issue 47). A provider cuts too; this is the bound of
+/// every provider, whatever it does.
+fn outside(why: &str) -> String {
+    cut(why, 2 * OUTSIDE_TEXT_BYTES).into_owned()
 }
 
 /// A sample as Prometheus writes one (`0.25`, `+Inf`): a status holds no float that JSON
@@ -267,11 +268,11 @@ async fn measure_one<'a>(
                 let answer = provider
                     .query(endpoint, &promql, plan.timeout)
                     .await
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| outside(&e.to_string()));
                 (promql, answer)
             }
-            (Ok(promql), Err(why)) => (promql, Err(why.to_string())),
-            (Err(why), _) => (template.to_owned(), Err(why.to_string())),
+            (Ok(promql), Err(why)) => (promql, Err(outside(&why.to_string()))),
+            (Err(why), _) => (template.to_owned(), Err(outside(&why.to_string()))),
         }
     };
     let (query, value) = ask(&check.query).await;
@@ -431,7 +432,7 @@ mod tests {
             .map(|bytes| bytes.len())
             .unwrap_or(usize::MAX);
         assert!(size < 48 * 1024, "status.analysis is {size} bytes");
-        assert!(status.measurements[0].query.contains("more characters"));
+        assert!(status.measurements[0].query.contains("[cut from"));
         // The next round comes an interval later.
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(woken.load(Ordering::SeqCst), 2);

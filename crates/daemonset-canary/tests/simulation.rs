@@ -236,6 +236,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.hand_edits += e.hand_edits;
         total.bad_objects += e.bad_objects;
         total.refused_writes += e.refused_writes;
+        total.rivals += e.rivals;
         total.promotions += e.promotions;
         total.full_promotions += e.full_promotions;
         total.undos += e.undos;
@@ -258,7 +259,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} rivals={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -274,6 +275,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
         t.hand_edits,
         t.bad_objects,
         t.refused_writes,
+        t.rivals,
         t.promotions,
         t.full_promotions,
         t.holds,

@@ -72,7 +72,9 @@ pub fn transport_failure(error: &(dyn std::error::Error + 'static)) -> Option<St
 }
 
 /// Every message of `error`'s source chain, each once, joined by `: ` (kube's messages
-/// repeat their source's text; a part already contained in an earlier one is left out).
+/// repeat their source's text; a part already contained in an earlier one is left out), cut
+/// to [`EVENT_NOTE_BYTES`](canary_state_machine::EVENT_NOTE_BYTES): an API server's or a
+/// proxy's message is outside text (issue 47).
 pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut source = Some(error);
@@ -83,7 +85,11 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
         }
         source = current.source();
     }
-    parts.join(": ")
+    let joined = parts.join(": ");
+    match canary_state_machine::cut(&joined, canary_state_machine::EVENT_NOTE_BYTES) {
+        std::borrow::Cow::Borrowed(_) => joined,
+        std::borrow::Cow::Owned(cut) => cut,
+    }
 }
 
 fn lower_first(text: &str) -> String {

@@ -101,6 +101,7 @@
 //! # }
 //! ```
 
+pub mod claim;
 pub mod clock;
 pub mod controller;
 pub mod crd;

@@ -177,11 +177,15 @@ pub enum FailureReason {
     /// someone else, or a TLS container that is not there); nothing is written until it is
     /// fixed. Never decided by [`decide`](crate::decide): the caller reports it itself.
     InvalidSpec,
+    /// The DaemonSet is driven by another CanaryDaemonSet, which claimed it first (issue 47):
+    /// nothing is written or deleted until that one is deleted or stops naming it. Reported
+    /// by the caller, like [`FailureReason::InvalidSpec`].
+    DaemonSetClaimed,
 }
 
 impl FailureReason {
     /// Every reason.
-    pub const ALL: [FailureReason; 7] = [
+    pub const ALL: [FailureReason; 8] = [
         FailureReason::CanaryCrashLooping,
         FailureReason::WriteRejected,
         FailureReason::UnexpectedState,
@@ -189,6 +193,7 @@ impl FailureReason {
         FailureReason::InvalidStrategy,
         FailureReason::AnalysisFailed,
         FailureReason::InvalidSpec,
+        FailureReason::DaemonSetClaimed,
     ];
 
     /// The stable CamelCase name (`"CanaryCrashLooping"`, ...).
@@ -201,6 +206,7 @@ impl FailureReason {
             FailureReason::InvalidStrategy => "InvalidStrategy",
             FailureReason::AnalysisFailed => "AnalysisFailed",
             FailureReason::InvalidSpec => "InvalidSpec",
+            FailureReason::DaemonSetClaimed => "DaemonSetClaimed",
         }
     }
 

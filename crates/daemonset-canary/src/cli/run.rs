@@ -13,12 +13,14 @@
 
 use super::{Connection, EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
+use canary_analysis::AllowedAddresses;
 use canary_kube_adapter::scope::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::{Mode, bridge};
 use daemonset_canary::server::BackgroundServer;
 use kube::api::ListParams;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the first request to the API server may take before `run` gives up.
@@ -60,6 +62,19 @@ pub struct RunArgs {
     /// Reconciles running at once (0: unbounded; one object is never reconciled twice at once).
     #[arg(long, env = "CANARY_CONCURRENCY", default_value_t = 0)]
     concurrency: u16,
+    /// An analysis address the controller may query (and send a bearerTokenSecret to): a URL
+    /// prefix of scheme, host, port and path, such as
+    /// http://prometheus-k8s.monitoring.svc:9090, compared by parsed parts. Repeatable; the
+    /// environment variable takes several, comma-separated. `*` allows any address: only when
+    /// whoever may create a CanaryDaemonSet may also make the controller's network requests.
+    /// With none, every spec.analysis is refused (InvalidSpec).
+    #[arg(
+        long = "allow-analysis-address",
+        env = "CANARY_ALLOW_ANALYSIS_ADDRESS",
+        value_name = "PREFIX",
+        value_delimiter = ','
+    )]
+    allow_analysis_address: Vec<String>,
 }
 
 /// Runs until SIGTERM or SIGINT.
@@ -138,6 +153,14 @@ fn controller_config(
     if args.lease_duration_seconds < 3 && args.leader_election {
         anyhow::bail!("--lease-duration-seconds must be at least 3");
     }
+    let allowed =
+        AllowedAddresses::from_flags(args.allow_analysis_address.iter().map(String::as_str))
+            .context("--allow-analysis-address (CANARY_ALLOW_ANALYSIS_ADDRESS)")?;
+    if allowed.is_none() {
+        tracing::info!(
+            "no analysis address is allowed (--allow-analysis-address): a CanaryDaemonSet with spec.analysis ends in InvalidSpec"
+        );
+    }
     Ok(ControllerConfig {
         namespace: args.namespace.clone(),
         field_manager: args.field_manager.clone(),
@@ -146,6 +169,7 @@ fn controller_config(
         observer,
         concurrency: args.concurrency,
         server_url: Some(connection.url.clone()),
+        allowed_analysis_addresses: Arc::new(allowed),
         ..ControllerConfig::default()
     })
 }

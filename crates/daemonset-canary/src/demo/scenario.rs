@@ -193,6 +193,11 @@ impl Scenario {
             clock: clock.clone(),
             observer: observer.clone(),
             analysis: Arc::new(SimQueries(SimPrometheus::new(sim.store().clone()))),
+            // The demo's stand-in Prometheus, allowed as an administrator would allow theirs.
+            allowed_analysis_addresses: Arc::new(
+                canary_analysis::AllowedAddresses::from_flags([DEMO_PROMETHEUS])
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            ),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();

@@ -46,8 +46,19 @@ impl Drop for AnalysisBed {
     }
 }
 
+/// A free loopback port for the bed's Prometheus, chosen before the controller starts so that
+/// the controller can be allowed to query it.
+fn prometheus_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl AnalysisBed {
-    async fn start(e2e: &E2e) -> Self {
+    /// The bed, its Prometheus on `port` ([`prometheus_port`], allowed to the controller).
+    async fn start(e2e: &E2e, port: u16) -> Self {
         let exposition = Arc::new(Mutex::new(String::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -86,11 +97,6 @@ impl AnalysisBed {
             ),
         )
         .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
@@ -201,8 +207,13 @@ fn analysed(e2e: &E2e, bed: &AnalysisBed, version: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_good_release_passes_its_pause_steps_analysis() {
-    let e2e = E2e::isolated("analysis-good").nodes(6).start().await;
-    let bed = AnalysisBed::start(&e2e).await;
+    let port = prometheus_port();
+    let e2e = E2e::isolated("analysis-good")
+        .nodes(6)
+        .allow_analysis_address(format!("http://127.0.0.1:{port}"))
+        .start()
+        .await;
+    let bed = AnalysisBed::start(&e2e, port).await;
     e2e.install(
         &serde_json::from_value(analysed(&e2e, &bed, "v1")).unwrap(),
         Duration::from_secs(120),
@@ -262,8 +273,13 @@ async fn a_good_release_passes_its_pause_steps_analysis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_bad_release_fails_its_analysis_with_only_the_canary_updated() {
-    let e2e = E2e::isolated("analysis-bad").nodes(6).start().await;
-    let bed = AnalysisBed::start(&e2e).await;
+    let port = prometheus_port();
+    let e2e = E2e::isolated("analysis-bad")
+        .nodes(6)
+        .allow_analysis_address(format!("http://127.0.0.1:{port}"))
+        .start()
+        .await;
+    let bed = AnalysisBed::start(&e2e, port).await;
     e2e.install(
         &serde_json::from_value(analysed(&e2e, &bed, "v1")).unwrap(),
         Duration::from_secs(120),

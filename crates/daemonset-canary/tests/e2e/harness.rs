@@ -220,9 +220,17 @@ pub struct Isolated {
     nodes: u32,
     labels: Box<dyn Fn(u32) -> Vec<(String, String)>>,
     controller: bool,
+    allowed_analysis: Vec<String>,
 }
 
 impl Isolated {
+    /// Its controller may query `prefix` (`--allow-analysis-address`), as an administrator
+    /// allows their Prometheus.
+    pub fn allow_analysis_address(mut self, prefix: String) -> Self {
+        self.allowed_analysis.push(prefix);
+        self
+    }
+
     /// Its own nodes: `<namespace>-1` .. `-N` (default 6).
     pub fn nodes(mut self, nodes: u32) -> Self {
         self.nodes = nodes;
@@ -247,6 +255,7 @@ impl Isolated {
     pub async fn start(self) -> E2e {
         let mut e2e = E2e::connect(&self.scenario).await;
         e2e.logs = Some(PathBuf::from(required_env(ENV_LOGS)));
+        e2e.allowed_analysis = self.allowed_analysis;
         e2e.create_pool(self.nodes, &*self.labels).await;
         if self.controller {
             let controller = e2e.spawn_controller("controller").await;
@@ -273,6 +282,8 @@ pub struct E2e {
     logs: Option<PathBuf>,
     /// When it started (its time is printed when it ends, for CI's log).
     started: Instant,
+    /// The analysis addresses its own controllers may query.
+    allowed_analysis: Vec<String>,
 }
 
 impl E2e {
@@ -299,6 +310,7 @@ impl E2e {
             nodes: 6,
             labels: Box::new(|_| Vec::new()),
             controller: true,
+            allowed_analysis: Vec::new(),
         }
     }
 
@@ -340,6 +352,7 @@ impl E2e {
             pool: Vec::new(),
             logs: None,
             started: Instant::now(),
+            allowed_analysis: Vec::new(),
         };
         // Pods are admitted once the namespace's default ServiceAccount exists.
         e2e.wait_for(
@@ -495,6 +508,11 @@ impl E2e {
             ])
             .args(["--lease-name", &self.namespace, "--identity", &identity])
             .args(["--metrics-addr", "127.0.0.1:0", "--log-format", "json"])
+            .args(
+                self.allowed_analysis
+                    .iter()
+                    .map(|prefix| format!("--allow-analysis-address={prefix}")),
+            )
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)

@@ -185,7 +185,11 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     let mut prometheus = Some(start_prometheus_at(&dir, exporter_port, prometheus_port));
 
     let log = std::fs::File::create(dir.join("run.log")).unwrap();
-    let _run = support::spawn_run(&sim.kubeconfig, Stdio::from(log));
+    let _run = support::spawn_run_allowing(
+        &sim.kubeconfig,
+        Stdio::from(log),
+        &[&format!("http://127.0.0.1:{prometheus_port}")],
+    );
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let v1: CanaryDaemonSet = serde_json::from_value(analysed("v1", prometheus_port)).unwrap();
@@ -288,7 +292,11 @@ async fn a_real_prometheus_over_https_is_verified_with_the_ca_of_a_secret() {
     let _prometheus = start_prometheus_tls_at(&dir, exporter_port, port);
 
     let log = std::fs::File::create(dir.join("run.log")).unwrap();
-    let _run = support::spawn_run(&sim.kubeconfig, Stdio::from(log));
+    let _run = support::spawn_run_allowing(
+        &sim.kubeconfig,
+        Stdio::from(log),
+        &[&format!("https://127.0.0.1:{port}")],
+    );
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let set = |version: &'static str| {
         let api = api.clone();

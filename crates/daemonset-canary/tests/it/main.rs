@@ -31,3 +31,4 @@ mod restarts;
 mod run_against_sim;
 mod scenario;
 mod sim_serve;
+mod tenant;

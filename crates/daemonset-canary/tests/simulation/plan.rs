@@ -183,6 +183,9 @@ pub struct Plan {
     pub drift_policy: DriftPolicy,
     /// Whether a second CanaryDaemonSet, stored with a spec that does not decode, sits beside.
     pub bad_object: bool,
+    /// Whether a rival CanaryDaemonSet naming the scenario's DaemonSet (`workloadRef`, one
+    /// `nodes: 100%` step) is created once the first holds its claim (invariant 29).
+    pub rival: bool,
     /// Whether the DaemonSet is edited by hand once everything is at rest, and checked a
     /// minute later.
     pub edit_at_rest: bool,
@@ -829,6 +832,8 @@ impl Plan {
         } else {
             (actions, edit_at_rest)
         };
+        // A rival claimant, from a stream of its own: three seeds in ten (`DST_RIVAL=1|0`).
+        let rival = forced("DST_RIVAL", Rng::new(seed, 11).chance(0.3));
         Plan {
             seed,
             profile,
@@ -843,6 +848,7 @@ impl Plan {
             max_latency,
             drift_policy,
             bad_object,
+            rival,
             edit_at_rest,
             pods,
             on_failure_rollback,
@@ -1013,6 +1019,9 @@ impl fmt::Display for Plan {
         }
         if self.workload {
             write!(f, "; a DaemonSet its owner changes (workloadRef)")?;
+        }
+        if self.rival {
+            write!(f, "; a rival CanaryDaemonSet naming its DaemonSet")?;
         }
         if let Some(pods) = &self.pods {
             write!(

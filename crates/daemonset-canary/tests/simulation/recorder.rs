@@ -268,11 +268,17 @@ impl Recorded {
         if request.resource != "daemonsets" || !request.is_write() {
             return;
         }
+        // The claim (issue 47, invariant 29): the one write a referenced DaemonSet gets, its
+        // annotation alone; not a rollout's write either.
+        if status.is_success() && claim_only(shape.as_ref(), self.daemon_set_shape().as_ref()) {
+            return;
+        }
         let referenced = self
             .store
             .get::<canary_kube_adapter::CanaryDaemonSet>(Some(NAMESPACE), NAME)
             .is_some_and(|cds| cds.spec.workload_ref.is_some());
-        if referenced {
+        // A refused write changed nothing (a claim's failed `test` of the resourceVersion).
+        if referenced && status.is_success() {
             self.world.violate(
                 Invariant::BoundedLeaderOnlyWrites,
                 format!(
@@ -522,6 +528,31 @@ fn live_version(store: &Store) -> String {
         .and_then(|ds| ds.metadata.annotations)
         .and_then(|a| a.get(VERSION_KEY).cloned())
         .unwrap_or_else(|| "none".to_owned())
+}
+
+/// Whether a write took `before` to `after` by the claim annotation alone.
+fn claim_only(before: Option<&DaemonSetShape>, after: Option<&DaemonSetShape>) -> bool {
+    let (Some(before), Some(after)) = (before, after) else {
+        return false;
+    };
+    let without_claim = |shape: &DaemonSetShape| {
+        let mut annotations = shape.annotations.clone().unwrap_or_default();
+        annotations.remove(canary_kube_adapter::claim::CLAIM_ANNOTATION);
+        annotations
+    };
+    let claim = |shape: &DaemonSetShape| {
+        shape
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(canary_kube_adapter::claim::CLAIM_ANNOTATION).cloned())
+    };
+    claim(before) != claim(after)
+        && without_claim(before) == without_claim(after)
+        && before.labels == after.labels
+        && before.owners == after.owners
+        && before.template == after.template
+        && before.strategy_type == after.strategy_type
+        && before.max_unavailable == after.max_unavailable
 }
 
 /// The parts of the DaemonSet a write of the controller can change.

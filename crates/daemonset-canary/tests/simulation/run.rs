@@ -190,6 +190,14 @@ impl Harness<'_> {
                 Arc::clone(&self.tokens),
                 self.world.clone(),
             )),
+            // The simulation's Prometheus, over http and https, as an administrator allows it.
+            allowed_analysis_addresses: Arc::new(
+                canary_analysis::AllowedAddresses::from_flags([
+                    "http://prometheus.simulation:9090",
+                    "https://prometheus.simulation:9090",
+                ])
+                .unwrap(),
+            ),
             ..ControllerConfig::default()
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -669,6 +677,85 @@ impl Harness<'_> {
             );
         }
         self.world.count(|e| e.bad_objects += 1);
+    }
+
+    /// Invariant 29: once the scenario's CanaryDaemonSet holds its DaemonSet (its owner
+    /// reference, or the claim annotation naming it), a rival naming the same DaemonSet is
+    /// created (`stage` 0 to 1); from then on, every tick, the rival may only be refused.
+    fn rival_if_due(&self, stage: &mut u8) {
+        if !self.plan.rival {
+            return;
+        }
+        let store = self.sim.store();
+        let main = store.get::<CanaryDaemonSet>(Some(NAMESPACE), NAME);
+        let main_uid = main.and_then(|cds| cds.metadata.uid).unwrap_or_default();
+        let ds = store.get::<DaemonSet>(Some(NAMESPACE), NAME);
+        let claim = ds
+            .as_ref()
+            .and_then(|ds| ds.metadata.annotations.as_ref())
+            .and_then(|a| a.get(canary_kube_adapter::claim::CLAIM_ANNOTATION).cloned());
+        if *stage == 0 {
+            let owned = ds.as_ref().is_some_and(|ds| {
+                ds.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.uid == main_uid)
+            });
+            let annotated = claim.as_deref() == Some(&format!("{NAMESPACE}/{NAME}/{main_uid}"));
+            if main_uid.is_empty() || !(owned || annotated) {
+                return;
+            }
+            let rival = serde_json::json!({
+                "apiVersion": "canary.daemonset.dev/v1alpha1",
+                "kind": "CanaryDaemonSet",
+                "metadata": {"name": RIVAL_NAME, "namespace": NAMESPACE},
+                "spec": {
+                    "workloadRef": {"name": NAME},
+                    "target": {"version": "v1"},
+                    "strategy": {"driver": "Pods", "steps": [{"nodes": "100%"}]}
+                }
+            });
+            let key = canary_sim::ResourceKey::of::<CanaryDaemonSet>();
+            if store.create_value(&key, rival).is_err() {
+                self.world.violate(
+                    Invariant::NoPanicNoHotLoop,
+                    "harness: could not store the rival",
+                );
+            }
+            self.world.count(|e| e.rivals += 1);
+            *stage = 1;
+            return;
+        }
+        let status = store
+            .get::<CanaryDaemonSet>(Some(NAMESPACE), RIVAL_NAME)
+            .and_then(|cds| cds.status);
+        // Refused, or not yet able to see the DaemonSet in its cache (`InvalidSpec`: "does not
+        // exist"): both write and delete nothing. Any other status is a pass that acted.
+        let refused =
+            |reason: Option<&str>| matches!(reason, Some("DaemonSetClaimed" | "InvalidSpec"));
+        if let Some(status) = status
+            && (status.phase.is_some() || status.reason.is_some())
+            && !(status.phase.map(|p| p.as_str()) == Some("failed")
+                && refused(status.reason.map(|r| r.as_str())))
+        {
+            self.world.violate(
+                Invariant::OneDriverPerDaemonSet,
+                format!(
+                    "the rival of a claimed DaemonSet acted: phase {:?}, reason {:?}, {:?}",
+                    status.phase, status.reason, status.message
+                ),
+            );
+        }
+        if claim
+            .as_deref()
+            .is_some_and(|c| c.contains(&format!("/{RIVAL_NAME}/")))
+        {
+            self.world.violate(
+                Invariant::OneDriverPerDaemonSet,
+                format!("the DaemonSet's claim names the rival: {claim:?}"),
+            );
+        }
     }
 
     /// Sends [`REFUSED_PATCHES`] through the API, as a user's `kubectl patch` of the
@@ -1238,6 +1325,9 @@ const DRIFT_BOUND: Duration = Duration::from_secs(60);
 /// Name of the CanaryDaemonSet that does not decode (and of the DaemonSet it would own).
 const BAD_NAME: &str = "undecodable";
 
+/// The rival CanaryDaemonSet's name (invariant 29).
+const RIVAL_NAME: &str = "rival";
+
 /// Bad patches of the CanaryDaemonSet a user may type (issue 52's trial): the CRD's schema
 /// or its rules refuse each.
 const REFUSED_PATCHES: [&str; 5] = [
@@ -1502,6 +1592,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     let mut failed_since: Option<Instant> = None;
     let mut retried = false;
     let mut fully_promoted = false;
+    let mut rival_stage = 0;
     let mut end = None;
     loop {
         tokio::time::sleep(tick).await;
@@ -1512,6 +1603,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
         harness.rotate_token_if_due(now - start, &mut token_stage);
         harness.full_promote_if_due(now - start, &mut fully_promoted);
         harness.retry_if_due(&mut failed_since, &mut retried);
+        harness.rival_if_due(&mut rival_stage);
         while let Some((at, action)) = actions.peek() {
             if start + *at > now {
                 break;

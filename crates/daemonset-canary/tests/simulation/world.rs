@@ -134,6 +134,12 @@ pub enum Invariant {
     ///     listed again; a broken stream resumed on a quiet resource is no failure), it
     ///     reaches the Lease, and a leader's caches have listed.
     ProbesTrueAtQuiescence,
+    /// 29. One DaemonSet, one driver (issue 47): a second CanaryDaemonSet that names the
+    ///     scenario's DaemonSet (`workloadRef`, one `nodes: 100%` step), created once the first
+    ///     holds its claim, is only ever `failed` with `DaemonSetClaimed` (a pass that wrote or
+    ///     deleted anything for it would have left another status), and the DaemonSet's claim
+    ///     annotation never names it.
+    OneDriverPerDaemonSet,
 }
 
 impl Invariant {
@@ -168,6 +174,7 @@ impl Invariant {
             Invariant::DeclaredFieldsOnly => "26 declared-fields-only",
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
+            Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
         }
     }
 }
@@ -217,6 +224,8 @@ pub struct Exercised {
     pub bad_objects: u64,
     /// Bad writes the API refused (invariant 27).
     pub refused_writes: u64,
+    /// Rival CanaryDaemonSets created (invariant 29).
+    pub rivals: u64,
     /// Pods the controller deleted (Pods driver).
     pub pod_deletions: u64,
     /// Promotions the harness made (Pods driver).

@@ -128,11 +128,26 @@ pub fn serve_sim(test: &str, args: &[&str]) -> ServedSim {
 /// `daemonset-canary run --kubeconfig KUBECONFIG` (metrics on a free loopback port, its log to
 /// `stderr`), killed when the value is dropped.
 pub fn spawn_run(kubeconfig: &std::path::Path, stderr: Stdio) -> KillOnDrop {
+    spawn_run_allowing(kubeconfig, stderr, &[])
+}
+
+/// [`spawn_run`] with `--allow-analysis-address` for each of `allowed`.
+pub fn spawn_run_allowing(
+    kubeconfig: &std::path::Path,
+    stderr: Stdio,
+    allowed: &[&str],
+) -> KillOnDrop {
     let child = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
         .arg("run")
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--metrics-addr=127.0.0.1:0")
+        .args(
+            allowed
+                .iter()
+                .map(|a| format!("--allow-analysis-address={a}")),
+        )
+        .env_remove("CANARY_ALLOW_ANALYSIS_ADDRESS")
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use canary_analysis::{Provider, Providers};
+use canary_analysis::{AllowedAddresses, Provider, Providers};
 use canary_predicates::PodSummary;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
@@ -70,6 +70,9 @@ pub struct ControllerConfig {
     /// Where analysis runs send their queries (default: [`Providers`], over HTTP to each
     /// spec's provider, `analysis.prometheus.address`).
     pub analysis: Arc<dyn Provider>,
+    /// The analysis addresses allowed (default: none, so every `spec.analysis` is
+    /// `InvalidSpec` until the administrator allows its address; issue 47).
+    pub allowed_analysis_addresses: Arc<AllowedAddresses>,
 }
 
 impl Default for ControllerConfig {
@@ -86,6 +89,7 @@ impl Default for ControllerConfig {
             health: Health::default(),
             server_url: None,
             analysis: Arc::new(Providers::default()),
+            allowed_analysis_addresses: Arc::new(AllowedAddresses::none()),
         }
     }
 }
@@ -248,6 +252,7 @@ async fn run_controller(
         revisions,
         nodes,
         workloads: workloads.clone(),
+        canary_daemon_sets: cds_store.clone(),
     };
     let ctx = context(client.clone(), config, caches, ledger);
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
@@ -324,6 +329,7 @@ fn context(
         )
         .with_health(config.health.clone())
         .with_analysis(Arc::clone(&config.analysis))
+        .with_allowed_analysis_addresses(Arc::clone(&config.allowed_analysis_addresses))
         .with_write_ledger(ledger),
     )
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::watched_node::CachedNode;
-use canary_analysis::{Provider, Providers};
+use canary_analysis::{AllowedAddresses, Provider, Providers};
 use canary_predicates::PodSummary;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::runtime::controller::Action;
@@ -78,6 +78,8 @@ pub struct Caches {
     pub nodes: OwnerIndex<CachedNode>,
     /// The watches of DaemonSets someone else owns (`spec.workloadRef`).
     pub workloads: Arc<WorkloadWatches>,
+    /// The CanaryDaemonSets: whether a DaemonSet's claimant is alive ([`crate::claim`]).
+    pub canary_daemon_sets: Store<crate::CanaryDaemonSet>,
 }
 
 impl Caches {
@@ -109,6 +111,9 @@ pub struct Context {
     pub health: Health,
     /// Where analysis runs send their queries (`spec.analysis`).
     pub analysis: Arc<dyn Provider>,
+    /// The analysis addresses the administrator allows (`run --allow-analysis-address`); a
+    /// spec naming another is `InvalidSpec`, and nothing is sent to it.
+    pub allowed_analysis_addresses: Arc<AllowedAddresses>,
     pub(super) memory: Memory,
 }
 
@@ -143,6 +148,7 @@ impl Context {
             requeue,
             health: Health::default(),
             analysis: Arc::new(Providers::default()),
+            allowed_analysis_addresses: Arc::new(AllowedAddresses::none()),
             memory: Memory::default(),
         }
     }
@@ -161,6 +167,15 @@ impl Context {
     #[must_use]
     pub fn with_analysis(self, analysis: Arc<dyn Provider>) -> Self {
         Self { analysis, ..self }
+    }
+
+    /// The same context, allowing analysis queries to `allowed` only.
+    #[must_use]
+    pub fn with_allowed_analysis_addresses(self, allowed: Arc<AllowedAddresses>) -> Self {
+        Self {
+            allowed_analysis_addresses: allowed,
+            ..self
+        }
     }
 
     /// The same context, reporting its passes to `health`.

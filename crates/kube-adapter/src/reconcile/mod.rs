@@ -38,6 +38,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
 use crate::Error;
+use crate::claim::{self, ClaimState};
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
 use crate::desired::{desired_daemon_set, live_template_hash, set_max_unavailable};
 use crate::meta::object_meta_modified;
@@ -56,6 +57,10 @@ use plan::{DriverPlan, Plan, plan};
 pub fn check_spec(cds: &CanaryDaemonSet) -> Result<(), String> {
     plan(cds).map(|_| ())
 }
+
+/// How often an object refused with `DaemonSetClaimed` looks again whether the claim passed
+/// on (its holder's deletion or change is no event of this object).
+const CLAIM_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One reconcile pass.
 pub async fn reconcile(cds: Arc<CanaryDaemonSet>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -160,9 +165,24 @@ impl<'a> Pass<'a> {
             .cloned()
     }
 
+    /// `plan`, when its analysis address (if any) is one the administrator allows; the
+    /// `InvalidSpec` message, naming the flag, otherwise: no query (and no Secret) is sent to an
+    /// address not allowed.
+    fn allowed_analysis(&self, plan: Plan) -> Result<Plan, String> {
+        if let DriverPlan::Pods(pods) = &plan.driver
+            && let Some(analysis) = &pods.analysis
+        {
+            self.ctx
+                .allowed_analysis_addresses
+                .check(&analysis.source.address)
+                .map_err(|e| format!("spec.analysis.prometheus.address: {e}"))?;
+        }
+        Ok(plan)
+    }
+
     async fn run(&self) -> Result<Action, Error> {
         // Read.
-        let mut plan = match plan(self.cds) {
+        let mut plan = match plan(self.cds).and_then(|plan| self.allowed_analysis(plan)) {
             Ok(plan) => plan,
             Err(message) => {
                 self.ctx.memory.stop_analysis(self.cds);
@@ -213,6 +233,8 @@ impl<'a> Pass<'a> {
         }
         match controller_of(&live, self.cds) {
             Controller::Us => {}
+            // Another CanaryDaemonSet created it: it holds the claim (DaemonSetClaimed, below).
+            Controller::Other { kind, .. } if kind == "CanaryDaemonSet" => {}
             Controller::Other { kind, name } => {
                 let message = format!(
                     "DaemonSet {} is controlled by {kind} {name}, not by this CanaryDaemonSet",
@@ -230,6 +252,10 @@ impl<'a> Pass<'a> {
                 return self.invalid_spec(message).await;
             }
             Controller::Nobody => {}
+        }
+        // Only now: a DaemonSet this object may not take (no spec.adopt) gets no claim written.
+        if let Some(refused) = self.claimed_by_another(&live).await {
+            return refused;
         }
         if self.ctx.memory.cache_behind(self.cds, &live) {
             // Our own last write is not in the cache yet: deciding now would redo it.
@@ -373,19 +399,115 @@ impl<'a> Pass<'a> {
     /// A spec the controller cannot act on: Degraded, one Warning event, no requeue until the
     /// spec changes.
     async fn invalid_spec(&self, message: String) -> Result<Action, Error> {
+        self.refuse(FailureReason::InvalidSpec, message).await?;
+        Ok(Action::await_change())
+    }
+
+    /// `Some(refusal)` when another CanaryDaemonSet holds `live` ([`crate::claim`]): this
+    /// object fails with `DaemonSetClaimed` and writes or deletes nothing; it looks again
+    /// every [`CLAIM_RECHECK`] (the holder's deletion is no event of this object).
+    /// `None` when this object holds it, or may take it: then a DaemonSet someone else owns
+    /// (`spec.workloadRef`) gets this object's claim written first.
+    async fn claimed_by_another(&self, live: &DaemonSet) -> Option<Result<Action, Error>> {
+        let store = &self.ctx.caches.canary_daemon_sets;
+        let lookup = |namespace: &str, name: &str| {
+            store.get(&ObjectRef::<CanaryDaemonSet>::new(name).within(namespace))
+        };
+        let state = match claim::claim_state(live, self.cds, lookup) {
+            // The cache may not have listed the holder yet (a new leader's first passes): only
+            // the API server's word hands a claim over.
+            ClaimState::Stale(holder) => match self.holder_alive(&holder, live).await {
+                Ok(true) => ClaimState::Other(holder),
+                Ok(false) => ClaimState::Free,
+                Err(error) => return Some(Err(error)),
+            },
+            state => state,
+        };
+        match state {
+            ClaimState::Ours => None,
+            ClaimState::Stale(_) => None,
+            ClaimState::Other(holder) => {
+                let message = format!(
+                    "DaemonSet {} is driven by {holder}, which claimed it first: this CanaryDaemonSet writes and deletes nothing until that one is deleted or stops naming it",
+                    self.ds_name
+                );
+                Some(
+                    self.refuse(FailureReason::DaemonSetClaimed, message)
+                        .await
+                        .map(|()| Action::requeue(CLAIM_RECHECK)),
+                )
+            }
+            // A DaemonSet this controller creates is claimed by its owner reference; one it
+            // adopts (spec.adopt) or that someone else owns gets the annotation.
+            ClaimState::Free => self.claim(live).await.err().map(Err),
+        }
+    }
+
+    /// Whether `holder`, read from the API server, still holds its claim on `live`.
+    async fn holder_alive(
+        &self,
+        holder: &claim::Claimant,
+        live: &DaemonSet,
+    ) -> Result<bool, Error> {
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&holder.namespace));
+        let Some(object) = api.get_opt(&holder.name).await? else {
+            return Ok(false);
+        };
+        // Undecodable (a spec this version cannot read): its claim holds, as it may drive.
+        let Ok(found) = serde_json::from_value::<CanaryDaemonSet>(
+            serde_json::to_value(&object).unwrap_or_default(),
+        ) else {
+            return Ok(object.metadata.uid.as_deref() == Some(holder.uid.as_str()));
+        };
+        Ok(claim::holds(&found, holder, live))
+    }
+
+    /// Writes this object's claim on `live`, only if `live` is unchanged since it was read: a
+    /// claim written meanwhile by another makes this a conflict, and the next pass sees it.
+    async fn claim(&self, live: &DaemonSet) -> Result<(), Error> {
+        let claimant = claim::Claimant::of(self.cds);
+        let api: Api<DaemonSet> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        let params = PatchParams {
+            field_manager: Some(self.ctx.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let patch = claim::claim_patch(live, &claimant);
+        match api
+            .patch(&self.ds_name, &params, &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => {
+                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "claimed the DaemonSet");
+                Ok(())
+            }
+            // 409, or 422 from the failed `test` of the resourceVersion: it changed under us.
+            Err(kube::Error::Api(status)) if status.is_conflict() || status.code == 422 => {
+                Err(Error::Conflict {
+                    what: format!("the claim of daemonset {}", self.ds_name),
+                    message: status.message,
+                })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Reports the object failed with `reason` and `message` (status and one event), and
+    /// writes nothing else.
+    async fn refuse(&self, reason: FailureReason, message: String) -> Result<(), Error> {
         let generation = self.cds.metadata.generation.unwrap_or_default();
         if self
             .ctx
             .memory
             .first_invalid(self.cds, generation, &message)
         {
-            warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, "invalid spec: nothing is written until the spec changes");
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, reason = reason.as_str(), "nothing is written until the spec changes");
         }
-        let already = self.status.as_ref().is_some_and(|s| {
-            s.reason == Some(FailureReason::InvalidSpec) && s.message.as_deref() == Some(&message)
-        });
+        let already = self
+            .status
+            .as_ref()
+            .is_some_and(|s| s.reason == Some(reason) && s.message.as_deref() == Some(&message));
         let decision: Decision = Decision {
-            failure: Some(FailureReason::InvalidSpec),
+            failure: Some(reason),
             error: Some(message.clone()),
             ..Decision::hold(Phase::Failed)
         };
@@ -401,17 +523,11 @@ impl<'a> Pass<'a> {
         let history = self.write_status(record).await?;
         self.publish_events(history.events.iter(), None, "").await;
         if !already {
-            self.publish(
-                KubeEventType::Warning,
-                FailureReason::InvalidSpec.as_str(),
-                message,
-                false,
-                "",
-            )
-            .await;
+            self.publish(KubeEventType::Warning, reason.as_str(), message, false, "")
+                .await;
         }
         self.ctx.memory.reset_errors(self.cds);
-        Ok(Action::await_change())
+        Ok(())
     }
 }
 

@@ -224,6 +224,13 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             if !has_pause {
                 return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
             }
+            let prometheus = &analysis.prometheus;
+            for (field, secret) in [
+                ("bearerTokenSecret", &prometheus.bearer_token_secret),
+                ("caSecret", &prometheus.ca_secret),
+            ] {
+                check_secret_key_ref(field, secret.as_ref())?;
+            }
             Some(Arc::new(
                 AnalysisPlan::new(analysis).map_err(|e| e.to_string())?,
             ))
@@ -328,6 +335,36 @@ fn check_names(cds: &CanaryDaemonSet) -> Result<(), String> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A Secret's name must be a DNS-1123 subdomain and its key Kubernetes' `IsConfigMapKey`
+/// (`[-._a-zA-Z0-9]+`): anything else is no Secret the controller should ask for (issue 47).
+fn check_secret_key_ref(
+    field: &str,
+    secret: Option<&canary_analysis::SecretKeyRef>,
+) -> Result<(), String> {
+    let Some(secret) = secret else {
+        return Ok(());
+    };
+    if !is_dns1123_subdomain(&secret.name) {
+        return Err(format!(
+            "spec.analysis.prometheus.{field}.name {:?} is not a Secret name (a DNS-1123 subdomain: lower-case letters, digits, '-' and '.')",
+            canary_state_machine::cut(&secret.name, 64)
+        ));
+    }
+    let key_ok = !secret.key.is_empty()
+        && secret.key.len() <= 253
+        && secret
+            .key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !key_ok || secret.key == "." || secret.key == ".." {
+        return Err(format!(
+            "spec.analysis.prometheus.{field}.key {:?} is not a Secret key (letters, digits, '-', '_' and '.')",
+            canary_state_machine::cut(&secret.key, 64)
+        ));
     }
     Ok(())
 }

@@ -72,6 +72,9 @@ impl Pass<'_> {
         if live.metadata.deletion_timestamp.is_some() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));
         }
+        if let Some(refused) = self.claimed_by_another(&live).await {
+            return refused;
+        }
         let update_strategy = crate::desired::strategy_type(&live);
         if update_strategy != crate::desired::ON_DELETE {
             let message = format!(

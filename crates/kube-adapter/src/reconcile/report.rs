@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use canary_state_machine::{Decision, Event, EventType, FailureReason, Phase, Verb, event_reason};
+use canary_state_machine::{
+    Decision, EVENT_NOTE_BYTES, Event, EventType, FailureReason, Phase, Verb, event_reason,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -292,7 +294,9 @@ impl Pass<'_> {
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),
-            note: Some(note),
+            // The API server refuses a note of 1 KiB or more, and the event is lost: a note
+            // that carries outside text (an API error, a Prometheus error) is cut to fit.
+            note: Some(canary_state_machine::cut(&note, EVENT_NOTE_BYTES - 1).into_owned()),
             action: "Rollout".to_owned(),
             secondary,
         };

@@ -111,10 +111,22 @@ fn analysed_spec(version: &str) -> CanaryDaemonSetSpec {
     spec
 }
 
+/// The fake Prometheus's address, allowed as an administrator allows theirs.
+fn allowed() -> Arc<canary_analysis::AllowedAddresses> {
+    Arc::new(
+        canary_analysis::AllowedAddresses::from_flags([
+            "http://prometheus.test:9090",
+            "https://prometheus.test:9090",
+        ])
+        .unwrap(),
+    )
+}
+
 fn replica_with(sim: &Env, prometheus: &Arc<FakePrometheus>) -> Replica {
     let analysis: Arc<dyn Provider> = prometheus.clone();
     Replica::start_with(sim, sim.client(), |config| ControllerConfig {
         analysis,
+        allowed_analysis_addresses: allowed(),
         ..config
     })
 }
@@ -406,6 +418,7 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
     let answers: Arc<dyn Provider> = prometheus.clone();
     let first = Replica::start_with(&sim, doomed, |config| ControllerConfig {
         analysis: answers,
+        allowed_analysis_addresses: allowed(),
         ..config
     });
     let mut spec = analysed_spec("v1");

@@ -137,6 +137,7 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
             canary_kube_adapter::Health::default(),
             tokio::sync::mpsc::unbounded_channel().0,
         )),
+        canary_daemon_sets: kube::runtime::reflector::store::<CanaryDaemonSet>().0,
     };
     Arc::new(Context::new(
         client,

@@ -190,7 +190,9 @@ impl<A: DriverAction> Decision<A> {
         let Some(write) = self.write else {
             return self;
         };
-        let message = write_failure_message(strategy.compatibility, write.kind, name, api_error);
+        // The API server's message is outside text: cut before it reaches status and events.
+        let api_error = crate::cut(api_error, crate::OUTSIDE_TEXT_BYTES);
+        let message = write_failure_message(strategy.compatibility, write.kind, name, &api_error);
         let resume_refused = write.kind == WriteKind::Resume;
         let mut events: Vec<Event> = self
             .events

@@ -87,6 +87,7 @@ fn kept_as_it_was<A: DriverAction>(life: &Life<'_>) -> Decision<A> {
                 Some(
                     FailureReason::InvalidStrategy
                         | FailureReason::InvalidSpec
+                        | FailureReason::DaemonSetClaimed
                         | FailureReason::UnexpectedState
                 )
             ))
