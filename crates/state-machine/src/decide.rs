@@ -6,9 +6,13 @@
 //! DaemonSet controller makes, steered through `maxUnavailable`.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use crate::decision::{DaemonSetWrite, Event, TemplateEdit, WriteKind, event_reason};
-use crate::lifecycle::rows::{deadline_exceeded, failed, invalid, stay_failed, sticky};
+use crate::health::soak_left;
+use crate::lifecycle::rows::{
+    deadline_exceeded, failed, health_failed, invalid, stay_failed, sticky,
+};
 use crate::lifecycle::{
     self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
     version_or_target, warning,
@@ -178,6 +182,7 @@ fn recorded() -> MaxUnavailableAction {
     MaxUnavailableAction {
         record_generation: true,
         quiet: false,
+        wake_after: None,
     }
 }
 
@@ -195,6 +200,7 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         action: MaxUnavailableAction {
             record_generation: false,
             quiet: true,
+            wake_after: None,
         },
         ..Decision::hold(Phase::Successful)
     }
@@ -202,6 +208,18 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
 
 /// Rows 2 to 5 as the reference has them, quirks included.
 fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
+    // The health gates (issue 46) are no row of the reference: with them, a node broken after
+    // its update fails the rollout here too, and the failure stays (the reference table
+    // re-evaluates every failure, which would widen once the node left the window).
+    let life = life_of(observation);
+    if let Some(previous) =
+        sticky(&life).filter(|p| p.failure == Some(FailureReason::NodeUnhealthy))
+    {
+        return stay_failed(&life, previous);
+    }
+    if let Some(failure) = health_failed(&life) {
+        return failure;
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     if ready == 0 {
@@ -213,7 +231,10 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     }
     if ready < desired {
         return if observation.live_max_unavailable.reference_int_value() == 1 {
-            widen(strategy, observation)
+            match observation.health.as_ref().and_then(soak_left) {
+                Some(left) => soaking(strategy, observation, left),
+                None => widen(strategy, observation),
+            }
         } else {
             hold(strategy, observation, Phase::Waiting)
         };
@@ -267,6 +288,10 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if observation.crash_loop.is_some() {
         return crash_looping(strategy, observation);
     }
+    // Issue 46: a node broken after its update fails the rollout before anything widens.
+    if let Some(failure) = health_failed(&life) {
+        return failure;
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     // Counts from before the DaemonSet controller saw our last write describe the old template.
@@ -306,6 +331,11 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
+        // Issue 46: the canary soaks before anything widens, so that a node it breaks a
+        // minute after it started is caught on one node.
+        if let Some(left) = observation.health.as_ref().and_then(soak_left) {
+            return soaking(strategy, observation, left);
+        }
         widen(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
@@ -382,6 +412,21 @@ fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decisio
     .unwrap_or_else(|| Decision::hold(phase))
 }
 
+/// The canary soaks (issue 46): `canary`, nothing written, back when the soak ends.
+fn soaking(strategy: &Strategy, observation: &Observation, left: Duration) -> Decision {
+    let decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Failed {
+        return decision;
+    }
+    Decision {
+        action: MaxUnavailableAction {
+            wake_after: Some(left),
+            ..MaxUnavailableAction::default()
+        },
+        ..decision
+    }
+}
+
 /// Row 2's failure. KubeVirt mode repeats the reference's message and event on every pass;
 /// the default strategy names the pod and emits the event once per failure.
 fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
@@ -426,6 +471,7 @@ fn life_of(observation: &Observation) -> Life<'_> {
         held_stops: HELD_STOPS,
         report_stops: REPORT_STOPS,
         pods_rows: false,
+        health: observation.health.as_ref(),
     }
 }
 

@@ -111,6 +111,9 @@ pub struct Observation {
     /// The live DaemonSet's update strategy is `OnDelete`: the hold's write is in (the caller
     /// reports a hand-made `OnDelete` as [`drift`](Self::drift)).
     pub live_on_hold: bool,
+    /// The health gates' facts (issue 46: the unhealthy nodes and their pods, the canary's
+    /// ready time for the soak); `None` without gates.
+    pub health: Option<crate::health::HealthFacts>,
 }
 
 impl Default for Observation {
@@ -136,6 +139,7 @@ impl Default for Observation {
             held: false,
             hold_recorded: false,
             live_on_hold: false,
+            health: None,
         }
     }
 }

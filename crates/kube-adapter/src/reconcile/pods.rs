@@ -603,6 +603,8 @@ impl Driver for PodsDriver<'_> {
             previous: pass.previous_pass_for(&target),
             analysis,
             rollback: rolling_back,
+            // The adapter's facts of the health gates come with the next change (issue 46).
+            health: None,
         };
         self.seen = Some(Box::new(PodsSeen {
             observation,

@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use crate::analysis::StepAnalysis;
 use crate::decision::{DaemonSetWrite, WriteKind, event_reason};
-use crate::lifecycle::rows::{failed, start, stay_failed, sticky};
+use crate::lifecycle::rows::{failed, health_failed, start, stay_failed, sticky};
 use crate::lifecycle::{self, Decision, DriverAction, Life, Row, Table};
 use crate::max_unavailable::MaxUnavailable;
 use crate::observation::{DriftSeen, PreviousPass};
@@ -455,6 +455,8 @@ pub struct PodObservation {
     /// that revision count as updated from the start, so a completed step counts the nodes on
     /// it rather than naming them as canaries, and no canary nodes are recorded.
     pub rollback: bool,
+    /// The health gates' facts (issue 46); `None` without gates.
+    pub health: Option<crate::health::HealthFacts>,
 }
 
 /// An old pod to delete.
@@ -601,6 +603,7 @@ fn life_of(observation: &PodObservation) -> Life<'_> {
         held_stops: HELD_STOPS,
         report_stops: REPORT_STOPS,
         pods_rows: true,
+        health: observation.health.as_ref(),
     }
 }
 
@@ -729,6 +732,10 @@ fn progress(
             event_reason::FAILED_UPDATE,
             message,
         );
+        return failure.with_action(over_nodes(step, &classes));
+    }
+    // Issue 46: a node broken after its update fails the rollout before any other deletion.
+    if !at_rest && let Some(failure) = health_failed(&life) {
         return failure.with_action(over_nodes(step, &classes));
     }
     Walk {

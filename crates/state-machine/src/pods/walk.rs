@@ -16,6 +16,7 @@ use super::{
 };
 use crate::analysis::AnalysisVerdict;
 use crate::decision::{Event, event_reason};
+use crate::health::soak_left;
 use crate::lifecycle::rows::{deadline_exceeded, failed};
 use crate::lifecycle::{Life, completed_event, normal, warning};
 use crate::max_unavailable::MaxUnavailable;
@@ -353,6 +354,16 @@ impl Walk<'_> {
             return Some(self.finish(decision, at));
         }
         if at.tally.updated_ready >= target {
+            // Issue 46: the canary soaks before the next step, so that a node it breaks a
+            // minute after it started is caught on one node. A rollback has no canary.
+            if first
+                && !self.observation.rollback
+                && let Some(left) = self.observation.health.as_ref().and_then(soak_left)
+            {
+                let mut decision = PodDecision::hold(phase).at(index, at.tally);
+                decision.action.wake_after = Some(left);
+                return Some(self.finish(decision, at));
+            }
             if first {
                 // A rollback's first step is met by nodes that never left: none of them is a
                 // canary.

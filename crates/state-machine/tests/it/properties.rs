@@ -117,6 +117,7 @@ prop_compose! {
             held: false,
             hold_recorded: false,
             live_on_hold: false,
+            health: None,
         }
     }
 }

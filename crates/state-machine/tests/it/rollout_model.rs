@@ -186,6 +186,7 @@ impl Model {
             held: false,
             hold_recorded: false,
             live_on_hold: false,
+            health: None,
         }
     }
 

@@ -1,0 +1,257 @@
+//! The health gates (issue 46) through both drivers' tables: a node broken after its update
+//! fails the rollout with `NodeUnhealthy` before anything is deleted or widened; a node
+//! unhealthy before its update does not; the canary soaks before the widen or the next step;
+//! `onUnhealthy: Hold` holds as the `pause` verb does.
+
+use std::time::Duration;
+
+use canary_state_machine::{
+    Compatibility, FailureReason, HealthFacts, HealthPolicy, LiveMaxUnavailable, MaxUnavailable,
+    NodeHealth, NodePod, NodeSeen, Observation, OnUnhealthy, Phase, PodObservation, Stamp,
+    Strategy, UnhealthyNode, WriteKind, decide, event_reason,
+};
+
+use crate::common::after_start;
+use crate::pods::{at, by_default, cluster, deleted_nodes, previous, reasons};
+
+const CREATED: i64 = 1_000;
+
+fn broken(node: &str, since: i64, pod: NodePod) -> UnhealthyNode {
+    UnhealthyNode {
+        node: node.into(),
+        since: Stamp(since),
+        seen: NodeSeen {
+            condition: "Ready".into(),
+            status: "Unknown".into(),
+            reason: "NodeStatusUnknown".into(),
+            message: "Kubelet stopped posting node status.".into(),
+        },
+        pod,
+    }
+}
+
+fn updated() -> NodePod {
+    NodePod::Updated {
+        created: Stamp(CREATED),
+    }
+}
+
+fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
+    HealthFacts {
+        policy,
+        now: Stamp(CREATED + 120),
+        unhealthy,
+        canary_ready_since: Some(Stamp(CREATED + 10)),
+    }
+}
+
+fn no_soak() -> HealthPolicy {
+    HealthPolicy {
+        canary_soak: Duration::ZERO,
+        ..HealthPolicy::default()
+    }
+}
+
+/// The MaxUnavailable driver's canary is ready on 1 of 3 nodes, about to widen.
+fn canary_ready(health: Option<HealthFacts>) -> Observation {
+    Observation {
+        previous: Some(canary_pass()),
+        health,
+        ..after_start(3, 1)
+    }
+}
+
+fn canary_pass() -> canary_state_machine::PreviousPass {
+    previous(Phase::Canary)
+}
+
+#[test]
+fn max_unavailable_a_node_broken_after_its_update_fails_before_the_widen() {
+    let observation = canary_ready(Some(facts(
+        no_soak(),
+        vec![broken("n2", CREATED + 60, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert_eq!(decision.write, None, "nothing widened");
+    let event = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(
+        event
+            .message
+            .contains("n2 (Ready Unknown, NodeStatusUnknown"),
+        "{}",
+        event.message
+    );
+    // Sticky: the next pass stays failed without announcing it again, even once the node
+    // is out of the window or back.
+    let again = canary_ready(Some(facts(no_soak(), Vec::new())));
+    let again = Observation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        ..again
+    };
+    let decision = decide(&Strategy::default(), &again);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(decision.events.is_empty() && decision.write.is_none());
+}
+
+#[test]
+fn max_unavailable_a_node_unhealthy_before_its_update_is_no_evidence() {
+    let observation = canary_ready(Some(facts(
+        no_soak(),
+        vec![broken("n2", CREATED - 300, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Increasing, "widens as before");
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Widen));
+}
+
+#[test]
+fn max_unavailable_the_reference_table_fails_too_and_the_failure_stays() {
+    let strategy = Strategy::kubevirt();
+    let observation = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        ..canary_ready(Some(facts(
+            HealthPolicy::kubevirt(),
+            vec![broken("n2", CREATED + 60, updated())],
+        )))
+    };
+    let decision = decide(&strategy, &observation);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    let after_the_window = Observation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        health: Some(facts(HealthPolicy::kubevirt(), Vec::new())),
+        ..observation
+    };
+    assert_eq!(
+        decide(&strategy, &after_the_window).failure,
+        Some(FailureReason::NodeUnhealthy)
+    );
+    assert_eq!(strategy.compatibility, Compatibility::KubeVirt);
+}
+
+#[test]
+fn max_unavailable_the_canary_soaks_before_the_widen() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 20);
+    let decision = decide(&Strategy::default(), &canary_ready(Some(soaking.clone())));
+    assert_eq!(decision.phase, Phase::Canary);
+    assert_eq!(decision.write, None);
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
+    // A restarted controller reads the same Ready time: the soak does not start again.
+    soaking.now = Stamp(CREATED + 40);
+    let decision = decide(&Strategy::default(), &canary_ready(Some(soaking)));
+    assert_eq!(decision.phase, Phase::Increasing);
+    assert_eq!(
+        decision.write.and_then(|w| w.max_unavailable),
+        Some(MaxUnavailable::TEN_PERCENT)
+    );
+}
+
+#[test]
+fn max_unavailable_on_unhealthy_hold_pauses_with_the_hold_write() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let observation = canary_ready(Some(facts(
+        policy,
+        vec![broken("n2", CREATED + 60, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Paused);
+    assert_eq!(decision.failure, None);
+    assert!(decision.held);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let warning = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(warning.message.contains("n2"));
+}
+
+/// The Pods driver in its first nodes step, the canary `n02` updated.
+fn pods_canary(health: Option<HealthFacts>, canary_health: NodeHealth) -> PodObservation {
+    let mut nodes = cluster(2, 1);
+    nodes[2].health = canary_health;
+    PodObservation {
+        health,
+        ..at(0, Phase::Canary, nodes)
+    }
+}
+
+#[test]
+fn pods_a_node_broken_after_its_update_fails_and_deletes_nothing() {
+    let observation = pods_canary(
+        Some(facts(
+            no_soak(),
+            vec![broken("n02", CREATED + 60, updated())],
+        )),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(deleted_nodes(&decision).is_empty());
+    assert_eq!(reasons(&decision), [event_reason::NODE_UNHEALTHY]);
+    // Without the gate (wave 2), the canary's node was set aside and the next one deleted.
+    let before = by_default(&pods_canary(None, NodeHealth::NotReady));
+    assert!(!deleted_nodes(&before).is_empty(), "{before:?}");
+}
+
+#[test]
+fn pods_a_node_unhealthy_before_its_update_is_set_aside_as_before() {
+    let observation = pods_canary(
+        Some(facts(
+            no_soak(),
+            vec![broken("n02", CREATED - 1, updated())],
+        )),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_ne!(decision.phase, Phase::Failed);
+    assert_eq!(
+        decision,
+        by_default(&pods_canary(None, NodeHealth::NotReady))
+    );
+}
+
+#[test]
+fn pods_the_canary_soaks_before_the_next_step() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 15);
+    let decision = by_default(&pods_canary(Some(soaking.clone()), NodeHealth::Healthy));
+    assert_eq!(decision.phase, Phase::Canary);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(25)));
+    assert_eq!(decision.action.step, 0);
+    soaking.now = Stamp(CREATED + 41);
+    let decision = by_default(&pods_canary(Some(soaking), NodeHealth::Healthy));
+    assert_eq!(decision.action.step, 1, "soaked: the next step");
+    assert!(!deleted_nodes(&decision).is_empty());
+}
+
+#[test]
+fn pods_on_unhealthy_hold_pauses_and_deletes_nothing() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let observation = pods_canary(
+        Some(facts(policy, vec![broken("n02", CREATED + 60, updated())])),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Paused);
+    assert!(decision.held);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert!(decision.write.is_none());
+    assert!(reasons(&decision).contains(&event_reason::NODE_UNHEALTHY));
+}
