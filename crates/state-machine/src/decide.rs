@@ -218,7 +218,7 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
         return stay_failed(&life, previous);
     }
     if let Some(failure) = health_failed(&life) {
-        return failure;
+        return stop_replacing(failure, observation);
     }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
@@ -290,7 +290,7 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     }
     // Issue 46: a node broken after its update fails the rollout before anything widens.
     if let Some(failure) = health_failed(&life) {
-        return failure;
+        return stop_replacing(failure, observation);
     }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
@@ -410,6 +410,22 @@ fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decisio
         observation.desired_pods,
     )
     .unwrap_or_else(|| Decision::hold(phase))
+}
+
+/// A failure of the health gates stops the DaemonSet controller too: a node broken by the
+/// release may keep its pod ready (a `NetworkUnavailable` node), and at `maxUnavailable` 1
+/// the DaemonSet controller would go on to the next node by itself. The failure carries the
+/// hold's write (`OnDelete`), as the `pause` verb's; the next rollout's start (a new target,
+/// a retry, a rollback) writes `RollingUpdate` back with its template.
+fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision {
+    if !observation.live_on_hold {
+        failure.write = Some(DaemonSetWrite {
+            kind: WriteKind::Hold,
+            max_unavailable: None,
+            template_edit: None,
+        });
+    }
+    failure
 }
 
 /// The canary soaks (issue 46): `canary`, nothing written, back when the soak ends.

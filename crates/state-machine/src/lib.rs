@@ -108,7 +108,9 @@ pub use lifecycle::{
 };
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
-pub use outside_text::{EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, cut};
+pub use outside_text::{
+    EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, SHORT_TEXT_BYTES, cut,
+};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeStanding, NodeState, NodeTally,

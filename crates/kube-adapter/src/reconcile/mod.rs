@@ -13,6 +13,7 @@
 
 mod context;
 mod drift;
+mod health;
 mod history;
 mod max_unavailable;
 mod memory;

@@ -36,13 +36,6 @@ pub(crate) struct Plan {
     /// Which driver moves the pods, and its settings.
     pub(crate) driver: DriverPlan,
     /// The health gates (`spec.health`, issue 46).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the adapter's health facts read it (the next change)"
-        )
-    )]
     pub(crate) health: HealthPlan,
 }
 

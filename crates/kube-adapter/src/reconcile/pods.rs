@@ -246,6 +246,55 @@ impl Pass<'_> {
         Some(key)
     }
 
+    /// The health gates' facts (issue 46) for the Pods driver: the troubled nodes of the
+    /// cache and the DaemonSet's pod on each (its pods walked only when there is one), and,
+    /// in the first nodes step with a soak, since when its updated pods are all ready.
+    fn pods_health_facts(
+        &self,
+        plan: &Plan,
+        pods_plan: &PodsPlan,
+        live: &DaemonSet,
+        pod_index: &OwnerIndex<PodSummary>,
+        current: Option<&str>,
+        step: u32,
+    ) -> canary_state_machine::HealthFacts {
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        let owner = OwnerMatch::Uid {
+            name: &self.ds_name,
+            uid: &uid,
+        };
+        let updated = |pod: &PodSummary| current.is_some_and(|c| pod_runs_revision(pod, c));
+        let soaking = !plan.health.policy.canary_soak.is_zero()
+            && pods_plan.steps.first_nodes_step() == Some(step as usize);
+        let canary_ready_since = soaking
+            .then(|| {
+                pod_index.with_group(&self.ds_name, |pods| {
+                    pods.filter(|pod| pod_is_owned_by(&***pod, &owner) && updated(pod))
+                        .filter(|pod| !pod.is_terminating() && pod_is_ready(&***pod))
+                        .filter_map(|pod| pod.ready_since())
+                        .max()
+                })
+            })
+            .flatten();
+        let troubled = self.ctx.caches.nodes.troubled();
+        super::health::facts(
+            &plan.health,
+            canary_state_machine::Stamp(self.now.as_second()),
+            &troubled,
+            |nodes| {
+                pod_index.with_group(&self.ds_name, |pods| {
+                    super::health::pods_on(
+                        nodes,
+                        pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
+                            .map(|pod| &**pod),
+                        updated,
+                    )
+                })
+            },
+            canary_ready_since,
+        )
+    }
+
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
     /// `(pods, ready)` per revision.
     fn node_states(
@@ -603,8 +652,14 @@ impl Driver for PodsDriver<'_> {
             previous: pass.previous_pass_for(&target),
             analysis,
             rollback: rolling_back,
-            // The adapter's facts of the health gates come with the next change (issue 46).
-            health: None,
+            health: Some(pass.pods_health_facts(
+                plan,
+                self.pods_plan,
+                live,
+                self.pod_index,
+                current.as_deref(),
+                recorded_step,
+            )),
         };
         self.seen = Some(Box::new(PodsSeen {
             observation,

@@ -239,7 +239,8 @@ impl StepPlan {
         Ok(())
     }
 
-    pub(crate) fn first_nodes_step(&self) -> Option<usize> {
+    /// The index of the first nodes step (the canary), if the plan has one.
+    pub fn first_nodes_step(&self) -> Option<usize> {
         self.steps
             .iter()
             .position(|step| matches!(step, Step::Nodes { .. }))

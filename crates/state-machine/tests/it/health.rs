@@ -74,7 +74,18 @@ fn max_unavailable_a_node_broken_after_its_update_fails_before_the_widen() {
     let decision = decide(&Strategy::default(), &observation);
     assert_eq!(decision.phase, Phase::Failed);
     assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
-    assert_eq!(decision.write, None, "nothing widened");
+    // Nothing widened, and the DaemonSet controller stopped too: a broken node may keep its
+    // pod ready, and at maxUnavailable 1 it would go on to the next node by itself.
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let on_hold = Observation {
+        live_on_hold: true,
+        ..observation.clone()
+    };
+    assert_eq!(
+        decide(&Strategy::default(), &on_hold).write,
+        None,
+        "held already"
+    );
     let event = decision
         .event(event_reason::NODE_UNHEALTHY)
         .expect("a Warning");
