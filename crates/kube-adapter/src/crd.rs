@@ -631,6 +631,18 @@ pub struct CanaryDaemonSetStatus {
     /// Pods driver: how many nodes failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_node_count: Option<u32>,
+    /// The nodes the health gates name (`NodeUnhealthy`, or held by `onUnhealthy: Hold`): at
+    /// most 10, both drivers; kept while the failure is.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    #[schemars(length(max = 10))]
+    pub unhealthy_nodes: Vec<UnhealthyNodeNote>,
+    /// How many nodes the health gates name in all, when there are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_node_count: Option<u32>,
     /// Pods driver: pods per revision, the target first, at most 5 revisions.
     #[serde(
         default,
@@ -654,6 +666,28 @@ pub struct CanaryDaemonSetStatus {
     /// The measurements of the last analysed pause step (`spec.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
+}
+
+/// A node the health gates name (`status.unhealthyNodes`, issue 46): what was seen on it and
+/// since when. The reason and message are the node's, cut.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnhealthyNodeNote {
+    /// Node name.
+    pub name: String,
+    /// The condition that makes it unhealthy (`Ready`, or one of `spec.health.nodeConditions`).
+    pub condition: String,
+    /// Its status (`False`, `Unknown`, `True`).
+    pub status: String,
+    /// Its reason, cut.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Its message, cut.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Unhealthy since (the condition's `lastTransitionTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
 }
 
 /// A node and why it is listed.
@@ -690,7 +724,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 31] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 33] = [
         "phase",
         "reason",
         "message",
@@ -716,6 +750,8 @@ impl CanaryDaemonSetStatus {
         "deferredNodeCount",
         "failedNodes",
         "failedNodeCount",
+        "unhealthyNodes",
+        "unhealthyNodeCount",
         "revisions",
         "promotion",
         "held",

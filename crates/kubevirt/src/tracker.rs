@@ -181,6 +181,7 @@ fn transition(
         history: None,
         retry: None,
         held: false,
+        unhealthy: None,
         at: now,
     }
 }

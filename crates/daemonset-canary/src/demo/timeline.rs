@@ -409,6 +409,7 @@ mod tests {
             history: None,
             retry: None,
             held: false,
+            unhealthy: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -102,11 +102,16 @@ pub struct Metrics {
     drifts: IntCounterVec,
     step: IntGaugeVec,
     nodes: IntGaugeVec,
+    unhealthy_nodes: IntGaugeVec,
     pod_deletions: IntCounter,
     analysis_value: GaugeVec,
     analysis_runs: IntCounterVec,
     leader: IntGauge,
 }
+
+/// The `cause` values of `canary_unhealthy_nodes`: the health gate that names the nodes (the
+/// neighbour-pod gate adds `neighbours`).
+pub const UNHEALTHY_CAUSES: [&str; 1] = ["node"];
 
 /// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands, in
 /// the state machine's one vocabulary of node states.
@@ -227,6 +232,13 @@ impl Metrics {
             ),
             &["namespace", "name", "state"],
         )?;
+        let unhealthy_nodes = IntGaugeVec::new(
+            Opts::new(
+                "unhealthy_nodes",
+                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it).",
+            ),
+            &["namespace", "name", "cause"],
+        )?;
         let pod_deletions = IntCounter::new(
             "pod_deletions_total",
             "Pods driver: old pods deleted by the controller (one DELETE request each).",
@@ -275,6 +287,7 @@ impl Metrics {
             collectors.push(Box::new(drifts.clone()));
             collectors.push(Box::new(step.clone()));
             collectors.push(Box::new(nodes.clone()));
+            collectors.push(Box::new(unhealthy_nodes.clone()));
             collectors.push(Box::new(pod_deletions.clone()));
             collectors.push(Box::new(analysis_value.clone()));
             collectors.push(Box::new(analysis_runs.clone()));
@@ -298,6 +311,7 @@ impl Metrics {
             drifts,
             step,
             nodes,
+            unhealthy_nodes,
             pod_deletions,
             analysis_value,
             analysis_runs,
@@ -428,6 +442,14 @@ impl Metrics {
         }
     }
 
+    /// Sets how many nodes a health gate (`cause`, one of [`UNHEALTHY_CAUSES`]) names as
+    /// evidence against the release of `namespace/name`.
+    pub fn set_unhealthy_nodes(&self, namespace: &str, name: &str, cause: &str, count: u32) {
+        self.unhealthy_nodes
+            .with_label_values(&[namespace, name, cause])
+            .set(i64::from(count));
+    }
+
     /// Counts one pod deleted by the Pods driver.
     pub fn pod_deleted(&self) {
         self.pod_deletions.inc();
@@ -494,6 +516,11 @@ impl Metrics {
             let _ = self
                 .nodes
                 .remove_label_values(&[namespace, name, state.as_str()]);
+        }
+        for cause in UNHEALTHY_CAUSES {
+            let _ = self
+                .unhealthy_nodes
+                .remove_label_values(&[namespace, name, cause]);
         }
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self

@@ -22,6 +22,7 @@ mod bad_patches;
 mod cli;
 mod demo;
 mod examples;
+mod health;
 mod logs;
 mod metrics_endpoint;
 mod observe_kubevirt;

@@ -22,7 +22,7 @@ use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
 use crate::index::PodCountRule;
-use crate::observer::Transition;
+use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
 /// Whether this driver soaks its canary (issue 46): not yet, see `health_facts`.
@@ -88,6 +88,7 @@ impl Driver for Steer {
         record.updated = self.counts.updated;
         record.updated_ready = self.counts.updated_ready;
         record.max_unavailable = Some(self.observation.live_max_unavailable.clone());
+        record.unhealthy = UnhealthyRecord::of(self.observation.health.as_ref());
     }
 
     async fn act(

@@ -145,6 +145,7 @@ impl<'a> Pass<'a> {
             history: None,
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
+            unhealthy: None,
             at: self.now,
         }
     }

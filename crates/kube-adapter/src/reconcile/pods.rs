@@ -46,7 +46,7 @@ use super::{Pass, describe_api_error};
 use crate::Error;
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, promotion_asked};
 use crate::index::OwnerIndex;
-use crate::observer::{PodsRecord, Report, Transition};
+use crate::observer::{PodsRecord, Report, Transition, UnhealthyRecord};
 use crate::status::{next_status, step_position};
 use crate::watched_node::{ALL_NODES, CachedNode, NodeLabels};
 
@@ -707,6 +707,7 @@ impl Driver for PodsDriver<'_> {
     fn record(&self, decision: &PodDecision, record: &mut Transition) {
         if let Some(seen) = &self.seen {
             record.target = seen.target.clone();
+            record.unhealthy = UnhealthyRecord::of(seen.observation.health.as_ref());
         }
         let tally = decision.action.tally;
         record.desired = tally.desired;

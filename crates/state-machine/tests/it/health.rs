@@ -266,3 +266,42 @@ fn pods_on_unhealthy_hold_pauses_and_deletes_nothing() {
     assert!(decision.write.is_none());
     assert!(reasons(&decision).contains(&event_reason::NODE_UNHEALTHY));
 }
+
+/// `onFailure: Rollback` after `NodeUnhealthy`: the rollback replaces the pod on the node the
+/// release broke (NotReady), which a rollout would defer, first; only that node waits for it.
+#[test]
+fn pods_a_rollback_replaces_the_pod_on_the_node_the_release_broke() {
+    // Rolling back to v1: n00 and n01 never left it (updated, for the rollback), n02 runs
+    // the failed v2 and is NotReady.
+    let mut nodes = cluster(0, 3);
+    nodes[2].health = NodeHealth::NotReady;
+    if let Some(pod) = &mut nodes[2].pod {
+        pod.updated = false;
+        pod.ready = false;
+    }
+    let observation = PodObservation {
+        rollback: true,
+        ..at(0, Phase::Canary, nodes.clone())
+    };
+    let decision = by_default(&observation);
+    assert_eq!(deleted_nodes(&decision), ["n02"], "{decision:?}");
+    assert!(decision.action.deferred.is_empty());
+    // Not a rollback: the same NotReady node on an old pod is deferred as before.
+    let rollout = by_default(&at(0, Phase::Canary, nodes));
+    assert!(deleted_nodes(&rollout).is_empty(), "{rollout:?}");
+    assert_eq!(rollout.action.deferred.len(), 1);
+}
+
+/// A pause step right after the canary's is its soak: the rollout goes into it at once.
+#[test]
+fn pods_a_pause_after_the_canary_step_is_its_soak() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 15);
+    let decision = canary_state_machine::decide_pods(
+        &Strategy::default(),
+        &crate::pods::canary_then_hold(),
+        &pods_canary(Some(soaking), NodeHealth::Healthy),
+    );
+    assert_eq!(decision.phase, Phase::Paused);
+    assert_eq!(decision.action.step, 1);
+}

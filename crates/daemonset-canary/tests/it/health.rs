@@ -1,0 +1,249 @@
+//! The node-health gate (issue 46) on the real binary against `sim serve`, as a user meets it:
+//! a release that breaks its node (`breaks-node`, or a `node-condition` the gate reads) fails
+//! the Pods driver's rollout with `NodeUnhealthy` with only the canary's node ever on it, and
+//! names the node; `onUnhealthy: Hold` pauses it instead; `onFailure: Rollback` puts the old
+//! agent back on the node, which recovers.
+use crate::support;
+use support::KillOnDrop;
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_state_machine::{Compatibility, Driver};
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest_for};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// `sim serve` with 3 nodes and `run` against it.
+async fn on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
+    let sim = support::serve_sim(test, &["--nodes", "3"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
+    (sim, client, run)
+}
+
+fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {
+    manifest_for(Compatibility::Fixed, Driver::Pods, None, version, behavior)
+}
+
+/// Installs v1 (healthy), then rolls out v2 with `behavior` and `health`; returns once the
+/// status is in `phase` on the new generation, with the most pods ever seen on v2.
+async fn roll_out_v2(
+    client: &kube::Client,
+    behavior: &str,
+    health: serde_json::Value,
+    on_failure: Option<&str>,
+    phase: &str,
+) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut v1 = pods_manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    if let Some(on_failure) = on_failure {
+        v1["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        &api,
+        &pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut v2 = pods_manifest("v2", behavior);
+    v2["spec"]["health"] = health;
+    if let Some(on_failure) = on_failure {
+        v2["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    let mut most = 0;
+    let status = wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        phase,
+        "v2",
+        &mut most,
+    )
+    .await;
+    (status, most)
+}
+
+/// Waits for `phase` on `generation`; meanwhile the most pods seen at once on `watched`.
+async fn wait(
+    api: &Api<CanaryDaemonSet>,
+    pods: &Api<Pod>,
+    generation: Option<i64>,
+    phase: &str,
+    watched: &str,
+    most: &mut usize,
+) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let on_watched = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .is_some_and(|image| image.ends_with(&format!(":{watched}")))
+            })
+            .count();
+        *most = (*most).max(on_watched);
+        if status.observed_generation >= generation && status.phase_name() == Some(phase) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "never {phase}: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Ready status of every node, by name.
+async fn node_ready(client: &kube::Client) -> Vec<(String, String)> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|node| {
+            let ready = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status)
+                .unwrap_or_default();
+            (node.metadata.name.unwrap_or_default(), ready)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() {
+    let (_sim, client, _run) = on_sim("health-breaks-node").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("turned unhealthy after its agent pod was updated"),
+        "{message}"
+    );
+    assert!(
+        message.contains("(Ready False, KubeletNotReady"),
+        "{message}"
+    );
+    let broken: Vec<String> = node_ready(&client)
+        .await
+        .into_iter()
+        .filter(|(_, ready)| ready != "True")
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(message.contains(&broken[0]), "the node is named: {message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_condition_the_gate_reads_fails_the_rollout_and_one_it_does_not_read_does_not() {
+    let (_sim, client, _run) = on_sim("health-node-condition").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "node-condition=KernelDeadlock@2s",
+        serde_json::json!({"nodeConditions": ["KernelDeadlock"], "canarySoak": "10s"}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("(KernelDeadlock True, DockerHung"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_unhealthy_hold_pauses_the_rollout_instead() {
+    let (_sim, client, _run) = on_sim("health-hold").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({"onUnhealthy": "Hold"}),
+        None,
+        "paused",
+    )
+    .await;
+    assert_eq!(status.reason_name(), None, "{status:?}");
+    assert_eq!(most, 1);
+    // Held: nothing moves while the node is broken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|event| event.reason.as_deref() == Some("NodeUnhealthy"))
+        .count();
+    assert_eq!(warned, 1, "one Warning naming the node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_rollback_puts_the_old_agent_back_and_the_node_recovers() {
+    let (_sim, client, _run) = on_sim("health-rollback").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        Some("Rollback"),
+        "rolledBack",
+    )
+    .await;
+    assert_eq!(most, 1, "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = node_ready(&client).await;
+        if nodes.iter().all(|(_, ready)| ready == "True") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node never recovered: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
