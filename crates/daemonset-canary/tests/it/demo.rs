@@ -138,6 +138,35 @@ fn the_pods_driver_shows_its_steps_and_deletions() {
     );
 }
 
+/// `node-killer`: the release takes its node NotReady 20 s after its pod is ready; the
+/// node-health gate fails the rollout (`NodeUnhealthy`) with one pod deleted, on either
+/// `--driver` (the scenario runs the Pods driver), and the exit code says it ended as expected.
+#[test]
+fn a_release_that_breaks_its_node_fails_after_one_node() {
+    for driver in ["pods", "max-unavailable"] {
+        let output = demo(&[
+            "--nodes",
+            "10",
+            "--scenario",
+            "node-killer",
+            "--driver",
+            driver,
+            "--json",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(summary["result"], "failed", "{summary}");
+        assert_eq!(summary["podDeletions"], 1, "only the canary's: {summary}");
+        assert!(stdout.contains("NodeUnhealthy"), "{stdout}");
+    }
+}
+
 /// `unhealthy-node` keeps one node NotReady through the rollout: it still ends `successful`,
 /// with that node deferred and every other node's pod deleted once; `--json` carries the step.
 #[test]
