@@ -104,18 +104,8 @@ fn run_on(layout: &Layout, cluster: &cluster::Cluster, args: &ChaosArgs) -> Resu
     let state = cluster::running_state(layout)?;
     let results = layout.run_dir().join("chaos-results.jsonl");
     let _ = std::fs::remove_file(&results);
-    let mut test = Command::new(&cargo);
+    let mut test = crate::e2e::ignored_tests_of(&cargo, TEST_TARGET);
     test.args([
-        "test",
-        "--locked",
-        "--profile",
-        crate::PROFILE,
-        "-p",
-        "daemonset-canary",
-        "--test",
-        TEST_TARGET,
-        "--",
-        "--ignored",
         // One fault at a time: they share the control plane.
         "--test-threads=1",
         "--nocapture",

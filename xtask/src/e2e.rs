@@ -309,23 +309,29 @@ fn run_main_suite(
     })
 }
 
+/// `cargo test` of `target`'s ignored tests (the ones that need a cluster), in the tests'
+/// profile; the caller adds the harness's options after the `--ignored` it ends with.
+pub(crate) fn ignored_tests_of(cargo: &str, target: &str) -> Command {
+    let mut test = Command::new(cargo);
+    test.args([
+        "test",
+        "--locked",
+        "--profile",
+        crate::PROFILE,
+        "-p",
+        "daemonset-canary",
+        "--test",
+        target,
+        "--",
+        "--ignored",
+    ]);
+    test
+}
+
 /// The names of the suite's tests (`module::name`), as the test binary lists them.
 fn list_tests(cargo: &str) -> Result<Vec<String>> {
-    let output = Command::new(cargo)
-        .args([
-            "test",
-            "--locked",
-            "--profile",
-            crate::PROFILE,
-            "-p",
-            "daemonset-canary",
-            "--test",
-            TEST_TARGET,
-            "--",
-            "--ignored",
-            "--list",
-            "--format=terse",
-        ])
+    let output = ignored_tests_of(cargo, TEST_TARGET)
+        .args(["--list", "--format=terse"])
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run cargo test --list")?;
@@ -348,18 +354,8 @@ fn test_command(
     tests: &[String],
     threads: u32,
 ) -> Command {
-    let mut test = Command::new(cargo);
+    let mut test = ignored_tests_of(cargo, TEST_TARGET);
     test.args([
-        "test",
-        "--locked",
-        "--profile",
-        crate::PROFILE,
-        "-p",
-        "daemonset-canary",
-        "--test",
-        TEST_TARGET,
-        "--",
-        "--ignored",
         "--exact",
         // Each scenario prints its figures (makespan, phases); show them in CI's log.
         "--nocapture",
@@ -407,18 +403,8 @@ fn run_kubevirt_suite(layout: &Layout, args: &E2eArgs, binary: &Path) -> Result<
             "==> e2e: KubeVirt ready for the suite after {:.0} s",
             started.elapsed().as_secs_f64()
         );
-        let mut test = Command::new(cargo());
+        let mut test = ignored_tests_of(&cargo(), KUBEVIRT_TEST_TARGET);
         test.args([
-            "test",
-            "--locked",
-            "--profile",
-            crate::PROFILE,
-            "-p",
-            "daemonset-canary",
-            "--test",
-            KUBEVIRT_TEST_TARGET,
-            "--",
-            "--ignored",
             // The KubeVirt scenarios share virt-handler: one at a time.
             "--test-threads=1",
             "--nocapture",

@@ -472,9 +472,9 @@ impl Observer {
                 &format!("127.0.0.1:{port}"),
                 "--log-format",
                 "json",
-                // Each transition is a debug line of the adapter ("observed phase").
+                // Each transition is a debug line of canary-kubevirt ("observed phase").
                 "--log-level",
-                "canary_kube_adapter=debug,info",
+                "canary_kubevirt=debug,info",
             ])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

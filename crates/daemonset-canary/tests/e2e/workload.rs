@@ -1,7 +1,9 @@
 //! `spec.workloadRef` on a DaemonSet its owner writes (as `helm install` leaves one: Helm's
 //! labels and annotations, `updateStrategy: OnDelete`), on the real DaemonSet controller, which
 //! records each template the owner writes as a ControllerRevision: the controller moves the
-//! pods to the new revision through the steps and never writes the DaemonSet.
+//! pods to the new revision through the steps and writes nothing of the DaemonSet but its claim
+//! (one annotation, `canary.daemonset.dev/claimed-by`, issue 47: one CanaryDaemonSet per
+//! DaemonSet), never its spec.
 
 use crate::audit;
 use crate::harness::{Cli, E2e, accepted, image_and_ready, refused};
@@ -24,7 +26,7 @@ const BEHAVIOR: &str = "sim.canary.daemonset.dev/behavior";
 /// the DaemonSet by the controller, ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
-async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written() {
+async fn a_daemon_set_helm_owns_follows_each_owner_change_and_only_its_claim_is_written() {
     let e2e = E2e::isolated("workload").nodes(6).start().await;
     let owned = e2e.agent("v1", "healthy");
     let mut template = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
@@ -154,13 +156,43 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_is_never_written()
     })
     .await;
 
-    let written: Vec<String> = audit::daemon_set_writes(&e2e.namespace, RELEASE)
+    // The one write the owner's DaemonSet gets: the claim, a JSON Patch that tests the
+    // resourceVersion it read and adds the claim annotation (and the annotations map, if none).
+    let claim_path = format!(
+        "/metadata/annotations/{}",
+        canary_kube_adapter::claim::CLAIM_ANNOTATION.replace('/', "~1")
+    );
+    let writes = audit::daemon_set_writes(&e2e.namespace, RELEASE);
+    let beyond_the_claim: Vec<String> = writes
         .iter()
-        .map(audit::Event::line)
+        .filter(|write| {
+            let ops = write
+                .request_object
+                .as_ref()
+                .and_then(|body| body.as_array())
+                .cloned()
+                .unwrap_or_default();
+            let only_the_claim = write.verb == "patch"
+                && !ops.is_empty()
+                && ops.iter().all(|op| match op["op"].as_str() {
+                    Some("test") => op["path"] == "/metadata/resourceVersion",
+                    Some("add") => {
+                        op["path"] == "/metadata/annotations" || op["path"] == claim_path.as_str()
+                    }
+                    _ => false,
+                });
+            !only_the_claim
+        })
+        .map(|write| format!("{}: {:?}", write.line(), write.request_object))
         .collect();
     assert!(
-        written.is_empty(),
-        "the controller wrote the owner's DaemonSet: {written:#?}"
+        beyond_the_claim.is_empty(),
+        "the controller wrote the owner's DaemonSet beyond its claim: {beyond_the_claim:#?}"
+    );
+    let claims = writes.iter().filter(|write| write.succeeded()).count();
+    assert!(
+        claims <= 1,
+        "the claim was written {claims} times: {writes:#?}"
     );
     let deletions = audit::writes_in(&e2e.namespace)
         .into_iter()
