@@ -242,7 +242,31 @@ pub struct HealthSpec {
     /// decide: `resume` goes on, `abort` rolls back).
     #[serde(default)]
     pub on_unhealthy: OnUnhealthy,
-    // The neighbour-pod gate's settings go here (issue 46: `neighbours`, with `enabled`).
+    /// The neighbours gate: the pods beside the agent on an updated node (not the
+    /// DaemonSet's own), ready at its update, that lose readiness or restart within `window`
+    /// after it, judged against the nodes not yet updated (`NeighboursDisrupted`). Unset: on,
+    /// 2 pods and 50%.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<NeighboursSpec>,
+}
+
+/// When a node's neighbours count as disrupted (`spec.health.neighbours`, docs/health.md).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NeighboursSpec {
+    /// The gate judges at all (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The fewest disrupted neighbour pods that make a node's neighbours disrupted (default
+    /// 2, 1 to 1000): one pod restarting is background.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub min_pods: Option<u32>,
+    /// The smallest share of the node's neighbours (those there and ready at its update)
+    /// that must be disrupted, in percent (default 50, 1 to 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub min_percent: Option<u32>,
 }
 
 /// A DaemonSet in the CanaryDaemonSet's namespace, owned by someone else.

@@ -113,6 +113,7 @@ pub mod history;
 pub mod index;
 pub mod lease;
 pub mod meta;
+pub mod neighbours;
 pub mod observer;
 pub mod patch;
 pub mod reconcile;

@@ -91,6 +91,8 @@ pub struct Transition {
 /// The nodes the health gates name in a pass: at most ten, and how many in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnhealthyRecord {
+    /// Which gate names them.
+    pub cause: canary_state_machine::HealthCause,
     /// The nodes, earliest broken first.
     pub nodes: Vec<canary_state_machine::UnhealthyNode>,
     /// How many there are in all.
@@ -101,9 +103,15 @@ impl UnhealthyRecord {
     /// The nodes the gates name over `facts`, if any.
     pub fn of(facts: Option<&canary_state_machine::HealthFacts>) -> Option<Box<Self>> {
         match canary_state_machine::health::judge(facts?) {
-            canary_state_machine::HealthVerdict::NodesUnhealthy { nodes, count } => {
-                Some(Box::new(UnhealthyRecord { nodes, count }))
-            }
+            canary_state_machine::HealthVerdict::NodesUnhealthy {
+                cause,
+                nodes,
+                count,
+            } => Some(Box::new(UnhealthyRecord {
+                cause,
+                nodes,
+                count,
+            })),
             canary_state_machine::HealthVerdict::Healthy => None,
         }
     }

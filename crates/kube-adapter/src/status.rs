@@ -190,14 +190,18 @@ pub fn next_status(
 }
 
 /// The nodes the health gates name (issue 46), over the Pods driver's part of the status:
-/// those of this pass; while a `NodeUnhealthy` failure stays without them (a node that
+/// those of this pass; while a `NodeUnhealthy` (or `NeighboursDisrupted`) failure stays without them (a node that
 /// recovered, or left the window), the ones that failed it.
 fn unhealthy_status(
     prev: &CanaryDaemonSetStatus,
     pass: &Transition,
     steps: &CanaryDaemonSetStatus,
 ) -> CanaryDaemonSetStatus {
-    let named = matches!(pass.failure, Some(FailureReason::NodeUnhealthy)) || pass.held;
+    let health_failure = matches!(
+        pass.failure,
+        Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
+    );
+    let named = health_failure || pass.held;
     let (unhealthy_nodes, unhealthy_node_count) = match &pass.unhealthy {
         Some(record) if named => (
             record
@@ -215,9 +219,7 @@ fn unhealthy_status(
                 .collect(),
             Some(record.count),
         ),
-        _ if pass.failure == Some(FailureReason::NodeUnhealthy) => {
-            (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count)
-        }
+        _ if health_failure => (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count),
         _ => (Vec::new(), None),
     };
     CanaryDaemonSetStatus {
@@ -820,6 +822,7 @@ mod tests {
         let mut failed = pass(Phase::Failed, 0);
         failed.failure = Some(FailureReason::NodeUnhealthy);
         failed.unhealthy = Some(Box::new(UnhealthyRecord {
+            cause: canary_state_machine::HealthCause::Node,
             nodes: vec![UnhealthyNode {
                 node: "node-7".into(),
                 since: Stamp(1_796_240_705),

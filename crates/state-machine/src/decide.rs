@@ -212,9 +212,12 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     // its update fails the rollout here too, and the failure stays (the reference table
     // re-evaluates every failure, which would widen once the node left the window).
     let life = life_of(observation);
-    if let Some(previous) =
-        sticky(&life).filter(|p| p.failure == Some(FailureReason::NodeUnhealthy))
-    {
+    if let Some(previous) = sticky(&life).filter(|p| {
+        matches!(
+            p.failure,
+            Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
+        )
+    }) {
         return stay_failed(&life, previous);
     }
     if let Some(failure) = health_failed(&life) {

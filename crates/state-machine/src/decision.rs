@@ -135,6 +135,9 @@ pub mod event_reason {
     /// Warning: nodes turned unhealthy after their update (the node-health gate); the rollout
     /// fails, or holds with `onUnhealthy: Hold`.
     pub const NODE_UNHEALTHY: &str = "NodeUnhealthy";
+    /// Warning: the pods beside the agent on updated nodes were disrupted after their update
+    /// (the neighbours gate); the rollout fails, or holds with `onUnhealthy: Hold`.
+    pub const NEIGHBOURS_DISRUPTED: &str = "NeighboursDisrupted";
 }
 
 /// An event to record on the DaemonSet.

@@ -100,7 +100,9 @@ pub use decide::{SyncFlags, decide, decide_create, tls_step};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use health::{
-    HealthFacts, HealthPolicy, HealthVerdict, NodePod, NodeSeen, OnUnhealthy, Stamp, UnhealthyNode,
+    HealthCause, HealthFacts, HealthPolicy, HealthVerdict, NeighbourFacts, NeighbourNode,
+    NeighbourPod, NeighbourPolicy, NeighbourTally, NodePod, NodeSeen, OnUnhealthy, Stamp,
+    UnhealthyNode,
 };
 pub use lifecycle::{
     Decision, DriverAction, MaxUnavailableAction, Revision, RollbackDecision, RollbackObservation,

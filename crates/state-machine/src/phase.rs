@@ -184,11 +184,15 @@ pub enum FailureReason {
     /// A node that was healthy when its agent pod was replaced turned unhealthy within the
     /// health window after it (`spec.health`, issue 46): the release broke its node.
     NodeUnhealthy,
+    /// The pods beside the agent on an updated node (ready at its update) lost readiness or
+    /// restarted within the health window after it, beyond the nodes not yet updated
+    /// (`spec.health.neighbours`, issue 46): the release broke its neighbours.
+    NeighboursDisrupted,
 }
 
 impl FailureReason {
     /// Every reason.
-    pub const ALL: [FailureReason; 9] = [
+    pub const ALL: [FailureReason; 10] = [
         FailureReason::CanaryCrashLooping,
         FailureReason::WriteRejected,
         FailureReason::UnexpectedState,
@@ -198,6 +202,7 @@ impl FailureReason {
         FailureReason::InvalidSpec,
         FailureReason::DaemonSetClaimed,
         FailureReason::NodeUnhealthy,
+        FailureReason::NeighboursDisrupted,
     ];
 
     /// The stable CamelCase name (`"CanaryCrashLooping"`, ...).
@@ -212,6 +217,7 @@ impl FailureReason {
             FailureReason::InvalidSpec => "InvalidSpec",
             FailureReason::DaemonSetClaimed => "DaemonSetClaimed",
             FailureReason::NodeUnhealthy => "NodeUnhealthy",
+            FailureReason::NeighboursDisrupted => "NeighboursDisrupted",
         }
     }
 
@@ -228,6 +234,7 @@ impl FailureReason {
                 | FailureReason::ProgressDeadlineExceeded
                 | FailureReason::AnalysisFailed
                 | FailureReason::NodeUnhealthy
+                | FailureReason::NeighboursDisrupted
         )
     }
 }

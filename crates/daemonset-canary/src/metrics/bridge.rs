@@ -10,7 +10,7 @@ use crate::metrics::{KnownLabels, Metrics, Mode, NODE_STATES, PodCounts, Rollout
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::observer::WRITE_KINDS;
 use canary_kube_adapter::{Report, Reports, Transition, WriteOutcome};
-use canary_state_machine::{FailureReason, NodeStanding, Phase};
+use canary_state_machine::{FailureReason, HealthCause, NodeStanding, Phase};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -132,13 +132,19 @@ impl MetricsBridge {
         };
         self.metrics.set_counts(&key, counts, max_unavailable_pods);
         if self.mode == Mode::Driven {
-            let count = transition.unhealthy.as_ref().map_or(0, |u| u.count);
-            self.metrics.set_unhealthy_nodes(
-                &transition.namespace,
-                &transition.name,
-                "node",
-                count,
-            );
+            for cause in [HealthCause::Node, HealthCause::Neighbours] {
+                let count = transition
+                    .unhealthy
+                    .as_ref()
+                    .filter(|u| u.cause == cause)
+                    .map_or(0, |u| u.count);
+                self.metrics.set_unhealthy_nodes(
+                    &transition.namespace,
+                    &transition.name,
+                    cause.label(),
+                    count,
+                );
+            }
         }
         if let Some(pods) = &transition.pods {
             let tally = pods.tally;

@@ -109,9 +109,9 @@ pub struct Metrics {
     leader: IntGauge,
 }
 
-/// The `cause` values of `canary_unhealthy_nodes`: the health gate that names the nodes (the
-/// neighbour-pod gate adds `neighbours`).
-pub const UNHEALTHY_CAUSES: [&str; 1] = ["node"];
+/// The `cause` values of `canary_unhealthy_nodes`: the health gate that names the nodes
+/// ([`canary_state_machine::HealthCause::label`]).
+pub const UNHEALTHY_CAUSES: [&str; 2] = ["node", "neighbours"];
 
 /// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands, in
 /// the state machine's one vocabulary of node states.
@@ -235,7 +235,7 @@ impl Metrics {
         let unhealthy_nodes = IntGaugeVec::new(
             Opts::new(
                 "unhealthy_nodes",
-                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it).",
+                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it; cause=\"neighbours\": the pods beside the agent lost readiness or restarted within the window, beyond the nodes not yet updated).",
             ),
             &["namespace", "name", "cause"],
         )?;

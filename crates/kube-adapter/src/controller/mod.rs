@@ -31,6 +31,7 @@ use crate::health::Health;
 use crate::index::{OwnerIndex, WatchedPod};
 pub use crate::lease::LeaderElection;
 use crate::lease::{self, Elector, Leadership};
+use crate::neighbours::{NeighbourIndex, WatchedNeighbour};
 use crate::observer::{Observer, Report};
 use crate::reconcile::{Caches, Context, Requeue, WriteLedger, error_policy, reconcile};
 use crate::trigger::{COUNTS_WAIT, Coalesced, FACTS_WAIT, WatchErrors, WatchLog};
@@ -230,7 +231,10 @@ async fn run_controller(
     let pods = OwnerIndex::<PodSummary>::new();
     let (counts_moved, counted) = Coalesced::<CanaryDaemonSet>::new(COUNTS_WAIT);
     let (facts_moved, facts) = Coalesced::<CanaryDaemonSet>::new(FACTS_WAIT);
-    let pod_triggers = watching.pods(pods.clone(), counts_moved, facts_moved);
+    let pod_triggers = watching.pods(pods.clone(), counts_moved, facts_moved.clone());
+    let neighbours = NeighbourIndex::new();
+    let neighbour_triggers =
+        watching.neighbours(neighbours.clone(), cds_store.clone(), facts_moved);
     let revisions = OwnerIndex::<ControllerRevision>::new();
     let revision_triggers = watching.revisions(revisions.clone());
     let nodes = OwnerIndex::<CachedNode>::new();
@@ -253,6 +257,7 @@ async fn run_controller(
         nodes,
         workloads: workloads.clone(),
         canary_daemon_sets: cds_store.clone(),
+        neighbours,
     };
     let ctx = context(client.clone(), config, caches, ledger);
     let (undecodable_tx, undecodable) = mpsc::unbounded_channel::<Notice>();
@@ -265,6 +270,7 @@ async fn run_controller(
         pods: pod_triggers,
         revisions: revision_triggers,
         nodes: node_triggers,
+        neighbours: neighbour_triggers,
         counted: Box::pin(counted),
         facts: Box::pin(facts),
         workloads: workload_triggers,
@@ -354,6 +360,8 @@ struct TermTriggers {
     pods: Triggers<WatchedPod>,
     revisions: Triggers<ControllerRevision>,
     nodes: Triggers<WatchedNode>,
+    /// The neighbour pods' watch: it triggers through `facts` only (its stream yields none).
+    neighbours: Triggers<WatchedNeighbour>,
     /// Pod events that moved counts only, one pass per `COUNTS_WAIT`.
     counted: BoxStream<'static, ObjectRef<CanaryDaemonSet>>,
     /// Pod events of Pods-driver rollouts, one pass per `FACTS_WAIT`.
@@ -392,6 +400,9 @@ fn serve(
         // A node that changes (NotReady, cordoned, back) matters to Pods-driver rollouts only.
         .watches_stream(triggers.nodes, move |_node: WatchedNode| {
             pods_driven(&node_targets.state())
+        })
+        .watches_stream(triggers.neighbours, |_pod: WatchedNeighbour| {
+            None::<ObjectRef<CanaryDaemonSet>>
         })
         .reconcile_on(triggers.counted)
         .reconcile_on(triggers.facts)

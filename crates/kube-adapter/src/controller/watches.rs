@@ -31,6 +31,7 @@ use crate::daemon_set_trigger::DaemonSetTriggers;
 use crate::desired::OWNER_LABEL;
 use crate::health::Health;
 use crate::index::{Moved, OwnerIndex, WatchedPod};
+use crate::neighbours::{NeighbourIndex, WatchedNeighbour};
 use crate::reconcile::Context;
 use crate::scope::api;
 use crate::trigger::{Coalesced, WatchBackoff, WatchErrors, relisting_watcher};
@@ -174,6 +175,35 @@ impl Watching<'_> {
         Box::pin(self.errors.quiet_or_trigger(stream, "nodes"))
     }
 
+    /// Every pod of the cluster, for the neighbours gate (issue 46), decoded as
+    /// [`WatchedNeighbour`] (node, owner, readiness, last exit) into `index`: a few dozen bytes
+    /// a pod. A pod event asks for no pass of its own: when a neighbour turns disrupted, each
+    /// CanaryDaemonSet of `canaries` whose rollout is in progress with the gate on gets one,
+    /// coalesced by `moved`. Not part of readiness, like the nodes: without the permission to
+    /// list pods cluster-wide the gate sees no neighbour and says nothing (the watch's errors
+    /// say why).
+    pub(super) fn neighbours(
+        &self,
+        index: NeighbourIndex,
+        canaries: Store<CanaryDaemonSet>,
+        moved: Coalesced<CanaryDaemonSet>,
+    ) -> Triggers<WatchedNeighbour> {
+        let stream = relisting_watcher(
+            Api::<WatchedNeighbour>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .backoff(WatchBackoff::default())
+        .map_ok(move |event| {
+            if index.apply(&event) {
+                for cds in neighbours_watched(&canaries.state()) {
+                    moved.later(cds);
+                }
+            }
+            None
+        });
+        Box::pin(self.errors.quiet_or_trigger(stream, "neighbour pods"))
+    }
+
     /// CanaryDaemonSets, into `writer`'s cache: listed and watched untyped and decoded one by
     /// one, so that one object that does not decode (an out-of-range integer an old API
     /// server stored, say) goes to `undecodable` and ends as an InvalidSpec on that object, and
@@ -203,6 +233,29 @@ impl Watching<'_> {
         .predicate_filter(spec_or_marks, PredicateConfig::default());
         Box::pin(self.errors.without_errors(stream, "canarydaemonsets"))
     }
+}
+
+/// The CanaryDaemonSets a disrupted neighbour concerns: those with the neighbours gate on
+/// (unless `spec.health.neighbours.enabled: false`) whose rollout is in progress.
+pub(super) fn neighbours_watched(all: &[Arc<CanaryDaemonSet>]) -> Vec<ObjectRef<CanaryDaemonSet>> {
+    all.iter()
+        .filter(|cds| {
+            let gate_on = cds
+                .spec
+                .health
+                .as_ref()
+                .and_then(|h| h.neighbours.as_ref())
+                .and_then(|n| n.enabled)
+                .unwrap_or(true);
+            let in_progress = cds
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(|phase| phase.is_in_progress());
+            gate_on && in_progress
+        })
+        .map(|cds| ObjectRef::from_obj(&**cds))
+        .collect()
 }
 
 /// The CanaryDaemonSets a node event concerns: those of the Pods driver.

@@ -80,6 +80,10 @@ pub struct Caches {
     pub workloads: Arc<WorkloadWatches>,
     /// The CanaryDaemonSets: whether a DaemonSet's claimant is alive ([`crate::claim`]).
     pub canary_daemon_sets: Store<crate::CanaryDaemonSet>,
+    /// Every node's neighbour pods, for the neighbours gate (issue 46). Not part of
+    /// readiness: until it lists (or without the permission to list pods cluster-wide) the
+    /// gate sees no neighbour and says nothing.
+    pub neighbours: crate::neighbours::NeighbourIndex,
 }
 
 impl Caches {

@@ -12,9 +12,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use canary_predicates::{PodFacts, PodSummary};
-use canary_state_machine::{HealthFacts, NodePod, NodeSeen, Stamp, UnhealthyNode};
+use canary_state_machine::{HealthFacts, NeighbourFacts, NodePod, NodeSeen, Stamp, UnhealthyNode};
 
 use super::plan::HealthPlan;
+use crate::neighbours::NeighbourIndex;
 use crate::watched_node::CachedNode;
 
 /// The health facts of a pass at `now`, over the troubled nodes of the cache.
@@ -59,7 +60,45 @@ pub(crate) fn facts(
             })
             .collect(),
         canary_ready_since: canary_ready_since.map(Stamp),
+        neighbours: NeighbourFacts::default(),
     }
+}
+
+/// The neighbours gate's facts of a pass at `now`: the DaemonSet's `pods` (its own, whose
+/// controller is `own_uid`) say which nodes are updated (`updated`, from the pod's creation)
+/// and which still run an old pod (the baseline); `index` tallies their neighbours. Nothing
+/// is read with the gate off, with no neighbour indexed, or with no node updated within the
+/// window.
+pub(crate) fn neighbour_facts<'p>(
+    plan: &HealthPlan,
+    index: &NeighbourIndex,
+    own_uid: &str,
+    now: Stamp,
+    pods: impl Iterator<Item = &'p PodSummary>,
+    updated: impl Fn(&PodSummary) -> bool,
+) -> NeighbourFacts {
+    let policy = &plan.policy.neighbours;
+    if !policy.enabled || index.is_empty() {
+        return NeighbourFacts::default();
+    }
+    let mut by_node: HashMap<&str, Option<Stamp>> = HashMap::new();
+    for pod in pods {
+        let Some(node) = pod.node_name() else {
+            continue;
+        };
+        if pod.is_terminating() {
+            continue;
+        }
+        let state = match (updated(pod), pod.created()) {
+            (true, Some(created)) => Some(Stamp(created)),
+            // An updated pod without a creation time cannot be judged.
+            (true, None) => continue,
+            (false, _) => None,
+        };
+        by_node.insert(node, state);
+    }
+    let window = i64::try_from(plan.policy.window.as_secs()).unwrap_or(i64::MAX);
+    index.facts(policy, own_uid, &by_node, window, now)
 }
 
 /// Whether `node` is unhealthy under the gates' `conditions` (and `Ready` not `True`), and

@@ -74,7 +74,8 @@ impl Driver for Steer {
             live_on_hold: strategy_type(live) == ON_DELETE,
             ..observe_daemon_set(live, &self.counts)
         };
-        self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation));
+        let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
+        self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
         Ok(())
     }
 
@@ -127,6 +128,7 @@ impl Pass<'_> {
         plan: &Plan,
         rule: &PodCountRule,
         observation: &Observation,
+        own_uid: &str,
     ) -> HealthFacts {
         let counted = |pod: &PodSummary| rule.count_of(pod);
         // The soak of this driver needs the DaemonSet controller held while the canary soaks
@@ -149,7 +151,7 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
-        health::facts(
+        let mut facts = health::facts(
             &plan.health,
             Stamp(self.now.as_second()),
             &troubled,
@@ -161,7 +163,22 @@ impl Pass<'_> {
                 })
             },
             canary_ready_since,
-        )
+        );
+        // The neighbours gate walks the DaemonSet's pods for the nodes updated and not: only
+        // once a pod is updated (a rollout, or its last window).
+        if observation.updated_pods > 0 {
+            facts.neighbours = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+                health::neighbour_facts(
+                    &plan.health,
+                    &self.ctx.caches.neighbours,
+                    own_uid,
+                    facts.now,
+                    pods.map(|pod| &**pod).filter(|pod| counted(pod).is_some()),
+                    |pod| counted(pod).is_some_and(|c| c.updated),
+                )
+            });
+        }
+        facts
     }
 
     /// The rule the DaemonSet's pods are counted by.

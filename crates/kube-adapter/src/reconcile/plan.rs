@@ -11,13 +11,13 @@ use canary_analysis::AnalysisPlan;
 use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
 use canary_state_machine::health::{DEFAULT_NODE_CONDITIONS, MAX_HEALTH_DURATION};
 use canary_state_machine::{
-    Compatibility, Driver, HealthPolicy, InvalidDuration, MaxUnavailable, Step, StepPlan, Strategy,
-    parse_duration,
+    Compatibility, Driver, HealthPolicy, InvalidDuration, MaxUnavailable, NeighbourPolicy, Step,
+    StepPlan, Strategy, parse_duration,
 };
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, StepSpec};
+use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, NeighboursSpec, StepSpec};
 use crate::desired::target_of;
 
 /// The settings derived from a spec.
@@ -257,8 +257,29 @@ fn health_plan(cds: &CanaryDaemonSet, compatibility: Compatibility) -> Result<He
             window,
             canary_soak,
             on_unhealthy: spec.on_unhealthy,
+            neighbours: neighbours_policy(spec.neighbours.as_ref())?,
         },
         node_conditions,
+    })
+}
+
+/// `spec.health.neighbours`, checked as the CRD's bounds do.
+fn neighbours_policy(spec: Option<&NeighboursSpec>) -> Result<NeighbourPolicy, String> {
+    let defaults = NeighbourPolicy::default();
+    let Some(spec) = spec else {
+        return Ok(defaults);
+    };
+    let bounded = |field: &str, value: Option<u32>, default: u32, most: u32| match value {
+        None => Ok(default),
+        Some(value) if (1..=most).contains(&value) => Ok(value),
+        Some(value) => Err(format!(
+            "spec.health.neighbours.{field} {value} is out of range (1 to {most})"
+        )),
+    };
+    Ok(NeighbourPolicy {
+        enabled: spec.enabled.unwrap_or(defaults.enabled),
+        min_pods: bounded("minPods", spec.min_pods, defaults.min_pods, 1000)?,
+        min_percent: bounded("minPercent", spec.min_percent, defaults.min_percent, 100)?,
     })
 }
 
@@ -556,8 +577,21 @@ pub(super) mod tests {
             node_conditions: Some(vec!["KernelDeadlock".into()]),
             canary_soak: Some("0s".into()),
             on_unhealthy: OnUnhealthy::Hold,
+            neighbours: Some(NeighboursSpec {
+                enabled: Some(false),
+                min_pods: Some(1),
+                min_percent: None,
+            }),
         })
         .unwrap();
+        assert_eq!(
+            set.policy.neighbours,
+            NeighbourPolicy {
+                enabled: false,
+                min_pods: 1,
+                min_percent: 50,
+            }
+        );
         assert_eq!(set.policy.window, Duration::from_secs(3600));
         assert_eq!(set.policy.canary_soak, Duration::ZERO);
         assert_eq!(set.policy.on_unhealthy, OnUnhealthy::Hold);
@@ -613,6 +647,26 @@ pub(super) mod tests {
                     ..HealthSpec::default()
                 },
                 "nodeConditions[1] \"A\" is named twice",
+            ),
+            (
+                HealthSpec {
+                    neighbours: Some(NeighboursSpec {
+                        min_percent: Some(101),
+                        ..NeighboursSpec::default()
+                    }),
+                    ..HealthSpec::default()
+                },
+                "spec.health.neighbours.minPercent 101 is out of range (1 to 100)",
+            ),
+            (
+                HealthSpec {
+                    neighbours: Some(NeighboursSpec {
+                        min_pods: Some(0),
+                        ..NeighboursSpec::default()
+                    }),
+                    ..HealthSpec::default()
+                },
+                "spec.health.neighbours.minPods 0",
             ),
         ] {
             let error = with(bad).unwrap_err();

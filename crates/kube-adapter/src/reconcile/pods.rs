@@ -277,7 +277,7 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
-        super::health::facts(
+        let mut facts = super::health::facts(
             &plan.health,
             canary_state_machine::Stamp(self.now.as_second()),
             &troubled,
@@ -292,7 +292,19 @@ impl Pass<'_> {
                 })
             },
             canary_ready_since,
-        )
+        );
+        facts.neighbours = pod_index.with_group(&self.ds_name, |pods| {
+            super::health::neighbour_facts(
+                &plan.health,
+                &self.ctx.caches.neighbours,
+                &uid,
+                facts.now,
+                pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
+                    .map(|pod| &**pod),
+                updated,
+            )
+        });
+        facts
     }
 
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and

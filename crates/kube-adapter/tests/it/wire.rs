@@ -138,6 +138,7 @@ fn context(client: Client, live: DaemonSet, observer: Observer) -> Arc<Context> 
             tokio::sync::mpsc::unbounded_channel().0,
         )),
         canary_daemon_sets: kube::runtime::reflector::store::<CanaryDaemonSet>().0,
+        neighbours: canary_kube_adapter::neighbours::NeighbourIndex::new(),
     };
     Arc::new(Context::new(
         client,

@@ -11,7 +11,7 @@
 //! | gate | module | evidence | reason |
 //! |---|---|---|---|
 //! | node health | [`nodes`] | a node healthy when its agent pod was replaced turns unhealthy within `window` after it | `NodeUnhealthy` |
-//! | neighbours | *(the neighbour-pod gate plugs in here: its module, its facts in [`HealthFacts`], its row in [`judge`])* | | `NeighboursDisrupted` |
+//! | neighbours | [`neighbours`] | the pods beside the agent on an updated node, ready at its update, lose readiness or restart within `window` after it, beyond the nodes not yet updated | `NeighboursDisrupted` |
 //!
 //! The canary soak ([`HealthPolicy::canary_soak`]) is the gates' time to see the canary: the
 //! drivers do not widen (MaxUnavailable) or take their next nodes step (Pods) until the
@@ -26,13 +26,18 @@
 //! - A node unhealthy since before its pod was replaced is never evidence; a deleted node is
 //!   not in the facts at all.
 
+pub mod neighbours;
 pub mod nodes;
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use nodes::{NodeJudgement, NodeRow, judge_nodes};
+pub use neighbours::{
+    NeighbourFacts, NeighbourJudgement, NeighbourNode, NeighbourPod, NeighbourPolicy, NeighbourRow,
+    NeighbourTally, judge_neighbours,
+};
+pub use nodes::{CLOCK_SKEW_MARGIN_SECONDS, NodeJudgement, NodeRow, judge_nodes};
 
 /// `spec.health.window` by default: how long after its update a node is watched.
 pub const DEFAULT_HEALTH_WINDOW: Duration = Duration::from_secs(600);
@@ -122,6 +127,8 @@ pub struct HealthPolicy {
     pub canary_soak: Duration,
     /// What evidence against the release leads to.
     pub on_unhealthy: OnUnhealthy,
+    /// The neighbours gate (`spec.health.neighbours`).
+    pub neighbours: NeighbourPolicy,
 }
 
 impl Default for HealthPolicy {
@@ -131,6 +138,7 @@ impl Default for HealthPolicy {
             window: DEFAULT_HEALTH_WINDOW,
             canary_soak: DEFAULT_CANARY_SOAK,
             on_unhealthy: OnUnhealthy::Fail,
+            neighbours: NeighbourPolicy::default(),
         }
     }
 }
@@ -202,7 +210,37 @@ pub struct HealthFacts {
     /// the soak counts from there, so it survives a restart of the controller. `None` while
     /// no updated pod is ready.
     pub canary_ready_since: Option<Stamp>,
-    // The neighbour-pod gate adds its facts here (issue 46, `spec.health.neighbours`).
+    /// The neighbours of the updated nodes, and the baseline (empty with the gate off).
+    pub neighbours: NeighbourFacts,
+}
+
+/// Which gate found the evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HealthCause {
+    /// The node gate: nodes turned unhealthy after their update (`NodeUnhealthy`).
+    #[default]
+    Node,
+    /// The neighbours gate: the pods beside the agent were disrupted after the update
+    /// (`NeighboursDisrupted`).
+    Neighbours,
+}
+
+impl HealthCause {
+    /// The metric's `cause` label (`node`, `neighbours`).
+    pub const fn label(self) -> &'static str {
+        match self {
+            HealthCause::Node => "node",
+            HealthCause::Neighbours => "neighbours",
+        }
+    }
+
+    /// The failure the cause leads to under `onUnhealthy: Fail`.
+    pub const fn failure(self) -> crate::FailureReason {
+        match self {
+            HealthCause::Node => crate::FailureReason::NodeUnhealthy,
+            HealthCause::Neighbours => crate::FailureReason::NeighboursDisrupted,
+        }
+    }
 }
 
 /// What the gates concluded in one pass.
@@ -211,8 +249,11 @@ pub enum HealthVerdict {
     /// No evidence against the release.
     #[default]
     Healthy,
-    /// Nodes turned unhealthy after their update: evidence against the release.
+    /// Nodes turned unhealthy after their update, or their neighbours were disrupted:
+    /// evidence against the release.
     NodesUnhealthy {
+        /// Which gate speaks.
+        cause: HealthCause,
         /// The nodes, at most [`MAX_UNHEALTHY_LISTED`], earliest first.
         nodes: Vec<UnhealthyNode>,
         /// How many there are in all.
@@ -241,10 +282,55 @@ pub fn judge(facts: &HealthFacts) -> HealthVerdict {
             .take(MAX_UNHEALTHY_LISTED)
             .cloned()
             .collect();
-        return HealthVerdict::NodesUnhealthy { nodes, count };
+        return HealthVerdict::NodesUnhealthy {
+            cause: HealthCause::Node,
+            nodes,
+            count,
+        };
     }
-    // The neighbour-pod gate's row goes here.
+    let judgement = judge_neighbours(&facts.policy.neighbours, &facts.neighbours);
+    if judgement.is_evidence() {
+        let count = u32::try_from(judgement.disrupted.len()).unwrap_or(u32::MAX);
+        let baseline = (judgement.baseline, facts.neighbours.baseline_nodes);
+        let nodes = judgement
+            .disrupted
+            .into_iter()
+            .take(MAX_UNHEALTHY_LISTED)
+            .map(|node| disrupted_node(node, baseline))
+            .collect();
+        return HealthVerdict::NodesUnhealthy {
+            cause: HealthCause::Neighbours,
+            nodes,
+            count,
+        };
+    }
     HealthVerdict::Healthy
+}
+
+/// A node whose neighbours were disrupted, as the status names it: `Neighbours` with the
+/// disrupted of the counted (`3/3`), how, and the baseline (disrupted of the nodes not yet
+/// updated that have neighbours).
+fn disrupted_node(node: &NeighbourNode, (disrupted, of): (u32, u32)) -> UnhealthyNode {
+    let tally = &node.tally;
+    UnhealthyNode {
+        node: node.node.clone(),
+        since: tally.first.unwrap_or(node.updated),
+        seen: NodeSeen {
+            condition: "Neighbours".to_owned(),
+            status: format!("{}/{}", tally.disrupted(), tally.pods),
+            reason: "NeighboursDisrupted".to_owned(),
+            message: format!(
+                "{} of {} pods beside the agent disrupted after its update ({} lost readiness, {} restarted); baseline: {disrupted} of {of} nodes not updated",
+                tally.disrupted(),
+                tally.pods,
+                tally.lost_readiness,
+                tally.restarted
+            ),
+        },
+        pod: NodePod::Updated {
+            created: node.updated,
+        },
+    }
 }
 
 /// How much longer the canary soaks: `Some(left)` while its pod has been ready for less than

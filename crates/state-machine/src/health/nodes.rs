@@ -168,7 +168,7 @@ mod tests {
             policy: HealthPolicy::default(),
             now: Stamp(10_000),
             unhealthy,
-            canary_ready_since: None,
+            ..HealthFacts::default()
         }
     }
 
@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn a_node_broken_after_its_update_is_evidence() {
         let facts = facts(vec![node("n1", 1060, updated(1000))]);
-        let HealthVerdict::NodesUnhealthy { nodes, count } = judge(&facts) else {
+        let HealthVerdict::NodesUnhealthy { nodes, count, .. } = judge(&facts) else {
             panic!("evidence expected");
         };
         assert_eq!((nodes.len(), count), (1, 1));
@@ -295,7 +295,7 @@ mod tests {
         let unhealthy = (0..25)
             .map(|i| node(&format!("n{i:02}"), 1100 - i, updated(1000 - 2 * i)))
             .collect();
-        let HealthVerdict::NodesUnhealthy { nodes, count } = judge(&facts(unhealthy)) else {
+        let HealthVerdict::NodesUnhealthy { nodes, count, .. } = judge(&facts(unhealthy)) else {
             panic!("evidence expected");
         };
         assert_eq!((nodes.len(), count), (10, 25));

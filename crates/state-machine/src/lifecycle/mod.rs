@@ -340,12 +340,10 @@ pub(crate) fn decide<T: Table>(strategy: &Strategy, table: &T) -> Decision<T::Ac
         life.held = true;
     }
     let mut decision = hold::held_on_request(decision, &life);
-    if let Some((_, message)) = health_hold
+    if let Some((reason, message)) = health_hold
         && !life.hold_recorded
     {
-        decision
-            .events
-            .push(warning(event_reason::NODE_UNHEALTHY, message));
+        decision.events.push(warning(reason, message));
     }
     decision
 }

@@ -5,7 +5,7 @@
 use super::events::{rollout_of, started_event, warning};
 use super::{Decision, DriverAction, Life, Row, Table};
 use crate::decision::{DaemonSetWrite, event_reason};
-use crate::health::{HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
+use crate::health::{HealthCause, HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
 use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::{DriftPolicy, Strategy, StrategyError};
@@ -170,7 +170,8 @@ pub(crate) fn failed<A: DriverAction>(
 }
 
 /// The health gate's row (issue 46): evidence against the release with `onUnhealthy: Fail`
-/// fails the rollout with `NodeUnhealthy` through the failure row, before anything else is
+/// fails the rollout with `NodeUnhealthy` (or `NeighboursDisrupted`, by the gate that found
+/// it) through the failure row, before anything else is
 /// deleted or widened. With `Hold`, nothing here: the life cycle holds the pass instead
 /// ([`health_hold`]). `None` without evidence, or without the gates (no facts).
 pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision<A>> {
@@ -178,44 +179,58 @@ pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision
     if facts.policy.on_unhealthy != OnUnhealthy::Fail {
         return None;
     }
-    let HealthVerdict::NodesUnhealthy { nodes, count } = judge(facts) else {
+    let HealthVerdict::NodesUnhealthy {
+        cause,
+        nodes,
+        count,
+    } = judge(facts)
+    else {
         return None;
     };
     let message = format!(
         "daemonSet {} rollout failed: {}; no further pod is deleted",
         life.name,
-        unhealthy_text(&nodes, count)
+        unhealthy_text(cause, &nodes, count)
     );
-    Some(failed(
-        life,
-        FailureReason::NodeUnhealthy,
-        event_reason::NODE_UNHEALTHY,
-        message,
-    ))
+    let failure = cause.failure();
+    Some(failed(life, failure, event_reason_of(cause), message))
 }
 
-/// The health gate with `onUnhealthy: Hold`: the nodes that hold the rollout, and the
-/// Warning event that names them, when the gates found evidence.
-pub(crate) fn health_hold(life: &Life<'_>) -> Option<(u32, String)> {
+/// The health gate with `onUnhealthy: Hold`: the reason and message of the Warning event
+/// that names the nodes that hold the rollout, when the gates found evidence.
+pub(crate) fn health_hold(life: &Life<'_>) -> Option<(&'static str, String)> {
     let facts = life.health?;
     if facts.policy.on_unhealthy != OnUnhealthy::Hold {
         return None;
     }
-    let HealthVerdict::NodesUnhealthy { nodes, count } = judge(facts) else {
+    let HealthVerdict::NodesUnhealthy {
+        cause,
+        nodes,
+        count,
+    } = judge(facts)
+    else {
         return None;
     };
     Some((
-        count,
+        event_reason_of(cause),
         format!(
             "daemonSet {}: {}; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
             life.name,
-            unhealthy_text(&nodes, count)
+            unhealthy_text(cause, &nodes, count)
         ),
     ))
 }
 
+/// The Warning event's reason for evidence found by `cause`.
+pub(crate) const fn event_reason_of(cause: HealthCause) -> &'static str {
+    match cause {
+        HealthCause::Node => event_reason::NODE_UNHEALTHY,
+        HealthCause::Neighbours => event_reason::NEIGHBOURS_DISRUPTED,
+    }
+}
+
 /// The nodes of a verdict as a sentence: each with what was seen and since when.
-fn unhealthy_text(nodes: &[UnhealthyNode], count: u32) -> String {
+fn unhealthy_text(cause: HealthCause, nodes: &[UnhealthyNode], count: u32) -> String {
     let listed: Vec<String> = nodes
         .iter()
         .map(|node| {
@@ -239,8 +254,12 @@ fn unhealthy_text(nodes: &[UnhealthyNode], count: u32) -> String {
     } else {
         String::new()
     };
+    let what = match cause {
+        HealthCause::Node => "turned unhealthy",
+        HealthCause::Neighbours => "had the pods beside the agent disrupted",
+    };
     format!(
-        "{count} {} turned unhealthy after {} agent pod was updated: {}{tail}",
+        "{count} {} {what} after {} agent pod was updated: {}{tail}",
         if count == 1 { "node" } else { "nodes" },
         if count == 1 { "its" } else { "their" },
         listed.join(", ")

@@ -1,14 +1,17 @@
 //! The health gates (issue 46) through both drivers' tables: a node broken after its update
 //! fails the rollout with `NodeUnhealthy` before anything is deleted or widened; a node
 //! unhealthy before its update does not; the canary soaks before the widen or the next step;
-//! `onUnhealthy: Hold` holds as the `pause` verb does.
+//! `onUnhealthy: Hold` holds as the `pause` verb does; a canary whose neighbours are
+//! disrupted fails with `NeighboursDisrupted` against a quiet baseline, and does not against
+//! a disrupted one or with the gate off.
 
 use std::time::Duration;
 
 use canary_state_machine::{
     Compatibility, FailureReason, HealthFacts, HealthPolicy, LiveMaxUnavailable, MaxUnavailable,
-    NodeHealth, NodePod, NodeSeen, Observation, OnUnhealthy, Phase, PodObservation, Stamp,
-    Strategy, UnhealthyNode, WriteKind, decide, event_reason,
+    NeighbourFacts, NeighbourNode, NeighbourPolicy, NeighbourTally, NodeHealth, NodePod, NodeSeen,
+    Observation, OnUnhealthy, Phase, PodObservation, Stamp, Strategy, UnhealthyNode, WriteKind,
+    decide, event_reason,
 };
 
 use crate::common::after_start;
@@ -42,6 +45,33 @@ fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
         now: Stamp(CREATED + 120),
         unhealthy,
         canary_ready_since: Some(Stamp(CREATED + 10)),
+        neighbours: NeighbourFacts::default(),
+    }
+}
+
+/// The canary `node` updated at `CREATED`, `disrupted` of its `pods` neighbours disrupted a
+/// minute later, against `baseline` disrupted of 49 nodes not updated.
+fn neighbours(node: &str, pods: u32, disrupted: u32, baseline: u32) -> NeighbourFacts {
+    NeighbourFacts {
+        updated: vec![NeighbourNode {
+            node: node.into(),
+            updated: Stamp(CREATED),
+            tally: NeighbourTally {
+                pods,
+                lost_readiness: disrupted,
+                restarted: 0,
+                first: (disrupted > 0).then_some(Stamp(CREATED + 60)),
+            },
+        }],
+        baseline_disrupted: baseline,
+        baseline_nodes: 49,
+    }
+}
+
+fn with_neighbours(policy: HealthPolicy, neighbours: NeighbourFacts) -> HealthFacts {
+    HealthFacts {
+        neighbours,
+        ..facts(policy, Vec::new())
     }
 }
 
@@ -304,4 +334,142 @@ fn pods_a_pause_after_the_canary_step_is_its_soak() {
     );
     assert_eq!(decision.phase, Phase::Paused);
     assert_eq!(decision.action.step, 1);
+}
+
+/// The neighbours gate on the MaxUnavailable driver: the canary's three neighbours disrupted
+/// a minute after its update, none of the 49 old nodes': `NeighboursDisrupted` before the
+/// widen, with the hold write; the failure stays.
+#[test]
+fn max_unavailable_a_canary_that_disrupts_its_neighbours_fails_before_the_widen() {
+    let observation = canary_ready(Some(with_neighbours(no_soak(), neighbours("n2", 3, 3, 0))));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NeighboursDisrupted));
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let event = decision
+        .event(event_reason::NEIGHBOURS_DISRUPTED)
+        .expect("a Warning");
+    assert!(event.message.contains("n2"), "{}", event.message);
+    assert!(event.message.contains("3/3"), "{}", event.message);
+    let recovered = Observation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NeighboursDisrupted),
+            ..previous(Phase::Failed)
+        }),
+        health: Some(with_neighbours(no_soak(), NeighbourFacts::default())),
+        ..observation
+    };
+    assert_eq!(
+        decide(&Strategy::default(), &recovered).failure,
+        Some(FailureReason::NeighboursDisrupted),
+        "sticky: the neighbours recovering does not widen"
+    );
+}
+
+/// Each row of the gate through the MaxUnavailable driver's table: what widens and what fails.
+#[test]
+fn max_unavailable_neighbour_rows() {
+    let off = HealthPolicy {
+        neighbours: NeighbourPolicy {
+            enabled: false,
+            ..NeighbourPolicy::default()
+        },
+        ..no_soak()
+    };
+    let cases = [
+        (
+            "3 of 3, quiet baseline",
+            no_soak(),
+            neighbours("n2", 3, 3, 0),
+            Phase::Failed,
+        ),
+        (
+            "3 of 3, one old node disrupted too",
+            no_soak(),
+            neighbours("n2", 3, 3, 1),
+            Phase::Increasing,
+        ),
+        (
+            "1 of 3: background",
+            no_soak(),
+            neighbours("n2", 3, 1, 0),
+            Phase::Increasing,
+        ),
+        (
+            "no neighbours",
+            no_soak(),
+            neighbours("n2", 0, 0, 0),
+            Phase::Increasing,
+        ),
+        (
+            "the gate off",
+            off,
+            neighbours("n2", 3, 3, 0),
+            Phase::Increasing,
+        ),
+    ];
+    for (name, policy, facts, phase) in cases {
+        let decision = decide(
+            &Strategy::default(),
+            &canary_ready(Some(with_neighbours(policy, facts))),
+        );
+        assert_eq!(decision.phase, phase, "{name}");
+    }
+}
+
+#[test]
+fn pods_a_canary_that_disrupts_its_neighbours_fails_and_deletes_nothing() {
+    let observation = pods_canary(
+        Some(with_neighbours(no_soak(), neighbours("n02", 3, 3, 0))),
+        NodeHealth::Healthy,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NeighboursDisrupted));
+    assert!(deleted_nodes(&decision).is_empty());
+    assert_eq!(reasons(&decision), [event_reason::NEIGHBOURS_DISRUPTED]);
+    // Without the gate (wave 2), the canary was ready: the next step went on.
+    let quiet = by_default(&pods_canary(
+        Some(with_neighbours(no_soak(), neighbours("n02", 3, 0, 0))),
+        NodeHealth::Healthy,
+    ));
+    assert!(!deleted_nodes(&quiet).is_empty(), "{quiet:?}");
+}
+
+/// During the canary's soak the neighbours are watched: the failure comes before the soak ends.
+#[test]
+fn pods_the_canary_soak_watches_its_neighbours() {
+    let mut soaking = with_neighbours(HealthPolicy::default(), neighbours("n02", 3, 3, 0));
+    soaking.now = Stamp(CREATED + 15);
+    let decision = by_default(&pods_canary(Some(soaking), NodeHealth::Healthy));
+    assert_eq!(decision.failure, Some(FailureReason::NeighboursDisrupted));
+    assert!(deleted_nodes(&decision).is_empty());
+}
+
+#[test]
+fn pods_on_unhealthy_hold_pauses_on_disrupted_neighbours() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let observation = pods_canary(
+        Some(with_neighbours(policy, neighbours("n02", 3, 3, 0))),
+        NodeHealth::Healthy,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Paused);
+    assert!(decision.held);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert!(reasons(&decision).contains(&event_reason::NEIGHBOURS_DISRUPTED));
+}
+
+/// A node broken after its update speaks first: its neighbours lose readiness with it.
+#[test]
+fn the_node_gate_speaks_before_the_neighbours_gate() {
+    let facts = HealthFacts {
+        neighbours: neighbours("n02", 3, 3, 0),
+        ..facts(no_soak(), vec![broken("n02", CREATED + 60, updated())])
+    };
+    let decision = by_default(&pods_canary(Some(facts), NodeHealth::NotReady));
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
 }
