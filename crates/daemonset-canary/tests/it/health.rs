@@ -2,7 +2,10 @@
 //! a release that breaks its node (`breaks-node`, or a `node-condition` the gate reads) fails
 //! the Pods driver's rollout with `NodeUnhealthy` with only the canary's node ever on it, and
 //! names the node; `onUnhealthy: Hold` pauses it instead; `onFailure: Rollback` puts the old
-//! agent back on the node, which recovers.
+//! agent back on the node, which recovers. The neighbours gate likewise: a release that
+//! breaks the pods beside it (`breaks-neighbours`, on `sim serve --neighbours-per-node 3`)
+//! fails with `NeighboursDisrupted` on either driver, naming the canary's node; `Hold`
+//! pauses; `Rollback` puts the old agent back and the neighbours recover.
 use crate::support;
 use support::KillOnDrop;
 
@@ -17,19 +20,35 @@ use std::time::{Duration, Instant};
 
 /// `sim serve` with 3 nodes and `run` against it.
 async fn on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
-    let sim = support::serve_sim(test, &["--nodes", "3"]);
+    on_sim_with(test, &[]).await
+}
+
+/// `sim serve` with 3 nodes and `extra` arguments, and `run` against it.
+async fn on_sim_with(test: &str, extra: &[&str]) -> (support::ServedSim, kube::Client, KillOnDrop) {
+    let mut args = vec!["--nodes", "3"];
+    args.extend_from_slice(extra);
+    let sim = support::serve_sim(test, &args);
     let client = support::client_with_crd(&sim.kubeconfig).await;
     let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
     (sim, client, run)
 }
 
-fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {
-    manifest_for(Compatibility::Fixed, Driver::Pods, None, version, behavior)
+/// [`roll_out_v2`] on the Pods driver.
+async fn roll_out_v2(
+    client: &kube::Client,
+    behavior: &str,
+    health: serde_json::Value,
+    on_failure: Option<&str>,
+    phase: &str,
+) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
+    roll_out_v2_on(Driver::Pods, client, behavior, health, on_failure, phase).await
 }
 
-/// Installs v1 (healthy), then rolls out v2 with `behavior` and `health`; returns once the
-/// status is in `phase` on the new generation, with the most pods ever seen on v2.
-async fn roll_out_v2(
+/// Installs v1 (healthy) with `driver`, then rolls out v2 with `behavior` and `health`;
+/// returns once the status is in `phase` on the new generation, with the most pods ever seen
+/// on v2.
+async fn roll_out_v2_on(
+    driver: Driver,
     client: &kube::Client,
     behavior: &str,
     health: serde_json::Value,
@@ -38,7 +57,10 @@ async fn roll_out_v2(
 ) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut v1 = pods_manifest("v1", "healthy");
+    let manifest = |version: &str, behavior: &str| {
+        manifest_for(Compatibility::Fixed, driver, None, version, behavior)
+    };
+    let mut v1 = manifest("v1", "healthy");
     v1["spec"]["health"] = health.clone();
     if let Some(on_failure) = on_failure {
         v1["spec"]["strategy"]["onFailure"] = on_failure.into();
@@ -54,7 +76,7 @@ async fn roll_out_v2(
         &mut 0,
     )
     .await;
-    let mut v2 = pods_manifest("v2", behavior);
+    let mut v2 = manifest("v2", behavior);
     v2["spec"]["health"] = health;
     if let Some(on_failure) = on_failure {
         v2["spec"]["strategy"]["onFailure"] = on_failure.into();
@@ -243,6 +265,201 @@ async fn on_failure_rollback_puts_the_old_agent_back_and_the_node_recovers() {
         assert!(
             Instant::now() < deadline,
             "the node never recovered: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The neighbour pods of `sim serve --neighbours-per-node`, by node: how many are ready of
+/// how many.
+async fn neighbours_ready(client: &kube::Client) -> Vec<(String, usize, usize)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "neighbours");
+    let mut by_node = std::collections::BTreeMap::<String, (usize, usize)>::new();
+    for pod in pods.list(&ListParams::default()).await.unwrap().items {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let ready = pod
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        let entry = by_node.entry(node).or_default();
+        entry.0 += usize::from(ready);
+        entry.1 += 1;
+    }
+    by_node
+        .into_iter()
+        .map(|(node, (ready, all))| (node, ready, all))
+        .collect()
+}
+
+/// The node whose agent runs `version`.
+async fn node_on(client: &kube::Client, version: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|image| image.ends_with(&format!(":{version}")))
+        })
+        .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
+        .collect()
+}
+
+const NEIGHBOURS: [&str; 2] = ["--neighbours-per-node", "3"];
+
+/// The CNI that is Ready but breaks pod networking, on the Pods driver: the canary's three
+/// neighbours lose readiness during its soak; the rollout fails before any other node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_breaks_its_neighbours_fails_on_the_canary_node_and_names_it() {
+    let (_sim, client, _run) = on_sim_with("neighbours-pods", &NEIGHBOURS).await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-neighbours=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(
+        status.reason_name(),
+        Some("NeighboursDisrupted"),
+        "{status:?}"
+    );
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    let canary = node_on(&client, "v2").await;
+    assert_eq!(canary.len(), 1, "{canary:?}");
+    let message = status.message.clone().unwrap_or_default();
+    assert!(message.contains(&canary[0]), "the node is named: {message}");
+    assert!(message.contains("(Neighbours 3/3"), "{message}");
+    let named: Vec<&str> = status
+        .unhealthy_nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(named, [canary[0].as_str()]);
+    assert_eq!(status.unhealthy_nodes[0].reason, "NeighboursDisrupted");
+    assert!(
+        status.unhealthy_nodes[0]
+            .message
+            .contains("baseline: 0 of 2 nodes not updated"),
+        "{:?}",
+        status.unhealthy_nodes[0]
+    );
+}
+
+/// The same release on the MaxUnavailable driver fails with the same reason and names the
+/// canary's node. (This driver has no canary soak yet, so the DaemonSet controller may have
+/// replaced a second pod before the neighbours broke: at most two nodes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_unavailable_a_release_that_breaks_its_neighbours_fails() {
+    let (_sim, client, _run) = on_sim_with("neighbours-max-unavailable", &NEIGHBOURS).await;
+    let (status, most) = roll_out_v2_on(
+        Driver::MaxUnavailable,
+        &client,
+        "breaks-neighbours=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(
+        status.reason_name(),
+        Some("NeighboursDisrupted"),
+        "{status:?}"
+    );
+    assert!(most <= 2, "{most} nodes ran v2");
+    assert!(!status.unhealthy_nodes.is_empty(), "{status:?}");
+    assert_eq!(status.unhealthy_nodes[0].reason, "NeighboursDisrupted");
+    let on_v2 = node_on(&client, "v2").await;
+    assert!(
+        status
+            .unhealthy_nodes
+            .iter()
+            .all(|n| on_v2.contains(&n.name)),
+        "the nodes named run v2: {on_v2:?} {status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_unhealthy_hold_pauses_on_disrupted_neighbours() {
+    let (_sim, client, _run) = on_sim_with("neighbours-hold", &NEIGHBOURS).await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-neighbours=2s",
+        serde_json::json!({"onUnhealthy": "Hold"}),
+        None,
+        "paused",
+    )
+    .await;
+    assert_eq!(status.reason_name(), None, "{status:?}");
+    assert_eq!(most, 1);
+    // The demo's steps pause after the canary's (its soak): the hold comes within it.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let reasons = loop {
+        let reasons: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|event| event.reason)
+            .collect();
+        if reasons.iter().any(|r| r == "NeighboursDisrupted") {
+            break reasons;
+        }
+        assert!(Instant::now() < deadline, "never held: {reasons:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let warned = reasons
+        .iter()
+        .filter(|reason| *reason == "NeighboursDisrupted")
+        .count();
+    assert_eq!(warned, 1, "one Warning naming the node: {reasons:?}");
+    // Held: nothing moves while the neighbours are broken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    assert_eq!(status.held, Some(true), "{status:?}");
+    assert_eq!(status.reason_name(), None, "{status:?}");
+    assert_eq!(node_on(&client, "v2").await.len(), 1, "only the canary");
+    assert_eq!(status.unhealthy_nodes.len(), 1, "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_rollback_puts_the_old_agent_back_and_the_neighbours_recover() {
+    let (_sim, client, _run) = on_sim_with("neighbours-rollback", &NEIGHBOURS).await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-neighbours=2s",
+        serde_json::json!({}),
+        Some("Rollback"),
+        "rolledBack",
+    )
+    .await;
+    assert_eq!(most, 1, "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let neighbours = neighbours_ready(&client).await;
+        if neighbours.len() == 3 && neighbours.iter().all(|(_, ready, all)| ready == all) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the neighbours never recovered: {neighbours:?}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -9,7 +9,7 @@
 //!
 //! | row | when | counted? |
 //! |---|---|---|
-//! | [`NeighbourRow::NotThen`] | created after the update (within the clock-skew margin) | no: it was not there |
+//! | [`NeighbourRow::NotThen`] | created after the update (both times are the API server's) | no: it was not there |
 //! | [`NeighbourRow::NotReadyThen`] | not ready since before the update | no: it was not ready at the update |
 //! | [`NeighbourRow::Steady`] | ready, and no container exited since the update | yes, not disrupted |
 //! | [`NeighbourRow::DisruptedAfterWindow`] | its disruption came after the window | yes, not disrupted |
@@ -17,7 +17,11 @@
 //! | [`NeighbourRow::LostReadiness`] | not ready since after the update, within the window | yes, disrupted |
 //!
 //! Both times read are the cluster's (`lastTransitionTime` of `Ready`, a container's
-//! `lastState.terminated.finishedAt`), so a restarted controller judges the same.
+//! `lastState.terminated.finishedAt`), so a restarted controller judges the same. Those two
+//! are the kubelet's clock, compared with the agent pod's creation (the API server's): a
+//! disruption counts only more than the clock-skew margin (5 s) after the update, as the
+//! node gate does; the creation times of the agent and its neighbours are both the API
+//! server's, compared without a margin.
 //!
 //! **Per node** ([`NeighbourPolicy::disrupts`]): a node's neighbours are disrupted when at
 //! least `minPods` of the pods counted are disrupted and they are at least `minPercent` of
@@ -109,7 +113,8 @@ impl NeighbourRow {
     /// The row of `pod` on a node updated at `since`, judged until `since + window_seconds`.
     pub fn of(pod: &NeighbourPod, since: Stamp, window_seconds: i64) -> NeighbourRow {
         let after = |stamp: Stamp| stamp.seconds_since(since);
-        if after(pod.created) > -CLOCK_SKEW_MARGIN_SECONDS {
+        // Both creation times are the API server's: no clock-skew margin between them.
+        if after(pod.created) > 0 {
             return NeighbourRow::NotThen;
         }
         let lost = (!pod.ready)
@@ -133,9 +138,7 @@ impl NeighbourRow {
     /// The row's reason, as the documentation and the logs say it.
     pub const fn reason(self) -> &'static str {
         match self {
-            NeighbourRow::NotThen => {
-                "created after the update (5 s clock-skew margin): not counted"
-            }
+            NeighbourRow::NotThen => "created after the update: not counted",
             NeighbourRow::NotReadyThen => "not ready since before the update: not counted",
             NeighbourRow::Steady => "ready, nothing exited since the update",
             NeighbourRow::DisruptedAfterWindow => "disrupted after the window: not judged",
@@ -291,8 +294,13 @@ mod tests {
                 NeighbourRow::NotThen,
             ),
             (
-                "created within the margin",
-                pod(996, true, 998, None),
+                "created in the update's second",
+                pod(1000, true, 1000, None),
+                NeighbourRow::Steady,
+            ),
+            (
+                "created a second later",
+                pod(1001, true, 1001, None),
                 NeighbourRow::NotThen,
             ),
             (
