@@ -273,10 +273,7 @@ fn max_unavailable_a_pause_during_the_soak_reuses_its_hold() {
             ..canary_ready(Some(no_canary))
         },
     );
-    assert_eq!(
-        resumed_early.write.map(|w| w.kind),
-        Some(WriteKind::Resume)
-    );
+    assert_eq!(resumed_early.write.map(|w| w.kind), Some(WriteKind::Resume));
     // Resumed after the soak: the widen's write, which sets `RollingUpdate` itself.
     soaking.now = Stamp(CREATED + 40);
     let widened = decide(
