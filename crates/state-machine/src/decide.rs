@@ -181,8 +181,7 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
 fn recorded() -> MaxUnavailableAction {
     MaxUnavailableAction {
         record_generation: true,
-        quiet: false,
-        wake_after: None,
+        ..MaxUnavailableAction::default()
     }
 }
 
@@ -198,9 +197,8 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         done: true,
         events: event.into_iter().collect(),
         action: MaxUnavailableAction {
-            record_generation: false,
             quiet: true,
-            wake_after: None,
+            ..MaxUnavailableAction::default()
         },
         ..Decision::hold(Phase::Successful)
     }
@@ -321,6 +319,11 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if ready == desired {
         return fixed_finish(strategy, observation);
     }
+    // Issue 46: the canary soaks with the DaemonSet controller held (`OnDelete`): at
+    // maxUnavailable 1 it would replace the next pod as soon as the canary is available.
+    if let Some(decision) = soak_held(strategy, observation) {
+        return decision;
+    }
     if ready == 0 {
         return hold(strategy, observation, Phase::Canary);
     }
@@ -334,11 +337,7 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
-        // Issue 46: the canary soaks before anything widens, so that a node it breaks a
-        // minute after it started is caught on one node.
-        if let Some(left) = observation.health.as_ref().and_then(soak_left) {
-            return soaking(strategy, observation, left);
-        }
+        // The canary has soaked (`soak_held` above), or there is no soak.
         widen(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
@@ -429,6 +428,46 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
         });
     }
     failure
+}
+
+/// The canary's soak under the MaxUnavailable driver (issue 46): once the canary's pod
+/// exists and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write)
+/// until the canary has been ready for the soak (never while no pod is old: a DaemonSet just
+/// created has nothing to hold back); the widen's write (the desired DaemonSet,
+/// `RollingUpdate` at the fast `maxUnavailable`) ends it. A DaemonSet on `OnDelete` already
+/// (this soak's earlier pass, or a hold on request) is kept so: nothing written, and the end
+/// of a hold on request writes no `RollingUpdate` that the soak would undo
+/// ([`MaxUnavailableAction::keeps_hold`]). `None` when there is no soak to hold for.
+fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
+    let facts = observation.health.as_ref()?;
+    let soaking = !facts.policy.canary_soak.is_zero()
+        && observation.updated_pods > 0
+        && observation.updated_pods < observation.desired_pods
+        && observation.old_pods > 0
+        && observation
+            .live_max_unavailable
+            .matches(strategy.canary_max_unavailable)
+        && (facts.canary_ready_since.is_none() || soak_left(facts).is_some());
+    if !soaking {
+        return None;
+    }
+    let decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Failed {
+        return Some(decision);
+    }
+    Some(Decision {
+        write: (!observation.live_on_hold).then_some(DaemonSetWrite {
+            kind: WriteKind::Hold,
+            max_unavailable: None,
+            template_edit: None,
+        }),
+        action: MaxUnavailableAction {
+            wake_after: soak_left(facts),
+            keeps_hold: true,
+            ..MaxUnavailableAction::default()
+        },
+        ..decision
+    })
 }
 
 /// The canary soaks (issue 46): `canary`, nothing written, back when the soak ends.

@@ -33,20 +33,11 @@ async fn on_sim_with(test: &str, extra: &[&str]) -> (support::ServedSim, kube::C
     (sim, client, run)
 }
 
-/// [`roll_out_v2`] on the Pods driver.
-async fn roll_out_v2(
-    client: &kube::Client,
-    behavior: &str,
-    health: serde_json::Value,
-    on_failure: Option<&str>,
-    phase: &str,
-) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
-    roll_out_v2_on(Driver::Pods, client, behavior, health, on_failure, phase).await
+fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {
+    manifest_for(Compatibility::Fixed, Driver::Pods, None, version, behavior)
 }
 
-/// Installs v1 (healthy) with `driver`, then rolls out v2 with `behavior` and `health`;
-/// returns once the status is in `phase` on the new generation, with the most pods ever seen
-/// on v2.
+/// [`roll_out_v2`] with `driver`.
 async fn roll_out_v2_on(
     driver: Driver,
     client: &kube::Client,
@@ -55,11 +46,33 @@ async fn roll_out_v2_on(
     on_failure: Option<&str>,
     phase: &str,
 ) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
+    DRIVER.with(|cell| cell.set(driver));
+    roll_out_v2(client, behavior, health, on_failure, phase).await
+}
+
+thread_local! {
+    /// The driver `roll_out_v2` uses (the Pods driver unless a test says otherwise).
+    static DRIVER: std::cell::Cell<Driver> = const { std::cell::Cell::new(Driver::Pods) };
+}
+
+fn manifest(version: &str, behavior: &str) -> serde_json::Value {
+    match DRIVER.with(std::cell::Cell::get) {
+        Driver::Pods => pods_manifest(version, behavior),
+        driver => manifest_for(Compatibility::Fixed, driver, None, version, behavior),
+    }
+}
+
+/// Installs v1 (healthy), then rolls out v2 with `behavior` and `health`; returns once the
+/// status is in `phase` on the new generation, with the most pods ever seen on v2.
+async fn roll_out_v2(
+    client: &kube::Client,
+    behavior: &str,
+    health: serde_json::Value,
+    on_failure: Option<&str>,
+    phase: &str,
+) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let manifest = |version: &str, behavior: &str| {
-        manifest_for(Compatibility::Fixed, driver, None, version, behavior)
-    };
     let mut v1 = manifest("v1", "healthy");
     v1["spec"]["health"] = health.clone();
     if let Some(on_failure) = on_failure {
@@ -191,6 +204,34 @@ async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() 
         .collect();
     assert_eq!(broken.len(), 1, "{broken:?}");
     assert!(message.contains(&broken[0]), "the node is named: {message}");
+}
+
+/// The MaxUnavailable driver: the DaemonSet controller replaces the pods, held (`OnDelete`)
+/// while the canary soaks, so the broken canary node is the only one on the release too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_max_unavailable_driver_stops_on_the_canary_node_too() {
+    DRIVER.with(|driver| driver.set(Driver::MaxUnavailable));
+    let (_sim, client, _run) = on_sim("health-breaks-node-mu").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    assert_eq!(status.unhealthy_node_count, Some(1), "{status:?}");
+    // The DaemonSet controller is held: it replaces nothing more.
+    let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let ds = daemon_sets.get(NAME).await.unwrap();
+    let strategy = ds
+        .spec
+        .and_then(|s| s.update_strategy)
+        .and_then(|s| s.type_);
+    assert_eq!(strategy.as_deref(), Some("OnDelete"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,9 +399,8 @@ async fn a_release_that_breaks_its_neighbours_fails_on_the_canary_node_and_names
     );
 }
 
-/// The same release on the MaxUnavailable driver fails with the same reason and names the
-/// canary's node. (This driver has no canary soak yet, so the DaemonSet controller may have
-/// replaced a second pod before the neighbours broke: at most two nodes.)
+/// The same release on the MaxUnavailable driver fails with the same reason during the
+/// canary's soak (the DaemonSet controller held), with the canary's node alone on v2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_unavailable_a_release_that_breaks_its_neighbours_fails() {
     let (_sim, client, _run) = on_sim_with("neighbours-max-unavailable", &NEIGHBOURS).await;
@@ -378,7 +418,7 @@ async fn max_unavailable_a_release_that_breaks_its_neighbours_fails() {
         Some("NeighboursDisrupted"),
         "{status:?}"
     );
-    assert!(most <= 2, "{most} nodes ran v2");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
     assert!(!status.unhealthy_nodes.is_empty(), "{status:?}");
     assert_eq!(status.unhealthy_nodes[0].reason, "NeighboursDisrupted");
     let on_v2 = node_on(&client, "v2").await;
