@@ -85,15 +85,21 @@ pub enum ScenarioKind {
     /// (`NodeUnhealthy`) during the canary's soak, naming the node; no other node is touched,
     /// on either driver.
     NodeKiller,
+    /// A CNI-like release: ready, but 20 s after its pod is ready every other pod on its node
+    /// loses readiness (the nodes carry three neighbour pods each in this scenario only): the
+    /// neighbours gate fails the rollout (`NeighboursDisrupted`) during the canary's soak,
+    /// naming the node; no other node is touched, on either driver.
+    BreaksPods,
 }
 
 impl ScenarioKind {
     /// The result this scenario should end with: the name of the phase it ends in.
     pub fn expected_result(self) -> &'static str {
         match self {
-            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics | ScenarioKind::NodeKiller => {
-                Phase::Failed
-            }
+            ScenarioKind::CrashloopCanary
+            | ScenarioKind::BadMetrics
+            | ScenarioKind::NodeKiller
+            | ScenarioKind::BreaksPods => Phase::Failed,
             ScenarioKind::Rollback => Phase::RolledBack,
             _ => Phase::Successful,
         }
@@ -106,6 +112,7 @@ impl ScenarioKind {
             ScenarioKind::CrashloopCanary | ScenarioKind::Rollback => "crashloop",
             ScenarioKind::SlowStart => "slow-start=90s",
             ScenarioKind::NodeKiller => "breaks-node=20s",
+            ScenarioKind::BreaksPods => "breaks-neighbours=20s",
             ScenarioKind::Healthy
             | ScenarioKind::NodeChurn
             | ScenarioKind::ZoneByZone
@@ -189,9 +196,17 @@ impl Scenario {
     /// time).
     pub async fn start(config: ScenarioConfig) -> Result<Self> {
         let crd = canary_kube_adapter::crd().context("cannot build the CanaryDaemonSet CRD")?;
+        // Neighbour pods only where the scenario needs them: three a node (15,000 pods at
+        // 5,000 nodes), none elsewhere.
+        let neighbours = if config.kind == ScenarioKind::BreaksPods {
+            3
+        } else {
+            0
+        };
         let sim = Sim::builder()
             .nodes(config.nodes)
             .seed(config.seed)
+            .neighbours_per_node(neighbours)
             .crd(crd)
             .build()
             .context("cannot start the simulator")?;

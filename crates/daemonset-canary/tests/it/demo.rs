@@ -230,3 +230,42 @@ fn zone_by_zone_ends_successful_and_the_kubevirt_table_refuses_the_pods_driver()
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("needs --compatibility fixed"), "{stderr}");
 }
+
+/// `breaks-pods`: a CNI-like release breaks the pods beside it 20 s after its pod is ready;
+/// the neighbours gate fails the rollout (`NeighboursDisrupted`) during the canary's soak,
+/// with one node ever on the release, on either driver.
+#[test]
+fn a_release_that_breaks_its_neighbours_fails_after_one_node_on_either_driver() {
+    for driver in ["pods", "max-unavailable"] {
+        let output = demo(&[
+            "--nodes",
+            "10",
+            "--scenario",
+            "breaks-pods",
+            "--driver",
+            driver,
+            "--json",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let lines: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let summary = lines.last().unwrap();
+        assert_eq!(summary["result"], "failed", "{driver}: {summary}");
+        assert_eq!(
+            summary["reason"], "NeighboursDisrupted",
+            "{driver}: {summary}"
+        );
+        let most_updated = lines
+            .iter()
+            .filter_map(|line| line["updated"].as_u64())
+            .max();
+        assert_eq!(most_updated, Some(1), "{driver}: one node on the release");
+    }
+}
