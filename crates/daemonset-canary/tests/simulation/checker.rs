@@ -12,6 +12,7 @@ use canary_kube_adapter::desired::OWNER_LABEL;
 use canary_predicates::{
     CrashLoopPolicy, kubernetes_max_unavailable, pod_crash_loop, pod_is_ready,
 };
+use canary_sim::cluster::NEIGHBOURS_NAMESPACE;
 use canary_sim::{EventKind, ResourceKey, Store, StoreEvent};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -41,6 +42,22 @@ pub struct Intent {
 
 /// Shared [`Intent`].
 pub type SharedIntent = Arc<Mutex<Intent>>;
+
+/// A neighbour pod as invariant 30 reads it.
+#[derive(Debug, Clone)]
+struct NeighbourSeen {
+    node: String,
+    /// `creationTimestamp`, seconds since the epoch.
+    created: i64,
+    /// Since when (virtual seconds) it is not ready, if it is not.
+    not_ready_since: Option<f64>,
+}
+
+fn created_second(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> i64 {
+    meta.creation_timestamp
+        .as_ref()
+        .map_or(0, |t| t.0.as_second())
+}
 
 #[derive(Debug, Clone)]
 struct PodState {
@@ -89,6 +106,8 @@ pub struct Checker {
     /// decided on a ready canary whose node went away before the write landed is no
     /// violation (soak seed 24002610).
     departed_ready: Vec<(Target, f64)>,
+    /// The neighbour pods (`sim serve --neighbours-per-node`), by name (invariant 30).
+    neighbours: BTreeMap<String, NeighbourSeen>,
     /// The DaemonSet's desired pods before each drop, and when it dropped (invariant 11).
     desired_drops: Vec<(u32, f64)>,
 }
@@ -198,6 +217,7 @@ impl Checker {
             analysed: false,
             traced_node: std::env::var("DST_TRACE_NODE").ok(),
             departed_ready: Vec::new(),
+            neighbours: BTreeMap::new(),
             desired_drops: Vec::new(),
         }
     }
@@ -314,6 +334,10 @@ impl Checker {
         let Some(pod) = decode::<Pod>(&event.object) else {
             return;
         };
+        if pod.metadata.namespace.as_deref() == Some(NEIGHBOURS_NAMESPACE) {
+            self.on_neighbour(event, &pod, now);
+            return;
+        }
         if !Self::ours(&pod) {
             return;
         }
@@ -556,6 +580,90 @@ impl Checker {
         })
     }
 
+    /// Follows a neighbour pod's readiness (invariant 30).
+    fn on_neighbour(&mut self, event: &StoreEvent, pod: &Pod, now: f64) {
+        if event.kind == EventKind::Deleted || terminating(pod) {
+            self.neighbours.remove(&event.name);
+            return;
+        }
+        let Some(node) = node_of(pod) else {
+            return;
+        };
+        let ready = pod_is_ready(pod);
+        let before = self
+            .neighbours
+            .get(&event.name)
+            .and_then(|seen| seen.not_ready_since);
+        self.neighbours.insert(
+            event.name.clone(),
+            NeighbourSeen {
+                node: node.to_owned(),
+                created: created_second(&pod.metadata),
+                not_ready_since: (!ready).then(|| before.unwrap_or(now)),
+            },
+        );
+    }
+
+    /// Invariant 30: a node on `version`, a release that breaks its neighbours, whose
+    /// neighbours (there at its update) have been disrupted as the gate counts them (at least
+    /// two, and half) for longer than the controller's view may lag, while no node off the
+    /// release has a neighbour disrupted (the gate's baseline) and the node itself is Ready
+    /// (the node gate's): `(node, since)`. Within the gate's window only.
+    fn neighbours_broken_by(&self, version: Option<&str>) -> Option<(String, f64)> {
+        let version = version?;
+        let breaks = self.intent.lock().is_ok_and(|intent| {
+            intent
+                .versions
+                .iter()
+                .any(|(v, b)| v == version && matches!(b, Behavior::BreaksNeighbours(_)))
+        });
+        if !breaks || self.neighbours.is_empty() {
+            return None;
+        }
+        let now = self.world.now();
+        let on_release: BTreeMap<&str, i64> = self
+            .pods
+            .values()
+            .filter(|s| !terminating(&s.pod) && pod_target(&s.pod).0.as_deref() == Some(version))
+            .filter_map(|s| Some((node_of(&s.pod)?, created_second(&s.pod.metadata))))
+            .collect();
+        let baseline = self
+            .neighbours
+            .values()
+            .any(|n| n.not_ready_since.is_some() && !on_release.contains_key(n.node.as_str()));
+        if baseline {
+            return None;
+        }
+        on_release
+            .iter()
+            .filter(|(node, _)| {
+                self.nodes
+                    .get(**node)
+                    .is_some_and(|(n, _)| node_is_ready(n))
+                    && self
+                        .unhealthy_at
+                        .get(**node)
+                        .is_none_or(|at| now - at > 600.0)
+            })
+            .filter_map(|(node, created)| {
+                let there: Vec<&NeighbourSeen> = self
+                    .neighbours
+                    .values()
+                    .filter(|n| n.node == *node && n.created < *created)
+                    .collect();
+                let mut since: Vec<f64> = there.iter().filter_map(|n| n.not_ready_since).collect();
+                if since.len() < 2 || since.len() * 2 < there.len() {
+                    return None;
+                }
+                since.sort_by(f64::total_cmp);
+                // The moment the gate's threshold was reached: the half-th disruption.
+                let reached = since[(there.len().div_ceil(2)).max(2) - 1];
+                let lag = now - reached;
+                (lag > self.stale + 5.0 && lag < 500.0).then(|| ((*node).to_owned(), reached))
+            })
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
     /// Invariant 2, at the widening write. Under `compatibility: KubeVirt` a terminating pod
     /// counts like any other, as the reference counts it (spec section 2, quirk 2): one stuck
     /// terminating on a NotReady node, its containers still reporting ready, lets the
@@ -563,6 +671,15 @@ impl Checker {
     fn check_widen(&self, ds: &DaemonSet) {
         let now = self.world.now();
         let target = ds_target(ds);
+        if let Some((node, since)) = self.neighbours_broken_by(target.0.as_deref()) {
+            self.world.violate(
+                Invariant::NeighboursStopTheRelease,
+                format!(
+                    "widened {:?} while it had broken the neighbours of {node} since {since:.1}s",
+                    target.0
+                ),
+            );
+        }
         let ready_recently = self.updated_pods_counting(ds, self.kubevirt).any(|s| {
             pod_is_ready(&s.pod) || s.last_ready_at.is_some_and(|at| now - at <= self.stale)
         }) || self
@@ -670,6 +787,18 @@ impl Checker {
         let deleted = self.world.take_deleted();
         if deleted.is_empty() || self.pods_plan.is_none() {
             return;
+        }
+        let target = self.ds.as_ref().map(ds_target);
+        if let Some(target) = target
+            && let Some((node, since)) = self.neighbours_broken_by(target.0.as_deref())
+        {
+            self.world.violate(
+                Invariant::NeighboursStopTheRelease,
+                format!(
+                    "deleted the pod on {} for {:?} while it had broken the neighbours of {node} since {since:.1}s",
+                    deleted[0].node, target.0
+                ),
+            );
         }
         for deletion in deleted {
             // A new pod already ready on the node (the answer came late): not down.

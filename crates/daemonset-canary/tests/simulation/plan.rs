@@ -68,6 +68,9 @@ pub enum Behavior {
     NeverReady,
     /// Never starts: image pull back-off.
     ImagePullBackoff,
+    /// Becomes ready, then after this many seconds every other pod on its node loses
+    /// readiness (a CNI that breaks pod networking) until the pod is gone (issue 46).
+    BreaksNeighbours(u64),
 }
 
 impl Behavior {
@@ -80,6 +83,7 @@ impl Behavior {
             Behavior::CrashAfterReady(s) => format!("crash-after-ready={s}s"),
             Behavior::NeverReady => "never-ready".to_owned(),
             Behavior::ImagePullBackoff => "image-pull-backoff".to_owned(),
+            Behavior::BreaksNeighbours(s) => format!("breaks-neighbours={s}s"),
         }
     }
 
@@ -216,6 +220,9 @@ pub struct Plan {
     /// upgrade`), never of the CanaryDaemonSet, whose target reads the image tag
     /// (`fromContainer`). No hand edits: a change of the template is a new version here.
     pub workload: bool,
+    /// Neighbour pods per node (`sim serve --neighbours-per-node`): the pods a release that
+    /// breaks its neighbours disrupts, and the neighbours gate's baseline (issue 46).
+    pub neighbours_per_node: u32,
 }
 
 /// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
@@ -834,6 +841,22 @@ impl Plan {
         };
         // A rival claimant, from a stream of its own: three seeds in ten (`DST_RIVAL=1|0`).
         let rival = forced("DST_RIVAL", Rng::new(seed, 11).chance(0.3));
+        // Neighbour pods, from a stream of their own: one seed in four has three on every
+        // node; on two of those in three, one version after the first breaks them
+        // (`breaks-neighbours`, issue 46). The others keep neighbours that only node churn
+        // disrupts (a NotReady node takes its pods' readiness): the gate's baseline.
+        // `DST_NEIGHBOURS=1|0` forces the neighbours, `DST_BREAKS_NEIGHBOURS=1|0` the release.
+        let mut neighbours_rng = Rng::new(seed, 12);
+        let neighbours = forced("DST_NEIGHBOURS", neighbours_rng.chance(0.25));
+        let neighbours_per_node = if neighbours { 3 } else { 0 };
+        let mut changes = changes;
+        if neighbours
+            && !changes.is_empty()
+            && forced("DST_BREAKS_NEIGHBOURS", neighbours_rng.chance(0.66))
+        {
+            let index = usize::try_from(neighbours_rng.below(changes.len() as u64)).unwrap_or(0);
+            changes[index].behavior = Behavior::BreaksNeighbours(neighbours_rng.between(5, 30));
+        }
         Plan {
             seed,
             profile,
@@ -858,6 +881,7 @@ impl Plan {
             idle_first,
             compatibility,
             workload,
+            neighbours_per_node,
         }
     }
 

@@ -1491,6 +1491,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
             Sim::builder()
                 .nodes(plan.nodes)
                 .seed(plan.seed)
+                .neighbours_per_node(plan.neighbours_per_node)
                 .crd(crd)
                 .kubevirt_crd(false)
                 .build()

@@ -143,6 +143,12 @@ pub enum Invariant {
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
     ///     annotation never names it.
     OneDriverPerDaemonSet,
+    /// 30. Health gates, neighbours (issue 46): once a release has disrupted the neighbours of
+    ///     a Ready node it runs on beyond the gate's threshold (two of its neighbours and half,
+    ///     there at its update), with no neighbour of a node off the release disrupted (the
+    ///     baseline), no further pod is deleted and no widening is written for it, past the
+    ///     controller's staleness and within the gate's window.
+    NeighboursStopTheRelease,
 }
 
 impl Invariant {
@@ -178,6 +184,7 @@ impl Invariant {
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
+            Invariant::NeighboursStopTheRelease => "30 neighbours-stop-the-release",
         }
     }
 }
