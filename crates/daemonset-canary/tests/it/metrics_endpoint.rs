@@ -89,3 +89,63 @@ async fn exposition_passes_promtool_check_metrics() {
     let (_, _, body) = get(addr, "/metrics").await;
     support::promtool_check_metrics(&body);
 }
+
+/// The probes' own listener (`run --health-addr`) answers while every connection the metrics
+/// listener serves is held by idle clients (a scraper stuck, or someone in the pod network who
+/// opens connections and sends nothing): on the metrics listener alone the kubelet's probe would
+/// wait for a slot, time out and get a healthy controller restarted.
+#[tokio::test]
+async fn the_health_listener_answers_while_the_metrics_connections_are_all_held() {
+    use daemonset_canary::server::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+    use std::time::Duration;
+    let health = Health::default();
+    health.set_started();
+    let state = ServerState {
+        metrics: populated_metrics(),
+        health,
+    };
+    let metrics_server = Server::bind("127.0.0.1:0".parse().unwrap(), state.clone())
+        .await
+        .unwrap();
+    let probes = Server::bind_health("127.0.0.1:0".parse().unwrap(), state)
+        .await
+        .unwrap();
+    let (metrics_addr, probes_addr) = (
+        metrics_server.local_addr().unwrap(),
+        probes.local_addr().unwrap(),
+    );
+    tokio::spawn(metrics_server.serve(std::future::pending()));
+    tokio::spawn(probes.serve(std::future::pending()));
+
+    // Every slot of the metrics listener taken by a connection that sends nothing.
+    let mut idle = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        idle.push(tokio::net::TcpStream::connect(metrics_addr).await.unwrap());
+    }
+    // Let the server accept them all.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // The metrics listener has no slot left: a probe there gets no answer in a kubelet's
+    // default probe timeout (1 s), which is why the probes have their own listener.
+    let starved = tokio::time::timeout(Duration::from_secs(1), get(metrics_addr, "/healthz")).await;
+    assert!(
+        starved.is_err(),
+        "the metrics listener answered with all {MAX_CONNECTIONS} slots held: the test no longer shows the starvation"
+    );
+    // The probes' listener answers at once, both probes, and serves no metrics.
+    for (path, expected) in [("/healthz", "200"), ("/readyz", "200"), ("/metrics", "404")] {
+        let (status, _, body) =
+            tokio::time::timeout(Duration::from_secs(1), get(probes_addr, path))
+                .await
+                .unwrap_or_else(|_| panic!("{path} on the probes' listener did not answer in 1 s"));
+        assert!(status.contains(expected), "{path}: {status} {body}");
+    }
+    // The idle clients are let go after the header timeout; the metrics listener then serves
+    // again.
+    tokio::time::sleep(HEADER_READ_TIMEOUT + Duration::from_millis(500)).await;
+    let (status, _, _) = tokio::time::timeout(Duration::from_secs(2), get(metrics_addr, "/readyz"))
+        .await
+        .expect("the metrics listener serves again once the idle connections are closed");
+    assert!(status.contains("200"), "{status}");
+    drop(idle);
+}
