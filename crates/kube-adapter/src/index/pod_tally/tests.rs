@@ -13,6 +13,12 @@ use proptest::prelude::*;
 
 use crate::index::{Moved, OwnerIndex, PodCountRule, WatchedPod};
 
+/// The group of the DaemonSet `agent` in namespace `a`, the one the tests count (its namesake in
+/// `b` is another group).
+fn group() -> String {
+    crate::index::pod_group("a", "agent")
+}
+
 /// One pod of the test universe: namespace and name from small sets, so events collide.
 #[derive(Debug, Clone)]
 struct PodShape {
@@ -183,7 +189,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// What a full walk of the group says under `rule`, the crash loop named being the first by
 /// namespace and name.
 fn recounted(index: &OwnerIndex<PodSummary>, rule: &PodCountRule) -> canary_predicates::PodCounts {
-    index.with_group("agent", |pods| {
+    index.with_group(&group(), |pods| {
         let mut pods: Vec<_> = pods.map(|p| &**p).collect();
         pods.sort_by_key(|p| {
             (
@@ -210,7 +216,7 @@ proptest! {
             let event = match step {
                 Step::Count(choice) => {
                     let rule = rule(choice);
-                    prop_assert_eq!(index.count("agent", &rule), recounted(&index, &rule));
+                    prop_assert_eq!(index.count(&group(), &rule), recounted(&index, &rule));
                     last_rule = Some(rule);
                     continue;
                 }
@@ -221,9 +227,9 @@ proptest! {
                 index.apply(&event);
                 continue;
             };
-            let before = index.count("agent", rule);
+            let before = index.count(&group(), rule);
             let matters = index.apply(&event);
-            let after = index.count("agent", rule);
+            let after = index.count(&group(), rule);
             prop_assert_eq!(&after, &recounted(&index, rule));
             let thresholds = |c: &canary_predicates::PodCounts| {
                 (
@@ -292,7 +298,7 @@ fn only_events_that_move_what_a_pass_reads_matter() {
     );
 
     let rule = rule(0);
-    assert_eq!(index.count("agent", &rule).total, 1);
+    assert_eq!(index.count(&group(), &rule).total, 1);
     assert_eq!(
         index.apply(&Event::Apply(pod(&old))),
         Moved::Nothing,
@@ -327,7 +333,7 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         "and becomes ready: the first updated pod ready"
     );
     // A pass counts (the group emptied a moment ago, and its rule went with it).
-    assert_eq!(index.count("agent", &rule).updated_ready, 1);
+    assert_eq!(index.count(&group(), &rule).updated_ready, 1);
     let another_old = PodShape {
         new_revision: false,
         ..healthy(4)
@@ -365,7 +371,7 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         Moved::Decision,
         "then crash-loops"
     );
-    let counts = index.count("agent", &rule);
+    let counts = index.count(&group(), &rule);
     assert_eq!(
         counts.first_crash_loop.map(|(name, _)| name).as_deref(),
         Some("p1"),
@@ -386,7 +392,7 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         "another owner's pod in the group: the tally cannot tell, so it matters"
     );
 
-    index.forget_counts("agent");
+    index.forget_counts(&group());
     assert_eq!(
         index.apply(&Event::Apply(pod(&not_ready))),
         Moved::Facts,
@@ -402,9 +408,9 @@ fn a_drifted_tally_fails_the_debug_check() {
     let index = OwnerIndex::<PodSummary>::new();
     index.apply(&Event::Apply(pod(&healthy(0))));
     let rule = rule(0);
-    assert_eq!(index.count("agent", &rule).updated_ready, 1);
-    if let Some(group) = index.write().live.groups.get_mut("agent") {
+    assert_eq!(index.count(&group(), &rule).updated_ready, 1);
+    if let Some(group) = index.write().live.groups.get_mut(group().as_str()) {
         group.tally = super::PodTally::recount(rule.clone(), []);
     }
-    let _ = index.count("agent", &rule);
+    let _ = index.count(&group(), &rule);
 }
