@@ -11,13 +11,13 @@
 //!   address is never asked.
 
 use crate::audit;
-use crate::harness::{E2e, image_and_ready};
+use crate::harness::E2e;
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::claim::CLAIM_ANNOTATION;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -55,20 +55,8 @@ async fn status_of(
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_second_canary_daemon_set_on_a_claimed_daemon_set_is_refused_and_deletes_nothing() {
     let e2e = E2e::isolated("claim").nodes(4).start().await;
-    let owned = e2e.agent("v1", "healthy");
-    let mut spec = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
-    spec["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
-    let ds: DaemonSet = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": SHARED, "namespace": e2e.namespace},
-        "spec": spec,
-    }))
-    .unwrap();
+    let (_, container) = e2e.owned_daemon_set(SHARED, serde_json::Value::Null).await;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(e2e.client.clone(), &e2e.namespace);
-    daemon_sets
-        .create(&PostParams::default(), &ds)
-        .await
-        .unwrap();
-    let container = canary_testkit::first_container(&ds).name.clone();
     let canaries = e2e.canaries();
 
     // The first holds its release on the canary with an approval gate.
@@ -103,28 +91,15 @@ async fn a_second_canary_daemon_set_on_a_claimed_daemon_set_is_refused_and_delet
         || async { claim().await.ends_with(&first_uid) },
     )
     .await;
-    let owner_patch = serde_json::json!({"spec": {"template": {"spec": {
-        "containers": [{"name": container, "image": "registry.example/node-agent:v2"}]
-    }}}});
-    daemon_sets
-        .patch(
-            SHARED,
-            &PatchParams {
-                field_manager: Some("gitops".into()),
-                ..PatchParams::default()
-            },
-            &Patch::Strategic(&owner_patch),
-        )
-        .await
-        .unwrap();
-    let on_v2 = || async {
-        e2e.pods()
-            .await
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| image_and_ready(p).0 == "registry.example/node-agent:v2")
-            .count()
-    };
+    e2e.owner_writes(
+        SHARED,
+        "gitops",
+        &container,
+        "registry.example/node-agent:v2",
+        None,
+    )
+    .await;
+    let on_v2 = || e2e.live_on("registry.example/node-agent:v2");
     e2e.wait_for(
         "first's canary on v2, held by its pause",
         Duration::from_secs(120),
