@@ -39,6 +39,11 @@ pub trait Indexed: Send + Sync + 'static {
     fn source_identity(source: &Self::Source) -> Id;
     /// The grouping key (an owner name or UID), or `None` to leave the object out.
     fn index_key(&self) -> Option<String>;
+    /// Whether `key` can name a group at all: a lookup with a key of another shape is a caller
+    /// that builds keys the old way (checked in debug builds: the tests and the simulation).
+    fn is_group_key(_key: &str) -> bool {
+        true
+    }
     /// Identity inside the index ([`Id`]).
     fn identity(&self) -> Id;
     /// What each group keeps up to date about its objects.
@@ -286,6 +291,7 @@ impl<T: Indexed> OwnerIndex<T> {
         key: &str,
         read: impl FnOnce(&mut dyn Iterator<Item = &Arc<T>>) -> R,
     ) -> R {
+        debug_assert!(T::is_group_key(key), "not a group key: {key:?}");
         let state = self.read();
         let mut objects = state
             .live
@@ -326,6 +332,7 @@ impl OwnerIndex<PodSummary> {
     /// which counts again from its pods' classes (not its pods) when it was kept under another
     /// rule. Debug builds check the tally against a full recount on every read.
     pub fn count(&self, key: &str, rule: &PodCountRule) -> PodCounts {
+        debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
         {
             let state = self.read();
             let Some(group) = state.live.groups.get(key) else {
@@ -357,6 +364,7 @@ impl OwnerIndex<PodSummary> {
     /// ([`Moved::Facts`]). For passes that read more of the pods than the counts (the Pods
     /// driver's node states).
     pub fn forget_counts(&self, key: &str) {
+        debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
         if let Some(group) = self.write().live.groups.get_mut(key) {
             group.tally = PodTally::facts_only();
         }
@@ -404,6 +412,11 @@ impl Indexed for PodSummary {
     fn index_key(&self) -> Option<String> {
         let owner = self.controller()?;
         (owner.kind == "DaemonSet").then(|| pod_group(self.namespace(), owner.name))
+    }
+
+    /// A [`pod_group`]: `namespace/name` (names have no `/`), never a DaemonSet's name alone.
+    fn is_group_key(key: &str) -> bool {
+        key.contains('/')
     }
 
     fn identity(&self) -> Id {
@@ -499,7 +512,6 @@ mod tests {
         // A DaemonSet of the same name in another namespace is another group.
         assert_eq!(names(&index, &pod_group("a", "agent")), ["p1"]);
         assert_eq!(names(&index, &pod_group("b", "agent")), ["p2"]);
-        assert!(index.get("agent").is_empty(), "no group by name alone");
         index.apply(&Event::Delete(pod("a", "p1", "agent")));
         index.apply(&Event::Apply(pod("a", "p3", "agent")));
         assert_eq!(names(&index, &pod_group("a", "agent")), ["p3"]);
@@ -508,6 +520,13 @@ mod tests {
         assert!(names(&index, &pod_group("a", "agent")).is_empty());
         assert_eq!(names(&index, &pod_group("a", "other")), ["p3", "q1"]);
         assert_eq!(index.len(), 3);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "not a group key")]
+    fn a_lookup_by_the_daemon_set_name_alone_is_caught() {
+        OwnerIndex::<PodSummary>::new().get("agent");
     }
 
     #[test]
