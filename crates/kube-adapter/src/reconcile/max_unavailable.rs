@@ -21,7 +21,7 @@ use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
-use crate::index::PodCountRule;
+use crate::index::{PodCountRule, pod_group};
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
@@ -52,7 +52,11 @@ impl Driver for Steer {
     fn observe(&mut self, pass: &Pass<'_>, plan: &Plan, seen: &Seen<'_>) -> Result<(), String> {
         let live = seen.live;
         let rule = pass.count_rule(plan, live);
-        self.counts = pass.ctx.caches.pods.count(&pass.ds_name, &rule);
+        self.counts = pass
+            .ctx
+            .caches
+            .pods
+            .count(&pod_group(&pass.namespace, &pass.ds_name), &rule);
         let recorded = pass
             .status
             .as_ref()
@@ -128,6 +132,7 @@ impl Pass<'_> {
         own_uid: &str,
     ) -> HealthFacts {
         let counted = |pod: &PodSummary| rule.count_of(pod);
+        let group = pod_group(&self.namespace, &self.ds_name);
         // The state machine holds the DaemonSet controller while the canary soaks (at
         // maxUnavailable 1 it replaces the next pod as soon as the canary is available); the
         // Ready times are walked only while it may.
@@ -140,7 +145,7 @@ impl Pass<'_> {
                 .matches(plan.strategy.canary_max_unavailable);
         let canary_ready_since = may_soak
             .then(|| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+                self.ctx.caches.pods.with_group(&group, |pods| {
                     pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
                         .filter_map(|pod| pod.ready_since())
                         .max()
@@ -153,7 +158,7 @@ impl Pass<'_> {
             Stamp(self.now.as_second()),
             &troubled,
             |nodes| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+                self.ctx.caches.pods.with_group(&group, |pods| {
                     health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
                         counted(pod).is_some_and(|c| c.updated)
                     })
@@ -164,7 +169,7 @@ impl Pass<'_> {
         // The neighbours gate walks the DaemonSet's pods for the nodes updated and not: only
         // once a pod is updated (a rollout, or its last window).
         if observation.updated_pods > 0 {
-            facts.neighbours = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+            facts.neighbours = self.ctx.caches.pods.with_group(&group, |pods| {
                 health::neighbour_facts(
                     &plan.health,
                     &self.ctx.caches.neighbours,
