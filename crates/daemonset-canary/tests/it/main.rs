@@ -21,6 +21,7 @@ mod analysis;
 mod bad_patches;
 mod cli;
 mod demo;
+mod events;
 mod examples;
 mod logs;
 mod metrics_endpoint;

@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use super::Pass;
 use super::context::Requeue;
 use super::history::HistoryOutcome;
+use super::memory::EventIdentity;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
 use crate::observer::{Report, Transition};
@@ -291,18 +292,26 @@ impl Pass<'_> {
                 .and_then(|ds| ds.metadata.uid.clone()),
             ..ObjectReference::default()
         });
+        // The API server refuses a note of 1 KiB or more, and the event is lost: a note
+        // that carries outside text (an API error, a Prometheus error) is cut to fit.
+        let note = canary_state_machine::cut(&note, EVENT_NOTE_BYTES - 1).into_owned();
+        // A recorder per spec generation, series and message: an event is folded only into
+        // an earlier one of the very same message, never into another rollout's, step's or
+        // verb's (see `Memory::recorder`).
+        let identity = EventIdentity {
+            series: series.to_owned(),
+            warning: type_ == KubeEventType::Warning,
+            reason: reason.to_owned(),
+            note: note.clone(),
+        };
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),
-            // The API server refuses a note of 1 KiB or more, and the event is lost: a note
-            // that carries outside text (an API error, a Prometheus error) is cut to fit.
-            note: Some(canary_state_machine::cut(&note, EVENT_NOTE_BYTES - 1).into_owned()),
+            note: Some(note),
             action: "Rollout".to_owned(),
             secondary,
         };
-        // A recorder per spec generation and series: a new rollout's event is never folded
-        // into the previous rollout's series (see `Memory::recorder`).
-        let recorder = self.ctx.memory.recorder(self.cds, series, || {
+        let recorder = self.ctx.memory.recorder(self.cds, identity, || {
             Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
         });
         match recorder.publish(&event, &self.cds.object_ref(&())).await {
