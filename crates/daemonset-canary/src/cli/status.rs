@@ -39,8 +39,31 @@ pub struct StatusArgs {
 }
 
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
+/// An object that does not decode is shown from what does (its metadata, status and events),
+/// after a line saying why its spec cannot be read.
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
+    let (connection, read) = args.object.read().await?;
+    let cds = match read {
+        Ok(cds) => cds,
+        Err(undecoded) => {
+            println!(
+                "⚠ the stored spec does not decode, so the controller cannot act on it: {}\n  fix it with `kubectl edit canarydaemonset {} -n {}`\n",
+                super::object::why(&undecoded),
+                undecoded.stand_in.name_any(),
+                undecoded.stand_in.namespace().unwrap_or_default()
+            );
+            print!(
+                "{}",
+                view(&args, &connection, &undecoded.stand_in).await?.text
+            );
+            if args.watch {
+                anyhow::bail!(
+                    "--watch needs an object that decodes: fix its spec, then watch again"
+                );
+            }
+            return Ok(());
+        }
+    };
     if args.watch {
         return watch(&args, &connection, cds).await;
     }
