@@ -500,7 +500,9 @@ impl<'a> Pass<'a> {
             .memory
             .first_invalid(self.cds, generation, &message)
         {
-            warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, reason = reason.as_str(), "nothing is written until the spec changes");
+            // `detail`, not `message`: that is the line's own text (a JSON line would carry
+            // two `message` keys).
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), detail = %message, reason = reason.as_str(), "nothing is written until the spec changes");
         }
         let already = self
             .status

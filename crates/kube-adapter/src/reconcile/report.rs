@@ -230,7 +230,9 @@ impl Pass<'_> {
                     from = record.from.map_or("-", |p| p.as_str()),
                     to = record.to.as_str(),
                     reason = record.failure.map_or("", |f| f.as_str()),
-                    message = record.message.as_deref().unwrap_or(""),
+                    // `detail`, not `message`: that is the line's own text (a JSON line
+                    // would carry two `message` keys, and jq keeps the second).
+                    detail = record.message.as_deref().unwrap_or(""),
                     "phase changed"
                 );
             }
