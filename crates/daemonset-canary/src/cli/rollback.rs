@@ -31,7 +31,10 @@ pub struct UndoArgs {
     to_revision: Option<i64>,
 }
 
-async fn entries(connection: &Connection, cds: &CanaryDaemonSet) -> anyhow::Result<Vec<Entry>> {
+pub(super) async fn entries(
+    connection: &Connection,
+    cds: &CanaryDaemonSet,
+) -> anyhow::Result<Vec<Entry>> {
     let history = History::new(connection.client.clone(), cds, "daemonset-canary")
         .context("the CanaryDaemonSet has no namespace or uid")?;
     history.list().await.map_err(|error| match error {

@@ -239,5 +239,15 @@ async fn ledger(
             Vec::new()
         }
     };
-    Ok(status_view::node_ledger(cds, &pods, &revisions, &nodes))
+    // The history's numbering, as the header and `history` show it; without it (no
+    // permission, or none recorded yet) a node shows its DaemonSet revision's hash.
+    let history = super::rollback::entries(connection, cds)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!("cannot read the rollout history: {error:#}");
+            Vec::new()
+        });
+    Ok(status_view::node_ledger(
+        cds, &pods, &revisions, &nodes, &history,
+    ))
 }

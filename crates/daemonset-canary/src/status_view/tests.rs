@@ -273,10 +273,17 @@ fn events_are_matched_by_kind_and_name() {
 }
 
 fn pod(node: &str, hash: &str, created: i64, ready: bool) -> Pod {
+    // The pods of the template hashed `new` carry v2, those of `old` v1; `stray` none.
+    let version = match hash {
+        "new" => "v2",
+        "old" => "v1",
+        _ => "",
+    };
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": format!("a-{node}"), "namespace": "default",
                      "creationTimestamp": at(created).to_string(),
-                     "labels": {"app": "a", "controller-revision-hash": hash}},
+                     "labels": {"app": "a", "controller-revision-hash": hash},
+                     "annotations": {"kubevirt.io/install-strategy-version": version}},
         "spec": {"nodeName": node, "containers": [{"name": "a"}]},
         "status": {"phase": "Running", "containerStatuses": [{
             "name": "a", "ready": ready, "restartCount": 0, "image": "a", "imageID": ""
@@ -305,6 +312,9 @@ fn node(name: &str, ready: bool, cordoned: bool) -> Node {
 /// Every state of the ledger from the cluster's own objects: the pods' revisions wins over
 /// the status's lists, an unhealthy node with an old pod is deferred even past the status's
 /// bounded list, a node without a pod says so, a pod on a node that is gone still shows.
+/// Revisions are numbered as the rollout history numbers them (v1 is 8, v2 is 9 there, while
+/// the DaemonSet's own ControllerRevisions count 1 and 2): a node showed "#6" beside a
+/// header and a `history` that called the current revision 9 (issue 52).
 #[test]
 fn the_node_ledger_reads_each_nodes_revision_and_state() {
     let mut cds = cds();
@@ -322,6 +332,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         pod("n3", "new", 100, false),
         pod("n4", "old", 10, true),
         pod("gone", "old", 10, true),
+        pod("n6", "stray", 10, true),
     ];
     let revisions = [revision(1, "old"), revision(2, "new")];
     let nodes = [
@@ -331,8 +342,18 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         node("n3", true, false),
         node("n4", false, false),
         node("n5", true, false),
+        node("n6", true, false),
     ];
-    let rows = node_ledger(&cds, &pods, &revisions, &nodes);
+    let entry = |revision: i64, version: &str| canary_kube_adapter::history::Entry {
+        name: format!("node-agent-{version}"),
+        revision,
+        version: version.into(),
+        outcome: None,
+        started: None,
+        finished: None,
+    };
+    let history = [entry(3, "v1"), entry(8, "v1"), entry(9, "v2")];
+    let rows = node_ledger(&cds, &pods, &revisions, &nodes, &history);
     let got: Vec<(&str, &str, &str, &str)> = rows
         .iter()
         .map(|r| {
@@ -347,13 +368,14 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
     assert_eq!(
         got,
         [
-            ("gone", "#1 old", "deferred", "node gone"),
-            ("n0", "#2 new", "updated", ""),
-            ("n1", "#2 new", "updated", "node cordoned"),
-            ("n2", "#1 old", "old", ""),
-            ("n3", "#2 new", "failed", "its updated pod crash-loops"),
-            ("n4", "#1 old", "deferred", "node NotReady"),
+            ("gone", "#8 v1", "deferred", "node gone"),
+            ("n0", "#9 v2", "updated", ""),
+            ("n1", "#9 v2", "updated", "node cordoned"),
+            ("n2", "#8 v1", "old", ""),
+            ("n3", "#9 v2", "failed", "its updated pod crash-loops"),
+            ("n4", "#8 v1", "deferred", "node NotReady"),
             ("n5", "-", "no pod", ""),
+            ("n6", "stray", "old", ""),
         ]
     );
     assert_eq!(rows[1].since, Some(at(100)));
@@ -363,11 +385,11 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         "{table}"
     );
     assert!(
-        table.contains("\nn0    #2 new      1m00s  updated\n"),
+        table.contains("\nn0    #9 v2       1m00s  updated\n"),
         "{table}"
     );
     assert!(
-        table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
+        table.ends_with("8 nodes: 2 updated, 2 old, 2 deferred, 1 failed, 1 no pod\n"),
         "{table}"
     );
 }
