@@ -537,9 +537,7 @@ impl<'a> Pass<'a> {
 /// dump of its Status.
 fn describe_api_error(error: &Error) -> String {
     match error {
-        Error::Kube(kube::Error::Api(status)) => {
-            format!("{} {}: {}", status.code, status.reason, status.message)
-        }
+        Error::Kube(error) => crate::error::kube_error_text(error),
         other => other.to_string(),
     }
 }
