@@ -4,6 +4,29 @@
 //! Pure functions of their arguments; one home, so that every view says `1m15s` the same way.
 
 use k8s_openapi::jiff::Timestamp;
+use std::ffi::OsStr;
+use std::path::Path;
+
+/// The command a hint tells the user to type: `kubectl canary` when this process runs as the
+/// kubectl plugin (`kubectl-canary` on PATH, which kubectl runs for `kubectl canary ...`), else
+/// `daemonset-canary`. A hint naming the other one sends a plugin user to a command they may
+/// not have.
+pub fn command_name() -> &'static str {
+    command_name_of(std::env::args_os().next().as_deref())
+}
+
+/// [`command_name`] for the process started as `argv0`.
+pub fn command_name_of(argv0: Option<&OsStr>) -> &'static str {
+    let invoked = argv0
+        .map(Path::new)
+        .and_then(Path::file_name)
+        .and_then(OsStr::to_str);
+    if invoked.is_some_and(|name| name == "kubectl-canary" || name.starts_with("kubectl-canary.")) {
+        "kubectl canary"
+    } else {
+        "daemonset-canary"
+    }
+}
 
 /// `1 pod`, `3 pods`: a count and its noun, singular for exactly one.
 pub fn count(n: u64, one: &str, many: &str) -> String {
@@ -77,5 +100,27 @@ mod tests {
         let now = Timestamp::from_second(1_075).unwrap();
         assert_eq!(age(at, now), "1m15s");
         assert_eq!(age(now, at), "0s");
+    }
+}
+
+#[cfg(test)]
+mod command_name_tests {
+    use super::command_name_of;
+    use std::ffi::OsStr;
+
+    /// The hints follow how the binary was invoked: as the kubectl plugin, they say `kubectl
+    /// canary` (issue 52: `kubectl canary pause` printed `daemonset-canary resume`).
+    #[test]
+    fn the_plugin_is_named_as_kubectl_runs_it() {
+        for (argv0, name) in [
+            (Some("/usr/local/bin/kubectl-canary"), "kubectl canary"),
+            (Some("kubectl-canary"), "kubectl canary"),
+            (Some("kubectl-canary.exe"), "kubectl canary"),
+            (Some("/usr/bin/daemonset-canary"), "daemonset-canary"),
+            (Some("./target/ci/daemonset-canary"), "daemonset-canary"),
+            (None, "daemonset-canary"),
+        ] {
+            assert_eq!(command_name_of(argv0.map(OsStr::new)), name, "{argv0:?}");
+        }
     }
 }

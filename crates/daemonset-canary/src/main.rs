@@ -93,7 +93,13 @@ enum SimCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Help and usage name the command as the user typed it (`kubectl canary` as a plugin).
+    let command =
+        <Cli as clap::CommandFactory>::command().bin_name(daemonset_canary::format::command_name());
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     // Print the error chain ourselves: returning anyhow from main prints a Debug dump (and a
     // backtrace when RUST_BACKTRACE is set), which buries the one line that matters.
     match run(cli) {

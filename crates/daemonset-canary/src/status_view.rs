@@ -103,7 +103,8 @@ fn hold_line(cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus) -> Option<St
     let namespace = cds.metadata.namespace.as_deref().unwrap_or("default");
     match (asked, acted_on) {
         (true, true) => Some(format!(
-            "on request: nothing moves until daemonset-canary resume {name} -n {namespace}"
+            "on request: nothing moves until {} resume {name} -n {namespace}",
+            crate::format::command_name()
         )),
         (true, false) => Some("asked for, not acted on yet".to_owned()),
         (false, true) => Some("resume asked for, not acted on yet".to_owned()),

@@ -164,8 +164,9 @@ fn join_paths(paths: &[PathBuf]) -> String {
 pub fn describe(error: &kube::Error, url: &str) -> String {
     match error {
         kube::Error::Api(status) if status.code == 404 => format!(
-            "the CanaryDaemonSet CRD is not installed in the cluster at {url} ({}); install it with `daemonset-canary crd | kubectl apply -f -`",
-            status.message
+            "the CanaryDaemonSet CRD is not installed in the cluster at {url} ({}); install it with `{} crd | kubectl apply -f -`",
+            status.message,
+            daemonset_canary::format::command_name()
         ),
         kube::Error::Api(status) if status.code == 401 || status.code == 403 => format!(
             "the API server at {url} refused the request ({} {}): {}",

@@ -68,7 +68,8 @@ pub fn abort_outcome(which: &str, at: &VerbContext) -> String {
         .map_or((0, ""), |stable| (stable.number, stable.version.as_str()));
     if at.held {
         format!(
-            "{which} aborted (was {phase}, held on request): the rollback to revision {revision} ({version}) is recorded and begins, canary first, once the rollout is resumed (daemonset-canary resume)"
+            "{which} aborted (was {phase}, held on request): the rollback to revision {revision} ({version}) is recorded and begins, canary first, once the rollout is resumed ({} resume)",
+            daemonset_canary::format::command_name()
         )
     } else {
         format!(

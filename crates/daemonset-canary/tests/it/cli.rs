@@ -531,3 +531,34 @@ fn an_object_that_does_not_decode_breaks_no_command_for_the_others() {
     let paused = cli(&["pause", "node-agent", "-n", "default"]);
     assert!(paused.status.success(), "{}", stderr(&paused));
 }
+
+/// Run as the kubectl plugin (`kubectl-canary` on PATH), the binary names itself as the user
+/// typed it: usage and hints say `kubectl canary`, not `daemonset-canary` (issue 52).
+#[test]
+fn as_the_kubectl_plugin_it_names_itself_kubectl_canary() {
+    let dir = std::env::temp_dir().join(format!("canary-plugin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugin = dir.join("kubectl-canary");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_daemonset-canary"), &plugin).unwrap();
+    let help = Command::new(&plugin).arg("--help").output().unwrap();
+    assert!(help.status.success(), "{}", stderr(&help));
+    assert!(
+        stdout(&help).contains("Usage: kubectl canary [OPTIONS] <COMMAND>"),
+        "{}",
+        stdout(&help)
+    );
+    // A missing CRD's hint, through the plugin.
+    let sim = support::serve_sim("plugin-hint", &["--nodes", "1"]);
+    let get = Command::new(&plugin)
+        .args(["get", "--kubeconfig"])
+        .arg(&sim.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&get).contains("install it with `kubectl canary crd | kubectl apply -f -`"),
+        "{}",
+        stderr(&get)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
