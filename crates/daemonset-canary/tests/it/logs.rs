@@ -214,7 +214,22 @@ fn every_json_log_line_has_each_key_once() {
             .unwrap();
     }
     wait_for_line(&log, "nothing is written until the spec changes");
-    let text = wait_for_line(&log, r#""to":"failed""#);
+    // The crash-looping object's failure (the invalid one fails too, at once).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text
+            .lines()
+            .any(|l| l.contains(r#""to":"failed""#) && l.contains(r#""name":"node-agent""#))
+        {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node-agent never failed:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let mut phase_changes = 0;
     for line in text.lines() {
         if let Err(error) = serde_json::from_str::<Strict>(line) {
@@ -223,6 +238,29 @@ fn every_json_log_line_has_each_key_once() {
         phase_changes += usize::from(line.contains("phase changed"));
     }
     assert!(phase_changes >= 2, "{text}");
+    // Each "phase changed" line names the version; the failure is a WARN, with its reason.
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| {
+            l["message"] == "phase changed" && l["name"] == "node-agent"
+        })
+        .collect();
+    for line in &lines {
+        assert_eq!(line["version"], "v1", "{line}");
+    }
+    let failed = lines.iter().find(|l| l["to"] == "failed").unwrap();
+    assert_eq!(failed["level"], "WARN", "{failed}");
+    assert!(
+        !failed["reason"].as_str().unwrap_or_default().is_empty(),
+        "{failed}"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["to"] != "failed")
+            .all(|l| l["level"] == "INFO")
+    );
 }
 
 /// observe-kubevirt on a cluster without a KubeVirt object says so, once.

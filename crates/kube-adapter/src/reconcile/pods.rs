@@ -221,7 +221,7 @@ impl Pass<'_> {
             revision: revision.unwrap_or_default().to_owned(),
         };
         let start = |key: RunKey, values: TemplateValues| {
-            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step, revision = %key.revision, "analysis started");
+            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step + 1, revision = %key.revision, "analysis started");
             AnalysisRun::start(
                 key,
                 Arc::clone(plan),
@@ -427,7 +427,7 @@ impl Pass<'_> {
                         .memory
                         .note_replacing(self.cds, &deletion.node, &deletion.uid);
                     self.ctx.observer.report(Report::PodDeleted);
-                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.action.step, "pod deleted");
+                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, pod = %deletion.pod, node = %deletion.node, step = decision.action.step + 1, "pod deleted");
                     deletions.deleted.push(deletion.pod.clone());
                 }
                 // Gone already, replaced under the same name (the UID precondition) or changed

@@ -223,18 +223,7 @@ impl Pass<'_> {
                 record.phase_started_at = start.0;
             }
             if record.from != Some(record.to) {
-                info!(
-                    namespace = %record.namespace,
-                    name = %record.name,
-                    ds = %record.daemon_set,
-                    from = record.from.map_or("-", |p| p.as_str()),
-                    to = record.to.as_str(),
-                    reason = record.failure.map_or("", |f| f.as_str()),
-                    // `detail`, not `message`: that is the line's own text (a JSON line
-                    // would carry two `message` keys, and jq keeps the second).
-                    detail = record.message.as_deref().unwrap_or(""),
-                    "phase changed"
-                );
+                log_phase_change(&record);
             }
             self.ctx
                 .observer
@@ -323,6 +312,29 @@ impl Pass<'_> {
                 warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
             }
         }
+    }
+}
+
+/// The "phase changed" line: the object, its DaemonSet, the version rolled out and the step
+/// (1-based, as events and `status` number them), and, for a failure, its reason and message
+/// at WARN, where an operator filtering on level finds it. The failure's text is the field
+/// `detail`, never `message`: that is the line's own text, and a JSON line would carry two
+/// `message` keys (jq keeps the second).
+fn log_phase_change(record: &Transition) {
+    let from = record.from.map_or("-", |p| p.as_str());
+    let to = record.to.as_str();
+    let version = record.target.version.as_str();
+    let step = record.pods.as_ref().map_or_else(String::new, |pods| {
+        // Once every step is done the index is the count: the last step is shown.
+        (pods.step + 1).min(pods.step_count).to_string()
+    });
+    let reason = record.failure.map_or("", |f| f.as_str());
+    let detail = record.message.as_deref().unwrap_or("");
+    let (namespace, name, ds) = (&record.namespace, &record.name, &record.daemon_set);
+    if record.to == Phase::Failed {
+        warn!(%namespace, %name, %ds, %version, %step, from, to, reason, detail, "phase changed");
+    } else {
+        info!(%namespace, %name, %ds, %version, %step, from, to, reason, detail, "phase changed");
     }
 }
 
