@@ -290,3 +290,25 @@ fn observe_kubevirt_says_once_when_there_is_nothing_to_observe() {
     );
     assert_eq!(text.matches("observing KubeVirt").count(), 1, "{text}");
 }
+
+/// A standby replica says once whom it waits for, rather than nothing: a silent standby looks
+/// hung (issue 52).
+#[test]
+fn a_standby_replica_says_once_that_it_waits_for_the_lease() {
+    let sim = support::serve_sim("logs-standby", &["--nodes", "1"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime.block_on(support::client(&sim.kubeconfig));
+    runtime.block_on(support::install_crd(&client));
+    let elected = ["--leader-election", "--lease-namespace", "default"];
+    let leader_log = sim.dir.join("leader.log");
+    let _leader = start_run(&sim.kubeconfig, &leader_log, &elected);
+    wait_for_line(&leader_log, "acquired the lease");
+    let standby_log = sim.dir.join("standby.log");
+    let _standby = start_run(&sim.kubeconfig, &standby_log, &elected);
+    wait_for_line(&standby_log, "standing by");
+    // Several retries later (every half grace), still one line.
+    std::thread::sleep(Duration::from_secs(6));
+    let text = std::fs::read_to_string(&standby_log).unwrap();
+    assert_eq!(text.matches("standing by").count(), 1, "{text}");
+    assert!(!text.contains("acquired the lease"), "{text}");
+}
