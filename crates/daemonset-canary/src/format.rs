@@ -37,10 +37,11 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     }
 }
 
-/// A fixed-width bar of `done` out of `total`.
+/// A fixed-width bar of `done` out of `total`; empty for `0/0` (nothing to do is no progress:
+/// a full bar beside a DaemonSet that does not exist read as done).
 pub fn progress_bar(done: u32, total: u32, width: usize) -> String {
     let filled = if total == 0 {
-        width
+        0
     } else {
         (done.min(total) as usize * width) / total as usize
     };
@@ -76,7 +77,7 @@ mod tests {
     #[test]
     fn progress_bar_and_durations_read_well() {
         assert_eq!(progress_bar(5, 10, 10), "[#####.....]");
-        assert_eq!(progress_bar(0, 0, 4), "[####]");
+        assert_eq!(progress_bar(0, 0, 4), "[....]");
         assert_eq!(progress_bar(20, 10, 4), "[####]");
         assert_eq!(format_seconds(75.0), "1m15s");
         assert_eq!(format_seconds(3725.0), "1h02m");
