@@ -8,8 +8,8 @@
 //! to three version changes (some while a rollout is in flight), pod behaviours, node churn,
 //! API faults (500, 429, 409 up to 20% of requests, latency, dropped watches, 410 Gone),
 //! controller kills and restarts, two replicas with leader election — run against the REAL
-//! controller on canary-sim in virtual time, with the eight invariants of the issue checked
-//! continuously (see `simulation/world.rs` for their names and docs/reliability.md).
+//! controller on canary-sim in virtual time, with every invariant checked continuously (see
+//! `simulation/world.rs`, `Invariant`, for their names, and docs/reliability.md).
 //!
 //! About 30% of the plans use the Pods driver (issue 17): generated steps (counts,
 //! percentages, timed pauses, a pause until promoted, which the harness promotes through the

@@ -13,8 +13,9 @@ use super::requests::RequestTrace;
 /// Entries kept for the failure trace.
 const TRACE_LEN: usize = 40;
 
-/// The eight invariants of issue 9, the two of wave 2 (9, 10), and the four of the Pods
-/// driver (11 to 14, issue 17).
+/// Every invariant the simulation checks, numbered in this order (docs/reliability.md lists
+/// them): 1 to 8 from issue 9, then those of each later issue, as each variant's doc says.
+/// No count is written here, so that a new invariant cannot leave it stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Invariant {
     /// 1. Unavailable pods never exceed what the current maxUnavailable allows.
