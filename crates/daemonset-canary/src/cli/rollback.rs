@@ -122,6 +122,17 @@ pub async fn history(args: TargetArgs) -> anyhow::Result<()> {
 
 /// The table `history` prints: revision, version, outcome, start, end; the current revision
 /// marked `*`, the stable one `stable`.
+/// A recorded time as the table shows it: to the second, in UTC (`2026-12-01T00:01:00Z`); the
+/// annotation holds nanoseconds. Text that is no time (an annotation edited by hand) is shown
+/// as it is, cut; none is `-`.
+fn when(recorded: Option<&str>) -> String {
+    match recorded.map(|text| (text, text.parse::<Timestamp>())) {
+        None => "-".to_owned(),
+        Some((_, Ok(at))) => at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Some((text, Err(_))) => canary_state_machine::cut(text, 40).into_owned(),
+    }
+}
+
 pub fn history_table(entries: &[Entry], status: Option<&CanaryDaemonSetStatus>) -> String {
     let history = status.and_then(|s| s.history.clone()).unwrap_or_default();
     let current = history.current.map(|c| c.name);
@@ -150,8 +161,8 @@ pub fn history_table(entries: &[Entry], status: Option<&CanaryDaemonSetStatus>) 
                 entry.version.clone()
             },
             outcome,
-            entry.started.clone().unwrap_or_else(|| "-".to_owned()),
-            entry.finished.clone().unwrap_or_else(|| "-".to_owned()),
+            when(entry.started.as_deref()),
+            when(entry.finished.as_deref()),
         ]);
     }
     let mut widths = [0_usize; 5];
@@ -226,7 +237,7 @@ mod tests {
             revision,
             version: version.to_owned(),
             outcome: Some(outcome),
-            started: Some(format!("2026-12-01T00:0{revision}:00Z")),
+            started: Some(format!("2026-12-01T00:0{revision}:00.123456789Z")),
             finished: None,
         }
     }
@@ -270,5 +281,9 @@ mod tests {
         );
         assert!(lines[2].starts_with("2*        v2       failed"), "{table}");
         assert!(lines[2].ends_with('-'), "no end time yet: {table}");
+        // To the second: the annotations' nanoseconds are noise in a table (issue 52).
+        assert!(lines[1].contains("  2026-12-01T00:01:00Z"), "{table}");
+        assert!(!table.contains(".123"), "{table}");
+        assert_eq!(when(Some("yesterday")), "yesterday");
     }
 }
