@@ -68,8 +68,9 @@ enum Command {
     Abort(cli::verb::TargetArgs),
     /// Roll out an earlier revision (default: the one before the current), canary first.
     Undo(cli::rollback::UndoArgs),
-    /// List the revisions rolled out: number, version, outcome, start and end.
-    History(cli::verb::TargetArgs),
+    /// List the revisions rolled out: number, version, outcome, start and end (`--revision N`:
+    /// one revision, its pod template as a diff against the one before)
+    History(cli::rollback::HistoryArgs),
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),

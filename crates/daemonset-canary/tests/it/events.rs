@@ -156,6 +156,53 @@ async fn drift_reverts_and_undo_each_name_their_own_change_in_kubectl_get_events
     .unwrap();
     wait_successful(&api, name, "v2").await;
 
+    // `history --revision 2`: v2's pod template against v1's, as a user reads it.
+    let shown = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args([
+            "history",
+            name,
+            "-n",
+            NAMESPACE,
+            "--revision",
+            "2",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(text.contains("Version:   v2"), "{text}");
+    assert!(text.contains("against revision 1 (v1)"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with('-') && l.contains("v1"))
+            && text.lines().any(|l| l.starts_with('+') && l.contains("v2")),
+        "{text}"
+    );
+    let missing = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+        .args([
+            "history",
+            name,
+            "-n",
+            NAMESPACE,
+            "--revision",
+            "7",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("revision 7 is not in the history"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+
     // Two hand edits of the DaemonSet, the same spec generation of the CanaryDaemonSet.
     let daemon_set = kubectl(
         kubeconfig,
