@@ -100,6 +100,7 @@ pub struct Metrics {
     reconcile_errors: IntCounterVec,
     watch_errors: IntCounter,
     drifts: IntCounterVec,
+    rollbacks: IntCounterVec,
     step: IntGaugeVec,
     nodes: IntGaugeVec,
     pod_deletions: IntCounter,
@@ -113,6 +114,13 @@ pub struct Metrics {
 pub const NODE_STATES: [NodeStanding; 5] = NodeStanding::COUNTED;
 
 const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
+
+/// The `reason` values of `canary_rollbacks_total`: the rollbacks that go back (an undo is a
+/// rollout like any other, counted by the phases).
+const ROLLBACK_REASONS: [&str; 2] = [
+    canary_state_machine::RollbackReason::Abort.as_str(),
+    canary_state_machine::RollbackReason::OnFailure.as_str(),
+];
 
 impl Metrics {
     /// The controller's metrics (mode `driven`): every metric, with `build_info` set for this
@@ -213,6 +221,13 @@ impl Metrics {
             ),
             &["namespace", "name"],
         )?;
+        let rollbacks = IntCounterVec::new(
+            Opts::new(
+                "rollbacks_total",
+                "Rollbacks to the last successful revision the controller started, by reason: Abort (asked for), OnFailure (automatic, onFailure: Rollback).",
+            ),
+            &["namespace", "name", "reason"],
+        )?;
         let step = IntGaugeVec::new(
             Opts::new(
                 "rollout_step",
@@ -273,6 +288,7 @@ impl Metrics {
             collectors.push(Box::new(reconcile_errors.clone()));
             collectors.push(Box::new(leader.clone()));
             collectors.push(Box::new(drifts.clone()));
+            collectors.push(Box::new(rollbacks.clone()));
             collectors.push(Box::new(step.clone()));
             collectors.push(Box::new(nodes.clone()));
             collectors.push(Box::new(pod_deletions.clone()));
@@ -296,6 +312,7 @@ impl Metrics {
             reconcile_errors,
             watch_errors,
             drifts,
+            rollbacks,
             step,
             nodes,
             pod_deletions,
@@ -409,11 +426,21 @@ impl Metrics {
         self.drifts.with_label_values(&[namespace, name]).inc();
     }
 
-    /// Starts the drift counter of a CanaryDaemonSet at 0 when it is first seen, so that
-    /// `increase()` sees its first drift (a series born at 1 shows no increase) and a
-    /// dashboard shows 0 rather than nothing.
+    /// Starts the drift and rollback counters of a CanaryDaemonSet at 0 when it is first
+    /// seen, so that `increase()` sees its first drift or rollback (a series born at 1 shows no
+    /// increase) and a dashboard shows 0 rather than nothing.
     pub fn drift_known(&self, namespace: &str, name: &str) {
         let _ = self.drifts.with_label_values(&[namespace, name]);
+        for reason in ROLLBACK_REASONS {
+            let _ = self.rollbacks.with_label_values(&[namespace, name, reason]);
+        }
+    }
+
+    /// Counts one rollback of the CanaryDaemonSet `namespace/name` started for `reason`.
+    pub fn rollback_started(&self, namespace: &str, name: &str, reason: &str) {
+        self.rollbacks
+            .with_label_values(&[namespace, name, reason])
+            .inc();
     }
 
     /// Sets the step and the node counts of a Pods-driver rollout, by [`NODE_STATES`].
@@ -489,6 +516,11 @@ impl Metrics {
     pub fn forget(&self, key: &RolloutKey) {
         let [namespace, name, mode] = key.labels();
         let _ = self.drifts.remove_label_values(&[namespace, name]);
+        for reason in ROLLBACK_REASONS {
+            let _ = self
+                .rollbacks
+                .remove_label_values(&[namespace, name, reason]);
+        }
         let _ = self.step.remove_label_values(&[namespace, name]);
         for state in NODE_STATES {
             let _ = self
