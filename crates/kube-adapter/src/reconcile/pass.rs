@@ -22,10 +22,12 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind};
+use canary_predicates::{PodFacts, pod_is_ready, pod_is_terminating};
+use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind, event_reason};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use std::fmt::Write as _;
 use tracing::{debug, info};
 
 use super::context::Requeue;
@@ -112,6 +114,40 @@ pub(super) trait Driver {
 }
 
 impl Pass<'_> {
+    /// The `ProgressDeadlineExceeded` event names the pods that are not ready and their nodes
+    /// (the first few, by name): "0 of 20 pods updated and ready" alone sends the reader to
+    /// search for them. Only the event, which goes out once: the status message stays the
+    /// state machine's, so later passes do not rewrite it as pods come and go.
+    fn name_laggards<A: DriverAction>(&self, mut decision: Decision<A>) -> Decision<A> {
+        const SHOWN: usize = 5;
+        let Some(event) = decision
+            .events
+            .iter_mut()
+            .find(|event| event.reason == event_reason::PROGRESS_DEADLINE_EXCEEDED)
+        else {
+            return decision;
+        };
+        let mut not_ready: Vec<String> = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+            pods.filter(|pod| !pod_is_terminating(&***pod) && !pod_is_ready(&***pod))
+                .map(|pod| match pod.node_name() {
+                    Some(node) => format!("{} on {node}", pod.name()),
+                    None => format!("{} (not scheduled)", pod.name()),
+                })
+                .collect()
+        });
+        if not_ready.is_empty() {
+            return decision;
+        }
+        not_ready.sort();
+        let more = not_ready.len().saturating_sub(SHOWN);
+        not_ready.truncate(SHOWN);
+        let _ = write!(event.message, "; not ready: {}", not_ready.join(", "));
+        if more > 0 {
+            let _ = write!(event.message, " and {more} more");
+        }
+        decision
+    }
+
     /// One pass of `driver` over `live` toward `desired`: observe, decide, act, record.
     pub(super) async fn drive<D: Driver>(
         &self,
@@ -173,6 +209,7 @@ impl Pass<'_> {
             }
             None => decision,
         };
+        let decision = self.name_laggards(decision);
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();

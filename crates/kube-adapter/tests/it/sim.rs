@@ -833,6 +833,29 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
         [0, 1, 0, 0, 0, 0, 0],
         "no widening"
     );
+    // The event names the pod that is not ready and its node (issue 52: "0 of 3 pods updated
+    // and ready" named none).
+    let canary = live_pods(&client, "app=agent")
+        .await
+        .into_iter()
+        .find(|pod| {
+            !canary_predicates::pod_is_ready(pod) && pod.metadata.deletion_timestamp.is_none()
+        })
+        .expect("the canary that never gets ready");
+    let named = format!(
+        "not ready: {} on {}",
+        canary.metadata.name.unwrap(),
+        canary.spec.unwrap().node_name.unwrap()
+    );
+    let notes: Vec<String> = events_with_reason(&client, "ProgressDeadlineExceeded")
+        .await
+        .into_iter()
+        .filter_map(|event| event.note)
+        .collect();
+    assert!(
+        notes.iter().any(|note| note.contains(&named)),
+        "{named}: {notes:?}"
+    );
     replica.stop().await;
 }
 
