@@ -127,7 +127,8 @@ impl Pass<'_> {
         else {
             return decision;
         };
-        let mut not_ready: Vec<String> = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+        let group = crate::index::pod_group(&self.namespace, &self.ds_name);
+        let mut not_ready: Vec<String> = self.ctx.caches.pods.with_group(&group, |pods| {
             pods.filter(|pod| !pod_is_terminating(&***pod) && !pod_is_ready(&***pod))
                 .map(|pod| match pod.node_name() {
                     Some(node) => format!("{} on {node}", pod.name()),
