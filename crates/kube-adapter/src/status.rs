@@ -302,16 +302,25 @@ fn conditions(
     );
     let (degraded, degraded_reason, degraded_message) = degraded(pass);
     let crash_looping_at_rest = degraded_reason == ConditionReason::CrashLoopingAtRest;
-    for verdict in kstatus(pass.to, standing(pass, crash_looping_at_rest)) {
-        let message = kstatus_message(pass, verdict.reason, degraded_message.as_deref());
-        set(verdict.type_, verdict.status, verdict.reason.as_str(), message);
-    }
+    let kstatus_conditions =
+        kstatus(pass.to, standing(pass, crash_looping_at_rest)).map(|verdict| {
+            let message = kstatus_message(pass, verdict.reason, degraded_message.as_deref());
+            (verdict, message)
+        });
     set(
         ConditionType::Degraded,
         degraded,
         degraded_reason.as_str(),
         degraded_message,
     );
+    for (verdict, message) in kstatus_conditions {
+        set(
+            verdict.type_,
+            verdict.status,
+            verdict.reason.as_str(),
+            message,
+        );
+    }
     // Only once a drift was seen: a DaemonSet that never drifted carries no Drifted condition.
     let ever_drifted = prev
         .conditions
@@ -388,6 +397,9 @@ fn kstatus_message(
             "paused until promoted: `daemonset-canary promote {name}` lets it go on"
         )),
         ConditionReason::CrashLoopingAtRest => degraded_message.map(str::to_owned),
+        ConditionReason::RolledBack => Some(pass.message.clone().unwrap_or_else(|| {
+            "rolled back to the last successful revision: the spec's target does not run until the spec changes".to_owned()
+        })),
         _ => pass.message.clone(),
     };
     match (step, said) {
@@ -720,7 +732,10 @@ mod tests {
         let status = next_status(Some(&status), &waiting, t(10));
         assert_eq!(
             kstatus(&status)[1..],
-            [pair("False", "AwaitingPromotion"), pair("True", "AwaitingPromotion")]
+            [
+                pair("False", "AwaitingPromotion"),
+                pair("True", "AwaitingPromotion")
+            ]
         );
         assert!(
             condition(&status, STALLED)
@@ -736,7 +751,10 @@ mod tests {
         let mut failing = pass(Phase::Failed, 0);
         failing.failure = Some(FailureReason::ProgressDeadlineExceeded);
         let status = next_status(Some(&status), &failing, t(30));
-        assert_eq!(kstatus(&status)[2], pair("True", "ProgressDeadlineExceeded"));
+        assert_eq!(
+            kstatus(&status)[2],
+            pair("True", "ProgressDeadlineExceeded")
+        );
         let status = next_status(Some(&status), &pass(Phase::Successful, 4), t(40));
         assert_eq!(
             kstatus(&status),

@@ -270,7 +270,11 @@ mod tests {
     /// Reconciling and Stalled, Ready only when neither, and the rows the issue names.
     #[test]
     fn kstatus_conditions_of_every_phase() {
-        let gates = [None, Some(Gate::HeldOnRequest), Some(Gate::AwaitingPromotion)];
+        let gates = [
+            None,
+            Some(Gate::HeldOnRequest),
+            Some(Gate::AwaitingPromotion),
+        ];
         for phase in Phase::ALL {
             for gate in gates {
                 for crash_looping_at_rest in [false, true] {
