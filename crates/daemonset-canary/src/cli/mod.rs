@@ -1,6 +1,6 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
 //! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `rollback` (`abort`, `undo`
-//! and `history`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
+//! and `history`), `wait`, `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
 //! steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
@@ -25,6 +25,7 @@ pub mod sim_kwok;
 pub mod sim_serve;
 pub mod status;
 pub mod verb;
+pub mod wait;
 
 use anyhow::Context;
 use canary_kube_adapter::error::{chain, transport_failure};

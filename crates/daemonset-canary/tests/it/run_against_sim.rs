@@ -926,3 +926,65 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
         assert!(notes.iter().any(|n| n.contains(said)), "{said}: {notes:?}");
     }
 }
+
+/// `wait` as a CI pipeline runs it, with its three exit codes: 0 once the rollout of the
+/// current spec is successful (started before it is), 1 with the reason when it fails (started
+/// right after the spec change, while the status still tells of the previous generation's
+/// success), 2 when the timeout passes first (a canary that never becomes ready).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_exits_0_on_success_1_on_failure_and_2_on_timeout() {
+    let (sim, client, _run) = controller_on_sim("wait").await;
+    let kubeconfig = sim.kubeconfig.clone();
+    let wait = move |timeout: &str| {
+        let kubeconfig = kubeconfig.clone();
+        let timeout = timeout.to_owned();
+        tokio::task::spawn_blocking(move || {
+            verb_with(
+                &kubeconfig,
+                &["wait", "--for", "successful", "--timeout", &timeout],
+            )
+        })
+    };
+    let manifest = |version: &str, behavior: &str| {
+        daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::MaxUnavailable,
+            None,
+            version,
+            behavior,
+        )
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
+    api.create(&PostParams::default(), &v1).await.unwrap();
+    let done = wait("2m").await.unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        said.contains("successful: v1, 3/3 pods updated and ready"),
+        "{said}"
+    );
+
+    // The status still says successful (of generation 1) when wait starts: it waits for 2.
+    set_spec(&api, &manifest("v2", "crashloop")).await;
+    let failed = wait("2m").await.unwrap();
+    let said = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("will not get there: phase failed, CanaryCrashLooping"),
+        "{said}"
+    );
+
+    set_spec(&api, &manifest("v3", "never-ready")).await;
+    let started = Instant::now();
+    let timed_out = wait("3s").await.unwrap();
+    let said = String::from_utf8_lossy(&timed_out.stderr);
+    assert_eq!(timed_out.status.code(), Some(2), "{said}");
+    assert!(said.contains("timed out after 3s"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{said}");
+}
