@@ -19,7 +19,7 @@ use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
-use crate::index::PodCountRule;
+use crate::index::{PodCountRule, pod_group};
 use crate::observer::Transition;
 use canary_predicates::observe_daemon_set;
 
@@ -135,6 +135,9 @@ impl Pass<'_> {
             crash_loop: plan.crash_loop.clone(),
             skip_terminating,
         };
-        self.ctx.caches.pods.count(&self.ds_name, &rule)
+        self.ctx
+            .caches
+            .pods
+            .count(&pod_group(&self.namespace, &self.ds_name), &rule)
     }
 }
