@@ -445,8 +445,9 @@ const COLUMNS: [&str; 7] = [
 /// The columns `-o wide` adds.
 const WIDE_COLUMNS: [&str; 4] = ["DRIVER", "DAEMONSET", "UPDATED", "CONDITION"];
 
-/// `get`'s table: `wide` with [`WIDE_COLUMNS`], `header` with its header line (`get -w` prints
-/// the later lines without one, as `kubectl get -w` does).
+/// `get`'s table: `wide` with the wide columns (driver, DaemonSet, updated, kstatus verdict),
+/// `header` with its header line (`get -w` prints the later lines without one, as `kubectl get
+/// -w` does).
 pub fn render_table(
     items: &[CanaryDaemonSet],
     all_namespaces: bool,
