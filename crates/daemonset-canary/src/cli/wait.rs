@@ -54,7 +54,7 @@ const TIMED_OUT: u8 = 2;
 
 /// Where an object stands against a goal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Standing {
+pub enum Outcome {
     /// There: what it says.
     Reached(String),
     /// It cannot get there without a change (a new spec, a retry): why.
@@ -64,16 +64,16 @@ pub enum Standing {
 }
 
 /// Where `cds` stands against `goal`.
-pub fn standing(cds: &CanaryDaemonSet, goal: Goal) -> Standing {
+pub fn outcome(cds: &CanaryDaemonSet, goal: Goal) -> Outcome {
     let generation = cds.metadata.generation;
     let Some(status) = cds.status.as_ref() else {
-        return Standing::Waiting("the controller has not acted on it yet".to_owned());
+        return Outcome::Waiting("the controller has not acted on it yet".to_owned());
     };
     let Some(phase) = status.phase else {
-        return Standing::Waiting("the controller has not acted on it yet".to_owned());
+        return Outcome::Waiting("the controller has not acted on it yet".to_owned());
     };
     if generation.is_some() && status.observed_generation < generation {
-        return Standing::Waiting(format!(
+        return Outcome::Waiting(format!(
             "the controller has not acted on generation {} yet (the status is of {})",
             generation.unwrap_or_default(),
             status
@@ -103,33 +103,30 @@ pub fn standing(cds: &CanaryDaemonSet, goal: Goal) -> Standing {
     };
     match stalled {
         Some(c) if !gated => {
-            return Standing::Unreachable(format!(
-                "phase {phase}, {}",
-                said(&c.reason, &c.message)
-            ));
+            return Outcome::Unreachable(format!("phase {phase}, {}", said(&c.reason, &c.message)));
         }
         _ => {}
     }
     let message = status.message.clone().unwrap_or_default();
     match (phase, goal) {
-        (Phase::Failed, _) => Standing::Unreachable(format!(
+        (Phase::Failed, _) => Outcome::Unreachable(format!(
             "phase failed, {}",
             said(status.reason_name().unwrap_or("Failed"), &message)
         )),
-        (Phase::RolledBack, _) => Standing::Unreachable(format!(
+        (Phase::RolledBack, _) => Outcome::Unreachable(format!(
             "phase rolledBack: {version} was rolled back ({pods})"
         )),
         (Phase::Successful, Goal::Successful) if ready != Some(false) => {
-            Standing::Reached(format!("successful: {version}, {pods}"))
+            Outcome::Reached(format!("successful: {version}, {pods}"))
         }
-        (Phase::Successful, Goal::Paused) => Standing::Unreachable(format!(
+        (Phase::Successful, Goal::Paused) => Outcome::Unreachable(format!(
             "the rollout of {version} ended (successful) without a pause"
         )),
-        (Phase::Paused, Goal::Paused) => Standing::Reached(format!(
+        (Phase::Paused, Goal::Paused) => Outcome::Reached(format!(
             "paused: {}",
             stalled.map_or_else(|| pods.clone(), |c| said(&c.reason, &c.message))
         )),
-        _ => Standing::Waiting(format!(
+        _ => Outcome::Waiting(format!(
             "phase {phase}{}",
             stalled
                 .or_else(|| condition(canary_kube_adapter::status::RECONCILING))
@@ -152,20 +149,20 @@ pub async fn run(args: WaitArgs) -> anyhow::Result<ExitCode> {
     let mut current = Some(cds);
     let mut last_said = String::new();
     loop {
-        match current.as_ref().map(|cds| standing(cds, args.goal)) {
-            Some(Standing::Reached(what)) => {
+        match current.as_ref().map(|cds| outcome(cds, args.goal)) {
+            Some(Outcome::Reached(what)) => {
                 println!("{which} {what}");
                 return Ok(ExitCode::from(REACHED));
             }
-            Some(Standing::Unreachable(why)) => {
+            Some(Outcome::Unreachable(why)) => {
                 eprintln!("error: {which} will not get there: {why}");
                 return Ok(ExitCode::from(UNREACHABLE));
             }
-            Some(Standing::Waiting(what)) if what != last_said => {
+            Some(Outcome::Waiting(what)) if what != last_said => {
                 eprintln!("waiting: {what}");
                 last_said = what;
             }
-            Some(Standing::Waiting(_)) => {}
+            Some(Outcome::Waiting(_)) => {}
             None => {
                 eprintln!("error: {which} was deleted");
                 return Ok(ExitCode::from(UNREACHABLE));
@@ -240,12 +237,12 @@ mod tests {
             vec![condition("Ready", "True", "RolloutComplete")],
         );
         assert_eq!(
-            standing(&successful, Goal::Successful),
-            Standing::Reached("successful: v2, 4/4 pods updated and ready".into())
+            outcome(&successful, Goal::Successful),
+            Outcome::Reached("successful: v2, 4/4 pods updated and ready".into())
         );
         assert!(matches!(
-            standing(&successful, Goal::Paused),
-            Standing::Unreachable(_)
+            outcome(&successful, Goal::Paused),
+            Outcome::Unreachable(_)
         ));
         let failed = object(
             2,
@@ -254,13 +251,13 @@ mod tests {
                                "conditions": [condition("Stalled", "True", "CanaryCrashLooping")]}),
         );
         assert_eq!(
-            standing(&failed, Goal::Successful),
-            Standing::Unreachable("phase failed, CanaryCrashLooping".into())
+            outcome(&failed, Goal::Successful),
+            Outcome::Unreachable("phase failed, CanaryCrashLooping".into())
         );
         let rolled_back = at("rolledBack", vec![]);
         assert!(matches!(
-            standing(&rolled_back, Goal::Successful),
-            Standing::Unreachable(why) if why.contains("rolled back")
+            outcome(&rolled_back, Goal::Successful),
+            Outcome::Unreachable(why) if why.contains("rolled back")
         ));
         // A crash loop at rest: successful, but not Ready, and Stalled.
         let crashing = at(
@@ -271,8 +268,8 @@ mod tests {
             ],
         );
         assert!(matches!(
-            standing(&crashing, Goal::Successful),
-            Standing::Unreachable(_)
+            outcome(&crashing, Goal::Successful),
+            Outcome::Unreachable(_)
         ));
         // A gate a person opens is waited through for success, and is the goal for paused.
         let held = at(
@@ -280,20 +277,17 @@ mod tests {
             vec![condition("Stalled", "True", "AwaitingPromotion")],
         );
         assert!(matches!(
-            standing(&held, Goal::Successful),
-            Standing::Waiting(_)
+            outcome(&held, Goal::Successful),
+            Outcome::Waiting(_)
         ));
-        assert!(matches!(
-            standing(&held, Goal::Paused),
-            Standing::Reached(_)
-        ));
+        assert!(matches!(outcome(&held, Goal::Paused), Outcome::Reached(_)));
         let canary = at(
             "canary",
             vec![condition("Reconciling", "True", "WaitingForCanary")],
         );
         assert!(matches!(
-            standing(&canary, Goal::Successful),
-            Standing::Waiting(_)
+            outcome(&canary, Goal::Successful),
+            Outcome::Waiting(_)
         ));
     }
 
@@ -307,15 +301,15 @@ mod tests {
                                "conditions": [condition("Ready", "True", "RolloutComplete")]}),
         );
         assert_eq!(
-            standing(&stale, Goal::Successful),
-            Standing::Waiting(
+            outcome(&stale, Goal::Successful),
+            Outcome::Waiting(
                 "the controller has not acted on generation 3 yet (the status is of 2)".into()
             )
         );
         let fresh = object(1, serde_json::Value::Null);
         assert!(matches!(
-            standing(&fresh, Goal::Successful),
-            Standing::Waiting(_)
+            outcome(&fresh, Goal::Successful),
+            Outcome::Waiting(_)
         ));
     }
 }
