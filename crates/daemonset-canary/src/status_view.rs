@@ -514,7 +514,7 @@ fn row(cds: &CanaryDaemonSet, wide: bool, now: Timestamp) -> Vec<String> {
                     .conditions
                     .iter()
                     .find(|c| c.type_ == type_ && c.status == "True")
-                    .map(|c| format!("{type_}({})", c.reason))
+                    .map(|c| format!("{type_}({})", one_line(&c.reason)))
             })
             .unwrap_or_else(|| "-".to_owned());
         cells.extend([
