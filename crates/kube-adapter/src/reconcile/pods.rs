@@ -692,6 +692,13 @@ impl Driver for PodsDriver<'_> {
             tally: action.tally,
             deleted: Vec::new(),
             analysis: seen.analysis.clone(),
+            awaiting_promotion: decision.phase == Phase::Paused
+                && matches!(
+                    usize::try_from(action.step)
+                        .ok()
+                        .and_then(|index| seen.steps.steps().get(index)),
+                    Some(Step::Pause { duration: None })
+                ),
         }));
         // Delete, in a step the status names.
         pass.record_step_before_deleting(record, decision).await?;
