@@ -86,6 +86,9 @@ pub struct Transition {
     pub held: bool,
     /// The nodes the health gates name (issue 46), both drivers; `None`: none.
     pub unhealthy: Option<Box<UnhealthyRecord>>,
+    /// When a person resumed a hold of `onUnhealthy: Hold` (seconds since the epoch), as the
+    /// gates read it this pass (`status.unhealthyAnswered`).
+    pub unhealthy_answered: Option<i64>,
 }
 
 /// The nodes the health gates name in a pass: at most ten, and how many in all.

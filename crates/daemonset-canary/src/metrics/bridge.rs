@@ -261,6 +261,7 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            unhealthy_answered: None,
         }
     }
 

@@ -146,6 +146,9 @@ impl<'a> Pass<'a> {
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
             unhealthy: None,
+            unhealthy_answered: previous
+                .and_then(|s| s.unhealthy_answered.as_ref())
+                .map(|t| t.0.as_second()),
             at: self.now,
         }
     }

@@ -42,6 +42,7 @@ fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
         now: Stamp(CREATED + 120),
         unhealthy,
         canary_ready_since: Some(Stamp(CREATED + 10)),
+        answered: None,
     }
 }
 
