@@ -143,6 +143,13 @@ pub enum Invariant {
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
     ///     annotation never names it.
     OneDriverPerDaemonSet,
+    /// 30. A node unhealthy since before its update never fails a rollout (issue 46): when the
+    ///     status turns `failed` with `NodeUnhealthy`, every node it names was healthy when
+    ///     its pod of the target was created: its `Ready` (or `NetworkUnavailable`) condition
+    ///     moved more than the gate's 5 s clock-skew margin after that pod's
+    ///     `creationTimestamp`, as the simulator stored them. The nodes the harness takes
+    ///     NotReady (unrelated failures, before or after their update) are its test.
+    NoFailureForANodeUnhealthyBefore,
 }
 
 impl Invariant {
@@ -178,6 +185,9 @@ impl Invariant {
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
+            Invariant::NoFailureForANodeUnhealthyBefore => {
+                "30 no-failure-for-a-node-unhealthy-before"
+            }
         }
     }
 }
