@@ -10,7 +10,7 @@ mod nodes;
 
 pub use nodes::{NodeRow, node_ledger, render_nodes};
 
-use crate::format::{age, count, progress_bar};
+use crate::format::{age, count, one_line, printable, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
 use canary_state_machine::{Driver, Phase};
@@ -64,7 +64,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         field(&mut out, "Reason", reason.as_str());
     }
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
-        field(&mut out, "Message", message);
+        field(&mut out, "Message", &one_line(message));
     }
     if let Some(count) = status.unhealthy_node_count {
         field(&mut out, "Unhealthy nodes", &unhealthy_line(&status, count));
@@ -95,7 +95,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     analysis(&mut out, cds, now);
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
-    out
+    // Free texts are escaped where they are written (a newline in them too); this catches a
+    // control character in any other field.
+    printable(&out)
 }
 
 /// The nodes the health gates name (issue 46): each with what was seen and since when, and
@@ -338,9 +340,9 @@ fn conditions(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
             "  {:<15} {:<7} {:<24} {:>7}  {}",
             condition.type_,
             condition.status,
-            condition.reason,
+            one_line(&condition.reason),
             age(condition.last_transition_time.0, now),
-            condition.message
+            one_line(&condition.message)
         );
     }
 }
@@ -359,7 +361,7 @@ fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
         analysis.verdict
     );
     if let Some(message) = &analysis.message {
-        let _ = write!(out, " ({message})");
+        let _ = write!(out, " ({})", one_line(message));
     }
     let _ = writeln!(out);
     if analysis.measurements.is_empty() {
@@ -386,11 +388,11 @@ fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
                 .map_or_else(|| "-".to_owned(), |t| age(t.0, now))
         );
         if let Some(detail) = &m.detail {
-            let _ = writeln!(out, "    {detail}");
+            let _ = writeln!(out, "    {}", one_line(detail));
         }
-        let _ = writeln!(out, "    query: {}", m.query);
+        let _ = writeln!(out, "    query: {}", one_line(&m.query));
         if let Some(baseline) = &m.baseline_query {
-            let _ = writeln!(out, "    baseline: {baseline}");
+            let _ = writeln!(out, "    baseline: {}", one_line(baseline));
         }
     }
 }
@@ -425,9 +427,9 @@ fn recent_events(out: &mut String, events: &[Event], now: Timestamp) {
             out,
             "  {:>7}  {:<7} {:<22} {}{count}",
             age(at, now),
-            event.type_.as_deref().unwrap_or("-"),
-            event.reason.as_deref().unwrap_or("-"),
-            event.note.as_deref().unwrap_or("")
+            one_line(event.type_.as_deref().unwrap_or("-")),
+            one_line(event.reason.as_deref().unwrap_or("-")),
+            one_line(event.note.as_deref().unwrap_or(""))
         );
     }
 }
@@ -445,72 +447,123 @@ fn event_time(event: &Event) -> Timestamp {
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// Whether `event` is about the CanaryDaemonSet `name` (events are listed per namespace).
-pub fn is_about(event: &Event, name: &str) -> bool {
+/// Whether `event` is about `cds` (events are listed per namespace): its kind and name, and its
+/// UID when both sides carry one, so that the events of an earlier object of the same name,
+/// deleted and created again, are not shown as this one's (they live for an hour after it).
+pub fn is_about(event: &Event, cds: &CanaryDaemonSet) -> bool {
     event.regarding.as_ref().is_some_and(|r| {
-        r.kind.as_deref() == Some("CanaryDaemonSet") && r.name.as_deref() == Some(name)
+        r.kind.as_deref() == Some("CanaryDaemonSet")
+            && r.name.as_deref() == cds.metadata.name.as_deref()
+            && match (r.uid.as_deref(), cds.metadata.uid.as_deref()) {
+                (Some(event_uid), Some(uid)) => event_uid == uid,
+                _ => true,
+            }
     })
 }
 
-/// `daemonset-canary get`: one line per CanaryDaemonSet, like `kubectl get`: name, phase, the
-/// Pods driver's step, updated-and-ready over desired, version and age (with the namespace
-/// first when `all_namespaces`), sorted by namespace and name.
+/// The list `get` prints: a header and a line per object (sorted by namespace and name), the
+/// namespace only with `all_namespaces`; `wide` adds the driver, the DaemonSet, the updated
+/// pods and the kstatus verdict (`Ready`, `Reconciling` or `Stalled`, with its reason).
 pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timestamp) -> String {
-    let mut rows: Vec<[String; 7]> = items
-        .iter()
-        .map(|cds| {
-            let status = cds.status.clone().unwrap_or_default();
-            let step = match (status.current_step_index, status.step_count) {
-                (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
-                (Some(index), Some(count)) => format!("{}/{count}", index + 1),
-                _ => "-".to_owned(),
-            };
-            [
-                cds.metadata.namespace.clone().unwrap_or_default(),
-                cds.metadata.name.clone().unwrap_or_default(),
-                Phase::name_or_pending(status.phase).to_owned(),
-                step,
-                format!("{}/{}", status.updated_ready, status.desired),
-                status
-                    .target_version
-                    .clone()
-                    .unwrap_or_else(|| "-".to_owned()),
-                cds.metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
-            ]
-        })
-        .collect();
+    render_table(items, all_namespaces, false, true, now)
+}
+
+/// The columns of `get`'s table.
+const COLUMNS: [&str; 7] = [
+    "NAMESPACE",
+    "NAME",
+    "PHASE",
+    "STEP",
+    "READY",
+    "VERSION",
+    "AGE",
+];
+/// The columns `-o wide` adds.
+const WIDE_COLUMNS: [&str; 4] = ["DRIVER", "DAEMONSET", "UPDATED", "CONDITION"];
+
+/// `get`'s table: `wide` with the wide columns (driver, DaemonSet, updated, kstatus verdict),
+/// `header` with its header line (`get -w` prints the later lines without one, as `kubectl get
+/// -w` does).
+pub fn render_table(
+    items: &[CanaryDaemonSet],
+    all_namespaces: bool,
+    wide: bool,
+    header: bool,
+    now: Timestamp,
+) -> String {
+    let mut rows: Vec<Vec<String>> = items.iter().map(|cds| row(cds, wide, now)).collect();
     rows.sort();
-    let header = [
-        "NAMESPACE",
-        "NAME",
-        "PHASE",
-        "STEP",
-        "READY",
-        "VERSION",
-        "AGE",
-    ]
-    .map(str::to_owned);
+    let columns = COLUMNS
+        .iter()
+        .chain(WIDE_COLUMNS.iter().filter(|_| wide))
+        .map(|c| (*c).to_owned())
+        .collect::<Vec<_>>();
     let skip = usize::from(!all_namespaces);
-    let mut widths = [0usize; 7];
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let mut widths = vec![0usize; columns.len()];
+    for row in std::iter::once(&columns).chain(rows.iter()) {
         for (width, cell) in widths.iter_mut().zip(row.iter()) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let header = header.then_some(&columns);
+    for row in header.into_iter().chain(rows.iter()) {
         let line: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(widths.iter())
             .skip(skip)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
     }
-    out
+    printable(&out)
+}
+
+/// One object's cells, in the order of [`COLUMNS`] (and [`WIDE_COLUMNS`]).
+fn row(cds: &CanaryDaemonSet, wide: bool, now: Timestamp) -> Vec<String> {
+    let status = cds.status.clone().unwrap_or_default();
+    let step = match (status.current_step_index, status.step_count) {
+        (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
+        (Some(index), Some(count)) => format!("{}/{count}", index + 1),
+        _ => "-".to_owned(),
+    };
+    let mut cells = vec![
+        cds.metadata.namespace.clone().unwrap_or_default(),
+        cds.metadata.name.clone().unwrap_or_default(),
+        Phase::name_or_pending(status.phase).to_owned(),
+        step,
+        format!("{}/{}", status.updated_ready, status.desired),
+        status
+            .target_version
+            .clone()
+            .unwrap_or_else(|| "-".to_owned()),
+        cds.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
+    ];
+    if wide {
+        let verdict = ["Stalled", "Reconciling", "Ready"]
+            .into_iter()
+            .find_map(|type_| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == "True")
+                    .map(|c| format!("{type_}({})", one_line(&c.reason)))
+            })
+            .unwrap_or_else(|| "-".to_owned());
+        cells.extend([
+            cds.spec.strategy.driver.to_string(),
+            status
+                .daemon_set_name
+                .clone()
+                .unwrap_or_else(|| "-".to_owned()),
+            format!("{}/{}", status.updated, status.desired),
+            verdict,
+        ]);
+    }
+    cells
 }
 
 #[cfg(test)]

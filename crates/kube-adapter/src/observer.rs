@@ -138,6 +138,9 @@ pub struct PodsRecord {
     /// The analysis the status shows (`spec.analysis`): the step measured now, or the last
     /// one measured; `None` without analysis.
     pub analysis: Option<crate::crd::AnalysisStatus>,
+    /// The rollout rests in a pause step without a duration: only `promote` moves it on (the
+    /// kstatus `Stalled` condition's `AwaitingPromotion`).
+    pub awaiting_promotion: bool,
 }
 
 /// What became of a DaemonSet write.

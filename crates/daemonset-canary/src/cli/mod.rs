@@ -1,6 +1,6 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
 //! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `rollback` (`abort`, `undo`
-//! and `history`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
+//! and `history`), `wait`, `restart` and `set image` (`edit`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
 //! steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
@@ -11,6 +11,7 @@
 pub mod crd;
 #[cfg(feature = "simulator")]
 pub mod demo;
+pub mod edit;
 pub mod get;
 pub mod object;
 pub mod observe_kubevirt;
@@ -25,6 +26,7 @@ pub mod sim_kwok;
 pub mod sim_serve;
 pub mod status;
 pub mod verb;
+pub mod wait;
 
 use anyhow::Context;
 use canary_kube_adapter::error::{chain, transport_failure};
@@ -43,13 +45,18 @@ pub struct KubeArgs {
     pub context: Option<String>,
 }
 
-/// The endpoint flag of the long-running commands (`run`, `observe-kubevirt`).
+/// The endpoint flags of the long-running commands (`run`, `observe-kubevirt`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct EndpointArgs {
     /// Address of the /metrics, /healthz and /readyz endpoints.
     /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
     #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = daemonset_canary::listen::parse_listen_addr)]
     pub metrics_addr: std::net::SocketAddr,
+    /// Address of a listener of their own for /healthz and /readyz (the kubelet's probes), so
+    /// that no number of metrics clients can keep them waiting. Unset: the probes are answered
+    /// on the metrics address only. The manifests in deploy/ set `:8081`.
+    #[arg(long, env = "CANARY_HEALTH_ADDR", value_parser = daemonset_canary::listen::parse_listen_addr)]
+    pub health_addr: Option<std::net::SocketAddr>,
 }
 
 impl KubeArgs {

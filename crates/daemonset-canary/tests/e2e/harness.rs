@@ -42,6 +42,9 @@ pub const ENV_CONTROLLER_LOG: &str = "DAEMONSET_CANARY_E2E_CONTROLLER_LOG";
 pub const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
 /// The directory the isolated scenarios write their controllers' logs and kubeconfigs to.
 pub const ENV_LOGS: &str = "DAEMONSET_CANARY_E2E_LOGS";
+/// `canary-verdicts` (xtask/go/verdicts): kstatus and Argo CD's health check, computed with
+/// their own code on the objects of the cluster under test.
+pub const ENV_VERDICTS: &str = "DAEMONSET_CANARY_E2E_VERDICTS";
 const HOW_TO_RUN: &str = "run the e2e suite with `cargo xtask e2e`";
 /// The controller's ServiceAccount and namespace, as deploy/rbac installs them (`cargo xtask
 /// e2e` installs them before the tests).
@@ -572,6 +575,43 @@ impl E2e {
         )
     }
 
+    /// What kstatus (cli-utils) and Argo CD's health check (`deploy/integrations/argocd/
+    /// health.lua`, run by gopher-lua) say of the CanaryDaemonSet `name` as the API server
+    /// serves it now: `(kstatus status, Argo CD health, Argo CD message)`.
+    #[track_caller]
+    pub fn verdicts(&self, name: &str) -> (String, String, String) {
+        let binary = std::env::var_os(ENV_VERDICTS)
+            .unwrap_or_else(|| panic!("{ENV_VERDICTS} is not set: {HOW_TO_RUN}"));
+        let object = self.kubectl(&["get", "canarydaemonset", name, "-o", "json"]);
+        let file = std::env::temp_dir().join(format!(
+            "verdicts-{}-{name}-{}.json",
+            self.namespace,
+            std::process::id()
+        ));
+        std::fs::write(&file, &object).unwrap();
+        let health = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/integrations/argocd/health.lua");
+        let run = |args: &[&std::ffi::OsStr]| -> serde_json::Value {
+            let output = Command::new(&binary).args(args).output().unwrap();
+            assert!(
+                output.status.success(),
+                "canary-verdicts failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_slice(&output.stdout).unwrap()
+        };
+        let kstatus = run(&["kstatus".as_ref(), file.as_os_str()]);
+        let argocd = run(&["argocd".as_ref(), health.as_os_str(), file.as_os_str()]);
+        let _ = std::fs::remove_file(&file);
+        let text =
+            |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+        (
+            text(&kstatus, "status"),
+            text(&argocd, "status"),
+            text(&argocd, "message"),
+        )
+    }
+
     /// `kubectl -n <namespace> <args>`, which must succeed; its stdout.
     #[track_caller]
     pub fn kubectl(&self, args: &[&str]) -> String {
@@ -782,6 +822,76 @@ impl E2e {
             .get(NAME)
             .await
             .unwrap()
+    }
+
+    /// A DaemonSet named `name` that someone else owns and writes (a Helm release, a GitOps
+    /// tool): the node agent's v1 template with `updateStrategy: OnDelete`, with `metadata`'s
+    /// labels and annotations. Returns it as created and its first container's name.
+    pub async fn owned_daemon_set(
+        &self,
+        name: &str,
+        metadata: serde_json::Value,
+    ) -> (DaemonSet, String) {
+        let owned = self.agent("v1", "healthy");
+        let mut spec = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
+        spec["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
+        let mut object = serde_json::json!({
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        });
+        for field in ["labels", "annotations"] {
+            if !metadata[field].is_null() {
+                object["metadata"][field] = metadata[field].clone();
+            }
+        }
+        let ds: DaemonSet = serde_json::from_value(object).unwrap();
+        let created = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &ds)
+            .await
+            .unwrap();
+        let container = canary_testkit::first_container(&created).name.clone();
+        (created, container)
+    }
+
+    /// The owner of the DaemonSet `name` writes its template as `manager` (Helm 3 and GitOps
+    /// tools send a strategic merge patch): `container`'s image, and the simulator's behaviour
+    /// annotation when given.
+    pub async fn owner_writes(
+        &self,
+        name: &str,
+        manager: &str,
+        container: &str,
+        image: &str,
+        behavior: Option<&str>,
+    ) {
+        let mut patch = serde_json::json!({"spec": {"template": {
+            "spec": {"containers": [{"name": container, "image": image}]}
+        }}});
+        if let Some(behavior) = behavior {
+            patch["spec"]["template"]["metadata"] =
+                serde_json::json!({"annotations": {"sim.canary.daemonset.dev/behavior": behavior}});
+        }
+        Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+            .patch(
+                name,
+                &PatchParams {
+                    field_manager: Some(manager.into()),
+                    ..PatchParams::default()
+                },
+                &Patch::Strategic(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the owner's write failed: {e}"));
+    }
+
+    /// How many of the node agent's pods, not being deleted, run `image`.
+    pub async fn live_on(&self, image: &str) -> usize {
+        self.pods()
+            .await
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| image_and_ready(p).0 == image)
+            .count()
     }
 
     /// The node agent's pods, terminating ones included.

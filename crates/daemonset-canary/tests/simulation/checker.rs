@@ -639,6 +639,11 @@ impl Checker {
         if phase.as_deref() == Some("failed") && self.phase.as_deref() != Some("failed") {
             self.check_unhealthy_named(&cds);
         }
+        if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
+            && let Err(why) = kstatus_agrees(status)
+        {
+            self.world.violate(Invariant::KstatusAgreesWithPhase, why);
+        }
         if phase != self.phase {
             let message = cds
                 .status
@@ -656,7 +661,7 @@ impl Checker {
 }
 
 impl Checker {
-    /// Invariant 30, when the status turns `failed` with `NodeUnhealthy`: each node it names
+    /// Invariant 31, when the status turns `failed` with `NodeUnhealthy`: each node it names
     /// was healthy when its pod of the target was created (its troubled condition moved after
     /// that, beyond the 5 s margin), from the simulator's own timestamps.
     fn check_unhealthy_named(&self, cds: &CanaryDaemonSet) {
@@ -703,6 +708,43 @@ impl Checker {
             }
         }
     }
+}
+
+/// Invariant 30: the kstatus conditions of a status with a phase agree with it.
+fn kstatus_agrees(status: &CanaryDaemonSetStatus) -> Result<(), String> {
+    let phase = status.phase_name().unwrap_or_default();
+    let is_true = |type_: &str| -> Result<bool, String> {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .ok_or_else(|| format!("phase {phase}: no {type_} condition"))?;
+        if condition.observed_generation != status.observed_generation {
+            return Err(format!(
+                "phase {phase}: {type_} observed generation {:?}, the status {:?}",
+                condition.observed_generation, status.observed_generation
+            ));
+        }
+        Ok(condition.status == "True")
+    };
+    let (ready, reconciling, stalled, degraded) = (
+        is_true("Ready")?,
+        is_true("Reconciling")?,
+        is_true("Stalled")?,
+        is_true("Degraded")?,
+    );
+    let why = if reconciling && stalled {
+        "Reconciling and Stalled both true"
+    } else if ready != (phase == "successful" && !degraded) {
+        "Ready is not (successful and not Degraded)"
+    } else if matches!(phase, "failed" | "rolledBack") && !stalled {
+        "not Stalled"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "phase {phase}: {why} (Ready {ready}, Reconciling {reconciling}, Stalled {stalled}, Degraded {degraded})"
+    ))
 }
 
 fn node_is_healthy(node: &Node) -> bool {
@@ -1585,7 +1627,7 @@ mod tests {
         assert_eq!(checker.desired_in_view(), 215, "a rise counts at once");
     }
 
-    /// Invariant 30 on a controller broken on purpose: a `NodeUnhealthy` failure that names a
+    /// Invariant 31 on a controller broken on purpose: a `NodeUnhealthy` failure that names a
     /// node NotReady since 2 s after its pod was created (within the clock-skew margin: before
     /// its update, as far as the gate may tell) is caught; one that names a node that broke a
     /// minute after its update is not.

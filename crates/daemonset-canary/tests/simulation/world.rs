@@ -143,7 +143,12 @@ pub enum Invariant {
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
     ///     annotation never names it.
     OneDriverPerDaemonSet,
-    /// 30. A node unhealthy since before its update never fails a rollout (issue 46): when the
+    /// 30. The kstatus conditions agree with the phase at every status write (issue 51): a
+    ///     status with a phase carries `Ready`, `Reconciling` and `Stalled`, never both of the
+    ///     last two true, `Ready` true exactly when `successful` and not `Degraded`, `Stalled`
+    ///     true when `failed` or `rolledBack`, each with the status's `observedGeneration`.
+    KstatusAgreesWithPhase,
+    /// 31. A node unhealthy since before its update never fails a rollout (issue 46): when the
     ///     status turns `failed` with `NodeUnhealthy`, every node it names was healthy when
     ///     its pod of the target was created: its `Ready` (or `NetworkUnavailable`) condition
     ///     moved more than the gate's 5 s clock-skew margin after that pod's
@@ -185,8 +190,9 @@ impl Invariant {
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
+            Invariant::KstatusAgreesWithPhase => "30 kstatus-agrees-with-phase",
             Invariant::NoFailureForANodeUnhealthyBefore => {
-                "30 no-failure-for-a-node-unhealthy-before"
+                "31 no-failure-for-a-node-unhealthy-before"
             }
         }
     }

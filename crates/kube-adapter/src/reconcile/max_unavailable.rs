@@ -21,7 +21,7 @@ use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
-use crate::index::PodCountRule;
+use crate::index::{PodCountRule, pod_group};
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
@@ -52,7 +52,11 @@ impl Driver for Steer {
     fn observe(&mut self, pass: &Pass<'_>, plan: &Plan, seen: &Seen<'_>) -> Result<(), String> {
         let live = seen.live;
         let rule = pass.count_rule(plan, live);
-        self.counts = pass.ctx.caches.pods.count(&pass.ds_name, &rule);
+        self.counts = pass
+            .ctx
+            .caches
+            .pods
+            .count(&pod_group(&pass.namespace, &pass.ds_name), &rule);
         let recorded = pass
             .status
             .as_ref()
@@ -144,11 +148,14 @@ impl Pass<'_> {
                 .matches(plan.strategy.canary_max_unavailable);
         let canary_ready_since = may_soak
             .then(|| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-                    pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
-                        .filter_map(|pod| pod.ready_since())
-                        .max()
-                })
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
+                            .filter_map(|pod| pod.ready_since())
+                            .max()
+                    },
+                )
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
@@ -160,18 +167,22 @@ impl Pass<'_> {
             now,
             &troubled,
             |nodes| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-                    health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
-                        counted(pod).is_some_and(|c| c.updated)
-                    })
-                })
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
+                            counted(pod).is_some_and(|c| c.updated)
+                        })
+                    },
+                )
             },
             canary_ready_since,
         );
         HealthFacts { answered, ..facts }
     }
 
-    /// The rule the DaemonSet's pods are counted by.
+    /// The rule the DaemonSet's pods are counted by (the pod index's tally counts by it: O(1),
+    /// and O(classes of pods) when the rule moves to the new target or revision).
     fn count_rule(&self, plan: &Plan, live: &DaemonSet) -> PodCountRule {
         let uid = live.metadata.uid.clone().unwrap_or_default();
         let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {
