@@ -66,6 +66,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
         field(&mut out, "Message", &one_line(message));
     }
+    if let Some(count) = status.unhealthy_node_count {
+        field(&mut out, "Unhealthy nodes", &unhealthy_line(&status, count));
+    }
     if let Some(history) = &status.history {
         field(&mut out, "Revisions", &revisions_line(history));
     }
@@ -95,6 +98,39 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     // Free texts are escaped where they are written (a newline in them too); this catches a
     // control character in any other field.
     printable(&out)
+}
+
+/// The nodes the health gates name (issue 46): each with what was seen and since when, and
+/// how many more.
+fn unhealthy_line(status: &CanaryDaemonSetStatus, count: u32) -> String {
+    let listed: Vec<String> = status
+        .unhealthy_nodes
+        .iter()
+        .map(|node| {
+            let since = node
+                .since
+                .as_ref()
+                .map(|t| format!(" since {}", t.0))
+                .unwrap_or_default();
+            let reason = if node.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", node.reason)
+            };
+            format!(
+                "{} ({} {}{reason}{since})",
+                node.name, node.condition, node.status
+            )
+        })
+        .collect();
+    let more = usize::try_from(count)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(listed.len());
+    let mut line = format!("{count}: {}", listed.join(", "));
+    if more > 0 {
+        line.push_str(&format!(" and {more} more"));
+    }
+    line
 }
 
 /// The hold on request (the `pause` verb) as asked and as acted on; `None` when neither.

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use canary_state_machine::{Compatibility, DriftPolicy, Driver, FailureReason, OnFailure, Phase};
+use canary_state_machine::{
+    Compatibility, DriftPolicy, Driver, FailureReason, OnFailure, OnUnhealthy, Phase,
+};
 use k8s_openapi::api::apps::v1::DaemonSetSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::api::{ApiResource, DynamicObject};
@@ -198,6 +200,49 @@ pub struct CanaryDaemonSetSpec {
     /// (docs/analysis.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
+    /// The health gates (docs/health.md): a release that breaks its node stops on one node.
+    /// Unset: the defaults (a 10m window, `[NetworkUnavailable]`, a 30s canary soak in `Fixed`
+    /// compatibility and none in `KubeVirt`, `onUnhealthy: Fail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+}
+
+/// Node condition types that make a node unhealthy when `True`, each once; `Ready` is always
+/// judged (not `True` is unhealthy), so it is not one of them.
+pub const NODE_CONDITIONS_RULE: &str = "self.all(c, c.matches('^[A-Za-z][A-Za-z0-9]*$') && c != 'Ready' && self.exists_one(d, d == c))";
+
+/// The health gates (issue 46): what makes a node unhealthy, how long after its update it is
+/// judged, how long the canary soaks, and what evidence against the release leads to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthSpec {
+    /// How long after its agent pod was replaced a node is watched (default `10m`, at most
+    /// `24h`): a node healthy at its update that turns unhealthy within it fails the rollout
+    /// (`NodeUnhealthy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 24))]
+    #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 30s, 10m or 1h30m"))]
+    pub window: Option<String>,
+    /// Node condition types that make a node unhealthy when `True`, beside `Ready` not `True`
+    /// (default `[NetworkUnavailable]`; for example node-problem-detector's `KernelDeadlock`
+    /// or `ReadonlyFilesystem`). `[]`: `Ready` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 63)))]
+    #[x_kube(validation = kube::core::Rule::new(NODE_CONDITIONS_RULE).message("health.nodeConditions: node condition types such as NetworkUnavailable or KernelDeadlock, each once (Ready is always judged)"))]
+    pub node_conditions: Option<Vec<String>>,
+    /// How long the canary's pod is ready before the rollout widens (MaxUnavailable driver)
+    /// or takes its next nodes step (Pods driver): default `30s` in `Fixed` compatibility,
+    /// `0s` in `KubeVirt` (the reference's timing); at most `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 24))]
+    #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 0s, 30s or 2m"))]
+    pub canary_soak: Option<String>,
+    /// What a node broken after its update leads to: `Fail` (default; the failure follows
+    /// `strategy.onFailure`) or `Hold` (paused as the `pause` verb does, for a person to
+    /// decide: `resume` goes on, `abort` rolls back).
+    #[serde(default)]
+    pub on_unhealthy: OnUnhealthy,
+    // The neighbour-pod gate's settings go here (issue 46: `neighbours`, with `enabled`).
 }
 
 /// A DaemonSet in the CanaryDaemonSet's namespace, owned by someone else.
@@ -586,6 +631,22 @@ pub struct CanaryDaemonSetStatus {
     /// Pods driver: how many nodes failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_node_count: Option<u32>,
+    /// The nodes the health gates name (`NodeUnhealthy`, or held by `onUnhealthy: Hold`): at
+    /// most 10, both drivers; kept while the failure is.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_is_empty"
+    )]
+    #[schemars(length(max = 10))]
+    pub unhealthy_nodes: Vec<UnhealthyNodeNote>,
+    /// How many nodes the health gates name in all, when there are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_node_count: Option<u32>,
+    /// When a person last resumed a hold of `onUnhealthy: Hold` that named nodes: the nodes
+    /// unhealthy since no later than this were answered (go on) and hold the rollout no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_answered: Option<Time>,
     /// Pods driver: pods per revision, the target first, at most 5 revisions.
     #[serde(
         default,
@@ -609,6 +670,28 @@ pub struct CanaryDaemonSetStatus {
     /// The measurements of the last analysed pause step (`spec.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
+}
+
+/// A node the health gates name (`status.unhealthyNodes`, issue 46): what was seen on it and
+/// since when. The reason and message are the node's, cut.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnhealthyNodeNote {
+    /// Node name.
+    pub name: String,
+    /// The condition that makes it unhealthy (`Ready`, or one of `spec.health.nodeConditions`).
+    pub condition: String,
+    /// Its status (`False`, `Unknown`, `True`).
+    pub status: String,
+    /// Its reason, cut.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Its message, cut.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Unhealthy since (the condition's `lastTransitionTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
 }
 
 /// A node and why it is listed.
@@ -645,7 +728,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 31] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 34] = [
         "phase",
         "reason",
         "message",
@@ -671,6 +754,9 @@ impl CanaryDaemonSetStatus {
         "deferredNodeCount",
         "failedNodes",
         "failedNodeCount",
+        "unhealthyNodes",
+        "unhealthyNodeCount",
+        "unhealthyAnswered",
         "revisions",
         "promotion",
         "held",

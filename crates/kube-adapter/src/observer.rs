@@ -84,6 +84,32 @@ pub struct Transition {
     /// The pass was held on request (`canary.daemonset.dev/paused`), both drivers; a pass
     /// that decides nothing (an invalid spec) carries over what the status had.
     pub held: bool,
+    /// The nodes the health gates name (issue 46), both drivers; `None`: none.
+    pub unhealthy: Option<Box<UnhealthyRecord>>,
+    /// When a person resumed a hold of `onUnhealthy: Hold` (seconds since the epoch), as the
+    /// gates read it this pass (`status.unhealthyAnswered`).
+    pub unhealthy_answered: Option<i64>,
+}
+
+/// The nodes the health gates name in a pass: at most ten, and how many in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnhealthyRecord {
+    /// The nodes, earliest broken first.
+    pub nodes: Vec<canary_state_machine::UnhealthyNode>,
+    /// How many there are in all.
+    pub count: u32,
+}
+
+impl UnhealthyRecord {
+    /// The nodes the gates name over `facts`, if any.
+    pub fn of(facts: Option<&canary_state_machine::HealthFacts>) -> Option<Box<Self>> {
+        match canary_state_machine::health::judge(facts?) {
+            canary_state_machine::HealthVerdict::NodesUnhealthy { nodes, count } => {
+                Some(Box::new(UnhealthyRecord { nodes, count }))
+            }
+            canary_state_machine::HealthVerdict::Healthy => None,
+        }
+    }
 }
 
 /// The Pods driver's part of a [`Transition`].

@@ -14,7 +14,9 @@ use canary_state_machine::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{AnalysisStatus, CanaryDaemonSetStatus, NodeNote, RevisionPods};
+use crate::crd::{
+    AnalysisStatus, CanaryDaemonSetStatus, NodeNote, RevisionPods, UnhealthyNodeNote,
+};
 use crate::observer::Transition;
 
 /// Condition type: a rollout is in progress.
@@ -189,7 +191,49 @@ pub fn next_status(
             .template_hash
             .clone()
             .or_else(|| prev.daemon_set_template_hash.clone()),
-        ..steps_status(prev, pass, phase_changed, now)
+        ..unhealthy_status(prev, pass, &steps_status(prev, pass, phase_changed, now))
+    }
+}
+
+/// The nodes the health gates name (issue 46), over the Pods driver's part of the status:
+/// those of this pass; while a `NodeUnhealthy` failure or a hold stays without them (a node
+/// that recovered, or left the window), the ones that failed or held it.
+fn unhealthy_status(
+    prev: &CanaryDaemonSetStatus,
+    pass: &Transition,
+    steps: &CanaryDaemonSetStatus,
+) -> CanaryDaemonSetStatus {
+    let named = matches!(pass.failure, Some(FailureReason::NodeUnhealthy)) || pass.held;
+    let (unhealthy_nodes, unhealthy_node_count) = match &pass.unhealthy {
+        Some(record) if named => (
+            record
+                .nodes
+                .iter()
+                .take(LISTED_NODES)
+                .map(|node| UnhealthyNodeNote {
+                    name: node.node.clone(),
+                    condition: node.seen.condition.clone(),
+                    status: node.seen.status.clone(),
+                    reason: node.seen.reason.clone(),
+                    message: node.seen.message.clone(),
+                    since: Timestamp::from_second(node.since.0).ok().map(Time),
+                })
+                .collect(),
+            Some(record.count),
+        ),
+        // Kept while the failure is, and while the hold they caused is (the node recovering
+        // ends neither: a person resumes, and the resume answers the nodes listed).
+        _ if named => (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count),
+        _ => (Vec::new(), None),
+    };
+    CanaryDaemonSetStatus {
+        unhealthy_nodes,
+        unhealthy_node_count,
+        unhealthy_answered: pass
+            .unhealthy_answered
+            .and_then(|second| Timestamp::from_second(second).ok())
+            .map(Time),
+        ..steps.clone()
     }
 }
 
@@ -532,6 +576,8 @@ mod tests {
             history: None,
             retry: None,
             held: false,
+            unhealthy: None,
+            unhealthy_answered: None,
         }
     }
 
@@ -916,5 +962,49 @@ mod tests {
         )
         .unwrap();
         assert_eq!(previous.since_progress, Duration::ZERO);
+    }
+
+    /// The nodes a `NodeUnhealthy` failure names stay in the status while the failure does,
+    /// even once a later pass no longer sees them (the node recovered); a new rollout clears
+    /// them.
+    #[test]
+    fn the_unhealthy_nodes_stay_named_while_their_failure_does() {
+        use crate::observer::UnhealthyRecord;
+        use canary_state_machine::{NodePod, NodeSeen, Stamp, UnhealthyNode};
+        let mut failed = pass(Phase::Failed, 0);
+        failed.failure = Some(FailureReason::NodeUnhealthy);
+        failed.unhealthy = Some(Box::new(UnhealthyRecord {
+            nodes: vec![UnhealthyNode {
+                node: "node-7".into(),
+                since: Stamp(1_796_240_705),
+                seen: NodeSeen {
+                    condition: "Ready".into(),
+                    status: "False".into(),
+                    reason: "KubeletNotReady".into(),
+                    message: String::new(),
+                },
+                pod: NodePod::Updated {
+                    created: Stamp(1_796_240_600),
+                },
+            }],
+            count: 1,
+        }));
+        let status = next_status(None, &failed, t(1));
+        assert_eq!(status.unhealthy_node_count, Some(1));
+        let note = &status.unhealthy_nodes[0];
+        assert_eq!(
+            (note.name.as_str(), note.condition.as_str()),
+            ("node-7", "Ready")
+        );
+        assert_eq!(
+            note.since.as_ref().map(|t| t.0.as_second()),
+            Some(1_796_240_705)
+        );
+        let mut recovered = failed.clone();
+        recovered.unhealthy = None;
+        let kept = next_status(Some(&status), &recovered, t(2));
+        assert_eq!(kept.unhealthy_nodes, status.unhealthy_nodes);
+        let next = next_status(Some(&kept), &pass(Phase::Started, 0), t(3));
+        assert!(next.unhealthy_nodes.is_empty() && next.unhealthy_node_count.is_none());
     }
 }

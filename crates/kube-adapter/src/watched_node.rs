@@ -20,10 +20,10 @@
 //! [`node_health`], the one rule) is what it reads of the full node (tested below). A field the
 //! driver starts reading must be kept here too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use canary_predicates::{Labels, Texts, TextsBuilder, node_health};
-use canary_state_machine::NodeHealth;
+use canary_state_machine::{NodeHealth, SHORT_TEXT_BYTES, cut};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
@@ -43,6 +43,56 @@ pub struct NodeFacts {
     pub metadata: ObjectMeta,
     /// Cordoned, NotReady or Healthy.
     pub health: NodeHealth,
+    /// The conditions that may make the node unhealthy under a CanaryDaemonSet's health
+    /// gates (issue 46): `Ready` when not `True`, and every other condition that is `True`.
+    /// Empty on a healthy node.
+    pub trouble: Vec<NodeTrouble>,
+}
+
+/// A condition that may make a node unhealthy: `Ready` not `True`, or another condition
+/// `True` (which ones count is each CanaryDaemonSet's `spec.health.nodeConditions`). The
+/// reason and message are outside text, cut to [`SHORT_TEXT_BYTES`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTrouble {
+    /// The condition type.
+    pub condition: Box<str>,
+    /// Its status (`False`, `Unknown`, `True`).
+    pub status: Box<str>,
+    /// Its reason, cut.
+    pub reason: Box<str>,
+    /// Its message, cut.
+    pub message: Box<str>,
+    /// Its `lastTransitionTime`, whole seconds since the epoch (0 when absent).
+    pub since: i64,
+}
+
+impl NodeTrouble {
+    /// The condition `condition` as kept, if it may make the node unhealthy.
+    fn of(condition: &WireCondition) -> Option<Self> {
+        let troubled = if condition.type_ == "Ready" {
+            condition.status != "True"
+        } else {
+            condition.status == "True"
+        };
+        troubled.then(|| NodeTrouble {
+            condition: condition.type_.as_str().into(),
+            status: condition.status.as_str().into(),
+            reason: cut(
+                condition.reason.as_deref().unwrap_or_default(),
+                SHORT_TEXT_BYTES,
+            )
+            .into(),
+            message: cut(
+                condition.message.as_deref().unwrap_or_default(),
+                SHORT_TEXT_BYTES,
+            )
+            .into(),
+            since: condition
+                .last_transition_time
+                .as_ref()
+                .map_or(0, |time| time.0.as_second()),
+        })
+    }
 }
 
 /// The wire form: the fields kept, every other one skipped by serde unbuilt.
@@ -89,13 +139,21 @@ struct WireStatus {
     conditions: Option<Vec<WireCondition>>,
 }
 
-/// A condition's type and status; the reason, message and heartbeat (which a kubelet moves on
-/// every report) are left out.
+/// A condition's type, status, reason, message and transition time (the health gates name
+/// what they saw and since when); the heartbeat, which a kubelet moves on every report, is
+/// left out.
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct WireCondition {
     #[serde(rename = "type")]
     type_: String,
     status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    last_transition_time: Option<Time>,
 }
 
 impl<'de> Deserialize<'de> for WatchedNode {
@@ -104,11 +162,13 @@ impl<'de> Deserialize<'de> for WatchedNode {
         let meta = wire.metadata;
         // The health by the one rule (`node_health`), read from a node that holds only its
         // inputs and is dropped once read.
-        let ready: Vec<NodeCondition> = wire
+        let conditions: Vec<WireCondition> = wire
             .status
             .and_then(|status| status.conditions)
+            .unwrap_or_default();
+        let trouble = conditions.iter().filter_map(NodeTrouble::of).collect();
+        let ready: Vec<NodeCondition> = conditions
             .into_iter()
-            .flatten()
             .filter(|c| c.type_ == "Ready")
             .map(|c| NodeCondition {
                 type_: c.type_,
@@ -139,6 +199,7 @@ impl<'de> Deserialize<'de> for WatchedNode {
                 ..ObjectMeta::default()
             },
             health: node_health(&inputs),
+            trouble,
         }))
     }
 }
@@ -192,6 +253,9 @@ pub struct CachedNode {
     pub labels: NodeLabels,
     /// Cordoned, NotReady or Healthy.
     pub health: NodeHealth,
+    /// What may make it unhealthy under a health gate ([`NodeFacts::trouble`]); `None` on a
+    /// healthy node (most of them: no allocation).
+    pub trouble: Option<Box<[NodeTrouble]>>,
 }
 
 impl CachedNode {
@@ -206,7 +270,14 @@ impl CachedNode {
                 .map(NodeLabels::new)
                 .unwrap_or_default(),
             health: node.0.health,
+            trouble: (!node.0.trouble.is_empty())
+                .then(|| node.0.trouble.clone().into_boxed_slice()),
         }
+    }
+
+    /// The node's troubled conditions.
+    pub fn trouble(&self) -> &[NodeTrouble] {
+        self.trouble.as_deref().unwrap_or_default()
     }
 }
 
@@ -232,16 +303,42 @@ impl Indexed for CachedNode {
     }
 }
 
-/// Whether a node event matters to the Pods driver: a node that joins or leaves, or whose
-/// labels or health changed. Kubelets report their status every few minutes (a heartbeat, a
-/// new resource version): that changes neither, and triggers nothing.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NodeTally;
+/// Whether a node event matters to a pass: a node that joins or leaves, or whose labels,
+/// health or troubled conditions changed. Kubelets report their status every few minutes (a
+/// heartbeat, a new resource version): that changes none of them, and triggers nothing.
+///
+/// It also keeps the names of the troubled nodes ([`CachedNode::trouble`]), so that the
+/// health gates read those (usually none or a few) and never walk every node (issue 53).
+#[derive(Debug, Default, Clone)]
+pub struct NodeTally {
+    troubled: BTreeSet<String>,
+}
+
+impl NodeTally {
+    /// The names of the nodes with a troubled condition, in order.
+    pub fn troubled(&self) -> impl Iterator<Item = &str> {
+        self.troubled.iter().map(String::as_str)
+    }
+}
 
 impl Tally<CachedNode> for NodeTally {
     fn replace(&mut self, old: Option<&CachedNode>, new: Option<&CachedNode>) -> Moved {
+        if let Some(old) = old
+            && old.trouble.is_some()
+        {
+            self.troubled.remove(&old.name);
+        }
+        if let Some(new) = new
+            && new.trouble.is_some()
+        {
+            self.troubled.insert(new.name.clone());
+        }
         match (old, new) {
-            (Some(old), Some(new)) if old.labels == new.labels && old.health == new.health => {
+            (Some(old), Some(new))
+                if old.labels == new.labels
+                    && old.health == new.health
+                    && old.trouble == new.trouble =>
+            {
                 Moved::Nothing
             }
             _ => Moved::Decision,
@@ -310,6 +407,37 @@ mod tests {
         assert_eq!(watched.0.health, NodeHealth::NotReady);
     }
 
+    /// The conditions that may make a node unhealthy are kept, with their reason and message
+    /// cut and their transition time; a healthy node keeps none (no allocation), and the
+    /// tally names the troubled nodes only.
+    #[test]
+    fn troubled_conditions_are_kept_cut_and_tallied() {
+        let healthy = CachedNode::of(&serde_json::from_value(node("True", false)).unwrap());
+        assert!(healthy.trouble.is_none());
+        let mut broken = node("Unknown", false);
+        broken["metadata"]["name"] = json!("broken");
+        broken["status"]["conditions"][1]["lastTransitionTime"] = json!("2026-12-02T19:45:05Z");
+        broken["status"]["conditions"][1]["message"] = json!("x".repeat(5000));
+        broken["status"]["conditions"][0] =
+            json!({"type": "KernelDeadlock", "status": "True", "reason": "DockerHung"});
+        let broken = CachedNode::of(&serde_json::from_value(broken).unwrap());
+        let trouble = broken.trouble();
+        assert_eq!(trouble.len(), 2);
+        assert_eq!(&*trouble[0].condition, "KernelDeadlock");
+        assert_eq!(
+            (&*trouble[1].condition, &*trouble[1].status),
+            ("Ready", "Unknown")
+        );
+        assert_eq!(trouble[1].since, 1_796_240_705);
+        assert!(trouble[1].message.len() <= SHORT_TEXT_BYTES);
+        let mut tally = NodeTally::default();
+        let _ = tally.replace(None, Some(&healthy));
+        let _ = tally.replace(None, Some(&broken));
+        assert_eq!(tally.troubled().collect::<Vec<_>>(), ["broken"]);
+        let _ = tally.replace(Some(&broken), None);
+        assert_eq!(tally.troubled().count(), 0);
+    }
+
     /// A watched node is the metadata and the health: a fraction of the node it came from.
     #[test]
     fn a_watched_node_is_a_fraction_of_a_node() {
@@ -324,7 +452,7 @@ mod tests {
         let cached =
             |value: serde_json::Value| CachedNode::of(&serde_json::from_value(value).unwrap());
         let moved = |old: &serde_json::Value, new: serde_json::Value| {
-            NodeTally.replace(Some(&cached(old.clone())), Some(&cached(new)))
+            NodeTally::default().replace(Some(&cached(old.clone())), Some(&cached(new)))
         };
         let base = node("True", false);
         let mut heartbeat = node("True", false);
@@ -333,20 +461,26 @@ mod tests {
         assert_eq!(moved(&base, heartbeat), Moved::Nothing);
         assert_eq!(moved(&base, node("False", false)), Moved::Decision);
         assert_eq!(moved(&base, node("True", true)), Moved::Decision);
+        // A cordoned node stays cordoned, but its Ready condition is read by the health gates
+        // (issue 46): its recovery is a change.
         assert_eq!(
             moved(&node("False", true), node("True", true)),
-            Moved::Nothing
+            Moved::Decision
         );
+        let mut no_network = node("True", false);
+        no_network["status"]["conditions"][0] =
+            json!({"type": "NetworkUnavailable", "status": "True", "reason": "NoRoute"});
+        assert_eq!(moved(&base, no_network), Moved::Decision);
         let mut relabelled = node("True", false);
         relabelled["metadata"]["labels"]["canary"] = json!("false");
         assert_eq!(moved(&base, relabelled), Moved::Decision);
         assert_eq!(
-            NodeTally.replace(None, Some(&cached(base.clone()))),
+            NodeTally::default().replace(None, Some(&cached(base.clone()))),
             Moved::Decision,
             "a node that joins"
         );
         assert_eq!(
-            NodeTally.replace(Some(&cached(base)), None),
+            NodeTally::default().replace(Some(&cached(base)), None),
             Moved::Decision,
             "a node that leaves"
         );

@@ -216,6 +216,12 @@ pub struct PodSummary {
     /// Which of the optional fields the pod has, one bit each ([`Field::bit`]).
     present: u8,
     terminating: bool,
+    /// `metadata.creationTimestamp`, whole seconds since the epoch (the health gates: when
+    /// the pod replaced the node's old one); `None` when absent.
+    created: Option<i64>,
+    /// The `Ready` condition's `lastTransitionTime` while it is `True` (the canary soak counts
+    /// from it); `None` otherwise.
+    ready_since: Option<i64>,
     containers: Box<[ContainerSummary]>,
     init_containers: Box<[ContainerSummary]>,
 }
@@ -294,6 +300,19 @@ impl PodSummary {
             texts: texts.build(),
             present,
             terminating: pod.is_terminating(),
+            created: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|time| time.0.as_second()),
+            ready_since: pod
+                .status
+                .as_ref()
+                .and_then(|status| status.conditions.as_ref())
+                .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+                .filter(|ready| ready.status == "True")
+                .and_then(|ready| ready.last_transition_time.as_ref())
+                .map(|time| time.0.as_second()),
             containers: pod.containers().map(ContainerSummary::of).collect(),
             init_containers: pod.init_containers().map(ContainerSummary::of).collect(),
         }
@@ -318,6 +337,17 @@ impl PodSummary {
     /// `metadata.namespace` (`""` when absent).
     pub fn namespace(&self) -> &str {
         self.field(Field::Namespace)
+    }
+
+    /// `metadata.creationTimestamp` in whole seconds since the epoch, if the pod has one.
+    pub fn created(&self) -> Option<i64> {
+        self.created
+    }
+
+    /// Since when the pod's `Ready` condition is `True` (its `lastTransitionTime`, whole
+    /// seconds since the epoch); `None` while it is not, or not reported.
+    pub fn ready_since(&self) -> Option<i64> {
+        self.ready_since
     }
 
     /// `metadata.resourceVersion` (`""` when absent): the version of the pod a decision was
@@ -346,12 +376,16 @@ impl PodSummary {
             texts,
             present,
             terminating,
+            created,
+            ready_since,
             containers,
             init_containers,
         } = self;
         let resource_version = Field::ResourceVersion as usize;
         *present == other.present
             && *terminating == other.terminating
+            && *created == other.created
+            && *ready_since == other.ready_since
             && *containers == other.containers
             && *init_containers == other.init_containers
             && texts.len() == other.texts.len()
@@ -373,6 +407,8 @@ impl std::fmt::Debug for PodSummary {
             .field("revision_hash", &PodFacts::revision_hash(self))
             .field("controller", &PodFacts::controller(self))
             .field("terminating", &self.terminating)
+            .field("created", &self.created)
+            .field("ready_since", &self.ready_since)
             .field("phase", &PodFacts::phase(self))
             .field("containers", &self.containers)
             .field("init_containers", &self.init_containers)

@@ -6,9 +6,13 @@
 //! DaemonSet controller makes, steered through `maxUnavailable`.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use crate::decision::{DaemonSetWrite, Event, TemplateEdit, WriteKind, event_reason};
-use crate::lifecycle::rows::{deadline_exceeded, failed, invalid, stay_failed, sticky};
+use crate::health::soak_left;
+use crate::lifecycle::rows::{
+    deadline_exceeded, failed, health_failed, invalid, stay_failed, sticky,
+};
 use crate::lifecycle::{
     self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
     version_or_target, warning,
@@ -177,7 +181,7 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
 fn recorded() -> MaxUnavailableAction {
     MaxUnavailableAction {
         record_generation: true,
-        quiet: false,
+        ..MaxUnavailableAction::default()
     }
 }
 
@@ -193,8 +197,8 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         done: true,
         events: event.into_iter().collect(),
         action: MaxUnavailableAction {
-            record_generation: false,
             quiet: true,
+            ..MaxUnavailableAction::default()
         },
         ..Decision::hold(Phase::Successful)
     }
@@ -202,6 +206,18 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
 
 /// Rows 2 to 5 as the reference has them, quirks included.
 fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
+    // The health gates (issue 46) are no row of the reference: with them, a node broken after
+    // its update fails the rollout here too, and the failure stays (the reference table
+    // re-evaluates every failure, which would widen once the node left the window).
+    let life = life_of(observation);
+    if let Some(previous) =
+        sticky(&life).filter(|p| p.failure == Some(FailureReason::NodeUnhealthy))
+    {
+        return stay_failed(&life, previous);
+    }
+    if let Some(failure) = health_failed(&life) {
+        return stop_replacing(failure, observation);
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     if ready == 0 {
@@ -213,7 +229,10 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     }
     if ready < desired {
         return if observation.live_max_unavailable.reference_int_value() == 1 {
-            widen(strategy, observation)
+            match observation.health.as_ref().and_then(soak_left) {
+                Some(left) => soaking(strategy, observation, left),
+                None => widen(strategy, observation),
+            }
         } else {
             hold(strategy, observation, Phase::Waiting)
         };
@@ -267,6 +286,10 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if observation.crash_loop.is_some() {
         return crash_looping(strategy, observation);
     }
+    // Issue 46: a node broken after its update fails the rollout before anything widens.
+    if let Some(failure) = health_failed(&life) {
+        return stop_replacing(failure, observation);
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     // Counts from before the DaemonSet controller saw our last write describe the old template.
@@ -293,6 +316,11 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if ready == desired {
         return fixed_finish(strategy, observation);
     }
+    // Issue 46: the canary soaks with the DaemonSet controller held (`OnDelete`): at
+    // maxUnavailable 1 it would replace the next pod as soon as the canary is available.
+    if let Some(decision) = soak_held(strategy, observation) {
+        return decision;
+    }
     if ready == 0 {
         return hold(strategy, observation, Phase::Canary);
     }
@@ -306,6 +334,7 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
+        // The canary has soaked (`soak_held` above), or there is no soak.
         widen(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
@@ -382,6 +411,77 @@ fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decisio
     .unwrap_or_else(|| Decision::hold(phase))
 }
 
+/// A failure of the health gates stops the DaemonSet controller too: a node broken by the
+/// release may keep its pod ready (a `NetworkUnavailable` node), and at `maxUnavailable` 1
+/// the DaemonSet controller would go on to the next node by itself. The failure carries the
+/// hold's write (`OnDelete`), as the `pause` verb's; the next rollout's start (a new target,
+/// a retry, a rollback) writes `RollingUpdate` back with its template.
+fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision {
+    if !observation.live_on_hold {
+        failure.write = Some(DaemonSetWrite {
+            kind: WriteKind::Hold,
+            max_unavailable: None,
+            template_edit: None,
+        });
+    }
+    failure
+}
+
+/// The canary's soak under the MaxUnavailable driver (issue 46): once the canary's pod
+/// exists and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write)
+/// until the canary has been ready for the soak (never while no pod is old: a DaemonSet just
+/// created has nothing to hold back); the widen's write (the desired DaemonSet,
+/// `RollingUpdate` at the fast `maxUnavailable`) ends it. A DaemonSet on `OnDelete` already
+/// (this soak's earlier pass, or a hold on request) is kept so: nothing written, and the end
+/// of a hold on request writes no `RollingUpdate` that the soak would undo
+/// ([`MaxUnavailableAction::keeps_hold`]). `None` when there is no soak to hold for.
+fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
+    let facts = observation.health.as_ref()?;
+    let soaking = !facts.policy.canary_soak.is_zero()
+        && observation.updated_pods > 0
+        && observation.updated_pods < observation.desired_pods
+        && observation.old_pods > 0
+        && observation
+            .live_max_unavailable
+            .matches(strategy.canary_max_unavailable)
+        && (facts.canary_ready_since.is_none() || soak_left(facts).is_some());
+    if !soaking {
+        return None;
+    }
+    let decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Failed {
+        return Some(decision);
+    }
+    Some(Decision {
+        write: (!observation.live_on_hold).then_some(DaemonSetWrite {
+            kind: WriteKind::Hold,
+            max_unavailable: None,
+            template_edit: None,
+        }),
+        action: MaxUnavailableAction {
+            wake_after: soak_left(facts),
+            keeps_hold: true,
+            ..MaxUnavailableAction::default()
+        },
+        ..decision
+    })
+}
+
+/// The canary soaks (issue 46): `canary`, nothing written, back when the soak ends.
+fn soaking(strategy: &Strategy, observation: &Observation, left: Duration) -> Decision {
+    let decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Failed {
+        return decision;
+    }
+    Decision {
+        action: MaxUnavailableAction {
+            wake_after: Some(left),
+            ..MaxUnavailableAction::default()
+        },
+        ..decision
+    }
+}
+
 /// Row 2's failure. KubeVirt mode repeats the reference's message and event on every pass;
 /// the default strategy names the pod and emits the event once per failure.
 fn crash_looping(strategy: &Strategy, observation: &Observation) -> Decision {
@@ -426,6 +526,7 @@ fn life_of(observation: &Observation) -> Life<'_> {
         held_stops: HELD_STOPS,
         report_stops: REPORT_STOPS,
         pods_rows: false,
+        health: observation.health.as_ref(),
     }
 }
 

@@ -132,6 +132,9 @@ pub mod event_reason {
     /// Warning: a metric of the analysis had no conclusive measurement for too long; the
     /// rollout holds until it has one.
     pub const ANALYSIS_INCONCLUSIVE: &str = "AnalysisInconclusive";
+    /// Warning: nodes turned unhealthy after their update (the node-health gate); the rollout
+    /// fails, or holds with `onUnhealthy: Hold`.
+    pub const NODE_UNHEALTHY: &str = "NodeUnhealthy";
 }
 
 /// An event to record on the DaemonSet.

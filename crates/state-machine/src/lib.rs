@@ -80,6 +80,7 @@ mod condition;
 mod decide;
 mod decision;
 mod duration;
+pub mod health;
 pub mod lifecycle;
 mod max_unavailable;
 mod observation;
@@ -98,13 +99,18 @@ pub use condition::{ConditionReason, ConditionType, ConditionVerdict, Gate, Stan
 pub use decide::{SyncFlags, decide, decide_create, tls_step};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
+pub use health::{
+    HealthFacts, HealthPolicy, HealthVerdict, NodePod, NodeSeen, OnUnhealthy, Stamp, UnhealthyNode,
+};
 pub use lifecycle::{
     Decision, DriverAction, MaxUnavailableAction, Revision, RollbackDecision, RollbackObservation,
     RollbackReason, UndoTarget, decide_rollback, retried_event, rolled_back_event, verb_refused,
 };
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};
-pub use outside_text::{EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, cut};
+pub use outside_text::{
+    EVENT_NOTE_BYTES, MIN_CUT_BYTES, OUTSIDE_TEXT_BYTES, SHORT_TEXT_BYTES, cut,
+};
 pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeStanding, NodeState, NodeTally,

@@ -19,6 +19,10 @@ use std::borrow::Cow;
 /// event or a log line: enough to say what went wrong, never a page.
 pub const OUTSIDE_TEXT_BYTES: usize = 300;
 
+/// The most of a short outside text shown per item of a list (a node condition's reason or
+/// message, one of up to ten nodes in a status): a line, not a paragraph.
+pub const SHORT_TEXT_BYTES: usize = 128;
+
 /// The most of an event's note: the API server refuses a longer one (`note` must be under
 /// 1 KiB), and a refused event is lost.
 pub const EVENT_NOTE_BYTES: usize = 1024;

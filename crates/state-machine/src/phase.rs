@@ -181,11 +181,14 @@ pub enum FailureReason {
     /// nothing is written or deleted until that one is deleted or stops naming it. Reported
     /// by the caller, like [`FailureReason::InvalidSpec`].
     DaemonSetClaimed,
+    /// A node that was healthy when its agent pod was replaced turned unhealthy within the
+    /// health window after it (`spec.health`, issue 46): the release broke its node.
+    NodeUnhealthy,
 }
 
 impl FailureReason {
     /// Every reason.
-    pub const ALL: [FailureReason; 8] = [
+    pub const ALL: [FailureReason; 9] = [
         FailureReason::CanaryCrashLooping,
         FailureReason::WriteRejected,
         FailureReason::UnexpectedState,
@@ -194,6 +197,7 @@ impl FailureReason {
         FailureReason::AnalysisFailed,
         FailureReason::InvalidSpec,
         FailureReason::DaemonSetClaimed,
+        FailureReason::NodeUnhealthy,
     ];
 
     /// The stable CamelCase name (`"CanaryCrashLooping"`, ...).
@@ -207,13 +211,14 @@ impl FailureReason {
             FailureReason::AnalysisFailed => "AnalysisFailed",
             FailureReason::InvalidSpec => "InvalidSpec",
             FailureReason::DaemonSetClaimed => "DaemonSetClaimed",
+            FailureReason::NodeUnhealthy => "NodeUnhealthy",
         }
     }
 
     /// Whether, in the default strategy, this failure holds until the target changes.
     ///
-    /// A crash-looping canary, a stalled rollout or a failed analysis says something about the
-    /// new version, so
+    /// A crash-looping canary, a stalled rollout, a failed analysis or a node broken after its
+    /// update says something about the new version, so
     /// retrying the same version would only repeat it. A rejected write or an invalid strategy
     /// says nothing about the version: those are re-evaluated on every pass.
     pub const fn is_sticky(self) -> bool {
@@ -222,6 +227,7 @@ impl FailureReason {
             FailureReason::CanaryCrashLooping
                 | FailureReason::ProgressDeadlineExceeded
                 | FailureReason::AnalysisFailed
+                | FailureReason::NodeUnhealthy
         )
     }
 }
@@ -347,6 +353,7 @@ mod tests {
         assert!(FailureReason::CanaryCrashLooping.is_sticky());
         assert!(FailureReason::ProgressDeadlineExceeded.is_sticky());
         assert!(FailureReason::AnalysisFailed.is_sticky());
+        assert!(FailureReason::NodeUnhealthy.is_sticky());
         assert!(!FailureReason::WriteRejected.is_sticky());
         assert!(!FailureReason::InvalidStrategy.is_sticky());
     }

@@ -80,13 +80,20 @@ pub enum ScenarioKind {
     /// report a 10% error ratio where v1's reported 1%. The analysis of the 30 s soak after
     /// the canary node fails the rollout (`AnalysisFailed`); no other node is touched.
     BadMetrics,
+    /// The new version breaks its node 20 s after its pod is ready (a GPU driver or a kernel
+    /// module that takes the node NotReady): the node-health gate fails the rollout
+    /// (`NodeUnhealthy`) during the canary's soak, naming the node; no other node is touched,
+    /// on either driver.
+    NodeKiller,
 }
 
 impl ScenarioKind {
     /// The result this scenario should end with: the name of the phase it ends in.
     pub fn expected_result(self) -> &'static str {
         match self {
-            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics => Phase::Failed,
+            ScenarioKind::CrashloopCanary | ScenarioKind::BadMetrics | ScenarioKind::NodeKiller => {
+                Phase::Failed
+            }
             ScenarioKind::Rollback => Phase::RolledBack,
             _ => Phase::Successful,
         }
@@ -98,6 +105,7 @@ impl ScenarioKind {
         match self {
             ScenarioKind::CrashloopCanary | ScenarioKind::Rollback => "crashloop",
             ScenarioKind::SlowStart => "slow-start=90s",
+            ScenarioKind::NodeKiller => "breaks-node=20s",
             ScenarioKind::Healthy
             | ScenarioKind::NodeChurn
             | ScenarioKind::ZoneByZone

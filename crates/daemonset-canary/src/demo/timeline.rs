@@ -409,6 +409,8 @@ mod tests {
             history: None,
             retry: None,
             held: false,
+            unhealthy: None,
+            unhealthy_answered: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

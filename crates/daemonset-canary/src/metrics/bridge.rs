@@ -148,6 +148,15 @@ impl MetricsBridge {
             updated_ready: transition.updated_ready,
         };
         self.metrics.set_counts(&key, counts, max_unavailable_pods);
+        if self.mode == Mode::Driven {
+            let count = transition.unhealthy.as_ref().map_or(0, |u| u.count);
+            self.metrics.set_unhealthy_nodes(
+                &transition.namespace,
+                &transition.name,
+                "node",
+                count,
+            );
+        }
         if let Some(pods) = &transition.pods {
             let tally = pods.tally;
             let failed = u32::try_from(pods.failed_nodes.len()).unwrap_or(u32::MAX);
@@ -268,6 +277,8 @@ mod tests {
             history: None,
             retry: None,
             held: false,
+            unhealthy: None,
+            unhealthy_answered: None,
         }
     }
 

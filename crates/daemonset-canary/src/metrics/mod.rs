@@ -165,6 +165,24 @@ struct PodsDriverFamilies {
     pod_deletions: IntCounter,
 }
 
+/// The health gates' families (driven mode only, both drivers).
+struct HealthFamilies {
+    unhealthy_nodes: IntGaugeVec,
+}
+
+impl HealthFamilies {
+    fn new(f: &Families) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            unhealthy_nodes: f.int_gauges(
+                Scope::Driven,
+                "unhealthy_nodes",
+                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it).",
+                &["namespace", "name", "cause"],
+            )?,
+        })
+    }
+}
+
 impl PodsDriverFamilies {
     fn new(f: &Families) -> Result<Self, prometheus::Error> {
         Ok(Self {
@@ -230,9 +248,14 @@ pub struct Metrics {
     drifts: IntCounterVec,
     rollbacks: IntCounterVec,
     pods_driver: PodsDriverFamilies,
+    health: HealthFamilies,
     analysis: AnalysisFamilies,
     leader: IntGauge,
 }
+
+/// The `cause` values of `canary_unhealthy_nodes`: the health gate that names the nodes (the
+/// neighbour-pod gate adds `neighbours`).
+pub const UNHEALTHY_CAUSES: [&str; 1] = ["node"];
 
 /// The `state` values of `canary_nodes`: where each node of a Pods-driver rollout stands, in
 /// the state machine's one vocabulary of node states.
@@ -359,6 +382,7 @@ impl Metrics {
                 "1 while this replica holds the leader lease (or runs without leader election), else 0.",
             )?)?,
             pods_driver: PodsDriverFamilies::new(&f)?,
+            health: HealthFamilies::new(&f)?,
             analysis: AnalysisFamilies::new(&f)?,
             registry: f.registry,
         })
@@ -499,6 +523,15 @@ impl Metrics {
         }
     }
 
+    /// Sets how many nodes a health gate (`cause`, one of [`UNHEALTHY_CAUSES`]) names as
+    /// evidence against the release of `namespace/name`.
+    pub fn set_unhealthy_nodes(&self, namespace: &str, name: &str, cause: &str, count: u32) {
+        self.health
+            .unhealthy_nodes
+            .with_label_values(&[namespace, name, cause])
+            .set(i64::from(count));
+    }
+
     /// Counts one pod deleted by the Pods driver.
     pub fn pod_deleted(&self) {
         self.pods_driver.pod_deletions.inc();
@@ -576,6 +609,12 @@ impl Metrics {
                 .pods_driver
                 .nodes
                 .remove_label_values(&[namespace, name, state.as_str()]);
+        }
+        for cause in UNHEALTHY_CAUSES {
+            let _ = self
+                .health
+                .unhealthy_nodes
+                .remove_label_values(&[namespace, name, cause]);
         }
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self

@@ -358,6 +358,14 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         name: "n1".into(),
         reason: "cordoned".into(),
     }];
+    status.unhealthy_nodes = vec![canary_kube_adapter::crd::UnhealthyNodeNote {
+        name: "n7".into(),
+        condition: "Ready".into(),
+        status: "False".into(),
+        reason: "KubeletNotReady".into(),
+        since: Some(Time(at(120))),
+        ..Default::default()
+    }];
     let pods = [
         pod("n0", "new", 100, true),
         pod("n1", "new", 90, true),
@@ -366,6 +374,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         pod("n4", "old", 10, true),
         pod("gone", "old", 10, true),
         pod("n6", "stray", 10, true),
+        pod("n7", "new", 100, true),
     ];
     let revisions = [revision(1, "old"), revision(2, "new")];
     let nodes = [
@@ -376,6 +385,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         node("n4", false, false),
         node("n5", true, false),
         node("n6", true, false),
+        node("n7", false, false),
     ];
     let entry = |revision: i64, version: &str| canary_kube_adapter::history::Entry {
         name: format!("node-agent-{version}"),
@@ -409,6 +419,12 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
             ("n4", "#8 v1", "deferred", "node NotReady"),
             ("n5", "-", "no pod", ""),
             ("n6", "stray", "old", ""),
+            (
+                "n7",
+                "#9 v2",
+                "unhealthy",
+                "Ready False, KubeletNotReady since 2026-01-01T00:02:00Z after its update"
+            ),
         ]
     );
     assert_eq!(rows[1].since, Some(at(100)));
@@ -422,7 +438,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         "{table}"
     );
     assert!(
-        table.ends_with("8 nodes: 2 updated, 2 old, 2 deferred, 1 failed, 1 no pod\n"),
+        table.ends_with("9 nodes: 2 updated, 2 old, 2 deferred, 1 failed, 1 unhealthy, 1 no pod\n"),
         "{table}"
     );
 }

@@ -138,6 +138,47 @@ fn the_pods_driver_shows_its_steps_and_deletions() {
     );
 }
 
+/// `node-killer`: the release takes its node NotReady 20 s after its pod is ready; the
+/// node-health gate fails the rollout (`NodeUnhealthy`) during the canary's soak, with one node
+/// ever on the release, on either driver (the MaxUnavailable driver holds the DaemonSet
+/// controller while the canary soaks).
+#[test]
+fn a_release_that_breaks_its_node_fails_after_one_node_on_either_driver() {
+    for driver in ["pods", "max-unavailable"] {
+        let output = demo(&[
+            "--nodes",
+            "10",
+            "--scenario",
+            "node-killer",
+            "--driver",
+            driver,
+            "--json",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let lines: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let summary = lines.last().unwrap();
+        assert_eq!(summary["result"], "failed", "{driver}: {summary}");
+        assert_eq!(summary["reason"], "NodeUnhealthy", "{driver}: {summary}");
+        let most_updated = lines
+            .iter()
+            .filter_map(|line| line["updated"].as_u64())
+            .max();
+        assert_eq!(
+            most_updated,
+            Some(1),
+            "{driver}: only the canary's node: {stdout}"
+        );
+    }
+}
+
 /// `unhealthy-node` keeps one node NotReady through the rollout: it still ends `successful`,
 /// with that node deferred and every other node's pod deleted once; `--json` carries the step.
 #[test]

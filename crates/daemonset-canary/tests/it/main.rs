@@ -23,6 +23,7 @@ mod cli;
 mod demo;
 mod events;
 mod examples;
+mod health;
 mod logs;
 mod metrics_endpoint;
 mod observe_kubevirt;

@@ -636,6 +636,9 @@ impl Checker {
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());
         }
+        if phase.as_deref() == Some("failed") && self.phase.as_deref() != Some("failed") {
+            self.check_unhealthy_named(&cds);
+        }
         if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
             && let Err(why) = kstatus_agrees(status)
         {
@@ -653,6 +656,56 @@ impl Checker {
                 phase.as_deref().unwrap_or("-")
             ));
             self.phase = phase;
+        }
+    }
+}
+
+impl Checker {
+    /// Invariant 31, when the status turns `failed` with `NodeUnhealthy`: each node it names
+    /// was healthy when its pod of the target was created (its troubled condition moved after
+    /// that, beyond the 5 s margin), from the simulator's own timestamps.
+    fn check_unhealthy_named(&self, cds: &CanaryDaemonSet) {
+        let Some(status) = &cds.status else { return };
+        if status.reason_name() != Some("NodeUnhealthy") {
+            return;
+        }
+        for note in &status.unhealthy_nodes {
+            let Some((node, _)) = self.nodes.get(&note.name) else {
+                continue; // gone since: no longer checkable
+            };
+            let since = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| {
+                    (c.type_ == "Ready" && c.status != "True")
+                        || (c.type_ == "NetworkUnavailable" && c.status == "True")
+                })
+                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .min();
+            // The pod the gate judged: the node's pod that is not terminating (the newest).
+            let created = self
+                .pods
+                .values()
+                .map(|state| &state.pod)
+                .filter(|pod| node_of(pod) == Some(note.name.as_str()) && !terminating(pod))
+                .filter_map(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .max();
+            let (Some(since), Some(created)) = (since, created) else {
+                continue; // recovered, or its pod replaced, before the checker saw the status
+            };
+            let after = since.as_second() - created.as_second();
+            if after <= canary_state_machine::health::nodes::CLOCK_SKEW_MARGIN_SECONDS {
+                self.world.violate(
+                    Invariant::NoFailureForANodeUnhealthyBefore,
+                    format!(
+                        "failed with NodeUnhealthy naming node {}, unhealthy since {since}, {after} s after its pod was created ({created})",
+                        note.name
+                    ),
+                );
+            }
         }
     }
 }
@@ -1572,5 +1625,59 @@ mod tests {
         assert_eq!(checker.desired_in_view(), 211, "past the staleness");
         checker.apply(&desiring(215));
         assert_eq!(checker.desired_in_view(), 215, "a rise counts at once");
+    }
+
+    /// Invariant 31 on a controller broken on purpose: a `NodeUnhealthy` failure that names a
+    /// node NotReady since 2 s after its pod was created (within the clock-skew margin: before
+    /// its update, as far as the gate may tell) is caught; one that names a node that broke a
+    /// minute after its update is not.
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_naming_a_node_unhealthy_before_its_update_is_caught() {
+        let failing_on = |broke_after_seconds: i64| {
+            let world = World::new();
+            let mut checker = Checker::new(world.clone(), SharedIntent::default(), 8.0);
+            let mut pod = pod(true);
+            Arc::make_mut(&mut pod.object)["metadata"]["creationTimestamp"] =
+                json!("2026-01-01T00:00:00Z");
+            checker.apply(&pod);
+            let since =
+                k8s_openapi::jiff::Timestamp::from_second(1_767_225_600 + broke_after_seconds)
+                    .unwrap()
+                    .to_string();
+            let mut node = event::<Node>(
+                EventKind::Modified,
+                "node-a",
+                json!({
+                    "metadata": {"name": "node-a"},
+                    "status": {"conditions": [{
+                        "type": "Ready", "status": "False", "lastTransitionTime": since
+                    }]}
+                }),
+            );
+            node.namespace = None;
+            checker.apply(&node);
+            let cds = json!({
+                "apiVersion": "canary.daemonset.dev/v1alpha1", "kind": "CanaryDaemonSet",
+                "metadata": {"name": NAME, "namespace": NAMESPACE},
+                "spec": {"template": {"metadata": {}, "spec": {"containers": []}}, "target": {"version": "v2"}},
+                "status": {
+                    "phase": "failed", "reason": "NodeUnhealthy",
+                    "unhealthyNodes": [{"name": "node-a", "condition": "Ready", "status": "False"}]
+                }
+            });
+            serde_json::from_value::<CanaryDaemonSet>(cds.clone()).unwrap();
+            assert!(checker.nodes.contains_key("node-a"), "node mirrored");
+            assert!(!checker.pods.is_empty(), "pod mirrored");
+            checker.apply(&event::<CanaryDaemonSet>(EventKind::Modified, NAME, cds));
+            world.violations()
+        };
+        let caught = failing_on(2);
+        assert_eq!(caught.len(), 1, "{caught:?}");
+        assert_eq!(
+            caught[0].invariant,
+            Invariant::NoFailureForANodeUnhealthyBefore
+        );
+        let after = failing_on(60);
+        assert!(after.is_empty(), "{after:?}");
     }
 }

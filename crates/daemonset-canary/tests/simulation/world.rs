@@ -31,6 +31,9 @@ pub enum Invariant {
     /// 6. At quiescence the status phase agrees with the cluster.
     StatusAgreesAtQuiescence,
     /// 7. At most three DaemonSet writes per rollout plus retries; only the leader writes.
+    ///    The MaxUnavailable driver's canary soak (issue 46) holds the DaemonSet controller
+    ///    with one more, a move of the update strategy type alone to `OnDelete`: one per
+    ///    soaked rollout, counted apart (a `pause` during the soak reuses that hold).
     ///
     /// A retry is a write after one that failed, or a write that changes nothing repeated after
     /// a kill: a controller killed between a write and the status write that records it cannot
@@ -146,6 +149,13 @@ pub enum Invariant {
     ///     last two true, `Ready` true exactly when `successful` and not `Degraded`, `Stalled`
     ///     true when `failed` or `rolledBack`, each with the status's `observedGeneration`.
     KstatusAgreesWithPhase,
+    /// 31. A node unhealthy since before its update never fails a rollout (issue 46): when the
+    ///     status turns `failed` with `NodeUnhealthy`, every node it names was healthy when
+    ///     its pod of the target was created: its `Ready` (or `NetworkUnavailable`) condition
+    ///     moved more than the gate's 5 s clock-skew margin after that pod's
+    ///     `creationTimestamp`, as the simulator stored them. The nodes the harness takes
+    ///     NotReady (unrelated failures, before or after their update) are its test.
+    NoFailureForANodeUnhealthyBefore,
 }
 
 impl Invariant {
@@ -182,6 +192,9 @@ impl Invariant {
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
             Invariant::KstatusAgreesWithPhase => "30 kstatus-agrees-with-phase",
+            Invariant::NoFailureForANodeUnhealthyBefore => {
+                "31 no-failure-for-a-node-unhealthy-before"
+            }
         }
     }
 }
@@ -279,12 +292,21 @@ pub struct WriteTally {
     /// The Pods driver: a rollout is one DaemonSet write (the template, `OnDelete`), whatever
     /// the steps; the pods are deleted one by one instead, which invariant 14 bounds.
     pub pods_driver: bool,
+    /// The MaxUnavailable driver's canary soaks (issue 46: `Fixed` compatibility, the default
+    /// 30 s) with the DaemonSet controller held: the DaemonSet on `OnDelete` until the canary
+    /// has soaked, a write that moves the update strategy type alone (the widen's write ends
+    /// it). It is counted apart ([`WriteTally::soak_hold`]), not as a write of the rollout.
+    pub soaked: bool,
+    /// The soak's holds seen: type-only moves to `OnDelete` taken as the soak's (one per
+    /// rollout: the version's, and the revert of each hand edit).
+    pub soak_holds: u64,
 }
 
 impl WriteTally {
     /// Writes beyond those of a rollout (three, or one with the Pods driver) and its retries:
     /// a failed write allows one more, a kill allows one more that changes nothing, a hand
-    /// edit one rollout more (its revert).
+    /// edit one rollout more (its revert). The canary soak's hold is not among them
+    /// ([`WriteTally::soak_hold`]).
     pub fn excess(&self) -> u64 {
         let per_rollout = if self.pods_driver { 1 } else { 3 };
         let allowed = per_rollout
@@ -292,6 +314,24 @@ impl WriteTally {
             + self.unchanged.min(self.kills)
             + per_rollout * self.hand_edits;
         self.succeeded.saturating_sub(allowed)
+    }
+
+    /// Takes a type-only move to `OnDelete` as the canary soak's hold, when this version's
+    /// rollouts soak under the MaxUnavailable driver and have not each had theirs; `false`
+    /// leaves it to the holds on request (invariant 15's budget), then to `succeeded`.
+    ///
+    /// Either order of a hold on request and the soak's hold comes out right: a `pause` before
+    /// the canary's pod exists takes the soak's slot, its resume and the soak's own hold then
+    /// take the two that hold on request allows.
+    pub fn soak_hold(&mut self) -> bool {
+        let allowed = if self.soaked && !self.pods_driver {
+            1 + self.hand_edits
+        } else {
+            0
+        };
+        let taken = self.soak_holds < allowed;
+        self.soak_holds += u64::from(taken);
+        taken
     }
 }
 
@@ -316,6 +356,7 @@ struct State {
     /// The same requests by kind (`DELETE pods`), for the report of a hot loop.
     request_kinds: BTreeMap<(usize, u64), BTreeMap<String, u64>>,
     pods_driver: bool,
+    soaked: bool,
     /// Successful DELETEs per pod UID (invariant 14).
     deletes_per_uid: BTreeMap<String, u32>,
     /// Deletions the checker has not taken in yet (invariant 11).
@@ -372,6 +413,12 @@ impl World {
     }
 
     /// A world whose rollouts use the Pods driver (see [`WriteTally::pods_driver`]).
+    /// The MaxUnavailable driver's canary soaks (see [`WriteTally::soaked`]).
+    pub fn soaked(self, soaked: bool) -> Self {
+        self.lock().soaked = soaked;
+        self
+    }
+
     pub fn pods_driver(self, pods_driver: bool) -> Self {
         self.lock().pods_driver = pods_driver;
         self
@@ -405,8 +452,10 @@ impl World {
     /// within the two a hold asked for allows (else it counts as any write, invariant 7).
     pub fn strategy_type_written(&self) -> bool {
         let mut state = self.lock();
-        state.strategy_type_writes += 1;
-        state.strategy_type_writes <= 2 * state.holds_asked
+        // One that is not within it counts as a write of the rollout, and spends none of it.
+        let within = state.strategy_type_writes < 2 * state.holds_asked;
+        state.strategy_type_writes += u64::from(within);
+        within
     }
 
     /// Whether nothing may move now: held for longer than the grace.
@@ -506,11 +555,13 @@ impl World {
     pub fn tally(&self, version: &str, edit: impl FnOnce(&mut WriteTally)) -> WriteTally {
         let mut state = self.lock();
         let pods_driver = state.pods_driver;
+        let soaked = state.soaked;
         let tally = state
             .writes
             .entry(version.to_owned())
             .or_insert_with(|| WriteTally {
                 pods_driver,
+                soaked,
                 ..WriteTally::default()
             });
         edit(tally);

@@ -20,6 +20,7 @@ impl CanaryDaemonSetSpec {
             tls_migration: TlsMigrationSpec::default(),
             revision_history_limit: None,
             analysis: None,
+            health: None,
         }
     }
 }

@@ -327,6 +327,22 @@ impl<T: Indexed> OwnerIndex<T> {
     }
 }
 
+impl OwnerIndex<crate::watched_node::CachedNode> {
+    /// The nodes with a troubled condition (the health gates' only reading of the nodes, so
+    /// that a pass never walks every node for them), in name order.
+    pub fn troubled(&self) -> Vec<Arc<crate::watched_node::CachedNode>> {
+        let state = self.read();
+        let Some(group) = state.live.groups.get(crate::watched_node::ALL_NODES) else {
+            return Vec::new();
+        };
+        group
+            .tally
+            .troubled()
+            .filter_map(|name| group.objects.get(&id("", name)).cloned())
+            .collect()
+    }
+}
+
 impl OwnerIndex<PodSummary> {
     /// The counts of the pods grouped under `key` under `rule`: read from the group's tally,
     /// which counts again from its pods' classes (not its pods) when it was kept under another

@@ -83,6 +83,12 @@ impl PodCountRule {
         }
     }
 
+    /// What `pod` adds to the counts, `None` when it is not counted (another owner, or left
+    /// out): the one reading of a pod under this rule (the health gates read it too).
+    pub fn count_of<P: PodFacts + ?Sized>(&self, pod: &P) -> Option<PodCount> {
+        self.count(pod)
+    }
+
     /// What `pod` adds to the counts, `None` when it is not counted (another owner, or left out).
     fn count<P: PodFacts + ?Sized>(&self, pod: &P) -> Option<PodCount> {
         if !pod_is_owned_by(pod, &self.owner()) {

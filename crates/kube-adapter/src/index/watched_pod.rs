@@ -5,7 +5,8 @@
 //! tolerations, its status's conditions and addresses) was a large part of the controller's CPU
 //! during a rollout (issue 20), for fields the index drops at once. Serde skips the fields a
 //! type does not name without building them, so the watch decodes into [`WatchedPod`], whose
-//! spec keeps only `nodeName` and whose status keeps the phase and the container statuses.
+//! spec keeps only `nodeName` and whose status keeps the phase, the container statuses and the
+//! `Ready` condition (its transition time: the canary soak of issue 46).
 //!
 //! The metadata is kept whole but for its managed fields: on a real API server every pod
 //! carries the field sets of the DaemonSet controller and of the kubelet (3 KB of JSON on
@@ -18,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
@@ -115,6 +116,9 @@ struct WireStatus {
     container_statuses: Option<Vec<ContainerStatus>>,
     #[serde(default)]
     init_container_statuses: Option<Vec<ContainerStatus>>,
+    /// Only the `Ready` condition is kept (its transition time, for the canary soak).
+    #[serde(default)]
+    conditions: Option<Vec<PodCondition>>,
 }
 
 impl<'de> Deserialize<'de> for WatchedPod {
@@ -130,6 +134,18 @@ impl<'de> Deserialize<'de> for WatchedPod {
                 phase: status.phase,
                 container_statuses: status.container_statuses,
                 init_container_statuses: status.init_container_statuses,
+                conditions: status.conditions.map(|conditions| {
+                    conditions
+                        .into_iter()
+                        .filter(|c| c.type_ == "Ready")
+                        .map(|c| PodCondition {
+                            type_: c.type_,
+                            status: c.status,
+                            last_transition_time: c.last_transition_time,
+                            ..PodCondition::default()
+                        })
+                        .collect()
+                }),
                 ..PodStatus::default()
             }),
         }))
@@ -202,8 +218,12 @@ mod tests {
                     .0
                     .status
                     .as_ref()
-                    .is_none_or(|s| s.conditions.is_none()),
-                "the rest is left out"
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_none_or(|conditions| conditions.iter().all(|c| c.type_ == "Ready"
+                        && c.reason.is_none()
+                        && c.message.is_none()
+                        && c.last_probe_time.is_none())),
+                "the rest is left out: of the conditions, Ready's status and transition time"
             );
             seen += 1;
         }

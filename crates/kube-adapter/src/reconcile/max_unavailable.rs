@@ -6,21 +6,23 @@
 
 use std::time::Duration;
 
-use canary_predicates::{PodCounts, Target, UpdatedRule, current_revision_hash};
+use canary_predicates::{PodCounts, PodSummary, Target, UpdatedRule, current_revision_hash};
 use canary_state_machine::{
-    Compatibility, Decision, MaxUnavailableAction, Observation, TlsFacts, decide,
+    Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation, Stamp, TlsFacts,
+    decide,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 use super::Pass;
 use super::context::Requeue;
+use super::health;
 use super::pass::{Acted, Driver, Seen};
 use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
 use crate::index::{PodCountRule, pod_group};
-use crate::observer::Transition;
+use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
 /// The MaxUnavailable driver of one pass: what it observed, for its record.
@@ -49,7 +51,12 @@ impl Driver for Steer {
 
     fn observe(&mut self, pass: &Pass<'_>, plan: &Plan, seen: &Seen<'_>) -> Result<(), String> {
         let live = seen.live;
-        self.counts = pass.count_pods(plan, live);
+        let rule = pass.count_rule(plan, live);
+        self.counts = pass
+            .ctx
+            .caches
+            .pods
+            .count(&pod_group(&pass.namespace, &pass.ds_name), &rule);
         let recorded = pass
             .status
             .as_ref()
@@ -68,6 +75,7 @@ impl Driver for Steer {
             live_on_hold: strategy_type(live) == ON_DELETE,
             ..observe_daemon_set(live, &self.counts)
         };
+        self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation));
         Ok(())
     }
 
@@ -81,6 +89,13 @@ impl Driver for Steer {
         record.updated = self.counts.updated;
         record.updated_ready = self.counts.updated_ready;
         record.max_unavailable = Some(self.observation.live_max_unavailable.clone());
+        record.unhealthy = UnhealthyRecord::of(self.observation.health.as_ref());
+        record.unhealthy_answered = self
+            .observation
+            .health
+            .as_ref()
+            .and_then(|facts| facts.answered)
+            .map(|stamp| stamp.0);
     }
 
     async fn act(
@@ -101,15 +116,74 @@ impl Driver for Steer {
         if decision.action.quiet {
             requeue.resync
         } else {
-            requeue.in_progress
+            // The canary soaks: back when it ends (issue 46), not a busy loop.
+            decision
+                .action
+                .wake_after
+                .map_or(requeue.in_progress, |soak| soak.min(requeue.in_progress))
         }
     }
 }
 
 impl Pass<'_> {
-    /// The DaemonSet's pod counts, from the pod index's tally: O(1), and O(classes of pods)
-    /// when the rule moves to the new target or revision.
-    fn count_pods(&self, plan: &Plan, live: &DaemonSet) -> PodCounts {
+    /// The health gates' facts (issue 46): the troubled nodes of the cache, the DaemonSet's
+    /// pod on each (walked only when there is one), and the canary's `Ready` time while it
+    /// may soak (walked only then: before the widen, with a soak).
+    fn health_facts(
+        &self,
+        plan: &Plan,
+        rule: &PodCountRule,
+        observation: &Observation,
+    ) -> HealthFacts {
+        let counted = |pod: &PodSummary| rule.count_of(pod);
+        // The state machine holds the DaemonSet controller while the canary soaks (at
+        // maxUnavailable 1 it replaces the next pod as soon as the canary is available); the
+        // Ready times are walked only while it may.
+        let may_soak = !plan.health.policy.canary_soak.is_zero()
+            && observation.updated_ready_pods > 0
+            && observation.updated_pods < observation.desired_pods
+            && observation.old_pods > 0
+            && observation
+                .live_max_unavailable
+                .matches(plan.strategy.canary_max_unavailable);
+        let canary_ready_since = may_soak
+            .then(|| {
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
+                            .filter_map(|pod| pod.ready_since())
+                            .max()
+                    },
+                )
+            })
+            .flatten();
+        let troubled = self.ctx.caches.nodes.troubled();
+        let now = Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = health::answered(&plan.health, self.status.as_ref(), held, now);
+        let facts = health::facts(
+            &plan.health,
+            now,
+            &troubled,
+            |nodes| {
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
+                            counted(pod).is_some_and(|c| c.updated)
+                        })
+                    },
+                )
+            },
+            canary_ready_since,
+        );
+        HealthFacts { answered, ..facts }
+    }
+
+    /// The rule the DaemonSet's pods are counted by (the pod index's tally counts by it: O(1),
+    /// and O(classes of pods) when the rule moves to the new target or revision).
+    fn count_rule(&self, plan: &Plan, live: &DaemonSet) -> PodCountRule {
         let uid = live.metadata.uid.clone().unwrap_or_default();
         let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {
             // The reference: owner name only, annotations only, terminating pods counted.
@@ -126,7 +200,7 @@ impl Pass<'_> {
                 )
             }
         };
-        let rule = PodCountRule {
+        PodCountRule {
             owner_name: self.ds_name.clone(),
             owner_uid,
             target: plan.target.clone(),
@@ -134,10 +208,6 @@ impl Pass<'_> {
             updated,
             crash_loop: plan.crash_loop.clone(),
             skip_terminating,
-        };
-        self.ctx
-            .caches
-            .pods
-            .count(&pod_group(&self.namespace, &self.ds_name), &rule)
+        }
     }
 }

@@ -13,6 +13,7 @@
 
 mod context;
 mod drift;
+mod health;
 mod history;
 mod max_unavailable;
 mod memory;
@@ -144,6 +145,10 @@ impl<'a> Pass<'a> {
             history: None,
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
+            unhealthy: None,
+            unhealthy_answered: previous
+                .and_then(|s| s.unhealthy_answered.as_ref())
+                .map(|t| t.0.as_second()),
             at: self.now,
         }
     }

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use canary_analysis::AnalysisPlan;
 use canary_predicates::{AnnotationKeys, CrashLoopPolicy, Target, label_selector_matches};
+use canary_state_machine::health::{DEFAULT_NODE_CONDITIONS, MAX_HEALTH_DURATION};
 use canary_state_machine::{
-    Compatibility, Driver, MaxUnavailable, Step, StepPlan, Strategy, parse_duration,
+    Compatibility, Driver, HealthPolicy, InvalidDuration, MaxUnavailable, Step, StepPlan, Strategy,
+    parse_duration,
 };
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -33,6 +35,18 @@ pub(crate) struct Plan {
     pub(crate) tls: Option<TlsConfig>,
     /// Which driver moves the pods, and its settings.
     pub(crate) driver: DriverPlan,
+    /// The health gates (`spec.health`, issue 46).
+    pub(crate) health: HealthPlan,
+}
+
+/// The health gates' settings: the state machine's policy, and which node conditions make a
+/// node unhealthy (the adapter's reading of a node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HealthPlan {
+    /// Window, soak, what evidence leads to.
+    pub(crate) policy: HealthPolicy,
+    /// Condition types that make a node unhealthy when `True`, beside `Ready` not `True`.
+    pub(crate) node_conditions: Vec<String>,
 }
 
 /// The driver and, for the Pods driver, its steps and node choice.
@@ -159,6 +173,7 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             "spec.tlsMigration is KubeVirt's and runs with the MaxUnavailable driver only; disable it or use driver MaxUnavailable".to_owned(),
         );
     }
+    let health = health_plan(cds, compatibility)?;
     Ok(Plan {
         strategy,
         keys,
@@ -166,8 +181,97 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         crash_loop,
         tls,
         driver,
+        health,
     })
 }
+
+/// `spec.health`, checked as the CRD's rules do, with the defaults of `compatibility`.
+fn health_plan(cds: &CanaryDaemonSet, compatibility: Compatibility) -> Result<HealthPlan, String> {
+    let defaults = match compatibility {
+        Compatibility::KubeVirt => HealthPolicy::kubevirt(),
+        Compatibility::Fixed => HealthPolicy::default(),
+    };
+    let Some(spec) = &cds.spec.health else {
+        return Ok(HealthPlan {
+            policy: defaults,
+            node_conditions: DEFAULT_NODE_CONDITIONS.map(str::to_owned).to_vec(),
+        });
+    };
+    let duration = |field: &str, text: Option<&String>, default: Duration, least: Duration| {
+        let Some(text) = text else {
+            return Ok(default);
+        };
+        // `0s` is a duration here (no soak); the parser's rule is for pauses, never zero.
+        let value = match parse_duration(text) {
+            Err(InvalidDuration::OutOfRange(_))
+                if text.chars().all(|c| c == '0' || c.is_ascii_alphabetic()) =>
+            {
+                Duration::ZERO
+            }
+            parsed => parsed.map_err(|e| format!("spec.health.{field} {text:?}: {e}"))?,
+        };
+        if value < least || value > MAX_HEALTH_DURATION {
+            return Err(format!(
+                "spec.health.{field} {text:?} is out of range ({}s to 24h)",
+                least.as_secs()
+            ));
+        }
+        Ok(value)
+    };
+    let window = duration(
+        "window",
+        spec.window.as_ref(),
+        defaults.window,
+        Duration::from_secs(1),
+    )?;
+    let canary_soak = duration(
+        "canarySoak",
+        spec.canary_soak.as_ref(),
+        defaults.canary_soak,
+        Duration::ZERO,
+    )?;
+    let node_conditions = match &spec.node_conditions {
+        None => DEFAULT_NODE_CONDITIONS.map(str::to_owned).to_vec(),
+        Some(conditions) => {
+            if conditions.len() > MAX_NODE_CONDITIONS {
+                return Err(format!(
+                    "spec.health.nodeConditions names {} conditions (at most {MAX_NODE_CONDITIONS})",
+                    conditions.len()
+                ));
+            }
+            for (index, condition) in conditions.iter().enumerate() {
+                let well_formed = condition.len() <= 63
+                    && condition
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic())
+                    && condition.chars().all(|c| c.is_ascii_alphanumeric());
+                if !well_formed || condition == "Ready" {
+                    return Err(format!(
+                        "spec.health.nodeConditions[{index}] {condition:?}: a node condition type such as NetworkUnavailable or KernelDeadlock (Ready is always judged)"
+                    ));
+                }
+                if conditions.iter().take(index).any(|c| c == condition) {
+                    return Err(format!(
+                        "spec.health.nodeConditions[{index}] {condition:?} is named twice"
+                    ));
+                }
+            }
+            conditions.clone()
+        }
+    };
+    Ok(HealthPlan {
+        policy: HealthPolicy {
+            window,
+            canary_soak,
+            on_unhealthy: spec.on_unhealthy,
+        },
+        node_conditions,
+    })
+}
+
+/// The CRD's bound on `spec.health.nodeConditions`.
+const MAX_NODE_CONDITIONS: usize = 16;
 
 /// The driver of `cds` and its settings, checked as the CRD's rules do.
 fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
@@ -436,6 +540,94 @@ pub(super) mod tests {
         cds.metadata.namespace = Some("ns".into());
         cds.metadata.uid = Some("u".into());
         cds
+    }
+
+    #[test]
+    fn the_health_gates_default_by_compatibility_and_are_checked_as_the_crd_checks_them() {
+        use crate::crd::HealthSpec;
+        use canary_state_machine::OnUnhealthy;
+        let fixed = plan(&cds()).unwrap().health;
+        assert_eq!(fixed.policy, HealthPolicy::default());
+        assert_eq!(fixed.node_conditions, ["NetworkUnavailable"]);
+        let mut kubevirt = cds();
+        kubevirt.spec.strategy.compatibility = Compatibility::KubeVirt;
+        assert_eq!(
+            plan(&kubevirt).unwrap().health.policy.canary_soak,
+            Duration::ZERO
+        );
+
+        let with = |health: HealthSpec| {
+            let mut cds = cds();
+            cds.spec.health = Some(health);
+            plan(&cds).map(|plan| plan.health)
+        };
+        let set = with(HealthSpec {
+            window: Some("1h".into()),
+            node_conditions: Some(vec!["KernelDeadlock".into()]),
+            canary_soak: Some("0s".into()),
+            on_unhealthy: OnUnhealthy::Hold,
+        })
+        .unwrap();
+        assert_eq!(set.policy.window, Duration::from_secs(3600));
+        assert_eq!(set.policy.canary_soak, Duration::ZERO);
+        assert_eq!(set.policy.on_unhealthy, OnUnhealthy::Hold);
+        assert_eq!(set.node_conditions, ["KernelDeadlock"]);
+        assert!(
+            with(HealthSpec {
+                node_conditions: Some(Vec::new()),
+                ..HealthSpec::default()
+            })
+            .unwrap()
+            .node_conditions
+            .is_empty()
+        );
+        for (bad, says) in [
+            (
+                HealthSpec {
+                    window: Some("0s".into()),
+                    ..HealthSpec::default()
+                },
+                "spec.health.window \"0s\" is out of range",
+            ),
+            (
+                HealthSpec {
+                    window: Some("25h".into()),
+                    ..HealthSpec::default()
+                },
+                "out of range (1s to 24h)",
+            ),
+            (
+                HealthSpec {
+                    canary_soak: Some("soon".into()),
+                    ..HealthSpec::default()
+                },
+                "spec.health.canarySoak \"soon\"",
+            ),
+            (
+                HealthSpec {
+                    node_conditions: Some(vec!["Ready".into()]),
+                    ..HealthSpec::default()
+                },
+                "Ready is always judged",
+            ),
+            (
+                HealthSpec {
+                    node_conditions: Some(vec!["bad type".into()]),
+                    ..HealthSpec::default()
+                },
+                "nodeConditions[0]",
+            ),
+            (
+                HealthSpec {
+                    node_conditions: Some(vec!["A".into(), "A".into()]),
+                    ..HealthSpec::default()
+                },
+                "nodeConditions[1] \"A\" is named twice",
+            ),
+        ] {
+            let error = with(bad).unwrap_err();
+            assert!(error.contains(says), "{error}");
+        }
     }
 
     #[test]

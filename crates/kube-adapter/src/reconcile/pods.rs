@@ -46,7 +46,7 @@ use super::{Pass, describe_api_error};
 use crate::Error;
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, promotion_asked};
 use crate::index::{OwnerIndex, pod_group};
-use crate::observer::{PodsRecord, Report, Transition};
+use crate::observer::{PodsRecord, Report, Transition, UnhealthyRecord};
 use crate::status::{next_status, step_position};
 use crate::watched_node::{ALL_NODES, CachedNode, NodeLabels};
 
@@ -244,6 +244,59 @@ impl Pass<'_> {
             .memory
             .keep_analysis(self.cds, key.clone(), values, start);
         Some(key)
+    }
+
+    /// The health gates' facts (issue 46) for the Pods driver: the troubled nodes of the
+    /// cache and the DaemonSet's pod on each (its pods walked only when there is one), and,
+    /// in the first nodes step with a soak, since when its updated pods are all ready.
+    fn pods_health_facts(
+        &self,
+        plan: &Plan,
+        pods_plan: &PodsPlan,
+        live: &DaemonSet,
+        pod_index: &OwnerIndex<PodSummary>,
+        current: Option<&str>,
+        step: u32,
+    ) -> canary_state_machine::HealthFacts {
+        let uid = live.metadata.uid.clone().unwrap_or_default();
+        let owner = OwnerMatch::Uid {
+            name: &self.ds_name,
+            uid: &uid,
+        };
+        let updated = |pod: &PodSummary| current.is_some_and(|c| pod_runs_revision(pod, c));
+        let soaking = !plan.health.policy.canary_soak.is_zero()
+            && pods_plan.steps.first_nodes_step() == Some(step as usize);
+        let canary_ready_since = soaking
+            .then(|| {
+                pod_index.with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
+                    pods.filter(|pod| pod_is_owned_by(&***pod, &owner) && updated(pod))
+                        .filter(|pod| !pod.is_terminating() && pod_is_ready(&***pod))
+                        .filter_map(|pod| pod.ready_since())
+                        .max()
+                })
+            })
+            .flatten();
+        let troubled = self.ctx.caches.nodes.troubled();
+        let now = canary_state_machine::Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = super::health::answered(&plan.health, self.status.as_ref(), held, now);
+        let facts = super::health::facts(
+            &plan.health,
+            now,
+            &troubled,
+            |nodes| {
+                pod_index.with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
+                    super::health::pods_on(
+                        nodes,
+                        pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
+                            .map(|pod| &**pod),
+                        updated,
+                    )
+                })
+            },
+            canary_ready_since,
+        );
+        canary_state_machine::HealthFacts { answered, ..facts }
     }
 
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
@@ -604,6 +657,14 @@ impl Driver for PodsDriver<'_> {
             previous: pass.previous_pass_for(&target),
             analysis,
             rollback: rolling_back,
+            health: Some(pass.pods_health_facts(
+                plan,
+                self.pods_plan,
+                live,
+                self.pod_index,
+                current.as_deref(),
+                recorded_step,
+            )),
         };
         self.seen = Some(Box::new(PodsSeen {
             observation,
@@ -651,6 +712,13 @@ impl Driver for PodsDriver<'_> {
     fn record(&self, decision: &PodDecision, record: &mut Transition) {
         if let Some(seen) = &self.seen {
             record.target = seen.target.clone();
+            record.unhealthy = UnhealthyRecord::of(seen.observation.health.as_ref());
+            record.unhealthy_answered = seen
+                .observation
+                .health
+                .as_ref()
+                .and_then(|facts| facts.answered)
+                .map(|stamp| stamp.0);
         }
         let tally = decision.action.tally;
         record.desired = tally.desired;

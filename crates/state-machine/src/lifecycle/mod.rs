@@ -18,7 +18,7 @@
 //! The rows a driver's progress calls at its place: `rows::sticky` (a failure that says
 //! something about the version stays until the target changes), `deadline` (no progress within
 //! the progress deadline fails), `failed` (the one failure row: a crash-looping canary, a failed
-//! analysis, and the gates to come). After the decision, two more rows apply to its outcome: a
+//! analysis, a health gate: `health_failed`, `onUnhealthy: Fail`; `Hold` holds the pass as row 6 does). After the decision, two more rows apply to its outcome: a
 //! refused write ([`Decision::write_failed`]) and going back ([`decide_rollback`], the `abort`
 //! and `undo` verbs and `onFailure: Rollback`).
 //!
@@ -81,6 +81,12 @@ pub trait DriverAction: Default {
     fn records_generation(&self) -> bool {
         false
     }
+    /// The driver's rows keep the live DaemonSet on the hold's `OnDelete` themselves (the
+    /// MaxUnavailable driver's canary soak, issue 46): the end of a hold on request leaves it
+    /// there instead of writing `RollingUpdate` back, which the rows would undo at once.
+    fn keeps_hold(&self) -> bool {
+        false
+    }
 }
 
 /// The MaxUnavailable driver's action: what it records beside the one write.
@@ -90,6 +96,12 @@ pub struct MaxUnavailableAction {
     pub record_generation: bool,
     /// The sync gate found nothing to do: no flag set, no API call.
     pub quiet: bool,
+    /// Come back after this long at the latest: the canary soaks before the widen (issue 46).
+    pub wake_after: Option<std::time::Duration>,
+    /// The canary soaks with the DaemonSet controller held (issue 46): the live DaemonSet
+    /// stays on `OnDelete` (written by this pass, by an earlier one, or by a hold on request
+    /// whose end this pass sees) until the widen's write ends it.
+    pub keeps_hold: bool,
 }
 
 impl DriverAction for MaxUnavailableAction {
@@ -99,6 +111,8 @@ impl DriverAction for MaxUnavailableAction {
 
     fn stop(&mut self) {
         self.record_generation = false;
+        self.wake_after = None;
+        self.keeps_hold = false;
     }
 
     fn refused(self) -> Self {
@@ -107,6 +121,10 @@ impl DriverAction for MaxUnavailableAction {
 
     fn records_generation(&self) -> bool {
         self.record_generation
+    }
+
+    fn keeps_hold(&self) -> bool {
+        self.keeps_hold
     }
 }
 
@@ -286,6 +304,8 @@ pub(crate) struct Life<'a> {
     /// say the revert waits, a drift announced while held is announced again after the hold
     /// (not as the start it is), and a drift kept as reported is not done at rest.
     pub pods_rows: bool,
+    /// The health gates' facts (issue 46); `None` without gates.
+    pub health: Option<&'a crate::health::HealthFacts>,
 }
 
 /// Why a shared row decides: the driver gives its action for it ([`Table::action`]).
@@ -323,7 +343,26 @@ pub(crate) trait Table: Sized {
 /// Decides one pass of `table`: the shared rows in their order around the driver's progress.
 pub(crate) fn decide<T: Table>(strategy: &Strategy, table: &T) -> Decision<T::Action> {
     let decision = decide_rows(strategy, table);
-    hold::held_on_request(decision, &table.life())
+    let mut life = table.life();
+    // `onUnhealthy: Hold`: a rollout under way with evidence against it is held as the
+    // `pause` verb holds it, with a Warning naming the nodes (once, with the hold).
+    let health_hold = decision
+        .phase
+        .is_in_progress()
+        .then(|| rows::health_hold(&life))
+        .flatten();
+    if health_hold.is_some() {
+        life.held = true;
+    }
+    let mut decision = hold::held_on_request(decision, &life);
+    if let Some((_, message)) = health_hold
+        && !life.hold_recorded
+    {
+        decision
+            .events
+            .push(warning(event_reason::NODE_UNHEALTHY, message));
+    }
+    decision
 }
 
 /// Rows 1 to 5, before the hold on request.

@@ -5,6 +5,7 @@
 use super::events::{rollout_of, started_event, warning};
 use super::{Decision, DriverAction, Life, Row, Table};
 use crate::decision::{DaemonSetWrite, event_reason};
+use crate::health::{HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
 use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::{DriftPolicy, Strategy, StrategyError};
@@ -168,6 +169,94 @@ pub(crate) fn failed<A: DriverAction>(
     }
 }
 
+/// The health gate's row (issue 46): evidence against the release with `onUnhealthy: Fail`
+/// fails the rollout with `NodeUnhealthy` through the failure row, before anything else is
+/// deleted or widened. With `Hold`, nothing here: the life cycle holds the pass instead
+/// ([`health_hold`]). `None` without evidence, or without the gates (no facts).
+pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision<A>> {
+    let facts = life.health?;
+    if facts.policy.on_unhealthy != OnUnhealthy::Fail {
+        return None;
+    }
+    let HealthVerdict::NodesUnhealthy { nodes, count } = judge(facts) else {
+        return None;
+    };
+    let message = within_event_note(
+        &format!("daemonSet {} rollout failed: ", life.name),
+        &unhealthy_text(&nodes, count),
+        "; no further pod is deleted",
+    );
+    Some(failed(
+        life,
+        FailureReason::NodeUnhealthy,
+        event_reason::NODE_UNHEALTHY,
+        message,
+    ))
+}
+
+/// The health gate with `onUnhealthy: Hold`: the nodes that hold the rollout, and the
+/// Warning event that names them, when the gates found evidence.
+pub(crate) fn health_hold(life: &Life<'_>) -> Option<(u32, String)> {
+    let facts = life.health?;
+    if facts.policy.on_unhealthy != OnUnhealthy::Hold {
+        return None;
+    }
+    let HealthVerdict::NodesUnhealthy { nodes, count } = judge(facts) else {
+        return None;
+    };
+    Some((
+        count,
+        within_event_note(
+            &format!("daemonSet {}: ", life.name),
+            &unhealthy_text(&nodes, count),
+            "; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
+        ),
+    ))
+}
+
+/// The nodes of a verdict as a sentence: each with what was seen and since when.
+fn unhealthy_text(nodes: &[UnhealthyNode], count: u32) -> String {
+    let listed: Vec<String> = nodes
+        .iter()
+        .map(|node| {
+            let seen = &node.seen;
+            let mut text = format!("{} ({} {}", node.node, seen.condition, seen.status);
+            if !seen.reason.is_empty() {
+                text.push_str(&format!(", {}", seen.reason));
+            }
+            if !seen.message.is_empty() {
+                text.push_str(&format!(": {}", seen.message));
+            }
+            text.push(')');
+            text
+        })
+        .collect();
+    let more = usize::try_from(count)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(listed.len());
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{count} {} turned unhealthy after {} agent pod was updated: {}{tail}",
+        if count == 1 { "node" } else { "nodes" },
+        if count == 1 { "its" } else { "their" },
+        listed.join(", ")
+    )
+}
+
+/// `before`, `nodes` and `after` as one message under an event note's limit: ten nodes with
+/// their reasons and messages (each cut to `SHORT_TEXT_BYTES`) run past it, so the node list
+/// is cut (saying so) and the frame kept, and the event and the status say the same.
+fn within_event_note(before: &str, nodes: &str, after: &str) -> String {
+    let room = (crate::EVENT_NOTE_BYTES - 1)
+        .saturating_sub(before.len() + after.len())
+        .max(crate::MIN_CUT_BYTES);
+    format!("{before}{}{after}", crate::cut(nodes, room))
+}
+
 /// The progress deadline row: the previous pass was in progress, the ready count (`ready` of
 /// `desired`) did not move, and the time since the phase started or the count last moved is
 /// over the deadline.
@@ -233,6 +322,7 @@ mod tests {
             held_stops: "nothing moves",
             report_stops: "nothing is written",
             pods_rows: false,
+            health: None,
         }
     }
 

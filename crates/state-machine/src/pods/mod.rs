@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use crate::analysis::StepAnalysis;
 use crate::decision::{DaemonSetWrite, WriteKind, event_reason};
-use crate::lifecycle::rows::{failed, start, stay_failed, sticky};
+use crate::lifecycle::rows::{failed, health_failed, start, stay_failed, sticky};
 use crate::lifecycle::{self, Decision, DriverAction, Life, Row, Table};
 use crate::max_unavailable::MaxUnavailable;
 use crate::observation::{DriftSeen, PreviousPass};
@@ -239,7 +239,8 @@ impl StepPlan {
         Ok(())
     }
 
-    pub(crate) fn first_nodes_step(&self) -> Option<usize> {
+    /// The index of the first nodes step (the canary), if the plan has one.
+    pub fn first_nodes_step(&self) -> Option<usize> {
         self.steps
             .iter()
             .position(|step| matches!(step, Step::Nodes { .. }))
@@ -312,6 +313,10 @@ pub enum NodeStanding {
     Deferred,
     /// Its updated pod crash-loops.
     Failed,
+    /// The health gates name it (issue 46): healthy when its pod was updated, unhealthy
+    /// within the window after (`status.unhealthyNodes`). The ledger's only: the drivers'
+    /// counts and the metrics read it as `canary_unhealthy_nodes`.
+    Unhealthy,
     /// No pod of the DaemonSet on it (being replaced, or not scheduled there).
     NoPod,
 }
@@ -327,11 +332,12 @@ impl NodeStanding {
     ];
 
     /// The standings a node of the ledger is in, in the order its totals list them.
-    pub const LEDGER: [NodeStanding; 5] = [
+    pub const LEDGER: [NodeStanding; 6] = [
         NodeStanding::Updated,
         NodeStanding::Old,
         NodeStanding::Deferred,
         NodeStanding::Failed,
+        NodeStanding::Unhealthy,
         NodeStanding::NoPod,
     ];
 
@@ -343,6 +349,7 @@ impl NodeStanding {
             NodeStanding::Unavailable => "unavailable",
             NodeStanding::Deferred => "deferred",
             NodeStanding::Failed => "failed",
+            NodeStanding::Unhealthy => "unhealthy",
             NodeStanding::NoPod => "no pod",
         }
     }
@@ -455,6 +462,8 @@ pub struct PodObservation {
     /// that revision count as updated from the start, so a completed step counts the nodes on
     /// it rather than naming them as canaries, and no canary nodes are recorded.
     pub rollback: bool,
+    /// The health gates' facts (issue 46); `None` without gates.
+    pub health: Option<crate::health::HealthFacts>,
 }
 
 /// An old pod to delete.
@@ -532,14 +541,14 @@ impl DriverAction for PodsAction {
 
 impl NodeTally {
     /// The nodes counted in `standing` (the updated ones that are ready; the failed ones are
-    /// the decision's, not the tally's: 0 here).
+    /// the decision's, not the tally's, the unhealthy ones the gates': 0 here).
     pub const fn count(&self, standing: NodeStanding) -> u32 {
         match standing {
             NodeStanding::Updated => self.updated_ready,
             NodeStanding::Old => self.old,
             NodeStanding::Unavailable => self.unavailable,
             NodeStanding::Deferred => self.deferred,
-            NodeStanding::Failed | NodeStanding::NoPod => 0,
+            NodeStanding::Failed | NodeStanding::Unhealthy | NodeStanding::NoPod => 0,
         }
     }
 }
@@ -601,6 +610,7 @@ fn life_of(observation: &PodObservation) -> Life<'_> {
         held_stops: HELD_STOPS,
         report_stops: REPORT_STOPS,
         pods_rows: true,
+        health: observation.health.as_ref(),
     }
 }
 
@@ -729,6 +739,10 @@ fn progress(
             event_reason::FAILED_UPDATE,
             message,
         );
+        return failure.with_action(over_nodes(step, &classes));
+    }
+    // Issue 46: a node broken after its update fails the rollout before any other deletion.
+    if !at_rest && let Some(failure) = health_failed(&life) {
         return failure.with_action(over_nodes(step, &classes));
     }
     Walk {

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::analysis::AnalysisVerdict;
 use crate::decision::{Event, event_reason};
+use crate::health::soak_left;
 use crate::lifecycle::rows::{deadline_exceeded, failed};
 use crate::lifecycle::{Life, completed_event, normal, warning};
 use crate::max_unavailable::MaxUnavailable;
@@ -69,7 +70,14 @@ impl<'a> Classes<'a> {
             {
                 classes.crashing.push((&node.name, &pod.name, reason));
             }
-            if let Some(deferral) = deferral(node) {
+            // A rollback puts the old agent back on a NotReady node too: the release it takes
+            // away may be what broke the node (issue 46), and only its pod's replacement
+            // brings the node back. Not ready, its pod is replaced first, at no cost to the
+            // budget (it is unavailable already).
+            let rolls_back_broken = observation.rollback
+                && node.health == NodeHealth::NotReady
+                && node.pod.as_ref().is_some_and(|pod| !pod.updated);
+            if let Some(deferral) = deferral(node).filter(|_| !rolls_back_broken) {
                 if deferral == Deferral::NodeMissing {
                     gone += 1;
                 }
@@ -353,6 +361,23 @@ impl Walk<'_> {
             return Some(self.finish(decision, at));
         }
         if at.tally.updated_ready >= target {
+            // Issue 46: the canary soaks before the next step, so that a node it breaks a
+            // minute after it started is caught on one node. A rollback has no canary; a
+            // pause step right after the canary's is its soak already (the gates watch
+            // through it, and it holds until promoted or over).
+            let paused_next = matches!(
+                self.plan.steps().get(index as usize + 1),
+                Some(Step::Pause { .. })
+            );
+            if first
+                && !paused_next
+                && !self.observation.rollback
+                && let Some(left) = self.observation.health.as_ref().and_then(soak_left)
+            {
+                let mut decision = PodDecision::hold(phase).at(index, at.tally);
+                decision.action.wake_after = Some(left);
+                return Some(self.finish(decision, at));
+            }
             if first {
                 // A rollback's first step is met by nodes that never left: none of them is a
                 // canary.

@@ -10,6 +10,7 @@ mod analysis_edges;
 mod common;
 mod fixed_scenarios;
 mod fixtures;
+mod health;
 mod pods;
 mod pods_edges;
 mod properties;

@@ -1,0 +1,435 @@
+//! The node-health gate (issue 46) on the real binary against `sim serve`, as a user meets it:
+//! a release that breaks its node (`breaks-node`, or a `node-condition` the gate reads) fails
+//! the Pods driver's rollout with `NodeUnhealthy` with only the canary's node ever on it, and
+//! names the node; `onUnhealthy: Hold` pauses it instead; `onFailure: Rollback` puts the old
+//! agent back on the node, which recovers.
+use crate::support;
+use support::KillOnDrop;
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_state_machine::{Compatibility, Driver};
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest_for};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// `sim serve` with 3 nodes and `run` against it.
+async fn on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
+    let sim = support::serve_sim(test, &["--nodes", "3"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
+    (sim, client, run)
+}
+
+fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {
+    manifest_for(Compatibility::Fixed, Driver::Pods, None, version, behavior)
+}
+
+thread_local! {
+    /// The driver `roll_out_v2` uses (the Pods driver unless a test says otherwise).
+    static DRIVER: std::cell::Cell<Driver> = const { std::cell::Cell::new(Driver::Pods) };
+}
+
+fn manifest(version: &str, behavior: &str) -> serde_json::Value {
+    match DRIVER.with(std::cell::Cell::get) {
+        Driver::Pods => pods_manifest(version, behavior),
+        driver => manifest_for(Compatibility::Fixed, driver, None, version, behavior),
+    }
+}
+
+/// Installs v1 (healthy), then rolls out v2 with `behavior` and `health`; returns once the
+/// status is in `phase` on the new generation, with the most pods ever seen on v2.
+async fn roll_out_v2(
+    client: &kube::Client,
+    behavior: &str,
+    health: serde_json::Value,
+    on_failure: Option<&str>,
+    phase: &str,
+) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut v1 = manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    if let Some(on_failure) = on_failure {
+        v1["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        &api,
+        &pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut v2 = manifest("v2", behavior);
+    v2["spec"]["health"] = health;
+    if let Some(on_failure) = on_failure {
+        v2["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    let mut most = 0;
+    let status = wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        phase,
+        "v2",
+        &mut most,
+    )
+    .await;
+    (status, most)
+}
+
+/// Waits for `phase` on `generation`; meanwhile the most pods seen at once on `watched`.
+async fn wait(
+    api: &Api<CanaryDaemonSet>,
+    pods: &Api<Pod>,
+    generation: Option<i64>,
+    phase: &str,
+    watched: &str,
+    most: &mut usize,
+) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let on_watched = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .is_some_and(|image| image.ends_with(&format!(":{watched}")))
+            })
+            .count();
+        *most = (*most).max(on_watched);
+        if status.observed_generation >= generation && status.phase_name() == Some(phase) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "never {phase}: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Ready status of every node, by name.
+async fn node_ready(client: &kube::Client) -> Vec<(String, String)> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|node| {
+            let ready = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status)
+                .unwrap_or_default();
+            (node.metadata.name.unwrap_or_default(), ready)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() {
+    let (_sim, client, _run) = on_sim("health-breaks-node").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("turned unhealthy after its agent pod was updated"),
+        "{message}"
+    );
+    assert!(
+        message.contains("(Ready False, KubeletNotReady"),
+        "{message}"
+    );
+    let broken: Vec<String> = node_ready(&client)
+        .await
+        .into_iter()
+        .filter(|(_, ready)| ready != "True")
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(message.contains(&broken[0]), "the node is named: {message}");
+}
+
+/// The MaxUnavailable driver: the DaemonSet controller replaces the pods, held (`OnDelete`)
+/// while the canary soaks, so the broken canary node is the only one on the release too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_max_unavailable_driver_stops_on_the_canary_node_too() {
+    DRIVER.with(|driver| driver.set(Driver::MaxUnavailable));
+    let (_sim, client, _run) = on_sim("health-breaks-node-mu").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    assert_eq!(status.unhealthy_node_count, Some(1), "{status:?}");
+    // The DaemonSet controller is held: it replaces nothing more.
+    let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let ds = daemon_sets.get(NAME).await.unwrap();
+    let strategy = ds
+        .spec
+        .and_then(|s| s.update_strategy)
+        .and_then(|s| s.type_);
+    assert_eq!(strategy.as_deref(), Some("OnDelete"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_condition_the_gate_reads_fails_the_rollout_and_one_it_does_not_read_does_not() {
+    let (_sim, client, _run) = on_sim("health-node-condition").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "node-condition=KernelDeadlock@2s",
+        serde_json::json!({"nodeConditions": ["KernelDeadlock"], "canarySoak": "10s"}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1);
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("(KernelDeadlock True, DockerHung"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_unhealthy_hold_pauses_the_rollout_instead() {
+    let (_sim, client, _run) = on_sim("health-hold").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({"onUnhealthy": "Hold"}),
+        None,
+        "paused",
+    )
+    .await;
+    assert_eq!(status.reason_name(), None, "{status:?}");
+    assert_eq!(most, 1);
+    // Held: nothing moves while the node is broken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|event| event.reason.as_deref() == Some("NodeUnhealthy"))
+        .count();
+    assert_eq!(warned, 1, "one Warning naming the node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_rollback_puts_the_old_agent_back_and_the_node_recovers() {
+    let (_sim, client, _run) = on_sim("health-rollback").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        Some("Rollback"),
+        "rolledBack",
+    )
+    .await;
+    assert_eq!(most, 1, "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let nodes = node_ready(&client).await;
+        if nodes.iter().all(|(_, ready)| ready == "True") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node never recovered: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `onUnhealthy: Hold` is a person's to end: the node that held the rollout recovering does
+/// not resume it (the hold sets the pause mark, as `pause` does); `resume` (the mark removed)
+/// goes on, and the node it answered holds it no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_resumes() {
+    let (_sim, client, _run) = on_sim("health-hold-recovers").await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let nodes: Api<Node> = Api::all(client.clone());
+    // A long soak: the canary's node is broken by hand while the canary soaks.
+    let health = serde_json::json!({"onUnhealthy": "Hold", "canarySoak": "60s"});
+    let mut v1 = manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        &api,
+        &pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut v2 = manifest("v2", "healthy");
+    v2["spec"]["health"] = health;
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let canary_node = loop {
+        let on_v2 = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .find(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .is_some_and(|image| image.ends_with(":v2"))
+            })
+            .and_then(|pod| pod.spec.and_then(|s| s.node_name));
+        if let Some(node) = on_v2 {
+            break node;
+        }
+        assert!(Instant::now() < deadline, "no canary pod");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Well after the pod's creation (the gate's clock-skew margin is 5 s).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let not_ready = |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
+    nodes
+        .patch(
+            &canary_node,
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready("true".into())),
+        )
+        .await
+        .unwrap();
+    // Held by the gate (a pause step of the Pods driver is `paused` too: wait for the hold).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.held == Some(true) && !status.unhealthy_nodes.is_empty() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "never held: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    assert_eq!(status.unhealthy_nodes[0].name, canary_node, "{status:?}");
+    let mut most = 0;
+    wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "paused",
+        "v2",
+        &mut most,
+    )
+    .await;
+    assert_eq!(most, 1, "only the canary");
+    let mark = |cds: &CanaryDaemonSet| {
+        cds.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("canary.daemonset.dev/paused").cloned())
+    };
+    assert_eq!(
+        mark(&api.get(NAME).await.unwrap()).as_deref(),
+        Some("onUnhealthy")
+    );
+    // The node recovers: the rollout stays held, for a person to decide.
+    nodes
+        .patch(
+            &canary_node,
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready(serde_json::Value::Null)),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node_ready(&client)
+        .await
+        .iter()
+        .any(|(node, ready)| *node == canary_node && ready != "True")
+    {
+        assert!(Instant::now() < deadline, "the node never recovered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(
+        status.phase_name(),
+        Some("paused"),
+        "no resume by itself: {status:?}"
+    );
+    // A person resumes (`daemonset-canary resume`: the mark removed): the rollout goes on.
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {"canary.daemonset.dev/paused": null}}})),
+    )
+    .await
+    .unwrap();
+    let status = wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "successful",
+        "v2",
+        &mut most,
+    )
+    .await;
+    assert!(status.unhealthy_answered.is_some(), "{status:?}");
+}

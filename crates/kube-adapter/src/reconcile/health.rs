@@ -1,0 +1,239 @@
+//! The health gates' facts (issue 46): what a pass saw of the unhealthy nodes and of the
+//! canary, for the state machine's gates ([`canary_state_machine::health`]), which judge them.
+//!
+//! Cheap at any size: the node cache keeps the names of its troubled nodes (a condition that
+//! may make a node unhealthy, [`crate::watched_node::NodeTally`]), so a pass reads only those,
+//! and walks the DaemonSet's pods only when there is one (to find the pod on each). A node
+//! deleted (a scale-down) is not in the cache: it is neither deferred nor evidence. Every time
+//! comes from the cluster (a pod's `creationTimestamp` and `Ready` transition, a condition's
+//! `lastTransitionTime`), so a restarted controller judges as the one before it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use canary_predicates::{PodFacts, PodSummary};
+use canary_state_machine::{HealthFacts, NodePod, NodeSeen, Stamp, UnhealthyNode};
+
+use super::plan::HealthPlan;
+use crate::watched_node::CachedNode;
+
+/// The health facts of a pass at `now`, over the troubled nodes of the cache.
+///
+/// `pods_on`: the DaemonSet's pod on each of the named nodes, with whether it runs the target
+/// (asked only when a node is troubled). `canary_ready_since`: since when the canary's pod is
+/// ready, when the driver has one to soak.
+pub(crate) fn facts(
+    plan: &HealthPlan,
+    now: Stamp,
+    troubled: &[Arc<CachedNode>],
+    pods_on: impl FnOnce(&[&str]) -> HashMap<String, NodePod>,
+    canary_ready_since: Option<i64>,
+) -> HealthFacts {
+    let mut unhealthy: Vec<(&CachedNode, NodeSeen, Stamp)> = troubled
+        .iter()
+        .filter_map(|node| {
+            let (seen, since) = unhealthy_by(node, &plan.node_conditions)?;
+            Some((&**node, seen, since))
+        })
+        .collect();
+    unhealthy.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    let pods = if unhealthy.is_empty() {
+        HashMap::new()
+    } else {
+        let names: Vec<&str> = unhealthy
+            .iter()
+            .map(|(node, ..)| node.name.as_str())
+            .collect();
+        pods_on(&names)
+    };
+    HealthFacts {
+        policy: plan.policy,
+        now,
+        unhealthy: unhealthy
+            .into_iter()
+            .map(|(node, seen, since)| UnhealthyNode {
+                node: node.name.clone(),
+                since,
+                seen,
+                pod: pods.get(&node.name).copied().unwrap_or_default(),
+            })
+            .collect(),
+        canary_ready_since: canary_ready_since.map(Stamp),
+        answered: None,
+    }
+}
+
+/// When a person answered a hold of `onUnhealthy: Hold` (issue 46), as the gates read it in a
+/// pass at `now`: the status's memory of it, or `now` when this pass sees the resume of a
+/// hold that named nodes (the status records the hold and its nodes, the pause mark is gone).
+/// Only with `onUnhealthy: Hold`: under `Fail` no resume answers a failure.
+pub(crate) fn answered(
+    plan: &HealthPlan,
+    status: Option<&crate::crd::CanaryDaemonSetStatus>,
+    held: bool,
+    now: Stamp,
+) -> Option<Stamp> {
+    if plan.policy.on_unhealthy != canary_state_machine::OnUnhealthy::Hold {
+        return None;
+    }
+    let status = status?;
+    let remembered = status
+        .unhealthy_answered
+        .as_ref()
+        .map(|t| Stamp(t.0.as_second()));
+    let resumed_now = !held && status.held == Some(true) && !status.unhealthy_nodes.is_empty();
+    if resumed_now { Some(now) } else { remembered }
+}
+
+/// Whether `node` is unhealthy under the gates' `conditions` (and `Ready` not `True`), and
+/// since when: the condition that counts with the earliest transition (a node unhealthy for
+/// two reasons is unhealthy since the first), with what was seen of it.
+pub(crate) fn unhealthy_by(node: &CachedNode, conditions: &[String]) -> Option<(NodeSeen, Stamp)> {
+    node.trouble()
+        .iter()
+        .filter(|trouble| {
+            &*trouble.condition == "Ready" || conditions.iter().any(|c| **c == *trouble.condition)
+        })
+        .min_by_key(|trouble| (trouble.since, trouble.condition.clone()))
+        .map(|trouble| {
+            (
+                NodeSeen {
+                    condition: trouble.condition.to_string(),
+                    status: trouble.status.to_string(),
+                    reason: trouble.reason.to_string(),
+                    message: trouble.message.to_string(),
+                },
+                Stamp(trouble.since),
+            )
+        })
+}
+
+/// The DaemonSet pod of `pods` on each node of `nodes`, `Updated` when `updated` says it runs
+/// the target (with its creation time), else `Old`. A pod that is terminating is the one
+/// being replaced: the node has none.
+pub(crate) fn pods_on<'p>(
+    nodes: &[&str],
+    pods: impl Iterator<Item = &'p PodSummary>,
+    updated: impl Fn(&PodSummary) -> bool,
+) -> HashMap<String, NodePod> {
+    let mut found = HashMap::new();
+    for pod in pods {
+        let Some(node) = pod.node_name() else {
+            continue;
+        };
+        if pod.is_terminating() || !nodes.contains(&node) {
+            continue;
+        }
+        let state = match (updated(pod), pod.created()) {
+            (true, Some(created)) => NodePod::Updated {
+                created: Stamp(created),
+            },
+            // An updated pod without a creation time cannot be judged: not evidence.
+            (true, None) => NodePod::None,
+            (false, _) => NodePod::Old,
+        };
+        found.insert(node.to_owned(), state);
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watched_node::NodeTrouble;
+    use canary_state_machine::HealthPolicy;
+
+    fn trouble(condition: &str, status: &str, since: i64) -> NodeTrouble {
+        NodeTrouble {
+            condition: condition.into(),
+            status: status.into(),
+            reason: "Because".into(),
+            message: "it is so".into(),
+            since,
+        }
+    }
+
+    fn node(name: &str, trouble: Vec<NodeTrouble>) -> Arc<CachedNode> {
+        Arc::new(CachedNode {
+            name: name.into(),
+            trouble: Some(trouble.into_boxed_slice()),
+            ..CachedNode::default()
+        })
+    }
+
+    fn plan(conditions: &[&str]) -> HealthPlan {
+        HealthPlan {
+            policy: HealthPolicy::default(),
+            node_conditions: conditions.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_conditions_the_gates_name_make_a_node_unhealthy() {
+        let troubled = [
+            node("not-ready", vec![trouble("Ready", "Unknown", 100)]),
+            node(
+                "no-network",
+                vec![trouble("NetworkUnavailable", "True", 200)],
+            ),
+            node("pressure", vec![trouble("MemoryPressure", "True", 300)]),
+            node(
+                "both",
+                vec![
+                    trouble("NetworkUnavailable", "True", 50),
+                    trouble("Ready", "False", 70),
+                ],
+            ),
+        ];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let facts = facts(
+            &plan(&["NetworkUnavailable"]),
+            Stamp(1000),
+            &troubled,
+            |nodes| {
+                asked
+                    .borrow_mut()
+                    .extend(nodes.iter().map(|n| (*n).to_owned()));
+                HashMap::from([(
+                    "not-ready".to_owned(),
+                    NodePod::Updated { created: Stamp(90) },
+                )])
+            },
+            None,
+        );
+        let names: Vec<&str> = facts.unhealthy.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(names, ["both", "no-network", "not-ready"]);
+        assert_eq!(*asked.borrow(), ["both", "no-network", "not-ready"]);
+        let both = &facts.unhealthy[0];
+        assert_eq!(
+            (both.since, both.seen.condition.as_str()),
+            (Stamp(50), "NetworkUnavailable")
+        );
+        assert_eq!(
+            facts.unhealthy[2].pod,
+            NodePod::Updated { created: Stamp(90) }
+        );
+        assert_eq!(facts.unhealthy[1].pod, NodePod::None);
+        // `Ready` only: the network condition is not judged.
+        let ready_only = super::facts(&plan(&[]), Stamp(1000), &troubled, |_| HashMap::new(), None);
+        let names: Vec<&str> = ready_only
+            .unhealthy
+            .iter()
+            .map(|n| n.node.as_str())
+            .collect();
+        assert_eq!(names, ["both", "not-ready"]);
+    }
+
+    #[test]
+    fn no_troubled_node_no_pod_walk() {
+        let facts = facts(
+            &plan(&["NetworkUnavailable"]),
+            Stamp(1),
+            &[],
+            |_| panic!("no pod is looked up without a troubled node"),
+            Some(5),
+        );
+        assert!(facts.unhealthy.is_empty());
+        assert_eq!(facts.canary_ready_since, Some(Stamp(5)));
+    }
+}

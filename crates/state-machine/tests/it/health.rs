@@ -1,0 +1,459 @@
+//! The health gates (issue 46) through both drivers' tables: a node broken after its update
+//! fails the rollout with `NodeUnhealthy` before anything is deleted or widened; a node
+//! unhealthy before its update does not; the canary soaks before the widen or the next step;
+//! `onUnhealthy: Hold` holds as the `pause` verb does.
+
+use std::time::Duration;
+
+use canary_state_machine::{
+    Compatibility, FailureReason, HealthFacts, HealthPolicy, LiveMaxUnavailable, MaxUnavailable,
+    NodeHealth, NodePod, NodeSeen, Observation, OnUnhealthy, Phase, PodObservation, Stamp,
+    Strategy, UnhealthyNode, WriteKind, decide, event_reason,
+};
+
+use crate::common::after_start;
+use crate::pods::{at, by_default, cluster, deleted_nodes, previous, reasons};
+
+const CREATED: i64 = 1_000;
+
+fn broken(node: &str, since: i64, pod: NodePod) -> UnhealthyNode {
+    UnhealthyNode {
+        node: node.into(),
+        since: Stamp(since),
+        seen: NodeSeen {
+            condition: "Ready".into(),
+            status: "Unknown".into(),
+            reason: "NodeStatusUnknown".into(),
+            message: "Kubelet stopped posting node status.".into(),
+        },
+        pod,
+    }
+}
+
+fn updated() -> NodePod {
+    NodePod::Updated {
+        created: Stamp(CREATED),
+    }
+}
+
+fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
+    HealthFacts {
+        policy,
+        now: Stamp(CREATED + 120),
+        unhealthy,
+        canary_ready_since: Some(Stamp(CREATED + 10)),
+        answered: None,
+    }
+}
+
+fn no_soak() -> HealthPolicy {
+    HealthPolicy {
+        canary_soak: Duration::ZERO,
+        ..HealthPolicy::default()
+    }
+}
+
+/// The MaxUnavailable driver's canary is ready on 1 of 3 nodes, about to widen.
+fn canary_ready(health: Option<HealthFacts>) -> Observation {
+    Observation {
+        previous: Some(canary_pass()),
+        health,
+        ..after_start(3, 1)
+    }
+}
+
+fn canary_pass() -> canary_state_machine::PreviousPass {
+    previous(Phase::Canary)
+}
+
+#[test]
+fn max_unavailable_a_node_broken_after_its_update_fails_before_the_widen() {
+    let observation = canary_ready(Some(facts(
+        no_soak(),
+        vec![broken("n2", CREATED + 60, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    // Nothing widened, and the DaemonSet controller stopped too: a broken node may keep its
+    // pod ready, and at maxUnavailable 1 it would go on to the next node by itself.
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let on_hold = Observation {
+        live_on_hold: true,
+        ..observation.clone()
+    };
+    assert_eq!(
+        decide(&Strategy::default(), &on_hold).write,
+        None,
+        "held already"
+    );
+    let event = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(
+        event
+            .message
+            .contains("n2 (Ready Unknown, NodeStatusUnknown"),
+        "{}",
+        event.message
+    );
+    // Sticky: the next pass stays failed without announcing it again, even once the node
+    // is out of the window or back.
+    let again = canary_ready(Some(facts(no_soak(), Vec::new())));
+    let again = Observation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        ..again
+    };
+    let decision = decide(&Strategy::default(), &again);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(decision.events.is_empty() && decision.write.is_none());
+}
+
+#[test]
+fn max_unavailable_a_node_unhealthy_before_its_update_is_no_evidence() {
+    let observation = canary_ready(Some(facts(
+        no_soak(),
+        vec![broken("n2", CREATED - 300, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Increasing, "widens as before");
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Widen));
+}
+
+#[test]
+fn max_unavailable_the_reference_table_fails_too_and_the_failure_stays() {
+    let strategy = Strategy::kubevirt();
+    let observation = Observation {
+        live_max_unavailable: LiveMaxUnavailable::Int(1),
+        ..canary_ready(Some(facts(
+            HealthPolicy::kubevirt(),
+            vec![broken("n2", CREATED + 60, updated())],
+        )))
+    };
+    let decision = decide(&strategy, &observation);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    let after_the_window = Observation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        health: Some(facts(HealthPolicy::kubevirt(), Vec::new())),
+        ..observation
+    };
+    assert_eq!(
+        decide(&strategy, &after_the_window).failure,
+        Some(FailureReason::NodeUnhealthy)
+    );
+    assert_eq!(strategy.compatibility, Compatibility::KubeVirt);
+}
+
+#[test]
+fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_controller_held() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 20);
+    // At maxUnavailable 1 the DaemonSet controller would replace the next pod as soon as the
+    // canary is available: the soak holds it (`OnDelete`), then comes back when it ends.
+    let decision = decide(&Strategy::default(), &canary_ready(Some(soaking.clone())));
+    assert_eq!(decision.phase, Phase::Canary);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
+    let held = Observation {
+        live_on_hold: true,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    let decision = decide(&Strategy::default(), &held);
+    assert_eq!((decision.phase, decision.write), (Phase::Canary, None));
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
+    // Held before the canary is ready too: nothing proves it yet.
+    let mut not_ready = soaking.clone();
+    not_ready.canary_ready_since = None;
+    let starting = Observation {
+        updated_ready_pods: 0,
+        ..canary_ready(Some(not_ready))
+    };
+    assert_eq!(
+        decide(&Strategy::default(), &starting)
+            .write
+            .map(|w| w.kind),
+        Some(WriteKind::Hold)
+    );
+    // A DaemonSet just created (pods missing, none old) has nothing to hold back.
+    let created = Observation {
+        updated_ready_pods: 0,
+        old_pods: 0,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    assert_eq!(decide(&Strategy::default(), &created).write, None);
+    // A restarted controller reads the same Ready time: the soak does not start again; the
+    // widen's write (RollingUpdate at 10%) ends the hold.
+    soaking.now = Stamp(CREATED + 40);
+    let decision = decide(
+        &Strategy::default(),
+        &Observation {
+            live_on_hold: true,
+            ..canary_ready(Some(soaking))
+        },
+    );
+    assert_eq!(decision.phase, Phase::Increasing);
+    let write = decision.write.unwrap();
+    assert_eq!(
+        (write.kind, write.max_unavailable),
+        (WriteKind::Widen, Some(MaxUnavailable::TEN_PERCENT))
+    );
+}
+
+/// A `pause` during the canary's soak reuses the soak's hold (the DaemonSet is on `OnDelete`
+/// already): nothing is written while paused, and the resume writes no `RollingUpdate` while
+/// the soak still holds (soak seeds 18, 64 and 89 once paid two writes more for it); once the
+/// canary has soaked, the widen's write ends both holds.
+#[test]
+fn max_unavailable_a_pause_during_the_soak_reuses_its_hold() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 20);
+    let on_soak_hold = Observation {
+        live_on_hold: true,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    let paused = decide(
+        &Strategy::default(),
+        &Observation {
+            held: true,
+            ..on_soak_hold.clone()
+        },
+    );
+    assert_eq!((paused.phase, paused.write), (Phase::Paused, None));
+    assert_eq!(
+        paused.hold_event().map(|e| e.reason),
+        Some(event_reason::PAUSED)
+    );
+    // Resumed within the soak: announced, nothing written, back when the soak ends.
+    let resumed = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            previous: Some(previous(Phase::Paused)),
+            ..on_soak_hold.clone()
+        },
+    );
+    assert_eq!((resumed.phase, resumed.write), (Phase::Canary, None));
+    assert_eq!(
+        resumed.hold_event().map(|e| e.reason),
+        Some(event_reason::RESUMED)
+    );
+    assert_eq!(resumed.action.wake_after, Some(Duration::from_secs(20)));
+    // Paused before the canary's pod exists (a hold on request, `OnDelete`), resumed once it
+    // does: the soak keeps that hold too.
+    let mut not_ready = soaking.clone();
+    not_ready.canary_ready_since = None;
+    let resumed_starting = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            live_on_hold: true,
+            updated_ready_pods: 0,
+            previous: Some(previous(Phase::Paused)),
+            ..canary_ready(Some(not_ready))
+        },
+    );
+    assert_eq!(resumed_starting.write, None);
+    // Paused before the canary's pod exists and resumed still without it: the DaemonSet
+    // controller must create it, so the resume writes `RollingUpdate` back.
+    let mut no_canary = soaking.clone();
+    no_canary.canary_ready_since = None;
+    let resumed_early = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            live_on_hold: true,
+            updated_pods: 0,
+            updated_ready_pods: 0,
+            previous: Some(previous(Phase::Paused)),
+            ..canary_ready(Some(no_canary))
+        },
+    );
+    assert_eq!(resumed_early.write.map(|w| w.kind), Some(WriteKind::Resume));
+    // Resumed after the soak: the widen's write, which sets `RollingUpdate` itself.
+    soaking.now = Stamp(CREATED + 40);
+    let widened = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            previous: Some(previous(Phase::Paused)),
+            live_on_hold: true,
+            ..canary_ready(Some(soaking))
+        },
+    );
+    assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Widen));
+}
+
+#[test]
+fn max_unavailable_on_unhealthy_hold_pauses_with_the_hold_write() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let observation = canary_ready(Some(facts(
+        policy,
+        vec![broken("n2", CREATED + 60, updated())],
+    )));
+    let decision = decide(&Strategy::default(), &observation);
+    assert_eq!(decision.phase, Phase::Paused);
+    assert_eq!(decision.failure, None);
+    assert!(decision.held);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let warning = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(warning.message.contains("n2"));
+}
+
+/// The Pods driver in its first nodes step, the canary `n02` updated.
+fn pods_canary(health: Option<HealthFacts>, canary_health: NodeHealth) -> PodObservation {
+    let mut nodes = cluster(2, 1);
+    nodes[2].health = canary_health;
+    PodObservation {
+        health,
+        ..at(0, Phase::Canary, nodes)
+    }
+}
+
+#[test]
+fn pods_a_node_broken_after_its_update_fails_and_deletes_nothing() {
+    let observation = pods_canary(
+        Some(facts(
+            no_soak(),
+            vec![broken("n02", CREATED + 60, updated())],
+        )),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(deleted_nodes(&decision).is_empty());
+    assert_eq!(reasons(&decision), [event_reason::NODE_UNHEALTHY]);
+    // Without the gate (wave 2), the canary's node was set aside and the next one deleted.
+    let before = by_default(&pods_canary(None, NodeHealth::NotReady));
+    assert!(!deleted_nodes(&before).is_empty(), "{before:?}");
+}
+
+#[test]
+fn pods_a_node_unhealthy_before_its_update_is_set_aside_as_before() {
+    let observation = pods_canary(
+        Some(facts(
+            no_soak(),
+            vec![broken("n02", CREATED - 1, updated())],
+        )),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_ne!(decision.phase, Phase::Failed);
+    assert_eq!(
+        decision,
+        by_default(&pods_canary(None, NodeHealth::NotReady))
+    );
+}
+
+#[test]
+fn pods_the_canary_soaks_before_the_next_step() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 15);
+    let decision = by_default(&pods_canary(Some(soaking.clone()), NodeHealth::Healthy));
+    assert_eq!(decision.phase, Phase::Canary);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(25)));
+    assert_eq!(decision.action.step, 0);
+    soaking.now = Stamp(CREATED + 41);
+    let decision = by_default(&pods_canary(Some(soaking), NodeHealth::Healthy));
+    assert_eq!(decision.action.step, 1, "soaked: the next step");
+    assert!(!deleted_nodes(&decision).is_empty());
+}
+
+#[test]
+fn pods_on_unhealthy_hold_pauses_and_deletes_nothing() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let observation = pods_canary(
+        Some(facts(policy, vec![broken("n02", CREATED + 60, updated())])),
+        NodeHealth::NotReady,
+    );
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Paused);
+    assert!(decision.held);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert!(decision.write.is_none());
+    assert!(reasons(&decision).contains(&event_reason::NODE_UNHEALTHY));
+}
+
+/// `onFailure: Rollback` after `NodeUnhealthy`: the rollback replaces the pod on the node the
+/// release broke (NotReady), which a rollout would defer, first; only that node waits for it.
+#[test]
+fn pods_a_rollback_replaces_the_pod_on_the_node_the_release_broke() {
+    // Rolling back to v1: n00 and n01 never left it (updated, for the rollback), n02 runs
+    // the failed v2 and is NotReady.
+    let mut nodes = cluster(0, 3);
+    nodes[2].health = NodeHealth::NotReady;
+    if let Some(pod) = &mut nodes[2].pod {
+        pod.updated = false;
+        pod.ready = false;
+    }
+    let observation = PodObservation {
+        rollback: true,
+        ..at(0, Phase::Canary, nodes.clone())
+    };
+    let decision = by_default(&observation);
+    assert_eq!(deleted_nodes(&decision), ["n02"], "{decision:?}");
+    assert!(decision.action.deferred.is_empty());
+    // Not a rollback: the same NotReady node on an old pod is deferred as before.
+    let rollout = by_default(&at(0, Phase::Canary, nodes));
+    assert!(deleted_nodes(&rollout).is_empty(), "{rollout:?}");
+    assert_eq!(rollout.action.deferred.len(), 1);
+}
+
+/// A pause step right after the canary's is its soak: the rollout goes into it at once.
+#[test]
+fn pods_a_pause_after_the_canary_step_is_its_soak() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 15);
+    let decision = canary_state_machine::decide_pods(
+        &Strategy::default(),
+        &crate::pods::canary_then_hold(),
+        &pods_canary(Some(soaking), NodeHealth::Healthy),
+    );
+    assert_eq!(decision.phase, Phase::Paused);
+    assert_eq!(decision.action.step, 1);
+}
+
+/// Ten nodes, each with a reason and a message as long as the adapter keeps them: the failure's
+/// Warning (and status message) stays under an event note's 1 KiB, and still names the first.
+#[test]
+fn the_warning_naming_many_nodes_is_cut_to_an_event_note() {
+    let long = "x".repeat(canary_state_machine::SHORT_TEXT_BYTES);
+    let nodes = (0..12)
+        .map(|i| {
+            let mut node = broken(&format!("node-{i:02}"), CREATED + 60, updated());
+            node.seen.reason = long.clone();
+            node.seen.message = long.clone();
+            node
+        })
+        .collect();
+    let decision = decide(
+        &Strategy::default(),
+        &canary_ready(Some(facts(no_soak(), nodes))),
+    );
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    let warning = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(
+        warning.message.len() < canary_state_machine::EVENT_NOTE_BYTES,
+        "{}",
+        warning.message.len()
+    );
+    assert!(warning.message.contains("node-00"), "{}", warning.message);
+    assert!(warning.message.contains("12 nodes"), "{}", warning.message);
+}
