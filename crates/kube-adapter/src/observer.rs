@@ -86,6 +86,9 @@ pub struct Transition {
     pub held: bool,
     /// The nodes the health gates name (issue 46), both drivers; `None`: none.
     pub unhealthy: Option<Box<UnhealthyRecord>>,
+    /// The analysis the status shows (`spec.analysis`), both drivers: the stretch measured
+    /// now, or the last one measured; `None` without analysis.
+    pub analysis: Option<Box<crate::crd::AnalysisStatus>>,
 }
 
 /// The nodes the health gates name in a pass: at most ten, and how many in all.
@@ -132,9 +135,6 @@ pub struct PodsRecord {
     pub tally: NodeTally,
     /// Pods deleted in this pass.
     pub deleted: Vec<String>,
-    /// The analysis the status shows (`spec.analysis`): the step measured now, or the last
-    /// one measured; `None` without analysis.
-    pub analysis: Option<crate::crd::AnalysisStatus>,
 }
 
 /// What became of a DaemonSet write.

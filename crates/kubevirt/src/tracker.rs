@@ -182,6 +182,7 @@ fn transition(
         retry: None,
         held: false,
         unhealthy: None,
+        analysis: None,
         at: now,
     }
 }

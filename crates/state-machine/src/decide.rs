@@ -8,10 +8,12 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use crate::analysis::{AnalysisVerdict, StepAnalysis};
 use crate::decision::{DaemonSetWrite, Event, TemplateEdit, WriteKind, event_reason};
 use crate::health::soak_left;
 use crate::lifecycle::rows::{
-    deadline_exceeded, failed, health_failed, invalid, stay_failed, sticky,
+    analysis_failed, analysis_inconclusive, deadline_exceeded, failed, health_failed, invalid,
+    stay_failed, sticky,
 };
 use crate::lifecycle::{
     self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
@@ -220,6 +222,19 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(failure) = health_failed(&life) {
         return stop_replacing(failure, observation);
     }
+    // Issue 46: so is a failed analysis, and it stays too.
+    if let Some(previous) =
+        sticky(&life).filter(|p| p.failure == Some(FailureReason::AnalysisFailed))
+    {
+        return stay_failed(&life, previous);
+    }
+    if let Some(failure) = analysis_failed(
+        &life,
+        measured(strategy, observation),
+        &place(strategy, observation),
+    ) {
+        return stop_replacing(failure, observation);
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     if ready == 0 {
@@ -231,10 +246,7 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     }
     if ready < desired {
         return if observation.live_max_unavailable.reference_int_value() == 1 {
-            match observation.health.as_ref().and_then(soak_left) {
-                Some(left) => soaking(strategy, observation, left),
-                None => widen(strategy, observation),
-            }
+            widen_when_proven(strategy, observation)
         } else {
             hold(strategy, observation, Phase::Waiting)
         };
@@ -288,8 +300,16 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if observation.crash_loop.is_some() {
         return crash_looping(strategy, observation);
     }
-    // Issue 46: a node broken after its update fails the rollout before anything widens.
+    // Issue 46: a node broken after its update fails the rollout before anything widens,
+    // and so does a failed analysis, at any time of the rollout.
     if let Some(failure) = health_failed(&life) {
+        return stop_replacing(failure, observation);
+    }
+    if let Some(failure) = analysis_failed(
+        &life,
+        measured(strategy, observation),
+        &place(strategy, observation),
+    ) {
         return stop_replacing(failure, observation);
     }
     let ready = observation.updated_ready_pods;
@@ -331,12 +351,7 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
-        // Issue 46: the canary soaks before anything widens, so that a node it breaks a
-        // minute after it started is caught on one node.
-        if let Some(left) = observation.health.as_ref().and_then(soak_left) {
-            return soaking(strategy, observation, left);
-        }
-        widen(strategy, observation)
+        widen_when_proven(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
     }
@@ -398,6 +413,73 @@ fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
         action: recorded(),
         ..Decision::hold(Phase::Increasing)
     }
+}
+
+/// The analysis stretch of a MaxUnavailable rollout, as [`Observation::analysis`] names it:
+/// 0 while the canary value steers the DaemonSet controller and old pods are left (the
+/// canary's analysis, which the widen waits for), 1 once widened (measured on until the end).
+/// The caller keys its measurements by it, so a widen starts fresh counts.
+pub fn analysis_step(strategy: &Strategy, observation: &Observation) -> u32 {
+    let live = &observation.live_max_unavailable;
+    let at_canary_value = match strategy.compatibility {
+        Compatibility::KubeVirt => live.reference_int_value() == 1,
+        Compatibility::Fixed => live.matches(strategy.canary_max_unavailable),
+    };
+    if at_canary_value && observation.updated_pods < observation.desired_pods {
+        ANALYSIS_CANARY
+    } else {
+        ANALYSIS_WIDENED
+    }
+}
+
+/// [`analysis_step`] of the canary's analysis.
+pub const ANALYSIS_CANARY: u32 = 0;
+/// [`analysis_step`] of the widened rollout's analysis.
+pub const ANALYSIS_WIDENED: u32 = 1;
+
+/// The observed analysis when it is of the stretch the rollout is in; a stretch not measured
+/// yet is pending. `None` without analysis.
+fn measured<'o>(strategy: &Strategy, observation: &'o Observation) -> Option<&'o StepAnalysis> {
+    observation
+        .analysis
+        .as_ref()
+        .filter(|a| a.step == analysis_step(strategy, observation))
+}
+
+/// The stretch, in words, for events and messages.
+fn place(strategy: &Strategy, observation: &Observation) -> String {
+    if analysis_step(strategy, observation) == ANALYSIS_CANARY {
+        "the canary".to_owned()
+    } else {
+        "the widened rollout".to_owned()
+    }
+}
+
+/// Row 3a behind the issue 46 gates, which both hold the widen: the canary soaks (the health
+/// gates' `canarySoak`) and its analysis passes (every metric passed once, `spec.analysis`).
+/// Missing data holds it (`Pending`, `Inconclusive`, with a Warning past the limit); nothing
+/// is written meanwhile. The first gate not met says when to come back.
+fn widen_when_proven(strategy: &Strategy, observation: &Observation) -> Decision {
+    if let Some(left) = observation.health.as_ref().and_then(soak_left) {
+        return soaking(strategy, observation, left);
+    }
+    if observation.analysis.is_none() {
+        return widen(strategy, observation);
+    }
+    let analysis = measured(strategy, observation);
+    if analysis.is_some_and(|a| a.verdict == AnalysisVerdict::Passing) {
+        return widen(strategy, observation);
+    }
+    let mut decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Canary {
+        decision.events.extend(analysis_inconclusive(
+            &observation.name,
+            analysis,
+            "the canary",
+            "the widen waits for a conclusive measurement",
+        ));
+    }
+    decision
 }
 
 /// A pass with nothing to write, unless the progress deadline has passed.

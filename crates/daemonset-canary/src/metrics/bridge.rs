@@ -261,6 +261,7 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
         }
     }
 

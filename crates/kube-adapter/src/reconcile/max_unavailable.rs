@@ -6,14 +6,18 @@
 
 use std::time::Duration;
 
-use canary_predicates::{PodCounts, PodSummary, Target, UpdatedRule, current_revision_hash};
+use canary_analysis::RunKey;
+use canary_predicates::{
+    PodCounts, PodFacts, PodSummary, Target, UpdatedRule, current_revision_hash,
+};
 use canary_state_machine::{
-    Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation, Stamp, TlsFacts,
-    decide,
+    AnalysisVerdict, Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation,
+    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, analysis_step, decide,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 use super::Pass;
+use super::analysis::{Placed, template_values};
 use super::context::Requeue;
 use super::health;
 use super::pass::{Acted, Driver, Seen};
@@ -34,6 +38,18 @@ pub(super) struct Steer {
     target: Target,
     counts: PodCounts,
     observation: Observation,
+    /// The stretch of the rollout to measure (`spec.analysis`), once a pod is updated.
+    measure: Option<Measure>,
+    /// The analysis the status shows.
+    shown: Option<Box<crate::crd::AnalysisStatus>>,
+}
+
+/// The analysis a pass of the MaxUnavailable driver keeps running (issue 46).
+struct Measure {
+    key: RunKey,
+    values: TemplateValues,
+    /// The measurements the decision read, and what the status shows with them.
+    measured: Option<(AnalysisVerdict, crate::crd::AnalysisStatus)>,
 }
 
 impl Steer {
@@ -45,6 +61,8 @@ impl Steer {
             target: Target::default(),
             counts: PodCounts::default(),
             observation: Observation::default(),
+            measure: None,
+            shown: None,
         }
     }
 }
@@ -75,11 +93,34 @@ impl Driver for Steer {
             ..observe_daemon_set(live, &self.counts)
         };
         self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation));
+        if plan.analysis.is_some() {
+            let step = analysis_step(&plan.strategy, &self.observation);
+            self.measure = pass.measure(plan, &rule, &self.observation, step);
+            let measured = self.measure.as_ref().and_then(|m| m.measured.as_ref());
+            let verdict = measured.map_or(AnalysisVerdict::Pending, |(v, _)| v.clone());
+            let announced = pass
+                .status
+                .as_ref()
+                .and_then(|s| s.analysis.as_ref())
+                .zip(self.measure.as_ref())
+                .is_some_and(|(shown, measure)| {
+                    shown.step == step
+                        && shown.revision.as_deref() == Some(measure.key.revision.as_str())
+                        && shown.verdict == verdict.as_str()
+                });
+            self.observation.analysis = Some(StepAnalysis {
+                step,
+                verdict,
+                announced,
+            });
+        }
         Ok(())
     }
 
-    fn decide(&mut self, _pass: &Pass<'_>, plan: &Plan) -> Decision {
-        decide(&plan.strategy, &self.observation)
+    fn decide(&mut self, pass: &Pass<'_>, plan: &Plan) -> Decision {
+        let decision = decide(&plan.strategy, &self.observation);
+        self.shown = pass.keep_measuring(plan, self.measure.take(), &decision);
+        decision
     }
 
     fn record(&self, _decision: &Decision, record: &mut Transition) {
@@ -89,6 +130,7 @@ impl Driver for Steer {
         record.updated_ready = self.counts.updated_ready;
         record.max_unavailable = Some(self.observation.live_max_unavailable.clone());
         record.unhealthy = UnhealthyRecord::of(self.observation.health.as_ref());
+        record.analysis = self.shown.clone();
     }
 
     async fn act(
@@ -119,6 +161,94 @@ impl Driver for Steer {
 }
 
 impl Pass<'_> {
+    /// What to measure in this pass (issue 46): the stretch `step` of a rollout under way,
+    /// from its first updated pod, over the updated nodes against those still on an older
+    /// revision; `None` at rest or before any pod is updated. Walks the DaemonSet's pods
+    /// (only with `spec.analysis`).
+    fn measure(
+        &self,
+        plan: &Plan,
+        rule: &PodCountRule,
+        observation: &Observation,
+        step: u32,
+    ) -> Option<Measure> {
+        if observation.updated_pods == 0 || !SyncFlags::of(&plan.strategy, observation).any() {
+            return None;
+        }
+        let (revision, values) = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+            let mut revisions: std::collections::BTreeMap<&str, u32> = Default::default();
+            let placed: Vec<Placed<'_>> = pods
+                .filter(|pod| !pod.is_terminating())
+                .filter_map(|pod| {
+                    let count = rule.count_of(&**pod)?;
+                    if count.updated {
+                        *revisions
+                            .entry(pod.revision_hash().unwrap_or_default())
+                            .or_default() += 1;
+                    }
+                    Some(Placed {
+                        node: pod.node_name()?,
+                        pod: pod.name(),
+                        updated: count.updated,
+                    })
+                })
+                .collect();
+            // The revision most updated pods carry names the run (a pod of a re-rolled
+            // template may carry another for a moment).
+            let revision = revisions
+                .iter()
+                .max_by_key(|(hash, count)| (**count, std::cmp::Reverse(**hash)))
+                .map(|(hash, _)| (*hash).to_owned())
+                .unwrap_or_default();
+            let values = template_values(&self.namespace, &self.ds_name, &revision, placed);
+            (revision, values)
+        });
+        let key = self.analysis_key(Some(&revision), step);
+        let measured = self.ctx.memory.analysis_snapshot(self.cds, &key);
+        Some(Measure {
+            key,
+            values,
+            measured,
+        })
+    }
+
+    /// Keeps the run of `measure` while the rollout goes on (the decision leaves it in
+    /// progress), or stops it; returns the analysis the status shows: what the decision read,
+    /// the fresh run's, or the last one shown.
+    fn keep_measuring(
+        &self,
+        plan: &Plan,
+        measure: Option<Measure>,
+        decision: &Decision,
+    ) -> Option<Box<crate::crd::AnalysisStatus>> {
+        let analysis = plan.analysis.as_ref()?;
+        let going_on = decision.phase.is_in_progress()
+            && decision.phase != Phase::RollingBack
+            && !self.rolling_back();
+        match measure {
+            Some(measure) if going_on => {
+                let key = measure.key.clone();
+                let read = measure.measured.map(|(_, status)| status);
+                self.keep_run(analysis, measure.key, measure.values);
+                read.or_else(|| {
+                    self.ctx
+                        .memory
+                        .analysis_snapshot(self.cds, &key)
+                        .map(|(_, status)| status)
+                })
+                .map(Box::new)
+            }
+            measure => {
+                self.ctx.memory.stop_analysis(self.cds);
+                measure
+                    .and_then(|m| m.measured)
+                    .map(|(_, status)| status)
+                    .or_else(|| self.status.as_ref().and_then(|s| s.analysis.clone()))
+                    .map(Box::new)
+            }
+        }
+    }
+
     /// The health gates' facts (issue 46): the troubled nodes of the cache, the DaemonSet's
     /// pod on each (walked only when there is one), and the canary's `Ready` time while it
     /// may soak (walked only then: before the widen, with a soak).
