@@ -583,8 +583,23 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         kills,
         hand_edits: 0,
         pods_driver: false,
+        soaked: false,
     };
     assert_eq!(tally(3, 0, 0, 0).excess(), 0, "start, widen, finish");
+    let soaked = world::WriteTally {
+        soaked: true,
+        ..tally(4, 0, 0, 0)
+    };
+    assert_eq!(soaked.excess(), 0, "start, the soak's hold, widen, finish");
+    assert_eq!(
+        world::WriteTally {
+            succeeded: 5,
+            ..soaked
+        }
+        .excess(),
+        1,
+        "a fifth write"
+    );
     assert_eq!(tally(4, 0, 0, 0).excess(), 1, "a fourth write");
     assert_eq!(tally(4, 1, 0, 0).excess(), 0, "the retry of a failed write");
     assert_eq!(tally(4, 0, 1, 1).excess(), 0, "a no-op repeat after a kill");

@@ -338,6 +338,11 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if ready == desired {
         return fixed_finish(strategy, observation);
     }
+    // Issue 46: the canary soaks with the DaemonSet controller held (`OnDelete`): at
+    // maxUnavailable 1 it would replace the next pod as soon as the canary is available.
+    if let Some(decision) = soak_held(strategy, observation) {
+        return decision;
+    }
     if ready == 0 {
         return hold(strategy, observation, Phase::Canary);
     }
@@ -508,6 +513,41 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
         });
     }
     failure
+}
+
+/// The canary's soak under the MaxUnavailable driver (issue 46): once the canary's pod
+/// exists and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write)
+/// until the canary has been ready for the soak; the widen's write (the desired DaemonSet,
+/// `RollingUpdate` at the fast `maxUnavailable`) ends it. `None` when there is no soak to
+/// hold for.
+fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
+    let facts = observation.health.as_ref()?;
+    let soaking = !facts.policy.canary_soak.is_zero()
+        && observation.updated_pods > 0
+        && observation.updated_pods < observation.desired_pods
+        && observation
+            .live_max_unavailable
+            .matches(strategy.canary_max_unavailable)
+        && (facts.canary_ready_since.is_none() || soak_left(facts).is_some());
+    if !soaking || observation.live_on_hold {
+        return None;
+    }
+    let decision = hold(strategy, observation, Phase::Canary);
+    if decision.phase == Phase::Failed {
+        return Some(decision);
+    }
+    Some(Decision {
+        write: Some(DaemonSetWrite {
+            kind: WriteKind::Hold,
+            max_unavailable: None,
+            template_edit: None,
+        }),
+        action: MaxUnavailableAction {
+            wake_after: soak_left(facts),
+            ..MaxUnavailableAction::default()
+        },
+        ..decision
+    })
 }
 
 /// The canary soaks (issue 46): `canary`, nothing written, back when the soak ends.

@@ -82,8 +82,8 @@ pub enum ScenarioKind {
     BadMetrics,
     /// The new version breaks its node 20 s after its pod is ready (a GPU driver or a kernel
     /// module that takes the node NotReady): the node-health gate fails the rollout
-    /// (`NodeUnhealthy`) during the canary's soak, naming the node; no other node is touched.
-    /// The Pods driver (the MaxUnavailable driver's soak holds the canary in a later version).
+    /// (`NodeUnhealthy`) during the canary's soak, naming the node; no other node is touched,
+    /// on either driver.
     NodeKiller,
 }
 
@@ -118,10 +118,9 @@ impl ScenarioKind {
     /// driver's.
     pub fn required_driver(self) -> Option<Driver> {
         match self {
-            ScenarioKind::ZoneByZone
-            | ScenarioKind::UnhealthyNode
-            | ScenarioKind::BadMetrics
-            | ScenarioKind::NodeKiller => Some(Driver::Pods),
+            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode | ScenarioKind::BadMetrics => {
+                Some(Driver::Pods)
+            }
             _ => None,
         }
     }

@@ -27,6 +27,18 @@ fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {
     manifest_for(Compatibility::Fixed, Driver::Pods, None, version, behavior)
 }
 
+thread_local! {
+    /// The driver `roll_out_v2` uses (the Pods driver unless a test says otherwise).
+    static DRIVER: std::cell::Cell<Driver> = const { std::cell::Cell::new(Driver::Pods) };
+}
+
+fn manifest(version: &str, behavior: &str) -> serde_json::Value {
+    match DRIVER.with(std::cell::Cell::get) {
+        Driver::Pods => pods_manifest(version, behavior),
+        driver => manifest_for(Compatibility::Fixed, driver, None, version, behavior),
+    }
+}
+
 /// Installs v1 (healthy), then rolls out v2 with `behavior` and `health`; returns once the
 /// status is in `phase` on the new generation, with the most pods ever seen on v2.
 async fn roll_out_v2(
@@ -38,7 +50,7 @@ async fn roll_out_v2(
 ) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut v1 = pods_manifest("v1", "healthy");
+    let mut v1 = manifest("v1", "healthy");
     v1["spec"]["health"] = health.clone();
     if let Some(on_failure) = on_failure {
         v1["spec"]["strategy"]["onFailure"] = on_failure.into();
@@ -54,7 +66,7 @@ async fn roll_out_v2(
         &mut 0,
     )
     .await;
-    let mut v2 = pods_manifest("v2", behavior);
+    let mut v2 = manifest("v2", behavior);
     v2["spec"]["health"] = health;
     if let Some(on_failure) = on_failure {
         v2["spec"]["strategy"]["onFailure"] = on_failure.into();
@@ -169,6 +181,34 @@ async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() 
         .collect();
     assert_eq!(broken.len(), 1, "{broken:?}");
     assert!(message.contains(&broken[0]), "the node is named: {message}");
+}
+
+/// The MaxUnavailable driver: the DaemonSet controller replaces the pods, held (`OnDelete`)
+/// while the canary soaks, so the broken canary node is the only one on the release too.
+#[tokio::test(flavor = "current_thread")]
+async fn the_max_unavailable_driver_stops_on_the_canary_node_too() {
+    DRIVER.with(|driver| driver.set(Driver::MaxUnavailable));
+    let (_sim, client, _run) = on_sim("health-breaks-node-mu").await;
+    let (status, most) = roll_out_v2(
+        &client,
+        "breaks-node=2s",
+        serde_json::json!({}),
+        None,
+        "failed",
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(most, 1, "only the canary's node ever ran v2");
+    assert_eq!(status.unhealthy_node_count, Some(1), "{status:?}");
+    // The DaemonSet controller is held: it replaces nothing more.
+    let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let ds = daemon_sets.get(NAME).await.unwrap();
+    let strategy = ds
+        .spec
+        .and_then(|s| s.update_strategy)
+        .and_then(|s| s.type_);
+    assert_eq!(strategy.as_deref(), Some("OnDelete"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1482,6 +1482,7 @@ fn check_declared_fields(harness: &Harness<'_>) {
 pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> Outcome {
     let world = World::new()
         .pods_driver(plan.pods.is_some())
+        .soaked(plan.compatibility == Compatibility::Fixed)
         .heartbeat(heartbeat);
     let intent: SharedIntent = Arc::new(Mutex::new(Intent::default()));
     let sim = match canary_kube_adapter::crd()

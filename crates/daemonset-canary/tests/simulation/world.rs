@@ -272,14 +272,23 @@ pub struct WriteTally {
     /// The Pods driver: a rollout is one DaemonSet write (the template, `OnDelete`), whatever
     /// the steps; the pods are deleted one by one instead, which invariant 14 bounds.
     pub pods_driver: bool,
+    /// The MaxUnavailable driver's canary soaks (issue 46: `Fixed` compatibility, the default
+    /// 30 s): its hold (the DaemonSet on `OnDelete` until the canary has soaked) is one
+    /// write more per rollout.
+    pub soaked: bool,
 }
 
 impl WriteTally {
-    /// Writes beyond those of a rollout (three, or one with the Pods driver) and its retries:
+    /// Writes beyond those of a rollout (three, four with the canary's soak, or one with the
+    /// Pods driver) and its retries:
     /// a failed write allows one more, a kill allows one more that changes nothing, a hand
     /// edit one rollout more (its revert).
     pub fn excess(&self) -> u64 {
-        let per_rollout = if self.pods_driver { 1 } else { 3 };
+        let per_rollout = match (self.pods_driver, self.soaked) {
+            (true, _) => 1,
+            (false, true) => 4,
+            (false, false) => 3,
+        };
         let allowed = per_rollout
             + self.failed
             + self.unchanged.min(self.kills)
@@ -309,6 +318,7 @@ struct State {
     /// The same requests by kind (`DELETE pods`), for the report of a hot loop.
     request_kinds: BTreeMap<(usize, u64), BTreeMap<String, u64>>,
     pods_driver: bool,
+    soaked: bool,
     /// Successful DELETEs per pod UID (invariant 14).
     deletes_per_uid: BTreeMap<String, u32>,
     /// Deletions the checker has not taken in yet (invariant 11).
@@ -365,6 +375,12 @@ impl World {
     }
 
     /// A world whose rollouts use the Pods driver (see [`WriteTally::pods_driver`]).
+    /// The MaxUnavailable driver's canary soaks (see [`WriteTally::soaked`]).
+    pub fn soaked(self, soaked: bool) -> Self {
+        self.lock().soaked = soaked;
+        self
+    }
+
     pub fn pods_driver(self, pods_driver: bool) -> Self {
         self.lock().pods_driver = pods_driver;
         self
@@ -499,11 +515,13 @@ impl World {
     pub fn tally(&self, version: &str, edit: impl FnOnce(&mut WriteTally)) -> WriteTally {
         let mut state = self.lock();
         let pods_driver = state.pods_driver;
+        let soaked = state.soaked;
         let tally = state
             .writes
             .entry(version.to_owned())
             .or_insert_with(|| WriteTally {
                 pods_driver,
+                soaked,
                 ..WriteTally::default()
             });
         edit(tally);

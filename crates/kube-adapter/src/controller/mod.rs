@@ -38,7 +38,7 @@ use crate::undecodable::Notice;
 use crate::watched_node::{CachedNode, WatchedNode};
 use crate::workload::WorkloadWatches;
 use watches::{
-    Listed, Source, Triggers, Watching, owner_of_labelled, owner_or_referrers, pods_driven,
+    Listed, Source, Triggers, Watching, node_readers, owner_of_labelled, owner_or_referrers,
 };
 
 mod watches;
@@ -391,7 +391,7 @@ fn serve(
         .watches_stream(triggers.revisions, owner_of_labelled)
         // A node that changes (NotReady, cordoned, back) matters to Pods-driver rollouts only.
         .watches_stream(triggers.nodes, move |_node: WatchedNode| {
-            pods_driven(&node_targets.state())
+            node_readers(&node_targets.state())
         })
         .reconcile_on(triggers.counted)
         .reconcile_on(triggers.facts)

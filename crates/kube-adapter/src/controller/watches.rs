@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use canary_predicates::PodSummary;
-use canary_state_machine::Driver;
 use futures::{TryStreamExt, future};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::api::{Api, DynamicObject};
@@ -144,12 +143,13 @@ impl Watching<'_> {
         Box::pin(self.errors.without_errors(stream, "controllerrevisions"))
     }
 
-    /// Nodes, for the Pods driver: health, zone and canary labels, nothing else, decoded as
+    /// Nodes, for the health gates and the Pods driver: health and troubled conditions, zone
+    /// and canary labels, nothing else, decoded as
     /// `WatchedNode` (a node's status carries its image list and more, several KiB each) and
     /// kept in `index` as `CachedNode`. Not part of readiness: a controller without node
     /// permissions still runs the MaxUnavailable driver. Kubelets report their status every
-    /// few minutes: only a change of what the driver reads triggers (`NodeTally`), and only
-    /// when a CanaryDaemonSet of `canaries` is Pods-driven.
+    /// few minutes: only a change of what the drivers read triggers (`NodeTally`), and only
+    /// when there is a CanaryDaemonSet.
     pub(super) fn nodes(
         &self,
         index: OwnerIndex<CachedNode>,
@@ -169,7 +169,7 @@ impl Watching<'_> {
                 watcher::Event::InitApply(node) => Some(node),
                 watcher::Event::Init | watcher::Event::InitDone => None,
             };
-            node.filter(|_| !pods_driven(&canaries.state()).is_empty())
+            node.filter(|_| !canaries.state().is_empty())
         });
         Box::pin(self.errors.quiet_or_trigger(stream, "nodes"))
     }
@@ -205,12 +205,11 @@ impl Watching<'_> {
     }
 }
 
-/// The CanaryDaemonSets a node event concerns: those of the Pods driver.
-pub(super) fn pods_driven(all: &[Arc<CanaryDaemonSet>]) -> Vec<ObjectRef<CanaryDaemonSet>> {
-    all.iter()
-        .filter(|cds| cds.spec.strategy.driver == Driver::Pods)
-        .map(|cds| ObjectRef::from_obj(&**cds))
-        .collect()
+/// The CanaryDaemonSets a node event concerns: every one, since the health gates of both
+/// drivers read the nodes (issue 46: a node the release breaks fails the rollout at once, not
+/// at the next pod event); the Pods driver also reads their zones and canary labels.
+pub(super) fn node_readers(all: &[Arc<CanaryDaemonSet>]) -> Vec<ObjectRef<CanaryDaemonSet>> {
+    all.iter().map(|cds| ObjectRef::from_obj(&**cds)).collect()
 }
 
 /// The CanaryDaemonSets a DaemonSet event concerns: its controller owner, and every one that

@@ -30,7 +30,7 @@ use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
 /// Whether this driver soaks its canary (issue 46): not yet, see `health_facts`.
-const SOAK_UNDER_MAX_UNAVAILABLE: bool = false;
+const SOAK_UNDER_MAX_UNAVAILABLE: bool = true;
 
 /// The MaxUnavailable driver of one pass: what it observed, for its record.
 pub(super) struct Steer {

@@ -150,20 +150,50 @@ fn max_unavailable_the_reference_table_fails_too_and_the_failure_stays() {
 }
 
 #[test]
-fn max_unavailable_the_canary_soaks_before_the_widen() {
+fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_controller_held() {
     let mut soaking = facts(HealthPolicy::default(), Vec::new());
     soaking.now = Stamp(CREATED + 20);
+    // At maxUnavailable 1 the DaemonSet controller would replace the next pod as soon as the
+    // canary is available: the soak holds it (`OnDelete`), then comes back when it ends.
     let decision = decide(&Strategy::default(), &canary_ready(Some(soaking.clone())));
     assert_eq!(decision.phase, Phase::Canary);
-    assert_eq!(decision.write, None);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
     assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
-    // A restarted controller reads the same Ready time: the soak does not start again.
-    soaking.now = Stamp(CREATED + 40);
-    let decision = decide(&Strategy::default(), &canary_ready(Some(soaking)));
-    assert_eq!(decision.phase, Phase::Increasing);
+    let held = Observation {
+        live_on_hold: true,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    let decision = decide(&Strategy::default(), &held);
+    assert_eq!((decision.phase, decision.write), (Phase::Canary, None));
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
+    // Held before the canary is ready too: nothing proves it yet.
+    let mut not_ready = soaking.clone();
+    not_ready.canary_ready_since = None;
+    let starting = Observation {
+        updated_ready_pods: 0,
+        ..canary_ready(Some(not_ready))
+    };
     assert_eq!(
-        decision.write.and_then(|w| w.max_unavailable),
-        Some(MaxUnavailable::TEN_PERCENT)
+        decide(&Strategy::default(), &starting)
+            .write
+            .map(|w| w.kind),
+        Some(WriteKind::Hold)
+    );
+    // A restarted controller reads the same Ready time: the soak does not start again; the
+    // widen's write (RollingUpdate at 10%) ends the hold.
+    soaking.now = Stamp(CREATED + 40);
+    let decision = decide(
+        &Strategy::default(),
+        &Observation {
+            live_on_hold: true,
+            ..canary_ready(Some(soaking))
+        },
+    );
+    assert_eq!(decision.phase, Phase::Increasing);
+    let write = decision.write.unwrap();
+    assert_eq!(
+        (write.kind, write.max_unavailable),
+        (WriteKind::Widen, Some(MaxUnavailable::TEN_PERCENT))
     );
 }
 
