@@ -515,27 +515,41 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
     failure
 }
 
-/// The canary's soak under the MaxUnavailable driver (issue 46): once the canary's pod
-/// exists and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write)
-/// until the canary has been ready for the soak; the widen's write (the desired DaemonSet,
-/// `RollingUpdate` at the fast `maxUnavailable`) ends it. `None` when there is no soak to
-/// hold for.
+/// The canary held under the MaxUnavailable driver (issue 46): once the canary's pod exists
+/// and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write) until
+/// the widen may be written: the canary has been ready for the soak (`spec.health`), and its
+/// analysis passes (`spec.analysis`). The widen's write (the desired DaemonSet, `RollingUpdate`
+/// at the fast `maxUnavailable`) ends it. `None` when there is nothing to hold for, or the
+/// hold is in already (the widen's gates then decide, [`widen_when_proven`]).
 fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
-    let facts = observation.health.as_ref()?;
-    let soaking = !facts.policy.canary_soak.is_zero()
-        && observation.updated_pods > 0
+    let old_pods_left = observation.updated_pods > 0
         && observation.updated_pods < observation.desired_pods
         && observation
             .live_max_unavailable
-            .matches(strategy.canary_max_unavailable)
-        && (facts.canary_ready_since.is_none() || soak_left(facts).is_some());
-    if !soaking || observation.live_on_hold {
+            .matches(strategy.canary_max_unavailable);
+    if !old_pods_left || observation.live_on_hold {
         return None;
     }
-    let decision = hold(strategy, observation, Phase::Canary);
+    let soak = observation.health.as_ref().filter(|facts| {
+        !facts.policy.canary_soak.is_zero()
+            && (facts.canary_ready_since.is_none() || soak_left(facts).is_some())
+    });
+    let analysis = measured(strategy, observation);
+    let unproven = observation.analysis.is_some()
+        && !analysis.is_some_and(|a| a.verdict == AnalysisVerdict::Passing);
+    if soak.is_none() && !unproven {
+        return None;
+    }
+    let mut decision = hold(strategy, observation, Phase::Canary);
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
+    decision.events.extend(analysis_inconclusive(
+        &observation.name,
+        analysis,
+        "the canary",
+        "the widen waits for a conclusive measurement",
+    ));
     Some(Decision {
         write: Some(DaemonSetWrite {
             kind: WriteKind::Hold,
@@ -543,7 +557,7 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
             template_edit: None,
         }),
         action: MaxUnavailableAction {
-            wake_after: soak_left(facts),
+            wake_after: soak.and_then(soak_left),
             ..MaxUnavailableAction::default()
         },
         ..decision

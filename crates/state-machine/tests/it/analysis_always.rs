@@ -52,6 +52,14 @@ fn canary_ready(analysis: Option<StepAnalysis>) -> Observation {
     }
 }
 
+/// `observation` with the DaemonSet controller held (`OnDelete`, the hold's write in).
+fn held(observation: Observation) -> Observation {
+    Observation {
+        live_on_hold: true,
+        ..observation
+    }
+}
+
 /// The same rollout widened: 2 of 3 updated at `10%`.
 fn widened(analysis: Option<StepAnalysis>) -> Observation {
     Observation {
@@ -96,26 +104,54 @@ fn max_unavailable_the_widen_waits_until_the_canarys_analysis_passes() {
     // Without analysis, as before: the ready canary widens.
     let before = decide(&strategy, &canary_ready(None));
     assert_eq!(before.write.map(|w| w.kind), Some(WriteKind::Widen));
-    // Nothing measured yet, or not every metric passed: it holds, nothing written.
+    // Nothing measured yet, or not every metric passed: the DaemonSet controller is held
+    // (at maxUnavailable 1 it would replace the next pod as soon as the canary is available),
+    // and then nothing more is written until the analysis passes.
     for verdict in [AnalysisVerdict::Pending, inconclusive()] {
-        let decision = decide(
-            &strategy,
-            &canary_ready(analysis(ANALYSIS_CANARY, verdict.clone(), true)),
-        );
+        let observation = canary_ready(analysis(ANALYSIS_CANARY, verdict.clone(), true));
+        let decision = decide(&strategy, &observation);
         assert_eq!(decision.phase, Phase::Canary, "{verdict:?}");
-        assert_eq!(decision.write, None, "{verdict:?}");
+        assert_eq!(
+            decision.write.map(|w| w.kind),
+            Some(WriteKind::Hold),
+            "{verdict:?}"
+        );
         assert!(decision.failure.is_none() && decision.events.is_empty());
+        let held = decide(&strategy, &held(observation));
+        assert_eq!(
+            (held.phase, held.write),
+            (Phase::Canary, None),
+            "{verdict:?}"
+        );
+        assert!(held.failure.is_none() && held.events.is_empty());
     }
+    // Held before the canary is ready too: its first pod is enough.
+    let starting = Observation {
+        updated_ready_pods: 0,
+        ..canary_ready(analysis(ANALYSIS_CANARY, AnalysisVerdict::Pending, false))
+    };
+    assert_eq!(
+        decide(&strategy, &starting).write.map(|w| w.kind),
+        Some(WriteKind::Hold)
+    );
     // The widened stretch's verdict is not the canary's: it holds too.
     let elsewhere = decide(
         &strategy,
-        &canary_ready(analysis(ANALYSIS_WIDENED, AnalysisVerdict::Passing, false)),
+        &held(canary_ready(analysis(
+            ANALYSIS_WIDENED,
+            AnalysisVerdict::Passing,
+            false,
+        ))),
     );
     assert_eq!(elsewhere.write, None);
-    // Every metric passed once: the widen.
+    // Every metric passed once: the widen, whose write (RollingUpdate at 10%) ends the hold.
     let passing = decide(
         &strategy,
-        &canary_ready(analysis(ANALYSIS_CANARY, AnalysisVerdict::Passing, false)),
+        &held(canary_ready(analysis(
+            ANALYSIS_CANARY,
+            AnalysisVerdict::Passing,
+            false,
+        ))),
     );
     assert_eq!(passing.phase, Phase::Increasing);
     assert_eq!(
@@ -132,6 +168,19 @@ fn max_unavailable_an_inconclusive_canary_is_announced_once() {
         &canary_ready(analysis(ANALYSIS_CANARY, inconclusive(), false)),
     );
     assert_eq!(first.phase, Phase::Canary);
+    assert_eq!(first.write.map(|w| w.kind), Some(WriteKind::Hold));
+    let held_first = decide(
+        &strategy,
+        &held(canary_ready(analysis(
+            ANALYSIS_CANARY,
+            inconclusive(),
+            false,
+        ))),
+    );
+    assert_eq!(
+        event_reasons(&held_first),
+        [event_reason::ANALYSIS_INCONCLUSIVE]
+    );
     assert_eq!(event_reasons(&first), [event_reason::ANALYSIS_INCONCLUSIVE]);
     assert!(
         first.events[0].message.contains("in the canary"),
@@ -249,8 +298,31 @@ fn max_unavailable_the_widen_waits_for_the_soak_and_the_analysis_both() {
     };
     let with = |health: &HealthFacts, verdict: AnalysisVerdict| Observation {
         health: Some(health.clone()),
+        live_on_hold: true,
         ..canary_ready(analysis(ANALYSIS_CANARY, verdict, false))
     };
+    // Not held yet: the hold, back when the soak ends.
+    let decision = decide(
+        &strategy,
+        &Observation {
+            live_on_hold: false,
+            ..with(&soaking, AnalysisVerdict::Passing)
+        },
+    );
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    assert_eq!(decision.action.wake_after, Some(Duration::from_secs(20)));
+    let decision = decide(
+        &strategy,
+        &Observation {
+            live_on_hold: false,
+            ..with(&soaked, AnalysisVerdict::Pending)
+        },
+    );
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    assert_eq!(
+        decision.action.wake_after, None,
+        "a measurement brings the pass"
+    );
     // Passing, still soaking: back when the soak ends.
     let decision = decide(&strategy, &with(&soaking, AnalysisVerdict::Passing));
     assert_eq!((decision.phase, decision.write), (Phase::Canary, None));
