@@ -128,11 +128,30 @@ impl Table for Steer<'_> {
         if !SyncFlags::of(strategy, &self.observation).any() {
             return quiet(strategy, &self.observation);
         }
-        match strategy.compatibility {
+        let decision = match strategy.compatibility {
             Compatibility::KubeVirt => reference_rows(strategy, &self.observation),
             Compatibility::Fixed => fixed_rows(strategy, &self.observation),
-        }
+        };
+        announce_inconclusive_canary(strategy, &self.observation, decision)
     }
+}
+
+/// Issue 46: a canary whose analysis became inconclusive past its limit is announced once
+/// (a Warning), whatever holds it in this pass (its soak, its readiness, its analysis).
+fn announce_inconclusive_canary(
+    strategy: &Strategy,
+    observation: &Observation,
+    mut decision: Decision,
+) -> Decision {
+    if decision.phase == Phase::Canary {
+        decision.events.extend(analysis_inconclusive(
+            &observation.name,
+            measured(strategy, observation),
+            "the canary",
+            "the widen waits for a conclusive measurement",
+        ));
+    }
+    decision
 }
 
 /// Decides the create path (spec section 3, step 2): the DaemonSet does not exist yet.
@@ -425,15 +444,21 @@ fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
 /// canary's analysis, which the widen waits for), 1 once widened (measured on until the end).
 /// The caller keys its measurements by it, so a widen starts fresh counts.
 pub fn analysis_step(strategy: &Strategy, observation: &Observation) -> u32 {
-    let live = &observation.live_max_unavailable;
-    let at_canary_value = match strategy.compatibility {
-        Compatibility::KubeVirt => live.reference_int_value() == 1,
-        Compatibility::Fixed => live.matches(strategy.canary_max_unavailable),
-    };
-    if at_canary_value && observation.updated_pods < observation.desired_pods {
+    if at_canary_value(strategy, observation) && observation.updated_pods < observation.desired_pods
+    {
         ANALYSIS_CANARY
     } else {
         ANALYSIS_WIDENED
+    }
+}
+
+/// The live `maxUnavailable` is the canary (and resting) value, as the table reads it: the
+/// rollout is not widened, or its finish is written.
+pub fn at_canary_value(strategy: &Strategy, observation: &Observation) -> bool {
+    let live = &observation.live_max_unavailable;
+    match strategy.compatibility {
+        Compatibility::KubeVirt => live.reference_int_value() == 1,
+        Compatibility::Fixed => live.matches(strategy.canary_max_unavailable),
     }
 }
 
@@ -462,8 +487,9 @@ fn place(strategy: &Strategy, observation: &Observation) -> String {
 
 /// Row 3a behind the issue 46 gates, which both hold the widen: the canary soaks (the health
 /// gates' `canarySoak`) and its analysis passes (every metric passed once, `spec.analysis`).
-/// Missing data holds it (`Pending`, `Inconclusive`, with a Warning past the limit); nothing
-/// is written meanwhile. The first gate not met says when to come back.
+/// Missing data holds it (`Pending`, `Inconclusive`, announced by
+/// [`announce_inconclusive_canary`]); nothing is written meanwhile. The first gate not met
+/// says when to come back.
 fn widen_when_proven(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(left) = observation.health.as_ref().and_then(soak_left) {
         return soaking(strategy, observation, left);
@@ -471,20 +497,11 @@ fn widen_when_proven(strategy: &Strategy, observation: &Observation) -> Decision
     if observation.analysis.is_none() {
         return widen(strategy, observation);
     }
-    let analysis = measured(strategy, observation);
-    if analysis.is_some_and(|a| a.verdict == AnalysisVerdict::Passing) {
+    if measured(strategy, observation).is_some_and(|a| a.verdict == AnalysisVerdict::Passing) {
         return widen(strategy, observation);
     }
-    let mut decision = hold(strategy, observation, Phase::Canary);
-    if decision.phase == Phase::Canary {
-        decision.events.extend(analysis_inconclusive(
-            &observation.name,
-            analysis,
-            "the canary",
-            "the widen waits for a conclusive measurement",
-        ));
-    }
-    decision
+    // Missing data holds it; the next measurement brings a pass.
+    hold(strategy, observation, Phase::Canary)
 }
 
 /// A pass with nothing to write, unless the progress deadline has passed.
@@ -540,16 +557,10 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
     if soak.is_none() && !unproven {
         return None;
     }
-    let mut decision = hold(strategy, observation, Phase::Canary);
+    let decision = hold(strategy, observation, Phase::Canary);
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
-    decision.events.extend(analysis_inconclusive(
-        &observation.name,
-        analysis,
-        "the canary",
-        "the widen waits for a conclusive measurement",
-    ));
     Some(Decision {
         write: Some(DaemonSetWrite {
             kind: WriteKind::Hold,

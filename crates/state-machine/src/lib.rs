@@ -97,7 +97,8 @@ pub use analysis::{
 };
 pub use condition::{ConditionReason, ConditionType};
 pub use decide::{
-    ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, decide, decide_create, tls_step,
+    ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, at_canary_value, decide,
+    decide_create, tls_step,
 };
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};

@@ -12,7 +12,8 @@ use canary_predicates::{
 };
 use canary_state_machine::{
     AnalysisVerdict, Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation,
-    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, analysis_step, decide,
+    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, analysis_step,
+    at_canary_value, decide,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 
@@ -96,6 +97,11 @@ impl Driver for Steer {
         if plan.analysis.is_some() {
             let step = analysis_step(&plan.strategy, &self.observation);
             self.measure = pass.measure(plan, &rule, &self.observation, step);
+            if self.measure.is_none() {
+                // Nothing to measure yet (no updated pod), or nothing to judge (a first
+                // install): no gate. The canary's first pod brings the next pass.
+                return Ok(());
+            }
             let measured = self.measure.as_ref().and_then(|m| m.measured.as_ref());
             let verdict = measured.map_or(AnalysisVerdict::Pending, |(v, _)| v.clone());
             let announced = pass
@@ -163,8 +169,8 @@ impl Driver for Steer {
 impl Pass<'_> {
     /// What to measure in this pass (issue 46): the stretch `step` of a rollout under way,
     /// from its first updated pod, over the updated nodes against those still on an older
-    /// revision; `None` at rest or before any pod is updated. Walks the DaemonSet's pods
-    /// (only with `spec.analysis`).
+    /// revision; `None` at rest, before any pod is updated, and with no old pod at the canary
+    /// value (a first install creates every pod at once: nothing to hold back, no baseline). Walks the DaemonSet's pods (only with `spec.analysis`).
     fn measure(
         &self,
         plan: &Plan,
@@ -175,7 +181,7 @@ impl Pass<'_> {
         if observation.updated_pods == 0 || !SyncFlags::of(&plan.strategy, observation).any() {
             return None;
         }
-        let (revision, values) = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
+        let (revision, values, old_pods) = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
             let mut revisions: std::collections::BTreeMap<&str, u32> = Default::default();
             let placed: Vec<Placed<'_>> = pods
                 .filter(|pod| !pod.is_terminating())
@@ -200,9 +206,15 @@ impl Pass<'_> {
                 .max_by_key(|(hash, count)| (**count, std::cmp::Reverse(**hash)))
                 .map(|(hash, _)| (*hash).to_owned())
                 .unwrap_or_default();
+            let old_pods = placed.iter().filter(|p| !p.updated).count();
             let values = template_values(&self.namespace, &self.ds_name, &revision, placed);
-            (revision, values)
+            (revision, values, old_pods)
         });
+        // No old pod at the canary value: a first install (every pod created at once), or a
+        // finish written. Nothing to hold back, no baseline.
+        if old_pods == 0 && at_canary_value(&plan.strategy, observation) {
+            return None;
+        }
         let key = self.analysis_key(Some(&revision), step);
         let measured = self.ctx.memory.analysis_snapshot(self.cds, &key);
         Some(Measure {
