@@ -584,22 +584,30 @@ fn a_kill_excuses_one_repeated_write_only_when_it_changed_nothing() {
         hand_edits: 0,
         pods_driver: false,
         soaked: false,
+        soak_holds: 0,
     };
     assert_eq!(tally(3, 0, 0, 0).excess(), 0, "start, widen, finish");
-    let soaked = world::WriteTally {
+    // The canary's soak: one type-only hold per soaked rollout, counted apart; a second goes
+    // to the holds on request, and the Pods driver's soak writes nothing.
+    let mut soaked = world::WriteTally {
         soaked: true,
-        ..tally(4, 0, 0, 0)
+        ..tally(3, 0, 0, 0)
     };
-    assert_eq!(soaked.excess(), 0, "start, the soak's hold, widen, finish");
-    assert_eq!(
-        world::WriteTally {
-            succeeded: 5,
-            ..soaked
-        }
-        .excess(),
-        1,
-        "a fifth write"
-    );
+    assert!(soaked.soak_hold(), "the soak's hold");
+    assert!(!soaked.soak_hold(), "one per rollout");
+    assert_eq!(soaked.excess(), 0, "start, widen, finish beside it");
+    let mut edited = world::WriteTally {
+        soaked: true,
+        hand_edits: 1,
+        ..tally(6, 0, 0, 0)
+    };
+    assert!(edited.soak_hold() && edited.soak_hold() && !edited.soak_hold());
+    let mut pods = world::WriteTally {
+        soaked: true,
+        pods_driver: true,
+        ..tally(1, 0, 0, 0)
+    };
+    assert!(!pods.soak_hold(), "the Pods driver's soak writes nothing");
     assert_eq!(tally(4, 0, 0, 0).excess(), 1, "a fourth write");
     assert_eq!(tally(4, 1, 0, 0).excess(), 0, "the retry of a failed write");
     assert_eq!(tally(4, 0, 1, 1).excess(), 0, "a no-op repeat after a kill");

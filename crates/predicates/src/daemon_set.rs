@@ -22,6 +22,7 @@ pub fn observe_daemon_set(live: &DaemonSet, counts: &PodCounts) -> Observation {
         desired_pods: u32::try_from(status.desired_number_scheduled).unwrap_or(0),
         updated_pods: counts.updated,
         updated_ready_pods: counts.updated_ready,
+        old_pods: counts.total.saturating_sub(counts.updated),
         crash_loop: counts
             .first_crash_loop
             .as_ref()

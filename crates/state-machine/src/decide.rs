@@ -202,8 +202,7 @@ pub fn decide_create(strategy: &Strategy, name: &str, version: &str) -> Decision
 fn recorded() -> MaxUnavailableAction {
     MaxUnavailableAction {
         record_generation: true,
-        quiet: false,
-        wake_after: None,
+        ..MaxUnavailableAction::default()
     }
 }
 
@@ -219,9 +218,8 @@ fn quiet(strategy: &Strategy, observation: &Observation) -> Decision {
         done: true,
         events: event.into_iter().collect(),
         action: MaxUnavailableAction {
-            record_generation: false,
             quiet: true,
-            wake_after: None,
+            ..MaxUnavailableAction::default()
         },
         ..Decision::hold(Phase::Successful)
     }
@@ -375,6 +373,8 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
+        // The canary has soaked and its analysis passed (`soak_held` above), or nothing
+        // holds it.
         widen_when_proven(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
@@ -535,25 +535,28 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
 /// The canary held under the MaxUnavailable driver (issue 46): once the canary's pod exists
 /// and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write) until
 /// the widen may be written: the canary has been ready for the soak (`spec.health`), and its
-/// analysis passes (`spec.analysis`). The widen's write (the desired DaemonSet, `RollingUpdate`
-/// at the fast `maxUnavailable`) ends it. `None` when there is nothing to hold for, or the
-/// hold is in already (the widen's gates then decide, [`widen_when_proven`]).
+/// analysis passes (`spec.analysis`). Never while no pod is old: a DaemonSet just created has
+/// nothing to hold back. The widen's write (the desired DaemonSet, `RollingUpdate` at the fast
+/// `maxUnavailable`) ends it. A DaemonSet on `OnDelete` already (this hold's earlier pass, or
+/// a hold on request) is kept so: nothing written, and the end of a hold on request writes no
+/// `RollingUpdate` that this hold would undo ([`MaxUnavailableAction::keeps_hold`]). `None`
+/// when nothing holds the widen.
 fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
     let old_pods_left = observation.updated_pods > 0
         && observation.updated_pods < observation.desired_pods
+        && observation.old_pods > 0
         && observation
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable);
-    if !old_pods_left || observation.live_on_hold {
+    if !old_pods_left {
         return None;
     }
     let soak = observation.health.as_ref().filter(|facts| {
         !facts.policy.canary_soak.is_zero()
             && (facts.canary_ready_since.is_none() || soak_left(facts).is_some())
     });
-    let analysis = measured(strategy, observation);
     let unproven = observation.analysis.is_some()
-        && !analysis.is_some_and(|a| a.verdict == AnalysisVerdict::Passing);
+        && !measured(strategy, observation).is_some_and(|a| a.verdict == AnalysisVerdict::Passing);
     if soak.is_none() && !unproven {
         return None;
     }
@@ -562,13 +565,14 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
         return Some(decision);
     }
     Some(Decision {
-        write: Some(DaemonSetWrite {
+        write: (!observation.live_on_hold).then_some(DaemonSetWrite {
             kind: WriteKind::Hold,
             max_unavailable: None,
             template_edit: None,
         }),
         action: MaxUnavailableAction {
             wake_after: soak.and_then(soak_left),
+            keeps_hold: true,
             ..MaxUnavailableAction::default()
         },
         ..decision

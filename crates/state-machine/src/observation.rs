@@ -74,6 +74,11 @@ pub struct Observation {
     pub updated_pods: u32,
     /// Updated pods that are also ready.
     pub updated_ready_pods: u32,
+    /// Pods of the live DaemonSet on an earlier template: those a rollout still replaces. A
+    /// DaemonSet just created, or a node that joined, has pods missing (desired above
+    /// updated) but none old: the MaxUnavailable driver's canary soak holds the DaemonSet
+    /// controller only while some are old (issue 46).
+    pub old_pods: u32,
     /// The first crash-looping updated pod, if any.
     pub crash_loop: Option<CrashLoopSeen>,
     /// `maxUnavailable` exactly as the live DaemonSet has it.
@@ -132,6 +137,7 @@ impl Default for Observation {
             desired_pods: 0,
             updated_pods: 0,
             updated_ready_pods: 0,
+            old_pods: 0,
             crash_loop: None,
             live_max_unavailable: LiveMaxUnavailable::Unset,
             rollout_observed: true,

@@ -306,6 +306,19 @@ impl Recorded {
                 self.check_not_held(&format!("{} {} daemonsets", self.identity, request.method));
             }
             self.world.count(|e| e.daemon_set_writes += 1);
+            if holds {
+                let mut soak_hold = false;
+                self.world.tally(&version, |t| soak_hold = t.soak_hold());
+                if soak_hold {
+                    self.world.trace(format!(
+                        "{} {} daemonsets -> {} (update strategy OnDelete, the canary's soak)",
+                        self.identity,
+                        request.method,
+                        status.as_u16()
+                    ));
+                    return;
+                }
+            }
             if let Some(to) = &type_moved_to
                 && self.world.strategy_type_written()
             {

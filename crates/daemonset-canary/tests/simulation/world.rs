@@ -30,6 +30,9 @@ pub enum Invariant {
     /// 6. At quiescence the status phase agrees with the cluster.
     StatusAgreesAtQuiescence,
     /// 7. At most three DaemonSet writes per rollout plus retries; only the leader writes.
+    ///    The MaxUnavailable driver's canary soak (issue 46) holds the DaemonSet controller
+    ///    with one more, a move of the update strategy type alone to `OnDelete`: one per
+    ///    soaked rollout, counted apart (a `pause` during the soak reuses that hold).
     ///
     /// A retry is a write after one that failed, or a write that changes nothing repeated after
     /// a kill: a controller killed between a write and the status write that records it cannot
@@ -273,27 +276,45 @@ pub struct WriteTally {
     /// the steps; the pods are deleted one by one instead, which invariant 14 bounds.
     pub pods_driver: bool,
     /// The MaxUnavailable driver's canary soaks (issue 46: `Fixed` compatibility, the default
-    /// 30 s): its hold (the DaemonSet on `OnDelete` until the canary has soaked) is one
-    /// write more per rollout.
+    /// 30 s) with the DaemonSet controller held: the DaemonSet on `OnDelete` until the canary
+    /// has soaked, a write that moves the update strategy type alone (the widen's write ends
+    /// it). It is counted apart ([`WriteTally::soak_hold`]), not as a write of the rollout.
     pub soaked: bool,
+    /// The soak's holds seen: type-only moves to `OnDelete` taken as the soak's (one per
+    /// rollout: the version's, and the revert of each hand edit).
+    pub soak_holds: u64,
 }
 
 impl WriteTally {
-    /// Writes beyond those of a rollout (three, four with the canary's soak, or one with the
-    /// Pods driver) and its retries:
+    /// Writes beyond those of a rollout (three, or one with the Pods driver) and its retries:
     /// a failed write allows one more, a kill allows one more that changes nothing, a hand
-    /// edit one rollout more (its revert).
+    /// edit one rollout more (its revert). The canary soak's hold is not among them
+    /// ([`WriteTally::soak_hold`]).
     pub fn excess(&self) -> u64 {
-        let per_rollout = match (self.pods_driver, self.soaked) {
-            (true, _) => 1,
-            (false, true) => 4,
-            (false, false) => 3,
-        };
+        let per_rollout = if self.pods_driver { 1 } else { 3 };
         let allowed = per_rollout
             + self.failed
             + self.unchanged.min(self.kills)
             + per_rollout * self.hand_edits;
         self.succeeded.saturating_sub(allowed)
+    }
+
+    /// Takes a type-only move to `OnDelete` as the canary soak's hold, when this version's
+    /// rollouts soak under the MaxUnavailable driver and have not each had theirs; `false`
+    /// leaves it to the holds on request (invariant 15's budget), then to `succeeded`.
+    ///
+    /// Either order of a hold on request and the soak's hold comes out right: a `pause` before
+    /// the canary's pod exists takes the soak's slot, its resume and the soak's own hold then
+    /// take the two that hold on request allows.
+    pub fn soak_hold(&mut self) -> bool {
+        let allowed = if self.soaked && !self.pods_driver {
+            1 + self.hand_edits
+        } else {
+            0
+        };
+        let taken = self.soak_holds < allowed;
+        self.soak_holds += u64::from(taken);
+        taken
     }
 }
 
@@ -414,8 +435,10 @@ impl World {
     /// within the two a hold asked for allows (else it counts as any write, invariant 7).
     pub fn strategy_type_written(&self) -> bool {
         let mut state = self.lock();
-        state.strategy_type_writes += 1;
-        state.strategy_type_writes <= 2 * state.holds_asked
+        // One that is not within it counts as a write of the rollout, and spends none of it.
+        let within = state.strategy_type_writes < 2 * state.holds_asked;
+        state.strategy_type_writes += u64::from(within);
+        within
     }
 
     /// Whether nothing may move now: held for longer than the grace.

@@ -30,9 +30,6 @@ use crate::index::PodCountRule;
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
-/// Whether this driver soaks its canary (issue 46): not yet, see `health_facts`.
-const SOAK_UNDER_MAX_UNAVAILABLE: bool = true;
-
 /// The MaxUnavailable driver of one pass: what it observed, for its record.
 pub(super) struct Steer {
     tls: Option<TlsFacts>,
@@ -271,13 +268,13 @@ impl Pass<'_> {
         observation: &Observation,
     ) -> HealthFacts {
         let counted = |pod: &PodSummary| rule.count_of(pod);
-        // The soak of this driver needs the DaemonSet controller held while the canary soaks
-        // (at maxUnavailable 1 it replaces the next pod as soon as the canary is available):
-        // until that lands (issue 46, next change), no soak is asked for here.
-        let may_soak = SOAK_UNDER_MAX_UNAVAILABLE
-            && !plan.health.policy.canary_soak.is_zero()
+        // The state machine holds the DaemonSet controller while the canary soaks (at
+        // maxUnavailable 1 it replaces the next pod as soon as the canary is available); the
+        // Ready times are walked only while it may.
+        let may_soak = !plan.health.policy.canary_soak.is_zero()
             && observation.updated_ready_pods > 0
             && observation.updated_pods < observation.desired_pods
+            && observation.old_pods > 0
             && observation
                 .live_max_unavailable
                 .matches(plan.strategy.canary_max_unavailable);

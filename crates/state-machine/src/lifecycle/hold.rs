@@ -10,7 +10,9 @@
 //! (`Report`) is not written to. The hold is announced once (`Paused`), as is its end
 //! (`Resumed`); once the hold is gone, a DaemonSet left on `OnDelete` by it goes back to
 //! `RollingUpdate`: with the rows' own write when there is one (every write of the desired
-//! DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write. The progress
+//! DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write, unless the rows
+//! keep it on `OnDelete` themselves (the MaxUnavailable driver's canary soak,
+//! [`DriverAction::keeps_hold`]): the soak reuses the hold, and its widen ends both. The progress
 //! deadline does not run while held (the phase is `paused`).
 
 use super::events::{paused_event, resumed_event, started_event};
@@ -34,7 +36,13 @@ pub(super) fn held_on_request<A: DriverAction>(
                     }
                 }
             }
-            if life.live_on_hold == Some(true) && decision.write.is_none() && !decision.drifted {
+            // The canary's soak keeps the hold's `OnDelete` as it is (one write fewer each
+            // way: soak seeds 18, 64 and 89 paused and resumed during the soak).
+            if life.live_on_hold == Some(true)
+                && decision.write.is_none()
+                && !decision.drifted
+                && !decision.action.keeps_hold()
+            {
                 decision.write = Some(strategy_type_write(WriteKind::Resume));
             }
             decision.events.insert(0, resumed_event(life.name));

@@ -81,6 +81,12 @@ pub trait DriverAction: Default {
     fn records_generation(&self) -> bool {
         false
     }
+    /// The driver's rows keep the live DaemonSet on the hold's `OnDelete` themselves (the
+    /// MaxUnavailable driver's canary soak, issue 46): the end of a hold on request leaves it
+    /// there instead of writing `RollingUpdate` back, which the rows would undo at once.
+    fn keeps_hold(&self) -> bool {
+        false
+    }
 }
 
 /// The MaxUnavailable driver's action: what it records beside the one write.
@@ -92,6 +98,10 @@ pub struct MaxUnavailableAction {
     pub quiet: bool,
     /// Come back after this long at the latest: the canary soaks before the widen (issue 46).
     pub wake_after: Option<std::time::Duration>,
+    /// The canary soaks with the DaemonSet controller held (issue 46): the live DaemonSet
+    /// stays on `OnDelete` (written by this pass, by an earlier one, or by a hold on request
+    /// whose end this pass sees) until the widen's write ends it.
+    pub keeps_hold: bool,
 }
 
 impl DriverAction for MaxUnavailableAction {
@@ -102,6 +112,7 @@ impl DriverAction for MaxUnavailableAction {
     fn stop(&mut self) {
         self.record_generation = false;
         self.wake_after = None;
+        self.keeps_hold = false;
     }
 
     fn refused(self) -> Self {
@@ -110,6 +121,10 @@ impl DriverAction for MaxUnavailableAction {
 
     fn records_generation(&self) -> bool {
         self.record_generation
+    }
+
+    fn keeps_hold(&self) -> bool {
+        self.keeps_hold
     }
 }
 

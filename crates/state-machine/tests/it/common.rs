@@ -27,6 +27,7 @@ pub fn after_start(desired: u32, updated_ready: u32) -> Observation {
         desired_pods: desired,
         updated_pods: updated_ready,
         updated_ready_pods: updated_ready,
+        old_pods: desired.saturating_sub(updated_ready),
         ..handler()
     }
 }

@@ -179,6 +179,13 @@ fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_control
             .map(|w| w.kind),
         Some(WriteKind::Hold)
     );
+    // A DaemonSet just created (pods missing, none old) has nothing to hold back.
+    let created = Observation {
+        updated_ready_pods: 0,
+        old_pods: 0,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    assert_eq!(decide(&Strategy::default(), &created).write, None);
     // A restarted controller reads the same Ready time: the soak does not start again; the
     // widen's write (RollingUpdate at 10%) ends the hold.
     soaking.now = Stamp(CREATED + 40);
@@ -195,6 +202,90 @@ fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_control
         (write.kind, write.max_unavailable),
         (WriteKind::Widen, Some(MaxUnavailable::TEN_PERCENT))
     );
+}
+
+/// A `pause` during the canary's soak reuses the soak's hold (the DaemonSet is on `OnDelete`
+/// already): nothing is written while paused, and the resume writes no `RollingUpdate` while
+/// the soak still holds (soak seeds 18, 64 and 89 once paid two writes more for it); once the
+/// canary has soaked, the widen's write ends both holds.
+#[test]
+fn max_unavailable_a_pause_during_the_soak_reuses_its_hold() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 20);
+    let on_soak_hold = Observation {
+        live_on_hold: true,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    let paused = decide(
+        &Strategy::default(),
+        &Observation {
+            held: true,
+            ..on_soak_hold.clone()
+        },
+    );
+    assert_eq!((paused.phase, paused.write), (Phase::Paused, None));
+    assert_eq!(
+        paused.hold_event().map(|e| e.reason),
+        Some(event_reason::PAUSED)
+    );
+    // Resumed within the soak: announced, nothing written, back when the soak ends.
+    let resumed = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            previous: Some(previous(Phase::Paused)),
+            ..on_soak_hold.clone()
+        },
+    );
+    assert_eq!((resumed.phase, resumed.write), (Phase::Canary, None));
+    assert_eq!(
+        resumed.hold_event().map(|e| e.reason),
+        Some(event_reason::RESUMED)
+    );
+    assert_eq!(resumed.action.wake_after, Some(Duration::from_secs(20)));
+    // Paused before the canary's pod exists (a hold on request, `OnDelete`), resumed once it
+    // does: the soak keeps that hold too.
+    let mut not_ready = soaking.clone();
+    not_ready.canary_ready_since = None;
+    let resumed_starting = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            live_on_hold: true,
+            updated_ready_pods: 0,
+            previous: Some(previous(Phase::Paused)),
+            ..canary_ready(Some(not_ready))
+        },
+    );
+    assert_eq!(resumed_starting.write, None);
+    // Paused before the canary's pod exists and resumed still without it: the DaemonSet
+    // controller must create it, so the resume writes `RollingUpdate` back.
+    let mut no_canary = soaking.clone();
+    no_canary.canary_ready_since = None;
+    let resumed_early = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            live_on_hold: true,
+            updated_pods: 0,
+            updated_ready_pods: 0,
+            previous: Some(previous(Phase::Paused)),
+            ..canary_ready(Some(no_canary))
+        },
+    );
+    assert_eq!(resumed_early.write.map(|w| w.kind), Some(WriteKind::Resume));
+    // Resumed after the soak: the widen's write, which sets `RollingUpdate` itself.
+    soaking.now = Stamp(CREATED + 40);
+    let widened = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            previous: Some(previous(Phase::Paused)),
+            live_on_hold: true,
+            ..canary_ready(Some(soaking))
+        },
+    );
+    assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Widen));
 }
 
 #[test]

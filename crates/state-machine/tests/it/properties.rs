@@ -102,6 +102,7 @@ prop_compose! {
             desired_pods,
             updated_pods,
             updated_ready_pods,
+            old_pods: desired_pods.saturating_sub(updated_pods),
             crash_loop: crash.map(|pod| CrashLoopSeen { pod, reason: "CrashLoopBackOff".into() }),
             live_max_unavailable,
             rollout_observed,

@@ -164,6 +164,7 @@ impl Model {
             desired_pods: self.params.nodes,
             updated_pods: updated.len() as u32,
             updated_ready_pods: updated.iter().filter(|pod| pod.ready).count() as u32,
+            old_pods: (self.pods.len() - updated.len()) as u32,
             crash_loop: updated
                 .iter()
                 .find(|pod| pod.crash_looping)
