@@ -190,8 +190,13 @@ impl Pass<'_> {
             && !self.rolling_back()
             && match steps.steps().get(decision.action.step as usize) {
                 Some(Step::Pause { .. }) => decision.phase == Phase::Paused,
+                // `paused` in a nodes step: held on request, which does not stop the
+                // measurements (a held rollout can still fail).
                 Some(Step::Nodes { .. }) => {
-                    matches!(decision.phase, Phase::Canary | Phase::Increasing) && any_updated()
+                    matches!(
+                        decision.phase,
+                        Phase::Canary | Phase::Increasing | Phase::Paused
+                    ) && any_updated()
                 }
                 None => false,
             };
