@@ -1,9 +1,51 @@
 //! Shared formatting of durations, ages, counts and progress for everything the binary prints
-//! (the demo's timeline and plot, the status view).
+//! (the demo's timeline and plot, the status view), and the escaping of text from the cluster
+//! before it reaches a terminal.
 //!
 //! Pure functions of their arguments; one home, so that every view says `1m15s` the same way.
 
+use std::borrow::Cow;
+
 use k8s_openapi::jiff::Timestamp;
+
+/// `text` fit for one line of a terminal: every control character (newlines, escape sequences,
+/// carriage returns, C1 controls) written as its `\u{..}` escape, everything else as it is.
+///
+/// Messages, event notes and condition texts are written by anyone who can write the object or
+/// an event in its namespace, or come from a Prometheus answer: an escape sequence in them must
+/// not move the cursor, recolour or retitle the reader's terminal, and a newline must not forge a
+/// line of the view.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// A whole rendered view fit for a terminal: [`one_line`] on each of its lines, so that a control
+/// character that reached any field (a name, a revision) is escaped too. The view's own newlines
+/// stay.
+pub fn printable(view: &str) -> String {
+    let mut out = String::with_capacity(view.len());
+    for line in view.split_inclusive('\n') {
+        let (body, end) = line
+            .strip_suffix('\n')
+            .map_or((line, ""), |body| (body, "\n"));
+        out.push_str(&one_line(body));
+        out.push_str(end);
+    }
+    out
+}
 
 /// `1 pod`, `3 pods`: a count and its noun, singular for exactly one.
 pub fn count(n: u64, one: &str, many: &str) -> String {
@@ -77,5 +119,19 @@ mod tests {
         let now = Timestamp::from_second(1_075).unwrap();
         assert_eq!(age(at, now), "1m15s");
         assert_eq!(age(now, at), "0s");
+    }
+
+    #[test]
+    fn control_characters_from_the_cluster_are_escaped() {
+        assert_eq!(one_line("plain text, ünïcode"), "plain text, ünïcode");
+        assert_eq!(
+            one_line("red \u{1b}[31mtext\nforged line\r\u{9b}"),
+            "red \\u{1b}[31mtext\\u{a}forged line\\u{d}\\u{9b}"
+        );
+        assert_eq!(
+            printable("Name: a\u{1b}]0;title\u{7}\nMessage: b\n"),
+            "Name: a\\u{1b}]0;title\\u{7}\nMessage: b\n"
+        );
+        assert_eq!(printable("no newline at the end"), "no newline at the end");
     }
 }

@@ -6,6 +6,11 @@
 //! failed for minutes ([`Health::not_alive`]).
 //! Otherwise both answer 503 with the reason.
 //!
+//! The health endpoints can have a listener of their own ([`Server::bind_health`], `run
+//! --health-addr`), with its own connections: then no number of metrics clients, slow or idle,
+//! can keep the kubelet's probes waiting and get a healthy controller restarted. The metrics
+//! listener answers them too, for the clients that read them there.
+//!
 //! # Invariants
 //!
 //! The server cannot be made to hold the process or its memory: at most [`MAX_CONNECTIONS`]
@@ -56,13 +61,37 @@ pub struct ServerState {
 pub struct Server {
     listener: TcpListener,
     state: ServerState,
+    serves: Serves,
+}
+
+/// Which endpoints a listener answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Serves {
+    /// `/metrics`, `/healthz` and `/readyz`.
+    All,
+    /// `/healthz` and `/readyz` only: the probes' own listener.
+    Health,
 }
 
 impl Server {
     /// Binds `addr`.
     pub async fn bind(addr: SocketAddr, state: ServerState) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
-        Ok(Self { listener, state })
+        Ok(Self {
+            listener,
+            state,
+            serves: Serves::All,
+        })
+    }
+
+    /// Binds `addr` for `/healthz` and `/readyz` only, with connections of its own.
+    pub async fn bind_health(addr: SocketAddr, state: ServerState) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Self {
+            listener,
+            state,
+            serves: Serves::Health,
+        })
     }
 
     /// The address actually bound.
@@ -102,9 +131,10 @@ impl Server {
                 }
             };
             let state = self.state.clone();
+            let serves = self.serves;
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, &request)) }
+                async move { Ok::<_, Infallible>(route(&state, serves, &request)) }
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -131,11 +161,19 @@ impl Server {
     }
 }
 
-fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(
+    state: &ServerState,
+    serves: Serves,
+    request: &Request<Incoming>,
+) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     }
     match request.uri().path() {
+        "/metrics" if serves == Serves::Health => text(
+            StatusCode::NOT_FOUND,
+            "not found: this listener serves /healthz and /readyz; /metrics is on --metrics-addr\n",
+        ),
         "/metrics" => match state.metrics.encode() {
             Ok(body) => respond(StatusCode::OK, CONTENT_TYPE, body),
             Err(error) => text(
@@ -176,49 +214,79 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
     response
 }
 
-/// Fresh metrics served in the background on a bound address, not ready until the caller says
-/// [`Health::set_started`]: what `run` and `observe-kubevirt` both start with.
+/// Fresh metrics served in the background on a bound address (and the probes on one of their
+/// own when asked), not ready until the caller says [`Health::set_started`]: what `run` and
+/// `observe-kubevirt` both start with.
 pub struct BackgroundServer {
     /// The metrics the server encodes.
     pub metrics: Arc<Metrics>,
     /// What `/readyz` and `/healthz` answer from; hand it to the controller.
     pub health: Health,
-    /// The address actually bound.
+    /// The metrics address actually bound.
     pub addr: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    /// The probes' own address actually bound, when asked for.
+    pub health_addr: Option<SocketAddr>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl BackgroundServer {
-    /// Binds `addr` and serves `metrics` until [`BackgroundServer::stop`].
-    pub async fn start(addr: SocketAddr, metrics: Metrics) -> anyhow::Result<Self> {
+    /// Binds `addr` (and `health_addr`, when given, for the probes alone) and serves `metrics`
+    /// until [`BackgroundServer::stop`].
+    pub async fn start(
+        addr: SocketAddr,
+        health_addr: Option<SocketAddr>,
+        metrics: Metrics,
+    ) -> anyhow::Result<Self> {
         let metrics = Arc::new(metrics);
         let health = Health::default();
         let state = ServerState {
             metrics: metrics.clone(),
             health: health.clone(),
         };
-        let server = Server::bind(addr, state)
+        let bind_error = |addr, error| anyhow::anyhow!(crate::listen::bind_error(addr, &error));
+        let server = Server::bind(addr, state.clone())
             .await
-            .map_err(|error| anyhow::anyhow!(crate::listen::bind_error(addr, &error)))?;
+            .map_err(|error| bind_error(addr, error))?;
+        let probes = match health_addr {
+            Some(health_addr) => Some(
+                Server::bind_health(health_addr, state)
+                    .await
+                    .map_err(|error| bind_error(health_addr, error))?,
+            ),
+            None => None,
+        };
         let bound = server.local_addr().unwrap_or(addr);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.serve(async {
-            let _ = stopped.await;
-        }));
+        let health_bound = probes
+            .as_ref()
+            .zip(health_addr)
+            .map(|(probes, asked)| probes.local_addr().unwrap_or(asked));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let tasks = std::iter::once(server)
+            .chain(probes)
+            .map(|server| {
+                let mut stopped = stopped.clone();
+                tokio::spawn(server.serve(async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                }))
+            })
+            .collect();
         Ok(Self {
             metrics,
             health,
             addr: bound,
+            health_addr: health_bound,
             stop,
-            task,
+            tasks,
         })
     }
 
     /// Stops accepting, lets open connections finish (at most [`SHUTDOWN_GRACE`]), and waits
-    /// for the server task.
+    /// for the server tasks.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
     }
 }

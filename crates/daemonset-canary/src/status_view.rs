@@ -10,7 +10,7 @@ mod nodes;
 
 pub use nodes::{NodeRow, node_ledger, render_nodes};
 
-use crate::format::{age, count, progress_bar};
+use crate::format::{age, count, one_line, printable, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
 use canary_state_machine::{Driver, Phase};
@@ -64,7 +64,7 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
         field(&mut out, "Reason", reason.as_str());
     }
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
-        field(&mut out, "Message", message);
+        field(&mut out, "Message", &one_line(message));
     }
     if let Some(count) = status.unhealthy_node_count {
         field(&mut out, "Unhealthy nodes", &unhealthy_line(&status, count));
@@ -95,7 +95,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     analysis(&mut out, cds, now);
     conditions(&mut out, cds, now);
     recent_events(&mut out, events, now);
-    out
+    // Free texts are escaped where they are written (a newline in them too); this catches a
+    // control character in any other field.
+    printable(&out)
 }
 
 /// The nodes the health gates name (issue 46): each with what was seen and since when, and
@@ -338,9 +340,9 @@ fn conditions(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
             "  {:<15} {:<7} {:<24} {:>7}  {}",
             condition.type_,
             condition.status,
-            condition.reason,
+            one_line(&condition.reason),
             age(condition.last_transition_time.0, now),
-            condition.message
+            one_line(&condition.message)
         );
     }
 }
@@ -364,7 +366,7 @@ fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
         analysis.verdict
     );
     if let Some(message) = &analysis.message {
-        let _ = write!(out, " ({message})");
+        let _ = write!(out, " ({})", one_line(message));
     }
     let _ = writeln!(out);
     if analysis.measurements.is_empty() {
@@ -391,11 +393,11 @@ fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
                 .map_or_else(|| "-".to_owned(), |t| age(t.0, now))
         );
         if let Some(detail) = &m.detail {
-            let _ = writeln!(out, "    {detail}");
+            let _ = writeln!(out, "    {}", one_line(detail));
         }
-        let _ = writeln!(out, "    query: {}", m.query);
+        let _ = writeln!(out, "    query: {}", one_line(&m.query));
         if let Some(baseline) = &m.baseline_query {
-            let _ = writeln!(out, "    baseline: {baseline}");
+            let _ = writeln!(out, "    baseline: {}", one_line(baseline));
         }
     }
 }
@@ -430,9 +432,9 @@ fn recent_events(out: &mut String, events: &[Event], now: Timestamp) {
             out,
             "  {:>7}  {:<7} {:<22} {}{count}",
             age(at, now),
-            event.type_.as_deref().unwrap_or("-"),
-            event.reason.as_deref().unwrap_or("-"),
-            event.note.as_deref().unwrap_or("")
+            one_line(event.type_.as_deref().unwrap_or("-")),
+            one_line(event.reason.as_deref().unwrap_or("-")),
+            one_line(event.note.as_deref().unwrap_or(""))
         );
     }
 }
@@ -450,10 +452,17 @@ fn event_time(event: &Event) -> Timestamp {
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
-/// Whether `event` is about the CanaryDaemonSet `name` (events are listed per namespace).
-pub fn is_about(event: &Event, name: &str) -> bool {
+/// Whether `event` is about `cds` (events are listed per namespace): its kind and name, and its
+/// UID when both sides carry one, so that the events of an earlier object of the same name,
+/// deleted and created again, are not shown as this one's (they live for an hour after it).
+pub fn is_about(event: &Event, cds: &CanaryDaemonSet) -> bool {
     event.regarding.as_ref().is_some_and(|r| {
-        r.kind.as_deref() == Some("CanaryDaemonSet") && r.name.as_deref() == Some(name)
+        r.kind.as_deref() == Some("CanaryDaemonSet")
+            && r.name.as_deref() == cds.metadata.name.as_deref()
+            && match (r.uid.as_deref(), cds.metadata.uid.as_deref()) {
+                (Some(event_uid), Some(uid)) => event_uid == uid,
+                _ => true,
+            }
     })
 }
 
@@ -515,7 +524,7 @@ pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timesta
             .collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
     }
-    out
+    printable(&out)
 }
 
 #[cfg(test)]

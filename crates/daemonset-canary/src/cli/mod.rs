@@ -43,13 +43,18 @@ pub struct KubeArgs {
     pub context: Option<String>,
 }
 
-/// The endpoint flag of the long-running commands (`run`, `observe-kubevirt`).
+/// The endpoint flags of the long-running commands (`run`, `observe-kubevirt`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct EndpointArgs {
     /// Address of the /metrics, /healthz and /readyz endpoints.
     /// A host name is resolved once at start (`localhost:8080`); port 0 picks a free port.
     #[arg(long, env = "CANARY_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = daemonset_canary::listen::parse_listen_addr)]
     pub metrics_addr: std::net::SocketAddr,
+    /// Address of a listener of their own for /healthz and /readyz (the kubelet's probes), so
+    /// that no number of metrics clients can keep them waiting. Unset: the probes are answered
+    /// on the metrics address only. The manifests in deploy/ set `:8081`.
+    #[arg(long, env = "CANARY_HEALTH_ADDR", value_parser = daemonset_canary::listen::parse_listen_addr)]
+    pub health_addr: Option<std::net::SocketAddr>,
 }
 
 impl KubeArgs {

@@ -31,12 +31,18 @@ pub struct ObserveKubeVirtArgs {
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::observed().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(args.endpoints.metrics_addr, metrics).await?;
+    let server = BackgroundServer::start(
+        args.endpoints.metrics_addr,
+        args.endpoints.health_addr,
+        metrics,
+    )
+    .await?;
     let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,
         watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
+        probes = %server.health_addr.unwrap_or(metrics_addr),
         "observing KubeVirt (read-only)"
     );
     let config = ObserveConfig {

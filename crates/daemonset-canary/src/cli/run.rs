@@ -81,7 +81,12 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::new().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(args.endpoints.metrics_addr, metrics).await?;
+    let server = BackgroundServer::start(
+        args.endpoints.metrics_addr,
+        args.endpoints.health_addr,
+        metrics,
+    )
+    .await?;
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
@@ -94,6 +99,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         api = %connection.url,
         watching = args.namespace.as_deref().unwrap_or("all namespaces"),
         metrics = %metrics_addr,
+        probes = %server.health_addr.unwrap_or(metrics_addr),
         leader_election = args.leader_election,
         "controller starting"
     );

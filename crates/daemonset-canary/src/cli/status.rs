@@ -67,7 +67,7 @@ async fn view(
         Ok(list) => list
             .items
             .into_iter()
-            .filter(|e| status_view::is_about(e, &args.object.name))
+            .filter(|e| status_view::is_about(e, cds))
             .collect(),
         Err(error) => {
             tracing::warn!("cannot list events: {}", describe(&error, &connection.url));

@@ -291,6 +291,19 @@ fn ticks(max: f64, steps: &[f64]) -> (f64, Vec<f64>) {
     (f64::from(count) * step, ticks)
 }
 
+/// A chart drawn on the plot's area, in time (seconds) by pods.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<Axis, Axis>>;
+
+/// A legend entry: its label, colour, and whether its line is dashed.
+type LegendEntry = (&'static str, RGBColor, bool);
+
+/// Turns a drawing error of `DB` into an `anyhow` error.
+fn drawing_error<DB: DrawingBackend>(e: DrawingAreaErrorKind<DB::ErrorType>) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// The whole picture: the title, the chart with the phases as bands, the phase names above it
+/// and the legend beside it.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
@@ -298,7 +311,7 @@ fn draw<DB: DrawingBackend>(
     summary: &Summary,
 ) -> Result<()> {
     let scene = Scene::new(samples, summary);
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("{e}");
+    let err = drawing_error::<DB>;
     root.fill(&WHITE).map_err(err)?;
     let (top, rest) = root.split_vertically(TITLE_HEIGHT + LABEL_ROWS * LABEL_ROW_HEIGHT + 6);
     let (chart_area, legend_area) = rest.split_horizontally(WIDTH - LEGEND_WIDTH);
@@ -347,7 +360,30 @@ fn draw<DB: DrawingBackend>(
         .draw()
         .map_err(err)?;
 
-    let mut legend: Vec<(&str, RGBColor, bool)> = vec![("desired", DESIRED, true)];
+    let legend = draw_lines(&mut chart, &scene)?;
+    let failed_at = (summary.result == Phase::Failed.as_str()).then_some(summary.duration_seconds);
+    if let Some(t) = failed_at {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(t, 0.0), (t, scene.y_end)],
+                6,
+                3,
+                RESTARTS.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+    draw_phase_names(root, &chart, &scene, summary, failed_at)?;
+    draw_legend(&legend_area, &legend)
+}
+
+/// The counts as step lines (desired dashed), and the restarts with a dot each when there are
+/// any; returns their legend entries.
+fn draw_lines<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scene: &Scene<'_>,
+) -> Result<Vec<LegendEntry>> {
+    let err = drawing_error::<DB>;
+    let mut legend: Vec<LegendEntry> = vec![("desired", DESIRED, true)];
     chart
         .draw_series(DashedLineSeries::new(
             scene.steps(|s| s.desired),
@@ -396,20 +432,20 @@ fn draw<DB: DrawingBackend>(
             .map_err(err)?;
         legend.push(("restarts (new pods)", RESTARTS, false));
     }
-    let failed_at = (summary.result == Phase::Failed.as_str()).then_some(summary.duration_seconds);
-    if let Some(t) = failed_at {
-        chart
-            .draw_series(DashedLineSeries::new(
-                [(t, 0.0), (t, scene.y_end)],
-                6,
-                3,
-                RESTARTS.stroke_width(2),
-            ))
-            .map_err(err)?;
-    }
+    Ok(legend)
+}
 
-    // Phase names in rows above the chart, at the x where each phase begins; a name goes in
-    // the first row where it does not overlap the previous one.
+/// Phase names in rows above the chart, at the x where each phase begins (and the failure's
+/// reason where it failed); a name goes in the first row where it does not overlap the
+/// previous one.
+fn draw_phase_names<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &Chart<'_, DB>,
+    scene: &Scene<'_>,
+    summary: &Summary,
+    failed_at: Option<f64>,
+) -> Result<()> {
+    let err = drawing_error::<DB>;
     let label_style = (FONT, 12).into_font().color(&BLACK);
     let mut row_ends = [i32::MIN; LABEL_ROWS as usize];
     let mut labels: Vec<(String, f64, RGBColor)> = scene
@@ -447,8 +483,15 @@ fn draw<DB: DrawingBackend>(
             *end = x + 12 + width + 6;
         }
     }
+    Ok(())
+}
 
-    // The legend, beside the chart so that no line crosses it.
+/// The legend, beside the chart so that no line crosses it.
+fn draw_legend<DB: DrawingBackend>(
+    legend_area: &DrawingArea<DB, Shift>,
+    legend: &[LegendEntry],
+) -> Result<()> {
+    let err = drawing_error::<DB>;
     for (index, (label, colour, dashed)) in legend.iter().enumerate() {
         let y = 30 + index as i32 * 20;
         let line = [(10, y), (38, y)];

@@ -178,5 +178,7 @@ pub fn render_nodes(rows: &[NodeRow], now: Timestamp) -> String {
             totals.join(", ")
         }
     );
-    out
+    // A node's note carries its pod's or node's condition message, written by the kubelet or
+    // anyone who may patch the status.
+    crate::format::printable(&out)
 }

@@ -278,14 +278,47 @@ fn the_pods_driver_steps_show_done_and_current_and_the_pods_by_revision() {
 }
 
 #[test]
-fn events_are_matched_by_kind_and_name() {
-    assert!(is_about(&event(1, "X", "node-agent"), "node-agent"));
-    assert!(!is_about(&event(1, "X", "other"), "node-agent"));
+fn events_are_matched_by_kind_name_and_uid() {
+    let mut cds = cds();
+    cds.metadata.name = Some("node-agent".into());
+    assert!(is_about(&event(1, "X", "node-agent"), &cds));
+    assert!(!is_about(&event(1, "X", "other"), &cds));
     let mut of_daemon_set = event(1, "X", "node-agent");
     if let Some(r) = of_daemon_set.regarding.as_mut() {
         r.kind = Some("DaemonSet".into());
     }
-    assert!(!is_about(&of_daemon_set, "node-agent"));
+    assert!(!is_about(&of_daemon_set, &cds));
+    // An object deleted and created again under the same name: the events of the first one
+    // (another UID) are not this one's; an event without a UID is matched by name.
+    cds.metadata.uid = Some("uid-second".into());
+    let with_uid = |uid: &str| {
+        let mut e = event(1, "X", "node-agent");
+        if let Some(r) = e.regarding.as_mut() {
+            r.uid = Some(uid.into());
+        }
+        e
+    };
+    assert!(is_about(&with_uid("uid-second"), &cds));
+    assert!(!is_about(&with_uid("uid-first"), &cds));
+    assert!(is_about(&event(1, "X", "node-agent"), &cds));
+}
+
+#[test]
+fn texts_from_the_cluster_cannot_drive_the_terminal() {
+    let mut cds = cds();
+    if let Some(status) = cds.status.as_mut() {
+        status.message = Some("bad\u{1b}[2J\nPhase:           ✓ successful".into());
+    }
+    let mut note = event(1, "X", "node-agent");
+    note.note = Some("note\u{1b}]0;owned\u{7}".into());
+    let text = render(&cds, &[note], at(142));
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(text.contains("bad\\u{1b}[2J\\u{a}Phase:"), "{text}");
+    assert!(text.contains("note\\u{1b}]0;owned\\u{7}"), "{text}");
+    assert!(!text.contains("\nPhase:           ✓ successful"), "{text}");
 }
 
 fn pod(node: &str, hash: &str, created: i64, ready: bool) -> Pod {

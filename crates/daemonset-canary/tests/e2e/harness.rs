@@ -784,6 +784,76 @@ impl E2e {
             .unwrap()
     }
 
+    /// A DaemonSet named `name` that someone else owns and writes (a Helm release, a GitOps
+    /// tool): the node agent's v1 template with `updateStrategy: OnDelete`, with `metadata`'s
+    /// labels and annotations. Returns it as created and its first container's name.
+    pub async fn owned_daemon_set(
+        &self,
+        name: &str,
+        metadata: serde_json::Value,
+    ) -> (DaemonSet, String) {
+        let owned = self.agent("v1", "healthy");
+        let mut spec = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
+        spec["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
+        let mut object = serde_json::json!({
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        });
+        for field in ["labels", "annotations"] {
+            if !metadata[field].is_null() {
+                object["metadata"][field] = metadata[field].clone();
+            }
+        }
+        let ds: DaemonSet = serde_json::from_value(object).unwrap();
+        let created = Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+            .create(&PostParams::default(), &ds)
+            .await
+            .unwrap();
+        let container = canary_testkit::first_container(&created).name.clone();
+        (created, container)
+    }
+
+    /// The owner of the DaemonSet `name` writes its template as `manager` (Helm 3 and GitOps
+    /// tools send a strategic merge patch): `container`'s image, and the simulator's behaviour
+    /// annotation when given.
+    pub async fn owner_writes(
+        &self,
+        name: &str,
+        manager: &str,
+        container: &str,
+        image: &str,
+        behavior: Option<&str>,
+    ) {
+        let mut patch = serde_json::json!({"spec": {"template": {
+            "spec": {"containers": [{"name": container, "image": image}]}
+        }}});
+        if let Some(behavior) = behavior {
+            patch["spec"]["template"]["metadata"] =
+                serde_json::json!({"annotations": {"sim.canary.daemonset.dev/behavior": behavior}});
+        }
+        Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
+            .patch(
+                name,
+                &PatchParams {
+                    field_manager: Some(manager.into()),
+                    ..PatchParams::default()
+                },
+                &Patch::Strategic(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the owner's write failed: {e}"));
+    }
+
+    /// How many of the node agent's pods, not being deleted, run `image`.
+    pub async fn live_on(&self, image: &str) -> usize {
+        self.pods()
+            .await
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| image_and_ready(p).0 == image)
+            .count()
+    }
+
     /// The node agent's pods, terminating ones included.
     pub async fn pods(&self) -> Vec<Pod> {
         Api::<Pod>::namespaced(self.client.clone(), &self.namespace)

@@ -45,5 +45,6 @@ mod node_health;
 mod nodes;
 mod recorder;
 mod rollback;
+mod tenant;
 mod verbs;
 mod workload;

@@ -6,17 +6,13 @@
 //! DaemonSet), never its spec.
 
 use crate::audit;
-use crate::harness::{Cli, E2e, accepted, image_and_ready, refused};
+use crate::harness::{Cli, E2e, accepted, refused};
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::demo::scenario::NAME;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use std::time::Duration;
 
 /// The chart's DaemonSet, as Helm names and labels it.
 const RELEASE: &str = "helm-agent";
-const BEHAVIOR: &str = "sim.canary.daemonset.dev/behavior";
 
 /// The owner ships a new image: the canary node first, a pause until promoted, then the rest,
 /// one DELETE per old pod. The owner ships a crash-looping one: it fails at its canary and no
@@ -28,25 +24,15 @@ const BEHAVIOR: &str = "sim.canary.daemonset.dev/behavior";
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_daemon_set_helm_owns_follows_each_owner_change_and_only_its_claim_is_written() {
     let e2e = E2e::isolated("workload").nodes(6).start().await;
-    let owned = e2e.agent("v1", "healthy");
-    let mut template = serde_json::to_value(owned.spec.template.clone().unwrap().spec).unwrap();
-    template["updateStrategy"] = serde_json::json!({"type": "OnDelete"});
-    let ds: DaemonSet = serde_json::from_value(serde_json::json!({
-        "metadata": {
-            "name": RELEASE,
-            "namespace": e2e.namespace,
-            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "agent"},
-            "annotations": {"meta.helm.sh/release-name": "agent", "meta.helm.sh/release-namespace": e2e.namespace},
-        },
-        "spec": template,
-    }))
-    .unwrap();
-    let daemon_sets: Api<DaemonSet> = Api::namespaced(e2e.client.clone(), &e2e.namespace);
-    daemon_sets
-        .create(&PostParams::default(), &ds)
-        .await
-        .unwrap();
-    let container = canary_testkit::first_container(&ds).name.clone();
+    let (_, container) = e2e
+        .owned_daemon_set(
+            RELEASE,
+            serde_json::json!({
+                "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "agent"},
+                "annotations": {"meta.helm.sh/release-name": "agent", "meta.helm.sh/release-namespace": e2e.namespace},
+            }),
+        )
+        .await;
 
     let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
         "apiVersion": "canary.daemonset.dev/v1alpha1",
@@ -65,36 +51,9 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_only_its_claim_is_
     // The owner changes the template with a strategic merge patch, as `helm upgrade` and
     // `helm rollback` send one (Helm 3 patches; it does not apply).
     let owner_sets = |image: &'static str, behavior: &'static str| {
-        let patch = serde_json::json!({"spec": {"template": {
-            "metadata": {"annotations": {BEHAVIOR: behavior}},
-            "spec": {"containers": [{"name": container, "image": image}]}
-        }}});
-        let daemon_sets = daemon_sets.clone();
-        async move {
-            daemon_sets
-                .patch(
-                    RELEASE,
-                    &PatchParams {
-                        field_manager: Some("helm".into()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Strategic(&patch),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("the owner's write failed: {e}"));
-        }
+        e2e.owner_writes(RELEASE, "helm", &container, image, Some(behavior))
     };
-    let on = |image: &'static str| {
-        let e2e = &e2e;
-        async move {
-            e2e.pods()
-                .await
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| image_and_ready(p).0 == image)
-                .count()
-        }
-    };
+    let on = |image: &'static str| e2e.live_on(image);
     owner_sets("registry.example/node-agent:v2", "healthy").await;
     e2e.wait_for(
         "v2's canary, held by the pause",

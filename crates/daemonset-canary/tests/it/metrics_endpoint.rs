@@ -1,5 +1,6 @@
 //! The metrics endpoint as Prometheus sees it: served over TCP, the right Content-Type, and an
-//! exposition that the real `promtool check metrics` accepts.
+//! exposition that the real `promtool check metrics` accepts; and the probes, on a listener of their
+//! own, answering while every metrics connection is held.
 use crate::support;
 
 use canary_kube_adapter::Health;
@@ -88,4 +89,77 @@ async fn exposition_passes_promtool_check_metrics() {
     let addr = start_server(true).await;
     let (_, _, body) = get(addr, "/metrics").await;
     support::promtool_check_metrics(&body);
+}
+
+/// The status code of `GET path` on `port` within `within`, 0 when nothing answers in time.
+fn status_code(port: u16, path: &str, within: std::time::Duration) -> u16 {
+    support::http_get(&format!("127.0.0.1:{port}"), path, within)
+        .and_then(|raw| raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The real binary's probes (`run --health-addr`, as deploy/ runs it, against `sim serve`)
+/// answer while every connection its metrics listener serves is held by idle clients (a stuck
+/// scraper, or anyone the network lets reach the port who connects and sends nothing): on the
+/// metrics listener alone the kubelet's probe would wait for a slot, time out and get a healthy
+/// controller restarted.
+#[test]
+fn the_probes_answer_while_every_metrics_connection_is_held() {
+    use daemonset_canary::server::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+    use std::time::{Duration, Instant};
+    let sim = support::serve_sim("probes-listener", &["--nodes", "2"]);
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(support::client_with_crd(&sim.kubeconfig));
+    let (metrics_port, health_port) = (support::free_port(), support::free_port());
+    let _run = support::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&sim.kubeconfig)
+            .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+            .arg(format!("--health-addr=127.0.0.1:{health_port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(sim.dir.join("run.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_code(health_port, "/readyz", Duration::from_secs(2)) != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "never ready on the probes' listener:\n{}",
+            std::fs::read_to_string(sim.dir.join("run.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Every slot of the metrics listener taken by a connection that sends nothing.
+    let idle: Vec<std::net::TcpStream> = (0..MAX_CONNECTIONS)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // On the metrics listener no probe gets an answer within a kubelet's default timeout (1 s):
+    // the reason the probes have a listener of their own.
+    assert_eq!(
+        status_code(metrics_port, "/healthz", Duration::from_secs(1)),
+        0,
+        "the metrics listener answered with all {MAX_CONNECTIONS} slots held: the test no longer shows the starvation"
+    );
+    // The probes' listener answers at once, both probes, and serves no metrics.
+    for (path, expected) in [("/healthz", 200), ("/readyz", 200), ("/metrics", 404)] {
+        assert_eq!(
+            status_code(health_port, path, Duration::from_secs(1)),
+            expected,
+            "{path} on the probes' listener"
+        );
+    }
+    // The idle clients are let go after the header timeout: the metrics listener serves again.
+    std::thread::sleep(HEADER_READ_TIMEOUT + Duration::from_millis(500));
+    assert_eq!(
+        status_code(metrics_port, "/readyz", Duration::from_secs(2)),
+        200,
+        "the metrics listener serves again once the idle connections are closed"
+    );
+    drop(idle);
 }

@@ -39,6 +39,11 @@ pub trait Indexed: Send + Sync + 'static {
     fn source_identity(source: &Self::Source) -> Id;
     /// The grouping key (an owner name or UID), or `None` to leave the object out.
     fn index_key(&self) -> Option<String>;
+    /// Whether `key` can name a group at all: a lookup with a key of another shape is a caller
+    /// that builds keys the old way (checked in debug builds: the tests and the simulation).
+    fn is_group_key(_key: &str) -> bool {
+        true
+    }
     /// Identity inside the index ([`Id`]).
     fn identity(&self) -> Id;
     /// What each group keeps up to date about its objects.
@@ -286,6 +291,7 @@ impl<T: Indexed> OwnerIndex<T> {
         key: &str,
         read: impl FnOnce(&mut dyn Iterator<Item = &Arc<T>>) -> R,
     ) -> R {
+        debug_assert!(T::is_group_key(key), "not a group key: {key:?}");
         let state = self.read();
         let mut objects = state
             .live
@@ -342,6 +348,7 @@ impl OwnerIndex<PodSummary> {
     /// which counts again from its pods' classes (not its pods) when it was kept under another
     /// rule. Debug builds check the tally against a full recount on every read.
     pub fn count(&self, key: &str, rule: &PodCountRule) -> PodCounts {
+        debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
         {
             let state = self.read();
             let Some(group) = state.live.groups.get(key) else {
@@ -373,6 +380,7 @@ impl OwnerIndex<PodSummary> {
     /// ([`Moved::Facts`]). For passes that read more of the pods than the counts (the Pods
     /// driver's node states).
     pub fn forget_counts(&self, key: &str) {
+        debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
         if let Some(group) = self.write().live.groups.get_mut(key) {
             group.tally = PodTally::facts_only();
         }
@@ -386,8 +394,25 @@ fn identity(meta: &ObjectMeta) -> Id {
     )
 }
 
-/// Pods, watched as [`WatchedPod`], are grouped by the **name** of their controller owner when it is a DaemonSet. The
-/// reference matches by name only (across namespaces); the UID rule filters a group further.
+/// The group of the pods whose controller owner is the DaemonSet `name` in `namespace`.
+///
+/// Pods are grouped by the namespace **and** the name of their DaemonSet. The reference
+/// (virt-operator) matches a pod to its DaemonSet by the owner's name alone, across namespaces,
+/// so a DaemonSet of the same name in a namespace someone else writes would lend its pods (a
+/// crash-looping one fails the rollout; extra ones stall it, quirk 2). The same-name pods of
+/// another namespace are never this DaemonSet's, so here they are not even in its group; the
+/// name-only match then only differs from the UID match within the namespace (a DaemonSet
+/// deleted and created again), as the reference's compatibility needs.
+pub fn pod_group(namespace: &str, name: &str) -> String {
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
+}
+
+/// Pods, watched as [`WatchedPod`], are grouped by the namespace and name of their controller
+/// owner when it is a DaemonSet ([`pod_group`]); the UID rule filters a group further.
 impl Indexed for PodSummary {
     type Source = WatchedPod;
     type Tally = PodTally;
@@ -402,7 +427,12 @@ impl Indexed for PodSummary {
 
     fn index_key(&self) -> Option<String> {
         let owner = self.controller()?;
-        (owner.kind == "DaemonSet").then(|| owner.name.to_owned())
+        (owner.kind == "DaemonSet").then(|| pod_group(self.namespace(), owner.name))
+    }
+
+    /// A [`pod_group`]: `namespace/name` (names have no `/`), never a DaemonSet's name alone.
+    fn is_group_key(key: &str) -> bool {
+        key.contains('/')
     }
 
     fn identity(&self) -> Id {
@@ -482,7 +512,7 @@ mod tests {
     }
 
     #[test]
-    fn groups_by_owner_name_and_follows_events() {
+    fn groups_by_owner_namespace_and_name_and_follows_events() {
         let index = OwnerIndex::<PodSummary>::new();
         assert!(!index.is_ready());
         index.apply(&Event::Init);
@@ -490,20 +520,29 @@ mod tests {
         index.apply(&Event::InitApply(pod("b", "p2", "agent")));
         index.apply(&Event::InitApply(pod("a", "q1", "other")));
         assert!(
-            index.get("agent").is_empty(),
+            index.get(&pod_group("a", "agent")).is_empty(),
             "nothing visible before InitDone"
         );
         index.apply(&Event::InitDone);
         assert!(index.is_ready());
-        assert_eq!(names(&index, "agent"), ["p1", "p2"]);
+        // A DaemonSet of the same name in another namespace is another group.
+        assert_eq!(names(&index, &pod_group("a", "agent")), ["p1"]);
+        assert_eq!(names(&index, &pod_group("b", "agent")), ["p2"]);
         index.apply(&Event::Delete(pod("a", "p1", "agent")));
         index.apply(&Event::Apply(pod("a", "p3", "agent")));
-        assert_eq!(names(&index, "agent"), ["p2", "p3"]);
+        assert_eq!(names(&index, &pod_group("a", "agent")), ["p3"]);
         // An owner change moves the pod between groups.
         index.apply(&Event::Apply(pod("a", "p3", "other")));
-        assert_eq!(names(&index, "agent"), ["p2"]);
-        assert_eq!(names(&index, "other"), ["p3", "q1"]);
+        assert!(names(&index, &pod_group("a", "agent")).is_empty());
+        assert_eq!(names(&index, &pod_group("a", "other")), ["p3", "q1"]);
         assert_eq!(index.len(), 3);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "not a group key")]
+    fn a_lookup_by_the_daemon_set_name_alone_is_caught() {
+        OwnerIndex::<PodSummary>::new().get("agent");
     }
 
     #[test]
@@ -515,7 +554,7 @@ mod tests {
         index.apply(&Event::Init);
         index.apply(&Event::InitApply(pod("a", "fresh", "agent")));
         index.apply(&Event::InitDone);
-        assert_eq!(names(&index, "agent"), ["fresh"]);
+        assert_eq!(names(&index, &pod_group("a", "agent")), ["fresh"]);
     }
 
     #[test]
@@ -526,7 +565,7 @@ mod tests {
         index.apply(&Event::Apply(orphan));
         assert!(index.is_empty());
         index.apply(&Event::Apply(pod("a", "p", "agent")));
-        let stored = &index.get("agent")[0];
+        let stored = &index.get(&pod_group("a", "agent"))[0];
         assert_eq!(**stored, PodSummary::of(&pod("a", "p", "agent").0));
         assert_eq!((stored.namespace(), stored.name()), ("a", "p"));
     }

@@ -26,7 +26,7 @@ use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
 use crate::desired::{ON_DELETE, strategy_type};
-use crate::index::PodCountRule;
+use crate::index::{PodCountRule, pod_group};
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
 
@@ -71,7 +71,11 @@ impl Driver for Steer {
     fn observe(&mut self, pass: &Pass<'_>, plan: &Plan, seen: &Seen<'_>) -> Result<(), String> {
         let live = seen.live;
         let rule = pass.count_rule(plan, live);
-        self.counts = pass.ctx.caches.pods.count(&pass.ds_name, &rule);
+        self.counts = pass
+            .ctx
+            .caches
+            .pods
+            .count(&pod_group(&pass.namespace, &pass.ds_name), &rule);
         let recorded = pass
             .status
             .as_ref()
@@ -178,35 +182,39 @@ impl Pass<'_> {
         if observation.updated_pods == 0 || !SyncFlags::of(&plan.strategy, observation).any() {
             return None;
         }
-        let (revision, values, old_pods) = self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-            let mut revisions: std::collections::BTreeMap<&str, u32> = Default::default();
-            let placed: Vec<Placed<'_>> = pods
-                .filter(|pod| !pod.is_terminating())
-                .filter_map(|pod| {
-                    let count = rule.count_of(&**pod)?;
-                    if count.updated {
-                        *revisions
-                            .entry(pod.revision_hash().unwrap_or_default())
-                            .or_default() += 1;
-                    }
-                    Some(Placed {
-                        node: pod.node_name()?,
-                        pod: pod.name(),
-                        updated: count.updated,
-                    })
-                })
-                .collect();
-            // The revision most updated pods carry names the run (a pod of a re-rolled
-            // template may carry another for a moment).
-            let revision = revisions
-                .iter()
-                .max_by_key(|(hash, count)| (**count, std::cmp::Reverse(**hash)))
-                .map(|(hash, _)| (*hash).to_owned())
-                .unwrap_or_default();
-            let old_pods = placed.iter().filter(|p| !p.updated).count();
-            let values = template_values(&self.namespace, &self.ds_name, &revision, placed);
-            (revision, values, old_pods)
-        });
+        let (revision, values, old_pods) =
+            self.ctx
+                .caches
+                .pods
+                .with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
+                    let mut revisions: std::collections::BTreeMap<&str, u32> = Default::default();
+                    let placed: Vec<Placed<'_>> = pods
+                        .filter(|pod| !pod.is_terminating())
+                        .filter_map(|pod| {
+                            let count = rule.count_of(&**pod)?;
+                            if count.updated {
+                                *revisions
+                                    .entry(pod.revision_hash().unwrap_or_default())
+                                    .or_default() += 1;
+                            }
+                            Some(Placed {
+                                node: pod.node_name()?,
+                                pod: pod.name(),
+                                updated: count.updated,
+                            })
+                        })
+                        .collect();
+                    // The revision most updated pods carry names the run (a pod of a re-rolled
+                    // template may carry another for a moment).
+                    let revision = revisions
+                        .iter()
+                        .max_by_key(|(hash, count)| (**count, std::cmp::Reverse(**hash)))
+                        .map(|(hash, _)| (*hash).to_owned())
+                        .unwrap_or_default();
+                    let old_pods = placed.iter().filter(|p| !p.updated).count();
+                    let values = template_values(&self.namespace, &self.ds_name, &revision, placed);
+                    (revision, values, old_pods)
+                });
         // No old pod at the canary value: a first install (every pod created at once), or a
         // finish written. Nothing to hold back, no baseline.
         if old_pods == 0 && at_canary_value(&plan.strategy, observation) {
@@ -280,11 +288,14 @@ impl Pass<'_> {
                 .matches(plan.strategy.canary_max_unavailable);
         let canary_ready_since = may_soak
             .then(|| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-                    pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
-                        .filter_map(|pod| pod.ready_since())
-                        .max()
-                })
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        pods.filter(|pod| counted(pod).is_some_and(|c| c.updated_ready))
+                            .filter_map(|pod| pod.ready_since())
+                            .max()
+                    },
+                )
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
@@ -293,11 +304,14 @@ impl Pass<'_> {
             Stamp(self.now.as_second()),
             &troubled,
             |nodes| {
-                self.ctx.caches.pods.with_group(&self.ds_name, |pods| {
-                    health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
-                        counted(pod).is_some_and(|c| c.updated)
-                    })
-                })
+                self.ctx.caches.pods.with_group(
+                    &pod_group(&self.namespace, &self.ds_name),
+                    |pods| {
+                        health::pods_on(nodes, pods.map(|pod| &**pod), |pod| {
+                            counted(pod).is_some_and(|c| c.updated)
+                        })
+                    },
+                )
             },
             canary_ready_since,
         )

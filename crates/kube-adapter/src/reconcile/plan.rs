@@ -120,6 +120,14 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             "spec.strategy.progressDeadlineSeconds {seconds} is out of range (0 to {MAX_PROGRESS_DEADLINE_SECONDS})"
         ));
     }
+    if let Some(limit) = spec.revision_history_limit
+        && !(1..=MAX_REVISION_HISTORY_LIMIT).contains(&limit)
+    {
+        // 0 would delete the revision `undo` and a rollback return to; the CRD allows 1 to 100.
+        return Err(format!(
+            "spec.revisionHistoryLimit {limit} is out of range (1 to {MAX_REVISION_HISTORY_LIMIT})"
+        ));
+    }
     let crash_loop = match &spec.strategy.crash_loop {
         // The reference's rule comes with the reference's table unless asked otherwise.
         None => match compatibility {
@@ -396,6 +404,8 @@ fn parse_step(index: usize, step: &StepSpec) -> Result<Step, String> {
 const MAX_RESTART_THRESHOLD: i32 = 1000;
 /// The CRD's bound on `progressDeadlineSeconds` (30 days).
 const MAX_PROGRESS_DEADLINE_SECONDS: i64 = 2_592_000;
+/// The CRD's bound on `spec.revisionHistoryLimit` (the `range` on its field).
+const MAX_REVISION_HISTORY_LIMIT: i32 = 100;
 
 /// The CRD's name rules: the DaemonSet name a DNS-1123 subdomain, the object's name a label
 /// value, the annotation keys qualified names, and the DaemonSet name as it was (the status
@@ -694,6 +704,17 @@ pub(super) mod tests {
         let mut cds = self::cds();
         cds.spec.strategy.progress_deadline_seconds = -1;
         assert!(plan(&cds).unwrap_err().contains("progressDeadlineSeconds"));
+        for limit in [0, -1, 101, 500] {
+            let mut cds = self::cds();
+            cds.spec.revision_history_limit = Some(limit);
+            let error = plan(&cds).unwrap_err();
+            assert!(error.contains("revisionHistoryLimit") && error.contains(&limit.to_string()));
+        }
+        for limit in [1, 100] {
+            let mut cds = self::cds();
+            cds.spec.revision_history_limit = Some(limit);
+            assert!(plan(&cds).is_ok(), "{limit} is within the CRD's range");
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ use super::report::Series;
 use super::{Pass, describe_api_error};
 use crate::Error;
 use crate::crd::{AnalysisStatus, PROMOTE_ANNOTATION, promotion_asked};
-use crate::index::OwnerIndex;
+use crate::index::{OwnerIndex, pod_group};
 use crate::observer::{PodsRecord, Report, Transition, UnhealthyRecord};
 use crate::status::{next_status, step_position};
 use crate::watched_node::{ALL_NODES, CachedNode, NodeLabels};
@@ -243,7 +243,7 @@ impl Pass<'_> {
             && pods_plan.steps.first_nodes_step() == Some(step as usize);
         let canary_ready_since = soaking
             .then(|| {
-                pod_index.with_group(&self.ds_name, |pods| {
+                pod_index.with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
                     pods.filter(|pod| pod_is_owned_by(&***pod, &owner) && updated(pod))
                         .filter(|pod| !pod.is_terminating() && pod_is_ready(&***pod))
                         .filter_map(|pod| pod.ready_since())
@@ -257,7 +257,7 @@ impl Pass<'_> {
             canary_state_machine::Stamp(self.now.as_second()),
             &troubled,
             |nodes| {
-                pod_index.with_group(&self.ds_name, |pods| {
+                pod_index.with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
                     super::health::pods_on(
                         nodes,
                         pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
@@ -289,8 +289,9 @@ impl Pass<'_> {
         let mut by_revision: BTreeMap<String, (u32, u32)> = BTreeMap::new();
         let mut versions = PodVersions::new();
         // This driver reads every pod's facts, not the counts: any change of them must trigger.
-        pod_index.forget_counts(&self.ds_name);
-        pod_index.with_group(&self.ds_name, |pods| {
+        let group = pod_group(&self.namespace, &self.ds_name);
+        pod_index.forget_counts(&group);
+        pod_index.with_group(&group, |pods| {
             for pod in pods.filter(|pod| pod_is_owned_by(&***pod, &owner)) {
                 let Some(node) = pod.node_name() else {
                     continue; // Not scheduled yet: it has no node to count on.

@@ -296,126 +296,62 @@ fn custom_cell(type_: &str, value: &Value, now: Timestamp) -> Value {
     }
 }
 
+/// What kubectl's `printPod` gathers for the READY, STATUS and RESTARTS columns.
+struct PodColumns {
+    /// The STATUS column.
+    reason: String,
+    /// Ready containers (and started sidecars).
+    ready: usize,
+    /// Containers, sidecars (restartable init containers) counted.
+    total: usize,
+    /// Restarts counted, and when the last one ended.
+    restarts: i64,
+    last_restart: Option<Timestamp>,
+}
+
+/// When `container`'s last run ended.
+fn finished_at(container: &Value) -> Option<Timestamp> {
+    container["lastState"]["terminated"]["finishedAt"]
+        .as_str()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+}
+
 fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
     let spec = &pod["spec"];
     let status = &pod["status"];
-    let mut restarts = 0;
-    let mut restartable_restarts = 0;
-    let mut total = len(&spec["containers"]);
-    let mut ready = 0;
-    let mut last_restart: Option<Timestamp> = None;
-    let mut last_restartable_restart: Option<Timestamp> = None;
-    let mut reason = text(&status["phase"]);
-    if let Some(status_reason) = status["reason"].as_str().filter(|r| !r.is_empty()) {
-        reason = status_reason.to_owned();
-    }
     let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let mut columns = PodColumns {
+        reason: text(&status["phase"]),
+        ready: 0,
+        total: len(&spec["containers"]),
+        restarts: 0,
+        last_restart: None,
+    };
+    if let Some(status_reason) = status["reason"].as_str().filter(|r| !r.is_empty()) {
+        columns.reason = status_reason.to_owned();
+    }
     if conditions
         .iter()
         .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
     {
-        reason = "SchedulingGated".to_owned();
+        columns.reason = "SchedulingGated".to_owned();
     }
-    let init_containers = spec["initContainers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let restartable = |name: &Value| {
-        init_containers
-            .iter()
-            .any(|c| &c["name"] == name && c["restartPolicy"] == "Always")
-    };
-    total += init_containers
-        .iter()
-        .filter(|c| c["restartPolicy"] == "Always")
-        .count();
-    let finished_at = |c: &Value| {
-        c["lastState"]["terminated"]["finishedAt"]
-            .as_str()
-            .and_then(|t| t.parse::<Timestamp>().ok())
-    };
-    let mut initializing = false;
-    for (index, container) in status["initContainerStatuses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let count = container["restartCount"].as_i64().unwrap_or(0);
-        restarts += count;
-        last_restart = last_restart.max(finished_at(container));
-        if restartable(&container["name"]) {
-            restartable_restarts += count;
-            last_restartable_restart = last_restartable_restart.max(finished_at(container));
-        }
-        let state = &container["state"];
-        let terminated = &state["terminated"];
-        let waiting_reason = text(&state["waiting"]["reason"]);
-        if terminated.is_object() && terminated["exitCode"].as_i64() == Some(0) {
-            continue;
-        }
-        if restartable(&container["name"]) && container["started"] == true {
-            if container["ready"] == true {
-                ready += 1;
-            }
-            continue;
-        }
-        reason = if terminated.is_object() {
-            match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
-                Some(r) => format!("Init:{r}"),
-                None => match terminated["signal"].as_i64().filter(|s| *s != 0) {
-                    Some(signal) => format!("Init:Signal:{signal}"),
-                    None => format!("Init:ExitCode:{}", terminated["exitCode"]),
-                },
-            }
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
-            format!("Init:{waiting_reason}")
-        } else {
-            format!("Init:{index}/{}", init_containers.len())
-        };
-        initializing = true;
-        break;
-    }
+    let (initializing, sidecar_restarts) = columns.read_init_containers(spec, status);
     let initialized = conditions
         .iter()
         .any(|c| c["type"] == "Initialized" && c["status"] == "True");
     if !initializing || initialized {
-        restarts = restartable_restarts;
-        last_restart = last_restartable_restart;
-        let mut has_running = false;
-        let statuses = status["containerStatuses"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for container in statuses.iter().rev() {
-            restarts += container["restartCount"].as_i64().unwrap_or(0);
-            last_restart = last_restart.max(finished_at(container));
-            let state = &container["state"];
-            let terminated = &state["terminated"];
-            if let Some(waiting) = state["waiting"]["reason"]
-                .as_str()
-                .filter(|r| !r.is_empty())
-            {
-                reason = waiting.to_owned();
-            } else if let Some(r) = terminated["reason"].as_str().filter(|r| !r.is_empty()) {
-                reason = r.to_owned();
-            } else if terminated.is_object() {
-                reason = match terminated["signal"].as_i64().filter(|s| *s != 0) {
-                    Some(signal) => format!("Signal:{signal}"),
-                    None => format!("ExitCode:{}", terminated["exitCode"]),
-                };
-            } else if container["ready"] == true && state["running"].is_object() {
-                has_running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" && has_running {
-            let pod_ready = conditions
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            reason = if pod_ready { "Running" } else { "NotReady" }.to_owned();
-        }
+        // Only the sidecars' restarts count beside the containers' once the pod is initialized.
+        (columns.restarts, columns.last_restart) = sidecar_restarts;
+        columns.read_containers(status, &conditions);
     }
+    let PodColumns {
+        mut reason,
+        ready,
+        total,
+        restarts,
+        last_restart,
+    } = columns;
     let deleting = !pod["metadata"]["deletionTimestamp"].is_null();
     let terminal = matches!(status["phase"].as_str(), Some("Failed" | "Succeeded"));
     if deleting && status["reason"] == "NodeLost" {
@@ -435,24 +371,6 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "<none>".to_owned())
     };
-    let gates = spec["readinessGates"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let readiness_gates = if gates.is_empty() {
-        "<none>".to_owned()
-    } else {
-        let met = gates
-            .iter()
-            .filter(|gate| {
-                conditions
-                    .iter()
-                    .find(|c| c["type"] == gate["conditionType"])
-                    .is_some_and(|c| c["status"] == "True")
-            })
-            .count();
-        format!("{met}/{}", gates.len())
-    };
     vec![
         json!(text(&pod["metadata"]["name"])),
         json!(format!("{ready}/{total}")),
@@ -462,8 +380,136 @@ fn pod_cells(pod: &Value, now: Timestamp) -> Vec<Value> {
         json!(or_none(&status["podIPs"][0]["ip"])),
         json!(or_none(&spec["nodeName"])),
         json!(or_none(&status["nominatedNodeName"])),
-        json!(readiness_gates),
+        json!(readiness_gates_cell(spec, &conditions)),
     ]
+}
+
+impl PodColumns {
+    /// The init containers, as `printPod` reads them: every restart counted, the sidecars
+    /// (restartable init containers) among the containers, and the STATUS of the first init
+    /// container that has not finished. Returns whether the pod is still initializing, and the
+    /// sidecars' restarts with when the last ended (all that counts once it is initialized).
+    fn read_init_containers(
+        &mut self,
+        spec: &Value,
+        status: &Value,
+    ) -> (bool, (i64, Option<Timestamp>)) {
+        let init_containers = spec["initContainers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let restartable = |name: &Value| {
+            init_containers
+                .iter()
+                .any(|c| &c["name"] == name && c["restartPolicy"] == "Always")
+        };
+        self.total += init_containers
+            .iter()
+            .filter(|c| c["restartPolicy"] == "Always")
+            .count();
+        let (mut sidecar_restarts, mut last_sidecar_restart) = (0, None);
+        for (index, container) in status["initContainerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let count = container["restartCount"].as_i64().unwrap_or(0);
+            self.restarts += count;
+            self.last_restart = self.last_restart.max(finished_at(container));
+            if restartable(&container["name"]) {
+                sidecar_restarts += count;
+                last_sidecar_restart = last_sidecar_restart.max(finished_at(container));
+            }
+            let state = &container["state"];
+            let terminated = &state["terminated"];
+            let waiting_reason = text(&state["waiting"]["reason"]);
+            if terminated.is_object() && terminated["exitCode"].as_i64() == Some(0) {
+                continue;
+            }
+            if restartable(&container["name"]) && container["started"] == true {
+                if container["ready"] == true {
+                    self.ready += 1;
+                }
+                continue;
+            }
+            self.reason = if terminated.is_object() {
+                match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
+                    Some(r) => format!("Init:{r}"),
+                    None => match terminated["signal"].as_i64().filter(|s| *s != 0) {
+                        Some(signal) => format!("Init:Signal:{signal}"),
+                        None => format!("Init:ExitCode:{}", terminated["exitCode"]),
+                    },
+                }
+            } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+                format!("Init:{waiting_reason}")
+            } else {
+                format!("Init:{index}/{}", init_containers.len())
+            };
+            return (true, (sidecar_restarts, last_sidecar_restart));
+        }
+        (false, (sidecar_restarts, last_sidecar_restart))
+    }
+
+    /// The containers, last first as `printPod` walks them: their restarts, the ready ones, and
+    /// the STATUS from a waiting or terminated one (`Running` or `NotReady` when one completed
+    /// beside running ones).
+    fn read_containers(&mut self, status: &Value, conditions: &[Value]) {
+        let mut has_running = false;
+        let statuses = status["containerStatuses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for container in statuses.iter().rev() {
+            self.restarts += container["restartCount"].as_i64().unwrap_or(0);
+            self.last_restart = self.last_restart.max(finished_at(container));
+            let state = &container["state"];
+            let terminated = &state["terminated"];
+            if let Some(waiting) = state["waiting"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                self.reason = waiting.to_owned();
+            } else if let Some(r) = terminated["reason"].as_str().filter(|r| !r.is_empty()) {
+                self.reason = r.to_owned();
+            } else if terminated.is_object() {
+                self.reason = match terminated["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(signal) => format!("Signal:{signal}"),
+                    None => format!("ExitCode:{}", terminated["exitCode"]),
+                };
+            } else if container["ready"] == true && state["running"].is_object() {
+                has_running = true;
+                self.ready += 1;
+            }
+        }
+        if self.reason == "Completed" && has_running {
+            let pod_ready = conditions
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            self.reason = if pod_ready { "Running" } else { "NotReady" }.to_owned();
+        }
+    }
+}
+
+/// The READINESS GATES column: met of declared, `<none>` without any.
+fn readiness_gates_cell(spec: &Value, conditions: &[Value]) -> String {
+    let gates = spec["readinessGates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if gates.is_empty() {
+        return "<none>".to_owned();
+    }
+    let met = gates
+        .iter()
+        .filter(|gate| {
+            conditions
+                .iter()
+                .find(|c| c["type"] == gate["conditionType"])
+                .is_some_and(|c| c["status"] == "True")
+        })
+        .count();
+    format!("{met}/{}", gates.len())
 }
 
 fn node_cells(node: &Value, now: Timestamp) -> Vec<Value> {
@@ -642,5 +688,62 @@ mod tests {
             Printer::Builtin(BuiltinKind::Pod, ServedForm::AsStored).cells(&terminating, now)[2],
             "Terminating"
         );
+    }
+
+    /// Init containers as kubectl prints them: the first unfinished one names the STATUS, every
+    /// restart counts while the pod initializes, then only the sidecars' beside the
+    /// containers'; a readiness gate counts as met or not.
+    #[test]
+    fn init_containers_and_sidecars_print_as_kubectl_does() {
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let cells =
+            |pod: &Value| Printer::Builtin(BuiltinKind::Pod, ServedForm::AsStored).cells(pod, now);
+        let initializing = json!({
+            "metadata": {"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "a"}], "initContainers": [
+                {"name": "done"}, {"name": "sidecar", "restartPolicy": "Always"}, {"name": "pull"}, {"name": "later"}]},
+            "status": {"phase": "Pending", "initContainerStatuses": [
+                {"name": "done", "restartCount": 1, "state": {"terminated": {"exitCode": 0}},
+                 "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:05:00Z"}}},
+                {"name": "sidecar", "restartCount": 2, "started": true, "ready": true, "state": {"running": {}},
+                 "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:08:00Z"}}},
+                {"name": "pull", "restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull"}}},
+                {"name": "later", "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]},
+        });
+        let row = cells(&initializing);
+        assert_eq!(
+            (&row[1], &row[2], &row[3]),
+            (
+                &json!("1/2"),
+                &json!("Init:ErrImagePull"),
+                &json!("3 (2m ago)")
+            )
+        );
+        let mut initialized = initializing.clone();
+        initialized["status"] = json!({"phase": "Running",
+            "conditions": [{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"},
+                           {"type": "example.com/gate", "status": "False"}],
+            "initContainerStatuses": initializing["status"]["initContainerStatuses"].clone(),
+            "containerStatuses": [{"name": "a", "ready": true, "restartCount": 1, "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-01-01T00:09:00Z"}}}]});
+        for finished in [2, 3] {
+            initialized["status"]["initContainerStatuses"][finished]["state"] =
+                json!({"terminated": {"exitCode": 0}});
+        }
+        initialized["spec"]["readinessGates"] = json!([{"conditionType": "example.com/gate"}]);
+        let row = cells(&initialized);
+        assert_eq!(
+            (&row[1], &row[2], &row[3], &row[8]),
+            (
+                &json!("2/2"),
+                &json!("Running"),
+                &json!("3 (60s ago)"),
+                &json!("0/1")
+            )
+        );
+        let mut failed_init = initializing;
+        failed_init["status"]["initContainerStatuses"][0]["state"] =
+            json!({"terminated": {"exitCode": 2}});
+        assert_eq!(cells(&failed_init)[2], "Init:ExitCode:2");
     }
 }

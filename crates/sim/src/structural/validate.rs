@@ -26,6 +26,7 @@
 //! `ipv4`, `ipv6`, `cidr` and `password` are checked; any other format is stripped by the API
 //! server (`int32`, `int64`, `double`, `uint32`, ... check nothing).
 
+use std::cmp::Ordering;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::LazyLock;
 
@@ -501,47 +502,25 @@ fn check_number(
             errors.push(FieldError::invalid(path, &shown, detail));
         }
     }
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "Go's comparisons: int64(bound) against an integer, float64 against a float"
-    )]
-    let below = |bound: f64, exclusive: bool| match integer {
-        Some(value) => {
-            let bound = bound as i64;
-            if exclusive {
-                value <= bound
-            } else {
-                value < bound
-            }
-        }
-        None => {
-            if exclusive {
-                float <= bound
-            } else {
-                float < bound
-            }
-        }
-    };
+    // Go's comparisons: int64(bound) against an integer, float64 against a float (a NaN is
+    // neither below nor above).
     #[expect(
         clippy::cast_possible_truncation,
         reason = "Go's int64(bound) against an integer"
     )]
-    let above = |bound: f64, exclusive: bool| match integer {
-        Some(value) => {
-            let bound = bound as i64;
-            if exclusive {
-                value >= bound
-            } else {
-                value > bound
-            }
-        }
-        None => {
-            if exclusive {
-                float >= bound
-            } else {
-                float > bound
-            }
-        }
+    let against = |bound: f64| match integer {
+        Some(value) => Some(value.cmp(&(bound as i64))),
+        None => float.partial_cmp(&bound),
+    };
+    let below = |bound: f64, exclusive: bool| match against(bound) {
+        Some(Ordering::Less) => true,
+        Some(Ordering::Equal) => exclusive,
+        _ => false,
+    };
+    let above = |bound: f64, exclusive: bool| match against(bound) {
+        Some(Ordering::Greater) => true,
+        Some(Ordering::Equal) => exclusive,
+        _ => false,
     };
     if let Some(min) = constraints.minimum
         && below(min, constraints.exclusive_minimum)

@@ -13,6 +13,12 @@ use proptest::prelude::*;
 
 use crate::index::{Moved, OwnerIndex, PodCountRule, WatchedPod};
 
+/// The group of the DaemonSet `agent` in namespace `a`, the one the tests count (its namesake in
+/// `b` is another group).
+fn group() -> String {
+    crate::index::pod_group("a", "agent")
+}
+
 /// One pod of the test universe: namespace and name from small sets, so events collide.
 #[derive(Debug, Clone)]
 struct PodShape {
@@ -183,7 +189,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// What a full walk of the group says under `rule`, the crash loop named being the first by
 /// namespace and name.
 fn recounted(index: &OwnerIndex<PodSummary>, rule: &PodCountRule) -> canary_predicates::PodCounts {
-    index.with_group("agent", |pods| {
+    index.with_group(&group(), |pods| {
         let mut pods: Vec<_> = pods.map(|p| &**p).collect();
         pods.sort_by_key(|p| {
             (
@@ -210,7 +216,7 @@ proptest! {
             let event = match step {
                 Step::Count(choice) => {
                     let rule = rule(choice);
-                    prop_assert_eq!(index.count("agent", &rule), recounted(&index, &rule));
+                    prop_assert_eq!(index.count(&group(), &rule), recounted(&index, &rule));
                     last_rule = Some(rule);
                     continue;
                 }
@@ -221,9 +227,9 @@ proptest! {
                 index.apply(&event);
                 continue;
             };
-            let before = index.count("agent", rule);
+            let before = index.count(&group(), rule);
             let matters = index.apply(&event);
-            let after = index.count("agent", rule);
+            let after = index.count(&group(), rule);
             prop_assert_eq!(&after, &recounted(&index, rule));
             let thresholds = |c: &canary_predicates::PodCounts| {
                 (
@@ -263,63 +269,63 @@ fn healthy(name: usize) -> PodShape {
 #[test]
 fn only_events_that_move_what_a_pass_reads_matter() {
     let index = OwnerIndex::<PodSummary>::new();
+    // Applies `event` and checks how much it mattered.
+    let expect = |event: Event<_>, moved: Moved, why: &str| {
+        assert_eq!(index.apply(&event), moved, "{why}");
+    };
     let old = PodShape {
         new_revision: false,
         ..healthy(0)
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&old))),
-        Moved::Decision,
-        "a pod joins"
-    );
+    expect(Event::Apply(pod(&old)), Moved::Decision, "a pod joins");
     let rewritten = PodShape {
         resource_version: 2,
         ..old.clone()
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&rewritten))),
+    expect(
+        Event::Apply(pod(&rewritten)),
         Moved::Nothing,
-        "a new resource version alone changes no fact"
+        "a new resource version alone changes no fact",
     );
     let not_ready = PodShape {
         ready: false,
         ..rewritten.clone()
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&not_ready))),
+    expect(
+        Event::Apply(pod(&not_ready)),
         Moved::Decision,
-        "not counted yet: any fact matters"
+        "not counted yet: any fact matters",
     );
 
     let rule = rule(0);
-    assert_eq!(index.count("agent", &rule).total, 1);
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&old))),
+    assert_eq!(index.count(&group(), &rule).total, 1);
+    expect(
+        Event::Apply(pod(&old)),
         Moved::Nothing,
-        "counts kept: an old pod's readiness is read by no decision"
+        "counts kept: an old pod's readiness is read by no decision",
     );
     let terminating = PodShape {
         terminating: true,
         ..old.clone()
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&terminating))),
+    expect(
+        Event::Apply(pod(&terminating)),
         Moved::Nothing,
-        "nor its termination"
+        "nor its termination",
     );
-    assert_eq!(
-        index.apply(&Event::Delete(pod(&terminating))),
+    expect(
+        Event::Delete(pod(&terminating)),
         Moved::Nothing,
-        "nor its end"
+        "nor its end",
     );
     let starting = PodShape {
         ready: false,
         ..healthy(1)
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&starting))),
+    expect(
+        Event::Apply(pod(&starting)),
         Moved::Decision,
-        "an updated pod joins"
+        "an updated pod joins",
     );
     assert_eq!(
         index.apply(&Event::Apply(pod(&healthy(1)))),
@@ -327,45 +333,59 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         "and becomes ready: the first updated pod ready"
     );
     // A pass counts (the group emptied a moment ago, and its rule went with it).
-    assert_eq!(index.count("agent", &rule).updated_ready, 1);
+    assert_eq!(index.count(&group(), &rule).updated_ready, 1);
+}
+
+/// Under a rule, from one updated pod ready: only the thresholds a decision reads matter (every
+/// counted pod updated and ready, a crash loop), another owner's pod always, and everything
+/// once the counts are forgotten.
+#[test]
+fn under_a_rule_only_the_thresholds_matter() {
+    let index = OwnerIndex::<PodSummary>::new();
+    let expect = |event: Event<_>, moved: Moved, why: &str| {
+        assert_eq!(index.apply(&event), moved, "{why}");
+    };
+    let rule = rule(0);
+    index.apply(&Event::Apply(pod(&healthy(1))));
+    assert_eq!(index.count(&group(), &rule).updated_ready, 1);
     let another_old = PodShape {
         new_revision: false,
         ..healthy(4)
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&another_old))),
+    expect(
+        Event::Apply(pod(&another_old)),
         Moved::Decision,
-        "an old pod joins: no longer every counted pod updated and ready"
+        "an old pod joins: no longer every counted pod updated and ready",
     );
     let second = PodShape {
         ready: false,
         ..healthy(3)
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&second))),
+    expect(
+        Event::Apply(pod(&second)),
         Moved::Counts,
-        "a second updated pod moves the counts, no threshold: its pass may wait"
+        "a second updated pod moves the counts, no threshold: its pass may wait",
     );
     assert_eq!(
         index.apply(&Event::Apply(pod(&healthy(3)))),
         Moved::Counts,
         "nor does it when it becomes ready while an old pod remains"
     );
-    assert_eq!(
-        index.apply(&Event::Delete(pod(&another_old))),
+    expect(
+        Event::Delete(pod(&another_old)),
         Moved::Decision,
-        "the last old pod gone: every counted pod updated and ready"
+        "the last old pod gone: every counted pod updated and ready",
     );
     let crashing = PodShape {
         restarts: 1,
         ..healthy(1)
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&crashing))),
+    expect(
+        Event::Apply(pod(&crashing)),
         Moved::Decision,
-        "then crash-loops"
+        "then crash-loops",
     );
-    let counts = index.count("agent", &rule);
+    let counts = index.count(&group(), &rule);
     assert_eq!(
         counts.first_crash_loop.map(|(name, _)| name).as_deref(),
         Some("p1"),
@@ -380,17 +400,22 @@ fn only_events_that_move_what_a_pass_reads_matter() {
         ready: false,
         ..stranger
     };
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&stranger_not_ready))),
+    expect(
+        Event::Apply(pod(&stranger_not_ready)),
         Moved::Decision,
-        "another owner's pod in the group: the tally cannot tell, so it matters"
+        "another owner's pod in the group: the tally cannot tell, so it matters",
     );
 
-    index.forget_counts("agent");
-    assert_eq!(
-        index.apply(&Event::Apply(pod(&not_ready))),
+    let not_ready = PodShape {
+        ready: false,
+        new_revision: false,
+        ..healthy(0)
+    };
+    index.forget_counts(&group());
+    expect(
+        Event::Apply(pod(&not_ready)),
         Moved::Facts,
-        "counts forgotten (the Pods driver): any fact matters again, in the pass soon"
+        "counts forgotten (the Pods driver): any fact matters again, in the pass soon",
     );
 }
 
@@ -402,9 +427,9 @@ fn a_drifted_tally_fails_the_debug_check() {
     let index = OwnerIndex::<PodSummary>::new();
     index.apply(&Event::Apply(pod(&healthy(0))));
     let rule = rule(0);
-    assert_eq!(index.count("agent", &rule).updated_ready, 1);
-    if let Some(group) = index.write().live.groups.get_mut("agent") {
+    assert_eq!(index.count(&group(), &rule).updated_ready, 1);
+    if let Some(group) = index.write().live.groups.get_mut(group().as_str()) {
         group.tally = super::PodTally::recount(rule.clone(), []);
     }
-    let _ = index.count("agent", &rule);
+    let _ = index.count(&group(), &rule);
 }
