@@ -643,6 +643,10 @@ pub struct CanaryDaemonSetStatus {
     /// How many nodes the health gates name in all, when there are any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unhealthy_node_count: Option<u32>,
+    /// When a person last resumed a hold of `onUnhealthy: Hold` that named nodes: the nodes
+    /// unhealthy since no later than this were answered (go on) and hold the rollout no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_answered: Option<Time>,
     /// Pods driver: pods per revision, the target first, at most 5 revisions.
     #[serde(
         default,
@@ -725,7 +729,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 33] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 34] = [
         "phase",
         "reason",
         "message",
@@ -753,6 +757,7 @@ impl CanaryDaemonSetStatus {
         "failedNodeCount",
         "unhealthyNodes",
         "unhealthyNodeCount",
+        "unhealthyAnswered",
         "revisions",
         "promotion",
         "held",

@@ -89,6 +89,9 @@ pub struct Transition {
     /// The analysis the status shows (`spec.analysis`), both drivers: the stretch measured
     /// now, or the last one measured; `None` without analysis.
     pub analysis: Option<Box<crate::crd::AnalysisStatus>>,
+    /// When a person resumed a hold of `onUnhealthy: Hold` (seconds since the epoch), as the
+    /// gates read it this pass (`status.unhealthyAnswered`).
+    pub unhealthy_answered: Option<i64>,
 }
 
 /// The nodes the health gates name in a pass: at most ten, and how many in all.

@@ -190,8 +190,8 @@ pub fn next_status(
 }
 
 /// The nodes the health gates name (issue 46), over the Pods driver's part of the status:
-/// those of this pass; while a `NodeUnhealthy` failure stays without them (a node that
-/// recovered, or left the window), the ones that failed it.
+/// those of this pass; while a `NodeUnhealthy` failure or a hold stays without them (a node
+/// that recovered, or left the window), the ones that failed or held it.
 fn unhealthy_status(
     prev: &CanaryDaemonSetStatus,
     pass: &Transition,
@@ -215,14 +215,18 @@ fn unhealthy_status(
                 .collect(),
             Some(record.count),
         ),
-        _ if pass.failure == Some(FailureReason::NodeUnhealthy) => {
-            (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count)
-        }
+        // Kept while the failure is, and while the hold they caused is (the node recovering
+        // ends neither: a person resumes, and the resume answers the nodes listed).
+        _ if named => (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count),
         _ => (Vec::new(), None),
     };
     CanaryDaemonSetStatus {
         unhealthy_nodes,
         unhealthy_node_count,
+        unhealthy_answered: pass
+            .unhealthy_answered
+            .and_then(|second| Timestamp::from_second(second).ok())
+            .map(Time),
         ..steps.clone()
     }
 }
@@ -504,6 +508,7 @@ mod tests {
             held: false,
             unhealthy: None,
             analysis: None,
+            unhealthy_answered: None,
         }
     }
 

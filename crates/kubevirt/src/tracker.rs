@@ -157,6 +157,7 @@ fn transition(
     now: Timestamp,
 ) -> Transition {
     Transition {
+        unhealthy_answered: None,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         daemon_set: name.to_owned(),

@@ -411,6 +411,7 @@ mod tests {
             held: false,
             unhealthy: None,
             analysis: None,
+            unhealthy_answered: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -262,6 +262,7 @@ mod tests {
             held: false,
             unhealthy: None,
             analysis: None,
+            unhealthy_answered: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! The per-node ledger of `status NAME --nodes`: for each node, the revision its pod runs, since
-//! when, and where it stands (updated, old, deferred, failed, no pod), derived from the
+//! when, and where it stands (updated, old, deferred, failed, unhealthy, no pod), derived from the
 //! DaemonSet's pods and ControllerRevisions and the nodes, with the status's own bounded lists.
 //!
 //! Pure, like the rest of the view: the caller fetches the objects.
@@ -27,7 +27,8 @@ pub struct NodeRow {
     pub revision: String,
     /// When its pod was created, that is when the node last changed revision.
     pub since: Option<Timestamp>,
-    /// Where it stands: updated, old, deferred, failed or no pod ([`NodeStanding::LEDGER`]).
+    /// Where it stands: updated, old, deferred, failed, unhealthy or no pod
+    /// ([`NodeStanding::LEDGER`]).
     pub state: NodeStanding,
     /// Why, when there is more to say (`not ready`, a deferral's reason).
     pub note: String,
@@ -91,12 +92,24 @@ pub fn node_ledger(
             let updated = pod
                 .zip(target.as_deref())
                 .is_some_and(|(pod, target)| pod_runs_revision(pod, target));
+            let unhealthy = status.unhealthy_nodes.iter().find(|note| note.name == name);
             // What the pods say wins over the status's lists, which may be a pass behind.
             let (state, note) = if status.failed_nodes.contains(&name) {
                 (
                     NodeStanding::Failed,
                     "its updated pod crash-loops".to_owned(),
                 )
+            } else if let Some(seen) = unhealthy {
+                // Named by the health gates: broke after its update (issue 46).
+                let mut note = format!("{} {}", seen.condition, seen.status);
+                if !seen.reason.is_empty() {
+                    let _ = write!(note, ", {}", seen.reason);
+                }
+                if let Some(since) = &seen.since {
+                    let _ = write!(note, " since {}", since.0);
+                }
+                note.push_str(" after its update");
+                (NodeStanding::Unhealthy, note)
             } else if updated {
                 let ready = pod.is_some_and(pod_is_ready);
                 let mut note = health_note(health);

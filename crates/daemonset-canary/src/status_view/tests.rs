@@ -364,6 +364,14 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         name: "n1".into(),
         reason: "cordoned".into(),
     }];
+    status.unhealthy_nodes = vec![canary_kube_adapter::crd::UnhealthyNodeNote {
+        name: "n6".into(),
+        condition: "Ready".into(),
+        status: "False".into(),
+        reason: "KubeletNotReady".into(),
+        since: Some(Time(at(120))),
+        ..Default::default()
+    }];
     let pods = [
         pod("n0", "new", 100, true),
         pod("n1", "new", 90, true),
@@ -371,6 +379,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         pod("n3", "new", 100, false),
         pod("n4", "old", 10, true),
         pod("gone", "old", 10, true),
+        pod("n6", "new", 100, true),
     ];
     let revisions = [revision(1, "old"), revision(2, "new")];
     let nodes = [
@@ -380,6 +389,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         node("n3", true, false),
         node("n4", false, false),
         node("n5", true, false),
+        node("n6", false, false),
     ];
     let rows = node_ledger(&cds, &pods, &revisions, &nodes);
     let got: Vec<(&str, &str, &str, &str)> = rows
@@ -403,6 +413,12 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
             ("n3", "#2 new", "failed", "its updated pod crash-loops"),
             ("n4", "#1 old", "deferred", "node NotReady"),
             ("n5", "-", "no pod", ""),
+            (
+                "n6",
+                "#2 new",
+                "unhealthy",
+                "Ready False, KubeletNotReady since 2026-01-01T00:02:00Z after its update"
+            ),
         ]
     );
     assert_eq!(rows[1].since, Some(at(100)));
@@ -416,7 +432,7 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         "{table}"
     );
     assert!(
-        table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
+        table.ends_with("8 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 unhealthy, 1 no pod\n"),
         "{table}"
     );
 }

@@ -138,6 +138,12 @@ impl Driver for Steer {
         record.max_unavailable = Some(self.observation.live_max_unavailable.clone());
         record.unhealthy = UnhealthyRecord::of(self.observation.health.as_ref());
         record.analysis = self.shown.clone();
+        record.unhealthy_answered = self
+            .observation
+            .health
+            .as_ref()
+            .and_then(|facts| facts.answered)
+            .map(|stamp| stamp.0);
     }
 
     async fn act(
@@ -299,9 +305,12 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
-        health::facts(
+        let now = Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = health::answered(&plan.health, self.status.as_ref(), held, now);
+        let facts = health::facts(
             &plan.health,
-            Stamp(self.now.as_second()),
+            now,
             &troubled,
             |nodes| {
                 self.ctx.caches.pods.with_group(
@@ -314,7 +323,8 @@ impl Pass<'_> {
                 )
             },
             canary_ready_since,
-        )
+        );
+        HealthFacts { answered, ..facts }
     }
 
     /// The rule the DaemonSet's pods are counted by.

@@ -148,6 +148,9 @@ impl<'a> Pass<'a> {
             held: previous.and_then(|s| s.held) == Some(true),
             unhealthy: None,
             analysis: None,
+            unhealthy_answered: previous
+                .and_then(|s| s.unhealthy_answered.as_ref())
+                .map(|t| t.0.as_second()),
             at: self.now,
         }
     }

@@ -42,6 +42,9 @@ use crate::meta::object_meta_modified;
 use crate::observer::{Transition, WriteOutcome};
 use canary_predicates::available_pods;
 
+/// The pause mark's value when the health gates set it (`onUnhealthy: Hold`, issue 46).
+pub const HELD_ON_UNHEALTHY: &str = "onUnhealthy";
+
 /// What every pass sees before a driver observes: the live DaemonSet, the desired one, the
 /// drift check and the verb marks both drivers read.
 pub(super) struct Seen<'p> {
@@ -177,6 +180,12 @@ impl Pass<'_> {
         record.failure = decision.failure;
         record.message = decision.error.clone();
         record.held = decision.held;
+        // Held by the health gates (`onUnhealthy: Hold`), not by the mark: the mark is set, so
+        // that the hold is the `pause` verb's from now on (a person decides: `resume` goes on,
+        // `abort` rolls back), not ended by the node recovering or leaving the window.
+        if decision.held && !seen.held {
+            self.mark_held_on_unhealthy().await;
+        }
         // Acted on whatever the phase: an old mark never retries a later failure.
         if seen.retry_mark.is_some() {
             record.retry = seen.retry_mark.clone();
@@ -197,6 +206,30 @@ impl Pass<'_> {
             // The rest of the work, decided again from what the cluster and the object say now.
             Acted { again: true, .. } => Ok(Action::requeue(Duration::ZERO)),
             Acted { .. } => Ok(action),
+        }
+    }
+
+    /// Sets the pause mark on the CanaryDaemonSet for a hold of `onUnhealthy: Hold`
+    /// ([`HELD_ON_UNHEALTHY`]). A refusal is logged: the next pass, which sees the same
+    /// evidence, holds and tries again.
+    async fn mark_held_on_unhealthy(&self) {
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
+        let params = kube::api::PatchParams {
+            field_manager: Some(self.ctx.field_manager.clone()),
+            ..kube::api::PatchParams::default()
+        };
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            crate::crd::PAUSE_ANNOTATION: HELD_ON_UNHEALTHY,
+        }}});
+        if let Err(error) = api
+            .patch(
+                &self.cds.name_any(),
+                &params,
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::warn!(namespace = %self.namespace, name = %self.cds.name_any(), error = %describe_api_error(&error.into()), "cannot set the pause mark of onUnhealthy: Hold");
         }
     }
 

@@ -252,9 +252,12 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
-        super::health::facts(
+        let now = canary_state_machine::Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = super::health::answered(&plan.health, self.status.as_ref(), held, now);
+        let facts = super::health::facts(
             &plan.health,
-            canary_state_machine::Stamp(self.now.as_second()),
+            now,
             &troubled,
             |nodes| {
                 pod_index.with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
@@ -267,7 +270,8 @@ impl Pass<'_> {
                 })
             },
             canary_ready_since,
-        )
+        );
+        canary_state_machine::HealthFacts { answered, ..facts }
     }
 
     /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
@@ -683,6 +687,12 @@ impl Driver for PodsDriver<'_> {
         if let Some(seen) = &self.seen {
             record.target = seen.target.clone();
             record.unhealthy = UnhealthyRecord::of(seen.observation.health.as_ref());
+            record.unhealthy_answered = seen
+                .observation
+                .health
+                .as_ref()
+                .and_then(|facts| facts.answered)
+                .map(|stamp| stamp.0);
         }
         let tally = decision.action.tally;
         record.desired = tally.desired;

@@ -202,6 +202,10 @@ pub struct HealthFacts {
     /// the soak counts from there, so it survives a restart of the controller. `None` while
     /// no updated pod is ready.
     pub canary_ready_since: Option<Stamp>,
+    /// A person resumed a hold of `onUnhealthy: Hold` at this time (the status remembers it):
+    /// the nodes unhealthy since no later than it were answered (go on) and are evidence no
+    /// more; a node that turns unhealthy after it holds the rollout again. `None`: never.
+    pub answered: Option<Stamp>,
     // The neighbour-pod gate adds its facts here (issue 46, `spec.health.neighbours`).
 }
 
@@ -274,6 +278,7 @@ mod tests {
             },
             now: Stamp(now),
             canary_ready_since: ready.map(Stamp),
+            answered: None,
             ..HealthFacts::default()
         }
     }

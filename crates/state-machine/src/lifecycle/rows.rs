@@ -226,10 +226,10 @@ pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision
     let HealthVerdict::NodesUnhealthy { nodes, count } = judge(facts) else {
         return None;
     };
-    let message = format!(
-        "daemonSet {} rollout failed: {}; no further pod is deleted",
-        life.name,
-        unhealthy_text(&nodes, count)
+    let message = within_event_note(
+        &format!("daemonSet {} rollout failed: ", life.name),
+        &unhealthy_text(&nodes, count),
+        "; no further pod is deleted",
     );
     Some(failed(
         life,
@@ -251,10 +251,10 @@ pub(crate) fn health_hold(life: &Life<'_>) -> Option<(u32, String)> {
     };
     Some((
         count,
-        format!(
-            "daemonSet {}: {}; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
-            life.name,
-            unhealthy_text(&nodes, count)
+        within_event_note(
+            &format!("daemonSet {}: ", life.name),
+            &unhealthy_text(&nodes, count),
+            "; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
         ),
     ))
 }
@@ -290,6 +290,16 @@ fn unhealthy_text(nodes: &[UnhealthyNode], count: u32) -> String {
         if count == 1 { "its" } else { "their" },
         listed.join(", ")
     )
+}
+
+/// `before`, `nodes` and `after` as one message under an event note's limit: ten nodes with
+/// their reasons and messages (each cut to `SHORT_TEXT_BYTES`) run past it, so the node list
+/// is cut (saying so) and the frame kept, and the event and the status say the same.
+fn within_event_note(before: &str, nodes: &str, after: &str) -> String {
+    let room = (crate::EVENT_NOTE_BYTES - 1)
+        .saturating_sub(before.len() + after.len())
+        .max(crate::MIN_CUT_BYTES);
+    format!("{before}{}{after}", crate::cut(nodes, room))
 }
 
 /// The progress deadline row: the previous pass was in progress, the ready count (`ready` of

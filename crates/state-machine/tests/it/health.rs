@@ -42,6 +42,7 @@ fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
         now: Stamp(CREATED + 120),
         unhealthy,
         canary_ready_since: Some(Stamp(CREATED + 10)),
+        answered: None,
     }
 }
 
@@ -425,4 +426,34 @@ fn pods_a_pause_after_the_canary_step_is_its_soak() {
     );
     assert_eq!(decision.phase, Phase::Paused);
     assert_eq!(decision.action.step, 1);
+}
+
+/// Ten nodes, each with a reason and a message as long as the adapter keeps them: the failure's
+/// Warning (and status message) stays under an event note's 1 KiB, and still names the first.
+#[test]
+fn the_warning_naming_many_nodes_is_cut_to_an_event_note() {
+    let long = "x".repeat(canary_state_machine::SHORT_TEXT_BYTES);
+    let nodes = (0..12)
+        .map(|i| {
+            let mut node = broken(&format!("node-{i:02}"), CREATED + 60, updated());
+            node.seen.reason = long.clone();
+            node.seen.message = long.clone();
+            node
+        })
+        .collect();
+    let decision = decide(
+        &Strategy::default(),
+        &canary_ready(Some(facts(no_soak(), nodes))),
+    );
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    let warning = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(
+        warning.message.len() < canary_state_machine::EVENT_NOTE_BYTES,
+        "{}",
+        warning.message.len()
+    );
+    assert!(warning.message.contains("node-00"), "{}", warning.message);
+    assert!(warning.message.contains("12 nodes"), "{}", warning.message);
 }
