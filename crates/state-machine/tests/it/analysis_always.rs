@@ -291,6 +291,7 @@ fn max_unavailable_the_widen_waits_for_the_soak_and_the_analysis_both() {
         now: Stamp(1_010),
         unhealthy: Vec::new(),
         canary_ready_since: Some(Stamp(1_000)),
+        ..HealthFacts::default()
     };
     let soaked = HealthFacts {
         now: Stamp(1_100),
