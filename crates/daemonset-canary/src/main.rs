@@ -70,6 +70,16 @@ enum Command {
     Undo(cli::rollback::UndoArgs),
     /// List the revisions rolled out: number, version, outcome, start and end.
     History(cli::verb::TargetArgs),
+    /// Wait until the rollout of the current spec is successful (or paused): exit 0 when it is,
+    /// 1 when it failed or was rolled back (with the reason), 2 on timeout.
+    Wait(cli::wait::WaitArgs),
+    /// Replace every pod through the steps, canary first (as `kubectl rollout restart`).
+    Restart(cli::edit::RestartArgs),
+    /// Change the template (as `kubectl set image`).
+    Set {
+        #[command(subcommand)]
+        command: SetCommand,
+    },
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -79,6 +89,13 @@ enum Command {
         #[command(subcommand)]
         command: SimCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SetCommand {
+    /// Set the image of one or more containers (`CONTAINER=IMAGE`): rolled out through the
+    /// steps, canary first.
+    Image(cli::edit::SetImageArgs),
 }
 
 #[cfg(feature = "simulator")]
@@ -135,6 +152,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Abort(args) => multi_thread()?.block_on(cli::rollback::abort(args))?,
         Command::Undo(args) => multi_thread()?.block_on(cli::rollback::undo(args))?,
         Command::History(args) => multi_thread()?.block_on(cli::rollback::history(args))?,
+        Command::Wait(args) => return multi_thread()?.block_on(cli::wait::run(args)),
+        Command::Restart(args) => multi_thread()?.block_on(cli::edit::restart(args))?,
+        Command::Set {
+            command: SetCommand::Image(args),
+        } => multi_thread()?.block_on(cli::edit::set_image(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

@@ -466,65 +466,109 @@ pub fn is_about(event: &Event, cds: &CanaryDaemonSet) -> bool {
     })
 }
 
-/// `daemonset-canary get`: one line per CanaryDaemonSet, like `kubectl get`: name, phase, the
-/// Pods driver's step, updated-and-ready over desired, version and age (with the namespace
-/// first when `all_namespaces`), sorted by namespace and name.
+/// The list `get` prints: a header and a line per object (sorted by namespace and name), the
+/// namespace only with `all_namespaces`; `wide` adds the driver, the DaemonSet, the updated
+/// pods and the kstatus verdict (`Ready`, `Reconciling` or `Stalled`, with its reason).
 pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timestamp) -> String {
-    let mut rows: Vec<[String; 7]> = items
-        .iter()
-        .map(|cds| {
-            let status = cds.status.clone().unwrap_or_default();
-            let step = match (status.current_step_index, status.step_count) {
-                (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
-                (Some(index), Some(count)) => format!("{}/{count}", index + 1),
-                _ => "-".to_owned(),
-            };
-            [
-                cds.metadata.namespace.clone().unwrap_or_default(),
-                cds.metadata.name.clone().unwrap_or_default(),
-                Phase::name_or_pending(status.phase).to_owned(),
-                step,
-                format!("{}/{}", status.updated_ready, status.desired),
-                status
-                    .target_version
-                    .clone()
-                    .unwrap_or_else(|| "-".to_owned()),
-                cds.metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
-            ]
-        })
-        .collect();
+    render_table(items, all_namespaces, false, true, now)
+}
+
+/// The columns of `get`'s table.
+const COLUMNS: [&str; 7] = [
+    "NAMESPACE",
+    "NAME",
+    "PHASE",
+    "STEP",
+    "READY",
+    "VERSION",
+    "AGE",
+];
+/// The columns `-o wide` adds.
+const WIDE_COLUMNS: [&str; 4] = ["DRIVER", "DAEMONSET", "UPDATED", "CONDITION"];
+
+/// `get`'s table: `wide` with the wide columns (driver, DaemonSet, updated, kstatus verdict),
+/// `header` with its header line (`get -w` prints the later lines without one, as `kubectl get
+/// -w` does).
+pub fn render_table(
+    items: &[CanaryDaemonSet],
+    all_namespaces: bool,
+    wide: bool,
+    header: bool,
+    now: Timestamp,
+) -> String {
+    let mut rows: Vec<Vec<String>> = items.iter().map(|cds| row(cds, wide, now)).collect();
     rows.sort();
-    let header = [
-        "NAMESPACE",
-        "NAME",
-        "PHASE",
-        "STEP",
-        "READY",
-        "VERSION",
-        "AGE",
-    ]
-    .map(str::to_owned);
+    let columns = COLUMNS
+        .iter()
+        .chain(WIDE_COLUMNS.iter().filter(|_| wide))
+        .map(|c| (*c).to_owned())
+        .collect::<Vec<_>>();
     let skip = usize::from(!all_namespaces);
-    let mut widths = [0usize; 7];
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let mut widths = vec![0usize; columns.len()];
+    for row in std::iter::once(&columns).chain(rows.iter()) {
         for (width, cell) in widths.iter_mut().zip(row.iter()) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let header = header.then_some(&columns);
+    for row in header.into_iter().chain(rows.iter()) {
         let line: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(widths.iter())
             .skip(skip)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
     }
     printable(&out)
+}
+
+/// One object's cells, in the order of [`COLUMNS`] (and [`WIDE_COLUMNS`]).
+fn row(cds: &CanaryDaemonSet, wide: bool, now: Timestamp) -> Vec<String> {
+    let status = cds.status.clone().unwrap_or_default();
+    let step = match (status.current_step_index, status.step_count) {
+        (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
+        (Some(index), Some(count)) => format!("{}/{count}", index + 1),
+        _ => "-".to_owned(),
+    };
+    let mut cells = vec![
+        cds.metadata.namespace.clone().unwrap_or_default(),
+        cds.metadata.name.clone().unwrap_or_default(),
+        Phase::name_or_pending(status.phase).to_owned(),
+        step,
+        format!("{}/{}", status.updated_ready, status.desired),
+        status
+            .target_version
+            .clone()
+            .unwrap_or_else(|| "-".to_owned()),
+        cds.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
+    ];
+    if wide {
+        let verdict = ["Stalled", "Reconciling", "Ready"]
+            .into_iter()
+            .find_map(|type_| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == "True")
+                    .map(|c| format!("{type_}({})", one_line(&c.reason)))
+            })
+            .unwrap_or_else(|| "-".to_owned());
+        cells.extend([
+            cds.spec.strategy.driver.to_string(),
+            status
+                .daemon_set_name
+                .clone()
+                .unwrap_or_else(|| "-".to_owned()),
+            format!("{}/{}", status.updated, status.desired),
+            verdict,
+        ]);
+    }
+    cells
 }
 
 #[cfg(test)]

@@ -138,6 +138,9 @@ pub struct PodsRecord {
     pub tally: NodeTally,
     /// Pods deleted in this pass.
     pub deleted: Vec<String>,
+    /// The rollout rests in a pause step without a duration: only `promote` moves it on (the
+    /// kstatus `Stalled` condition's `AwaitingPromotion`).
+    pub awaiting_promotion: bool,
 }
 
 /// What became of a DaemonSet write.

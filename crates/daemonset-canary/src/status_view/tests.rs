@@ -468,3 +468,36 @@ fn the_list_has_a_line_per_object_with_its_step_and_the_namespace_only_with_all(
     assert!(all.starts_with("NAMESPACE   NAME "), "{all}");
     assert!(all.contains("\ndefault     agent "), "{all}");
 }
+
+/// `-o wide` adds the driver, the DaemonSet, the updated pods and the kstatus verdict; `-w`'s
+/// later lines come without the header.
+#[test]
+fn the_wide_list_adds_the_driver_the_daemon_set_and_the_kstatus_verdict() {
+    let mut one = cds();
+    let status = one.status.get_or_insert_default();
+    status.daemon_set_name = Some("node-agent".into());
+    status.updated = 7;
+    status
+        .conditions
+        .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Stalled".into(),
+            status: "True".into(),
+            reason: "CanaryCrashLooping".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(at(0)),
+        });
+    let wide = render_table(std::slice::from_ref(&one), false, true, true, at(90));
+    let lines: Vec<&str> = wide.lines().collect();
+    assert!(
+        lines[0].ends_with("DRIVER           DAEMONSET    UPDATED   CONDITION"),
+        "{wide}"
+    );
+    assert!(
+        lines[1].ends_with("MaxUnavailable   node-agent   7/50      Stalled(CanaryCrashLooping)"),
+        "{wide}"
+    );
+    let later = render_table(std::slice::from_ref(&one), false, false, false, at(90));
+    assert_eq!(later.lines().count(), 1, "{later}");
+    assert!(later.starts_with("node-agent "), "{later}");
+}

@@ -691,6 +691,11 @@ impl Checker {
                 self.analysis_failed = Some((self.world.now(), target));
             }
         }
+        if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
+            && let Err(why) = kstatus_agrees(status)
+        {
+            self.world.violate(Invariant::KstatusAgreesWithPhase, why);
+        }
         if phase != self.phase {
             let message = cds
                 .status
@@ -705,6 +710,43 @@ impl Checker {
             self.phase = phase;
         }
     }
+}
+
+/// Invariant 30: the kstatus conditions of a status with a phase agree with it.
+fn kstatus_agrees(status: &CanaryDaemonSetStatus) -> Result<(), String> {
+    let phase = status.phase_name().unwrap_or_default();
+    let is_true = |type_: &str| -> Result<bool, String> {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .ok_or_else(|| format!("phase {phase}: no {type_} condition"))?;
+        if condition.observed_generation != status.observed_generation {
+            return Err(format!(
+                "phase {phase}: {type_} observed generation {:?}, the status {:?}",
+                condition.observed_generation, status.observed_generation
+            ));
+        }
+        Ok(condition.status == "True")
+    };
+    let (ready, reconciling, stalled, degraded) = (
+        is_true("Ready")?,
+        is_true("Reconciling")?,
+        is_true("Stalled")?,
+        is_true("Degraded")?,
+    );
+    let why = if reconciling && stalled {
+        "Reconciling and Stalled both true"
+    } else if ready != (phase == "successful" && !degraded) {
+        "Ready is not (successful and not Degraded)"
+    } else if matches!(phase, "failed" | "rolledBack") && !stalled {
+        "not Stalled"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "phase {phase}: {why} (Ready {ready}, Reconciling {reconciling}, Stalled {stalled}, Degraded {degraded})"
+    ))
 }
 
 fn node_is_healthy(node: &Node) -> bool {

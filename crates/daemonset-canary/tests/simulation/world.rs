@@ -145,6 +145,11 @@ pub enum Invariant {
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
     ///     annotation never names it.
     OneDriverPerDaemonSet,
+    /// 30. The kstatus conditions agree with the phase at every status write (issue 51): a
+    ///     status with a phase carries `Ready`, `Reconciling` and `Stalled`, never both of the
+    ///     last two true, `Ready` true exactly when `successful` and not `Degraded`, `Stalled`
+    ///     true when `failed` or `rolledBack`, each with the status's `observedGeneration`.
+    KstatusAgreesWithPhase,
 }
 
 impl Invariant {
@@ -180,6 +185,7 @@ impl Invariant {
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
+            Invariant::KstatusAgreesWithPhase => "30 kstatus-agrees-with-phase",
         }
     }
 }

@@ -733,6 +733,13 @@ impl Driver for PodsDriver<'_> {
             promotion,
             tally: action.tally,
             deleted: Vec::new(),
+            awaiting_promotion: decision.phase == Phase::Paused
+                && matches!(
+                    usize::try_from(action.step)
+                        .ok()
+                        .and_then(|index| seen.steps.steps().get(index)),
+                    Some(Step::Pause { duration: None })
+                ),
         }));
         record.analysis = seen.analysis.clone().map(Box::new);
         // Delete, in a step the status names.
