@@ -405,7 +405,8 @@ impl Checker {
     /// pod of another version than the failed one is taken down on a healthy node (the Pods
     /// driver deletes nothing more, the MaxUnavailable driver's DaemonSet is on `OnDelete`),
     /// past the staleness window (a deletion decided before the failure may land after it),
-    /// until the status leaves `failed` (a retry, a rollback, a new version).
+    /// until the status leaves `failed` or the DaemonSet's target changes (a retry, a
+    /// rollback, a new version).
     fn check_no_deletion_after_failed_analysis(&self, pod: &Pod) {
         let Some((since, target)) = &self.analysis_failed else {
             return;
@@ -518,6 +519,9 @@ impl Checker {
         ));
         if before != after {
             self.count_start(after.0.as_deref().unwrap_or("?"));
+            // A new target (a new version, a retry's or a rollback's start) ends what a failed
+            // analysis forbade: its replacements are the new rollout's (seed 57).
+            self.analysis_failed = None;
             return;
         }
         let canary = "1";

@@ -95,7 +95,11 @@ impl Driver for Steer {
             ..observe_daemon_set(live, &self.counts)
         };
         self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation));
-        if plan.analysis.is_some() {
+        // A rollback (`abort`, `onFailure: Rollback`) goes back to a revision that was judged
+        // already: it is neither measured nor held for a measurement (simulation seed 7: an
+        // abort's rollback held on OnDelete for an analysis no run measured, failed on the
+        // deadline).
+        if plan.analysis.is_some() && !pass.rolling_back() {
             let step = analysis_step(&plan.strategy, &self.observation);
             self.measure = pass.measure(plan, &rule, &self.observation, step);
             if self.measure.is_none() {

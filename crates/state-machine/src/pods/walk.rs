@@ -369,9 +369,12 @@ impl Walk<'_> {
             // Issue 46: nor before its analysis passes (missing data holds it), as the
             // MaxUnavailable driver's widen waits. A pause step next judges it there.
             let analysis = self.analysis_at(index);
+            // With no old pod left there is nothing to hold back (a step of every node, a
+            // full promotion): an empty baseline would keep it inconclusive for ever.
             if first
                 && !paused_next
                 && !self.observation.rollback
+                && at.tally.old > 0
                 && analysis.is_some_and(|a| a.verdict != AnalysisVerdict::Passing)
             {
                 at.events.extend(analysis_inconclusive(
