@@ -116,7 +116,7 @@ impl Pass<'_> {
     /// runs, which it replaces).
     pub(super) fn keep_run(&self, plan: &Arc<AnalysisPlan>, key: RunKey, values: TemplateValues) {
         let start = |key: RunKey, values: TemplateValues| {
-            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step, revision = %key.revision, "analysis started");
+            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step + 1, revision = %key.revision, "analysis started");
             AnalysisRun::start(
                 key,
                 Arc::clone(plan),
