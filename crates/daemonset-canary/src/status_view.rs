@@ -348,16 +348,21 @@ fn conditions(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
     }
 }
 
-/// The last analysed pause step (`status.analysis`): its verdict, and each metric's last
-/// measurement with the query as sent, to paste into Prometheus.
+/// The stretch of the rollout measured last (`status.analysis`): its verdict, and each
+/// metric's last measurement with the query as sent, to paste into Prometheus.
 fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
     let Some(analysis) = cds.status.as_ref().and_then(|s| s.analysis.as_ref()) else {
         return;
     };
+    // The MaxUnavailable driver measures two stretches (issue 46), the Pods driver its steps.
+    let stretch = match (cds.spec.strategy.driver, analysis.step) {
+        (Driver::MaxUnavailable, canary_state_machine::ANALYSIS_CANARY) => "the canary".to_owned(),
+        (Driver::MaxUnavailable, _) => "the widened rollout".to_owned(),
+        (Driver::Pods, step) => format!("step {}", step + 1),
+    };
     let _ = write!(
         out,
-        "\nAnalysis:        step {}, revision {}: {}",
-        analysis.step + 1,
+        "\nAnalysis:        {stretch}, revision {}: {}",
         analysis.revision.as_deref().unwrap_or("-"),
         analysis.verdict
     );

@@ -505,6 +505,24 @@ fn plans_cover_the_fault_model() {
     assert!(analysed.iter().any(|a| a.slow.is_some()));
     assert!(analysed.iter().any(|a| a.no_data.is_some()));
     assert!(analysed.iter().any(|a| a.token.is_some()));
+    // On both drivers (issue 46): MaxUnavailable-driver plans in `Fixed` compatibility have
+    // an analysis too, some with a version that fails it; KubeVirt compatibility none.
+    let max_unavailable_analysed = plans
+        .iter()
+        .filter(|p| p.pods.is_none())
+        .filter(|p| {
+            p.analysis
+                .as_ref()
+                .is_some_and(|a| !a.bad_versions.is_empty())
+        })
+        .count();
+    assert!(
+        max_unavailable_analysed >= 5,
+        "{max_unavailable_analysed} MaxUnavailable plans with a bad version"
+    );
+    assert!(plans.iter().all(|p| {
+        p.compatibility == canary_state_machine::Compatibility::Fixed || p.analysis.is_none()
+    }));
     // A DaemonSet its owner changes, on a share of the Pods-driver plans only.
     let workload = plans.iter().filter(|p| p.workload).count();
     assert!((8..=35).contains(&workload), "{workload} workloadRef plans");

@@ -196,8 +196,8 @@ pub struct CanaryDaemonSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub revision_history_limit: Option<i32>,
-    /// Prometheus queries that judge the release during the Pods driver's pause steps
-    /// (docs/analysis.md).
+    /// Prometheus queries that judge the release from its first updated pod to the end of
+    /// the rollout, on either driver (docs/analysis.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
     /// The health gates (docs/health.md): a release that breaks its node stops on one node.
@@ -667,7 +667,8 @@ pub struct CanaryDaemonSetStatus {
     /// The remembered revisions this object is at, and a rollback in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryStatus>,
-    /// The measurements of the last analysed pause step (`spec.analysis`).
+    /// The measurements of the stretch of the rollout measured last (`spec.analysis`): a
+    /// step of the Pods driver, the canary or the widened rollout of the MaxUnavailable driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
 }

@@ -155,7 +155,7 @@ pub fn next_status(
         _ => Some(Time(now)),
     };
     let pods = pass.pods.as_deref();
-    let analysis = pods.and_then(|p| p.analysis.clone());
+    let analysis = pass.analysis.as_deref().cloned();
     let conditions = conditions(prev, pass, analysis.as_ref(), now);
     CanaryDaemonSetStatus {
         promotion: pods
@@ -577,6 +577,7 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
             unhealthy_answered: None,
         }
     }
@@ -735,7 +736,6 @@ mod tests {
             promotion: None,
             tally: NodeTally::default(),
             deleted: Vec::new(),
-            analysis: None,
             awaiting_promotion: false,
         }
     }
@@ -821,14 +821,14 @@ mod tests {
     #[test]
     fn the_analysis_the_pass_gives_is_shown_with_its_condition() {
         let mut paused = pass(Phase::Paused, 1);
-        let mut record = pods_record(1, 1);
-        record.analysis = Some(crate::crd::AnalysisStatus {
+        let record = pods_record(1, 1);
+        paused.analysis = Some(Box::new(crate::crd::AnalysisStatus {
             step: 1,
             revision: Some("7b9f5d4c6d".into()),
             verdict: "Inconclusive".into(),
             message: Some("errors: Prometheus unreachable: connection refused".into()),
             measurements: Vec::new(),
-        });
+        }));
         paused.pods = Some(Box::new(record));
         let first = next_status(None, &paused, t(10));
         let condition = condition(&first, ANALYSIS_PASSING);

@@ -183,6 +183,7 @@ fn transition(
         retry: None,
         held: false,
         unhealthy: None,
+        analysis: None,
         at: now,
     }
 }

@@ -96,7 +96,10 @@ pub use analysis::{
     regex_alternation, render, validate_metrics, verdict,
 };
 pub use condition::{ConditionReason, ConditionType, ConditionVerdict, Gate, Standing, kstatus};
-pub use decide::{SyncFlags, decide, decide_create, tls_step};
+pub use decide::{
+    ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, at_canary_value, decide,
+    decide_create, tls_step,
+};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use health::{

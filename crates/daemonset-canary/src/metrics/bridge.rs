@@ -278,6 +278,7 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
             unhealthy_answered: None,
         }
     }

@@ -149,6 +149,7 @@ fn a_hold_on_request_shows_as_asked_and_as_acted_on() {
 fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
     use canary_kube_adapter::crd::{AnalysisStatus, MeasurementStatus};
     let mut analysed = cds();
+    analysed.spec.strategy.driver = canary_state_machine::Driver::Pods;
     assert!(!render(&analysed, &[], at(100)).contains("Analysis:"));
     analysed
         .status
@@ -190,6 +191,21 @@ fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
     );
     assert!(
         view.contains(r#"    query: max(agent_error_ratio{node=~"node-1"})"#),
+        "{view}"
+    );
+    // The MaxUnavailable driver's stretches are named (issue 46): 0 the canary, 1 the rest.
+    analysed.spec.strategy.driver = canary_state_machine::Driver::MaxUnavailable;
+    let view = render(&analysed, &[], at(100));
+    assert!(
+        view.contains("Analysis:        the widened rollout, revision 7fcdd5986b: Failed"),
+        "{view}"
+    );
+    if let Some(shown) = analysed.status.as_mut().and_then(|s| s.analysis.as_mut()) {
+        shown.step = 0;
+    }
+    let view = render(&analysed, &[], at(100));
+    assert!(
+        view.contains("Analysis:        the canary, revision 7fcdd5986b: Failed"),
         "{view}"
     );
 }

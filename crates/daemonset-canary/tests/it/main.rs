@@ -18,6 +18,7 @@
 mod support;
 
 mod analysis;
+mod analysis_always;
 mod bad_patches;
 mod cli;
 mod demo;

@@ -83,6 +83,9 @@ pub struct Checker {
     history: Option<canary_kube_adapter::crd::HistoryStatus>,
     /// The pause steps are analysed (invariant 21).
     analysed: bool,
+    /// Since when (virtual seconds) the status says `failed` with `AnalysisFailed`, and the
+    /// target it failed for (invariant 21 on both drivers, issue 46).
+    analysis_failed: Option<(f64, Target)>,
     /// The node whose pod events a replay prints (`DST_TRACE_NODE`).
     traced_node: Option<String>,
     /// Pods deleted once ready: their target and the last moment they were ready. A widening
@@ -196,6 +199,7 @@ impl Checker {
             last_status: None,
             history: None,
             analysed: false,
+            analysis_failed: None,
             traced_node: std::env::var("DST_TRACE_NODE").ok(),
             departed_ready: Vec::new(),
             desired_drops: Vec::new(),
@@ -393,7 +397,39 @@ impl Checker {
             && pod_is_ready(&previous.pod)
         {
             self.check_budget(&pod);
+            self.check_no_deletion_after_failed_analysis(&pod);
         }
+    }
+
+    /// Invariant 21 on both drivers (issue 46): once the status says `AnalysisFailed`, no ready
+    /// pod of another version than the failed one is taken down on a healthy node (the Pods
+    /// driver deletes nothing more, the MaxUnavailable driver's DaemonSet is on `OnDelete`),
+    /// past the staleness window (a deletion decided before the failure may land after it),
+    /// until the status leaves `failed` or the DaemonSet's target changes (a retry, a
+    /// rollback, a new version).
+    fn check_no_deletion_after_failed_analysis(&self, pod: &Pod) {
+        let Some((since, target)) = &self.analysis_failed else {
+            return;
+        };
+        if self.world.now() - since <= self.stale || pod_target(pod).0 == target.0 {
+            return;
+        }
+        let Some(node) = node_of(pod) else { return };
+        if !self
+            .nodes
+            .get(node)
+            .is_some_and(|(n, _)| node_is_healthy(n))
+        {
+            return;
+        }
+        self.world.violate(
+            Invariant::AnalysedPauseEndsWhenPassing,
+            format!(
+                "pod {} on {node} taken down {:.1}s after the analysis failed for {target:?}",
+                pod.metadata.name.as_deref().unwrap_or("?"),
+                self.world.now() - since
+            ),
+        );
     }
 
     /// Invariant 1, at the moment a ready pod is taken down on a Ready node. Not for the Pods
@@ -483,11 +519,20 @@ impl Checker {
         ));
         if before != after {
             self.count_start(after.0.as_deref().unwrap_or("?"));
+            // A new target (a new version, a retry's or a rollback's start) ends what a failed
+            // analysis forbade: its replacements are the new rollout's (seed 57).
+            self.analysis_failed = None;
             return;
         }
         let canary = "1";
         if mu_before == canary && mu_after != canary {
             self.check_widen(&ds);
+            if self.analysis_failed.is_some() {
+                self.world.violate(
+                    Invariant::AnalysedPauseEndsWhenPassing,
+                    format!("widened to maxUnavailable {mu_after} after a failed analysis"),
+                );
+            }
         } else if mu_before != canary && mu_after == canary {
             self.check_not_restarted(&ds);
         }
@@ -638,6 +683,20 @@ impl Checker {
         }
         if phase.as_deref() == Some("failed") && self.phase.as_deref() != Some("failed") {
             self.check_unhealthy_named(&cds);
+        }
+        if self.analysed && event.kind != EventKind::Deleted {
+            let failed_analysis = cds.status.as_ref().is_some_and(|s| {
+                s.phase_name() == Some("failed")
+                    && s.reason == Some(canary_state_machine::FailureReason::AnalysisFailed)
+            });
+            if !failed_analysis {
+                self.analysis_failed = None;
+            } else if self.analysis_failed.is_none() {
+                let target = cds.status.as_ref().map_or((None, None), |s| {
+                    (s.target_version.clone(), s.target_deployment_id.clone())
+                });
+                self.analysis_failed = Some((self.world.now(), target));
+            }
         }
         if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
             && let Err(why) = kstatus_agrees(status)

@@ -99,7 +99,9 @@ pub enum Invariant {
     ///     target revision, not a rollback) records that step's analysis as `Passing`, unless
     ///     it acts on a promotion (which ends a pause whatever the analysis says). With
     ///     invariant 12 (`AnalysisFailed` is sticky): no step and no deletion after a failed
-    ///     analysis.
+    ///     analysis. On both drivers (issue 46): once the status says `AnalysisFailed`, no
+    ///     widening, and no ready pod of another version taken down on a healthy node (past
+    ///     the staleness window) until the status leaves `failed`.
     AnalysedPauseEndsWhenPassing,
     /// 22. Analysis credentials: with `bearerTokenSecret`, every query to Prometheus carries
     ///     the token the Secret holds, or the one it held until a rotation at most

@@ -11,6 +11,7 @@
 //! `drift` (whose a live DaemonSet is and what a hand edit changed), `report` (status, event,
 //! requeue).
 
+mod analysis;
 mod context;
 mod drift;
 mod health;
@@ -146,6 +147,7 @@ impl<'a> Pass<'a> {
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
             unhealthy: None,
+            analysis: None,
             unhealthy_answered: previous
                 .and_then(|s| s.unhealthy_answered.as_ref())
                 .map(|t| t.0.as_second()),
@@ -174,9 +176,7 @@ impl<'a> Pass<'a> {
     /// `InvalidSpec` message, naming the flag, otherwise: no query (and no Secret) is sent to an
     /// address not allowed.
     fn allowed_analysis(&self, plan: Plan) -> Result<Plan, String> {
-        if let DriverPlan::Pods(pods) = &plan.driver
-            && let Some(analysis) = &pods.analysis
-        {
+        if let Some(analysis) = &plan.analysis {
             self.ctx
                 .allowed_analysis_addresses
                 .check(&analysis.source.address)
@@ -194,8 +194,8 @@ impl<'a> Pass<'a> {
                 return self.invalid_spec(message).await;
             }
         };
-        // A spec without analysis (removed, or another driver) measures nothing any more.
-        if !matches!(&plan.driver, DriverPlan::Pods(pods) if pods.analysis.is_some()) {
+        // A spec without analysis (removed) measures nothing any more.
+        if plan.analysis.is_none() {
             self.ctx.memory.stop_analysis(self.cds);
         }
         if let DriverPlan::Pods(pods) = &plan.driver

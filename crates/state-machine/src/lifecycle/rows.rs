@@ -4,7 +4,8 @@
 
 use super::events::{rollout_of, started_event, warning};
 use super::{Decision, DriverAction, Life, Row, Table};
-use crate::decision::{DaemonSetWrite, event_reason};
+use crate::analysis::{AnalysisVerdict, StepAnalysis};
+use crate::decision::{DaemonSetWrite, Event, event_reason};
 use crate::health::{HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
 use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
@@ -167,6 +168,50 @@ pub(crate) fn failed<A: DriverAction>(
         error: Some(message),
         ..Decision::hold(Phase::Failed)
     }
+}
+
+/// The analysis row (issue 46): a metric that failed `failureLimit` times in the measured
+/// stretch (`place`: a pause step, a nodes step, the canary, the widened rollout) fails the
+/// rollout with `AnalysisFailed` through the failure row, on either driver and at any time
+/// of the rollout. `None` without analysis, or when `analysis` is of another stretch.
+pub(crate) fn analysis_failed<A: DriverAction>(
+    life: &Life<'_>,
+    analysis: Option<&StepAnalysis>,
+    place: &str,
+) -> Option<Decision<A>> {
+    let AnalysisVerdict::Failed { metric, detail } = &analysis?.verdict else {
+        return None;
+    };
+    let message = format!(
+        "daemonSet {} rollout failed: analysis metric {metric} failed in {place}: {detail}; no further pod is deleted",
+        life.name
+    );
+    Some(failed(
+        life,
+        FailureReason::AnalysisFailed,
+        event_reason::ANALYSIS_FAILED,
+        message,
+    ))
+}
+
+/// The Warning that an analysis is inconclusive past its limit in `place`, once (not when the
+/// previous pass announced it already); `what` says what waits for a conclusive measurement.
+pub(crate) fn analysis_inconclusive(
+    name: &str,
+    analysis: Option<&StepAnalysis>,
+    place: &str,
+    what: &str,
+) -> Option<Event> {
+    let analysis = analysis.filter(|a| !a.announced)?;
+    let AnalysisVerdict::Inconclusive { metric, detail } = &analysis.verdict else {
+        return None;
+    };
+    Some(warning(
+        event_reason::ANALYSIS_INCONCLUSIVE,
+        format!(
+            "daemonSet {name}: analysis metric {metric} is inconclusive in {place} ({detail}); {what}"
+        ),
+    ))
 }
 
 /// The health gate's row (issue 46): evidence against the release with `onUnhealthy: Fail`
