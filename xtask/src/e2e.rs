@@ -60,6 +60,8 @@ const ENV_KUBECTL: &str = "KUBECTL";
 const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
 /// Where the isolated scenarios' own controllers write their logs and kubeconfigs.
 const ENV_LOGS: &str = "DAEMONSET_CANARY_E2E_LOGS";
+/// `canary-verdicts` (kstatus, Argo CD's health check), built by [`crate::verdicts`].
+const ENV_VERDICTS: &str = "DAEMONSET_CANARY_E2E_VERDICTS";
 /// The module of the scenarios that run against the controller started here (the others start
 /// their own).
 const DEPLOYED_MODULE: &str = "deployed::";
@@ -268,7 +270,7 @@ fn run_main_suite(
             args.jobs,
             log.display()
         );
-        let mut test = test_command(&cargo, layout, cluster, &deployed, args.jobs);
+        let mut test = test_command(&cargo, layout, cluster, &deployed, args.jobs)?;
         test.env(ENV_METRICS, format!("127.0.0.1:{metrics_port}"))
             .env(ENV_CONTROLLER_LOG, &log);
         result = run_tests(test, "deployed");
@@ -288,7 +290,7 @@ fn run_main_suite(
             args.jobs,
             layout.logs().display()
         );
-        let test = test_command(&cargo, layout, cluster, &isolated, args.jobs);
+        let test = test_command(&cargo, layout, cluster, &isolated, args.jobs)?;
         result = run_tests(test, "isolated");
         eprintln!(
             "==> e2e: isolated scenarios took {:.0} s",
@@ -353,7 +355,7 @@ fn test_command(
     cluster: &cluster::Cluster,
     tests: &[String],
     threads: u32,
-) -> Command {
+) -> Result<Command> {
     let mut test = ignored_tests_of(cargo, TEST_TARGET);
     test.args([
         "--exact",
@@ -365,8 +367,9 @@ fn test_command(
     .env(ENV_KUBECONFIG, &cluster.kubeconfig)
     .env(ENV_KUBECTL, &cluster.kubectl)
     .env(ENV_AUDIT_LOG, layout.audit_log())
-    .env(ENV_LOGS, layout.logs());
-    test
+    .env(ENV_LOGS, layout.logs())
+    .env(ENV_VERDICTS, crate::verdicts::ensure_built()?);
+    Ok(test)
 }
 
 fn run_tests(mut test: Command, phase: &str) -> Result<()> {

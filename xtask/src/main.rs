@@ -20,6 +20,7 @@ mod kubevirt;
 mod soak;
 mod tools;
 mod traces;
+mod verdicts;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

@@ -38,7 +38,8 @@ use crate::spec::{AnalysisStatus, MeasurementStatus};
 pub struct RunKey {
     /// The target revision measured.
     pub revision: String,
-    /// The pause step (index).
+    /// The stretch measured: a Pods driver step (index), or the MaxUnavailable driver's canary
+    /// (0) or widened rollout (1).
     pub step: u32,
     /// The analysed object's `metadata.generation` (the queries and limits it had).
     pub generation: i64,

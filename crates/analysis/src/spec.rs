@@ -132,11 +132,12 @@ fn default_inconclusive_limit() -> u32 {
     3
 }
 
-/// The analysis of the last analysed pause step.
+/// The analysis of the stretch of a rollout measured last.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalysisStatus {
-    /// The step (index, as `currentStepIndex`) the measurements belong to.
+    /// The stretch the measurements belong to: the Pods driver's step (index, as
+    /// `currentStepIndex`); the MaxUnavailable driver's canary (0) or widened rollout (1).
     pub step: u32,
     /// The target revision they measured.
     #[serde(default)]

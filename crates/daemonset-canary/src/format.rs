@@ -7,6 +7,29 @@
 use std::borrow::Cow;
 
 use k8s_openapi::jiff::Timestamp;
+use std::ffi::OsStr;
+use std::path::Path;
+
+/// The command a hint tells the user to type: `kubectl canary` when this process runs as the
+/// kubectl plugin (`kubectl-canary` on PATH, which kubectl runs for `kubectl canary ...`), else
+/// `daemonset-canary`. A hint naming the other one sends a plugin user to a command they may
+/// not have.
+pub fn command_name() -> &'static str {
+    command_name_of(std::env::args_os().next().as_deref())
+}
+
+/// [`command_name`] for the process started as `argv0`.
+pub fn command_name_of(argv0: Option<&OsStr>) -> &'static str {
+    let invoked = argv0
+        .map(Path::new)
+        .and_then(Path::file_name)
+        .and_then(OsStr::to_str);
+    if invoked.is_some_and(|name| name == "kubectl-canary" || name.starts_with("kubectl-canary.")) {
+        "kubectl canary"
+    } else {
+        "daemonset-canary"
+    }
+}
 
 /// `text` fit for one line of a terminal: every control character (newlines, escape sequences,
 /// carriage returns, C1 controls) written as its `\u{..}` escape, everything else as it is.
@@ -56,10 +79,11 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
     }
 }
 
-/// A fixed-width bar of `done` out of `total`.
+/// A fixed-width bar of `done` out of `total`; empty for `0/0` (nothing to do is no progress:
+/// a full bar beside a DaemonSet that does not exist read as done).
 pub fn progress_bar(done: u32, total: u32, width: usize) -> String {
     let filled = if total == 0 {
-        width
+        0
     } else {
         (done.min(total) as usize * width) / total as usize
     };
@@ -95,7 +119,7 @@ mod tests {
     #[test]
     fn progress_bar_and_durations_read_well() {
         assert_eq!(progress_bar(5, 10, 10), "[#####.....]");
-        assert_eq!(progress_bar(0, 0, 4), "[####]");
+        assert_eq!(progress_bar(0, 0, 4), "[....]");
         assert_eq!(progress_bar(20, 10, 4), "[####]");
         assert_eq!(format_seconds(75.0), "1m15s");
         assert_eq!(format_seconds(3725.0), "1h02m");
@@ -133,5 +157,27 @@ mod tests {
             "Name: a\\u{1b}]0;title\\u{7}\nMessage: b\n"
         );
         assert_eq!(printable("no newline at the end"), "no newline at the end");
+    }
+}
+
+#[cfg(test)]
+mod command_name_tests {
+    use super::command_name_of;
+    use std::ffi::OsStr;
+
+    /// The hints follow how the binary was invoked: as the kubectl plugin, they say `kubectl
+    /// canary` (issue 52: `kubectl canary pause` printed `daemonset-canary resume`).
+    #[test]
+    fn the_plugin_is_named_as_kubectl_runs_it() {
+        for (argv0, name) in [
+            (Some("/usr/local/bin/kubectl-canary"), "kubectl canary"),
+            (Some("kubectl-canary"), "kubectl canary"),
+            (Some("kubectl-canary.exe"), "kubectl canary"),
+            (Some("/usr/bin/daemonset-canary"), "daemonset-canary"),
+            (Some("./target/ci/daemonset-canary"), "daemonset-canary"),
+            (None, "daemonset-canary"),
+        ] {
+            assert_eq!(command_name_of(argv0.map(OsStr::new)), name, "{argv0:?}");
+        }
     }
 }

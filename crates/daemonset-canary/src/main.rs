@@ -68,8 +68,19 @@ enum Command {
     Abort(cli::verb::TargetArgs),
     /// Roll out an earlier revision (default: the one before the current), canary first.
     Undo(cli::rollback::UndoArgs),
-    /// List the revisions rolled out: number, version, outcome, start and end.
-    History(cli::verb::TargetArgs),
+    /// List the revisions rolled out: number, version, outcome, start and end (`--revision N`:
+    /// one revision, its pod template as a diff against the one before)
+    History(cli::rollback::HistoryArgs),
+    /// Wait until the rollout of the current spec is successful (or paused): exit 0 when it is,
+    /// 1 when it failed or was rolled back (with the reason), 2 on timeout.
+    Wait(cli::wait::WaitArgs),
+    /// Replace every pod through the steps, canary first (as `kubectl rollout restart`).
+    Restart(cli::edit::RestartArgs),
+    /// Change the template (as `kubectl set image`).
+    Set {
+        #[command(subcommand)]
+        command: SetCommand,
+    },
     /// Read-only phase metrics for KubeVirt's own virt-handler upgrade (mode="observed"), next to
     /// an existing KubeVirt install. Never writes to the cluster.
     ObserveKubevirt(cli::observe_kubevirt::ObserveKubeVirtArgs),
@@ -79,6 +90,13 @@ enum Command {
         #[command(subcommand)]
         command: SimCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SetCommand {
+    /// Set the image of one or more containers (`CONTAINER=IMAGE`): rolled out through the
+    /// steps, canary first.
+    Image(cli::edit::SetImageArgs),
 }
 
 #[cfg(feature = "simulator")]
@@ -93,7 +111,13 @@ enum SimCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Help and usage name the command as the user typed it (`kubectl canary` as a plugin).
+    let command =
+        <Cli as clap::CommandFactory>::command().bin_name(daemonset_canary::format::command_name());
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
     // Print the error chain ourselves: returning anyhow from main prints a Debug dump (and a
     // backtrace when RUST_BACKTRACE is set), which buries the one line that matters.
     match run(cli) {
@@ -135,6 +159,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Abort(args) => multi_thread()?.block_on(cli::rollback::abort(args))?,
         Command::Undo(args) => multi_thread()?.block_on(cli::rollback::undo(args))?,
         Command::History(args) => multi_thread()?.block_on(cli::rollback::history(args))?,
+        Command::Wait(args) => return multi_thread()?.block_on(cli::wait::run(args)),
+        Command::Restart(args) => multi_thread()?.block_on(cli::edit::restart(args))?,
+        Command::Set {
+            command: SetCommand::Image(args),
+        } => multi_thread()?.block_on(cli::edit::set_image(args))?,
         Command::ObserveKubevirt(args) => {
             multi_thread()?.block_on(cli::observe_kubevirt::run(args))?;
         }

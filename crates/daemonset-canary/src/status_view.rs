@@ -141,7 +141,8 @@ fn hold_line(cds: &CanaryDaemonSet, status: &CanaryDaemonSetStatus) -> Option<St
     let namespace = cds.metadata.namespace.as_deref().unwrap_or("default");
     match (asked, acted_on) {
         (true, true) => Some(format!(
-            "on request: nothing moves until daemonset-canary resume {name} -n {namespace}"
+            "on request: nothing moves until {} resume {name} -n {namespace}",
+            crate::format::command_name()
         )),
         (true, false) => Some("asked for, not acted on yet".to_owned()),
         (false, true) => Some("resume asked for, not acted on yet".to_owned()),
@@ -347,16 +348,21 @@ fn conditions(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
     }
 }
 
-/// The last analysed pause step (`status.analysis`): its verdict, and each metric's last
-/// measurement with the query as sent, to paste into Prometheus.
+/// The stretch of the rollout measured last (`status.analysis`): its verdict, and each
+/// metric's last measurement with the query as sent, to paste into Prometheus.
 fn analysis(out: &mut String, cds: &CanaryDaemonSet, now: Timestamp) {
     let Some(analysis) = cds.status.as_ref().and_then(|s| s.analysis.as_ref()) else {
         return;
     };
+    // The MaxUnavailable driver measures two stretches (issue 46), the Pods driver its steps.
+    let stretch = match (cds.spec.strategy.driver, analysis.step) {
+        (Driver::MaxUnavailable, canary_state_machine::ANALYSIS_CANARY) => "the canary".to_owned(),
+        (Driver::MaxUnavailable, _) => "the widened rollout".to_owned(),
+        (Driver::Pods, step) => format!("step {}", step + 1),
+    };
     let _ = write!(
         out,
-        "\nAnalysis:        step {}, revision {}: {}",
-        analysis.step + 1,
+        "\nAnalysis:        {stretch}, revision {}: {}",
         analysis.revision.as_deref().unwrap_or("-"),
         analysis.verdict
     );
@@ -461,65 +467,109 @@ pub fn is_about(event: &Event, cds: &CanaryDaemonSet) -> bool {
     })
 }
 
-/// `daemonset-canary get`: one line per CanaryDaemonSet, like `kubectl get`: name, phase, the
-/// Pods driver's step, updated-and-ready over desired, version and age (with the namespace
-/// first when `all_namespaces`), sorted by namespace and name.
+/// The list `get` prints: a header and a line per object (sorted by namespace and name), the
+/// namespace only with `all_namespaces`; `wide` adds the driver, the DaemonSet, the updated
+/// pods and the kstatus verdict (`Ready`, `Reconciling` or `Stalled`, with its reason).
 pub fn render_list(items: &[CanaryDaemonSet], all_namespaces: bool, now: Timestamp) -> String {
-    let mut rows: Vec<[String; 7]> = items
-        .iter()
-        .map(|cds| {
-            let status = cds.status.clone().unwrap_or_default();
-            let step = match (status.current_step_index, status.step_count) {
-                (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
-                (Some(index), Some(count)) => format!("{}/{count}", index + 1),
-                _ => "-".to_owned(),
-            };
-            [
-                cds.metadata.namespace.clone().unwrap_or_default(),
-                cds.metadata.name.clone().unwrap_or_default(),
-                Phase::name_or_pending(status.phase).to_owned(),
-                step,
-                format!("{}/{}", status.updated_ready, status.desired),
-                status
-                    .target_version
-                    .clone()
-                    .unwrap_or_else(|| "-".to_owned()),
-                cds.metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
-            ]
-        })
-        .collect();
+    render_table(items, all_namespaces, false, true, now)
+}
+
+/// The columns of `get`'s table.
+const COLUMNS: [&str; 7] = [
+    "NAMESPACE",
+    "NAME",
+    "PHASE",
+    "STEP",
+    "READY",
+    "VERSION",
+    "AGE",
+];
+/// The columns `-o wide` adds.
+const WIDE_COLUMNS: [&str; 4] = ["DRIVER", "DAEMONSET", "UPDATED", "CONDITION"];
+
+/// `get`'s table: `wide` with the wide columns (driver, DaemonSet, updated, kstatus verdict),
+/// `header` with its header line (`get -w` prints the later lines without one, as `kubectl get
+/// -w` does).
+pub fn render_table(
+    items: &[CanaryDaemonSet],
+    all_namespaces: bool,
+    wide: bool,
+    header: bool,
+    now: Timestamp,
+) -> String {
+    let mut rows: Vec<Vec<String>> = items.iter().map(|cds| row(cds, wide, now)).collect();
     rows.sort();
-    let header = [
-        "NAMESPACE",
-        "NAME",
-        "PHASE",
-        "STEP",
-        "READY",
-        "VERSION",
-        "AGE",
-    ]
-    .map(str::to_owned);
+    let columns = COLUMNS
+        .iter()
+        .chain(WIDE_COLUMNS.iter().filter(|_| wide))
+        .map(|c| (*c).to_owned())
+        .collect::<Vec<_>>();
     let skip = usize::from(!all_namespaces);
-    let mut widths = [0usize; 7];
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let mut widths = vec![0usize; columns.len()];
+    for row in std::iter::once(&columns).chain(rows.iter()) {
         for (width, cell) in widths.iter_mut().zip(row.iter()) {
             *width = (*width).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in std::iter::once(&header).chain(rows.iter()) {
+    let header = header.then_some(&columns);
+    for row in header.into_iter().chain(rows.iter()) {
         let line: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(widths.iter())
             .skip(skip)
             .map(|(cell, width)| format!("{cell:<width$}"))
             .collect();
         let _ = writeln!(out, "{}", line.join("   ").trim_end());
     }
     printable(&out)
+}
+
+/// One object's cells, in the order of [`COLUMNS`] (and [`WIDE_COLUMNS`]).
+fn row(cds: &CanaryDaemonSet, wide: bool, now: Timestamp) -> Vec<String> {
+    let status = cds.status.clone().unwrap_or_default();
+    let step = match (status.current_step_index, status.step_count) {
+        (Some(index), Some(count)) if index >= count => format!("{count}/{count}"),
+        (Some(index), Some(count)) => format!("{}/{count}", index + 1),
+        _ => "-".to_owned(),
+    };
+    let mut cells = vec![
+        cds.metadata.namespace.clone().unwrap_or_default(),
+        cds.metadata.name.clone().unwrap_or_default(),
+        Phase::name_or_pending(status.phase).to_owned(),
+        step,
+        format!("{}/{}", status.updated_ready, status.desired),
+        status
+            .target_version
+            .clone()
+            .unwrap_or_else(|| "-".to_owned()),
+        cds.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |t| age(t.0, now)),
+    ];
+    if wide {
+        let verdict = ["Stalled", "Reconciling", "Ready"]
+            .into_iter()
+            .find_map(|type_| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == "True")
+                    .map(|c| format!("{type_}({})", one_line(&c.reason)))
+            })
+            .unwrap_or_else(|| "-".to_owned());
+        cells.extend([
+            cds.spec.strategy.driver.to_string(),
+            status
+                .daemon_set_name
+                .clone()
+                .unwrap_or_else(|| "-".to_owned()),
+            format!("{}/{}", status.updated, status.desired),
+            verdict,
+        ]);
+    }
+    cells
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! to three version changes (some while a rollout is in flight), pod behaviours, node churn,
 //! API faults (500, 429, 409 up to 20% of requests, latency, dropped watches, 410 Gone),
 //! controller kills and restarts, two replicas with leader election — run against the REAL
-//! controller on canary-sim in virtual time, with the eight invariants of the issue checked
-//! continuously (see `simulation/world.rs` for their names and docs/reliability.md).
+//! controller on canary-sim in virtual time, with every invariant checked continuously (see
+//! `simulation/world.rs`, `Invariant`, for their names, and docs/reliability.md).
 //!
 //! About 30% of the plans use the Pods driver (issue 17): generated steps (counts,
 //! percentages, timed pauses, a pause until promoted, which the harness promotes through the
@@ -505,6 +505,24 @@ fn plans_cover_the_fault_model() {
     assert!(analysed.iter().any(|a| a.slow.is_some()));
     assert!(analysed.iter().any(|a| a.no_data.is_some()));
     assert!(analysed.iter().any(|a| a.token.is_some()));
+    // On both drivers (issue 46): MaxUnavailable-driver plans in `Fixed` compatibility have
+    // an analysis too, some with a version that fails it; KubeVirt compatibility none.
+    let max_unavailable_analysed = plans
+        .iter()
+        .filter(|p| p.pods.is_none())
+        .filter(|p| {
+            p.analysis
+                .as_ref()
+                .is_some_and(|a| !a.bad_versions.is_empty())
+        })
+        .count();
+    assert!(
+        max_unavailable_analysed >= 5,
+        "{max_unavailable_analysed} MaxUnavailable plans with a bad version"
+    );
+    assert!(plans.iter().all(|p| {
+        p.compatibility == canary_state_machine::Compatibility::Fixed || p.analysis.is_none()
+    }));
     // A DaemonSet its owner changes, on a share of the Pods-driver plans only.
     let workload = plans.iter().filter(|p| p.workload).count();
     assert!((8..=35).contains(&workload), "{workload} workloadRef plans");

@@ -196,8 +196,8 @@ pub struct CanaryDaemonSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub revision_history_limit: Option<i32>,
-    /// Prometheus queries that judge the release during the Pods driver's pause steps
-    /// (docs/analysis.md).
+    /// Prometheus queries that judge the release from its first updated pod to the end of
+    /// the rollout, on either driver (docs/analysis.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
     /// The health gates (docs/health.md): a release that breaks its node stops on one node.
@@ -237,15 +237,13 @@ pub struct HealthSpec {
     #[schemars(length(min = 2, max = 24))]
     #[x_kube(validation = kube::core::Rule::new(DURATION_RULE).message("a duration such as 0s, 30s or 2m"))]
     pub canary_soak: Option<String>,
-    /// What a node broken after its update leads to: `Fail` (default; the failure follows
+    /// What evidence against the release leads to: `Fail` (default; the failure follows
     /// `strategy.onFailure`) or `Hold` (paused as the `pause` verb does, for a person to
     /// decide: `resume` goes on, `abort` rolls back).
     #[serde(default)]
     pub on_unhealthy: OnUnhealthy,
-    /// The neighbours gate: the pods beside the agent on an updated node (not the
-    /// DaemonSet's own), ready at its update, that lose readiness or restart within `window`
-    /// after it, judged against the nodes not yet updated (`NeighboursDisrupted`). Unset: on,
-    /// 2 pods and 50%.
+    /// The neighbours gate: pods beside the agent that lose readiness or restart after its
+    /// update fail the rollout (`NeighboursDisrupted`). Unset: on, 2 pods, 50%.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbours: Option<NeighboursSpec>,
 }
@@ -257,13 +255,11 @@ pub struct NeighboursSpec {
     /// The gate judges at all (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// The fewest disrupted neighbour pods that make a node's neighbours disrupted (default
-    /// 2, 1 to 1000): one pod restarting is background.
+    /// The fewest disrupted neighbours that make a node's disrupted (default 2, 1 to 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub min_pods: Option<u32>,
-    /// The smallest share of the node's neighbours (those there and ready at its update)
-    /// that must be disrupted, in percent (default 50, 1 to 100).
+    /// The smallest disrupted share of a node's neighbours, in percent (default 50, 1 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub min_percent: Option<u32>,
@@ -667,6 +663,10 @@ pub struct CanaryDaemonSetStatus {
     /// How many nodes the health gates name in all, when there are any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unhealthy_node_count: Option<u32>,
+    /// When a person last resumed a hold of `onUnhealthy: Hold` that named nodes: the nodes
+    /// unhealthy since no later than this were answered (go on) and hold the rollout no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_answered: Option<Time>,
     /// Pods driver: pods per revision, the target first, at most 5 revisions.
     #[serde(
         default,
@@ -687,7 +687,8 @@ pub struct CanaryDaemonSetStatus {
     /// The remembered revisions this object is at, and a rollback in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryStatus>,
-    /// The measurements of the last analysed pause step (`spec.analysis`).
+    /// The measurements of the stretch of the rollout measured last (`spec.analysis`): a
+    /// step of the Pods driver, the canary or the widened rollout of the MaxUnavailable driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
 }
@@ -748,7 +749,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 33] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 34] = [
         "phase",
         "reason",
         "message",
@@ -776,6 +777,7 @@ impl CanaryDaemonSetStatus {
         "failedNodeCount",
         "unhealthyNodes",
         "unhealthyNodeCount",
+        "unhealthyAnswered",
         "revisions",
         "promotion",
         "held",

@@ -5,8 +5,9 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("kubernetes API error: {0}")]
+    /// A Kubernetes API call failed (shown as [`kube_error_text`]: one line, never kube's
+    /// debug dump of the API server's `Status`).
+    #[error("kubernetes API error: {}", kube_error_text(.0))]
     Kube(#[from] kube::Error),
     /// The DaemonSet changed under us (failed `test` op or 409): retry once the cache catches up.
     #[error("conflict writing {what}: {message}")]
@@ -29,6 +30,26 @@ pub enum Error {
     /// stopped and gave up its lease.
     #[error("the reconcile loop is wedged: {0}")]
     Wedged(String),
+}
+
+/// The most bytes of an API server's message a log line or status carries: the text is the
+/// server's (and may quote what a user wrote).
+pub const API_MESSAGE_BYTES: usize = 512;
+
+/// One line for a failed request: a refusal as the API server's code, reason and message
+/// (`409 AlreadyExists: controllerrevisions "x" already exists`), cut to
+/// [`API_MESSAGE_BYTES`]; anything else as kube words it. kube's own `Display` of a refusal
+/// appends the `Status` struct's debug dump.
+pub fn kube_error_text(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!(
+            "{} {}: {}",
+            status.code,
+            status.reason,
+            canary_state_machine::cut(&status.message, API_MESSAGE_BYTES)
+        ),
+        other => other.to_string(),
+    }
 }
 
 impl Error {
@@ -129,5 +150,24 @@ mod tests {
         let no_io = Error::InvalidSpec("bad".into());
         assert_eq!(transport_failure(&no_io), None);
         assert_eq!(chain(&no_io), "invalid spec: bad");
+    }
+
+    /// A refusal reads as the API server's code, reason and message, in one line: kube's own
+    /// text appends the `Status` struct's debug dump, which the history's WARN carried.
+    #[test]
+    fn a_refusal_is_one_line_without_the_status_struct() {
+        let status = kube::core::Status::failure(
+            r#"controllerrevisions.apps "agent-0123456789" already exists"#,
+            "AlreadyExists",
+        )
+        .with_code(409);
+        let error = Error::Kube(kube::Error::Api(status.boxed()));
+        assert_eq!(
+            error.to_string(),
+            r#"kubernetes API error: 409 AlreadyExists: controllerrevisions.apps "agent-0123456789" already exists"#
+        );
+        let long = kube::core::Status::failure(&"x".repeat(4_096), "Invalid").with_code(422);
+        let text = kube_error_text(&kube::Error::Api(long.boxed()));
+        assert!(text.len() <= API_MESSAGE_BYTES + 16, "{}", text.len());
     }
 }

@@ -250,11 +250,7 @@ impl History {
                 data: Some(RawExtension(data)),
                 revision: number,
             };
-            let params = PostParams {
-                field_manager: Some(self.field_manager.clone()),
-                ..PostParams::default()
-            };
-            self.api.create(&params, &revision).await?;
+            self.create_or_take_over(revision).await?;
         }
         let kept = entries.len() + usize::from(existing.is_none());
         let doomed = entries
@@ -268,6 +264,58 @@ impl History {
             version: version.to_owned(),
             template_hash: None,
         })
+    }
+
+    /// Creates `revision`; when a revision of that name exists and is no live object's (an
+    /// orphan, or one owned by an earlier, deleted CanaryDaemonSet of the same name that the
+    /// garbage collector has not removed yet, or never will where it does not run), takes it
+    /// over: replaced whole by ours, owner included, as Kubernetes' own controllers adopt the
+    /// orphaned ControllerRevisions their selector matches. Its old content is an earlier
+    /// object's history, not ours, so nothing of it is kept. A revision of that name that
+    /// another live controller owns is left alone, and the error says whose it is.
+    async fn create_or_take_over(&self, revision: ControllerRevision) -> Result<(), Error> {
+        let params = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        };
+        let name = revision.name_any();
+        match self.api.create(&params, &revision).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+        let Some(existing) = self.api.get_opt(&name).await? else {
+            // Deleted in between: create it again (a conflict now is a real one).
+            self.api.create(&params, &revision).await?;
+            return Ok(());
+        };
+        let controller = existing
+            .owner_references()
+            .iter()
+            .find(|owner| owner.controller == Some(true));
+        let earlier_self = controller.is_none_or(|owner| {
+            owner.kind == self.owner.kind
+                && owner.api_version == self.owner.api_version
+                && owner.name == self.cds_name
+        });
+        if !earlier_self {
+            let owner = controller.map_or_else(String::new, |o| format!("{} {}", o.kind, o.name));
+            return Err(Error::Conflict {
+                what: format!("history revision {name}"),
+                message: format!(
+                    "a ControllerRevision of that name is owned by {owner}; delete it or rename this CanaryDaemonSet"
+                ),
+            });
+        }
+        let replacement = ControllerRevision {
+            metadata: ObjectMeta {
+                resource_version: existing.metadata.resource_version.clone(),
+                ..revision.metadata
+            },
+            ..revision
+        };
+        self.api.replace(&name, &params, &replacement).await?;
+        Ok(())
     }
 
     /// Records how the rollout of revision `name` ended.

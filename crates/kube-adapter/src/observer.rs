@@ -86,6 +86,12 @@ pub struct Transition {
     pub held: bool,
     /// The nodes the health gates name (issue 46), both drivers; `None`: none.
     pub unhealthy: Option<Box<UnhealthyRecord>>,
+    /// The analysis the status shows (`spec.analysis`), both drivers: the stretch measured
+    /// now, or the last one measured; `None` without analysis.
+    pub analysis: Option<Box<crate::crd::AnalysisStatus>>,
+    /// When a person resumed a hold of `onUnhealthy: Hold` (seconds since the epoch), as the
+    /// gates read it this pass (`status.unhealthyAnswered`).
+    pub unhealthy_answered: Option<i64>,
 }
 
 /// The nodes the health gates name in a pass: at most ten, and how many in all.
@@ -140,9 +146,9 @@ pub struct PodsRecord {
     pub tally: NodeTally,
     /// Pods deleted in this pass.
     pub deleted: Vec<String>,
-    /// The analysis the status shows (`spec.analysis`): the step measured now, or the last
-    /// one measured; `None` without analysis.
-    pub analysis: Option<crate::crd::AnalysisStatus>,
+    /// The rollout rests in a pause step without a duration: only `promote` moves it on (the
+    /// kstatus `Stalled` condition's `AwaitingPromotion`).
+    pub awaiting_promotion: bool,
 }
 
 /// What became of a DaemonSet write.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use canary_predicates::Target;
 use canary_state_machine::{
-    AnalysisVerdict, ConditionReason, ConditionType, FailureReason, LISTED_NODES, Phase,
-    PreviousPass, StepPosition,
+    AnalysisVerdict, ConditionReason, ConditionType, FailureReason, Gate, LISTED_NODES, Phase,
+    PreviousPass, Standing, StepPosition, kstatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -30,6 +30,12 @@ pub const DRIFTED: &str = ConditionType::Drifted.as_str();
 /// Condition type: the analysis of the last analysed pause step passes (`spec.analysis`); its
 /// reason is `AnalysisPending`, `AnalysisPassing`, `AnalysisFailed` or `AnalysisInconclusive`.
 pub const ANALYSIS_PASSING: &str = ConditionType::AnalysisPassing.as_str();
+/// kstatus condition type: the spec's target is rolled out and verified.
+pub const READY: &str = ConditionType::Ready.as_str();
+/// kstatus condition type: a rollout runs and moves on its own.
+pub const RECONCILING: &str = ConditionType::Reconciling.as_str();
+/// kstatus condition type: the rollout cannot move on without a person.
+pub const STALLED: &str = ConditionType::Stalled.as_str();
 
 /// Reason of a Degraded condition for a spec the controller cannot act on.
 pub const INVALID_SPEC: &str = FailureReason::InvalidSpec.as_str();
@@ -149,7 +155,7 @@ pub fn next_status(
         _ => Some(Time(now)),
     };
     let pods = pass.pods.as_deref();
-    let analysis = pods.and_then(|p| p.analysis.clone());
+    let analysis = pass.analysis.as_deref().cloned();
     let conditions = conditions(prev, pass, analysis.as_ref(), now);
     CanaryDaemonSetStatus {
         promotion: pods
@@ -190,8 +196,9 @@ pub fn next_status(
 }
 
 /// The nodes the health gates name (issue 46), over the Pods driver's part of the status:
-/// those of this pass; while a `NodeUnhealthy` (or `NeighboursDisrupted`) failure stays without them (a node that
-/// recovered, or left the window), the ones that failed it.
+/// those of this pass; while a `NodeUnhealthy` (or `NeighboursDisrupted`) failure or a hold
+/// stays without them (a node that recovered, or left the window), the ones that failed or
+/// held it.
 fn unhealthy_status(
     prev: &CanaryDaemonSetStatus,
     pass: &Transition,
@@ -219,12 +226,18 @@ fn unhealthy_status(
                 .collect(),
             Some(record.count),
         ),
-        _ if health_failure => (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count),
+        // Kept while the failure is, and while the hold they caused is (the node recovering
+        // ends neither: a person resumes, and the resume answers the nodes listed).
+        _ if named => (prev.unhealthy_nodes.clone(), prev.unhealthy_node_count),
         _ => (Vec::new(), None),
     };
     CanaryDaemonSetStatus {
         unhealthy_nodes,
         unhealthy_node_count,
+        unhealthy_answered: pass
+            .unhealthy_answered
+            .and_then(|second| Timestamp::from_second(second).ok())
+            .map(Time),
         ..steps.clone()
     }
 }
@@ -292,7 +305,8 @@ fn steps_status(
 }
 
 /// The conditions after a pass: `Progressing`, `Available` and `Degraded` always, `Drifted`
-/// once a drift was seen, `AnalysisPassing` with an analysis.
+/// once a drift was seen, `AnalysisPassing` with an analysis, and kstatus' `Ready`,
+/// `Reconciling` and `Stalled` always.
 fn conditions(
     prev: &CanaryDaemonSetStatus,
     pass: &Transition,
@@ -336,12 +350,26 @@ fn conditions(
         )),
     );
     let (degraded, degraded_reason, degraded_message) = degraded(pass);
+    let crash_looping_at_rest = degraded_reason == ConditionReason::CrashLoopingAtRest;
+    let kstatus_conditions =
+        kstatus(pass.to, standing(pass, crash_looping_at_rest)).map(|verdict| {
+            let message = kstatus_message(pass, verdict.reason, degraded_message.as_deref());
+            (verdict, message)
+        });
     set(
         ConditionType::Degraded,
         degraded,
         degraded_reason.as_str(),
         degraded_message,
     );
+    for (verdict, message) in kstatus_conditions {
+        set(
+            verdict.type_,
+            verdict.status,
+            verdict.reason.as_str(),
+            message,
+        );
+    }
     // Only once a drift was seen: a DaemonSet that never drifted carries no Drifted condition.
     let ever_drifted = prev
         .conditions
@@ -379,6 +407,55 @@ fn conditions(
         }
     }
     conditions
+}
+
+/// What the kstatus conditions of a pass read beyond its phase.
+fn standing(pass: &Transition, crash_looping_at_rest: bool) -> Standing {
+    let awaiting_promotion = pass.pods.as_deref().is_some_and(|p| p.awaiting_promotion);
+    Standing {
+        failure: pass.failure,
+        gate: if pass.held {
+            Some(Gate::HeldOnRequest)
+        } else if awaiting_promotion {
+            Some(Gate::AwaitingPromotion)
+        } else {
+            None
+        },
+        crash_looping_at_rest,
+    }
+}
+
+/// The message of a kstatus condition: what the gate waits for, the step a rollout is in, or
+/// the pass's message.
+fn kstatus_message(
+    pass: &Transition,
+    reason: ConditionReason,
+    degraded_message: Option<&str>,
+) -> Option<String> {
+    let step = pass
+        .pods
+        .as_deref()
+        .filter(|p| p.step < p.step_count)
+        .map(|p| format!("step {} of {}", p.step.saturating_add(1), p.step_count));
+    let name = &pass.name;
+    let said = match reason {
+        ConditionReason::HeldOnRequest => Some(format!(
+            "held on request: `daemonset-canary resume {name}` lets it go on"
+        )),
+        ConditionReason::AwaitingPromotion => Some(format!(
+            "paused until promoted: `daemonset-canary promote {name}` lets it go on"
+        )),
+        ConditionReason::CrashLoopingAtRest => degraded_message.map(str::to_owned),
+        ConditionReason::RolledBack => Some(pass.message.clone().unwrap_or_else(|| {
+            "rolled back to the last successful revision: the spec's target does not run until the spec changes".to_owned()
+        })),
+        _ => pass.message.clone(),
+    };
+    match (step, said) {
+        (Some(step), Some(said)) if pass.to.is_in_progress() => Some(format!("{step}: {said}")),
+        (Some(step), None) if pass.to.is_in_progress() => Some(step),
+        (_, said) => said,
+    }
 }
 
 /// The `Degraded` condition of a pass: whether, its reason and its message. A release whose
@@ -505,6 +582,8 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
+            unhealthy_answered: None,
         }
     }
 
@@ -662,21 +741,99 @@ mod tests {
             promotion: None,
             tally: NodeTally::default(),
             deleted: Vec::new(),
-            analysis: None,
+            awaiting_promotion: false,
         }
+    }
+
+    /// kstatus' conditions beside the others: Reconciling with the step while a rollout runs,
+    /// Stalled (and not Reconciling) while a gate waits for a person or once failed, Ready once
+    /// successful; each with the status's observedGeneration.
+    #[test]
+    fn the_kstatus_conditions_follow_the_rollout() {
+        let kstatus = |status: &CanaryDaemonSetStatus| {
+            [READY, RECONCILING, STALLED].map(|type_| {
+                let c = condition(status, type_);
+                assert_eq!(c.observed_generation, Some(1), "{type_}");
+                (c.status.clone(), c.reason.clone())
+            })
+        };
+        let pair = |s: &str, r: &str| (s.to_owned(), r.to_owned());
+        let mut canary = pass(Phase::Canary, 0);
+        canary.pods = Some(Box::new(pods_record(0, 0)));
+        let status = next_status(None, &canary, t(0));
+        assert_eq!(
+            kstatus(&status),
+            [
+                pair("False", "WaitingForCanary"),
+                pair("True", "WaitingForCanary"),
+                pair("False", "AsExpected")
+            ]
+        );
+        assert!(
+            condition(&status, RECONCILING)
+                .message
+                .starts_with("step 1 of 4"),
+            "{}",
+            condition(&status, RECONCILING).message
+        );
+        let mut waiting = pass(Phase::Paused, 1);
+        let mut record = pods_record(1, 0);
+        record.awaiting_promotion = true;
+        waiting.pods = Some(Box::new(record));
+        let status = next_status(Some(&status), &waiting, t(10));
+        assert_eq!(
+            kstatus(&status)[1..],
+            [
+                pair("False", "AwaitingPromotion"),
+                pair("True", "AwaitingPromotion")
+            ]
+        );
+        assert!(
+            condition(&status, STALLED)
+                .message
+                .contains("daemonset-canary promote agent"),
+            "{}",
+            condition(&status, STALLED).message
+        );
+        let mut held = pass(Phase::Paused, 1);
+        held.held = true;
+        let status = next_status(Some(&status), &held, t(20));
+        assert_eq!(kstatus(&status)[2], pair("True", "HeldOnRequest"));
+        let mut failing = pass(Phase::Failed, 0);
+        failing.failure = Some(FailureReason::ProgressDeadlineExceeded);
+        let status = next_status(Some(&status), &failing, t(30));
+        assert_eq!(
+            kstatus(&status)[2],
+            pair("True", "ProgressDeadlineExceeded")
+        );
+        let status = next_status(Some(&status), &pass(Phase::Successful, 4), t(40));
+        assert_eq!(
+            kstatus(&status),
+            [
+                pair("True", "RolloutComplete"),
+                pair("False", "RolloutComplete"),
+                pair("False", "AsExpected")
+            ]
+        );
+        assert_eq!(condition(&status, READY).last_transition_time, Time(t(40)));
+        let mut crashing = pass(Phase::Successful, 3);
+        crashing.pods = Some(Box::new(pods_record(4, 2)));
+        let status = next_status(Some(&status), &crashing, t(50));
+        assert_eq!(kstatus(&status)[2], pair("True", CRASH_LOOPING_AT_REST));
+        assert!(condition(&status, STALLED).message.contains("crash-loop"));
     }
 
     #[test]
     fn the_analysis_the_pass_gives_is_shown_with_its_condition() {
         let mut paused = pass(Phase::Paused, 1);
-        let mut record = pods_record(1, 1);
-        record.analysis = Some(crate::crd::AnalysisStatus {
+        let record = pods_record(1, 1);
+        paused.analysis = Some(Box::new(crate::crd::AnalysisStatus {
             step: 1,
             revision: Some("7b9f5d4c6d".into()),
             verdict: "Inconclusive".into(),
             message: Some("errors: Prometheus unreachable: connection refused".into()),
             measurements: Vec::new(),
-        });
+        }));
         paused.pods = Some(Box::new(record));
         let first = next_status(None, &paused, t(10));
         let condition = condition(&first, ANALYSIS_PASSING);

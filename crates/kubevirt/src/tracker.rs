@@ -157,6 +157,7 @@ fn transition(
     now: Timestamp,
 ) -> Transition {
     Transition {
+        unhealthy_answered: None,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         daemon_set: name.to_owned(),
@@ -182,6 +183,7 @@ fn transition(
         retry: None,
         held: false,
         unhealthy: None,
+        analysis: None,
         at: now,
     }
 }

@@ -8,6 +8,14 @@
 //! | `Degraded` | the rollout failed, the spec cannot be acted on, or pods crash-loop at rest | the [`FailureReason`], `Failed`, `CrashLoopingAtRest`, `AsExpected` |
 //! | `Drifted` | someone else changed the live template | `ChangedOutsideTheController`, `AsDesired` |
 //! | `AnalysisPassing` | the analysis of the last analysed pause step passes | `Analysis` and the verdict (`AnalysisPending`, ...) |
+//! | `Ready` | the spec's target is rolled out and verified (`successful`, no pod crash-looping) | `RolloutComplete`, else what is missing (below) |
+//! | `Reconciling` | a rollout runs on its own (not held by a gate that needs a person) | the phase's ([`Phase::progressing`]) |
+//! | `Stalled` | the rollout failed, was rolled back, crash-loops at rest, or waits for a person ([`Gate`]) | the [`FailureReason`], `RolledBack`, `CrashLoopingAtRest`, `HeldOnRequest`, `AwaitingPromotion`; `AsExpected` |
+//!
+//! `Ready`, `Reconciling` and `Stalled` are the conditions kstatus reads (`sigs.k8s.io/cli-utils`:
+//! Flux's health checks, kpt, `kubectl wait --for=condition=Ready`): at most one of `Reconciling`
+//! and `Stalled` is true, and `Ready` is true only when neither is. [`kstatus`] decides all three
+//! from the phase, once, for the adapter to write beside the others.
 
 use std::fmt;
 
@@ -26,16 +34,25 @@ pub enum ConditionType {
     Drifted,
     /// The analysis of the last analysed pause step passes (`spec.analysis`).
     AnalysisPassing,
+    /// kstatus: the spec's target is rolled out and verified.
+    Ready,
+    /// kstatus: a rollout runs and moves on its own.
+    Reconciling,
+    /// kstatus: the rollout cannot move on without a person (failed, rolled back, held).
+    Stalled,
 }
 
 impl ConditionType {
     /// Every condition type, in the order a status lists them.
-    pub const ALL: [ConditionType; 5] = [
+    pub const ALL: [ConditionType; 8] = [
         ConditionType::Progressing,
         ConditionType::Available,
         ConditionType::Degraded,
         ConditionType::Drifted,
         ConditionType::AnalysisPassing,
+        ConditionType::Ready,
+        ConditionType::Reconciling,
+        ConditionType::Stalled,
     ];
 
     /// The stable name (`"Progressing"`, ...).
@@ -46,6 +63,9 @@ impl ConditionType {
             ConditionType::Degraded => "Degraded",
             ConditionType::Drifted => "Drifted",
             ConditionType::AnalysisPassing => "AnalysisPassing",
+            ConditionType::Ready => "Ready",
+            ConditionType::Reconciling => "Reconciling",
+            ConditionType::Stalled => "Stalled",
         }
     }
 }
@@ -93,6 +113,10 @@ pub enum ConditionReason {
     ChangedOutsideTheController,
     /// `Drifted`: the live template is as the controller wrote it again.
     AsDesired,
+    /// `Stalled`: held on request (`pause`) until someone resumes it.
+    HeldOnRequest,
+    /// `Stalled`: in a pause step without a duration (`pause: {}`) until someone promotes it.
+    AwaitingPromotion,
 }
 
 impl ConditionReason {
@@ -116,6 +140,8 @@ impl ConditionReason {
             ConditionReason::AsExpected => "AsExpected",
             ConditionReason::ChangedOutsideTheController => "ChangedOutsideTheController",
             ConditionReason::AsDesired => "AsDesired",
+            ConditionReason::HeldOnRequest => "HeldOnRequest",
+            ConditionReason::AwaitingPromotion => "AwaitingPromotion",
         }
     }
 }
@@ -144,9 +170,166 @@ impl Phase {
     }
 }
 
+/// A gate that holds a rollout until a person acts: the rollout is `Stalled`, not
+/// `Reconciling`, while it holds (a timed pause or an analysis still measuring moves on alone).
+/// The health gates' `onUnhealthy: Hold` is the next of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// Held on request (`canary.daemonset.dev/paused`): `resume` ends it.
+    HeldOnRequest,
+    /// A pause step without a duration: `promote` ends it.
+    AwaitingPromotion,
+}
+
+impl Gate {
+    /// The reason of the conditions while this gate holds.
+    pub const fn reason(self) -> ConditionReason {
+        match self {
+            Gate::HeldOnRequest => ConditionReason::HeldOnRequest,
+            Gate::AwaitingPromotion => ConditionReason::AwaitingPromotion,
+        }
+    }
+}
+
+/// What a status says beyond its phase, for the kstatus conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Standing {
+    /// Why the rollout failed (a `failed` phase).
+    pub failure: Option<FailureReason>,
+    /// A gate that needs a person holds the rollout.
+    pub gate: Option<Gate>,
+    /// Updated pods crash-loop after the rollout (or rollback) ended (the `Degraded` reason
+    /// `CrashLoopingAtRest`).
+    pub crash_looping_at_rest: bool,
+}
+
+/// One condition's verdict: its status and reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConditionVerdict {
+    /// The condition's type.
+    pub type_: ConditionType,
+    /// True or False.
+    pub status: bool,
+    /// Its reason.
+    pub reason: ConditionReason,
+}
+
+/// The kstatus conditions (`Ready`, `Reconciling`, `Stalled`, in that order) of a status in
+/// `phase`. A rolled back rollout is stalled: the spec's target is not what runs, and nothing
+/// moves until the spec changes or someone retries; so is a failed one, and a successful one
+/// whose pods crash-loop since.
+pub fn kstatus(phase: Phase, standing: Standing) -> [ConditionVerdict; 3] {
+    let (ready, reconciling, stalled, reason) = match (phase, standing.gate) {
+        (Phase::Failed, _) => (
+            false,
+            false,
+            true,
+            match standing.failure {
+                Some(failure) => ConditionReason::Failure(failure),
+                None => ConditionReason::Failed,
+            },
+        ),
+        (Phase::Successful | Phase::RolledBack, _) if standing.crash_looping_at_rest => {
+            (false, false, true, ConditionReason::CrashLoopingAtRest)
+        }
+        (Phase::RolledBack, _) => (false, false, true, ConditionReason::RolledBack),
+        (Phase::Successful, _) => (true, false, false, ConditionReason::RolloutComplete),
+        (_, Some(gate)) => (false, false, true, gate.reason()),
+        (_, None) => (false, true, false, phase.progressing().1),
+    };
+    let verdict = |type_, status, reason| ConditionVerdict {
+        type_,
+        status,
+        reason,
+    };
+    [
+        verdict(ConditionType::Ready, ready, reason),
+        verdict(ConditionType::Reconciling, reconciling, reason),
+        verdict(
+            ConditionType::Stalled,
+            stalled,
+            if stalled {
+                reason
+            } else {
+                ConditionReason::AsExpected
+            },
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn statuses(phase: Phase, standing: Standing) -> [bool; 3] {
+        let [ready, reconciling, stalled] = kstatus(phase, standing);
+        [ready.status, reconciling.status, stalled.status]
+    }
+
+    /// Every phase, with and without each gate and a crash loop at rest: at most one of
+    /// Reconciling and Stalled, Ready only when neither, and the rows the issue names.
+    #[test]
+    fn kstatus_conditions_of_every_phase() {
+        let gates = [
+            None,
+            Some(Gate::HeldOnRequest),
+            Some(Gate::AwaitingPromotion),
+        ];
+        for phase in Phase::ALL {
+            for gate in gates {
+                for crash_looping_at_rest in [false, true] {
+                    let standing = Standing {
+                        failure: None,
+                        gate,
+                        crash_looping_at_rest,
+                    };
+                    let [ready, reconciling, stalled] = statuses(phase, standing);
+                    assert!(!(reconciling && stalled), "{phase} {standing:?}");
+                    assert_eq!(ready, !reconciling && !stalled, "{phase} {standing:?}");
+                    assert_eq!(
+                        ready,
+                        phase == Phase::Successful && !crash_looping_at_rest,
+                        "{phase} {standing:?}: ready only once the target is out and verified"
+                    );
+                    if phase.is_in_progress() {
+                        assert_eq!(stalled, gate.is_some(), "{phase} {standing:?}");
+                    }
+                }
+            }
+        }
+        let failed = kstatus(
+            Phase::Failed,
+            Standing {
+                failure: Some(FailureReason::CanaryCrashLooping),
+                ..Standing::default()
+            },
+        );
+        assert_eq!(
+            failed.map(|c| (c.type_.as_str(), c.status, c.reason.as_str())),
+            [
+                ("Ready", false, "CanaryCrashLooping"),
+                ("Reconciling", false, "CanaryCrashLooping"),
+                ("Stalled", true, "CanaryCrashLooping"),
+            ]
+        );
+        let canary = kstatus(Phase::Canary, Standing::default());
+        assert_eq!(
+            canary.map(|c| c.reason.as_str()),
+            ["WaitingForCanary", "WaitingForCanary", "AsExpected"]
+        );
+        let held = kstatus(
+            Phase::Paused,
+            Standing {
+                gate: Some(Gate::AwaitingPromotion),
+                ..Standing::default()
+            },
+        );
+        assert_eq!(held[2].reason.as_str(), "AwaitingPromotion");
+        assert_eq!(
+            statuses(Phase::RolledBack, Standing::default()),
+            [false, false, true]
+        );
+    }
 
     /// The names are the wire's: statuses written by earlier versions use them.
     #[test]
@@ -159,7 +342,10 @@ mod tests {
                 "Available",
                 "Degraded",
                 "Drifted",
-                "AnalysisPassing"
+                "AnalysisPassing",
+                "Ready",
+                "Reconciling",
+                "Stalled"
             ]
         );
         assert_eq!(

@@ -8,10 +8,12 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use crate::analysis::{AnalysisVerdict, StepAnalysis};
 use crate::decision::{DaemonSetWrite, Event, TemplateEdit, WriteKind, event_reason};
 use crate::health::soak_left;
 use crate::lifecycle::rows::{
-    deadline_exceeded, failed, health_failed, invalid, stay_failed, sticky,
+    analysis_failed, analysis_inconclusive, deadline_exceeded, failed, health_failed, invalid,
+    stay_failed, sticky,
 };
 use crate::lifecycle::{
     self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
@@ -126,11 +128,30 @@ impl Table for Steer<'_> {
         if !SyncFlags::of(strategy, &self.observation).any() {
             return quiet(strategy, &self.observation);
         }
-        match strategy.compatibility {
+        let decision = match strategy.compatibility {
             Compatibility::KubeVirt => reference_rows(strategy, &self.observation),
             Compatibility::Fixed => fixed_rows(strategy, &self.observation),
-        }
+        };
+        announce_inconclusive_canary(strategy, &self.observation, decision)
     }
+}
+
+/// Issue 46: a canary whose analysis became inconclusive past its limit is announced once
+/// (a Warning), whatever holds it in this pass (its soak, its readiness, its analysis).
+fn announce_inconclusive_canary(
+    strategy: &Strategy,
+    observation: &Observation,
+    mut decision: Decision,
+) -> Decision {
+    if decision.phase == Phase::Canary {
+        decision.events.extend(analysis_inconclusive(
+            &observation.name,
+            measured(strategy, observation),
+            "the canary",
+            "the widen waits for a conclusive measurement",
+        ));
+    }
+    decision
 }
 
 /// Decides the create path (spec section 3, step 2): the DaemonSet does not exist yet.
@@ -221,6 +242,19 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(failure) = health_failed(&life) {
         return stop_replacing(failure, observation);
     }
+    // Issue 46: so is a failed analysis, and it stays too.
+    if let Some(previous) =
+        sticky(&life).filter(|p| p.failure == Some(FailureReason::AnalysisFailed))
+    {
+        return stay_failed(&life, previous);
+    }
+    if let Some(failure) = analysis_failed(
+        &life,
+        measured(strategy, observation),
+        &place(strategy, observation),
+    ) {
+        return stop_replacing(failure, observation);
+    }
     let ready = observation.updated_ready_pods;
     let desired = observation.desired_pods;
     if ready == 0 {
@@ -232,10 +266,7 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     }
     if ready < desired {
         return if observation.live_max_unavailable.reference_int_value() == 1 {
-            match observation.health.as_ref().and_then(soak_left) {
-                Some(left) => soaking(strategy, observation, left),
-                None => widen(strategy, observation),
-            }
+            widen_when_proven(strategy, observation)
         } else {
             hold(strategy, observation, Phase::Waiting)
         };
@@ -289,8 +320,16 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if observation.crash_loop.is_some() {
         return crash_looping(strategy, observation);
     }
-    // Issue 46: a node broken after its update fails the rollout before anything widens.
+    // Issue 46: a node broken after its update fails the rollout before anything widens,
+    // and so does a failed analysis, at any time of the rollout.
     if let Some(failure) = health_failed(&life) {
+        return stop_replacing(failure, observation);
+    }
+    if let Some(failure) = analysis_failed(
+        &life,
+        measured(strategy, observation),
+        &place(strategy, observation),
+    ) {
         return stop_replacing(failure, observation);
     }
     let ready = observation.updated_ready_pods;
@@ -337,8 +376,9 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
             .live_max_unavailable
             .matches(strategy.canary_max_unavailable)
     {
-        // The canary has soaked (`soak_held` above), or there is no soak.
-        widen(strategy, observation)
+        // The canary has soaked and its analysis passed (`soak_held` above), or nothing
+        // holds it.
+        widen_when_proven(strategy, observation)
     } else {
         hold(strategy, observation, Phase::Waiting)
     }
@@ -402,6 +442,71 @@ fn widen(strategy: &Strategy, observation: &Observation) -> Decision {
     }
 }
 
+/// The analysis stretch of a MaxUnavailable rollout, as [`Observation::analysis`] names it:
+/// 0 while the canary value steers the DaemonSet controller and old pods are left (the
+/// canary's analysis, which the widen waits for), 1 once widened (measured on until the end).
+/// The caller keys its measurements by it, so a widen starts fresh counts.
+pub fn analysis_step(strategy: &Strategy, observation: &Observation) -> u32 {
+    if at_canary_value(strategy, observation) && observation.updated_pods < observation.desired_pods
+    {
+        ANALYSIS_CANARY
+    } else {
+        ANALYSIS_WIDENED
+    }
+}
+
+/// The live `maxUnavailable` is the canary (and resting) value, as the table reads it: the
+/// rollout is not widened, or its finish is written.
+pub fn at_canary_value(strategy: &Strategy, observation: &Observation) -> bool {
+    let live = &observation.live_max_unavailable;
+    match strategy.compatibility {
+        Compatibility::KubeVirt => live.reference_int_value() == 1,
+        Compatibility::Fixed => live.matches(strategy.canary_max_unavailable),
+    }
+}
+
+/// [`analysis_step`] of the canary's analysis.
+pub const ANALYSIS_CANARY: u32 = 0;
+/// [`analysis_step`] of the widened rollout's analysis.
+pub const ANALYSIS_WIDENED: u32 = 1;
+
+/// The observed analysis when it is of the stretch the rollout is in; a stretch not measured
+/// yet is pending. `None` without analysis.
+fn measured<'o>(strategy: &Strategy, observation: &'o Observation) -> Option<&'o StepAnalysis> {
+    observation
+        .analysis
+        .as_ref()
+        .filter(|a| a.step == analysis_step(strategy, observation))
+}
+
+/// The stretch, in words, for events and messages.
+fn place(strategy: &Strategy, observation: &Observation) -> String {
+    if analysis_step(strategy, observation) == ANALYSIS_CANARY {
+        "the canary".to_owned()
+    } else {
+        "the widened rollout".to_owned()
+    }
+}
+
+/// Row 3a behind the issue 46 gates, which both hold the widen: the canary soaks (the health
+/// gates' `canarySoak`) and its analysis passes (every metric passed once, `spec.analysis`).
+/// Missing data holds it (`Pending`, `Inconclusive`, announced by
+/// [`announce_inconclusive_canary`]); nothing is written meanwhile. The first gate not met
+/// says when to come back.
+fn widen_when_proven(strategy: &Strategy, observation: &Observation) -> Decision {
+    if let Some(left) = observation.health.as_ref().and_then(soak_left) {
+        return soaking(strategy, observation, left);
+    }
+    if observation.analysis.is_none() {
+        return widen(strategy, observation);
+    }
+    if measured(strategy, observation).is_some_and(|a| a.verdict == AnalysisVerdict::Passing) {
+        return widen(strategy, observation);
+    }
+    // Missing data holds it; the next measurement brings a pass.
+    hold(strategy, observation, Phase::Canary)
+}
+
 /// A pass with nothing to write, unless the progress deadline has passed.
 fn hold(strategy: &Strategy, observation: &Observation, phase: Phase) -> Decision {
     let life = life_of(observation);
@@ -430,25 +535,32 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
     failure
 }
 
-/// The canary's soak under the MaxUnavailable driver (issue 46): once the canary's pod
-/// exists and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write)
-/// until the canary has been ready for the soak (never while no pod is old: a DaemonSet just
-/// created has nothing to hold back); the widen's write (the desired DaemonSet,
-/// `RollingUpdate` at the fast `maxUnavailable`) ends it. A DaemonSet on `OnDelete` already
-/// (this soak's earlier pass, or a hold on request) is kept so: nothing written, and the end
-/// of a hold on request writes no `RollingUpdate` that the soak would undo
-/// ([`MaxUnavailableAction::keeps_hold`]). `None` when there is no soak to hold for.
+/// The canary held under the MaxUnavailable driver (issue 46): once the canary's pod exists
+/// and other pods are still old, the DaemonSet is put on `OnDelete` (the hold's write) until
+/// the widen may be written: the canary has been ready for the soak (`spec.health`), and its
+/// analysis passes (`spec.analysis`). Never while no pod is old: a DaemonSet just created has
+/// nothing to hold back. The widen's write (the desired DaemonSet, `RollingUpdate` at the fast
+/// `maxUnavailable`) ends it. A DaemonSet on `OnDelete` already (this hold's earlier pass, or
+/// a hold on request) is kept so: nothing written, and the end of a hold on request writes no
+/// `RollingUpdate` that this hold would undo ([`MaxUnavailableAction::keeps_hold`]). `None`
+/// when nothing holds the widen.
 fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
-    let facts = observation.health.as_ref()?;
-    let soaking = !facts.policy.canary_soak.is_zero()
-        && observation.updated_pods > 0
+    let old_pods_left = observation.updated_pods > 0
         && observation.updated_pods < observation.desired_pods
         && observation.old_pods > 0
         && observation
             .live_max_unavailable
-            .matches(strategy.canary_max_unavailable)
-        && (facts.canary_ready_since.is_none() || soak_left(facts).is_some());
-    if !soaking {
+            .matches(strategy.canary_max_unavailable);
+    if !old_pods_left {
+        return None;
+    }
+    let soak = observation.health.as_ref().filter(|facts| {
+        !facts.policy.canary_soak.is_zero()
+            && (facts.canary_ready_since.is_none() || soak_left(facts).is_some())
+    });
+    let unproven = observation.analysis.is_some()
+        && !measured(strategy, observation).is_some_and(|a| a.verdict == AnalysisVerdict::Passing);
+    if soak.is_none() && !unproven {
         return None;
     }
     let decision = hold(strategy, observation, Phase::Canary);
@@ -462,7 +574,7 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
             template_edit: None,
         }),
         action: MaxUnavailableAction {
-            wake_after: soak_left(facts),
+            wake_after: soak.and_then(soak_left),
             keeps_hold: true,
             ..MaxUnavailableAction::default()
         },

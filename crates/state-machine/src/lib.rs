@@ -95,8 +95,11 @@ pub use analysis::{
     PLACEHOLDERS, RenderError, StepAnalysis, TemplateValues, Verdict, judge, placeholders,
     regex_alternation, render, validate_metrics, verdict,
 };
-pub use condition::{ConditionReason, ConditionType};
-pub use decide::{SyncFlags, decide, decide_create, tls_step};
+pub use condition::{ConditionReason, ConditionType, ConditionVerdict, Gate, Standing, kstatus};
+pub use decide::{
+    ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, at_canary_value, decide,
+    decide_create, tls_step,
+};
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};
 pub use health::{

@@ -119,6 +119,10 @@ pub struct Observation {
     /// The health gates' facts (issue 46: the unhealthy nodes and their pods, the canary's
     /// ready time for the soak); `None` without gates.
     pub health: Option<crate::health::HealthFacts>,
+    /// The analysis (`spec.analysis`, issue 46) of the stretch the rollout is in
+    /// ([`analysis_step`](crate::analysis_step): the canary, or the widened rollout); `None`
+    /// without analysis. The widen waits until the canary's passes; a failure fails the rollout.
+    pub analysis: Option<crate::analysis::StepAnalysis>,
 }
 
 impl Default for Observation {
@@ -146,6 +150,7 @@ impl Default for Observation {
             hold_recorded: false,
             live_on_hold: false,
             health: None,
+            analysis: None,
         }
     }
 }

@@ -27,6 +27,7 @@ mod checkov;
 mod custom_resources;
 mod dashboard;
 mod helm;
+mod integrations;
 mod krew;
 mod kustomize;
 mod metrics;
@@ -91,6 +92,7 @@ const CHECKS: &[(&str, Check)] = &[
     ("custom resources", custom_resources::check),
     ("helm chart", helm::check),
     ("krew manifest", krew::check),
+    ("argo cd health and kstatus", integrations::check),
     ("prometheus rules", rules::check),
     ("dashboard", dashboard::check),
     ("metric names", metrics::check),

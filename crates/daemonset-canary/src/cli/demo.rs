@@ -44,8 +44,8 @@ pub struct DemoArgs {
     /// three zones whole before the next), `unhealthy-node` (Pods driver: one node NotReady
     /// throughout, deferred, the rollout still successful), `rollback` (the canary crash-loops
     /// and `onFailure: Rollback` rolls back to v1), `bad-metrics` (the new version is ready
-    /// everywhere but its agents report 10% errors: the analysis of the soak fails it, Pods
-    /// driver).
+    /// everywhere but its agents report 10% errors: the canary's analysis fails it before
+    /// anything widens, on either driver).
     #[arg(long, env = "CANARY_DEMO_SCENARIO", value_enum, default_value_t = ScenarioKind::Healthy)]
     scenario: ScenarioKind,
     /// Seed of the simulator's random choices (timing jitter): the same seed replays the same
@@ -59,7 +59,7 @@ pub struct DemoArgs {
     /// maxUnavailable) or `pods` (the DaemonSet is OnDelete; the controller deletes old pods
     /// step by step: one canary node, a 30 s soak judged by the agents' error ratio (analysis
     /// against the simulator's Prometheus), half the nodes 10% at a time, the rest).
-    /// `zone-by-zone`, `unhealthy-node` and `bad-metrics` use `pods` whatever this says.
+    /// `zone-by-zone` and `unhealthy-node` use `pods` whatever this says.
     #[arg(long, env = "CANARY_DEMO_DRIVER", default_value = "max-unavailable", value_parser = driver_arg())]
     driver: Driver,
     /// Run on the wall clock instead of virtual time (a 50-node rollout then takes minutes).

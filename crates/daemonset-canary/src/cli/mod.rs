@@ -1,6 +1,6 @@
 //! The subcommands' front ends: flags, wiring and what they print, one module each (`run`,
 //! `demo`, `status`, `get`, `promote`, `pause` and `resume`, `retry`, `rollback` (`abort`, `undo`
-//! and `history`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
+//! and `history`), `wait`, `restart` and `set image` (`edit`), `crd`, `observe-kubevirt`, `sim serve`, `sim kwok`); `verb` holds what the verbs that
 //! steer a rollout share. The building blocks they wire
 //! (metrics, server, bridge, scenarios) live in the library.
 //!
@@ -11,6 +11,7 @@
 pub mod crd;
 #[cfg(feature = "simulator")]
 pub mod demo;
+pub mod edit;
 pub mod get;
 pub mod object;
 pub mod observe_kubevirt;
@@ -25,6 +26,7 @@ pub mod sim_kwok;
 pub mod sim_serve;
 pub mod status;
 pub mod verb;
+pub mod wait;
 
 use anyhow::Context;
 use canary_kube_adapter::error::{chain, transport_failure};
@@ -169,8 +171,9 @@ fn join_paths(paths: &[PathBuf]) -> String {
 pub fn describe(error: &kube::Error, url: &str) -> String {
     match error {
         kube::Error::Api(status) if status.code == 404 => format!(
-            "the CanaryDaemonSet CRD is not installed in the cluster at {url} ({}); install it with `daemonset-canary crd | kubectl apply -f -`",
-            status.message
+            "the CanaryDaemonSet CRD is not installed in the cluster at {url} ({}); install it with `{} crd | kubectl apply -f -`",
+            status.message,
+            daemonset_canary::format::command_name()
         ),
         kube::Error::Api(status) if status.code == 401 || status.code == 403 => format!(
             "the API server at {url} refused the request ({} {}): {}",

@@ -4,11 +4,39 @@
 //! Where it looks: `-n NAMESPACE`, else the kubeconfig's namespace; `-A` searches every
 //! namespace (one match is shown, several are listed). A name missing from the namespace
 //! looked in is searched in the others, so the error can say where it is, or suggest `-A`.
+//!
+//! Objects are read untyped and decoded one by one ([`canary_kube_adapter::crd::decode`]), as
+//! the controller reads them: a stored object that does not decode (`progressDeadlineSeconds:
+//! "ten"`, stored under an older CRD or through the status subresource) is one [`Read`] that
+//! failed, never an error of the whole request. `get` lists it beside the others, `status`
+//! shows it with why it does not decode, and a verb says why it cannot apply ([`ObjectArgs::find`]).
 
 use super::{Connection, KubeArgs, describe};
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::{Undecoded, decode, dynamic_api};
+use kube::ResourceExt;
 use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+
+/// A stored CanaryDaemonSet as the CLI reads it: decoded, or a stand-in (its metadata and
+/// status) and why its spec does not decode.
+pub type Read = Result<CanaryDaemonSet, Box<Undecoded>>;
+
+/// The most bytes of a decoding error the CLI prints: the error quotes the stored value, which
+/// anyone who could write the object chose.
+const WHY_BYTES: usize = 300;
+
+/// Why `undecoded` cannot be read, cut to [`WHY_BYTES`].
+pub fn why(undecoded: &Undecoded) -> String {
+    canary_state_machine::cut(&undecoded.why, WHY_BYTES).into_owned()
+}
+
+/// The object a read stands for, decoded or not: its metadata and status are there either way.
+pub fn object_of(read: &Read) -> &CanaryDaemonSet {
+    match read {
+        Ok(cds) => cds,
+        Err(undecoded) => &undecoded.stand_in,
+    }
+}
 
 /// Which CanaryDaemonSet a command is about, and how to reach its cluster: the flags `status`
 /// and the verbs share.
@@ -28,10 +56,29 @@ pub struct ObjectArgs {
 
 impl ObjectArgs {
     /// Connects and fetches the CanaryDaemonSet, or fails with one line (not found, and where
-    /// it is instead; unreachable; no CRD).
+    /// it is instead; unreachable; no CRD; stored in a form that does not decode, so nothing
+    /// can act on it).
     pub async fn find(&self) -> anyhow::Result<(Connection, CanaryDaemonSet)> {
+        let (connection, read) = self.read().await?;
+        match read {
+            Ok(cds) => Ok((connection, cds)),
+            Err(undecoded) => {
+                let cds = &undecoded.stand_in;
+                let (namespace, name) = (cds.namespace().unwrap_or_default(), cds.name_any());
+                anyhow::bail!(
+                    "{} cannot be acted on: {}; fix its spec (`kubectl edit canarydaemonset {name} -n {namespace}`)",
+                    which(&namespace, &name),
+                    why(&undecoded)
+                )
+            }
+        }
+    }
+
+    /// Connects and fetches the CanaryDaemonSet, decoded or not (see [`Read`]), or fails with
+    /// one line (not found, and where it is instead; unreachable; no CRD).
+    pub async fn read(&self) -> anyhow::Result<(Connection, Read)> {
         let connection = self.kube.connect().await?;
-        let cds = if self.all_namespaces {
+        let read = if self.all_namespaces {
             find_anywhere(&connection, &self.name).await?
         } else {
             let namespace = self
@@ -40,8 +87,23 @@ impl ObjectArgs {
                 .unwrap_or_else(|| connection.client.default_namespace().to_owned());
             find_in(&connection, &self.name, &namespace).await?
         };
-        Ok((connection, cds))
+        Ok((connection, read))
     }
+}
+
+/// The CanaryDaemonSets of `namespace` (all with `None`), each decoded or not.
+pub async fn list(
+    connection: &Connection,
+    namespace: Option<&str>,
+    params: &ListParams,
+) -> Result<Vec<Read>, kube::Error> {
+    Ok(dynamic_api(&connection.client, namespace)
+        .list(params)
+        .await?
+        .items
+        .into_iter()
+        .map(decode)
+        .collect())
 }
 
 /// `canarydaemonset NAMESPACE/NAME`, the way every command names its object.
@@ -50,22 +112,16 @@ pub(super) fn which(namespace: &str, name: &str) -> String {
 }
 
 /// The CanaryDaemonSets named `name` in every namespace.
-async fn everywhere(
-    connection: &Connection,
-    name: &str,
-) -> Result<Vec<CanaryDaemonSet>, kube::Error> {
-    let api: Api<CanaryDaemonSet> = Api::all(connection.client.clone());
+async fn everywhere(connection: &Connection, name: &str) -> Result<Vec<Read>, kube::Error> {
     let params = ListParams::default().fields(&format!("metadata.name={name}"));
-    Ok(api
-        .list(&params)
+    Ok(list(connection, None, &params)
         .await?
-        .items
         .into_iter()
-        .filter(|cds| cds.name_any() == name)
+        .filter(|read| object_of(read).name_any() == name)
         .collect())
 }
 
-async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<CanaryDaemonSet> {
+async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<Read> {
     let mut found = everywhere(connection, name)
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
@@ -81,14 +137,12 @@ async fn find_anywhere(connection: &Connection, name: &str) -> anyhow::Result<Ca
     }
 }
 
-async fn find_in(
-    connection: &Connection,
-    name: &str,
-    namespace: &str,
-) -> anyhow::Result<CanaryDaemonSet> {
-    let api: Api<CanaryDaemonSet> = Api::namespaced(connection.client.clone(), namespace);
-    match api.get_opt(name).await {
-        Ok(Some(cds)) => Ok(cds),
+async fn find_in(connection: &Connection, name: &str, namespace: &str) -> anyhow::Result<Read> {
+    match dynamic_api(&connection.client, Some(namespace))
+        .get_opt(name)
+        .await
+    {
+        Ok(Some(object)) => Ok(decode(object)),
         Ok(None) => {
             // Where is it, then? Best effort: listing every namespace may not be allowed.
             let elsewhere = everywhere(connection, name).await.unwrap_or_default();
@@ -98,8 +152,8 @@ async fn find_in(
                 ),
                 [one] => anyhow::bail!(
                     "no CanaryDaemonSet {name:?} in namespace {namespace:?}, but there is one in {:?}: add `-n {}` (or -A)",
-                    one.namespace().unwrap_or_default(),
-                    one.namespace().unwrap_or_default()
+                    object_of(one).namespace().unwrap_or_default(),
+                    object_of(one).namespace().unwrap_or_default()
                 ),
                 several => anyhow::bail!(
                     "no CanaryDaemonSet {name:?} in namespace {namespace:?}; there are in namespaces {}: choose one with -n",
@@ -111,10 +165,10 @@ async fn find_in(
     }
 }
 
-fn namespaces(found: &[CanaryDaemonSet]) -> String {
+fn namespaces(found: &[Read]) -> String {
     let mut names: Vec<String> = found
         .iter()
-        .map(|c| c.namespace().unwrap_or_default())
+        .map(|read| object_of(read).namespace().unwrap_or_default())
         .collect();
     names.sort();
     names.join(", ")

@@ -6,7 +6,9 @@
 //! marks the object with `canary.daemonset.dev/abort`: the controller rolls back to the last
 //! revision that finished `successful` (phases `rollingBack`, then `rolledBack`), canary first.
 //! `undo` marks it with `canary.daemonset.dev/undo=N@TIME` (or `previous@TIME`): the controller
-//! rolls out revision N as any rollout. Both last until the spec changes: a new version in Git
+//! rolls out revision N as any rollout. `history NAME --revision N` shows one revision: its
+//! version, outcome and times, and its pod template as a diff against the revision before it
+//! (as `kubectl rollout history --revision` shows a revision's template). Both last until the spec changes: a new version in Git
 //! wins. Each verb asks the verb table ([`Verb::refusal`], the controller's own) and exits
 //! non-zero with its reason; what changed since the object was read comes back as a
 //! `VerbRefused` event.
@@ -20,6 +22,8 @@ use canary_kube_adapter::crd::{ABORT_ANNOTATION, CanaryDaemonSetStatus, UNDO_ANN
 use canary_kube_adapter::history::{Entry, History};
 use canary_state_machine::{Phase, Revision, UndoTarget, Verb, VerbContext, undo_revision};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use std::fmt::Write as _;
 
 /// Arguments of `undo`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +35,10 @@ pub struct UndoArgs {
     to_revision: Option<i64>,
 }
 
-async fn entries(connection: &Connection, cds: &CanaryDaemonSet) -> anyhow::Result<Vec<Entry>> {
+pub(super) async fn entries(
+    connection: &Connection,
+    cds: &CanaryDaemonSet,
+) -> anyhow::Result<Vec<Entry>> {
     let history = History::new(connection.client.clone(), cds, "daemonset-canary")
         .context("the CanaryDaemonSet has no namespace or uid")?;
     history.list().await.map_err(|error| match error {
@@ -65,7 +72,8 @@ pub fn abort_outcome(which: &str, at: &VerbContext) -> String {
         .map_or((0, ""), |stable| (stable.number, stable.version.as_str()));
     if at.held {
         format!(
-            "{which} aborted (was {phase}, held on request): the rollback to revision {revision} ({version}) is recorded and begins, canary first, once the rollout is resumed (daemonset-canary resume)"
+            "{which} aborted (was {phase}, held on request): the rollback to revision {revision} ({version}) is recorded and begins, canary first, once the rollout is resumed ({} resume)",
+            daemonset_canary::format::command_name()
         )
     } else {
         format!(
@@ -104,10 +112,24 @@ pub async fn undo(args: UndoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `history`: one line per revision, oldest first.
-pub async fn history(args: TargetArgs) -> anyhow::Result<()> {
+/// Arguments of `history`.
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    object: ObjectArgs,
+    /// Show revision N: its version, outcome and times, and its pod template as a diff against
+    /// the revision before it (as `kubectl rollout history --revision N`).
+    #[arg(long, value_name = "N")]
+    revision: Option<i64>,
+}
+
+/// `history`: one line per revision, oldest first; with `--revision N`, that revision.
+pub async fn history(args: HistoryArgs) -> anyhow::Result<()> {
     let (connection, cds) = args.object.find().await?;
     let entries = entries(&connection, &cds).await?;
+    if let Some(number) = args.revision {
+        return revision_detail(&connection, &cds, &entries, number).await;
+    }
     if entries.is_empty() {
         println!("no revision recorded yet: the history starts with the next rollout");
         return Ok(());
@@ -116,8 +138,129 @@ pub async fn history(args: TargetArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `history NAME --revision N`: the revision's facts, then its pod template as a diff against
+/// the revision numbered before it (whole, for the first).
+async fn revision_detail(
+    connection: &Connection,
+    cds: &CanaryDaemonSet,
+    entries: &[Entry],
+    number: i64,
+) -> anyhow::Result<()> {
+    let which = super::object::which(&cds.namespace().unwrap_or_default(), &cds.name_any());
+    let Some(entry) = entries.iter().find(|entry| entry.revision == number) else {
+        bail!(
+            "revision {number} is not in the history of {which} (`{} history {}` lists them)",
+            daemonset_canary::format::command_name(),
+            cds.name_any()
+        );
+    };
+    let previous = entries
+        .iter()
+        .filter(|other| other.revision < number)
+        .max_by_key(|other| other.revision);
+    let history = History::new(connection.client.clone(), cds, "daemonset-canary")
+        .context("the CanaryDaemonSet has no namespace or uid")?;
+    let template_of = async |entry: &Entry| -> anyhow::Result<Option<String>> {
+        let desired = history
+            .desired(&entry.name)
+            .await
+            .map_err(|error| match error {
+                canary_kube_adapter::Error::Kube(error) => {
+                    anyhow::anyhow!(describe(&error, &connection.url))
+                }
+                other => anyhow::anyhow!(other),
+            })?;
+        desired
+            .and_then(|ds| ds.spec.map(|spec| spec.template))
+            .map(|template| serde_saphyr::to_string(&template))
+            .transpose()
+            .context("cannot print the pod template")
+    };
+    let current = template_of(entry).await?;
+    let before = match previous {
+        Some(previous) => template_of(previous).await?,
+        None => None,
+    };
+    print!(
+        "{}",
+        revision_text(entry, previous, before.as_deref(), current.as_deref())
+    );
+    Ok(())
+}
+
+/// What `history NAME --revision N` prints for `entry`: its facts, then its pod template
+/// (`current`, YAML) as a unified diff against `previous`'s (`before`), or whole when there is
+/// none to compare with.
+pub fn revision_text(
+    entry: &Entry,
+    previous: Option<&Entry>,
+    before: Option<&str>,
+    current: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    let version = if entry.version.is_empty() {
+        "-"
+    } else {
+        entry.version.as_str()
+    };
+    let _ = writeln!(out, "Revision:  {}", entry.revision);
+    let _ = writeln!(out, "Version:   {version}");
+    let _ = writeln!(
+        out,
+        "Outcome:   {}",
+        entry.outcome.map_or("unknown", |o| o.as_str())
+    );
+    let _ = writeln!(out, "Started:   {}", when(entry.started.as_deref()));
+    let _ = writeln!(out, "Finished:  {}", when(entry.finished.as_deref()));
+    let Some(current) = current else {
+        out.push_str("\nPod template: not readable (the revision's data was edited or is gone)\n");
+        return out;
+    };
+    match (previous, before) {
+        (Some(previous), Some(before)) => {
+            let _ = writeln!(
+                out,
+                "\nPod template, against revision {} ({}):",
+                previous.revision, previous.version
+            );
+            let diff = similar::TextDiff::from_lines(before, current);
+            let unified = diff
+                .unified_diff()
+                .context_radius(3)
+                .header(
+                    &format!("revision {}", previous.revision),
+                    &format!("revision {}", entry.revision),
+                )
+                .to_string();
+            if unified.is_empty() {
+                out.push_str("  (the same pod template)\n");
+            } else {
+                out.push_str(&unified);
+            }
+        }
+        _ => {
+            out.push_str("\nPod template:\n");
+            for line in current.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+    out
+}
+
 /// The table `history` prints: revision, version, outcome, start, end; the current revision
 /// marked `*`, the stable one `stable`.
+/// A recorded time as the table shows it: to the second, in UTC (`2026-12-01T00:01:00Z`); the
+/// annotation holds nanoseconds. Text that is no time (an annotation edited by hand) is shown
+/// as it is, cut; none is `-`.
+fn when(recorded: Option<&str>) -> String {
+    match recorded.map(|text| (text, text.parse::<Timestamp>())) {
+        None => "-".to_owned(),
+        Some((_, Ok(at))) => at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Some((text, Err(_))) => canary_state_machine::cut(text, 40).into_owned(),
+    }
+}
+
 pub fn history_table(entries: &[Entry], status: Option<&CanaryDaemonSetStatus>) -> String {
     let history = status.and_then(|s| s.history.clone()).unwrap_or_default();
     let current = history.current.map(|c| c.name);
@@ -146,8 +289,8 @@ pub fn history_table(entries: &[Entry], status: Option<&CanaryDaemonSetStatus>) 
                 entry.version.clone()
             },
             outcome,
-            entry.started.clone().unwrap_or_else(|| "-".to_owned()),
-            entry.finished.clone().unwrap_or_else(|| "-".to_owned()),
+            when(entry.started.as_deref()),
+            when(entry.finished.as_deref()),
         ]);
     }
     let mut widths = [0_usize; 5];
@@ -222,7 +365,7 @@ mod tests {
             revision,
             version: version.to_owned(),
             outcome: Some(outcome),
-            started: Some(format!("2026-12-01T00:0{revision}:00Z")),
+            started: Some(format!("2026-12-01T00:0{revision}:00.123456789Z")),
             finished: None,
         }
     }
@@ -266,5 +409,47 @@ mod tests {
         );
         assert!(lines[2].starts_with("2*        v2       failed"), "{table}");
         assert!(lines[2].ends_with('-'), "no end time yet: {table}");
+        // To the second: the annotations' nanoseconds are noise in a table (issue 52).
+        assert!(lines[1].contains("  2026-12-01T00:01:00Z"), "{table}");
+        assert!(!table.contains(".123"), "{table}");
+        assert_eq!(when(Some("yesterday")), "yesterday");
+    }
+
+    /// `history NAME --revision N`: the revision's facts, and its pod template as a diff
+    /// against the one before (whole for the first; said so when they are the same).
+    #[test]
+    fn a_revision_shows_its_template_as_a_diff_against_the_one_before() {
+        let before = "metadata:\n  labels:\n    app: agent\nspec:\n  containers:\n  - image: agent:v1\n    name: agent\n";
+        let current = before.replace("agent:v1", "agent:v2");
+        let text = revision_text(
+            &entry(2, "v2", Outcome::Successful),
+            Some(&entry(1, "v1", Outcome::Successful)),
+            Some(before),
+            Some(&current),
+        );
+        assert!(text.starts_with("Revision:  2\nVersion:   v2\nOutcome:   successful\nStarted:   2026-12-01T00:02:00Z\nFinished:  -\n"), "{text}");
+        assert!(
+            text.contains("Pod template, against revision 1 (v1):"),
+            "{text}"
+        );
+        assert!(text.contains("--- revision 1\n+++ revision 2\n"), "{text}");
+        assert!(
+            text.contains("\n-  - image: agent:v1\n+  - image: agent:v2\n"),
+            "{text}"
+        );
+        let first = revision_text(
+            &entry(1, "v1", Outcome::Successful),
+            None,
+            None,
+            Some(before),
+        );
+        assert!(first.contains("Pod template:\n  metadata:\n"), "{first}");
+        let same = revision_text(
+            &entry(2, "v1", Outcome::Successful),
+            Some(&entry(1, "v1", Outcome::Successful)),
+            Some(before),
+            Some(before),
+        );
+        assert!(same.contains("(the same pod template)"), "{same}");
     }
 }

@@ -39,8 +39,31 @@ pub struct StatusArgs {
 }
 
 /// Prints the view, or fails with one line (not found, unreachable, no CRD).
+/// An object that does not decode is shown from what does (its metadata, status and events),
+/// after a line saying why its spec cannot be read.
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let (connection, cds) = args.object.find().await?;
+    let (connection, read) = args.object.read().await?;
+    let cds = match read {
+        Ok(cds) => cds,
+        Err(undecoded) => {
+            println!(
+                "⚠ the stored spec does not decode, so the controller cannot act on it: {}\n  fix it with `kubectl edit canarydaemonset {} -n {}`\n",
+                super::object::why(&undecoded),
+                undecoded.stand_in.name_any(),
+                undecoded.stand_in.namespace().unwrap_or_default()
+            );
+            print!(
+                "{}",
+                view(&args, &connection, &undecoded.stand_in).await?.text
+            );
+            if args.watch {
+                anyhow::bail!(
+                    "--watch needs an object that decodes: fix its spec, then watch again"
+                );
+            }
+            return Ok(());
+        }
+    };
     if args.watch {
         return watch(&args, &connection, cds).await;
     }
@@ -216,5 +239,15 @@ async fn ledger(
             Vec::new()
         }
     };
-    Ok(status_view::node_ledger(cds, &pods, &revisions, &nodes))
+    // The history's numbering, as the header and `history` show it; without it (no
+    // permission, or none recorded yet) a node shows its DaemonSet revision's hash.
+    let history = super::rollback::entries(connection, cds)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!("cannot read the rollout history: {error:#}");
+            Vec::new()
+        });
+    Ok(status_view::node_ledger(
+        cds, &pods, &revisions, &nodes, &history,
+    ))
 }

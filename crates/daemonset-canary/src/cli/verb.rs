@@ -94,7 +94,7 @@ impl Target {
 /// `daemonset-canary (USER)`, with the user the API server authenticates the caller as (a
 /// `SelfSubjectReview`, Kubernetes 1.28 and later), else `daemonset-canary`. At most 128
 /// printable characters, as the API server requires of a field manager.
-async fn field_manager(connection: &Connection) -> String {
+pub(super) async fn field_manager(connection: &Connection) -> String {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     let review = Api::<SelfSubjectReview>::all(connection.client.clone())
         .create(&Default::default(), &SelfSubjectReview::default())

@@ -378,6 +378,9 @@ fn draw<DB: DrawingBackend>(
 
 /// The counts as step lines (desired dashed), and the restarts with a dot each when there are
 /// any; returns their legend entries.
+/// A line of counts: its legend label, its colour and the value it draws of each sample.
+type CountLine = (&'static str, RGBColor, fn(&Sample) -> u32);
+
 fn draw_lines<DB: DrawingBackend>(
     chart: &mut Chart<'_, DB>,
     scene: &Scene<'_>,
@@ -392,15 +395,19 @@ fn draw_lines<DB: DrawingBackend>(
             DESIRED.stroke_width(2),
         ))
         .map_err(err)?;
-    for (label, colour, value) in [
-        (
-            "maxUnavailable (pods)",
-            MAX_UNAVAILABLE,
-            (|s: &Sample| s.max_unavailable_pods) as fn(&Sample) -> u32,
-        ),
+    // The Pods driver's DaemonSet is `OnDelete`: it has no maxUnavailable, and a line of it
+    // would lie flat at 0 under the others (issue 52). Its steps are the phase names.
+    let pods_driver = scene.samples.iter().any(|s| s.step.is_some());
+    let max_unavailable = (!pods_driver).then_some((
+        "maxUnavailable (pods)",
+        MAX_UNAVAILABLE,
+        (|s: &Sample| s.max_unavailable_pods) as fn(&Sample) -> u32,
+    ));
+    let counts: [CountLine; 2] = [
         ("updated", UPDATED, |s| s.updated),
         ("updated and ready", READY, |s| s.updated_ready),
-    ] {
+    ];
+    for (label, colour, value) in max_unavailable.into_iter().chain(counts) {
         chart
             .draw_series(LineSeries::new(scene.steps(value), colour.stroke_width(2)))
             .map_err(err)?;
@@ -595,6 +602,29 @@ mod tests {
             assert!(svg.contains(text), "{text} missing");
         }
         assert!(!svg.contains("NaN"));
+    }
+
+    /// The Pods driver's plot has no maxUnavailable line: its DaemonSet has none (`OnDelete`),
+    /// and the line lay flat at 0 (issue 52).
+    #[test]
+    fn the_pods_driver_plot_has_no_max_unavailable_line() {
+        let mut samples = vec![
+            sample(0.0, Phase::Started, 0, 0, 0),
+            sample(10.0, Phase::Successful, 20, 0, 0),
+        ];
+        for sample in &mut samples {
+            sample.step = Some((1, 2));
+        }
+        let summary = Summary {
+            result: "successful".into(),
+            daemon_set_writes: 1,
+            duration_seconds: 10.0,
+            reason: None,
+            pod_deletions: 20,
+        };
+        let svg = render_svg("pods", &samples, &summary).unwrap();
+        assert!(!svg.contains("maxUnavailable"), "no line nor legend");
+        assert!(svg.contains("updated and ready"));
     }
 
     #[test]

@@ -76,9 +76,11 @@ pub enum ScenarioKind {
     /// rollout, then the controller rolls back to v1 in place, canary first (`failed`,
     /// `rollingBack`, `rolledBack`).
     Rollback,
-    /// The Pods driver with analysis: the new version is ready on every node, but its agents
-    /// report a 10% error ratio where v1's reported 1%. The analysis of the 30 s soak after
-    /// the canary node fails the rollout (`AnalysisFailed`); no other node is touched.
+    /// Analysis, on either driver: the new version is ready on every node, but its agents
+    /// report a 10% error ratio where v1's reported 1%. The canary's analysis fails the
+    /// rollout (`AnalysisFailed`) before anything widens: during the Pods driver's 30 s soak,
+    /// or before the MaxUnavailable driver's widen (the DaemonSet controller held meanwhile);
+    /// no other node is touched.
     BadMetrics,
     /// The new version breaks its node 20 s after its pod is ready (a GPU driver or a kernel
     /// module that takes the node NotReady): the node-health gate fails the rollout
@@ -125,9 +127,7 @@ impl ScenarioKind {
     /// driver's.
     pub fn required_driver(self) -> Option<Driver> {
         match self {
-            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode | ScenarioKind::BadMetrics => {
-                Some(Driver::Pods)
-            }
+            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode => Some(Driver::Pods),
             _ => None,
         }
     }
@@ -410,7 +410,10 @@ impl Scenario {
         if self.config.kind == ScenarioKind::Rollback {
             manifest["spec"]["strategy"]["onFailure"] = json!("Rollback");
         }
-        if self.driver() == Driver::Pods {
+        // The Pods driver's demo always judges its soak; the MaxUnavailable driver's judges its
+        // canary before the widen in `bad-metrics` (the other scenarios keep the reference's
+        // timing).
+        if self.driver() == Driver::Pods || self.config.kind == ScenarioKind::BadMetrics {
             manifest["spec"]["analysis"] = error_ratio_analysis(DEMO_PROMETHEUS, "10s");
         }
         if self.config.kind == ScenarioKind::BadMetrics && version != "v1" {

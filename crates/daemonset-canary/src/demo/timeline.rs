@@ -410,6 +410,8 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
+            unhealthy_answered: None,
             phase_started_at: at(seconds),
             at: at(seconds),
         }

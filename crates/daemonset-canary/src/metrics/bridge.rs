@@ -10,7 +10,7 @@ use crate::metrics::{KnownLabels, Metrics, Mode, NODE_STATES, PodCounts, Rollout
 use canary_kube_adapter::Observer;
 use canary_kube_adapter::observer::WRITE_KINDS;
 use canary_kube_adapter::{Report, Reports, Transition, WriteOutcome};
-use canary_state_machine::{FailureReason, HealthCause, NodeStanding, Phase};
+use canary_state_machine::{FailureReason, HealthCause, NodeStanding, Phase, RollbackReason};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -115,6 +115,23 @@ impl MetricsBridge {
                 .drift_known(&transition.namespace, &transition.name);
         }
         if previous.is_none_or(|p| p.phase != transition.to) {
+            // A rollback that starts while this process watches (not one it finds going on
+            // after a restart, already counted by the process before it).
+            if transition.to == Phase::RollingBack
+                && self.mode == Mode::Driven
+                && previous.is_some_and(|p| p.phase != Phase::RollingBack)
+            {
+                // Bounded: a reason the status does not name (written by hand) counts as the
+                // automatic one.
+                let reason = transition
+                    .history
+                    .as_ref()
+                    .and_then(|history| history.rollback.as_ref())
+                    .and_then(|rollback| RollbackReason::parse(&rollback.reason))
+                    .map_or("OnFailure", RollbackReason::as_str);
+                self.metrics
+                    .rollback_started(&transition.namespace, &transition.name, reason);
+            }
             self.enter_phase(&key, transition, previous);
         }
         if let Some(write) = transition.write {
@@ -267,6 +284,8 @@ mod tests {
             retry: None,
             held: false,
             unhealthy: None,
+            analysis: None,
+            unhealthy_answered: None,
         }
     }
 
@@ -332,6 +351,74 @@ mod tests {
             );
         }
         assert!(text.contains(r#"canary_rollout_max_unavailable_pods{mode="driven",name="agent",namespace="default"} 2"#), "10% of 20: {text}");
+    }
+
+    /// A rollback that starts is counted once, by its reason (issue 52: an automatic rollback
+    /// at 3 a.m. went unseen); one found going on when the process starts is not counted
+    /// again; the counters exist at 0 from the object's first sighting, for `increase()`.
+    #[test]
+    fn a_rollback_is_counted_once_by_its_reason() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let mut bridge = MetricsBridge::new(metrics.clone(), Mode::Driven);
+        let going_back = |from, at, reason: &str| {
+            let mut t = transition(Some(from), Phase::RollingBack, at, Some(WriteKind::Start));
+            t.history = Some(Box::new(canary_kube_adapter::crd::HistoryStatus {
+                rollback: Some(canary_kube_adapter::crd::RollbackStatus {
+                    reason: reason.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }));
+            t
+        };
+        bridge.apply(&transition(None, Phase::Canary, 10, None));
+        let at_zero = metrics.encode().unwrap();
+        for reason in ["Abort", "OnFailure"] {
+            assert!(at_zero.contains(&format!(r#"canary_rollbacks_total{{name="agent",namespace="default",reason="{reason}"}} 0"#)), "{at_zero}");
+        }
+        bridge.apply(&transition(Some(Phase::Canary), Phase::Failed, 20, None));
+        bridge.apply(&going_back(Phase::Failed, 21, "OnFailure"));
+        bridge.apply(&going_back(Phase::RollingBack, 22, "OnFailure"));
+        bridge.apply(&transition(
+            Some(Phase::RollingBack),
+            Phase::RolledBack,
+            30,
+            None,
+        ));
+        bridge.apply(&transition(
+            Some(Phase::RolledBack),
+            Phase::Canary,
+            40,
+            None,
+        ));
+        bridge.apply(&going_back(Phase::Canary, 41, "Abort"));
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains(
+                r#"canary_rollbacks_total{name="agent",namespace="default",reason="OnFailure"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"canary_rollbacks_total{name="agent",namespace="default",reason="Abort"} 1"#
+            ),
+            "{text}"
+        );
+
+        // A new process that finds the rollback going on does not count it again.
+        let restarted = Arc::new(Metrics::new().unwrap());
+        let mut bridge = MetricsBridge::new(restarted.clone(), Mode::Driven);
+        let mut found = going_back(Phase::Failed, 50, "Abort");
+        found.from = None;
+        bridge.apply(&found);
+        let text = restarted.encode().unwrap();
+        assert!(
+            text.contains(
+                r#"canary_rollbacks_total{name="agent",namespace="default",reason="Abort"} 0"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -85,6 +85,152 @@ pub struct KnownLabels<'a> {
     pub error_kinds: &'a [&'a str],
 }
 
+/// Which modes a metric family is exported in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Driven and observed.
+    Both,
+    /// Only when this controller drives the rollouts (writes, errors, the Pods driver's, the
+    /// analysis', the lease's).
+    Driven,
+}
+
+/// Makes the metric families of one mode and registers each in its registry as it is made, so
+/// that a family is declared once, with the modes it belongs to.
+struct Families {
+    registry: Registry,
+    mode: Mode,
+}
+
+impl Families {
+    /// Registers `collector` when its `scope` includes this mode, and returns it.
+    fn add<C: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        scope: Scope,
+        collector: C,
+    ) -> Result<C, prometheus::Error> {
+        if scope == Scope::Both || self.mode == Mode::Driven {
+            self.registry.register(Box::new(collector.clone()))?;
+        }
+        Ok(collector)
+    }
+
+    fn int_gauges(
+        &self,
+        scope: Scope,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntGaugeVec, prometheus::Error> {
+        self.add(scope, IntGaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn gauges(
+        &self,
+        scope: Scope,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<GaugeVec, prometheus::Error> {
+        self.add(scope, GaugeVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn counters(
+        &self,
+        scope: Scope,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+    ) -> Result<IntCounterVec, prometheus::Error> {
+        self.add(scope, IntCounterVec::new(Opts::new(name, help), labels)?)
+    }
+
+    fn histograms(
+        &self,
+        scope: Scope,
+        name: &str,
+        help: &str,
+        buckets: Vec<f64>,
+        labels: &[&str],
+    ) -> Result<HistogramVec, prometheus::Error> {
+        let opts = HistogramOpts::new(name, help).buckets(buckets);
+        self.add(scope, HistogramVec::new(opts, labels)?)
+    }
+}
+
+/// The Pods driver's own families (driven mode only).
+struct PodsDriverFamilies {
+    step: IntGaugeVec,
+    nodes: IntGaugeVec,
+    pod_deletions: IntCounter,
+}
+
+/// The health gates' families (driven mode only, both drivers).
+struct HealthFamilies {
+    unhealthy_nodes: IntGaugeVec,
+}
+
+impl HealthFamilies {
+    fn new(f: &Families) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            unhealthy_nodes: f.int_gauges(
+                Scope::Driven,
+                "unhealthy_nodes",
+                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it; cause=\"neighbours\": the pods beside the agent lost readiness or restarted within the window, beyond the nodes not yet updated).",
+                &["namespace", "name", "cause"],
+            )?,
+        })
+    }
+}
+
+impl PodsDriverFamilies {
+    fn new(f: &Families) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            step: f.int_gauges(
+                Scope::Driven,
+                "rollout_step",
+                "Pods driver: the step the rollout is in, from 0 (the step count once every step is done).",
+                &["namespace", "name"],
+            )?,
+            nodes: f.int_gauges(
+                Scope::Driven,
+                "nodes",
+                "Pods driver: nodes by state: updated (and ready), old (still to update), unavailable, deferred (NotReady, cordoned, gone), failed (crash-looping updated pod).",
+                &["namespace", "name", "state"],
+            )?,
+            pod_deletions: f.add(Scope::Driven, IntCounter::new(
+                "pod_deletions_total",
+                "Pods driver: old pods deleted by the controller (one DELETE request each).",
+            )?)?,
+        })
+    }
+}
+
+/// The analysis' families (driven mode only).
+struct AnalysisFamilies {
+    value: GaugeVec,
+    runs: IntCounterVec,
+}
+
+impl AnalysisFamilies {
+    fn new(f: &Families) -> Result<Self, prometheus::Error> {
+        Ok(Self {
+            value: f.gauges(
+                Scope::Driven,
+                "analysis_value",
+                "Analysis: the last value of each metric of spec.analysis (absent while a query gives no number).",
+                &["namespace", "name", "metric"],
+            )?,
+            runs: f.counters(
+                Scope::Driven,
+                "analysis_runs_total",
+                "Analysis: measurements of each metric of spec.analysis, by result (pass, fail, inconclusive).",
+                &["namespace", "name", "metric", "result"],
+            )?,
+        })
+    }
+}
+
 /// All metrics of the binary, registered in one registry.
 pub struct Metrics {
     registry: Registry,
@@ -100,12 +246,10 @@ pub struct Metrics {
     reconcile_errors: IntCounterVec,
     watch_errors: IntCounter,
     drifts: IntCounterVec,
-    step: IntGaugeVec,
-    nodes: IntGaugeVec,
-    unhealthy_nodes: IntGaugeVec,
-    pod_deletions: IntCounter,
-    analysis_value: GaugeVec,
-    analysis_runs: IntCounterVec,
+    rollbacks: IntCounterVec,
+    pods_driver: PodsDriverFamilies,
+    health: HealthFamilies,
+    analysis: AnalysisFamilies,
     leader: IntGauge,
 }
 
@@ -118,6 +262,13 @@ pub const UNHEALTHY_CAUSES: [&str; 2] = ["node", "neighbours"];
 pub const NODE_STATES: [NodeStanding; 5] = NodeStanding::COUNTED;
 
 const ROLLOUT_LABELS: [&str; 3] = ["namespace", "name", "mode"];
+
+/// The `reason` values of `canary_rollbacks_total`: the rollbacks that go back (an undo is a
+/// rollout like any other, counted by the phases).
+const ROLLBACK_REASONS: [&str; 2] = [
+    canary_state_machine::RollbackReason::Abort.as_str(),
+    canary_state_machine::RollbackReason::OnFailure.as_str(),
+];
 
 impl Metrics {
     /// The controller's metrics (mode `driven`): every metric, with `build_info` set for this
@@ -133,189 +284,107 @@ impl Metrics {
     }
 
     fn for_mode(mode: Mode) -> Result<Self, prometheus::Error> {
-        let registry = Registry::new_custom(Some("canary".to_owned()), None)?;
-        let phase = IntGaugeVec::new(
-            Opts::new(
-                "rollout_phase",
-                "Current rollout phase, one-hot: 1 for the phase the rollout is in, 0 for the others.",
-            ),
-            &["namespace", "name", "mode", "phase"],
-        )?;
-        let phase_start = GaugeVec::new(
-            Opts::new(
-                "rollout_phase_start_timestamp_seconds",
-                "Unix time at which the rollout entered its current phase.",
-            ),
-            &ROLLOUT_LABELS,
-        )?;
-        let phase_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "rollout_phase_duration_seconds",
-                "Time spent in a phase, observed when the phase ends.",
-            )
-            .buckets(ROLLOUT_BUCKETS.to_vec()),
-            &["mode", "phase"],
-        )?;
-        let rollout_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "rollout_duration_seconds",
-                "Time from the start of a rollout to its end, by result.",
-            )
-            .buckets(ROLLOUT_BUCKETS.to_vec()),
-            &["mode", "result"],
-        )?;
-        let pods = IntGaugeVec::new(
-            Opts::new(
-                "rollout_pods",
-                "Pods of the managed DaemonSet: desired, updated (on the target), updated_ready.",
-            ),
-            &["namespace", "name", "mode", "state"],
-        )?;
-        let max_unavailable = IntGaugeVec::new(
-            Opts::new(
-                "rollout_max_unavailable_pods",
-                "The DaemonSet's current maxUnavailable, scaled to pods.",
-            ),
-            &ROLLOUT_LABELS,
-        )?;
-        let failures = IntCounterVec::new(
-            Opts::new(
-                "rollout_failures_total",
-                "Rollouts that entered the failed phase, by reason.",
-            ),
-            &["mode", "reason"],
-        )?;
-        let daemonset_writes = IntCounterVec::new(
-            Opts::new(
-                "daemonset_writes_total",
-                "DaemonSet writes made by the controller, by purpose (create, start, widen, finish, tls_step, hold, resume; any for a rejected write) and result.",
-            ),
-            &["purpose", "result"],
-        )?;
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "reconcile_duration_seconds",
-                "Duration of one reconcile of a CanaryDaemonSet.",
-            )
-            .buckets(prometheus::exponential_buckets(0.0005, 2.0, 14)?),
-            &["mode"],
-        )?;
-        let reconcile_errors = IntCounterVec::new(
-            Opts::new(
-                "reconcile_errors_total",
-                "Reconciles that ended in an error, by error kind.",
-            ),
-            &["mode", "kind"],
-        )?;
-        let watch_errors = IntCounter::new(
-            "watch_errors_total",
-            "List and watch requests of the controller's caches that failed; each is retried with backoff.",
-        )?;
-        let drifts = IntCounterVec::new(
-            Opts::new(
-                "drift_detected_total",
-                "Changes of a managed DaemonSet's template or update strategy made outside the controller (hand edits, kubectl rollout undo, other tools).",
-            ),
-            &["namespace", "name"],
-        )?;
-        let step = IntGaugeVec::new(
-            Opts::new(
-                "rollout_step",
-                "Pods driver: the step the rollout is in, from 0 (the step count once every step is done).",
-            ),
-            &["namespace", "name"],
-        )?;
-        let nodes = IntGaugeVec::new(
-            Opts::new(
-                "nodes",
-                "Pods driver: nodes by state: updated (and ready), old (still to update), unavailable, deferred (NotReady, cordoned, gone), failed (crash-looping updated pod).",
-            ),
-            &["namespace", "name", "state"],
-        )?;
-        let unhealthy_nodes = IntGaugeVec::new(
-            Opts::new(
-                "unhealthy_nodes",
-                "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it; cause=\"neighbours\": the pods beside the agent lost readiness or restarted within the window, beyond the nodes not yet updated).",
-            ),
-            &["namespace", "name", "cause"],
-        )?;
-        let pod_deletions = IntCounter::new(
-            "pod_deletions_total",
-            "Pods driver: old pods deleted by the controller (one DELETE request each).",
-        )?;
-        let analysis_value = GaugeVec::new(
-            Opts::new(
-                "analysis_value",
-                "Analysis: the last value of each metric of spec.analysis (absent while a query gives no number).",
-            ),
-            &["namespace", "name", "metric"],
-        )?;
-        let analysis_runs = IntCounterVec::new(
-            Opts::new(
-                "analysis_runs_total",
-                "Analysis: measurements of each metric of spec.analysis, by result (pass, fail, inconclusive).",
-            ),
-            &["namespace", "name", "metric", "result"],
-        )?;
-        let leader = IntGauge::new(
-            "leader",
-            "1 while this replica holds the leader lease (or runs without leader election), else 0.",
-        )?;
-        let build_info = IntGaugeVec::new(
-            Opts::new("build_info", "Build information; the value is always 1."),
+        let f = Families {
+            registry: Registry::new_custom(Some("canary".to_owned()), None)?,
+            mode,
+        };
+        let build_info = f.int_gauges(
+            Scope::Both,
+            "build_info",
+            "Build information; the value is always 1.",
             &["version"],
         )?;
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
-        let mut collectors = vec![
-            Box::new(phase.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(phase_start.clone()),
-            Box::new(phase_duration.clone()),
-            Box::new(rollout_duration.clone()),
-            Box::new(pods.clone()),
-            Box::new(max_unavailable.clone()),
-            Box::new(failures.clone()),
-            Box::new(reconcile_duration.clone()),
-            Box::new(watch_errors.clone()),
-            Box::new(build_info),
-        ];
-        if mode == Mode::Driven {
-            collectors.push(Box::new(daemonset_writes.clone()));
-            collectors.push(Box::new(reconcile_errors.clone()));
-            collectors.push(Box::new(leader.clone()));
-            collectors.push(Box::new(drifts.clone()));
-            collectors.push(Box::new(step.clone()));
-            collectors.push(Box::new(nodes.clone()));
-            collectors.push(Box::new(unhealthy_nodes.clone()));
-            collectors.push(Box::new(pod_deletions.clone()));
-            collectors.push(Box::new(analysis_value.clone()));
-            collectors.push(Box::new(analysis_runs.clone()));
-        }
-        for collector in collectors {
-            registry.register(collector)?;
-        }
         Ok(Self {
-            registry,
-            phase,
-            phase_start,
-            phase_duration,
-            rollout_duration,
-            pods,
-            max_unavailable,
-            failures,
-            daemonset_writes,
-            reconcile_duration,
-            reconcile_errors,
-            watch_errors,
-            drifts,
-            step,
-            nodes,
-            unhealthy_nodes,
-            pod_deletions,
-            analysis_value,
-            analysis_runs,
-            leader,
+            phase: f.int_gauges(
+                Scope::Both,
+                "rollout_phase",
+                "Current rollout phase, one-hot: 1 for the phase the rollout is in, 0 for the others.",
+                &["namespace", "name", "mode", "phase"],
+            )?,
+            phase_start: f.gauges(
+                Scope::Both,
+                "rollout_phase_start_timestamp_seconds",
+                "Unix time at which the rollout entered its current phase.",
+                &ROLLOUT_LABELS,
+            )?,
+            phase_duration: f.histograms(
+                Scope::Both,
+                "rollout_phase_duration_seconds",
+                "Time spent in a phase, observed when the phase ends.",
+                ROLLOUT_BUCKETS.to_vec(),
+                &["mode", "phase"],
+            )?,
+            rollout_duration: f.histograms(
+                Scope::Both,
+                "rollout_duration_seconds",
+                "Time from the start of a rollout to its end, by result.",
+                ROLLOUT_BUCKETS.to_vec(),
+                &["mode", "result"],
+            )?,
+            pods: f.int_gauges(
+                Scope::Both,
+                "rollout_pods",
+                "Pods of the managed DaemonSet: desired, updated (on the target), updated_ready.",
+                &["namespace", "name", "mode", "state"],
+            )?,
+            max_unavailable: f.int_gauges(
+                Scope::Both,
+                "rollout_max_unavailable_pods",
+                "The DaemonSet's current maxUnavailable, scaled to pods.",
+                &ROLLOUT_LABELS,
+            )?,
+            failures: f.counters(
+                Scope::Both,
+                "rollout_failures_total",
+                "Rollouts that entered the failed phase, by reason.",
+                &["mode", "reason"],
+            )?,
+            daemonset_writes: f.counters(
+                Scope::Driven,
+                "daemonset_writes_total",
+                "DaemonSet writes made by the controller, by purpose (create, start, widen, finish, tls_step, hold, resume; any for a rejected write) and result.",
+                &["purpose", "result"],
+            )?,
+            reconcile_duration: f.histograms(
+                Scope::Both,
+                "reconcile_duration_seconds",
+                "Duration of one reconcile of a CanaryDaemonSet.",
+                prometheus::exponential_buckets(0.0005, 2.0, 14)?,
+                &["mode"],
+            )?,
+            reconcile_errors: f.counters(
+                Scope::Driven,
+                "reconcile_errors_total",
+                "Reconciles that ended in an error, by error kind.",
+                &["mode", "kind"],
+            )?,
+            watch_errors: f.add(Scope::Both, IntCounter::new(
+                "watch_errors_total",
+                "List and watch requests of the controller's caches that failed; each is retried with backoff.",
+            )?)?,
+            drifts: f.counters(
+                Scope::Driven,
+                "drift_detected_total",
+                "Changes of a managed DaemonSet's template or update strategy made outside the controller (hand edits, kubectl rollout undo, other tools).",
+                &["namespace", "name"],
+            )?,
+            rollbacks: f.counters(
+                Scope::Driven,
+                "rollbacks_total",
+                "Rollbacks to the last successful revision the controller started, by reason: Abort (asked for), OnFailure (automatic, onFailure: Rollback).",
+                &["namespace", "name", "reason"],
+            )?,
+            leader: f.add(Scope::Driven, IntGauge::new(
+                "leader",
+                "1 while this replica holds the leader lease (or runs without leader election), else 0.",
+            )?)?,
+            pods_driver: PodsDriverFamilies::new(&f)?,
+            health: HealthFamilies::new(&f)?,
+            analysis: AnalysisFamilies::new(&f)?,
+            registry: f.registry,
         })
     }
 
@@ -423,20 +492,32 @@ impl Metrics {
         self.drifts.with_label_values(&[namespace, name]).inc();
     }
 
-    /// Starts the drift counter of a CanaryDaemonSet at 0 when it is first seen, so that
-    /// `increase()` sees its first drift (a series born at 1 shows no increase) and a
-    /// dashboard shows 0 rather than nothing.
+    /// Starts the drift and rollback counters of a CanaryDaemonSet at 0 when it is first
+    /// seen, so that `increase()` sees its first drift or rollback (a series born at 1 shows no
+    /// increase) and a dashboard shows 0 rather than nothing.
     pub fn drift_known(&self, namespace: &str, name: &str) {
         let _ = self.drifts.with_label_values(&[namespace, name]);
+        for reason in ROLLBACK_REASONS {
+            let _ = self.rollbacks.with_label_values(&[namespace, name, reason]);
+        }
+    }
+
+    /// Counts one rollback of the CanaryDaemonSet `namespace/name` started for `reason`.
+    pub fn rollback_started(&self, namespace: &str, name: &str, reason: &str) {
+        self.rollbacks
+            .with_label_values(&[namespace, name, reason])
+            .inc();
     }
 
     /// Sets the step and the node counts of a Pods-driver rollout, by [`NODE_STATES`].
     pub fn set_pods_driver(&self, namespace: &str, name: &str, step: u32, nodes: [u32; 5]) {
-        self.step
+        self.pods_driver
+            .step
             .with_label_values(&[namespace, name])
             .set(i64::from(step));
         for (state, count) in NODE_STATES.iter().zip(nodes) {
-            self.nodes
+            self.pods_driver
+                .nodes
                 .with_label_values(&[namespace, name, state.as_str()])
                 .set(i64::from(count));
         }
@@ -445,14 +526,15 @@ impl Metrics {
     /// Sets how many nodes a health gate (`cause`, one of [`UNHEALTHY_CAUSES`]) names as
     /// evidence against the release of `namespace/name`.
     pub fn set_unhealthy_nodes(&self, namespace: &str, name: &str, cause: &str, count: u32) {
-        self.unhealthy_nodes
+        self.health
+            .unhealthy_nodes
             .with_label_values(&[namespace, name, cause])
             .set(i64::from(count));
     }
 
     /// Counts one pod deleted by the Pods driver.
     pub fn pod_deleted(&self) {
-        self.pod_deletions.inc();
+        self.pods_driver.pod_deletions.inc();
     }
 
     /// Records one analysis measurement of `metric` of the CanaryDaemonSet `namespace/name`.
@@ -467,7 +549,8 @@ impl Metrics {
     ) {
         for result in Verdict::ALL {
             let counter =
-                self.analysis_runs
+                self.analysis
+                    .runs
                     .with_label_values(&[namespace, name, metric, result.label()]);
             if result == verdict {
                 counter.inc();
@@ -475,8 +558,8 @@ impl Metrics {
         }
         let labels = [namespace, name, metric];
         match value.filter(|v| v.is_finite()) {
-            Some(value) => self.analysis_value.with_label_values(&labels).set(value),
-            None => drop(self.analysis_value.remove_label_values(&labels)),
+            Some(value) => self.analysis.value.with_label_values(&labels).set(value),
+            None => drop(self.analysis.value.remove_label_values(&labels)),
         }
     }
 
@@ -489,10 +572,11 @@ impl Metrics {
     ) {
         for metric in metrics {
             let _ = self
-                .analysis_value
+                .analysis
+                .value
                 .remove_label_values(&[namespace, name, metric]);
             for result in Verdict::ALL {
-                let _ = self.analysis_runs.remove_label_values(&[
+                let _ = self.analysis.runs.remove_label_values(&[
                     namespace,
                     name,
                     metric,
@@ -511,14 +595,24 @@ impl Metrics {
     pub fn forget(&self, key: &RolloutKey) {
         let [namespace, name, mode] = key.labels();
         let _ = self.drifts.remove_label_values(&[namespace, name]);
-        let _ = self.step.remove_label_values(&[namespace, name]);
+        for reason in ROLLBACK_REASONS {
+            let _ = self
+                .rollbacks
+                .remove_label_values(&[namespace, name, reason]);
+        }
+        let _ = self
+            .pods_driver
+            .step
+            .remove_label_values(&[namespace, name]);
         for state in NODE_STATES {
             let _ = self
+                .pods_driver
                 .nodes
                 .remove_label_values(&[namespace, name, state.as_str()]);
         }
         for cause in UNHEALTHY_CAUSES {
             let _ = self
+                .health
                 .unhealthy_nodes
                 .remove_label_values(&[namespace, name, cause]);
         }

@@ -1,14 +1,17 @@
 //! The per-node ledger of `status NAME --nodes`: for each node, the revision its pod runs, since
-//! when, and where it stands (updated, old, deferred, failed, no pod), derived from the
-//! DaemonSet's pods and ControllerRevisions and the nodes, with the status's own bounded lists.
+//! when, and where it stands (updated, old, deferred, failed, unhealthy, no pod), derived from the
+//! DaemonSet's pods and ControllerRevisions and the nodes, with the status's own bounded lists;
+//! revisions are numbered as the rollout history numbers them (one numbering in every view).
 //!
 //! Pure, like the rest of the view: the caller fetches the objects.
 
 use crate::format::age;
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::desired::target_of;
+use canary_kube_adapter::history::Entry;
 use canary_predicates::{
-    CONTROLLER_REVISION_HASH_LABEL, current_revision_hash, node_health, pod_is_ready,
-    pod_is_terminating, pod_revision_hash, pod_runs_revision,
+    AnnotationKeys, current_revision_hash, node_health, pod_is_ready, pod_is_terminating,
+    pod_revision_hash, pod_runs_revision,
 };
 use canary_state_machine::{NodeHealth, NodeStanding};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -22,12 +25,16 @@ use std::fmt::Write;
 pub struct NodeRow {
     /// The node's name.
     pub node: String,
-    /// The revision its pod runs: `#3 5d4b8c7f9` (the ControllerRevision's number and hash),
-    /// `-` without a pod.
+    /// The revision its pod runs, in the numbering of the rollout history (`history`, the
+    /// status's `Revisions`): `#3 v1.9.2`, the number and version of the history revision
+    /// whose version the pod carries; the DaemonSet's revision hash (`5d4b8c7f9`) for a pod
+    /// of no recorded revision; `-` without a pod. The DaemonSet's own ControllerRevision
+    /// numbers are never shown: they count differently (every template the DaemonSet had).
     pub revision: String,
     /// When its pod was created, that is when the node last changed revision.
     pub since: Option<Timestamp>,
-    /// Where it stands: updated, old, deferred, failed or no pod ([`NodeStanding::LEDGER`]).
+    /// Where it stands: updated, old, deferred, failed, unhealthy or no pod
+    /// ([`NodeStanding::LEDGER`]).
     pub state: NodeStanding,
     /// Why, when there is more to say (`not ready`, a deferral's reason).
     pub note: String,
@@ -35,23 +42,31 @@ pub struct NodeRow {
 
 /// The per-node ledger of `cds`'s DaemonSet, derived from what the cluster holds: its pods, its
 /// ControllerRevisions and the nodes, with the status's own lists of deferred and failed nodes
-/// (bounded, so a node past them is judged by its health). Nothing here grows the status.
+/// (bounded, so a node past them is judged by its health), and `history`, the rollout
+/// history's revisions, whose numbers the ledger shows. Nothing here grows the status.
 pub fn node_ledger(
     cds: &CanaryDaemonSet,
     pods: &[Pod],
     revisions: &[ControllerRevision],
     nodes: &[Node],
+    history: &[Entry],
 ) -> Vec<NodeRow> {
     let status = cds.status.clone().unwrap_or_default();
     let target = status
         .target_revision
         .clone()
         .or_else(|| current_revision_hash(revisions).map(str::to_owned));
-    let number_of = |hash: &str| {
-        revisions.iter().find_map(|revision| {
-            let labels = revision.metadata.labels.as_ref()?;
-            (labels.get(CONTROLLER_REVISION_HASH_LABEL)? == hash).then_some(revision.revision)
-        })
+    let version_key = target_of(cds).map_or_else(
+        |_| AnnotationKeys::default().version,
+        |(keys, _)| keys.version,
+    );
+    // The history revision of a version: the newest that rolled it out (an undo renumbers).
+    let history_of = |pod: &Pod| {
+        let version = pod.metadata.annotations.as_ref()?.get(&version_key)?;
+        history
+            .iter()
+            .filter(|entry| !entry.version.is_empty() && entry.version == *version)
+            .max_by_key(|entry| entry.revision)
     };
     let mut by_node: BTreeMap<String, Option<&Node>> = nodes
         .iter()
@@ -73,13 +88,10 @@ pub fn node_ledger(
                         && !pod_is_terminating(*pod)
                 })
                 .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0));
-            let hash = pod.and_then(|pod| pod_revision_hash(pod));
-            let revision = match hash {
-                Some(hash) => match number_of(hash) {
-                    Some(number) => format!("#{number} {hash}"),
-                    None => hash.to_owned(),
-                },
-                None => "-".to_owned(),
+            let revision = match (pod.and_then(history_of), pod.and_then(pod_revision_hash)) {
+                (Some(entry), _) => format!("#{} {}", entry.revision, entry.version),
+                (None, Some(hash)) => hash.to_owned(),
+                (None, None) => "-".to_owned(),
             };
             let health = node.map_or(NodeHealth::Missing, node_health);
             let deferral = status
@@ -91,12 +103,24 @@ pub fn node_ledger(
             let updated = pod
                 .zip(target.as_deref())
                 .is_some_and(|(pod, target)| pod_runs_revision(pod, target));
+            let unhealthy = status.unhealthy_nodes.iter().find(|note| note.name == name);
             // What the pods say wins over the status's lists, which may be a pass behind.
             let (state, note) = if status.failed_nodes.contains(&name) {
                 (
                     NodeStanding::Failed,
                     "its updated pod crash-loops".to_owned(),
                 )
+            } else if let Some(seen) = unhealthy {
+                // Named by the health gates: broke after its update (issue 46).
+                let mut note = format!("{} {}", seen.condition, seen.status);
+                if !seen.reason.is_empty() {
+                    let _ = write!(note, ", {}", seen.reason);
+                }
+                if let Some(since) = &seen.since {
+                    let _ = write!(note, " since {}", since.0);
+                }
+                note.push_str(" after its update");
+                (NodeStanding::Unhealthy, note)
             } else if updated {
                 let ready = pod.is_some_and(pod_is_ready);
                 let mut note = health_note(health);

@@ -149,6 +149,7 @@ fn a_hold_on_request_shows_as_asked_and_as_acted_on() {
 fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
     use canary_kube_adapter::crd::{AnalysisStatus, MeasurementStatus};
     let mut analysed = cds();
+    analysed.spec.strategy.driver = canary_state_machine::Driver::Pods;
     assert!(!render(&analysed, &[], at(100)).contains("Analysis:"));
     analysed
         .status
@@ -190,6 +191,21 @@ fn the_analysis_shows_its_verdict_and_each_query_as_sent() {
     );
     assert!(
         view.contains(r#"    query: max(agent_error_ratio{node=~"node-1"})"#),
+        "{view}"
+    );
+    // The MaxUnavailable driver's stretches are named (issue 46): 0 the canary, 1 the rest.
+    analysed.spec.strategy.driver = canary_state_machine::Driver::MaxUnavailable;
+    let view = render(&analysed, &[], at(100));
+    assert!(
+        view.contains("Analysis:        the widened rollout, revision 7fcdd5986b: Failed"),
+        "{view}"
+    );
+    if let Some(shown) = analysed.status.as_mut().and_then(|s| s.analysis.as_mut()) {
+        shown.step = 0;
+    }
+    let view = render(&analysed, &[], at(100));
+    assert!(
+        view.contains("Analysis:        the canary, revision 7fcdd5986b: Failed"),
         "{view}"
     );
 }
@@ -306,10 +322,17 @@ fn texts_from_the_cluster_cannot_drive_the_terminal() {
 }
 
 fn pod(node: &str, hash: &str, created: i64, ready: bool) -> Pod {
+    // The pods of the template hashed `new` carry v2, those of `old` v1; `stray` none.
+    let version = match hash {
+        "new" => "v2",
+        "old" => "v1",
+        _ => "",
+    };
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": format!("a-{node}"), "namespace": "default",
                      "creationTimestamp": at(created).to_string(),
-                     "labels": {"app": "a", "controller-revision-hash": hash}},
+                     "labels": {"app": "a", "controller-revision-hash": hash},
+                     "annotations": {"kubevirt.io/install-strategy-version": version}},
         "spec": {"nodeName": node, "containers": [{"name": "a"}]},
         "status": {"phase": "Running", "containerStatuses": [{
             "name": "a", "ready": ready, "restartCount": 0, "image": "a", "imageID": ""
@@ -338,6 +361,9 @@ fn node(name: &str, ready: bool, cordoned: bool) -> Node {
 /// Every state of the ledger from the cluster's own objects: the pods' revisions wins over
 /// the status's lists, an unhealthy node with an old pod is deferred even past the status's
 /// bounded list, a node without a pod says so, a pod on a node that is gone still shows.
+/// Revisions are numbered as the rollout history numbers them (v1 is 8, v2 is 9 there, while
+/// the DaemonSet's own ControllerRevisions count 1 and 2): a node showed "#6" beside a
+/// header and a `history` that called the current revision 9 (issue 52).
 #[test]
 fn the_node_ledger_reads_each_nodes_revision_and_state() {
     let mut cds = cds();
@@ -348,6 +374,14 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         name: "n1".into(),
         reason: "cordoned".into(),
     }];
+    status.unhealthy_nodes = vec![canary_kube_adapter::crd::UnhealthyNodeNote {
+        name: "n7".into(),
+        condition: "Ready".into(),
+        status: "False".into(),
+        reason: "KubeletNotReady".into(),
+        since: Some(Time(at(120))),
+        ..Default::default()
+    }];
     let pods = [
         pod("n0", "new", 100, true),
         pod("n1", "new", 90, true),
@@ -355,6 +389,8 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         pod("n3", "new", 100, false),
         pod("n4", "old", 10, true),
         pod("gone", "old", 10, true),
+        pod("n6", "stray", 10, true),
+        pod("n7", "new", 100, true),
     ];
     let revisions = [revision(1, "old"), revision(2, "new")];
     let nodes = [
@@ -364,8 +400,19 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         node("n3", true, false),
         node("n4", false, false),
         node("n5", true, false),
+        node("n6", true, false),
+        node("n7", false, false),
     ];
-    let rows = node_ledger(&cds, &pods, &revisions, &nodes);
+    let entry = |revision: i64, version: &str| canary_kube_adapter::history::Entry {
+        name: format!("node-agent-{version}"),
+        revision,
+        version: version.into(),
+        outcome: None,
+        started: None,
+        finished: None,
+    };
+    let history = [entry(3, "v1"), entry(8, "v1"), entry(9, "v2")];
+    let rows = node_ledger(&cds, &pods, &revisions, &nodes, &history);
     let got: Vec<(&str, &str, &str, &str)> = rows
         .iter()
         .map(|r| {
@@ -380,13 +427,20 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
     assert_eq!(
         got,
         [
-            ("gone", "#1 old", "deferred", "node gone"),
-            ("n0", "#2 new", "updated", ""),
-            ("n1", "#2 new", "updated", "node cordoned"),
-            ("n2", "#1 old", "old", ""),
-            ("n3", "#2 new", "failed", "its updated pod crash-loops"),
-            ("n4", "#1 old", "deferred", "node NotReady"),
+            ("gone", "#8 v1", "deferred", "node gone"),
+            ("n0", "#9 v2", "updated", ""),
+            ("n1", "#9 v2", "updated", "node cordoned"),
+            ("n2", "#8 v1", "old", ""),
+            ("n3", "#9 v2", "failed", "its updated pod crash-loops"),
+            ("n4", "#8 v1", "deferred", "node NotReady"),
             ("n5", "-", "no pod", ""),
+            ("n6", "stray", "old", ""),
+            (
+                "n7",
+                "#9 v2",
+                "unhealthy",
+                "Ready False, KubeletNotReady since 2026-01-01T00:02:00Z after its update"
+            ),
         ]
     );
     assert_eq!(rows[1].since, Some(at(100)));
@@ -396,11 +450,11 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         "{table}"
     );
     assert!(
-        table.contains("\nn0    #2 new      1m00s  updated\n"),
+        table.contains("\nn0    #9 v2       1m00s  updated\n"),
         "{table}"
     );
     assert!(
-        table.ends_with("7 nodes: 2 updated, 1 old, 2 deferred, 1 failed, 1 no pod\n"),
+        table.ends_with("9 nodes: 2 updated, 2 old, 2 deferred, 1 failed, 1 unhealthy, 1 no pod\n"),
         "{table}"
     );
 }
@@ -435,4 +489,37 @@ fn the_list_has_a_line_per_object_with_its_step_and_the_namespace_only_with_all(
     let all = render_list(&items, true, at(90));
     assert!(all.starts_with("NAMESPACE   NAME "), "{all}");
     assert!(all.contains("\ndefault     agent "), "{all}");
+}
+
+/// `-o wide` adds the driver, the DaemonSet, the updated pods and the kstatus verdict; `-w`'s
+/// later lines come without the header.
+#[test]
+fn the_wide_list_adds_the_driver_the_daemon_set_and_the_kstatus_verdict() {
+    let mut one = cds();
+    let status = one.status.get_or_insert_default();
+    status.daemon_set_name = Some("node-agent".into());
+    status.updated = 7;
+    status
+        .conditions
+        .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Stalled".into(),
+            status: "True".into(),
+            reason: "CanaryCrashLooping".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(at(0)),
+        });
+    let wide = render_table(std::slice::from_ref(&one), false, true, true, at(90));
+    let lines: Vec<&str> = wide.lines().collect();
+    assert!(
+        lines[0].ends_with("DRIVER           DAEMONSET    UPDATED   CONDITION"),
+        "{wide}"
+    );
+    assert!(
+        lines[1].ends_with("MaxUnavailable   node-agent   7/50      Stalled(CanaryCrashLooping)"),
+        "{wide}"
+    );
+    let later = render_table(std::slice::from_ref(&one), false, false, false, at(90));
+    assert_eq!(later.lines().count(), 1, "{later}");
+    assert!(later.starts_with("node-agent "), "{later}");
 }

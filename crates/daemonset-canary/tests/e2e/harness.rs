@@ -42,6 +42,9 @@ pub const ENV_CONTROLLER_LOG: &str = "DAEMONSET_CANARY_E2E_CONTROLLER_LOG";
 pub const ENV_AUDIT_LOG: &str = "DAEMONSET_CANARY_E2E_AUDIT_LOG";
 /// The directory the isolated scenarios write their controllers' logs and kubeconfigs to.
 pub const ENV_LOGS: &str = "DAEMONSET_CANARY_E2E_LOGS";
+/// `canary-verdicts` (xtask/go/verdicts): kstatus and Argo CD's health check, computed with
+/// their own code on the objects of the cluster under test.
+pub const ENV_VERDICTS: &str = "DAEMONSET_CANARY_E2E_VERDICTS";
 const HOW_TO_RUN: &str = "run the e2e suite with `cargo xtask e2e`";
 /// The controller's ServiceAccount and namespace, as deploy/rbac installs them (`cargo xtask
 /// e2e` installs them before the tests).
@@ -569,6 +572,43 @@ impl E2e {
             output.status.success(),
             String::from_utf8_lossy(&output.stdout).into_owned(),
             String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// What kstatus (cli-utils) and Argo CD's health check (`deploy/integrations/argocd/
+    /// health.lua`, run by gopher-lua) say of the CanaryDaemonSet `name` as the API server
+    /// serves it now: `(kstatus status, Argo CD health, Argo CD message)`.
+    #[track_caller]
+    pub fn verdicts(&self, name: &str) -> (String, String, String) {
+        let binary = std::env::var_os(ENV_VERDICTS)
+            .unwrap_or_else(|| panic!("{ENV_VERDICTS} is not set: {HOW_TO_RUN}"));
+        let object = self.kubectl(&["get", "canarydaemonset", name, "-o", "json"]);
+        let file = std::env::temp_dir().join(format!(
+            "verdicts-{}-{name}-{}.json",
+            self.namespace,
+            std::process::id()
+        ));
+        std::fs::write(&file, &object).unwrap();
+        let health = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../deploy/integrations/argocd/health.lua");
+        let run = |args: &[&std::ffi::OsStr]| -> serde_json::Value {
+            let output = Command::new(&binary).args(args).output().unwrap();
+            assert!(
+                output.status.success(),
+                "canary-verdicts failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_slice(&output.stdout).unwrap()
+        };
+        let kstatus = run(&["kstatus".as_ref(), file.as_os_str()]);
+        let argocd = run(&["argocd".as_ref(), health.as_os_str(), file.as_os_str()]);
+        let _ = std::fs::remove_file(&file);
+        let text =
+            |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+        (
+            text(&kstatus, "status"),
+            text(&argocd, "status"),
+            text(&argocd, "message"),
         )
     }
 

@@ -32,6 +32,20 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     )
     .await;
 
+    // What the tools that wait on it read (kstatus, Argo CD), at each stop of this rollout.
+    let verdicts = |kstatus: &str, health: &str| {
+        let (k, h, message) = e2e.verdicts(NAME);
+        assert_eq!((k.as_str(), h.as_str()), (kstatus, health), "{message}");
+        message
+    };
+    verdicts("Current", "Healthy");
+    e2e.kubectl(&[
+        "wait",
+        "--for=condition=Ready",
+        &format!("cds/{NAME}"),
+        "--timeout=30s",
+    ]);
+
     // At rest, every verb that needs a rollout says why it does nothing.
     refused(
         &e2e.verb(Cli::Binary, &["promote"]),
@@ -64,6 +78,8 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
         e2e.version_counts().await,
         [("v1".into(), 5), ("v2".into(), 1)].into()
     );
+    let said = verdicts("Failed", "Suspended");
+    assert!(said.starts_with("AwaitingPromotion: step 2 of 6"), "{said}");
 
     // A hold on request inside a pause step: promote waits for resume.
     accepted(&e2e.verb(Cli::Plugin, &["pause"]), "paused (was paused)");
@@ -71,6 +87,16 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
         e2e.status().await.held == Some(true)
     })
     .await;
+    e2e.wait_for("Stalled by the hold", Duration::from_secs(30), || async {
+        e2e.status()
+            .await
+            .conditions
+            .iter()
+            .any(|c| c.reason == "HeldOnRequest")
+    })
+    .await;
+    let said = verdicts("Failed", "Suspended");
+    assert!(said.starts_with("HeldOnRequest"), "{said}");
     refused(
         &e2e.verb(Cli::Binary, &["pause"]),
         "pause refused: it is paused on request already",
@@ -139,6 +165,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
         started.elapsed() < Duration::from_secs(600),
         "the hour-long pause held"
     );
+    verdicts("Current", "Healthy");
     assert_eq!(e2e.version_counts().await, [("v2".into(), 6)].into());
 
     let table = accepted(&e2e.verb(Cli::Plugin, &["history"]), "REVISION");

@@ -200,8 +200,9 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     set_version(&api, "v2", prometheus_port).await;
     let done = wait_for(&api, "v2 successful", |s| phase(s) == "successful").await;
     let analysis = done.analysis.clone().unwrap();
-    assert_eq!((analysis.verdict.as_str(), analysis.step), ("Passing", 1));
-    assert_eq!(analysis.measurements[0].verdict, "Pass");
+    // Measured on through the last nodes step (issue 46), where it ended passing.
+    assert_eq!((analysis.verdict.as_str(), analysis.step), ("Passing", 2));
+    assert_eq!(analysis.measurements[0].failures, 0);
 
     // Prometheus stops: the pause step of v3 cannot be judged, so it holds.
     drop(prometheus.take());
@@ -230,8 +231,13 @@ async fn a_real_prometheus_holds_passes_and_fails_rollouts() {
     let analysis = done.analysis.clone().unwrap();
     assert_eq!(analysis.verdict, "Passing");
     let measured = &analysis.measurements[0];
-    assert_eq!(measured.verdict, "Pass");
-    assert_eq!(measured.value.as_deref(), Some("0.01"));
+    // The last nodes step is measured to the end (issue 46): once every node runs v3 the
+    // baseline is empty, so its last round may be inconclusive, which holds no nodes step.
+    assert_eq!(measured.failures, 0);
+    assert!(
+        measured.verdict == "Pass" || measured.verdict == "Inconclusive",
+        "{measured:?}"
+    );
     assert!(
         measured
             .query

@@ -269,3 +269,40 @@ fn a_release_that_breaks_its_neighbours_fails_after_one_node_on_either_driver() 
         assert_eq!(most_updated, Some(1), "{driver}: one node on the release");
     }
 }
+
+/// The README's other scenarios run as it says: `slow-start` (pods that take 90 s to start:
+/// slow, but progress, so no deadline fails it) and `node-churn` (nodes join and leave during
+/// the rollout: the desired count moves, and the rollout still ends well). Their exact
+/// timelines are not pinned: what matters is that each ends as the README promises.
+#[test]
+fn the_readme_slow_start_and_node_churn_scenarios_end_successful() {
+    let summary = |scenario: &str| {
+        let output = demo(&["--scenario", scenario]);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{scenario}: {}\n{stdout}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("rollout successful after ")),
+            "{scenario}:\n{stdout}"
+        );
+        stdout
+    };
+    let slow = summary("slow-start");
+    // Minutes, not the healthy rollout's one: every pod took its 90 s to start.
+    let minutes = slow
+        .lines()
+        .find_map(|l| l.strip_prefix("rollout successful after "))
+        .and_then(|rest| rest.split_once('m'))
+        .and_then(|(minutes, _)| minutes.parse::<u32>().ok());
+    assert!(minutes.is_some_and(|m| m >= 5), "{minutes:?}:\n{slow}");
+    let churn = summary("node-churn");
+    assert!(
+        churn.lines().any(|l| l.contains("/51 ")),
+        "a node joined during the rollout:\n{churn}"
+    );
+}

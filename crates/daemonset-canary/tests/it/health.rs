@@ -477,6 +477,14 @@ async fn on_unhealthy_hold_pauses_on_disrupted_neighbours() {
     assert_eq!(status.reason_name(), None, "{status:?}");
     assert_eq!(node_on(&client, "v2").await.len(), 1, "only the canary");
     assert_eq!(status.unhealthy_nodes.len(), 1, "{status:?}");
+    // A person's to end, as the node gate's hold is: the controller set the pause mark.
+    let cds = api.get(NAME).await.unwrap();
+    let mark = cds
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("canary.daemonset.dev/paused").cloned());
+    assert_eq!(mark.as_deref(), Some("onUnhealthy"), "{:?}", cds.metadata);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,4 +511,150 @@ async fn on_failure_rollback_puts_the_old_agent_back_and_the_neighbours_recover(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// `onUnhealthy: Hold` is a person's to end: the node that held the rollout recovering does
+/// not resume it (the hold sets the pause mark, as `pause` does); `resume` (the mark removed)
+/// goes on, and the node it answered holds it no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_resumes() {
+    let (_sim, client, _run) = on_sim("health-hold-recovers").await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let nodes: Api<Node> = Api::all(client.clone());
+    // A long soak: the canary's node is broken by hand while the canary soaks.
+    let health = serde_json::json!({"onUnhealthy": "Hold", "canarySoak": "60s"});
+    let mut v1 = manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        &api,
+        &pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut v2 = manifest("v2", "healthy");
+    v2["spec"]["health"] = health;
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let canary_node = loop {
+        let on_v2 = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .find(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .is_some_and(|image| image.ends_with(":v2"))
+            })
+            .and_then(|pod| pod.spec.and_then(|s| s.node_name));
+        if let Some(node) = on_v2 {
+            break node;
+        }
+        assert!(Instant::now() < deadline, "no canary pod");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Well after the pod's creation (the gate's clock-skew margin is 5 s).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let not_ready = |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
+    nodes
+        .patch(
+            &canary_node,
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready("true".into())),
+        )
+        .await
+        .unwrap();
+    // Held by the gate (a pause step of the Pods driver is `paused` too: wait for the hold).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.held == Some(true) && !status.unhealthy_nodes.is_empty() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "never held: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    assert_eq!(status.unhealthy_nodes[0].name, canary_node, "{status:?}");
+    let mut most = 0;
+    wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "paused",
+        "v2",
+        &mut most,
+    )
+    .await;
+    assert_eq!(most, 1, "only the canary");
+    let mark = |cds: &CanaryDaemonSet| {
+        cds.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("canary.daemonset.dev/paused").cloned())
+    };
+    assert_eq!(
+        mark(&api.get(NAME).await.unwrap()).as_deref(),
+        Some("onUnhealthy")
+    );
+    // The node recovers: the rollout stays held, for a person to decide.
+    nodes
+        .patch(
+            &canary_node,
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready(serde_json::Value::Null)),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node_ready(&client)
+        .await
+        .iter()
+        .any(|(node, ready)| *node == canary_node && ready != "True")
+    {
+        assert!(Instant::now() < deadline, "the node never recovered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(
+        status.phase_name(),
+        Some("paused"),
+        "no resume by itself: {status:?}"
+    );
+    // A person resumes (`daemonset-canary resume`: the mark removed): the rollout goes on.
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"metadata": {"annotations": {"canary.daemonset.dev/paused": null}}})),
+    )
+    .await
+    .unwrap();
+    let status = wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "successful",
+        "v2",
+        &mut most,
+    )
+    .await;
+    assert!(status.unhealthy_answered.is_some(), "{status:?}");
 }

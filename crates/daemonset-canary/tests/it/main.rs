@@ -18,9 +18,11 @@
 mod support;
 
 mod analysis;
+mod analysis_always;
 mod bad_patches;
 mod cli;
 mod demo;
+mod events;
 mod examples;
 mod health;
 mod logs;

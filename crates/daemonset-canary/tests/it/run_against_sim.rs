@@ -926,3 +926,173 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
         assert!(notes.iter().any(|n| n.contains(said)), "{said}: {notes:?}");
     }
 }
+
+/// `wait` as a CI pipeline runs it, with its three exit codes: 0 once the rollout of the
+/// current spec is successful (started before it is), 1 with the reason when it fails (started
+/// right after the spec change, while the status still tells of the previous generation's
+/// success), 2 when the timeout passes first (a canary that never becomes ready).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_exits_0_on_success_1_on_failure_and_2_on_timeout() {
+    let (sim, client, _run) = controller_on_sim("wait").await;
+    let kubeconfig = sim.kubeconfig.clone();
+    let wait = move |timeout: &str| {
+        let kubeconfig = kubeconfig.clone();
+        let timeout = timeout.to_owned();
+        tokio::task::spawn_blocking(move || {
+            verb_with(
+                &kubeconfig,
+                &["wait", "--for", "successful", "--timeout", &timeout],
+            )
+        })
+    };
+    let manifest = |version: &str, behavior: &str| {
+        daemonset_canary::demo::scenario::manifest_for(
+            Compatibility::Fixed,
+            canary_state_machine::Driver::MaxUnavailable,
+            None,
+            version,
+            behavior,
+        )
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
+    api.create(&PostParams::default(), &v1).await.unwrap();
+    let done = wait("2m").await.unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        said.contains("successful: v1, 3/3 pods updated and ready"),
+        "{said}"
+    );
+
+    // The status still says successful (of generation 1) when wait starts: it waits for 2.
+    set_spec(&api, &manifest("v2", "crashloop")).await;
+    let failed = wait("2m").await.unwrap();
+    let said = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("will not get there: phase failed, CanaryCrashLooping"),
+        "{said}"
+    );
+
+    set_spec(&api, &manifest("v3", "never-ready")).await;
+    let started = Instant::now();
+    let timed_out = wait("3s").await.unwrap();
+    let said = String::from_utf8_lossy(&timed_out.stderr);
+    assert_eq!(timed_out.status.code(), Some(2), "{said}");
+    assert!(said.contains("timed out after 3s"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{said}");
+}
+
+/// `restart` replaces every pod through the steps, canary first: held in the untimed pause
+/// after the first nodes step, exactly one pod is new (with `kubectl.kubernetes.io/restartedAt`)
+/// and the others are the ones from before; after `promote`, every pod is new. `set image`
+/// rolls the new image out the same way, and refuses a container the template does not have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_image() {
+    use k8s_openapi::api::core::v1::Pod;
+    use std::collections::BTreeSet;
+
+    let (sim, client, _run) = controller_on_sim("restart").await;
+    let kubeconfig = &sim.kubeconfig;
+    let mut manifest = daemonset_canary::demo::scenario::manifest_for(
+        Compatibility::Fixed,
+        canary_state_machine::Driver::Pods,
+        None,
+        "v1",
+        "healthy",
+    );
+    manifest["spec"]["strategy"]["steps"] =
+        serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"nodes": "100%"}]);
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(manifest).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    let live = || async {
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.metadata.uid.unwrap_or_default())
+            .collect::<BTreeSet<String>>()
+    };
+    let before = live().await;
+    assert_eq!(before.len(), 3);
+
+    accepted(
+        &verb(kubeconfig, "restart"),
+        "restarted: every pod is replaced through the steps, canary first",
+    );
+    let mut most = 0;
+    wait_phase(&api, &pods, "paused", "v1", &mut most).await;
+    let held = live().await;
+    assert_eq!(
+        (
+            held.difference(&before).count(),
+            held.intersection(&before).count()
+        ),
+        (1, 2),
+        "held in the pause: one new pod, the canary, and two from before"
+    );
+    accepted(&verb(kubeconfig, "promote"), "promoted");
+    wait_phase(&api, &pods, "successful", "v1", &mut most).await;
+    let after = live().await;
+    assert_eq!(after.len(), 3);
+    assert!(after.is_disjoint(&before), "every pod replaced");
+    for pod in pods.list(&Default::default()).await.unwrap().items {
+        assert!(
+            kube::ResourceExt::annotations(&pod).contains_key("kubectl.kubernetes.io/restartedAt"),
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+
+    let set_image = |image: &str| {
+        Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .args(["set", "image", NAME, image, "-n", NAMESPACE, "--kubeconfig"])
+            .arg(kubeconfig)
+            .output()
+            .unwrap()
+    };
+    refused(
+        &set_image("nope=example.com/x:v2"),
+        "no container \"nope\" in the template",
+    );
+    let container = api
+        .get(NAME)
+        .await
+        .unwrap()
+        .spec
+        .template
+        .unwrap()
+        .spec
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .name
+        .clone();
+    accepted(
+        &set_image(&format!("{container}=quay.io/example/agent:v2")),
+        "image updated: agent=quay.io/example/agent:v2; the controller rolls it out through the steps, canary first (spec.target.version stays \"v1\"",
+    );
+    let mut most = 0;
+    wait_phase(&api, &pods, "paused", "v2", &mut most).await;
+    assert_eq!(most, 1, "the image went to one canary pod first");
+    accepted(&verb(kubeconfig, "promote"), "promoted");
+    wait_phase(&api, &pods, "successful", "v2", &mut most).await;
+    assert_eq!(pod_versions(&pods).await, [("v2".to_owned(), 3)].into());
+}

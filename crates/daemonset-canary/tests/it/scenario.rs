@@ -1,6 +1,6 @@
 //! Whole rollouts through `daemonset_canary::demo::scenario`, in virtual time: the phases a user sees,
 //! the number of DaemonSet writes, and the end each scenario should reach.
-use canary_state_machine::{Compatibility, Phase};
+use canary_state_machine::{Compatibility, Driver, Phase};
 use daemonset_canary::demo::scenario::{Scenario, ScenarioConfig, ScenarioKind, ScenarioReport};
 
 async fn run(kind: ScenarioKind, nodes: u32, compatibility: Compatibility) -> ScenarioReport {
@@ -154,14 +154,52 @@ async fn a_failed_rollout_is_rolled_back_in_place() {
 }
 
 /// `--scenario bad-metrics`: v2 is ready everywhere, but its agents report ten times v1's error
-/// ratio; the analysis of the soak after the canary node fails the rollout (`AnalysisFailed`)
-/// with one pod replaced, and the rest of the nodes never leave v1.
+/// ratio; the canary's analysis fails the rollout (`AnalysisFailed`) with one pod replaced, and
+/// the rest of the nodes never leave v1, on either driver (issue 46): during the Pods driver's
+/// soak, or before the MaxUnavailable driver's widen, the DaemonSet controller held meanwhile.
 #[tokio::test(start_paused = true)]
 async fn an_analysis_fails_a_ready_release_by_its_error_ratio() {
-    let report = failed_as_expected(ScenarioKind::BadMetrics, 20, "AnalysisFailed").await;
+    let pods = ScenarioConfig {
+        driver: Driver::Pods,
+        ..ScenarioConfig::default()
+    };
+    let report = failed_on(ScenarioKind::BadMetrics, 20, pods).await;
     assert_eq!(report.summary.pod_deletions, 1, "only the canary node");
     let phases: Vec<&str> = steps(&report).into_iter().map(|(phase, _)| phase).collect();
     assert_eq!(phases, ["started", "canary", "paused", "failed"]);
     let last = report.timeline.last().unwrap();
     assert_eq!((last.updated, last.desired), (1, 20));
+
+    let report = failed_on(ScenarioKind::BadMetrics, 20, ScenarioConfig::default()).await;
+    let steps = steps(&report);
+    assert!(
+        !steps.iter().any(|(_, write)| *write == Some("widen")),
+        "never widened: {steps:?}"
+    );
+    assert_eq!(
+        steps.last().map(|(phase, _)| *phase),
+        Some("failed"),
+        "{steps:?}"
+    );
+    let last = report.timeline.last().unwrap();
+    assert_eq!((last.updated, last.desired), (1, 20));
+}
+
+/// Runs scenario `kind` on `nodes` nodes as `config` says, which must end `failed` with
+/// `AnalysisFailed`.
+async fn failed_on(kind: ScenarioKind, nodes: u32, config: ScenarioConfig) -> ScenarioReport {
+    let scenario = Scenario::start(ScenarioConfig {
+        nodes,
+        kind,
+        ..config
+    })
+    .await
+    .unwrap();
+    scenario.install().await.unwrap();
+    let report = scenario.upgrade(|_| {}).await.unwrap();
+    scenario.stop().await.unwrap();
+    assert!(report.as_expected, "{:?}", report.summary);
+    assert_eq!(report.summary.result, "failed");
+    assert_eq!(report.summary.reason.as_deref(), Some("AnalysisFailed"));
+    report
 }

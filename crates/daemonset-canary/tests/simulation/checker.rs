@@ -43,7 +43,7 @@ pub struct Intent {
 /// Shared [`Intent`].
 pub type SharedIntent = Arc<Mutex<Intent>>;
 
-/// A neighbour pod as invariant 30 reads it.
+/// A neighbour pod as invariant 32 reads it.
 #[derive(Debug, Clone)]
 struct NeighbourSeen {
     node: String,
@@ -100,13 +100,16 @@ pub struct Checker {
     history: Option<canary_kube_adapter::crd::HistoryStatus>,
     /// The pause steps are analysed (invariant 21).
     analysed: bool,
+    /// Since when (virtual seconds) the status says `failed` with `AnalysisFailed`, and the
+    /// target it failed for (invariant 21 on both drivers, issue 46).
+    analysis_failed: Option<(f64, Target)>,
     /// The node whose pod events a replay prints (`DST_TRACE_NODE`).
     traced_node: Option<String>,
     /// Pods deleted once ready: their target and the last moment they were ready. A widening
     /// decided on a ready canary whose node went away before the write landed is no
     /// violation (soak seed 24002610).
     departed_ready: Vec<(Target, f64)>,
-    /// The neighbour pods (`sim serve --neighbours-per-node`), by name (invariant 30).
+    /// The neighbour pods (`sim serve --neighbours-per-node`), by name (invariant 32).
     neighbours: BTreeMap<String, NeighbourSeen>,
     /// The DaemonSet's desired pods before each drop, and when it dropped (invariant 11).
     desired_drops: Vec<(u32, f64)>,
@@ -215,6 +218,7 @@ impl Checker {
             last_status: None,
             history: None,
             analysed: false,
+            analysis_failed: None,
             traced_node: std::env::var("DST_TRACE_NODE").ok(),
             departed_ready: Vec::new(),
             neighbours: BTreeMap::new(),
@@ -417,7 +421,39 @@ impl Checker {
             && pod_is_ready(&previous.pod)
         {
             self.check_budget(&pod);
+            self.check_no_deletion_after_failed_analysis(&pod);
         }
+    }
+
+    /// Invariant 21 on both drivers (issue 46): once the status says `AnalysisFailed`, no ready
+    /// pod of another version than the failed one is taken down on a healthy node (the Pods
+    /// driver deletes nothing more, the MaxUnavailable driver's DaemonSet is on `OnDelete`),
+    /// past the staleness window (a deletion decided before the failure may land after it),
+    /// until the status leaves `failed` or the DaemonSet's target changes (a retry, a
+    /// rollback, a new version).
+    fn check_no_deletion_after_failed_analysis(&self, pod: &Pod) {
+        let Some((since, target)) = &self.analysis_failed else {
+            return;
+        };
+        if self.world.now() - since <= self.stale || pod_target(pod).0 == target.0 {
+            return;
+        }
+        let Some(node) = node_of(pod) else { return };
+        if !self
+            .nodes
+            .get(node)
+            .is_some_and(|(n, _)| node_is_healthy(n))
+        {
+            return;
+        }
+        self.world.violate(
+            Invariant::AnalysedPauseEndsWhenPassing,
+            format!(
+                "pod {} on {node} taken down {:.1}s after the analysis failed for {target:?}",
+                pod.metadata.name.as_deref().unwrap_or("?"),
+                self.world.now() - since
+            ),
+        );
     }
 
     /// Invariant 1, at the moment a ready pod is taken down on a Ready node. Not for the Pods
@@ -507,11 +543,20 @@ impl Checker {
         ));
         if before != after {
             self.count_start(after.0.as_deref().unwrap_or("?"));
+            // A new target (a new version, a retry's or a rollback's start) ends what a failed
+            // analysis forbade: its replacements are the new rollout's (seed 57).
+            self.analysis_failed = None;
             return;
         }
         let canary = "1";
         if mu_before == canary && mu_after != canary {
             self.check_widen(&ds);
+            if self.analysis_failed.is_some() {
+                self.world.violate(
+                    Invariant::AnalysedPauseEndsWhenPassing,
+                    format!("widened to maxUnavailable {mu_after} after a failed analysis"),
+                );
+            }
         } else if mu_before != canary && mu_after == canary {
             self.check_not_restarted(&ds);
         }
@@ -580,7 +625,7 @@ impl Checker {
         })
     }
 
-    /// Follows a neighbour pod's readiness (invariant 30).
+    /// Follows a neighbour pod's readiness (invariant 32).
     fn on_neighbour(&mut self, event: &StoreEvent, pod: &Pod, now: f64) {
         if event.kind == EventKind::Deleted || terminating(pod) {
             self.neighbours.remove(&event.name);
@@ -604,7 +649,7 @@ impl Checker {
         );
     }
 
-    /// Invariant 30: a node on `version`, a release that breaks its neighbours, whose
+    /// Invariant 32: a node on `version`, a release that breaks its neighbours, whose
     /// neighbours (there at its update) have been disrupted as the gate counts them (at least
     /// two, and half) for longer than the controller's view may lag, while no node off the
     /// release has a neighbour disrupted (the gate's baseline) and the node itself is Ready
@@ -753,6 +798,28 @@ impl Checker {
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());
         }
+        if phase.as_deref() == Some("failed") && self.phase.as_deref() != Some("failed") {
+            self.check_unhealthy_named(&cds);
+        }
+        if self.analysed && event.kind != EventKind::Deleted {
+            let failed_analysis = cds.status.as_ref().is_some_and(|s| {
+                s.phase_name() == Some("failed")
+                    && s.reason == Some(canary_state_machine::FailureReason::AnalysisFailed)
+            });
+            if !failed_analysis {
+                self.analysis_failed = None;
+            } else if self.analysis_failed.is_none() {
+                let target = cds.status.as_ref().map_or((None, None), |s| {
+                    (s.target_version.clone(), s.target_deployment_id.clone())
+                });
+                self.analysis_failed = Some((self.world.now(), target));
+            }
+        }
+        if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
+            && let Err(why) = kstatus_agrees(status)
+        {
+            self.world.violate(Invariant::KstatusAgreesWithPhase, why);
+        }
         if phase != self.phase {
             let message = cds
                 .status
@@ -767,6 +834,93 @@ impl Checker {
             self.phase = phase;
         }
     }
+}
+
+impl Checker {
+    /// Invariant 31, when the status turns `failed` with `NodeUnhealthy`: each node it names
+    /// was healthy when its pod of the target was created (its troubled condition moved after
+    /// that, beyond the 5 s margin), from the simulator's own timestamps.
+    fn check_unhealthy_named(&self, cds: &CanaryDaemonSet) {
+        let Some(status) = &cds.status else { return };
+        if status.reason_name() != Some("NodeUnhealthy") {
+            return;
+        }
+        for note in &status.unhealthy_nodes {
+            let Some((node, _)) = self.nodes.get(&note.name) else {
+                continue; // gone since: no longer checkable
+            };
+            let since = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| {
+                    (c.type_ == "Ready" && c.status != "True")
+                        || (c.type_ == "NetworkUnavailable" && c.status == "True")
+                })
+                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .min();
+            // The pod the gate judged: the node's pod that is not terminating (the newest).
+            let created = self
+                .pods
+                .values()
+                .map(|state| &state.pod)
+                .filter(|pod| node_of(pod) == Some(note.name.as_str()) && !terminating(pod))
+                .filter_map(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .max();
+            let (Some(since), Some(created)) = (since, created) else {
+                continue; // recovered, or its pod replaced, before the checker saw the status
+            };
+            let after = since.as_second() - created.as_second();
+            if after <= canary_state_machine::health::nodes::CLOCK_SKEW_MARGIN_SECONDS {
+                self.world.violate(
+                    Invariant::NoFailureForANodeUnhealthyBefore,
+                    format!(
+                        "failed with NodeUnhealthy naming node {}, unhealthy since {since}, {after} s after its pod was created ({created})",
+                        note.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Invariant 30: the kstatus conditions of a status with a phase agree with it.
+fn kstatus_agrees(status: &CanaryDaemonSetStatus) -> Result<(), String> {
+    let phase = status.phase_name().unwrap_or_default();
+    let is_true = |type_: &str| -> Result<bool, String> {
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .ok_or_else(|| format!("phase {phase}: no {type_} condition"))?;
+        if condition.observed_generation != status.observed_generation {
+            return Err(format!(
+                "phase {phase}: {type_} observed generation {:?}, the status {:?}",
+                condition.observed_generation, status.observed_generation
+            ));
+        }
+        Ok(condition.status == "True")
+    };
+    let (ready, reconciling, stalled, degraded) = (
+        is_true("Ready")?,
+        is_true("Reconciling")?,
+        is_true("Stalled")?,
+        is_true("Degraded")?,
+    );
+    let why = if reconciling && stalled {
+        "Reconciling and Stalled both true"
+    } else if ready != (phase == "successful" && !degraded) {
+        "Ready is not (successful and not Degraded)"
+    } else if matches!(phase, "failed" | "rolledBack") && !stalled {
+        "not Stalled"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "phase {phase}: {why} (Ready {ready}, Reconciling {reconciling}, Stalled {stalled}, Degraded {degraded})"
+    ))
 }
 
 fn node_is_healthy(node: &Node) -> bool {
@@ -1659,5 +1813,59 @@ mod tests {
         assert_eq!(checker.desired_in_view(), 211, "past the staleness");
         checker.apply(&desiring(215));
         assert_eq!(checker.desired_in_view(), 215, "a rise counts at once");
+    }
+
+    /// Invariant 31 on a controller broken on purpose: a `NodeUnhealthy` failure that names a
+    /// node NotReady since 2 s after its pod was created (within the clock-skew margin: before
+    /// its update, as far as the gate may tell) is caught; one that names a node that broke a
+    /// minute after its update is not.
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_naming_a_node_unhealthy_before_its_update_is_caught() {
+        let failing_on = |broke_after_seconds: i64| {
+            let world = World::new();
+            let mut checker = Checker::new(world.clone(), SharedIntent::default(), 8.0);
+            let mut pod = pod(true);
+            Arc::make_mut(&mut pod.object)["metadata"]["creationTimestamp"] =
+                json!("2026-01-01T00:00:00Z");
+            checker.apply(&pod);
+            let since =
+                k8s_openapi::jiff::Timestamp::from_second(1_767_225_600 + broke_after_seconds)
+                    .unwrap()
+                    .to_string();
+            let mut node = event::<Node>(
+                EventKind::Modified,
+                "node-a",
+                json!({
+                    "metadata": {"name": "node-a"},
+                    "status": {"conditions": [{
+                        "type": "Ready", "status": "False", "lastTransitionTime": since
+                    }]}
+                }),
+            );
+            node.namespace = None;
+            checker.apply(&node);
+            let cds = json!({
+                "apiVersion": "canary.daemonset.dev/v1alpha1", "kind": "CanaryDaemonSet",
+                "metadata": {"name": NAME, "namespace": NAMESPACE},
+                "spec": {"template": {"metadata": {}, "spec": {"containers": []}}, "target": {"version": "v2"}},
+                "status": {
+                    "phase": "failed", "reason": "NodeUnhealthy",
+                    "unhealthyNodes": [{"name": "node-a", "condition": "Ready", "status": "False"}]
+                }
+            });
+            serde_json::from_value::<CanaryDaemonSet>(cds.clone()).unwrap();
+            assert!(checker.nodes.contains_key("node-a"), "node mirrored");
+            assert!(!checker.pods.is_empty(), "pod mirrored");
+            checker.apply(&event::<CanaryDaemonSet>(EventKind::Modified, NAME, cds));
+            world.violations()
+        };
+        let caught = failing_on(2);
+        assert_eq!(caught.len(), 1, "{caught:?}");
+        assert_eq!(
+            caught[0].invariant,
+            Invariant::NoFailureForANodeUnhealthyBefore
+        );
+        let after = failing_on(60);
+        assert!(after.is_empty(), "{after:?}");
     }
 }

@@ -770,6 +770,13 @@ impl Plan {
         });
         let analysis = (paused && analysis_rng.chance(0.6))
             .then(|| AnalysisPlan::generate(&mut analysis_rng, &changes));
+        // The MaxUnavailable driver's too (issue 46), in `Fixed` compatibility: drawn after the
+        // Pods driver's, from the same stream, so the Pods seeds keep their scenario.
+        let kubevirt_drawn = forced("DST_KUBEVIRT", Rng::new(seed, 9).chance(0.2));
+        let analysis = analysis.or_else(|| {
+            (pods.is_none() && !kubevirt_drawn && analysis_rng.chance(0.4))
+                .then(|| AnalysisPlan::generate(&mut analysis_rng, &changes))
+        });
         // An idle start, from a stream of its own: one seed in eight. `DST_IDLE_FIRST=<seconds>`
         // forces one of that length on any seed (0: none), to replay a seed with or without it.
         let mut idle_rng = Rng::new(seed, 8);

@@ -13,8 +13,9 @@ use super::requests::RequestTrace;
 /// Entries kept for the failure trace.
 const TRACE_LEN: usize = 40;
 
-/// The eight invariants of issue 9, the two of wave 2 (9, 10), and the four of the Pods
-/// driver (11 to 14, issue 17).
+/// Every invariant the simulation checks, numbered in this order (docs/reliability.md lists
+/// them): 1 to 8 from issue 9, then those of each later issue, as each variant's doc says.
+/// No count is written here, so that a new invariant cannot leave it stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Invariant {
     /// 1. Unavailable pods never exceed what the current maxUnavailable allows.
@@ -98,7 +99,9 @@ pub enum Invariant {
     ///     target revision, not a rollback) records that step's analysis as `Passing`, unless
     ///     it acts on a promotion (which ends a pause whatever the analysis says). With
     ///     invariant 12 (`AnalysisFailed` is sticky): no step and no deletion after a failed
-    ///     analysis.
+    ///     analysis. On both drivers (issue 46): once the status says `AnalysisFailed`, no
+    ///     widening, and no ready pod of another version taken down on a healthy node (past
+    ///     the staleness window) until the status leaves `failed`.
     AnalysedPauseEndsWhenPassing,
     /// 22. Analysis credentials: with `bearerTokenSecret`, every query to Prometheus carries
     ///     the token the Secret holds, or the one it held until a rotation at most
@@ -143,7 +146,19 @@ pub enum Invariant {
     ///     deleted anything for it would have left another status), and the DaemonSet's claim
     ///     annotation never names it.
     OneDriverPerDaemonSet,
-    /// 30. Health gates, neighbours (issue 46): once a release has disrupted the neighbours of
+    /// 30. The kstatus conditions agree with the phase at every status write (issue 51): a
+    ///     status with a phase carries `Ready`, `Reconciling` and `Stalled`, never both of the
+    ///     last two true, `Ready` true exactly when `successful` and not `Degraded`, `Stalled`
+    ///     true when `failed` or `rolledBack`, each with the status's `observedGeneration`.
+    KstatusAgreesWithPhase,
+    /// 31. A node unhealthy since before its update never fails a rollout (issue 46): when the
+    ///     status turns `failed` with `NodeUnhealthy`, every node it names was healthy when
+    ///     its pod of the target was created: its `Ready` (or `NetworkUnavailable`) condition
+    ///     moved more than the gate's 5 s clock-skew margin after that pod's
+    ///     `creationTimestamp`, as the simulator stored them. The nodes the harness takes
+    ///     NotReady (unrelated failures, before or after their update) are its test.
+    NoFailureForANodeUnhealthyBefore,
+    /// 32. Health gates, neighbours (issue 46): once a release has disrupted the neighbours of
     ///     a Ready node it runs on beyond the gate's threshold (two of its neighbours and half,
     ///     there at its update), with no neighbour of a node off the release disrupted (the
     ///     baseline), no further pod is deleted and no widening is written for it, past the
@@ -184,7 +199,11 @@ impl Invariant {
             Invariant::RefusedWritesChangeNothing => "27 refused-writes-change-nothing",
             Invariant::ProbesTrueAtQuiescence => "28 probes-true-at-quiescence",
             Invariant::OneDriverPerDaemonSet => "29 one-driver-per-daemon-set",
-            Invariant::NeighboursStopTheRelease => "30 neighbours-stop-the-release",
+            Invariant::KstatusAgreesWithPhase => "30 kstatus-agrees-with-phase",
+            Invariant::NoFailureForANodeUnhealthyBefore => {
+                "31 no-failure-for-a-node-unhealthy-before"
+            }
+            Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
         }
     }
 }

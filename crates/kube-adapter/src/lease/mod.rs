@@ -192,6 +192,8 @@ impl Elector {
     pub async fn campaign(mut self, leadership: Leadership, stop: impl Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
         let mut last_failure: Option<String> = None;
+        // The holder a standby last said it waits for: said once per holder, not per retry.
+        let mut standing_by_for: Option<String> = None;
         loop {
             let started = self.clock.now();
             // An attempt that hangs (a frozen connection) must not hold the step-down up: the
@@ -222,11 +224,16 @@ impl Elector {
                     }
                     leadership.renewed(rules::add(started, self.renew_deadline));
                     last_failure = None;
+                    standing_by_for = None;
                 }
                 Some(Attempt::Held(holder)) => {
                     if *leadership.leading.borrow() {
                         warn!(identity = %self.identity, %holder, "another replica holds the lease: stepping down");
+                    } else if standing_by_for.as_deref() != Some(holder.as_str()) {
+                        // A standby that says nothing looks hung: say whom it waits for.
+                        info!(identity = %self.identity, lease = %self.name, %holder, "standing by: another replica holds the lease; this one takes over if it is not renewed");
                     }
+                    standing_by_for = Some(holder);
                     leadership.lose();
                     last_failure = None;
                 }

@@ -61,6 +61,7 @@ pub(crate) fn facts(
             .collect(),
         canary_ready_since: canary_ready_since.map(Stamp),
         neighbours: NeighbourFacts::default(),
+        answered: None,
     }
 }
 
@@ -99,6 +100,28 @@ pub(crate) fn neighbour_facts<'p>(
     }
     let window = i64::try_from(plan.policy.window.as_secs()).unwrap_or(i64::MAX);
     index.facts(policy, own_uid, &by_node, window, now)
+}
+
+/// When a person answered a hold of `onUnhealthy: Hold` (issue 46), as the gates read it in a
+/// pass at `now`: the status's memory of it, or `now` when this pass sees the resume of a
+/// hold that named nodes (the status records the hold and its nodes, the pause mark is gone).
+/// Only with `onUnhealthy: Hold`: under `Fail` no resume answers a failure.
+pub(crate) fn answered(
+    plan: &HealthPlan,
+    status: Option<&crate::crd::CanaryDaemonSetStatus>,
+    held: bool,
+    now: Stamp,
+) -> Option<Stamp> {
+    if plan.policy.on_unhealthy != canary_state_machine::OnUnhealthy::Hold {
+        return None;
+    }
+    let status = status?;
+    let remembered = status
+        .unhealthy_answered
+        .as_ref()
+        .map(|t| Stamp(t.0.as_second()));
+    let resumed_now = !held && status.held == Some(true) && !status.unhealthy_nodes.is_empty();
+    if resumed_now { Some(now) } else { remembered }
 }
 
 /// Whether `node` is unhealthy under the gates' `conditions` (and `Ready` not `True`), and

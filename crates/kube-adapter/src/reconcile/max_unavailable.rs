@@ -6,14 +6,19 @@
 
 use std::time::Duration;
 
-use canary_predicates::{PodCounts, PodSummary, Target, UpdatedRule, current_revision_hash};
+use canary_analysis::RunKey;
+use canary_predicates::{
+    PodCounts, PodFacts, PodSummary, Target, UpdatedRule, current_revision_hash,
+};
 use canary_state_machine::{
-    Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation, Stamp, TlsFacts,
-    decide,
+    AnalysisVerdict, Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation,
+    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, analysis_step,
+    at_canary_value, decide,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 
 use super::Pass;
+use super::analysis::{Placed, template_values};
 use super::context::Requeue;
 use super::health;
 use super::pass::{Acted, Driver, Seen};
@@ -31,6 +36,18 @@ pub(super) struct Steer {
     target: Target,
     counts: PodCounts,
     observation: Observation,
+    /// The stretch of the rollout to measure (`spec.analysis`), once a pod is updated.
+    measure: Option<Measure>,
+    /// The analysis the status shows.
+    shown: Option<Box<crate::crd::AnalysisStatus>>,
+}
+
+/// The analysis a pass of the MaxUnavailable driver keeps running (issue 46).
+struct Measure {
+    key: RunKey,
+    values: TemplateValues,
+    /// The measurements the decision read, and what the status shows with them.
+    measured: Option<(AnalysisVerdict, crate::crd::AnalysisStatus)>,
 }
 
 impl Steer {
@@ -42,6 +59,8 @@ impl Steer {
             target: Target::default(),
             counts: PodCounts::default(),
             observation: Observation::default(),
+            measure: None,
+            shown: None,
         }
     }
 }
@@ -77,11 +96,43 @@ impl Driver for Steer {
         };
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
         self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
+        // A rollback (`abort`, `onFailure: Rollback`) goes back to a revision that was judged
+        // already: it is neither measured nor held for a measurement (simulation seed 7: an
+        // abort's rollback held on OnDelete for an analysis no run measured, failed on the
+        // deadline).
+        if plan.analysis.is_some() && !pass.rolling_back() {
+            let step = analysis_step(&plan.strategy, &self.observation);
+            self.measure = pass.measure(plan, &rule, &self.observation, step);
+            if self.measure.is_none() {
+                // Nothing to measure yet (no updated pod), or nothing to judge (a first
+                // install): no gate. The canary's first pod brings the next pass.
+                return Ok(());
+            }
+            let measured = self.measure.as_ref().and_then(|m| m.measured.as_ref());
+            let verdict = measured.map_or(AnalysisVerdict::Pending, |(v, _)| v.clone());
+            let announced = pass
+                .status
+                .as_ref()
+                .and_then(|s| s.analysis.as_ref())
+                .zip(self.measure.as_ref())
+                .is_some_and(|(shown, measure)| {
+                    shown.step == step
+                        && shown.revision.as_deref() == Some(measure.key.revision.as_str())
+                        && shown.verdict == verdict.as_str()
+                });
+            self.observation.analysis = Some(StepAnalysis {
+                step,
+                verdict,
+                announced,
+            });
+        }
         Ok(())
     }
 
-    fn decide(&mut self, _pass: &Pass<'_>, plan: &Plan) -> Decision {
-        decide(&plan.strategy, &self.observation)
+    fn decide(&mut self, pass: &Pass<'_>, plan: &Plan) -> Decision {
+        let decision = decide(&plan.strategy, &self.observation);
+        self.shown = pass.keep_measuring(plan, self.measure.take(), &decision);
+        decision
     }
 
     fn record(&self, _decision: &Decision, record: &mut Transition) {
@@ -91,6 +142,13 @@ impl Driver for Steer {
         record.updated_ready = self.counts.updated_ready;
         record.max_unavailable = Some(self.observation.live_max_unavailable.clone());
         record.unhealthy = UnhealthyRecord::of(self.observation.health.as_ref());
+        record.analysis = self.shown.clone();
+        record.unhealthy_answered = self
+            .observation
+            .health
+            .as_ref()
+            .and_then(|facts| facts.answered)
+            .map(|stamp| stamp.0);
     }
 
     async fn act(
@@ -121,6 +179,104 @@ impl Driver for Steer {
 }
 
 impl Pass<'_> {
+    /// What to measure in this pass (issue 46): the stretch `step` of a rollout under way,
+    /// from its first updated pod, over the updated nodes against those still on an older
+    /// revision; `None` at rest, before any pod is updated, and with no old pod at the canary
+    /// value (a first install creates every pod at once: nothing to hold back, no baseline). Walks the DaemonSet's pods (only with `spec.analysis`).
+    fn measure(
+        &self,
+        plan: &Plan,
+        rule: &PodCountRule,
+        observation: &Observation,
+        step: u32,
+    ) -> Option<Measure> {
+        if observation.updated_pods == 0 || !SyncFlags::of(&plan.strategy, observation).any() {
+            return None;
+        }
+        let (revision, values, old_pods) =
+            self.ctx
+                .caches
+                .pods
+                .with_group(&pod_group(&self.namespace, &self.ds_name), |pods| {
+                    let mut revisions: std::collections::BTreeMap<&str, u32> = Default::default();
+                    let placed: Vec<Placed<'_>> = pods
+                        .filter(|pod| !pod.is_terminating())
+                        .filter_map(|pod| {
+                            let count = rule.count_of(&**pod)?;
+                            if count.updated {
+                                *revisions
+                                    .entry(pod.revision_hash().unwrap_or_default())
+                                    .or_default() += 1;
+                            }
+                            Some(Placed {
+                                node: pod.node_name()?,
+                                pod: pod.name(),
+                                updated: count.updated,
+                            })
+                        })
+                        .collect();
+                    // The revision most updated pods carry names the run (a pod of a re-rolled
+                    // template may carry another for a moment).
+                    let revision = revisions
+                        .iter()
+                        .max_by_key(|(hash, count)| (**count, std::cmp::Reverse(**hash)))
+                        .map(|(hash, _)| (*hash).to_owned())
+                        .unwrap_or_default();
+                    let old_pods = placed.iter().filter(|p| !p.updated).count();
+                    let values = template_values(&self.namespace, &self.ds_name, &revision, placed);
+                    (revision, values, old_pods)
+                });
+        // No old pod at the canary value: a first install (every pod created at once), or a
+        // finish written. Nothing to hold back, no baseline.
+        if old_pods == 0 && at_canary_value(&plan.strategy, observation) {
+            return None;
+        }
+        let key = self.analysis_key(Some(&revision), step);
+        let measured = self.ctx.memory.analysis_snapshot(self.cds, &key);
+        Some(Measure {
+            key,
+            values,
+            measured,
+        })
+    }
+
+    /// Keeps the run of `measure` while the rollout goes on (the decision leaves it in
+    /// progress), or stops it; returns the analysis the status shows: what the decision read,
+    /// the fresh run's, or the last one shown.
+    fn keep_measuring(
+        &self,
+        plan: &Plan,
+        measure: Option<Measure>,
+        decision: &Decision,
+    ) -> Option<Box<crate::crd::AnalysisStatus>> {
+        let analysis = plan.analysis.as_ref()?;
+        let going_on = decision.phase.is_in_progress()
+            && decision.phase != Phase::RollingBack
+            && !self.rolling_back();
+        match measure {
+            Some(measure) if going_on => {
+                let key = measure.key.clone();
+                let read = measure.measured.map(|(_, status)| status);
+                self.keep_run(analysis, measure.key, measure.values);
+                read.or_else(|| {
+                    self.ctx
+                        .memory
+                        .analysis_snapshot(self.cds, &key)
+                        .map(|(_, status)| status)
+                })
+                .map(Box::new)
+            }
+            measure => {
+                self.ctx.memory.stop_analysis(self.cds);
+                measure
+                    .and_then(|m| m.measured)
+                    .map(|(_, status)| status)
+                    .or_else(|| self.status.as_ref().and_then(|s| s.analysis.clone()))
+                    .map(Box::new)
+            }
+        }
+    }
+
     /// The health gates' facts (issue 46): the troubled nodes of the cache, the DaemonSet's
     /// pod on each (walked only when there is one), and the canary's `Ready` time while it
     /// may soak (walked only then: before the widen, with a soak).
@@ -153,9 +309,12 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
+        let now = Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = health::answered(&plan.health, self.status.as_ref(), held, now);
         let mut facts = health::facts(
             &plan.health,
-            Stamp(self.now.as_second()),
+            now,
             &troubled,
             |nodes| {
                 self.ctx.caches.pods.with_group(&group, |pods| {
@@ -180,10 +339,12 @@ impl Pass<'_> {
                 )
             });
         }
+        facts.answered = answered;
         facts
     }
 
-    /// The rule the DaemonSet's pods are counted by.
+    /// The rule the DaemonSet's pods are counted by (the pod index's tally counts by it: O(1),
+    /// and O(classes of pods) when the rule moves to the new target or revision).
     fn count_rule(&self, plan: &Plan, live: &DaemonSet) -> PodCountRule {
         let uid = live.metadata.uid.clone().unwrap_or_default();
         let (owner_uid, updated, skip_terminating) = match plan.strategy.compatibility {

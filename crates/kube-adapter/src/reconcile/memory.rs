@@ -5,7 +5,7 @@
 //! process, which only ever makes a pass *more* careful: our last DaemonSet write not yet in the
 //! cache, a DaemonSet we created that the watch has not delivered, our last status (fresher than
 //! the cache's), the error streak for the backoff, when the status was last written, the event
-//! recorder of the current spec generation, the Pods driver's deletions (nodes being replaced,
+//! recorders of the current spec generation (one per distinct message), the Pods driver's deletions (nodes being replaced,
 //! pods refused from an outdated copy), and the analysis run of the pause step being
 //! measured (its task stops when the entry drops it or is forgotten). All of it starts empty
 //! with each leader term, but the [`WriteLedger`] of the process's own DaemonSet writes, which
@@ -45,6 +45,31 @@ pub(crate) const CREATE_GRACE: Duration = Duration::from_secs(30);
 /// DaemonSet's own desired count.
 pub(crate) const REPLACE_GRACE: Duration = Duration::from_secs(300);
 
+/// How long kube-runtime's `Recorder` folds a repeated event into the earlier one (its
+/// private `CACHE_TTL`): a recorder unused for longer has nothing left to fold into.
+pub(crate) const EVENT_FOLD_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// The most event identities remembered per object: a bound on what a flood of distinct
+/// messages (one per pod count, say) can make the controller keep.
+pub(crate) const MAX_EVENT_IDENTITIES: usize = 64;
+
+/// What tells one event from another for folding (see [`Memory::recorder`]): the series of the
+/// pass it belongs to, its type, reason and note (the note as published, cut to fit).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct EventIdentity {
+    pub series: String,
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// The event recorders of one spec of one object, by event identity, each with its last use.
+struct Recorders {
+    uid: String,
+    generation: Option<i64>,
+    by_identity: HashMap<EventIdentity, (Recorder, Instant)>,
+}
+
 /// The last status this controller computed for an object.
 #[derive(Debug, Clone)]
 struct RememberedStatus {
@@ -83,9 +108,8 @@ struct Remembered {
     /// from is outdated (404 gone, 409 replaced or changed), by UID: the resource version
     /// of that copy. Asking again from the same copy would be refused again.
     outdated: HashMap<String, String>,
-    /// The event recorder of one spec and series: `(UID, metadata.generation, series,
-    /// recorder)`.
-    recorder: Option<(String, Option<i64>, String, Recorder)>,
+    /// The event recorders of one spec, one per event identity (see [`Memory::recorder`]).
+    recorders: Option<Recorders>,
     /// The measurements of the analysed pause step the rollout is in (its task ends when it
     /// is replaced or forgotten).
     analysis: Option<AnalysisRun>,
@@ -105,11 +129,14 @@ impl std::fmt::Debug for Remembered {
             .field("replacing", &self.replacing)
             .field("outdated", &self.outdated)
             .field(
-                "recorder",
-                &self
-                    .recorder
-                    .as_ref()
-                    .map(|(uid, generation, series, _)| (uid, generation, series)),
+                "recorders",
+                &self.recorders.as_ref().map(|r| {
+                    (
+                        &r.uid,
+                        r.generation,
+                        r.by_identity.keys().collect::<Vec<_>>(),
+                    )
+                }),
             )
             .field("analysis", &self.analysis.as_ref().map(AnalysisRun::key))
             .finish()
@@ -443,37 +470,57 @@ impl Memory {
         lock(&self.ledger.0).remove(key);
     }
 
-    /// The event recorder for the current spec (UID and `metadata.generation`) of `cds`; a new
-    /// one, made by `new`, when the spec changed.
+    /// The event recorder for the event `identity` of the current spec (UID and
+    /// `metadata.generation`) of `cds`; a new one, made by `new`, for an identity not seen
+    /// within [`EVENT_FOLD_WINDOW`] or when the spec changed.
     ///
     /// kube-runtime's `Recorder` folds an event into an earlier one with the same type,
     /// reason, action, regarding and related objects (its cache key has no note), for six
-    /// minutes, and the series keeps the first note: the second rollout's `RolloutStarted`
-    /// would show as the first one's message `(x2)`. Events of one spec still fold (a
-    /// repeated `FailedUpdate` is one series); a new spec, i.e. a new rollout, starts with a
-    /// fresh cache, so its events are new Event objects with their own notes.
-    ///
-    /// `series` splits a spec further: the Pods driver's events of each target revision and
-    /// step (several `StepStarted` in one spec), and the MaxUnavailable driver's of each target
-    /// (an `undo` or `abort` starts another rollout in the same spec), get a recorder of their
-    /// own.
+    /// minutes, and the series keeps the first note: an `undo` to v1 after the rollout of v2
+    /// showed as `RolloutStarted (x2): started rollout of v2`, a rollback's second step as
+    /// `step 1 of 3 started (x2)`. An event's identity here is what the reader sees of it
+    /// (type, reason, note) and its series (see `Series`): only a repetition of the very same
+    /// message folds (a repeated `FailedUpdate` is one Event counting up), any other message is
+    /// an Event of its own, whatever action (verb, drift revert, rollback, a new spec) caused it.
+    /// A new spec starts with fresh caches; identities unused for the fold window are dropped,
+    /// and at most [`MAX_EVENT_IDENTITIES`] are kept per object (the least recently used go).
     pub(crate) fn recorder(
         &self,
         cds: &CanaryDaemonSet,
-        series: &str,
+        identity: EventIdentity,
         new: impl FnOnce() -> Recorder,
     ) -> Recorder {
         let uid = cds.metadata.uid.clone().unwrap_or_default();
         let generation = cds.metadata.generation;
-        self.with(cds, |r| match &r.recorder {
-            Some((u, g, s, recorder)) if *u == uid && *g == generation && s == series => {
-                recorder.clone()
+        let now = Instant::now();
+        self.with(cds, |r| {
+            let recorders = match &mut r.recorders {
+                Some(recorders) if recorders.uid == uid && recorders.generation == generation => {
+                    recorders
+                }
+                slot => slot.insert(Recorders {
+                    uid,
+                    generation,
+                    by_identity: HashMap::new(),
+                }),
+            };
+            let by_identity = &mut recorders.by_identity;
+            by_identity.retain(|_, (_, used)| now.duration_since(*used) < EVENT_FOLD_WINDOW);
+            if let Some((recorder, used)) = by_identity.get_mut(&identity) {
+                *used = now;
+                return recorder.clone();
             }
-            _ => {
-                let recorder = new();
-                r.recorder = Some((uid, generation, series.to_owned(), recorder.clone()));
-                recorder
+            if by_identity.len() >= MAX_EVENT_IDENTITIES
+                && let Some(oldest) = by_identity
+                    .iter()
+                    .min_by_key(|(_, (_, used))| *used)
+                    .map(|(key, _)| key.clone())
+            {
+                by_identity.remove(&oldest);
             }
+            let recorder = new();
+            by_identity.insert(identity, (recorder.clone(), now));
+            recorder
         })
     }
 

@@ -11,6 +11,7 @@
 //! `drift` (whose a live DaemonSet is and what a hand edit changed), `report` (status, event,
 //! requeue).
 
+mod analysis;
 mod context;
 mod drift;
 mod health;
@@ -146,6 +147,10 @@ impl<'a> Pass<'a> {
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
             unhealthy: None,
+            analysis: None,
+            unhealthy_answered: previous
+                .and_then(|s| s.unhealthy_answered.as_ref())
+                .map(|t| t.0.as_second()),
             at: self.now,
         }
     }
@@ -171,9 +176,7 @@ impl<'a> Pass<'a> {
     /// `InvalidSpec` message, naming the flag, otherwise: no query (and no Secret) is sent to an
     /// address not allowed.
     fn allowed_analysis(&self, plan: Plan) -> Result<Plan, String> {
-        if let DriverPlan::Pods(pods) = &plan.driver
-            && let Some(analysis) = &pods.analysis
-        {
+        if let Some(analysis) = &plan.analysis {
             self.ctx
                 .allowed_analysis_addresses
                 .check(&analysis.source.address)
@@ -191,8 +194,8 @@ impl<'a> Pass<'a> {
                 return self.invalid_spec(message).await;
             }
         };
-        // A spec without analysis (removed, or another driver) measures nothing any more.
-        if !matches!(&plan.driver, DriverPlan::Pods(pods) if pods.analysis.is_some()) {
+        // A spec without analysis (removed) measures nothing any more.
+        if plan.analysis.is_none() {
             self.ctx.memory.stop_analysis(self.cds);
         }
         if let DriverPlan::Pods(pods) = &plan.driver
@@ -502,7 +505,9 @@ impl<'a> Pass<'a> {
             .memory
             .first_invalid(self.cds, generation, &message)
         {
-            warn!(namespace = %self.namespace, name = %self.cds.name_any(), %message, reason = reason.as_str(), "nothing is written until the spec changes");
+            // `detail`, not `message`: that is the line's own text (a JSON line would carry
+            // two `message` keys).
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), detail = %message, reason = reason.as_str(), "nothing is written until the spec changes");
         }
         let already = self
             .status
@@ -537,9 +542,7 @@ impl<'a> Pass<'a> {
 /// dump of its Status.
 fn describe_api_error(error: &Error) -> String {
     match error {
-        Error::Kube(kube::Error::Api(status)) => {
-            format!("{} {}: {}", status.code, status.reason, status.message)
-        }
+        Error::Kube(error) => crate::error::kube_error_text(error),
         other => other.to_string(),
     }
 }

@@ -22,10 +22,12 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind};
+use canary_predicates::{PodFacts, pod_is_ready, pod_is_terminating};
+use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind, event_reason};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use std::fmt::Write as _;
 use tracing::{debug, info};
 
 use super::context::Requeue;
@@ -41,6 +43,9 @@ use crate::desired::{
 use crate::meta::object_meta_modified;
 use crate::observer::{Transition, WriteOutcome};
 use canary_predicates::available_pods;
+
+/// The pause mark's value when the health gates set it (`onUnhealthy: Hold`, issue 46).
+pub const HELD_ON_UNHEALTHY: &str = "onUnhealthy";
 
 /// What every pass sees before a driver observes: the live DaemonSet, the desired one, the
 /// drift check and the verb marks both drivers read.
@@ -112,6 +117,41 @@ pub(super) trait Driver {
 }
 
 impl Pass<'_> {
+    /// The `ProgressDeadlineExceeded` event names the pods that are not ready and their nodes
+    /// (the first few, by name): "0 of 20 pods updated and ready" alone sends the reader to
+    /// search for them. Only the event, which goes out once: the status message stays the
+    /// state machine's, so later passes do not rewrite it as pods come and go.
+    fn name_laggards<A: DriverAction>(&self, mut decision: Decision<A>) -> Decision<A> {
+        const SHOWN: usize = 5;
+        let Some(event) = decision
+            .events
+            .iter_mut()
+            .find(|event| event.reason == event_reason::PROGRESS_DEADLINE_EXCEEDED)
+        else {
+            return decision;
+        };
+        let group = crate::index::pod_group(&self.namespace, &self.ds_name);
+        let mut not_ready: Vec<String> = self.ctx.caches.pods.with_group(&group, |pods| {
+            pods.filter(|pod| !pod_is_terminating(&***pod) && !pod_is_ready(&***pod))
+                .map(|pod| match pod.node_name() {
+                    Some(node) => format!("{} on {node}", pod.name()),
+                    None => format!("{} (not scheduled)", pod.name()),
+                })
+                .collect()
+        });
+        if not_ready.is_empty() {
+            return decision;
+        }
+        not_ready.sort();
+        let more = not_ready.len().saturating_sub(SHOWN);
+        not_ready.truncate(SHOWN);
+        let _ = write!(event.message, "; not ready: {}", not_ready.join(", "));
+        if more > 0 {
+            let _ = write!(event.message, " and {more} more");
+        }
+        decision
+    }
+
     /// One pass of `driver` over `live` toward `desired`: observe, decide, act, record.
     pub(super) async fn drive<D: Driver>(
         &self,
@@ -173,10 +213,17 @@ impl Pass<'_> {
             }
             None => decision,
         };
+        let decision = self.name_laggards(decision);
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
         record.held = decision.held;
+        // Held by the health gates (`onUnhealthy: Hold`), not by the mark: the mark is set, so
+        // that the hold is the `pause` verb's from now on (a person decides: `resume` goes on,
+        // `abort` rolls back), not ended by the node recovering or leaving the window.
+        if decision.held && !seen.held {
+            self.mark_held_on_unhealthy().await;
+        }
         // Acted on whatever the phase: an old mark never retries a later failure.
         if seen.retry_mark.is_some() {
             record.retry = seen.retry_mark.clone();
@@ -197,6 +244,30 @@ impl Pass<'_> {
             // The rest of the work, decided again from what the cluster and the object say now.
             Acted { again: true, .. } => Ok(Action::requeue(Duration::ZERO)),
             Acted { .. } => Ok(action),
+        }
+    }
+
+    /// Sets the pause mark on the CanaryDaemonSet for a hold of `onUnhealthy: Hold`
+    /// ([`HELD_ON_UNHEALTHY`]). A refusal is logged: the next pass, which sees the same
+    /// evidence, holds and tries again.
+    async fn mark_held_on_unhealthy(&self) {
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
+        let params = kube::api::PatchParams {
+            field_manager: Some(self.ctx.field_manager.clone()),
+            ..kube::api::PatchParams::default()
+        };
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            crate::crd::PAUSE_ANNOTATION: HELD_ON_UNHEALTHY,
+        }}});
+        if let Err(error) = api
+            .patch(
+                &self.cds.name_any(),
+                &params,
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::warn!(namespace = %self.namespace, name = %self.cds.name_any(), error = %describe_api_error(&error.into()), "cannot set the pause mark of onUnhealthy: Hold");
         }
     }
 

@@ -37,6 +37,9 @@ pub(crate) struct Plan {
     pub(crate) driver: DriverPlan,
     /// The health gates (`spec.health`, issue 46).
     pub(crate) health: HealthPlan,
+    /// The analysis (`spec.analysis`), measured from the first updated pod to the end of a
+    /// rollout on either driver (issue 46).
+    pub(crate) analysis: Option<Arc<AnalysisPlan>>,
 }
 
 /// The health gates' settings: the state machine's policy, and which node conditions make a
@@ -69,8 +72,6 @@ pub(crate) struct PodsPlan {
     pub(crate) topology_key: Option<String>,
     /// The referenced DaemonSet, when someone else owns it (`spec.workloadRef`).
     pub(crate) workload: Option<String>,
-    /// The analysis of the pause steps (`spec.analysis`).
-    pub(crate) analysis: Option<Arc<AnalysisPlan>>,
 }
 
 /// The plan of `cds`, or why its spec cannot be acted on.
@@ -174,6 +175,7 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         );
     }
     let health = health_plan(cds, compatibility)?;
+    let analysis = analysis_plan(cds)?;
     Ok(Plan {
         strategy,
         keys,
@@ -182,7 +184,26 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         tls,
         driver,
         health,
+        analysis,
     })
+}
+
+/// `spec.analysis`, on either driver (issue 46): measured from the first updated pod to the
+/// end of the rollout, pause steps or not.
+fn analysis_plan(cds: &CanaryDaemonSet) -> Result<Option<Arc<AnalysisPlan>>, String> {
+    let Some(analysis) = &cds.spec.analysis else {
+        return Ok(None);
+    };
+    let prometheus = &analysis.prometheus;
+    for (field, secret) in [
+        ("bearerTokenSecret", &prometheus.bearer_token_secret),
+        ("caSecret", &prometheus.ca_secret),
+    ] {
+        check_secret_key_ref(field, secret.as_ref())?;
+    }
+    AnalysisPlan::new(analysis)
+        .map(|plan| Some(Arc::new(plan)))
+        .map_err(|e| e.to_string())
 }
 
 /// `spec.health`, checked as the CRD's rules do, with the defaults of `compatibility`.
@@ -324,12 +345,6 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
                 "spec.strategy.{field} is a setting of the Pods driver; set spec.strategy.driver: Pods"
             ));
         }
-        if spec.analysis.is_some() {
-            // The DaemonSet controller replaces the next pod as soon as the canary is
-            // available, so the MaxUnavailable driver cannot hold a canary alone for a soak:
-            // the Pods driver's default steps are the same shape, with a pause to soak in.
-            return Err("spec.analysis runs during the Pods driver's pause steps: the DaemonSet controller, at maxUnavailable 1, replaces the next pod as soon as the canary is available, so no canary can soak alone under the MaxUnavailable driver. Set spec.strategy.driver: Pods with steps [{nodes: \"1\"}, {pause: {duration: 10m}}] (then every node at the fast maxUnavailable): the same shape, with a soak (docs/analysis.md)".to_owned());
-        }
         return Ok(DriverPlan::MaxUnavailable);
     }
     if strategy.compatibility == Compatibility::KubeVirt {
@@ -347,30 +362,7 @@ fn driver_plan(cds: &CanaryDaemonSet) -> Result<DriverPlan, String> {
             "spec.strategy.topologyKey {key:?} is not a label key such as topology.kubernetes.io/zone"
         ));
     }
-    let analysis = match &spec.analysis {
-        None => None,
-        Some(analysis) => {
-            let has_pause = steps
-                .steps()
-                .iter()
-                .any(|step| matches!(step, Step::Pause { .. }));
-            if !has_pause {
-                return Err("spec.analysis runs during pause steps, and spec.strategy.steps has none: add one, e.g. {pause: {duration: 5m}} after the first nodes step".to_owned());
-            }
-            let prometheus = &analysis.prometheus;
-            for (field, secret) in [
-                ("bearerTokenSecret", &prometheus.bearer_token_secret),
-                ("caSecret", &prometheus.ca_secret),
-            ] {
-                check_secret_key_ref(field, secret.as_ref())?;
-            }
-            Some(Arc::new(
-                AnalysisPlan::new(analysis).map_err(|e| e.to_string())?,
-            ))
-        }
-    };
     Ok(DriverPlan::Pods(PodsPlan {
-        analysis,
         steps,
         canary_selector: strategy.canary_node_selector.clone(),
         topology_key: strategy.topology_key.clone(),

@@ -22,14 +22,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use canary_analysis::{AnalysisRun, RunKey, RunReporting};
+use canary_analysis::{AnalysisPlan, RunKey};
 use canary_predicates::{
     Labels, OwnerMatch, PodFacts, PodSummary, Target, current_revision_hash,
     label_selector_matches, pod_crash_loop, pod_is_owned_by, pod_is_ready, pod_runs_revision,
 };
 use canary_state_machine::{
     AnalysisVerdict, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
-    PodsAction, Step, StepAnalysis, StepPlan, TemplateValues, decide_pods,
+    PodsAction, Step, StepAnalysis, StepPlan, decide_pods,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -38,6 +38,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
 use tracing::{debug, info, warn};
 
+use super::analysis::{Placed, template_values};
 use super::context::Requeue;
 use super::pass::{Acted, Driver, Seen};
 use super::plan::{Plan, PodsPlan};
@@ -131,7 +132,7 @@ impl Pass<'_> {
     /// - Without analysis, nothing.
     fn shown_analysis(
         &self,
-        pods_plan: &PodsPlan,
+        analysed: bool,
         kept: Option<RunKey>,
         recorded_key: &RunKey,
         measured: Option<AnalysisStatus>,
@@ -159,90 +160,64 @@ impl Pass<'_> {
                     .map(|(_, status)| status)
             }),
             (None, Some(measured)) => Some(measured),
-            (None, None) if pods_plan.analysis.is_some() => {
-                self.status.as_ref().and_then(|s| s.analysis.clone())
-            }
+            (None, None) if analysed => self.status.as_ref().and_then(|s| s.analysis.clone()),
             (None, None) => None,
         }
     }
 
-    /// Which measurements an analysis of `step` of the rollout toward `revision` takes.
-    fn analysis_key(&self, revision: Option<&str>, step: u32) -> RunKey {
-        RunKey {
-            revision: revision.unwrap_or_default().to_owned(),
-            step,
-            generation: self.cds.metadata.generation.unwrap_or_default(),
-        }
-    }
-
-    /// Keeps an analysis run measuring the pause step the decision leaves the rollout in, or
-    /// stops the one that runs when it leaves no analysed pause (a nodes step, a failure, a
-    /// rollback, which has no pause). Returns the key of the run kept.
+    /// Keeps an analysis run measuring the step the decision leaves the rollout in (issue 46:
+    /// a pause step, or a nodes step once a pod is updated), or stops the one that runs when
+    /// the decision leaves no measured step (a failure, the end, a rollback). Returns the key
+    /// of the run kept.
     fn keep_analysis(
         &self,
-        pods_plan: &PodsPlan,
+        analysis: Option<&Arc<AnalysisPlan>>,
         steps: &StepPlan,
         decision: &PodDecision,
         nodes: &[NodeState],
         revision: Option<&str>,
     ) -> Option<RunKey> {
-        let Some(plan) = pods_plan.analysis.as_ref() else {
+        let Some(plan) = analysis else {
             self.ctx.memory.stop_analysis(self.cds);
             return None;
         };
-        let in_pause = matches!(
-            steps.steps().get(decision.action.step as usize),
-            Some(Step::Pause { .. })
-        );
-        let measuring = in_pause && decision.phase == Phase::Paused && revision.is_some();
+        let any_updated = || {
+            nodes
+                .iter()
+                .any(|node| node.pod.as_ref().is_some_and(|pod| pod.updated))
+        };
+        let measuring = revision.is_some()
+            && !self.rolling_back()
+            && match steps.steps().get(decision.action.step as usize) {
+                Some(Step::Pause { .. }) => decision.phase == Phase::Paused,
+                // `paused` in a nodes step: held on request, which does not stop the
+                // measurements (a held rollout can still fail).
+                Some(Step::Nodes { .. }) => {
+                    matches!(
+                        decision.phase,
+                        Phase::Canary | Phase::Increasing | Phase::Paused
+                    ) && any_updated()
+                }
+                None => false,
+            };
         if !measuring {
             self.ctx.memory.stop_analysis(self.cds);
             return None;
         }
         let key = self.analysis_key(revision, decision.action.step);
-        let values = TemplateValues {
-            nodes: nodes
-                .iter()
-                .filter(|node| node.pod.as_ref().is_some_and(|pod| pod.updated))
-                .map(|node| node.name.clone())
-                .collect(),
-            baseline_nodes: nodes
-                .iter()
-                .filter(|node| node.pod.as_ref().is_some_and(|pod| !pod.updated))
-                .map(|node| node.name.clone())
-                .collect(),
-            pods: nodes
-                .iter()
-                .filter_map(|node| node.pod.as_ref().filter(|pod| pod.updated))
-                .map(|pod| pod.name.clone())
-                .collect(),
-            namespace: self.namespace.clone(),
-            daemon_set: self.ds_name.clone(),
-            revision: revision.unwrap_or_default().to_owned(),
-        };
-        let start = |key: RunKey, values: TemplateValues| {
-            info!(namespace = %self.namespace, name = %self.cds.name_any(), step = key.step, revision = %key.revision, "analysis started");
-            AnalysisRun::start(
-                key,
-                Arc::clone(plan),
-                values,
-                Arc::clone(&self.ctx.analysis),
-                RunReporting {
-                    wake: self.ctx.memory.waker(self.cds),
-                    namespace: self.namespace.clone(),
-                    name: self.cds.name_any(),
-                    measured: self
-                        .ctx
-                        .observer
-                        .analysis_measured(&self.namespace, &self.cds.name_any()),
-                    now: self.ctx.clock.boxed(),
-                    secrets: Api::namespaced(self.ctx.client.clone(), &self.namespace),
-                },
-            )
-        };
-        self.ctx
-            .memory
-            .keep_analysis(self.cds, key.clone(), values, start);
+        let values = template_values(
+            &self.namespace,
+            &self.ds_name,
+            revision.unwrap_or_default(),
+            nodes.iter().filter_map(|node| {
+                node.pod.as_ref().map(|pod| Placed {
+                    node: &node.name,
+                    pod: &pod.name,
+                    updated: pod.updated,
+                })
+            }),
+        );
+        self.keep_run(plan, key.clone(), values);
         Some(key)
     }
 
@@ -278,9 +253,12 @@ impl Pass<'_> {
             })
             .flatten();
         let troubled = self.ctx.caches.nodes.troubled();
+        let now = canary_state_machine::Stamp(self.now.as_second());
+        let held = crate::crd::hold_requested(self.cds);
+        let answered = super::health::answered(&plan.health, self.status.as_ref(), held, now);
         let mut facts = super::health::facts(
             &plan.health,
-            canary_state_machine::Stamp(self.now.as_second()),
+            now,
             &troubled,
             |nodes| {
                 pod_index.with_group(&group, |pods| {
@@ -305,6 +283,7 @@ impl Pass<'_> {
                 updated,
             )
         });
+        facts.answered = answered;
         facts
     }
 
@@ -628,12 +607,11 @@ impl Driver for PodsDriver<'_> {
         let recorded_step = position.map_or(0, |p| p.index);
         let recorded_key = pass.analysis_key(current.as_deref(), recorded_step);
         // The measurements so far of the analysed step the previous pass left the rollout in.
-        let measured = self
-            .pods_plan
+        let measured = plan
             .analysis
             .as_ref()
             .and_then(|_| pass.ctx.memory.analysis_snapshot(pass.cds, &recorded_key));
-        let analysis = self.pods_plan.analysis.as_ref().map(|_| {
+        let analysis = plan.analysis.as_ref().map(|_| {
             let verdict = measured
                 .as_ref()
                 .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
@@ -703,14 +681,14 @@ impl Driver for PodsDriver<'_> {
         };
         let decision = decide_pods(&plan.strategy, &seen.steps, &seen.observation);
         let kept = pass.keep_analysis(
-            self.pods_plan,
+            plan.analysis.as_ref(),
             &seen.steps,
             &decision,
             &seen.observation.nodes,
             seen.current.as_deref(),
         );
         seen.analysis = pass.shown_analysis(
-            self.pods_plan,
+            plan.analysis.is_some(),
             kept,
             &seen.recorded_key,
             seen.measured.take().map(|(_, status)| status),
@@ -722,6 +700,12 @@ impl Driver for PodsDriver<'_> {
         if let Some(seen) = &self.seen {
             record.target = seen.target.clone();
             record.unhealthy = UnhealthyRecord::of(seen.observation.health.as_ref());
+            record.unhealthy_answered = seen
+                .observation
+                .health
+                .as_ref()
+                .and_then(|facts| facts.answered)
+                .map(|stamp| stamp.0);
         }
         let tally = decision.action.tally;
         record.desired = tally.desired;
@@ -762,8 +746,15 @@ impl Driver for PodsDriver<'_> {
             promotion,
             tally: action.tally,
             deleted: Vec::new(),
-            analysis: seen.analysis.clone(),
+            awaiting_promotion: decision.phase == Phase::Paused
+                && matches!(
+                    usize::try_from(action.step)
+                        .ok()
+                        .and_then(|index| seen.steps.steps().get(index)),
+                    Some(Step::Pause { duration: None })
+                ),
         }));
+        record.analysis = seen.analysis.clone().map(Box::new);
         // Delete, in a step the status names.
         pass.record_step_before_deleting(record, decision).await?;
         let deletions = pass.delete_pods(decision, &seen.versions).await;

@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use super::Pass;
 use super::context::Requeue;
 use super::history::HistoryOutcome;
+use super::memory::EventIdentity;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
 use crate::observer::{Report, Transition};
@@ -222,16 +223,7 @@ impl Pass<'_> {
                 record.phase_started_at = start.0;
             }
             if record.from != Some(record.to) {
-                info!(
-                    namespace = %record.namespace,
-                    name = %record.name,
-                    ds = %record.daemon_set,
-                    from = record.from.map_or("-", |p| p.as_str()),
-                    to = record.to.as_str(),
-                    reason = record.failure.map_or("", |f| f.as_str()),
-                    message = record.message.as_deref().unwrap_or(""),
-                    "phase changed"
-                );
+                log_phase_change(&record);
             }
             self.ctx
                 .observer
@@ -291,18 +283,26 @@ impl Pass<'_> {
                 .and_then(|ds| ds.metadata.uid.clone()),
             ..ObjectReference::default()
         });
+        // The API server refuses a note of 1 KiB or more, and the event is lost: a note
+        // that carries outside text (an API error, a Prometheus error) is cut to fit.
+        let note = canary_state_machine::cut(&note, EVENT_NOTE_BYTES - 1).into_owned();
+        // A recorder per spec generation, series and message: an event is folded only into
+        // an earlier one of the very same message, never into another rollout's, step's or
+        // verb's (see `Memory::recorder`).
+        let identity = EventIdentity {
+            series: series.to_owned(),
+            warning: type_ == KubeEventType::Warning,
+            reason: reason.to_owned(),
+            note: note.clone(),
+        };
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),
-            // The API server refuses a note of 1 KiB or more, and the event is lost: a note
-            // that carries outside text (an API error, a Prometheus error) is cut to fit.
-            note: Some(canary_state_machine::cut(&note, EVENT_NOTE_BYTES - 1).into_owned()),
+            note: Some(note),
             action: "Rollout".to_owned(),
             secondary,
         };
-        // A recorder per spec generation and series: a new rollout's event is never folded
-        // into the previous rollout's series (see `Memory::recorder`).
-        let recorder = self.ctx.memory.recorder(self.cds, series, || {
+        let recorder = self.ctx.memory.recorder(self.cds, identity, || {
             Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone())
         });
         match recorder.publish(&event, &self.cds.object_ref(&())).await {
@@ -312,6 +312,29 @@ impl Pass<'_> {
                 warn!(namespace = %self.namespace, name = %self.cds.name_any(), %error, reason, "could not publish event")
             }
         }
+    }
+}
+
+/// The "phase changed" line: the object, its DaemonSet, the version rolled out and the step
+/// (1-based, as events and `status` number them), and, for a failure, its reason and message
+/// at WARN, where an operator filtering on level finds it. The failure's text is the field
+/// `detail`, never `message`: that is the line's own text, and a JSON line would carry two
+/// `message` keys (jq keeps the second).
+fn log_phase_change(record: &Transition) {
+    let from = record.from.map_or("-", |p| p.as_str());
+    let to = record.to.as_str();
+    let version = record.target.version.as_str();
+    let step = record.pods.as_ref().map_or_else(String::new, |pods| {
+        // Once every step is done the index is the count: the last step is shown.
+        (pods.step + 1).min(pods.step_count).to_string()
+    });
+    let reason = record.failure.map_or("", |f| f.as_str());
+    let detail = record.message.as_deref().unwrap_or("");
+    let (namespace, name, ds) = (&record.namespace, &record.name, &record.daemon_set);
+    if record.to == Phase::Failed {
+        warn!(%namespace, %name, %ds, %version, %step, from, to, reason, detail, "phase changed");
+    } else {
+        info!(%namespace, %name, %ds, %version, %step, from, to, reason, detail, "phase changed");
     }
 }
 

@@ -15,6 +15,7 @@ use canary_kube_adapter::crd::{
 };
 use canary_testkit::put_secret;
 use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -166,10 +167,12 @@ async fn a_passing_analysis_ends_the_pause_and_a_failing_one_fails_and_rolls_bac
     assert!(queries.contains(&expected), "{expected} not in {queries:?}");
     let status = analysis_status(&client).await;
     assert_eq!(status["verdict"], "Passing");
-    assert_eq!(status["step"], 1);
+    // Measured on through the last nodes step to the end of the rollout (issue 46).
+    assert_eq!(status["step"], 2);
     assert_eq!(status["measurements"][0]["metric"], "error-ratio");
-    assert_eq!(status["measurements"][0]["verdict"], "Pass");
-    assert_eq!(status["measurements"][0]["value"], "0.01");
+    // Once every node runs v2, `{{baselineNodes}}` is empty: the last measurements may be
+    // inconclusive, which holds nothing in a nodes step.
+    assert_eq!(status["measurements"][0]["failures"], 0);
     let cds = get_cds(&client, "agent").await;
     let passing = condition(&cds, "AnalysisPassing").unwrap();
     assert_eq!(
@@ -471,4 +474,154 @@ async fn a_retried_rollback_whose_leader_dies_mid_deletion_is_not_failed_again()
     let status = get_cds(&client, "agent").await.status.unwrap_or_default();
     assert_eq!(status.reason, None, "{:?}", status.message);
     second.stop().await;
+}
+
+/// The MaxUnavailable driver's spec with [`analysed_spec`]'s analysis (issue 46).
+fn max_unavailable_analysed_spec(version: &str, behavior: Option<&str>) -> CanaryDaemonSetSpec {
+    let mut spec = spec(version, behavior);
+    spec.analysis = analysed_spec(version).analysis;
+    spec
+}
+
+async fn update_strategy_type(client: &Client) -> Option<String> {
+    get_ds(client, "agent")
+        .await
+        .spec
+        .and_then(|s| s.update_strategy)
+        .and_then(|s| s.type_)
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_unavailable_the_widen_waits_until_the_canarys_analysis_passes() {
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Down);
+    create_cds(&client, "agent", max_unavailable_analysed_spec("v1", None)).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    assert!(
+        prometheus.queries().is_empty(),
+        "a first install has no canary to judge: {:?}",
+        prometheus.queries()
+    );
+
+    // Prometheus down: the canary holds, the DaemonSet controller with it (OnDelete), long
+    // past the soak, and nothing is widened or failed.
+    set_version(&client, "agent", "v2").await;
+    eventually(Duration::from_secs(120), "inconclusive", || async {
+        analysis_status(&client).await["verdict"] == "Inconclusive"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(180)).await;
+    let cds = get_cds(&client, "agent").await;
+    assert_eq!(
+        cds.status.as_ref().and_then(|s| s.phase_name()),
+        Some("canary")
+    );
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
+    assert_eq!(
+        update_strategy_type(&client).await.as_deref(),
+        Some("OnDelete")
+    );
+    assert_eq!(
+        live_max_unavailable(&client).await,
+        Some(IntOrString::Int(1))
+    );
+    assert!(
+        events_with_reason(&client, "RolloutWidened")
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        events_with_reason(&client, "AnalysisInconclusive")
+            .await
+            .len(),
+        1,
+        "announced once"
+    );
+    let status = analysis_status(&client).await;
+    assert_eq!(status["step"], 0, "the canary's stretch");
+    let canary = nodes_on(&client, "agent:v2").await;
+    let expected = format!(r#"canary_errors{{node=~"{}"}}"#, canary[0]);
+    assert_eq!(status["measurements"][0]["query"], expected.as_str());
+
+    // It answers, the canary passes: the widen, then the rollout measured on to its end.
+    prometheus.set(Answers::Healthy);
+    until_agent_phase(&client, "successful", 600, "v2 rolled out").await;
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 6);
+    assert_eq!(events_with_reason(&client, "RolloutWidened").await.len(), 1);
+    let status = analysis_status(&client).await;
+    assert_eq!(status["step"], 1, "the widened rollout's stretch");
+    assert_eq!(status["verdict"], "Passing");
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_unavailable_a_canary_with_ten_times_the_errors_fails_before_the_widen() {
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Healthy);
+    create_cds(&client, "agent", max_unavailable_analysed_spec("v1", None)).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    prometheus.set(Answers::CanaryErrors);
+    set_version(&client, "agent", "v2").await;
+    until_agent_phase(&client, "failed", 300, "v2 failed").await;
+    let cds = get_cds(&client, "agent").await;
+    let status = cds.status.clone().unwrap();
+    assert_eq!(
+        status.reason,
+        Some(canary_state_machine::FailureReason::AnalysisFailed)
+    );
+    let failed = events_with_reason(&client, "AnalysisFailed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let note = failed[0].note.clone().unwrap_or_default();
+    assert!(
+        note.contains("error-ratio failed in the canary") && note.contains("above maxRatio 2"),
+        "{note}"
+    );
+    // One node on v2, and it stays so: the DaemonSet controller is held.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), 1);
+    assert_eq!(
+        update_strategy_type(&client).await.as_deref(),
+        Some("OnDelete")
+    );
+    assert!(
+        events_with_reason(&client, "RolloutWidened")
+            .await
+            .is_empty()
+    );
+    assert_eq!(analysis_status(&client).await["verdict"], "Failed");
+    replica.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_a_failed_measurement_in_a_nodes_step_fails_the_rollout_there() {
+    let (_sim, client, prometheus, replica) = with_prometheus(Answers::Healthy);
+    // Slow pods, so that the last nodes step takes a while.
+    let mut slow = analysed_spec("v1");
+    slow.template = pods_spec("v1", Some("slow-start=20s"), Vec::new()).template;
+    create_cds(&client, "agent", slow).await;
+    until_agent_phase(&client, "successful", 600, "v1 installed").await;
+    set_version(&client, "agent", "v2").await;
+    // Into the last nodes step (index 2, after the pause), then the errors start.
+    eventually(Duration::from_secs(600), "the last nodes step", || async {
+        get_cds(&client, "agent")
+            .await
+            .status
+            .is_some_and(|s| s.current_step_index == Some(2))
+    })
+    .await;
+    prometheus.set(Answers::CanaryErrors);
+    until_agent_phase(&client, "failed", 120, "v2 failed in its last step").await;
+    let failed = events_with_reason(&client, "AnalysisFailed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let note = failed[0].note.clone().unwrap_or_default();
+    assert!(note.contains("failed in step 3 of 3"), "{note}");
+    let status = analysis_status(&client).await;
+    assert_eq!(
+        (status["step"].clone(), status["verdict"].clone()),
+        (json!(2), json!("Failed"))
+    );
+    // No pod is deleted after the failure.
+    let on_v2 = nodes_on(&client, "agent:v2").await.len();
+    assert!(on_v2 < 6, "{on_v2} nodes on v2");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(nodes_on(&client, "agent:v2").await.len(), on_v2);
+    replica.stop().await;
 }

@@ -838,6 +838,29 @@ async fn a_canary_that_never_gets_ready_fails_at_the_progress_deadline() {
         START_AND_SOAK_HOLD,
         "no widening"
     );
+    // The event names the pod that is not ready and its node (issue 52: "0 of 3 pods updated
+    // and ready" named none).
+    let canary = live_pods(&client, "app=agent")
+        .await
+        .into_iter()
+        .find(|pod| {
+            !canary_predicates::pod_is_ready(pod) && pod.metadata.deletion_timestamp.is_none()
+        })
+        .expect("the canary that never gets ready");
+    let named = format!(
+        "not ready: {} on {}",
+        canary.metadata.name.unwrap(),
+        canary.spec.unwrap().node_name.unwrap()
+    );
+    let notes: Vec<String> = events_with_reason(&client, "ProgressDeadlineExceeded")
+        .await
+        .into_iter()
+        .filter_map(|event| event.note)
+        .collect();
+    assert!(
+        notes.iter().any(|note| note.contains(&named)),
+        "{named}: {notes:?}"
+    );
     replica.stop().await;
 }
 
@@ -1000,6 +1023,78 @@ async fn an_idle_controller_is_not_wedged_by_events_that_concern_no_canary_daemo
             !replica.task.is_finished(),
             "round {round}: the controller stopped"
         );
+    }
+    replica.stop().await;
+}
+
+/// A CanaryDaemonSet deleted and created again under the same name: the ControllerRevisions
+/// of its history outlive the first object where no garbage collector removes them (the
+/// simulator has none for them; on a real cluster, `--cascade=orphan` or a slow collector), and
+/// the new object's first rollout has the same revision name. It takes the revision over
+/// (replaced, owned by the new object) rather than failing with `AlreadyExists` at every
+/// attempt, and its history then has the earlier revision an `undo` needs (issue 52).
+#[tokio::test(start_paused = true)]
+async fn a_recreated_object_takes_over_the_history_its_deleted_namesake_left() {
+    use canary_kube_adapter::history::History;
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use kube::api::{DeleteParams, ListParams};
+
+    let (_sim, client, replica) = started_and_installed(3).await;
+    set_version(&client, "agent", "v2").await;
+    until_rolled_out(&client, "v2", 3, 1800, "v2").await;
+    let cds_api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NS);
+    cds_api
+        .delete("agent", &DeleteParams::default())
+        .await
+        .unwrap();
+    // What the garbage collector does to the DaemonSet the object owned.
+    Api::<DaemonSet>::namespaced(client.clone(), NS)
+        .delete("agent", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "the DaemonSet gone", || async {
+        Api::<DaemonSet>::namespaced(client.clone(), NS)
+            .get_opt("agent")
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), NS);
+    let left = revisions
+        .list(&ListParams::default().labels("canary.daemonset.dev/history=agent"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(left.len(), 2, "the first object's history is still there");
+
+    install(&client, 3).await;
+    set_version(&client, "agent", "v2").await;
+    until_rolled_out(&client, "v2", 3, 1800, "v2 again").await;
+    let cds = get_cds(&client, "agent").await;
+    let entries = History::new(client.clone(), &cds, "test")
+        .unwrap()
+        .list()
+        .await
+        .unwrap();
+    let versions: Vec<&str> = entries.iter().map(|e| e.version.as_str()).collect();
+    assert_eq!(versions, ["v1", "v2"], "{entries:?}");
+    let history = cds.status.and_then(|s| s.history).unwrap_or_default();
+    assert_eq!(
+        history.current.map(|c| c.version).as_deref(),
+        Some("v2"),
+        "the current revision is recorded"
+    );
+    let uid = cds.metadata.uid.unwrap();
+    for revision in revisions
+        .list(&ListParams::default().labels("canary.daemonset.dev/history=agent"))
+        .await
+        .unwrap()
+        .items
+    {
+        let owners = revision.metadata.owner_references.unwrap_or_default();
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        assert_eq!(owners[0].uid, uid, "owned by the new object");
     }
     replica.stop().await;
 }

@@ -210,6 +210,10 @@ pub struct HealthFacts {
     /// the soak counts from there, so it survives a restart of the controller. `None` while
     /// no updated pod is ready.
     pub canary_ready_since: Option<Stamp>,
+    /// A person resumed a hold of `onUnhealthy: Hold` at this time (the status remembers it):
+    /// the nodes unhealthy since no later than it were answered (go on) and are evidence no
+    /// more; a node that turns unhealthy after it holds the rollout again. `None`: never.
+    pub answered: Option<Stamp>,
     /// The neighbours of the updated nodes, and the baseline (empty with the gate off).
     pub neighbours: NeighbourFacts,
 }
@@ -288,7 +292,8 @@ pub fn judge(facts: &HealthFacts) -> HealthVerdict {
             count,
         };
     }
-    let judgement = judge_neighbours(&facts.policy.neighbours, &facts.neighbours);
+    let judgement = judge_neighbours(&facts.policy.neighbours, &facts.neighbours)
+        .without_answered(facts.answered);
     if judgement.is_evidence() {
         let count = u32::try_from(judgement.disrupted.len()).unwrap_or(u32::MAX);
         let baseline = (judgement.baseline, facts.neighbours.baseline_nodes);
@@ -360,6 +365,7 @@ mod tests {
             },
             now: Stamp(now),
             canary_ready_since: ready.map(Stamp),
+            answered: None,
             ..HealthFacts::default()
         }
     }

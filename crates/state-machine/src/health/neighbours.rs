@@ -39,6 +39,10 @@
 //! node in the same minutes holds the judgement until a second updated node is disrupted.
 //! The baseline also keeps a cluster-wide incident (a registry or DNS outage that restarts
 //! pods everywhere) from being blamed on the release.
+//!
+//! **Answered.** After a person resumed a hold of `onUnhealthy: Hold`, the nodes whose
+//! neighbours were first disrupted no later than the resume are evidence no more
+//! ([`NeighbourJudgement::without_answered`]); one disrupted after it holds again.
 
 use super::{CLOCK_SKEW_MARGIN_SECONDS, Stamp};
 
@@ -247,6 +251,20 @@ impl NeighbourJudgement<'_> {
     pub fn is_evidence(&self) -> bool {
         u32::try_from(self.disrupted.len()).unwrap_or(u32::MAX) > self.baseline
     }
+
+    /// Without the nodes a person answered by resuming a hold of `onUnhealthy: Hold` at
+    /// `answered` ([`HealthFacts::answered`](super::HealthFacts::answered)): a node whose
+    /// neighbours were first disrupted no later than the resume is evidence no more, as the
+    /// node gate does with a node unhealthy since no later than it; a node whose neighbours
+    /// are first disrupted after it holds the rollout again.
+    #[must_use]
+    pub fn without_answered(mut self, answered: Option<Stamp>) -> Self {
+        if let Some(answered) = answered {
+            self.disrupted
+                .retain(|node| node.tally.first.unwrap_or(node.updated) > answered);
+        }
+        self
+    }
 }
 
 /// The neighbours gate over `facts` under `policy`.
@@ -282,6 +300,40 @@ mod tests {
             ready_since: Stamp(ready_since),
             last_exit: last_exit.map(Stamp),
         }
+    }
+
+    /// A resume answers the nodes disrupted no later than it; a node disrupted after it is
+    /// evidence again.
+    #[test]
+    fn a_resume_answers_the_nodes_disrupted_before_it() {
+        let node = |name: &str, first: i64| NeighbourNode {
+            node: name.into(),
+            updated: Stamp(1_000),
+            tally: NeighbourTally {
+                pods: 3,
+                lost_readiness: 3,
+                restarted: 0,
+                first: Some(Stamp(first)),
+            },
+        };
+        let mut facts = NeighbourFacts {
+            updated: vec![node("n1", 1_060)],
+            ..NeighbourFacts::default()
+        };
+        let policy = NeighbourPolicy::default();
+        assert!(judge_neighbours(&policy, &facts).is_evidence());
+        let answered = Some(Stamp(1_100));
+        assert!(
+            !judge_neighbours(&policy, &facts)
+                .without_answered(answered)
+                .is_evidence(),
+            "answered"
+        );
+        facts.updated.push(node("n2", 1_200));
+        let judgement = judge_neighbours(&policy, &facts).without_answered(answered);
+        assert!(judgement.is_evidence());
+        assert_eq!(judgement.disrupted.len(), 1);
+        assert_eq!(judgement.disrupted[0].node, "n2");
     }
 
     /// Each row, for a node updated at 1000, with the reason it names.

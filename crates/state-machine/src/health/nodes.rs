@@ -10,6 +10,7 @@
 //! | [`NodeRow::BrokeBeforeUpdate`] | unhealthy since before its pod was created, or less than [`CLOCK_SKEW_MARGIN`] after | no: deferred; a node unhealthy before its update never fails a rollout |
 //! | [`NodeRow::BrokeAfterWindow`] | unhealthy since more than `window` after its pod was created | no: no longer judged |
 //! | [`NodeRow::BrokeAfterUpdate`] | otherwise | yes |
+//! | *answered* | one of the above, unhealthy since no later than a person resumed the hold that named it ([`HealthFacts::answered`]) | no: a person decided to go on |
 //!
 //! **Clock skew.** The two times compared are written by different clocks: the pod's
 //! `creationTimestamp` by the API server, a condition's `lastTransitionTime` by the kubelet
@@ -121,6 +122,7 @@ pub fn judge_nodes(facts: &HealthFacts) -> NodeJudgement<'_> {
         .unhealthy
         .iter()
         .filter(|node| NodeRow::of(node, window).is_evidence())
+        .filter(|node| facts.answered.is_none_or(|answered| node.since > answered))
         .collect();
     broken.sort_by(|a, b| (a.since, &a.node).cmp(&(b.since, &b.node)));
     let first_update = broken
@@ -170,6 +172,21 @@ mod tests {
             unhealthy,
             ..HealthFacts::default()
         }
+    }
+
+    /// A person resumed the hold that named a node: that node is evidence no more, one that
+    /// breaks after the resume is.
+    #[test]
+    fn a_node_answered_by_a_resume_is_no_evidence_and_a_later_one_is() {
+        let mut answered = facts(vec![node("n1", 1_100, updated(1_000))]);
+        assert!(judge_nodes(&answered).is_evidence());
+        answered.answered = Some(Stamp(1_200));
+        assert!(!judge_nodes(&answered).is_evidence(), "answered");
+        answered.unhealthy.push(node("n2", 1_300, updated(1_250)));
+        let judgement = judge_nodes(&answered);
+        assert!(judgement.is_evidence());
+        assert_eq!(judgement.broken.len(), 1);
+        assert_eq!(judgement.broken[0].node, "n2");
     }
 
     /// Each row, with the reason it names.

@@ -4,7 +4,8 @@
 
 use super::events::{rollout_of, started_event, warning};
 use super::{Decision, DriverAction, Life, Row, Table};
-use crate::decision::{DaemonSetWrite, event_reason};
+use crate::analysis::{AnalysisVerdict, StepAnalysis};
+use crate::decision::{DaemonSetWrite, Event, event_reason};
 use crate::health::{HealthCause, HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
 use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
@@ -169,6 +170,50 @@ pub(crate) fn failed<A: DriverAction>(
     }
 }
 
+/// The analysis row (issue 46): a metric that failed `failureLimit` times in the measured
+/// stretch (`place`: a pause step, a nodes step, the canary, the widened rollout) fails the
+/// rollout with `AnalysisFailed` through the failure row, on either driver and at any time
+/// of the rollout. `None` without analysis, or when `analysis` is of another stretch.
+pub(crate) fn analysis_failed<A: DriverAction>(
+    life: &Life<'_>,
+    analysis: Option<&StepAnalysis>,
+    place: &str,
+) -> Option<Decision<A>> {
+    let AnalysisVerdict::Failed { metric, detail } = &analysis?.verdict else {
+        return None;
+    };
+    let message = format!(
+        "daemonSet {} rollout failed: analysis metric {metric} failed in {place}: {detail}; no further pod is deleted",
+        life.name
+    );
+    Some(failed(
+        life,
+        FailureReason::AnalysisFailed,
+        event_reason::ANALYSIS_FAILED,
+        message,
+    ))
+}
+
+/// The Warning that an analysis is inconclusive past its limit in `place`, once (not when the
+/// previous pass announced it already); `what` says what waits for a conclusive measurement.
+pub(crate) fn analysis_inconclusive(
+    name: &str,
+    analysis: Option<&StepAnalysis>,
+    place: &str,
+    what: &str,
+) -> Option<Event> {
+    let analysis = analysis.filter(|a| !a.announced)?;
+    let AnalysisVerdict::Inconclusive { metric, detail } = &analysis.verdict else {
+        return None;
+    };
+    Some(warning(
+        event_reason::ANALYSIS_INCONCLUSIVE,
+        format!(
+            "daemonSet {name}: analysis metric {metric} is inconclusive in {place} ({detail}); {what}"
+        ),
+    ))
+}
+
 /// The health gate's row (issue 46): evidence against the release with `onUnhealthy: Fail`
 /// fails the rollout with `NodeUnhealthy` (or `NeighboursDisrupted`, by the gate that found
 /// it) through the failure row, before anything else is
@@ -187,10 +232,10 @@ pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision
     else {
         return None;
     };
-    let message = format!(
-        "daemonSet {} rollout failed: {}; no further pod is deleted",
-        life.name,
-        unhealthy_text(cause, &nodes, count)
+    let message = within_event_note(
+        &format!("daemonSet {} rollout failed: ", life.name),
+        &unhealthy_text(cause, &nodes, count),
+        "; no further pod is deleted",
     );
     let failure = cause.failure();
     Some(failed(life, failure, event_reason_of(cause), message))
@@ -213,10 +258,10 @@ pub(crate) fn health_hold(life: &Life<'_>) -> Option<(&'static str, String)> {
     };
     Some((
         event_reason_of(cause),
-        format!(
-            "daemonSet {}: {}; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
-            life.name,
-            unhealthy_text(cause, &nodes, count)
+        within_event_note(
+            &format!("daemonSet {}: ", life.name),
+            &unhealthy_text(cause, &nodes, count),
+            "; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
         ),
     ))
 }
@@ -264,6 +309,16 @@ fn unhealthy_text(cause: HealthCause, nodes: &[UnhealthyNode], count: u32) -> St
         if count == 1 { "its" } else { "their" },
         listed.join(", ")
     )
+}
+
+/// `before`, `nodes` and `after` as one message under an event note's limit: ten nodes with
+/// their reasons and messages (each cut to `SHORT_TEXT_BYTES`) run past it, so the node list
+/// is cut (saying so) and the frame kept, and the event and the status say the same.
+fn within_event_note(before: &str, nodes: &str, after: &str) -> String {
+    let room = (crate::EVENT_NOTE_BYTES - 1)
+        .saturating_sub(before.len() + after.len())
+        .max(crate::MIN_CUT_BYTES);
+    format!("{before}{}{after}", crate::cut(nodes, room))
 }
 
 /// The progress deadline row: the previous pass was in progress, the ready count (`ready` of

@@ -313,6 +313,10 @@ pub enum NodeStanding {
     Deferred,
     /// Its updated pod crash-loops.
     Failed,
+    /// The health gates name it (issue 46): healthy when its pod was updated, unhealthy
+    /// within the window after (`status.unhealthyNodes`). The ledger's only: the drivers'
+    /// counts and the metrics read it as `canary_unhealthy_nodes`.
+    Unhealthy,
     /// No pod of the DaemonSet on it (being replaced, or not scheduled there).
     NoPod,
 }
@@ -328,11 +332,12 @@ impl NodeStanding {
     ];
 
     /// The standings a node of the ledger is in, in the order its totals list them.
-    pub const LEDGER: [NodeStanding; 5] = [
+    pub const LEDGER: [NodeStanding; 6] = [
         NodeStanding::Updated,
         NodeStanding::Old,
         NodeStanding::Deferred,
         NodeStanding::Failed,
+        NodeStanding::Unhealthy,
         NodeStanding::NoPod,
     ];
 
@@ -344,6 +349,7 @@ impl NodeStanding {
             NodeStanding::Unavailable => "unavailable",
             NodeStanding::Deferred => "deferred",
             NodeStanding::Failed => "failed",
+            NodeStanding::Unhealthy => "unhealthy",
             NodeStanding::NoPod => "no pod",
         }
     }
@@ -535,14 +541,14 @@ impl DriverAction for PodsAction {
 
 impl NodeTally {
     /// The nodes counted in `standing` (the updated ones that are ready; the failed ones are
-    /// the decision's, not the tally's: 0 here).
+    /// the decision's, not the tally's, the unhealthy ones the gates': 0 here).
     pub const fn count(&self, standing: NodeStanding) -> u32 {
         match standing {
             NodeStanding::Updated => self.updated_ready,
             NodeStanding::Old => self.old,
             NodeStanding::Unavailable => self.unavailable,
             NodeStanding::Deferred => self.deferred,
-            NodeStanding::Failed | NodeStanding::NoPod => 0,
+            NodeStanding::Failed | NodeStanding::Unhealthy | NodeStanding::NoPod => 0,
         }
     }
 }

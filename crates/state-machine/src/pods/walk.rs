@@ -14,13 +14,13 @@ use super::{
     Deferral, Deletion, LISTED_NODES, NodeHealth, NodeState, NodeTally, PodDecision,
     PodObservation, PodsAction, Promotion, Step, StepPlan,
 };
-use crate::analysis::AnalysisVerdict;
+use crate::analysis::{AnalysisVerdict, StepAnalysis};
 use crate::decision::{Event, event_reason};
 use crate::health::soak_left;
-use crate::lifecycle::rows::{deadline_exceeded, failed};
+use crate::lifecycle::rows::{analysis_failed, analysis_inconclusive, deadline_exceeded};
 use crate::lifecycle::{Life, completed_event, normal, warning};
 use crate::max_unavailable::MaxUnavailable;
-use crate::phase::{FailureReason, Phase};
+use crate::phase::Phase;
 use crate::strategy::Strategy;
 
 /// The nodes sorted into what the rollout does with them.
@@ -284,21 +284,10 @@ impl Walk<'_> {
         let index = at.index;
         let remaining = duration.map(|d| d.saturating_sub(at.elapsed));
         let analysis = self.analysis_at(index);
-        if let Some((AnalysisVerdict::Failed { metric, detail }, _)) = analysis {
-            let message = format!(
-                "daemonSet {} rollout failed: analysis metric {metric} failed in step {} of {count}: {detail}; no further pod is deleted",
-                self.observation.name,
-                index + 1
-            );
-            let failure: PodDecision = failed(
-                &self.life,
-                FailureReason::AnalysisFailed,
-                event_reason::ANALYSIS_FAILED,
-                message,
-            );
-            return Some(self.finish(failure.at(index, at.tally), at));
+        if let Some(failure) = self.analysis_failure(at, index) {
+            return Some(failure);
         }
-        let gate_open = analysis.is_none_or(|(verdict, _)| *verdict == AnalysisVerdict::Passing);
+        let gate_open = analysis.is_none_or(|a| a.verdict == AnalysisVerdict::Passing);
         if gate_open && remaining.is_some_and(|r| r.is_zero()) {
             at.events.push(self.step_completed_event(index, None));
             return None;
@@ -308,16 +297,12 @@ impl Walk<'_> {
         let mut decision = PodDecision::hold(Phase::Paused).at(index, at.tally);
         // Over but waiting for the analysis: its next measurement brings a pass.
         decision.action.wake_after = remaining.filter(|r| !r.is_zero());
-        if let Some((AnalysisVerdict::Inconclusive { metric, detail }, false)) = analysis {
-            at.events.push(warning(
-                event_reason::ANALYSIS_INCONCLUSIVE,
-                format!(
-                    "daemonSet {}: analysis metric {metric} is inconclusive in step {} of {count} ({detail}); the rollout holds until a conclusive measurement",
-                    self.observation.name,
-                    index + 1
-                ),
-            ));
-        }
+        at.events.extend(analysis_inconclusive(
+            &self.observation.name,
+            analysis,
+            &format!("step {} of {count}", index + 1),
+            "the rollout holds until a conclusive measurement",
+        ));
         Some(self.finish(decision, at))
     }
 
@@ -332,6 +317,9 @@ impl Walk<'_> {
         max_unavailable: Option<MaxUnavailable>,
     ) -> Option<PodDecision> {
         let index = at.index;
+        if let Some(failure) = self.analysis_failure(at, index) {
+            return Some(failure);
+        }
         let first = Some(index as usize) == self.plan.first_nodes_step();
         let counted = at.tally.counted;
         let target = nodes.scaled(counted).min(counted);
@@ -378,6 +366,26 @@ impl Walk<'_> {
                 decision.action.wake_after = Some(left);
                 return Some(self.finish(decision, at));
             }
+            // Issue 46: nor before its analysis passes (missing data holds it), as the
+            // MaxUnavailable driver's widen waits. A pause step next judges it there.
+            let analysis = self.analysis_at(index);
+            // With no old pod left there is nothing to hold back (a step of every node, a
+            // full promotion): an empty baseline would keep it inconclusive for ever.
+            if first
+                && !paused_next
+                && !self.observation.rollback
+                && at.tally.old > 0
+                && analysis.is_some_and(|a| a.verdict != AnalysisVerdict::Passing)
+            {
+                at.events.extend(analysis_inconclusive(
+                    &self.observation.name,
+                    analysis,
+                    &format!("step {} of {}", index + 1, self.plan.len()),
+                    "the next step waits for a conclusive measurement",
+                ));
+                let decision = PodDecision::hold(phase).at(index, at.tally);
+                return Some(self.finish(decision, at));
+            }
             if first {
                 // A rollback's first step is met by nodes that never left: none of them is a
                 // canary.
@@ -418,16 +426,28 @@ impl Walk<'_> {
         Some(self.finish(decision, at))
     }
 
-    /// The analysis verdict of pause step `index` and whether it was announced already; `None`
-    /// without analysis. A step the caller has no measurement of is pending.
-    fn analysis_at(&self, index: u32) -> Option<(&AnalysisVerdict, bool)> {
-        const PENDING: &AnalysisVerdict = &AnalysisVerdict::Pending;
+    /// The analysis of step `index` (a pause or a nodes step); `None` without analysis. A
+    /// step the caller has no measurement of is pending.
+    fn analysis_at(&self, index: u32) -> Option<&StepAnalysis> {
+        const PENDING: &StepAnalysis = &StepAnalysis {
+            step: u32::MAX,
+            verdict: AnalysisVerdict::Pending,
+            announced: false,
+        };
         let analysis = self.observation.analysis.as_ref()?;
         Some(if analysis.step == index {
-            (&analysis.verdict, analysis.announced)
+            analysis
         } else {
-            (PENDING, false)
+            PENDING
         })
+    }
+
+    /// Issue 46: a failed analysis of step `index`, pause or nodes step, fails the rollout
+    /// (the shared failure row): measured from the first updated pod to the end.
+    fn analysis_failure(&self, at: &mut Stride, index: u32) -> Option<PodDecision> {
+        let place = format!("step {} of {}", index + 1, self.plan.len());
+        let failure: PodDecision = analysis_failed(&self.life, self.analysis_at(index), &place)?;
+        Some(self.finish(failure.at(index, at.tally), at))
     }
 
     /// Where a promotion moves the rollout from step `index`, and the event that says so (a

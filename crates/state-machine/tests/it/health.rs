@@ -45,6 +45,7 @@ fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
         now: Stamp(CREATED + 120),
         unhealthy,
         canary_ready_since: Some(Stamp(CREATED + 10)),
+        answered: None,
         neighbours: NeighbourFacts::default(),
     }
 }
@@ -593,4 +594,34 @@ fn the_node_gate_speaks_before_the_neighbours_gate() {
     };
     let decision = by_default(&pods_canary(Some(facts), NodeHealth::NotReady));
     assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+}
+
+/// Ten nodes, each with a reason and a message as long as the adapter keeps them: the failure's
+/// Warning (and status message) stays under an event note's 1 KiB, and still names the first.
+#[test]
+fn the_warning_naming_many_nodes_is_cut_to_an_event_note() {
+    let long = "x".repeat(canary_state_machine::SHORT_TEXT_BYTES);
+    let nodes = (0..12)
+        .map(|i| {
+            let mut node = broken(&format!("node-{i:02}"), CREATED + 60, updated());
+            node.seen.reason = long.clone();
+            node.seen.message = long.clone();
+            node
+        })
+        .collect();
+    let decision = decide(
+        &Strategy::default(),
+        &canary_ready(Some(facts(no_soak(), nodes))),
+    );
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    let warning = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(
+        warning.message.len() < canary_state_machine::EVENT_NOTE_BYTES,
+        "{}",
+        warning.message.len()
+    );
+    assert!(warning.message.contains("node-00"), "{}", warning.message);
+    assert!(warning.message.contains("12 nodes"), "{}", warning.message);
 }

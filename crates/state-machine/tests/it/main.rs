@@ -6,6 +6,7 @@
     clippy::panic
 )]
 
+mod analysis_always;
 mod analysis_edges;
 mod common;
 mod fixed_scenarios;

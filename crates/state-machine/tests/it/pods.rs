@@ -1323,6 +1323,14 @@ proptest! {
             prop_assert!(decision.action.step <= index, "left analysed step {index} for {}", decision.action.step);
             prop_assert!(decision.action.delete.is_empty());
         }
+        // Issue 46: a failed measurement of the step the rollout is in, pause or nodes step,
+        // fails it, and nothing is deleted.
+        let failed_here = observation.analysis.as_ref().is_some_and(|a| {
+            a.step == index && matches!(a.verdict, AnalysisVerdict::Failed { .. })
+        });
+        if failed_here && walking && !held && index < plan.len() {
+            prop_assert!(decision.action.delete.is_empty(), "deleted after a failed analysis");
+        }
         let tally = decision.action.tally;
         let deletions = u32::try_from(decision.action.delete.len()).unwrap();
         // Old pods that are not ready are unavailable already: only ready ones take budget.

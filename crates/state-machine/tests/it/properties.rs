@@ -119,6 +119,7 @@ prop_compose! {
             hold_recorded: false,
             live_on_hold: false,
             health: None,
+            analysis: None,
         }
     }
 }

@@ -188,6 +188,7 @@ impl Model {
             hold_recorded: false,
             live_on_hold: false,
             health: None,
+            analysis: None,
         }
     }
 
