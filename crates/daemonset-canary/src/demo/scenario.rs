@@ -628,10 +628,13 @@ pub fn manifest_for(
     })
 }
 
-/// The node changes of the `node-churn` scenario, each at its time after the upgrade began.
+/// The node changes of the `node-churn` scenario, each at its time after the upgrade began: a
+/// node joins during the canary's soak and is counted by the widen (about 40 s in), a node
+/// goes NotReady meanwhile, and one leaves and the NotReady one returns during the widened
+/// rollout.
 async fn node_churn(cluster: Cluster) {
     let start = tokio::time::Instant::now();
-    for (at, step) in [(5, 0), (15, 1), (30, 2), (60, 3)] {
+    for (at, step) in [(5, 0), (15, 1), (50, 2), (70, 3)] {
         tokio::time::sleep_until(start + Duration::from_secs(at)).await;
         let outcome = match step {
             0 => cluster.add_node("churn-1").map(|_| "added node churn-1"),

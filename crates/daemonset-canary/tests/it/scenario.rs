@@ -28,11 +28,14 @@ fn phases(report: &ScenarioReport) -> Vec<&'static str> {
 }
 
 /// `(phase, write)` of every step: phase changes and DaemonSet writes, in order.
-/// The steps of a healthy rollout up to `waiting`, the same in both compatibilities: they
-/// differ only in how the revert ends it.
-const UNTIL_WAITING: [(&str, Option<&str>); 4] = [
+/// The steps of a healthy rollout up to `waiting` in the default strategy. KubeVirt
+/// compatibility has the same without the soak's hold (its canary does not soak), and differs
+/// in how the revert ends it.
+const UNTIL_WAITING: [(&str, Option<&str>); 5] = [
     ("started", Some("start")),
     ("canary", None),
+    // The canary soaks (spec.health.canarySoak) with the DaemonSet controller held.
+    ("canary", Some("hold")),
     ("increasing", Some("widen")),
     ("waiting", None),
 ];
@@ -60,7 +63,10 @@ async fn healthy_rollout_goes_canary_widen_revert_in_three_writes() {
     let report = run(ScenarioKind::Healthy, 20, Compatibility::Fixed).await;
     assert!(report.as_expected, "{:?}", report.summary);
     assert_eq!(report.summary.result, "successful");
-    assert_eq!(report.summary.daemon_set_writes, 3, "start, widen, revert");
+    assert_eq!(
+        report.summary.daemon_set_writes, 4,
+        "start, the soak's hold, widen, revert"
+    );
     // Every phase the controller went through, including those inside one instant.
     assert_eq!(
         phases(&report),
@@ -99,7 +105,10 @@ async fn crash_looping_canary_fails_without_widening() {
             .all(|s| s.max_unavailable_pods <= 1),
         "never widened"
     );
-    assert_eq!(report.summary.daemon_set_writes, 1, "only the start write");
+    assert_eq!(
+        report.summary.daemon_set_writes, 2,
+        "only the start and the soak's hold (which stops the DaemonSet controller too)"
+    );
 }
 
 /// The reference reports done in the revert's own pass (kubevirt#18666): `successful` comes with
@@ -111,7 +120,11 @@ async fn kubevirt_compatibility_reports_done_with_the_revert() {
     assert_eq!(report.summary.daemon_set_writes, 3);
     assert_eq!(
         steps(&report),
-        [&UNTIL_WAITING[..], &[("successful", Some("revert"))]].concat()
+        UNTIL_WAITING
+            .into_iter()
+            .filter(|step| *step != ("canary", Some("hold")))
+            .chain([("successful", Some("revert"))])
+            .collect::<Vec<_>>()
     );
 }
 
@@ -147,8 +160,9 @@ async fn a_failed_rollout_is_rolled_back_in_place() {
     let back = phases.iter().position(|p| *p == "rollingBack").unwrap();
     assert!(failed < back, "{phases:?}");
     assert_eq!(phases.last(), Some(&"rolledBack"));
-    // v2's start, then the rollback's start, widen and revert.
-    assert_eq!(report.summary.daemon_set_writes, 4, "{:?}", steps(&report));
+    // v2's start and its canary's soak hold, then the rollback's start, widen and revert (a
+    // rollback is not soaked).
+    assert_eq!(report.summary.daemon_set_writes, 5, "{:?}", steps(&report));
     let last = report.timeline.last().unwrap();
     assert_eq!((last.updated_ready, last.desired), (20, 20));
 }

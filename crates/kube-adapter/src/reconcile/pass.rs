@@ -221,7 +221,7 @@ impl Pass<'_> {
         // Held by the health gates (`onUnhealthy: Hold`), not by the mark: the mark is set, so
         // that the hold is the `pause` verb's from now on (a person decides: `resume` goes on,
         // `abort` rolls back), not ended by the node recovering or leaving the window.
-        if decision.held && !seen.held {
+        if decision.held_by_health && !seen.held {
             self.mark_held_on_unhealthy().await;
         }
         // Acted on whatever the phase: an old mark never retries a later failure.

@@ -151,6 +151,10 @@ pub struct Decision<A = MaxUnavailableAction> {
     pub retried: bool,
     /// The pass was held on request (the caller records it, see the hold row).
     pub held: bool,
+    /// The hold is the health gates' (`onUnhealthy: Hold` found evidence in this pass): the
+    /// caller sets the pause mark so that a person decides. A hold for any other reason (the
+    /// mark, a resume whose write has not landed yet) is not.
+    pub held_by_health: bool,
     /// What the driver does beside the outcome.
     pub action: A,
 }
@@ -168,6 +172,7 @@ impl<A: DriverAction> Decision<A> {
             drifted: false,
             retried: false,
             held: false,
+            held_by_health: false,
             action: A::default(),
         }
     }
@@ -225,6 +230,7 @@ impl<A: DriverAction> Decision<A> {
             events,
             error: Some(message),
             held: self.held || resume_refused,
+            held_by_health: self.held_by_health,
             action: self.action.refused(),
             ..Decision::hold(Phase::Failed)
         }
@@ -355,6 +361,7 @@ pub(crate) fn decide<T: Table>(strategy: &Strategy, table: &T) -> Decision<T::Ac
         life.held = true;
     }
     let mut decision = hold::held_on_request(decision, &life);
+    decision.held_by_health = decision.held && health_hold.is_some();
     if let Some((reason, message)) = health_hold
         && !life.hold_recorded
     {
