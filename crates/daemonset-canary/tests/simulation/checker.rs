@@ -1850,7 +1850,14 @@ mod tests {
                 "spec": {"template": {"metadata": {}, "spec": {"containers": []}}, "target": {"version": "v2"}},
                 "status": {
                     "phase": "failed", "reason": "NodeUnhealthy",
-                    "unhealthyNodes": [{"name": "node-a", "condition": "Ready", "status": "False"}]
+                    "unhealthyNodes": [{"name": "node-a", "condition": "Ready", "status": "False"}],
+                    // The kstatus conditions of a failure, so that invariant 30 stays quiet.
+                    "conditions": [
+                        {"type": "Ready", "status": "False", "reason": "NodeUnhealthy", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"},
+                        {"type": "Reconciling", "status": "False", "reason": "NodeUnhealthy", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"},
+                        {"type": "Stalled", "status": "True", "reason": "NodeUnhealthy", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"},
+                        {"type": "Degraded", "status": "False", "reason": "NodeUnhealthy", "message": "", "lastTransitionTime": "2026-01-01T00:01:00Z"}
+                    ]
                 }
             });
             serde_json::from_value::<CanaryDaemonSet>(cds.clone()).unwrap();
