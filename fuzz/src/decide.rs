@@ -113,14 +113,23 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
     } else {
         None
     };
+    let (name, version, object_changed, generation_known) = (
+        u.arbitrary()?,
+        u.arbitrary()?,
+        u.arbitrary()?,
+        u.arbitrary()?,
+    );
+    let (desired_pods, updated_pods, updated_ready_pods) = (count(u)?, count(u)?, count(u)?);
     Ok(Observation {
-        name: u.arbitrary()?,
-        version: u.arbitrary()?,
-        object_changed: u.arbitrary()?,
-        generation_known: u.arbitrary()?,
-        desired_pods: count(u)?,
-        updated_pods: count(u)?,
-        updated_ready_pods: count(u)?,
+        name,
+        version,
+        object_changed,
+        generation_known,
+        desired_pods,
+        updated_pods,
+        updated_ready_pods,
+        // Derived, not drawn, so that older inputs decode as before: the pods not updated.
+        old_pods: desired_pods.saturating_sub(updated_pods),
         crash_loop,
         live_max_unavailable: live_max_unavailable(u)?,
         rollout_observed: u.arbitrary()?,
@@ -132,6 +141,9 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         held: false,
         hold_recorded: false,
         live_on_hold: false,
+        // The health gates and the analysis have table tests and the simulation of their own.
+        health: None,
+        analysis: None,
     })
 }
 

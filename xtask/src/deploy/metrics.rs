@@ -33,7 +33,8 @@ pub(super) fn registered_metrics(dir: &Path) -> Result<BTreeSet<String>> {
 }
 
 /// The metric names the binary exports, read from its source: the registry prefix plus the
-/// name given to each `*Opts::new` / `IntGauge::new` style constructor; histograms also export
+/// name given to each `*Opts::new` / `IntGauge::new` style constructor or to the binary's
+/// `Families` builder (`f.counters(Scope::Driven, "name", ...)`); histograms also export
 /// `_bucket`, `_sum` and `_count`.
 pub(super) fn exported_metrics(source: &str) -> Result<BTreeSet<String>> {
     let prefix = string_after(source, "new_custom(Some(\"")
@@ -58,6 +59,33 @@ pub(super) fn exported_metrics(source: &str) -> Result<BTreeSet<String>> {
             };
             let full = format!("{prefix}_{name}");
             if constructor == "HistogramOpts::new(" {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{full}{suffix}"));
+                }
+            }
+            names.insert(full);
+        }
+    }
+    // The binary's `Families` builder: `f.int_gauges(Scope::Both, "name", ...)` and its kin,
+    // the name after the scope.
+    for builder in [".int_gauges(", ".gauges(", ".counters(", ".histograms("] {
+        for (index, _) in source.match_indices(builder) {
+            let rest = source[index + builder.len()..].trim_start();
+            let Some(after_scope) = rest
+                .strip_prefix("Scope::")
+                .and_then(|r| r.split_once(','))
+                .map(|(_, after)| after.trim_start())
+            else {
+                continue;
+            };
+            let Some(name) = after_scope
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            let full = format!("{prefix}_{name}");
+            if builder == ".histograms(" {
                 for suffix in ["_bucket", "_sum", "_count"] {
                     names.insert(format!("{full}{suffix}"));
                 }

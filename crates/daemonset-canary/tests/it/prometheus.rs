@@ -252,7 +252,8 @@ fn prometheus_sees_a_healthy_rollout_reach_successful() {
     let phases = scrape_scenario(
         "healthy",
         widened_then("successful"),
-        Duration::from_secs(55),
+        // The canary soaks 30 s (spec.health.canarySoak) before the widen, in real time here.
+        Duration::from_secs(100),
     );
     // The v1 install ends `successful` too; the upgrade must pass through the canary to it.
     let upgrade =
