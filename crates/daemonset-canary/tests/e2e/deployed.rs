@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
-async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
+async fn reference_rollout_on_every_node_writes_the_daemon_set_four_times() {
     let e2e = E2e::start("rollout").await;
     let nodes = e2e.node_count().await;
     assert!(
@@ -81,19 +81,19 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_three_times() {
         makespan.as_secs_f64()
     );
 
-    // Three DaemonSet writes (start, widen, revert), by the API server's record and by its
-    // generation of the DaemonSet.
+    // Four DaemonSet writes (start, the canary soak's hold on `OnDelete`, widen, revert), by the
+    // API server's record and by its generation of the DaemonSet.
     let writes = audit::daemon_set_writes_since(&e2e.namespace, NAME, upgraded);
     assert_eq!(
         writes.len(),
-        3,
+        4,
         "{:#?}",
         writes.iter().map(audit::Event::line).collect::<Vec<_>>()
     );
     let done = e2e.daemon_set().await;
     assert_eq!(
         done.metadata.generation.unwrap_or_default() - generation_before,
-        3
+        4
     );
     assert_eq!(max_unavailable(&done), "1");
     assert!(
@@ -255,10 +255,12 @@ async fn crash_looping_canary_fails_the_rollout_after_one_pod() {
         "1",
         "widened despite the crash loop"
     );
+    // The start, and the canary soak's hold, which keeps the DaemonSet controller from
+    // replacing more pods with the crash-looping release.
     let writes = audit::daemon_set_writes_since(&e2e.namespace, NAME, upgraded);
     assert_eq!(
         writes.len(),
-        1,
+        2,
         "{:#?}",
         writes.iter().map(audit::Event::line).collect::<Vec<_>>()
     );
