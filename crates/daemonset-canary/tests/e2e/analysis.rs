@@ -232,13 +232,18 @@ async fn a_good_release_passes_its_pause_steps_analysis() {
 
     let status = e2e.status().await;
     let analysis = status.analysis.clone().expect("status.analysis");
-    assert_eq!(analysis.step, 1);
+    // Measured on through the last nodes step (issue 46: analysis all through the rollout),
+    // where it ended passing; once every node runs v2 the baseline is empty, so its last round
+    // may be inconclusive, which holds no nodes step.
+    assert_eq!(analysis.step, 2);
     assert_eq!(analysis.verdict, "Passing", "{analysis:?}");
     let measured = &analysis.measurements[0];
     assert_eq!(measured.metric, "error-ratio");
-    assert_eq!(measured.value.as_deref(), Some("0.01"), "{measured:?}");
-    assert_eq!(measured.baseline.as_deref(), Some("0.01"), "{measured:?}");
-    assert_eq!(measured.verdict, "Pass", "{measured:?}");
+    assert_eq!(measured.failures, 0, "{measured:?}");
+    assert!(
+        measured.verdict == "Pass" || measured.verdict == "Inconclusive",
+        "{measured:?}"
+    );
     let canary = status.canary_nodes.first().cloned().expect("a canary node");
     assert!(
         measured.query.contains(&canary)

@@ -171,8 +171,9 @@ async fn fault_leader_when(
 }
 
 /// The MaxUnavailable driver: the leader is killed after the widening; the standby finishes
-/// with the reference's last write. Three DaemonSet writes in all (`maxUnavailable` 1, `10%`,
-/// 1), the first two by the old leader, the last by the new one: no canary started again.
+/// with the reference's last write. Four DaemonSet writes in all (the start at
+/// `maxUnavailable` 1, the canary soak's hold, `10%`, 1), the first three by the old leader,
+/// the last by the new one: no canary started again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_killed() {
@@ -244,6 +245,8 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
     assert_eq!(
         summary,
         [
+            ("a".to_owned(), "1".to_owned()),
+            // The hold's write keeps the strategy's numbers, on OnDelete.
             ("a".to_owned(), "1".to_owned()),
             ("a".to_owned(), "\"10%\"".to_owned()),
             ("b".to_owned(), "1".to_owned()),

@@ -348,15 +348,16 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
 
     // The server's record of the upgrade: the start, the hold, the resume, then the rest of
     // the reference's writes (the widening, if the hold came before it, and the revert to 1).
+    // Two holds: the canary's soak (ended by the widening) and the pause (ended by the resume).
     let metrics = e2e.scrape();
-    for purpose in ["hold", "resume"] {
+    for (purpose, count) in [("hold", 2), ("resume", 1)] {
         assert_eq!(
             sum_samples(
                 &metrics,
                 "canary_daemonset_writes_total",
                 &[&format!("purpose=\"{purpose}\""), "result=\"ok\""]
             ),
-            1,
+            count,
             "{purpose}: {metrics}"
         );
     }
@@ -393,8 +394,8 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
             .iter()
             .filter(|s| s.starts_with("OnDelete"))
             .count(),
-        1,
-        "one write for the hold: {strategies:?}"
+        2,
+        "one write for each hold, the soak's and the pause's: {strategies:?}"
     );
 }
 
