@@ -948,7 +948,8 @@ fn scenario(name: &'static str, fault: Fault, moment: Moment) -> Scenario {
         strategy: fast_strategy(),
         behavior: "slow-start=6s",
         expected: "successful",
-        daemon_set_writes: 3,
+        // Start, the canary soak's hold (spec.health.canarySoak), widen, revert.
+        daemon_set_writes: 4,
         budget: None,
     }
 }
@@ -1045,8 +1046,9 @@ async fn chaos_09_controller_killed_with_a_crash_looping_canary() {
     run(Scenario {
         behavior: "crashloop",
         expected: "failed",
-        // The template at the canary value, nothing after the failure.
-        daemon_set_writes: 1,
+        // The template at the canary value and the soak's hold (which stops the DaemonSet
+        // controller too), nothing after the failure.
+        daemon_set_writes: 2,
         ..scenario(
             "kill-failing",
             Fault::KillController,
