@@ -220,18 +220,7 @@ pub(crate) fn analysis_inconclusive(
 /// deleted or widened. With `Hold`, nothing here: the life cycle holds the pass instead
 /// ([`health_hold`]). `None` without evidence, or without the gates (no facts).
 pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision<A>> {
-    let facts = life.health?;
-    if facts.policy.on_unhealthy != OnUnhealthy::Fail {
-        return None;
-    }
-    let HealthVerdict::NodesUnhealthy {
-        cause,
-        nodes,
-        count,
-    } = judge(facts)
-    else {
-        return None;
-    };
+    let (cause, nodes, count) = health_evidence(life, OnUnhealthy::Fail)?;
     let message = within_event_note(
         &format!("daemonSet {} rollout failed: ", life.name),
         &unhealthy_text(cause, &nodes, count),
@@ -241,21 +230,31 @@ pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision
     Some(failed(life, failure, event_reason_of(cause), message))
 }
 
+/// The gates' evidence against the release, when its policy is `policy`: which gate speaks,
+/// the nodes it names and how many there are. `None` under the other policy, without the gates
+/// (no facts) or without evidence. The one judgement [`health_failed`] and [`health_hold`] share.
+fn health_evidence(
+    life: &Life<'_>,
+    policy: OnUnhealthy,
+) -> Option<(HealthCause, Vec<UnhealthyNode>, u32)> {
+    let facts = life.health?;
+    if facts.policy.on_unhealthy != policy {
+        return None;
+    }
+    match judge(facts) {
+        HealthVerdict::NodesUnhealthy {
+            cause,
+            nodes,
+            count,
+        } => Some((cause, nodes, count)),
+        _ => None,
+    }
+}
+
 /// The health gate with `onUnhealthy: Hold`: the reason and message of the Warning event
 /// that names the nodes that hold the rollout, when the gates found evidence.
 pub(crate) fn health_hold(life: &Life<'_>) -> Option<(&'static str, String)> {
-    let facts = life.health?;
-    if facts.policy.on_unhealthy != OnUnhealthy::Hold {
-        return None;
-    }
-    let HealthVerdict::NodesUnhealthy {
-        cause,
-        nodes,
-        count,
-    } = judge(facts)
-    else {
-        return None;
-    };
+    let (cause, nodes, count) = health_evidence(life, OnUnhealthy::Hold)?;
     Some((
         event_reason_of(cause),
         within_event_note(
