@@ -205,6 +205,11 @@ pub struct CanaryDaemonSetSpec {
     /// compatibility and none in `KubeVirt`, `onUnhealthy: Fail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// Receivers told of this rollout's events (docs/notifications.md): each a receiver the
+    /// controller's administrator defined, by name, and the events it is told of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8))]
+    pub notifications: Option<Vec<crate::notify::NotificationSubscription>>,
 }
 
 /// Node condition types that make a node unhealthy when `True`, each once; `Ready` is always

@@ -228,6 +228,13 @@ pub enum Report {
         /// What the measurement says.
         verdict: canary_state_machine::Verdict,
     },
+    /// A notification was delivered, tried again, given up or dropped (`crate::notify`).
+    Notification {
+        /// The receiver's name (never its URL).
+        receiver: String,
+        /// One of [`crate::notify::result`].
+        result: &'static str,
+    },
     /// A CanaryDaemonSet is gone: everything reported about it may be forgotten.
     Deleted {
         /// Namespace of the CanaryDaemonSet.
@@ -353,7 +360,10 @@ impl Stats {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match report {
-            Report::Transition(_) | Report::Deleted { .. } | Report::AnalysisMeasured { .. } => {}
+            Report::Transition(_)
+            | Report::Deleted { .. }
+            | Report::AnalysisMeasured { .. }
+            | Report::Notification { .. } => {}
             Report::DriftDetected { .. } => add(&self.drifts),
             Report::PodDeleted => add(&self.pod_deletions),
             Report::Reconciled { error, .. } => {

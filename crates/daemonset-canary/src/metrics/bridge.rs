@@ -97,6 +97,9 @@ impl MetricsBridge {
             }
             Report::Leader(leader) => self.metrics.set_leader(*leader),
             Report::PodDeleted => self.metrics.pod_deleted(),
+            Report::Notification { receiver, result } => {
+                self.metrics.notification(receiver, result);
+            }
             Report::StatusWritten | Report::EventPublished => {}
         }
     }

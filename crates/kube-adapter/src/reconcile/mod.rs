@@ -528,8 +528,17 @@ impl<'a> Pass<'a> {
             ..self.record(&decision)
         };
         let history = self.write_status(record).await?;
-        self.publish_events(history.events.iter(), None, "").await;
+        self.check_subscriptions().await;
+        self.publish_events(history.events.iter(), None, "", Phase::Failed)
+            .await;
         if !already {
+            self.notify(
+                reason.as_str(),
+                canary_state_machine::EventType::Warning,
+                &message,
+                Phase::Failed,
+                "",
+            );
             self.publish(KubeEventType::Warning, reason.as_str(), message, false, "")
                 .await;
         }
