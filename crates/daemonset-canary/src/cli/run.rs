@@ -105,6 +105,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         health: server.health.clone(),
         ..controller_config(&args, &connection, Observer::new())?
     };
+    for receiver in config.notifier.receiver_names() {
+        metrics.notifications_known(&receiver);
+    }
     tracing::info!(
         api = %connection.url,
         watching = args.namespace.as_deref().unwrap_or("all namespaces"),

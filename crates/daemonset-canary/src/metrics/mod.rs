@@ -539,6 +539,14 @@ impl Metrics {
             .set(i64::from(count));
     }
 
+    /// Starts the notification counters of `receiver` at 0, so that `increase()` sees its
+    /// first failure and a dashboard shows 0 rather than nothing.
+    pub fn notifications_known(&self, receiver: &str) {
+        for result in canary_kube_adapter::notify::result::ALL {
+            let _ = self.notifications.with_label_values(&[receiver, result]);
+        }
+    }
+
     /// Counts one notification to `receiver` that ended in (or was) `result`.
     pub fn notification(&self, receiver: &str, result: &str) {
         self.notifications

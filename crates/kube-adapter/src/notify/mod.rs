@@ -70,6 +70,8 @@ pub mod result {
     pub const REJECTED: &str = "rejected";
     /// The queue was full: the notification was never tried.
     pub const DROPPED: &str = "dropped";
+    /// Every result.
+    pub const ALL: [&str; 5] = [SENT, RETRIED, FAILED, REJECTED, DROPPED];
 }
 
 /// How a delivery is tried again.
