@@ -64,6 +64,11 @@ pub fn promotion_asked(mark: &str) -> canary_state_machine::Promotion {
 /// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
 pub const PAUSE_ANNOTATION: &str = canary_state_machine::Verb::Pause.annotation();
 
+/// The annotation `kubectl rollout restart` sets on a pod template, and `daemonset-canary
+/// restart` on the CanaryDaemonSet's: a `kubectl rollout restart` of a managed DaemonSet is
+/// taken into the spec and rolled out canary first, not reverted as drift.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
 /// The annotation that retries a failed rollout (the `retry` verb, both drivers): a new
 /// non-empty value starts it again from its first step, toward the same revision, once; the
 /// status remembers the value acted on (`status.retry`), whatever the phase was.
