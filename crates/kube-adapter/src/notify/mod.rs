@@ -44,8 +44,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, warn};
 
 pub use body::{MESSAGE_BYTES, Occurrence, body};
-pub use dedupe::{Dedupe, Key};
-pub use receivers::{BodyFormat, Receiver, Receivers, ReceiversError, SecretKey};
+pub use dedupe::{CAPACITY as DEDUPE_CAPACITY, Dedupe, Key};
+pub use receivers::{
+    BodyFormat, DEFAULT_TIMEOUT, MAX_TIMEOUT, Receiver, Receivers, ReceiversError, SecretKey,
+};
 pub use spec::{NotificationEvent, NotificationSubscription};
 
 use crate::crd::CanaryDaemonSet;
