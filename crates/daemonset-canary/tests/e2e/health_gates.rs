@@ -2,7 +2,9 @@
 //! release whose pod takes its KWOK node NotReady (`breaks-node`, played by `daemonset-canary
 //! sim kwok`) fails at its canary with `NodeUnhealthy`, naming that node, and nothing else
 //! moves; a node NotReady before the update (by hand, the simulator's node annotation) is
-//! deferred, never blamed, and the rollout ends `successful`. Short settings (a 20 s canary
+//! deferred, never blamed, and the rollout ends `successful`; a release whose pod breaks the
+//! pods beside it (`breaks-neighbours`) fails at its canary with `NeighboursDisrupted`, naming
+//! that node, while the other nodes' pods stay Ready (the baseline). Short settings (a 20 s canary
 //! soak, a 5 min window, four nodes) keep each scenario within a minute or two.
 
 use crate::harness::{E2e, with_strategy};
@@ -128,4 +130,59 @@ async fn a_node_not_ready_before_the_update_is_deferred_and_the_rollout_succeeds
         .await
         .unwrap();
     eprintln!("not-ready-before: successful {succeeded_after:?} after the update");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn a_release_that_breaks_its_neighbours_fails_at_its_canary_and_names_the_node() {
+    let e2e = E2e::isolated("breaks-neighbours").nodes(4).start().await;
+    e2e.install(
+        &serde_json::from_value(with_health(e2e.agent_json("v1", "healthy"))).unwrap(),
+        Duration::from_secs(120),
+    )
+    .await;
+    // Three workload pods beside the agent on every node, Ready before the update.
+    let mut neighbours = Vec::new();
+    for (n, node) in e2e.node_names().await.iter().enumerate() {
+        for i in 0..3 {
+            let name = format!("web-{n}-{i}");
+            e2e.bare_pod(&name, node, "registry.example/web:v1", &[], false)
+                .await;
+            neighbours.push(name);
+        }
+    }
+    for name in &neighbours {
+        e2e.wait_pod_ready(name).await;
+    }
+    let recorder = e2e.record().await;
+    let started = Instant::now();
+    let generation = e2e
+        .set_spec(&with_health(e2e.agent_json("v2", "breaks-neighbours=3s")))
+        .await;
+    e2e.wait_phase_through(generation, "failed", &[], Duration::from_secs(180))
+        .await;
+    let failed_after = started.elapsed();
+    let status = e2e.status().await;
+    assert_eq!(
+        status.reason_name(),
+        Some("NeighboursDisrupted"),
+        "{status:?}"
+    );
+    let canaries = recorder.pods_on("v2");
+    assert_eq!(canaries.len(), 1, "pods that ran v2: {canaries:?}");
+    let named: Vec<&str> = status
+        .unhealthy_nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(named, [canaries[0].node.as_str()], "{status:?}");
+    let warnings = e2e.event_messages("NeighboursDisrupted");
+    assert!(
+        warnings.len() == 1 && warnings[0].contains(&canaries[0].node),
+        "{warnings:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(e2e.status().await.phase_name(), Some("failed"));
+    assert_eq!(recorder.pods_on("v2").len(), 1);
+    eprintln!("breaks-neighbours: failed {failed_after:?} after the update");
 }
