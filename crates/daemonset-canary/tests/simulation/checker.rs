@@ -801,6 +801,17 @@ impl Checker {
         let Some(cds) = decode::<CanaryDaemonSet>(&event.object) else {
             return;
         };
+        // A rival claimant (invariant 29) is another CanaryDaemonSet: its status is not the
+        // scenario's (its history read as ours counted a rollback's start as a second start:
+        // soak seed 46000031); only its kstatus conditions are checked here.
+        if event.name != NAME || event.namespace.as_deref() != Some(NAMESPACE) {
+            if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
+                && let Err(why) = kstatus_agrees(status)
+            {
+                self.world.violate(Invariant::KstatusAgreesWithPhase, why);
+            }
+            return;
+        }
         let phase = cds
             .status
             .as_ref()
