@@ -205,6 +205,28 @@ pub struct CanaryDaemonSetSpec {
     /// compatibility and none in `KubeVirt`, `onUnhealthy: Fail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// Image pre-pull (issue 50, docs/configuration.md): while the canary soaks, and in every
+    /// pause step of the Pods driver, the nodes replaced next pull the new images ahead of
+    /// their replacement, so that the pull is not inside their agent's downtime. Unset: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_pull: Option<PrePullSpec>,
+}
+
+/// Image pre-pull (`spec.prePull`): one short-lived pod per next node, pinned to it by
+/// `nodeName`, whose containers are the new template's images with a command that does not
+/// exist (the image is pulled, its entrypoint never runs); owned by the CanaryDaemonSet and
+/// deleted when the window ends.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrePullSpec {
+    /// Pre-pull at all (default `true` once `prePull` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How many nodes pull at once (default 10, 1 to 1000): what the registry and the nodes'
+    /// bandwidth bear beside the running agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_concurrent: Option<u32>,
 }
 
 /// Node condition types that make a node unhealthy when `True`, each once; `Ready` is always

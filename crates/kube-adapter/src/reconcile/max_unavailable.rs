@@ -40,6 +40,8 @@ pub(super) struct Steer {
     measure: Option<Measure>,
     /// The analysis the status shows.
     shown: Option<Box<crate::crd::AnalysisStatus>>,
+    /// The rule the pods were counted by (what pre-pull reads as "not yet updated").
+    rule: Option<PodCountRule>,
 }
 
 /// The analysis a pass of the MaxUnavailable driver keeps running (issue 46).
@@ -61,6 +63,7 @@ impl Steer {
             observation: Observation::default(),
             measure: None,
             shown: None,
+            rule: None,
         }
     }
 }
@@ -96,6 +99,9 @@ impl Driver for Steer {
         };
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
         self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
+        if plan.pre_pull.is_some() {
+            self.rule = Some(rule.clone());
+        }
         // A rollback (`abort`, `onFailure: Rollback`) goes back to a revision that was judged
         // already: it is neither measured nor held for a measurement (simulation seed 7: an
         // abort's rollback held on OnDelete for an analysis no run measured, failed on the
@@ -175,6 +181,45 @@ impl Driver for Steer {
                 .wake_after
                 .map_or(requeue.in_progress, |soak| soak.min(requeue.in_progress))
         }
+    }
+
+    /// While the canary soaks (or waits for its analysis) with the DaemonSet controller held,
+    /// the first batch the widen will replace: the DaemonSet controller chooses which nodes,
+    /// so the batch is the fast `maxUnavailable` of the desired pods, taken from the nodes
+    /// still on the old revision by name (walked only in this window, and only that far).
+    fn pre_pull_nodes(
+        &self,
+        pass: &Pass<'_>,
+        plan: &Plan,
+        decision: &Decision,
+    ) -> Option<Vec<String>> {
+        let window = decision.phase == Phase::Canary
+            && decision.action.keeps_hold
+            && decision.failure.is_none()
+            && !decision.held;
+        if !window {
+            return None;
+        }
+        let batch = plan
+            .strategy
+            .fast_max_unavailable
+            .scaled(self.observation.desired_pods)
+            .max(1) as usize;
+        let rule = self.rule.as_ref()?;
+        let group = pod_group(&pass.namespace, &pass.ds_name);
+        let mut old: Vec<String> = pass.ctx.caches.pods.with_group(&group, |pods| {
+            pods.filter(|pod| rule.count_of(&***pod).is_some_and(|c| !c.updated))
+                .filter_map(|pod| pod.node_name().map(str::to_owned))
+                .collect()
+        });
+        // The first `batch` names without sorting them all (65,000 nodes, every few seconds).
+        if old.len() > batch {
+            old.select_nth_unstable(batch);
+            old.truncate(batch);
+        }
+        old.sort_unstable();
+        old.dedup();
+        Some(old)
     }
 }
 

@@ -22,10 +22,12 @@ mod pass;
 mod plan;
 pub(crate) use memory::WriteLedger;
 mod pods;
+mod pre_pull;
 mod report;
 
 pub use context::{Caches, Context, Requeue, error_policy};
 pub use plan::step_plan;
+pub use pre_pull::{NO_SUCH_COMMAND, PRE_PULL_IMAGES_ANNOTATION, PRE_PULL_LABEL};
 
 use std::sync::Arc;
 

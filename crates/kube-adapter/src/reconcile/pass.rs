@@ -114,6 +114,14 @@ pub(super) trait Driver {
     fn series(&self, decision: &Decision<Self::Action>, record: &Transition) -> Series;
     /// When the next pass comes, for the driver's own phases.
     fn requeue(&self, decision: &Decision<Self::Action>, requeue: &Requeue) -> Duration;
+    /// The nodes to pre-pull the new images on after `decision` (issue 50), in the order
+    /// they are replaced; `None` outside a pre-pull window. Asked only with `spec.prePull` on.
+    fn pre_pull_nodes(
+        &self,
+        pass: &Pass<'_>,
+        plan: &Plan,
+        decision: &Decision<Self::Action>,
+    ) -> Option<Vec<String>>;
 }
 
 impl Pass<'_> {
@@ -229,12 +237,24 @@ impl Pass<'_> {
             record.retry = seen.retry_mark.clone();
         }
         let acted = driver.act(self, &decision, &mut record).await?;
+        // Image pre-pull (issue 50): best effort, beside the decision, never part of it.
+        let wanted = plan
+            .pre_pull
+            .and_then(|_| driver.pre_pull_nodes(self, plan, &decision));
+        let pulling = self
+            .pre_pull(plan, desired.as_ref().unwrap_or(live), wanted)
+            .await;
 
         // Record.
         let series = driver.series(&decision, &record);
         let action = self
             .record_pass(record, &decision, &series, |requeue| {
-                driver.requeue(&decision, requeue)
+                let next = driver.requeue(&decision, requeue);
+                if pulling {
+                    next.min(super::pre_pull::PRE_PULL_RECHECK)
+                } else {
+                    next
+                }
             })
             .await?;
         match acted {
