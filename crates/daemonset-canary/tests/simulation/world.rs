@@ -164,6 +164,10 @@ pub enum Invariant {
     ///     baseline), no further pod is deleted and no widening is written for it, past the
     ///     controller's staleness and within the gate's window.
     NeighboursStopTheRelease,
+    /// 33. Image pre-pull (issue 50): never more pre-pull pods pulling at once than
+    ///     `spec.prePull.maxConcurrent`; each the CanaryDaemonSet's alone (never adopted, none
+    ///     of the agent's labels); none left once the rollout is at rest.
+    PrePullBoundedAndCleanedUp,
 }
 
 impl Invariant {
@@ -204,6 +208,7 @@ impl Invariant {
                 "31 no-failure-for-a-node-unhealthy-before"
             }
             Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
+            Invariant::PrePullBoundedAndCleanedUp => "33 pre-pull-bounded-and-cleaned-up",
         }
     }
 }
