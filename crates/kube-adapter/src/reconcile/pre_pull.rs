@@ -65,8 +65,8 @@ pub(super) const PRE_PULL_RECHECK: Duration = Duration::from_secs(5);
 impl Pass<'_> {
     /// Brings the pre-pull pods in line with `wanted` (the nodes to pre-pull, `None` outside
     /// a window) for the images of `template_of`: creates and deletes them. Returns whether
-    /// some are still pulling (the pass should come back soon). Best effort: errors are
-    /// logged, never returned.
+    /// the pass should come back soon: some are still pulling, or a request failed. Best
+    /// effort: errors are logged, never returned.
     pub(super) async fn pre_pull(
         &self,
         plan: &Plan,
@@ -86,9 +86,10 @@ impl Pass<'_> {
         }
         match self.sync_pre_pull(plan, template_of, window).await {
             Ok(pulling) => pulling,
+            // Back soon rather than at the next resync: pods left pulling or to clean up.
             Err(error) => {
                 warn!(namespace = %self.namespace, name = %self.cds.name_any(), error = %describe_api_error(&error), "image pre-pull: the next pass tries again");
-                false
+                true
             }
         }
     }
