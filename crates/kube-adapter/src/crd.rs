@@ -713,6 +713,33 @@ pub struct CanaryDaemonSetStatus {
     /// step of the Pods driver, the canary or the widened rollout of the MaxUnavailable driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
+    /// How long nodes went without a ready agent pod during the current target's rollout
+    /// (issue 50), both drivers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_downtime: Option<AgentDowntime>,
+}
+
+/// The agent downtime of one rollout (`status.agentDowntime`): per node, the seconds between
+/// its old agent pod stopping being ready and a new one being available, summed, and the worst
+/// node. Bounded: two numbers and one node, whatever the cluster's size.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDowntime {
+    /// The target version the figures are for: a new target starts them again.
+    #[serde(default)]
+    pub version: String,
+    /// Node-seconds without a ready agent, in all.
+    #[serde(default)]
+    pub node_seconds: u64,
+    /// How many times a node went without a ready agent.
+    #[serde(default)]
+    pub gaps: u64,
+    /// The node that went without it longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_node: Option<String>,
+    /// Its seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_seconds: Option<u64>,
 }
 
 /// A node the health gates name (`status.unhealthyNodes`, issue 46): what was seen on it and
@@ -771,7 +798,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 34] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 35] = [
         "phase",
         "reason",
         "message",
@@ -806,6 +833,7 @@ impl CanaryDaemonSetStatus {
         "retry",
         "history",
         "analysis",
+        "agentDowntime",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent

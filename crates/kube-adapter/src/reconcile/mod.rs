@@ -153,6 +153,7 @@ impl<'a> Pass<'a> {
             unhealthy_answered: previous
                 .and_then(|s| s.unhealthy_answered.as_ref())
                 .map(|t| t.0.as_second()),
+            downtime: Default::default(),
             at: self.now,
         }
     }
