@@ -28,6 +28,7 @@ mod health;
 mod logs;
 mod metrics_endpoint;
 mod observe_kubevirt;
+mod pre_pull;
 mod prometheus;
 mod readme_walkthrough;
 mod restarts;
