@@ -460,6 +460,14 @@ pub struct StrategySpec {
     #[schemars(length(min = 1, max = 317))]
     #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("topologyKey must be a label key such as topology.kubernetes.io/zone"))]
     pub topology_key: Option<String>,
+    /// MaxUnavailable driver (issue 50): replace pods by surge, the new pod started beside the
+    /// old one, which goes once the new one is available, so a node is never without its agent.
+    /// The canary and fast values are then the DaemonSet's `maxSurge` (one surged pod, then
+    /// 10%), with `maxUnavailable: 0`; at rest it keeps the canary's. Refused with
+    /// `compatibility: KubeVirt` (the reference has no surge), the Pods driver, and a template
+    /// whose containers ask for a `hostPort` (the two pods of a node would share it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub surge: bool,
 }
 
 /// One step of the Pods driver: `{nodes: "10%"}` (optionally with `maxUnavailable`) or
@@ -510,6 +518,7 @@ impl Default for StrategySpec {
             steps: Vec::new(),
             canary_node_selector: None,
             topology_key: None,
+            surge: false,
         }
     }
 }

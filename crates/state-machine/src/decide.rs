@@ -567,6 +567,22 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
+    // With surge the canary starts beside its node's old pod, and `OnDelete` would make the
+    // DaemonSet controller delete the younger of the two, the canary (issue 50): the hold
+    // waits until a node has lost its old pod, which the DaemonSet controller does only once
+    // the new one beside it is available. A node surged meanwhile loses its new pod to the
+    // hold and keeps its old, ready one.
+    let canary_in_place =
+        observation.updated_ready_pods > 0 && observation.old_pods < observation.desired_pods;
+    if observation.surge && !observation.live_on_hold && !canary_in_place {
+        return Some(Decision {
+            action: MaxUnavailableAction {
+                wake_after: soak.and_then(soak_left),
+                ..MaxUnavailableAction::default()
+            },
+            ..decision
+        });
+    }
     Some(Decision {
         write: (!observation.live_on_hold).then_some(DaemonSetWrite {
             kind: WriteKind::Hold,

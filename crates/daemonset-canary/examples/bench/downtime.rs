@@ -1,12 +1,12 @@
 //! Agent downtime per rollout (issue 50), in virtual time: node-seconds without a ready agent
 //! pod, summed over the nodes, for one rollout of `v2` over an installed `v1` with a modelled
-//! image pull (canary-sim's `sim.canary.daemonset.dev/pull`), plain and with image pre-pull,
-//! on both drivers.
+//! image pull (canary-sim's `sim.canary.daemonset.dev/pull`): plain, surge, pre-pull and both
+//! on the MaxUnavailable driver, plain and pre-pull on the Pods driver.
 //!
 //! The downtime is the harness's own reading of the store's events (not the controller's):
 //! per node, the agent is down from the moment its last ready pod stops counting (not ready,
-//! being deleted, or gone) to the moment a pod of the DaemonSet on it is ready again. Surge
-//! rows are the `surge` branch's (its controller-side measure), not measured here.
+//! being deleted, or gone) to the moment a pod of the DaemonSet on it is ready again (the
+//! controller's own measure, `canary_agent_downtime_seconds`, is not read here).
 
 #![expect(
     clippy::indexing_slicing,
@@ -42,19 +42,35 @@ pub struct Variant {
     pub driver: Driver,
     /// `spec.prePull.maxConcurrent`, `None` without pre-pull.
     pub pre_pull: Option<u32>,
+    /// `spec.strategy.surge` (MaxUnavailable driver only).
+    pub surge: bool,
 }
 
 impl Variant {
-    /// The variants measured: plain and pre-pull, on each driver.
+    /// The variants measured: plain, surge (MaxUnavailable driver), pre-pull, and surge with
+    /// pre-pull; then the Pods driver plain and with pre-pull.
     pub fn all(max_concurrent: u32) -> Vec<Variant> {
-        [Driver::MaxUnavailable, Driver::Pods]
-            .into_iter()
-            .flat_map(|driver| {
-                [None, Some(max_concurrent)]
-                    .into_iter()
-                    .map(move |pre_pull| Variant { driver, pre_pull })
-            })
-            .collect()
+        let mut all = Vec::new();
+        for (surge, pre_pull) in [
+            (false, None),
+            (true, None),
+            (false, Some(max_concurrent)),
+            (true, Some(max_concurrent)),
+        ] {
+            all.push(Variant {
+                driver: Driver::MaxUnavailable,
+                pre_pull,
+                surge,
+            });
+        }
+        for pre_pull in [None, Some(max_concurrent)] {
+            all.push(Variant {
+                driver: Driver::Pods,
+                pre_pull,
+                surge: false,
+            });
+        }
+        all
     }
 
     /// The row's name.
@@ -63,9 +79,11 @@ impl Variant {
             Driver::MaxUnavailable => "MaxUnavailable",
             Driver::Pods => "Pods",
         };
-        match self.pre_pull {
-            None => format!("{driver}, plain"),
-            Some(n) => format!("{driver}, pre-pull (maxConcurrent {n})"),
+        match (self.surge, self.pre_pull) {
+            (false, None) => format!("{driver}, plain"),
+            (true, None) => format!("{driver}, surge"),
+            (false, Some(n)) => format!("{driver}, pre-pull (maxConcurrent {n})"),
+            (true, Some(n)) => format!("{driver}, surge and pre-pull (maxConcurrent {n})"),
         }
     }
 }
@@ -108,6 +126,9 @@ fn manifest(variant: Variant, version: &str, pull: Duration) -> Value {
     if variant.driver == Driver::Pods {
         manifest["spec"]["strategy"]["driver"] = json!("Pods");
         manifest["spec"]["strategy"]["steps"] = pods_steps();
+    }
+    if variant.surge {
+        manifest["spec"]["strategy"]["surge"] = json!(true);
     }
     if let Some(max_concurrent) = variant.pre_pull {
         manifest["spec"]["prePull"] = json!({"maxConcurrent": max_concurrent});
@@ -169,7 +190,13 @@ async fn measure(
         variant,
         nodes,
         pull,
-        node_seconds: downtime.per_node.values().map(Duration::as_secs_f64).sum(),
+        // `+ 0.0`: an empty sum is -0.0, which prints as "-0".
+        node_seconds: downtime
+            .per_node
+            .values()
+            .map(Duration::as_secs_f64)
+            .sum::<f64>()
+            + 0.0,
         worst: downtime
             .per_node
             .values()

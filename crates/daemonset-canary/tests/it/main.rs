@@ -35,4 +35,5 @@ mod restarts;
 mod run_against_sim;
 mod scenario;
 mod sim_serve;
+mod surge;
 mod tenant;

@@ -25,7 +25,7 @@ use super::pass::{Acted, Driver, Seen};
 use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
-use crate::desired::{ON_DELETE, strategy_type};
+use crate::desired::{ON_DELETE, live_step_value, strategy_type};
 use crate::index::{PodCountRule, pod_group};
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
@@ -97,6 +97,18 @@ impl Driver for Steer {
             live_on_hold: strategy_type(live) == ON_DELETE,
             ..observe_daemon_set(live, &self.counts)
         };
+        if plan.surge {
+            // Surge cannot work beside a host port: the new pod would not start while the
+            // old one holds it. Checked on what is written, and on the live DaemonSet when the
+            // template is someone else's (`workloadRef`).
+            if let Some(port) = shared_host_port(seen.desired.unwrap_or(live)) {
+                return Err(format!(
+                    "spec.strategy.surge cannot work with {port}: the new pod would start beside the old one on the same node and cannot bind it; remove the hostPort or turn surge off"
+                ));
+            }
+            self.observation.live_max_unavailable = live_step_value(live, true);
+            self.observation.surge = true;
+        }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
         self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
         if plan.pre_pull.is_some() {
@@ -416,5 +428,68 @@ impl Pass<'_> {
             crash_loop: plan.crash_loop.clone(),
             skip_terminating,
         }
+    }
+}
+
+/// The first `hostPort` a container (or init container) of `ds`'s pod template asks for,
+/// described (`container "agent" hostPort 9100`): two pods of one node cannot both bind it,
+/// so surge cannot start the new pod beside the old one.
+/// With `hostNetwork` every container port is a host port (the API server defaults `hostPort`
+/// to it).
+fn shared_host_port(ds: &DaemonSet) -> Option<String> {
+    let spec = ds.spec.as_ref()?.template.spec.as_ref()?;
+    let host_network = spec.host_network == Some(true);
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find_map(|container| {
+            let port = container.ports.iter().flatten().find_map(|port| {
+                port.host_port
+                    .filter(|host| *host > 0)
+                    .or_else(|| host_network.then_some(port.container_port))
+            })?;
+            Some(format!("container {:?} hostPort {port}", container.name))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ds(pod_spec: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": pod_spec}
+            }
+        }))
+        .unwrap()
+    }
+
+    /// The ports two pods of one node would share: a `hostPort`, or any port with
+    /// `hostNetwork`; a container port alone is each pod's own.
+    #[test]
+    fn a_host_port_is_found_in_containers_init_containers_and_the_host_network() {
+        let own = ds(serde_json::json!({"containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 9100}]}
+        ]}));
+        assert_eq!(shared_host_port(&own), None);
+        let host = ds(serde_json::json!({"containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 9100, "hostPort": 9101}]}
+        ]}));
+        assert_eq!(
+            shared_host_port(&host).as_deref(),
+            Some("container \"agent\" hostPort 9101")
+        );
+        let init = ds(serde_json::json!({
+            "containers": [{"name": "agent", "image": "a"}],
+            "initContainers": [{"name": "setup", "image": "a", "ports": [{"containerPort": 1, "hostPort": 53}]}]
+        }));
+        assert!(shared_host_port(&init).unwrap().contains("setup"));
+        let network = ds(serde_json::json!({"hostNetwork": true, "containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 4240}]}
+        ]}));
+        assert!(shared_host_port(&network).unwrap().contains("4240"));
     }
 }

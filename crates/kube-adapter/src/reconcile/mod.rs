@@ -310,7 +310,7 @@ impl<'a> Pass<'a> {
         };
         let remembered = desired.clone();
         if let Some(max) = max {
-            set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
+            set_max_unavailable(&mut desired, max, plan.rolling_update_write());
         }
         let mut record = Transition {
             target: plan.target.clone(),

@@ -318,6 +318,7 @@ impl Pass<'_> {
         }
         let own = OwnWrites {
             strategy: &plan.strategy,
+            write: plan.rolling_update_write(),
             // The hold's `OnDelete` is ours while it is asked for or recorded, not after.
             hold: held || status.held == Some(true),
         };
@@ -336,7 +337,7 @@ impl Pass<'_> {
             && let Some(desired) = desired
         {
             check.drift = Some(DriftSeen {
-                what: describe_drift(live, desired, status),
+                what: describe_drift(live, desired, status, plan.surge),
             });
         }
         Ok(check)
@@ -369,7 +370,7 @@ impl Pass<'_> {
             return Ok(Written::InvalidSpec(format!("TLS migration: {e}")));
         }
         if let Some(max) = write.max_unavailable {
-            set_max_unavailable(&mut written, max, plan.strategy.compatibility.into());
+            set_max_unavailable(&mut written, max, plan.rolling_update_write());
         }
         match self.patch(live, &written).await {
             Ok(patched) => {
