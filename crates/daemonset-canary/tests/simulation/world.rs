@@ -164,6 +164,11 @@ pub enum Invariant {
     ///     baseline), no further pod is deleted and no widening is written for it, past the
     ///     controller's staleness and within the gate's window.
     NeighboursStopTheRelease,
+    /// 33. Surge (issue 50): with `spec.strategy.surge` and the DaemonSet at `maxUnavailable:
+    ///     0`, no ready pod is taken down on a Ready node that has no other ready pod of the
+    ///     DaemonSet: the number of nodes without a ready agent stays within what
+    ///     `maxUnavailable` allows, 0.
+    SurgeKeepsAnAgentOnEveryNode,
 }
 
 impl Invariant {
@@ -204,6 +209,7 @@ impl Invariant {
                 "31 no-failure-for-a-node-unhealthy-before"
             }
             Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
+            Invariant::SurgeKeepsAnAgentOnEveryNode => "33 surge-keeps-an-agent-on-every-node",
         }
     }
 }
