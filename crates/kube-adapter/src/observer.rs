@@ -238,6 +238,15 @@ pub enum Report {
         /// Name of the CanaryDaemonSet.
         name: String,
     },
+    /// A CanaryDaemonSet has no phase any more: it waits for the DaemonSet its `workloadRef`
+    /// names, which does not exist (deleted after a rollout, or not created yet). What was
+    /// reported of its rollouts may be forgotten (a last `failed` would keep an alert firing).
+    Unphased {
+        /// Namespace of the CanaryDaemonSet.
+        namespace: String,
+        /// Name of the CanaryDaemonSet.
+        name: String,
+    },
 }
 
 /// Counters of what the controller did, summed from the [`Report`]s; read them with the
@@ -356,7 +365,10 @@ impl Stats {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match report {
-            Report::Transition(_) | Report::Deleted { .. } | Report::AnalysisMeasured { .. } => {}
+            Report::Transition(_)
+            | Report::Deleted { .. }
+            | Report::Unphased { .. }
+            | Report::AnalysisMeasured { .. } => {}
             Report::DriftDetected { .. } => add(&self.drifts),
             Report::PodDeleted => add(&self.pod_deletions),
             Report::Reconciled { error, .. } => {

@@ -30,7 +30,9 @@ pub use plan::step_plan;
 use std::sync::Arc;
 
 use canary_predicates::{Target, live_max_unavailable};
-use canary_state_machine::{Decision, FailureReason, Phase, WriteKind, decide_create};
+use canary_state_machine::{
+    ConditionReason, Decision, FailureReason, Phase, WriteKind, decide_create,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -406,6 +408,40 @@ impl<'a> Pass<'a> {
     /// spec changes.
     async fn invalid_spec(&self, message: String) -> Result<Action, Error> {
         self.refuse(FailureReason::InvalidSpec, message).await?;
+        Ok(Action::await_change())
+    }
+
+    /// Reports that the DaemonSet `spec.workloadRef` names does not exist (yet): no phase
+    /// (`pending`) and the message ([`crate::status::awaiting_workload_status`]), one Normal
+    /// event; nothing else is written. Not a failure: a GitOps sync wave may create the
+    /// CanaryDaemonSet before its DaemonSet. The DaemonSet watch brings every referrer back
+    /// when the DaemonSet appears.
+    async fn await_workload(&self, message: String) -> Result<Action, Error> {
+        let generation = self.cds.metadata.generation.unwrap_or_default();
+        let status = crate::status::awaiting_workload_status(
+            self.status.as_ref(),
+            &self.ds_name,
+            message.clone(),
+            generation,
+            self.now,
+        );
+        if self.status.as_ref() != Some(&status) || !self.status_persisted {
+            self.patch_status(&status).await?;
+            if self.status.as_ref().is_some_and(|s| s.phase.is_some()) {
+                self.ctx.observer.report(Report::Unphased {
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                });
+            }
+            self.publish(
+                KubeEventType::Normal,
+                ConditionReason::WaitingForDaemonSet.as_str(),
+                message,
+                false,
+                "",
+            )
+            .await;
+        }
         Ok(Action::await_change())
     }
 
