@@ -567,14 +567,12 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
-    // With surge the canary starts beside its node's old pod, and `OnDelete` would make the
-    // DaemonSet controller delete the younger of the two, the canary (issue 50): the hold
-    // waits until a node has lost its old pod, which the DaemonSet controller does only once
-    // the new one beside it is available. A node surged meanwhile loses its new pod to the
-    // hold and keeps its old, ready one.
-    let canary_in_place =
-        observation.updated_ready_pods > 0 && observation.old_pods < observation.desired_pods;
-    if observation.surge && !observation.live_on_hold && !canary_in_place {
+    // With surge (issue 50) the soak does not hold the DaemonSet controller: under `OnDelete`
+    // it deletes the younger of two pods on a node, the new one, which is the canary itself
+    // while it soaks beside its old pod, and the only ready one on a node whose old pod is
+    // crash-looping (a rollback; simulation seed 2 with surge). The widen waits all the same;
+    // meanwhile the DaemonSet controller goes on one surged node at a time, none taken down.
+    if observation.surge && !observation.live_on_hold {
         return Some(Decision {
             action: MaxUnavailableAction {
                 wake_after: soak.and_then(soak_left),

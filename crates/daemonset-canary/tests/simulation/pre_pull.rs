@@ -1,4 +1,4 @@
-//! Invariant 33, image pre-pull (issue 50): the pre-pull pods of the scenario's
+//! Invariant 34, image pre-pull (issue 50): the pre-pull pods of the scenario's
 //! CanaryDaemonSet (its label) never pull more at once than `spec.prePull.maxConcurrent`, are
 //! never the DaemonSet's (no owner but the CanaryDaemonSet, none of the agent's labels), and
 //! none is left once the rollout is at rest (`successful`, `failed`, `rolledBack`).

@@ -380,7 +380,7 @@ impl Recorded {
             );
             return;
         };
-        // A pre-pull pod (issue 50) is no agent pod: invariant 33 checks those.
+        // A pre-pull pod (issue 50) is no agent pod: invariant 34 checks those.
         if super::pre_pull::PrePullCheck::is_pre_pull(&pod) {
             return;
         }

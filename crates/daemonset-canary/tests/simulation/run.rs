@@ -1205,6 +1205,13 @@ impl Harness<'_> {
         if self.plan.on_failure_rollback {
             spec["spec"]["strategy"]["onFailure"] = serde_json::json!("Rollback");
         }
+        if self.plan.surge {
+            spec["spec"]["strategy"]["surge"] = serde_json::json!(true);
+        }
+        if self.plan.min_ready_seconds > 0 {
+            spec["spec"]["template"]["spec"]["minReadySeconds"] =
+                serde_json::json!(self.plan.min_ready_seconds);
+        }
         if let Some(pods) = &self.plan.pods
             && let (Some(strategy), serde_json::Value::Object(fields)) =
                 (spec["spec"]["strategy"].as_object_mut(), pods.strategy())
@@ -1527,6 +1534,7 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     let checker = checker
         .with_nodes(sim.store().list::<Node>(None))
         .with_pods_plan(plan.pods.clone())
+        .with_surge(plan.surge)
         .with_kubevirt_compatibility(plan.compatibility == Compatibility::KubeVirt)
         .with_analysis(plan.analysis.is_some())
         .with_pre_pull(plan.pre_pull.map(|p| p.max_concurrent));

@@ -164,7 +164,12 @@ pub enum Invariant {
     ///     baseline), no further pod is deleted and no widening is written for it, past the
     ///     controller's staleness and within the gate's window.
     NeighboursStopTheRelease,
-    /// 33. Image pre-pull (issue 50): never more pre-pull pods pulling at once than
+    /// 33. Surge (issue 50): with `spec.strategy.surge` and the DaemonSet at `maxUnavailable:
+    ///     0`, no ready pod is taken down on a Ready node that has no other ready pod of the
+    ///     DaemonSet: the number of nodes without a ready agent stays within what
+    ///     `maxUnavailable` allows, 0.
+    SurgeKeepsAnAgentOnEveryNode,
+    /// 34. Image pre-pull (issue 50): never more pre-pull pods pulling at once than
     ///     `spec.prePull.maxConcurrent`; each the CanaryDaemonSet's alone (never adopted, none
     ///     of the agent's labels); none left once the rollout is at rest.
     PrePullBoundedAndCleanedUp,
@@ -208,7 +213,8 @@ impl Invariant {
                 "31 no-failure-for-a-node-unhealthy-before"
             }
             Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
-            Invariant::PrePullBoundedAndCleanedUp => "33 pre-pull-bounded-and-cleaned-up",
+            Invariant::SurgeKeepsAnAgentOnEveryNode => "33 surge-keeps-an-agent-on-every-node",
+            Invariant::PrePullBoundedAndCleanedUp => "34 pre-pull-bounded-and-cleaned-up",
         }
     }
 }

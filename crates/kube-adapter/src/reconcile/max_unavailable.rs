@@ -110,7 +110,14 @@ impl Driver for Steer {
             self.observation.surge = true;
         }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
-        self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
+        let min_ready = live
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.min_ready_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .map_or(Duration::ZERO, Duration::from_secs);
+        self.observation.health =
+            Some(pass.health_facts(plan, &rule, &self.observation, own_uid, min_ready));
         if plan.pre_pull.is_some() {
             self.rule = Some(rule.clone());
         }
@@ -343,13 +350,21 @@ impl Pass<'_> {
         rule: &PodCountRule,
         observation: &Observation,
         own_uid: &str,
+        min_ready: Duration,
     ) -> HealthFacts {
         let counted = |pod: &PodSummary| rule.count_of(pod);
+        // The DaemonSet's `minReadySeconds` (issue 50): a pod is available only once it has
+        // been ready that long, so the canary soaks at least that long before the widen, with
+        // a timed wake at the moment it becomes available. Not in the reference's table.
+        let soak = match plan.strategy.compatibility {
+            Compatibility::KubeVirt => plan.health.policy.canary_soak,
+            Compatibility::Fixed => plan.health.policy.canary_soak.max(min_ready),
+        };
         let group = pod_group(&self.namespace, &self.ds_name);
         // The state machine holds the DaemonSet controller while the canary soaks (at
         // maxUnavailable 1 it replaces the next pod as soon as the canary is available); the
         // Ready times are walked only while it may.
-        let may_soak = !plan.health.policy.canary_soak.is_zero()
+        let may_soak = !soak.is_zero()
             && observation.updated_ready_pods > 0
             && observation.updated_pods < observation.desired_pods
             && observation.old_pods > 0
@@ -397,6 +412,7 @@ impl Pass<'_> {
             });
         }
         facts.answered = answered;
+        facts.policy.canary_soak = soak;
         facts
     }
 
