@@ -69,6 +69,8 @@ const SMOKE_ARGS: &[&str] = &[
     "3,10",
     "--demo-runs",
     "1",
+    "--downtime-nodes",
+    "5",
 ];
 
 /// Builds and runs the harness; the report goes to stdout and `target/bench/`.

@@ -72,6 +72,9 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     if let Some(history) = &status.history {
         field(&mut out, "Revisions", &revisions_line(history));
     }
+    if let Some(downtime) = downtime_line(&status) {
+        field(&mut out, "Agent downtime", &downtime);
+    }
     field(
         &mut out,
         "Pods",
@@ -98,6 +101,22 @@ pub fn render(cds: &CanaryDaemonSet, events: &[Event], now: Timestamp) -> String
     // Free texts are escaped where they are written (a newline in them too); this catches a
     // control character in any other field.
     printable(&out)
+}
+
+/// The agent downtime of the rollout (issue 50): node-seconds in all, over how many gaps, and
+/// the worst node; `None` before a gap was measured.
+pub fn downtime_line(status: &CanaryDaemonSetStatus) -> Option<String> {
+    let downtime = status.agent_downtime.as_ref()?;
+    let worst = match (&downtime.worst_node, downtime.worst_seconds) {
+        (Some(node), Some(seconds)) => format!(", worst {node} {seconds}s"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "{} node-seconds over {} ({}){worst}",
+        downtime.node_seconds,
+        crate::format::count(downtime.gaps, "node", "nodes"),
+        downtime.version
+    ))
 }
 
 /// The nodes the health gates name (issue 46): each with what was seen and since when, and

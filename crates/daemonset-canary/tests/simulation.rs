@@ -26,6 +26,8 @@ mod checker;
 mod lease;
 #[path = "simulation/plan.rs"]
 mod plan;
+#[path = "simulation/pre_pull.rs"]
+mod pre_pull;
 #[path = "simulation/prometheus.rs"]
 mod prometheus;
 #[path = "simulation/recorder.rs"]

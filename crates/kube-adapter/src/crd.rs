@@ -215,6 +215,28 @@ pub struct CanaryDaemonSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 8))]
     pub notifications: Option<Vec<crate::notify::NotificationSubscription>>,
+    /// Image pre-pull (issue 50, docs/configuration.md): while the canary soaks, and in every
+    /// pause step of the Pods driver, the nodes replaced next pull the new images ahead of
+    /// their replacement, so that the pull is not inside their agent's downtime. Unset: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_pull: Option<PrePullSpec>,
+}
+
+/// Image pre-pull (`spec.prePull`): one short-lived pod per next node, pinned to it by
+/// `nodeName`, whose containers are the new template's images with a command that does not
+/// exist (the image is pulled, its entrypoint never runs); owned by the CanaryDaemonSet and
+/// deleted when the window ends.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrePullSpec {
+    /// Pre-pull at all (default `true` once `prePull` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// How many nodes pull at once (default 10, 1 to 1000): what the registry and the nodes'
+    /// bandwidth bear beside the running agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_concurrent: Option<u32>,
 }
 
 /// Node condition types that make a node unhealthy when `True`, each once; `Ready` is always
@@ -448,6 +470,14 @@ pub struct StrategySpec {
     #[schemars(length(min = 1, max = 317))]
     #[x_kube(validation = kube::core::Rule::new(QUALIFIED_NAME_RULE).message("topologyKey must be a label key such as topology.kubernetes.io/zone"))]
     pub topology_key: Option<String>,
+    /// MaxUnavailable driver (issue 50): replace pods by surge, the new pod started beside the
+    /// old one, which goes once the new one is available, so a node is never without its agent.
+    /// The canary and fast values are then the DaemonSet's `maxSurge` (one surged pod, then
+    /// 10%), with `maxUnavailable: 0`; at rest it keeps the canary's. Refused with
+    /// `compatibility: KubeVirt` (the reference has no surge), the Pods driver, and a template
+    /// whose containers ask for a `hostPort` (the two pods of a node would share it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub surge: bool,
 }
 
 /// One step of the Pods driver: `{nodes: "10%"}` (optionally with `maxUnavailable`) or
@@ -498,6 +528,7 @@ impl Default for StrategySpec {
             steps: Vec::new(),
             canary_node_selector: None,
             topology_key: None,
+            surge: false,
         }
     }
 }
@@ -701,6 +732,33 @@ pub struct CanaryDaemonSetStatus {
     /// step of the Pods driver, the canary or the widened rollout of the MaxUnavailable driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisStatus>,
+    /// How long nodes went without a ready agent pod during the current target's rollout
+    /// (issue 50), both drivers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_downtime: Option<AgentDowntime>,
+}
+
+/// The agent downtime of one rollout (`status.agentDowntime`): per node, the seconds between
+/// its old agent pod stopping being ready and a new one being available, summed, and the worst
+/// node. Bounded: two numbers and one node, whatever the cluster's size.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDowntime {
+    /// The target version the figures are for: a new target starts them again.
+    #[serde(default)]
+    pub version: String,
+    /// Node-seconds without a ready agent, in all.
+    #[serde(default)]
+    pub node_seconds: u64,
+    /// How many times a node went without a ready agent.
+    #[serde(default)]
+    pub gaps: u64,
+    /// The node that went without it longest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_node: Option<String>,
+    /// Its seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worst_seconds: Option<u64>,
 }
 
 /// A node the health gates name (`status.unhealthyNodes`, issue 46): what was seen on it and
@@ -759,7 +817,7 @@ impl CanaryDaemonSetStatus {
     }
 
     /// The fields a status may leave out, by their JSON names.
-    pub const OPTIONAL_FIELDS: [&'static str; 34] = [
+    pub const OPTIONAL_FIELDS: [&'static str; 35] = [
         "phase",
         "reason",
         "message",
@@ -794,6 +852,7 @@ impl CanaryDaemonSetStatus {
         "retry",
         "history",
         "analysis",
+        "agentDowntime",
     ];
 
     /// The JSON merge patch body that makes the stored status equal to this one: absent

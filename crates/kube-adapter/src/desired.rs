@@ -16,7 +16,8 @@ use kube::Resource;
 use canary_predicates::{
     AnnotationKeys, KUBEVIRT_GENERATION_ANNOTATION, MaxUnavailableWire, Target,
 };
-use canary_state_machine::{Compatibility, Driver, MaxUnavailable};
+use canary_state_machine::{Compatibility, Driver, LiveMaxUnavailable, MaxUnavailable};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, DaemonSetTemplate, TargetSpec};
@@ -284,6 +285,8 @@ pub enum RollingUpdateWrite {
     ReplaceStruct,
     /// Set only `maxUnavailable`, keeping the template's `maxSurge`.
     KeepMaxSurge,
+    /// `spec.strategy.surge` (issue 50): the value is the `maxSurge`, with `maxUnavailable: 0`.
+    Surge,
 }
 
 impl From<Compatibility> for RollingUpdateWrite {
@@ -309,17 +312,41 @@ pub fn set_max_unavailable(
         .update_strategy
         .get_or_insert_with(DaemonSetUpdateStrategy::default);
     strategy.type_ = Some(ROLLING_UPDATE.to_owned());
-    let max_surge = match mode {
-        RollingUpdateWrite::ReplaceStruct => None,
-        RollingUpdateWrite::KeepMaxSurge => strategy
-            .rolling_update
-            .as_ref()
-            .and_then(|r| r.max_surge.clone()),
+    let (max_unavailable, max_surge) = match mode {
+        RollingUpdateWrite::ReplaceStruct => (max_unavailable.to_int_or_string(), None),
+        RollingUpdateWrite::KeepMaxSurge => (
+            max_unavailable.to_int_or_string(),
+            strategy
+                .rolling_update
+                .as_ref()
+                .and_then(|r| r.max_surge.clone()),
+        ),
+        RollingUpdateWrite::Surge => (
+            IntOrString::Int(0),
+            Some(max_unavailable.to_int_or_string()),
+        ),
     };
     strategy.rolling_update = Some(RollingUpdateDaemonSet {
-        max_unavailable: Some(max_unavailable.to_int_or_string()),
+        max_unavailable: Some(max_unavailable),
         max_surge,
     });
+}
+
+/// The step value the live DaemonSet holds, as the state machine reads it: its
+/// `maxUnavailable`, or with `surge` (issue 50) its `maxSurge` while `maxUnavailable` is 0
+/// (what [`RollingUpdateWrite::Surge`] writes). A DaemonSet not (yet) written for surge reads as
+/// its `maxUnavailable`, so turning surge on at rest waits for the next rollout to write it.
+pub fn live_step_value(ds: &DaemonSet, surge: bool) -> LiveMaxUnavailable {
+    let live = canary_predicates::live_max_unavailable(ds);
+    let zero = matches!(&live, LiveMaxUnavailable::Int(0))
+        || matches!(&live, LiveMaxUnavailable::Str(text) if text == "0%");
+    match canary_predicates::live_max_surge(ds) {
+        Some(IntOrString::Int(value)) if surge && zero => {
+            LiveMaxUnavailable::Int(i64::from(*value))
+        }
+        Some(IntOrString::String(text)) if surge && zero => LiveMaxUnavailable::Str(text.clone()),
+        _ => live,
+    }
 }
 
 #[cfg(test)]
@@ -527,6 +554,37 @@ TargetSpec {
             template_hash(a.spec.template.as_ref().unwrap()).unwrap(),
             "f8fa7f96060f512a"
         );
+    }
+
+    #[test]
+    fn surge_writes_the_step_value_as_max_surge_and_reads_it_back() {
+        let cds = cds("agent");
+        let mut ds = desired(&cds);
+        set_max_unavailable(
+            &mut ds,
+            MaxUnavailable::TEN_PERCENT,
+            RollingUpdateWrite::Surge,
+        );
+        let ru = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|s| s.rolling_update.clone())
+            .unwrap();
+        assert_eq!(ru.max_unavailable, Some(IntOrString::Int(0)));
+        assert_eq!(ru.max_surge, Some(IntOrString::String("10%".into())));
+        assert_eq!(
+            live_step_value(&ds, true),
+            LiveMaxUnavailable::Str("10%".into())
+        );
+        assert_eq!(live_step_value(&ds, false), LiveMaxUnavailable::Int(0));
+        // Not written for surge yet: its maxUnavailable is the step value.
+        set_max_unavailable(
+            &mut ds,
+            MaxUnavailable::ONE,
+            RollingUpdateWrite::KeepMaxSurge,
+        );
+        assert_eq!(live_step_value(&ds, true), LiveMaxUnavailable::Int(1));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! The decode buffers of a watch event are transient.
 //!
 //! **What is a neighbour.** Every pod bound to a node that has not ended (`Succeeded`,
-//! `Failed`) and is not being deleted: a completed Job or an evicted pod is no disruption.
+//! `Failed`) and is not being deleted: a completed Job or an evicted pod is no disruption. A
+//! pre-pull pod (issue 50, its label) is none either: it never gets ready, by design.
 //! The rollout's own DaemonSet's pods are left out when read (by their controller's UID), so
 //! one index serves every CanaryDaemonSet; other DaemonSets' pods (kube-proxy, a CSI node
 //! plugin) are neighbours like any workload: a CNI that breaks them broke its node's pods.
@@ -125,6 +126,10 @@ struct WireMeta {
     deletion_timestamp: Option<Time>,
     #[serde(default)]
     owner_references: Option<Vec<WireOwner>>,
+    /// Only to tell a pre-pull pod (issue 50), which is no neighbour: it ends at once, not
+    /// ready, on a node about to be updated.
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -192,7 +197,11 @@ impl<'de> Deserialize<'de> for WatchedNeighbour {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
-        let record = (!ended && meta.deletion_timestamp.is_none()).then(|| {
+        let pre_pull = meta
+            .labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(crate::reconcile::PRE_PULL_LABEL));
+        let record = (!ended && !pre_pull && meta.deletion_timestamp.is_none()).then(|| {
             let created = seconds(meta.creation_timestamp.as_ref());
             let ready = status
                 .as_ref()
@@ -529,6 +538,12 @@ mod tests {
         let mut going = pod_json("u2", "n1", true, "2026-12-07T06:05:00Z", None);
         going["metadata"]["deletionTimestamp"] = json!("2026-12-07T06:06:00Z");
         assert!(decode(going).record.is_none(), "an evicted or deleted pod");
+        let mut pre_pull = pod_json("u3", "n1", false, "2026-12-07T06:05:00Z", None);
+        pre_pull["metadata"]["labels"] = json!({crate::reconcile::PRE_PULL_LABEL: "agent"});
+        assert!(
+            decode(pre_pull).record.is_none(),
+            "a pre-pull pod (issue 50)"
+        );
     }
 
     #[test]

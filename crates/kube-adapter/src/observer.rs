@@ -92,6 +92,9 @@ pub struct Transition {
     /// When a person resumed a hold of `onUnhealthy: Hold` (seconds since the epoch), as the
     /// gates read it this pass (`status.unhealthyAnswered`).
     pub unhealthy_answered: Option<i64>,
+    /// The agent downtime gaps of the DaemonSet's nodes that closed since the last pass
+    /// (issue 50), both drivers; each is observed once, by the pass that writes it to the status.
+    pub downtime: crate::index::ClosedGaps,
 }
 
 /// The nodes the health gates name in a pass: at most ten, and how many in all.

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{
-    AnalysisStatus, CanaryDaemonSetStatus, NodeNote, RevisionPods, UnhealthyNodeNote,
+    AgentDowntime, AnalysisStatus, CanaryDaemonSetStatus, NodeNote, RevisionPods, UnhealthyNodeNote,
 };
 use crate::observer::Transition;
 
@@ -238,8 +238,40 @@ pub fn next_status(
             .template_hash
             .clone()
             .or_else(|| prev.daemon_set_template_hash.clone()),
+        agent_downtime: agent_downtime(prev, pass),
         ..unhealthy_status(prev, pass, &steps_status(prev, pass, phase_changed, now))
     }
+}
+
+/// The agent downtime of the rollout after a pass: the previous figures (those of the same
+/// target version: a new target starts again) and the gaps that closed since. `None` until a
+/// rollout has measured a gap.
+fn agent_downtime(prev: &CanaryDaemonSetStatus, pass: &Transition) -> Option<AgentDowntime> {
+    let version = &pass.target.version;
+    let kept = prev
+        .agent_downtime
+        .clone()
+        .filter(|downtime| downtime.version == *version || version.is_empty());
+    if pass.downtime.is_empty() || version.is_empty() {
+        return kept;
+    }
+    let mut downtime = kept.unwrap_or_else(|| AgentDowntime {
+        version: version.clone(),
+        ..AgentDowntime::default()
+    });
+    downtime.node_seconds = downtime
+        .node_seconds
+        .saturating_add(pass.downtime.node_seconds);
+    downtime.gaps = downtime.gaps.saturating_add(pass.downtime.count);
+    if let Some(worst) = pass.downtime.gaps.iter().max_by_key(|gap| gap.seconds)
+        && downtime
+            .worst_seconds
+            .is_none_or(|seconds| worst.seconds > seconds)
+    {
+        downtime.worst_node = Some(worst.node.clone());
+        downtime.worst_seconds = Some(worst.seconds);
+    }
+    Some(downtime)
 }
 
 /// The nodes the health gates name (issue 46), over the Pods driver's part of the status:
@@ -631,11 +663,73 @@ mod tests {
             unhealthy: None,
             analysis: None,
             unhealthy_answered: None,
+            downtime: Default::default(),
         }
     }
 
     fn condition<'a>(status: &'a CanaryDaemonSetStatus, type_: &str) -> &'a Condition {
         status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    fn gaps(gaps: &[(&str, u64)]) -> crate::index::ClosedGaps {
+        crate::index::ClosedGaps {
+            gaps: gaps
+                .iter()
+                .map(|(node, seconds)| crate::index::DowntimeGap {
+                    node: (*node).to_owned(),
+                    seconds: *seconds,
+                })
+                .collect(),
+            count: gaps.len() as u64,
+            node_seconds: gaps.iter().map(|(_, s)| s).sum(),
+        }
+    }
+
+    /// The downtime of a rollout adds up pass by pass, keeps its worst node, survives passes
+    /// that close no gap, and starts again with a new target.
+    #[test]
+    fn agent_downtime_adds_up_per_target() {
+        let first = next_status(None, &pass(Phase::Canary, 0), t(0));
+        assert_eq!(first.agent_downtime, None, "nothing measured yet");
+        let one = Transition {
+            downtime: gaps(&[("n1", 12)]),
+            ..pass(Phase::Waiting, 1)
+        };
+        let status = next_status(Some(&first), &one, t(10));
+        let two = Transition {
+            downtime: gaps(&[("n2", 30), ("n3", 5)]),
+            ..pass(Phase::Increasing, 3)
+        };
+        let status = next_status(Some(&status), &two, t(20));
+        let status = next_status(Some(&status), &pass(Phase::Increasing, 3), t(30));
+        assert_eq!(
+            status.agent_downtime,
+            Some(AgentDowntime {
+                version: "v2".into(),
+                node_seconds: 47,
+                gaps: 3,
+                worst_node: Some("n2".into()),
+                worst_seconds: Some(30),
+            })
+        );
+        let next = Transition {
+            target: Target {
+                version: "v3".into(),
+                ..Target::default()
+            },
+            downtime: gaps(&[("n1", 4)]),
+            ..pass(Phase::Canary, 0)
+        };
+        let status = next_status(Some(&status), &next, t(40));
+        let downtime = status.agent_downtime.unwrap();
+        assert_eq!(
+            (
+                downtime.version.as_str(),
+                downtime.node_seconds,
+                downtime.gaps
+            ),
+            ("v3", 4, 1)
+        );
     }
 
     #[test]

@@ -158,6 +158,7 @@ fn transition(
 ) -> Transition {
     Transition {
         unhealthy_answered: None,
+        downtime: Default::default(),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         daemon_set: name.to_owned(),

@@ -567,6 +567,20 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
+    // With surge (issue 50) the soak does not hold the DaemonSet controller: under `OnDelete`
+    // it deletes the younger of two pods on a node, the new one, which is the canary itself
+    // while it soaks beside its old pod, and the only ready one on a node whose old pod is
+    // crash-looping (a rollback; simulation seed 2 with surge). The widen waits all the same;
+    // meanwhile the DaemonSet controller goes on one surged node at a time, none taken down.
+    if observation.surge && !observation.live_on_hold {
+        return Some(Decision {
+            action: MaxUnavailableAction {
+                wake_after: soak.and_then(soak_left),
+                ..MaxUnavailableAction::default()
+            },
+            ..decision
+        });
+    }
     Some(Decision {
         write: (!observation.live_on_hold).then_some(DaemonSetWrite {
             kind: WriteKind::Hold,

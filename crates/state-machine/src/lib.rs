@@ -87,6 +87,7 @@ mod observation;
 mod outside_text;
 mod phase;
 mod pods;
+mod prepull;
 mod strategy;
 mod verb;
 
@@ -122,8 +123,9 @@ pub use phase::{FailureReason, ParseFailureReasonError, ParsePhaseError, Phase};
 pub use pods::{
     Deferral, Deletion, LISTED_NODES, MAX_STEPS, NodeHealth, NodeStanding, NodeState, NodeTally,
     PodDecision, PodObservation, PodState, PodsAction, Promotion, Step, StepPlan, StepPosition,
-    decide_pods,
+    decide_pods, pre_pull_nodes,
 };
+pub use prepull::{PrePullPlan, PrePullPod, plan_pre_pull};
 pub use strategy::{
     Compatibility, DEFAULT_PROGRESS_DEADLINE, DriftPolicy, Driver, OnFailure,
     ParseCompatibilityError, ParseDriverError, Strategy, StrategyError,

@@ -81,8 +81,13 @@ pub struct Observation {
     pub old_pods: u32,
     /// The first crash-looping updated pod, if any.
     pub crash_loop: Option<CrashLoopSeen>,
-    /// `maxUnavailable` exactly as the live DaemonSet has it.
+    /// `maxUnavailable` exactly as the live DaemonSet has it (with `surge`, its `maxSurge`
+    /// while `maxUnavailable` is 0: the step value either way).
     pub live_max_unavailable: LiveMaxUnavailable,
+    /// The DaemonSet replaces pods by surge (`spec.strategy.surge`, issue 50): a new pod starts
+    /// beside the old one, and the canary soak writes no hold (`OnDelete`, under which the
+    /// DaemonSet controller deletes the younger of two pods on a node: the new one).
+    pub surge: bool,
     /// Live `status.observedGeneration >= metadata.generation`: the DaemonSet controller has
     /// caught up with the last write, so its counts describe the current template. Only the
     /// default strategy reads it.
@@ -140,6 +145,7 @@ impl Default for Observation {
             old_pods: 0,
             crash_loop: None,
             live_max_unavailable: LiveMaxUnavailable::Unset,
+            surge: false,
             rollout_observed: true,
             daemon_set_rolled_out: false,
             drift: None,

@@ -28,6 +28,7 @@
 
 mod baseline;
 mod demo;
+mod downtime;
 mod goals;
 mod oracle;
 mod pods;
@@ -89,6 +90,19 @@ struct Cli {
     /// Pods-driver rollouts per size.
     #[arg(long, default_value_t = 1)]
     pods_rollouts: u32,
+    /// Cluster sizes of the agent-downtime table (issue 50; empty: skip it): one rollout per
+    /// variant (each driver, plain and with image pre-pull) with a modelled pull.
+    #[arg(long, value_parser = sizes, default_value = "")]
+    downtime_nodes: Sizes,
+    /// The modelled pull of the new image in the downtime table, in seconds.
+    #[arg(long, default_value_t = 30)]
+    downtime_pull: u64,
+    /// `spec.prePull.maxConcurrent` of the downtime table's pre-pull rows.
+    #[arg(long, default_value_t = 100)]
+    downtime_pre_pull: u32,
+    /// Only the downtime table (its Markdown on stdout), nothing else.
+    #[arg(long)]
+    downtime_only: bool,
     /// Seed of the simulator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -156,6 +170,11 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     if let Some(Internal::Controller { kubeconfig }) = &cli.command {
         return bare_controller(kubeconfig);
+    }
+    let downtime = downtime_table(&cli)?;
+    if cli.downtime_only {
+        print!("{downtime}");
+        return Ok(());
     }
     let mut report = report::Report::default();
     let binary = match &cli.binary {
@@ -277,7 +296,7 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
 
-    print!("{}", report.markdown());
+    print!("{}{downtime}", report.markdown());
     if let Some(path) = &cli.json {
         std::fs::write(path, report.json()?)
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -287,6 +306,40 @@ fn run(cli: Cli) -> Result<()> {
         anyhow::bail!("{} goal(s) missed:\n{}", missed.len(), missed.join("\n"));
     }
     Ok(())
+}
+
+/// The agent-downtime table (issue 50) of `--downtime-nodes`, as Markdown; empty without sizes.
+fn downtime_table(cli: &Cli) -> Result<String> {
+    use std::fmt::Write as _;
+    if cli.downtime_nodes.0.is_empty() {
+        return Ok(String::new());
+    }
+    let pull = Duration::from_secs(cli.downtime_pull);
+    let mut table = format!(
+        "\n## Agent downtime per rollout (issue 50)\n\nNode-seconds without a ready agent pod, one rollout, {}s pull of the new image.\n\n| nodes | variant | downtime (node-s) | per node down (s) | worst node (s) | nodes down | makespan (s) |\n|---:|---|---:|---:|---:|---:|---:|\n",
+        pull.as_secs()
+    );
+    for &nodes in &cli.downtime_nodes.0 {
+        for variant in downtime::Variant::all(cli.downtime_pre_pull) {
+            eprintln!("downtime: {nodes} nodes, {} ...", variant.name());
+            let runtime = virtual_time_runtime()?;
+            let f = runtime.block_on(downtime::run(variant, nodes, pull, cli.seed))?;
+            eprintln!("  {f:?}");
+            let per_node = f.node_seconds / f64::from(f.nodes_down.max(1));
+            let _ = writeln!(
+                table,
+                "| {} | {} ({}s pull) | {:.0} | {per_node:.1} | {:.1} | {} | {:.0} |",
+                f.nodes,
+                f.variant.name(),
+                f.pull.as_secs(),
+                f.node_seconds,
+                f.worst.as_secs_f64(),
+                f.nodes_down,
+                f.makespan.as_secs_f64()
+            );
+        }
+    }
+    Ok(table)
 }
 
 /// `target/<profile>/daemonset-canary`, next to `target/<profile>/examples/bench`.

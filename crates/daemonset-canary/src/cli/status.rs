@@ -99,6 +99,11 @@ async fn view(args: &StatusArgs, connection: &Connection, read: &Read) -> anyhow
         } else {
             text.push_str(&status_view::render_nodes(&rows, Timestamp::now()));
         }
+        if let Some(status) = &cds.status
+            && let Some(downtime) = status_view::downtime_line(status)
+        {
+            let _ = writeln!(text, "Agent downtime: {downtime}");
+        }
     }
     let event_versions = about
         .iter()

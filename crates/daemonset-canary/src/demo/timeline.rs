@@ -412,6 +412,7 @@ mod tests {
             unhealthy: None,
             analysis: None,
             unhealthy_answered: None,
+            downtime: Default::default(),
             phase_started_at: at(seconds),
             at: at(seconds),
         }

@@ -152,6 +152,10 @@ impl MetricsBridge {
         };
         self.metrics.set_counts(&key, counts, max_unavailable_pods);
         if self.mode == Mode::Driven {
+            for gap in &transition.downtime.gaps {
+                self.metrics
+                    .agent_downtime(&transition.namespace, &transition.name, gap.seconds);
+            }
             for cause in [HealthCause::Node, HealthCause::Neighbours] {
                 let count = transition
                     .unhealthy
@@ -289,6 +293,7 @@ mod tests {
             unhealthy: None,
             analysis: None,
             unhealthy_answered: None,
+            downtime: Default::default(),
         }
     }
 

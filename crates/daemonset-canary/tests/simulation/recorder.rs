@@ -380,6 +380,10 @@ impl Recorded {
             );
             return;
         };
+        // A pre-pull pod (issue 50) is no agent pod: invariant 35 checks those.
+        if super::pre_pull::PrePullCheck::is_pre_pull(&pod) {
+            return;
+        }
         let name = pod.metadata.name.clone().unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let node = pod

@@ -1240,11 +1240,28 @@ impl Harness<'_> {
         if self.plan.on_failure_rollback {
             spec["spec"]["strategy"]["onFailure"] = serde_json::json!("Rollback");
         }
+        if self.plan.surge {
+            spec["spec"]["strategy"]["surge"] = serde_json::json!(true);
+        }
+        if self.plan.min_ready_seconds > 0 {
+            spec["spec"]["template"]["spec"]["minReadySeconds"] =
+                serde_json::json!(self.plan.min_ready_seconds);
+        }
         if let Some(pods) = &self.plan.pods
             && let (Some(strategy), serde_json::Value::Object(fields)) =
                 (spec["spec"]["strategy"].as_object_mut(), pods.strategy())
         {
             strategy.extend(fields);
+        }
+        if let Some(pre_pull) = &self.plan.pre_pull {
+            // `DST_PRE_PULL_SPEC=0`: the pulls without the pre-pull (to tell which one a
+            // replayed failure comes from).
+            if std::env::var("DST_PRE_PULL_SPEC").as_deref() != Ok("0") {
+                spec["spec"]["prePull"] =
+                    serde_json::json!({"maxConcurrent": pre_pull.max_concurrent});
+            }
+            spec["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]["sim.canary.daemonset.dev/pull"] =
+                serde_json::json!(format!("{}s", pre_pull.pull_seconds));
         }
         if let Some(analysis) = &self.plan.analysis {
             spec["spec"]["analysis"] = analysis.spec();
@@ -1552,8 +1569,10 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
     let checker = checker
         .with_nodes(sim.store().list::<Node>(None))
         .with_pods_plan(plan.pods.clone())
+        .with_surge(plan.surge)
         .with_kubevirt_compatibility(plan.compatibility == Compatibility::KubeVirt)
-        .with_analysis(plan.analysis.is_some());
+        .with_analysis(plan.analysis.is_some())
+        .with_pre_pull(plan.pre_pull.map(|p| p.max_concurrent));
     let checker_task = tokio::spawn(checker.run(events));
 
     let epoch = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -1694,6 +1713,9 @@ pub async fn run(plan: &Plan, heartbeat: Arc<std::sync::atomic::AtomicU64>) -> O
         {
             counts_settle(harness.sim.store()).await;
             at_quiescence(harness.sim.store(), &world, &intent, plan.pods.is_some());
+            if plan.pre_pull.is_some() {
+                super::pre_pull::at_quiescence(harness.sim.store(), &world);
+            }
             check_drift_and_bad_object(&harness);
             check_declared_fields(&harness);
             check_probes(&harness);

@@ -173,6 +173,15 @@ pub enum Invariant {
     ///     the controller's staleness and within the gate's window. A rollback (the target
     ///     changes), a retry (a person's answer) and a hand edit end it.
     NodeBreakageStopsTheRelease,
+    /// 34. Surge (issue 50): with `spec.strategy.surge` and the DaemonSet at `maxUnavailable:
+    ///     0`, no ready pod is taken down on a Ready node that has no other ready pod of the
+    ///     DaemonSet: the number of nodes without a ready agent stays within what
+    ///     `maxUnavailable` allows, 0.
+    SurgeKeepsAnAgentOnEveryNode,
+    /// 35. Image pre-pull (issue 50): never more pre-pull pods pulling at once than
+    ///     `spec.prePull.maxConcurrent`; each the CanaryDaemonSet's alone (never adopted, none
+    ///     of the agent's labels); none left once the rollout is at rest.
+    PrePullBoundedAndCleanedUp,
 }
 
 impl Invariant {
@@ -214,6 +223,8 @@ impl Invariant {
             }
             Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
             Invariant::NodeBreakageStopsTheRelease => "33 node-breakage-stops-the-release",
+            Invariant::SurgeKeepsAnAgentOnEveryNode => "34 surge-keeps-an-agent-on-every-node",
+            Invariant::PrePullBoundedAndCleanedUp => "35 pre-pull-bounded-and-cleaned-up",
         }
     }
 }

@@ -232,7 +232,7 @@ async fn run_controller(
     let (cds_store, cds_writer) = reflector::store::<CanaryDaemonSet>();
     let (ds_store, ds_writer) = reflector::store::<DaemonSet>();
     let daemon_sets = watching.daemon_sets(ds_writer, cds_store.clone());
-    let pods = OwnerIndex::<PodSummary>::new();
+    let pods = OwnerIndex::<PodSummary>::new().with_clock(config.clock.clone());
     let (counts_moved, counted) = Coalesced::<CanaryDaemonSet>::new(COUNTS_WAIT);
     let (facts_moved, facts) = Coalesced::<CanaryDaemonSet>::new(FACTS_WAIT);
     let pod_triggers = watching.pods(pods.clone(), counts_moved, facts_moved.clone());

@@ -22,6 +22,7 @@ impl CanaryDaemonSetSpec {
             analysis: None,
             health: None,
             notifications: None,
+            pre_pull: None,
         }
     }
 }

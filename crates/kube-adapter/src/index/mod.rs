@@ -25,7 +25,9 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 
-pub use pod_tally::{PodCountRule, PodTally};
+use crate::clock::Clock;
+
+pub use pod_tally::{ClosedGaps, DowntimeGap, PodCountRule, PodTally};
 pub use watched_pod::WatchedPod;
 pub(crate) use watched_pod::partially_decoded;
 
@@ -74,6 +76,22 @@ pub trait Tally<T: ?Sized>: Default + std::fmt::Debug + Send + Sync + 'static {
     /// object that joins the group, `new` for one that leaves it). Returns how much the change
     /// matters to a pass.
     fn replace(&mut self, old: Option<&T>, new: Option<&T>) -> Moved;
+
+    /// [`replace`](Self::replace), for a tally that also keeps history: the change was seen at
+    /// `at` (seconds since the epoch, the controller's clock), `live` (false while a relist is
+    /// being built, whose objects only join).
+    fn replace_at(&mut self, old: Option<&T>, new: Option<&T>, _at: i64, _live: bool) -> Moved {
+        self.replace(old, new)
+    }
+
+    /// Takes over the history `stale`, the tally of the same group a relist replaces, kept.
+    fn carry_over(&mut self, _stale: &mut Self) {}
+
+    /// Whether the tally keeps no history a pass has yet to read, so that its group may go
+    /// once it has no objects.
+    fn is_idle(&self) -> bool {
+        true
+    }
 }
 
 /// No tally: every change may matter.
@@ -138,7 +156,7 @@ impl<T: Indexed> Default for Maps<T> {
 
 impl<T: Indexed> Maps<T> {
     /// Inserts or replaces `obj`; how much that matters to a pass (see [`Tally::replace`]).
-    fn insert(&mut self, obj: T) -> Moved {
+    fn insert(&mut self, obj: T, at: i64, live: bool) -> Moved {
         let id = obj.identity();
         let key = obj.index_key();
         let obj = Arc::new(obj);
@@ -150,9 +168,11 @@ impl<T: Indexed> Maps<T> {
         // the maps keep the identity they hold.
         if same_group && let Some(group) = key.as_deref().and_then(|key| self.groups.get_mut(key)) {
             let previous = group.objects.insert(id, obj.clone());
-            return group.tally.replace(previous.as_deref(), Some(&obj));
+            return group
+                .tally
+                .replace_at(previous.as_deref(), Some(&obj), at, live);
         }
-        let left = self.remove(&id);
+        let left = self.remove(&id, at, live);
         let Some(key) = key else { return left };
         // The group's key is stored once and shared by its objects' entries in `key_of`.
         let key = match self.groups.get_key_value(key.as_str()) {
@@ -161,13 +181,13 @@ impl<T: Indexed> Maps<T> {
         };
         let group = self.groups.entry(key.clone()).or_default();
         group.objects.insert(id.clone(), obj.clone());
-        let joined = group.tally.replace(None, Some(&obj));
+        let joined = group.tally.replace_at(None, Some(&obj), at, live);
         self.key_of.insert(id, key);
         left.max(joined)
     }
 
     /// Removes the object `id`; how much that matters to a pass.
-    fn remove(&mut self, id: &Id) -> Moved {
+    fn remove(&mut self, id: &Id, at: i64, live: bool) -> Moved {
         let Some(key) = self.key_of.remove(id) else {
             return Moved::Nothing;
         };
@@ -175,8 +195,8 @@ impl<T: Indexed> Maps<T> {
             return Moved::Nothing;
         };
         let removed = group.objects.remove(id);
-        let moved = group.tally.replace(removed.as_deref(), None);
-        if group.objects.is_empty() {
+        let moved = group.tally.replace_at(removed.as_deref(), None, at, live);
+        if group.objects.is_empty() && group.tally.is_idle() {
             self.groups.remove(&key);
         }
         moved
@@ -206,6 +226,8 @@ impl<T: Indexed> Default for State<T> {
 pub struct OwnerIndex<T: Indexed> {
     state: Arc<RwLock<State<T>>>,
     ready: Arc<AtomicBool>,
+    /// When events are seen (the tallies that keep history: agent downtime).
+    clock: Clock,
 }
 
 impl<T: Indexed> Clone for OwnerIndex<T> {
@@ -213,6 +235,7 @@ impl<T: Indexed> Clone for OwnerIndex<T> {
         Self {
             state: self.state.clone(),
             ready: self.ready.clone(),
+            clock: self.clock.clone(),
         }
     }
 }
@@ -222,6 +245,7 @@ impl<T: Indexed> Default for OwnerIndex<T> {
         Self {
             state: Arc::default(),
             ready: Arc::default(),
+            clock: Clock::system(),
         }
     }
 }
@@ -230,6 +254,12 @@ impl<T: Indexed> OwnerIndex<T> {
     /// An empty index, not ready until the first complete list.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The index with events seen on `clock` (a simulator's, or tokio's virtual time).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Whether the first complete list has been applied.
@@ -243,14 +273,15 @@ impl<T: Indexed> OwnerIndex<T> {
     /// `InitDone` never do by themselves.
     pub fn apply(&self, event: &Event<T::Source>) -> Moved {
         // Objects are slimmed before taking the lock: readers only wait for the map update.
+        let at = self.clock.now().as_second();
         match event {
             Event::Apply(obj) => {
                 let slim = T::from_source(obj);
-                self.write().live.insert(slim)
+                self.write().live.insert(slim, at, true)
             }
             Event::Delete(obj) => {
                 let id = T::source_identity(obj);
-                self.write().live.remove(&id)
+                self.write().live.remove(&id, at, true)
             }
             Event::Init => {
                 self.write().relist = Some(Maps::default());
@@ -262,13 +293,18 @@ impl<T: Indexed> OwnerIndex<T> {
                     .write()
                     .relist
                     .get_or_insert_with(Maps::default)
-                    .insert(slim);
+                    .insert(slim, at, false);
                 Moved::Decision
             }
             Event::InitDone => {
                 let mut state = self.write();
                 let fresh = state.relist.take().unwrap_or_default();
-                let stale = std::mem::replace(&mut state.live, fresh);
+                let mut stale = std::mem::replace(&mut state.live, fresh);
+                for (key, group) in &mut stale.groups {
+                    if let Some(fresh) = state.live.groups.get_mut(key) {
+                        fresh.tally.carry_over(&mut group.tally);
+                    }
+                }
                 drop(state);
                 // Freed outside the lock: dropping 50,000 objects takes a while.
                 drop(stale);
@@ -376,13 +412,24 @@ impl OwnerIndex<PodSummary> {
         group.tally.counts()
     }
 
+    /// Takes the agent downtime gaps the group `key` closed since the last call (issue 50).
+    pub fn drain_downtime(&self, key: &str) -> ClosedGaps {
+        debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
+        self.write()
+            .live
+            .groups
+            .get_mut(key)
+            .map(|group| group.tally.drain_downtime())
+            .unwrap_or_default()
+    }
+
     /// Stops keeping counts for the group `key`: every change of its pods' facts matters again
     /// ([`Moved::Facts`]). For passes that read more of the pods than the counts (the Pods
     /// driver's node states).
     pub fn forget_counts(&self, key: &str) {
         debug_assert!(PodSummary::is_group_key(key), "not a pod group: {key:?}");
         if let Some(group) = self.write().live.groups.get_mut(key) {
-            group.tally = PodTally::facts_only();
+            group.tally.keep_facts_only();
         }
     }
 }

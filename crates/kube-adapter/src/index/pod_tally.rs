@@ -24,6 +24,7 @@
 //! crosses a threshold a handful of times.
 
 mod classes;
+mod downtime;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -36,6 +37,8 @@ use canary_predicates::{
 use self::classes::{PodClasses, identity};
 use super::{Id, Moved, Tally};
 use classes::PodName;
+use downtime::Downtime;
+pub use downtime::{ClosedGaps, DowntimeGap};
 
 /// The owned form of what counting one DaemonSet's pods depends on: its owner match and
 /// [`CountRule`]. A tally is valid for exactly one of these.
@@ -114,6 +117,9 @@ pub struct PodTally {
     /// The group's pods by class under the rule's keys, kept beside the counts so that a new
     /// rule reads them instead of every pod; `Some` exactly when `rule` is.
     classes: Option<PodClasses>,
+    /// The agent downtime of the group's nodes, kept under any rule and without one (both
+    /// drivers). Compares equal always: it is history, not a function of the pods.
+    downtime: Downtime,
 }
 
 impl PodTally {
@@ -171,7 +177,22 @@ impl PodTally {
         }
         tally.classes = Some(classes);
         tally.rule = Some(rule);
+        tally.downtime = std::mem::take(&mut self.downtime);
         *self = tally;
+    }
+
+    /// Keeps no counts from now on ([`facts_only`](Self::facts_only)); the downtime measured stays.
+    pub(super) fn keep_facts_only(&mut self) {
+        let downtime = std::mem::take(&mut self.downtime);
+        *self = PodTally {
+            downtime,
+            ..PodTally::facts_only()
+        };
+    }
+
+    /// Takes the downtime gaps closed since the last call.
+    pub(super) fn drain_downtime(&mut self) -> ClosedGaps {
+        self.downtime.drain()
     }
 
     /// Whether the counts are kept under `rule`.
@@ -235,6 +256,25 @@ impl PodTally {
 }
 
 impl Tally<PodSummary> for PodTally {
+    fn replace_at(
+        &mut self,
+        old: Option<&PodSummary>,
+        new: Option<&PodSummary>,
+        at: i64,
+        live: bool,
+    ) -> Moved {
+        self.downtime.replace(old, new, at, live);
+        self.replace(old, new)
+    }
+
+    fn carry_over(&mut self, stale: &mut Self) {
+        self.downtime.carry_over(&mut stale.downtime);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.downtime.is_idle()
+    }
+
     fn replace(&mut self, old: Option<&PodSummary>, new: Option<&PodSummary>) -> Moved {
         if let Some(classes) = &mut self.classes {
             if let Some(old) = old {

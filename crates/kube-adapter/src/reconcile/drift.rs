@@ -5,7 +5,7 @@
 //! Invariant: drift is told from what the controller wrote (its template hash), never from a
 //! deep comparison that the API server's defaulting would break.
 
-use canary_predicates::{Target, live_max_unavailable};
+use canary_predicates::Target;
 use canary_state_machine::{MaxUnavailable, Phase, Strategy};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Container;
@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::Container;
 use crate::Error;
 use crate::crd::{CanaryDaemonSet, CanaryDaemonSetStatus};
 use crate::desired::{
-    ON_DELETE, RollingUpdateWrite, live_template_hash, set_max_unavailable, strategy_type,
-    with_strategy_type,
+    ON_DELETE, RollingUpdateWrite, live_step_value, live_template_hash, set_max_unavailable,
+    strategy_type, with_strategy_type,
 };
 use crate::meta::object_meta_modified;
 use crate::status::decided_for_another_target;
@@ -60,6 +60,8 @@ pub(super) fn controller_of(live: &DaemonSet, cds: &CanaryDaemonSet) -> Controll
 pub(super) struct OwnWrites<'a> {
     /// The strategy: its canary and fast `maxUnavailable` are the values a write sets.
     pub strategy: &'a Strategy,
+    /// How those values are written (`maxSurge` with `spec.strategy.surge`).
+    pub write: RollingUpdateWrite,
     /// A hold on request is asked for or recorded: its write (or the one that ends it) may
     /// have moved the strategy type between `RollingUpdate` and `OnDelete`.
     pub hold: bool,
@@ -87,7 +89,7 @@ pub(super) fn own_unrecorded_write(
             Phase::Started | Phase::Canary | Phase::Increasing | Phase::Waiting | Phase::Paused
         )
     });
-    let live_max = live_max_unavailable(live);
+    let live_max = live_step_value(live, own.write == RollingUpdateWrite::Surge);
     let written_by_us = [
         strategy.canary_max_unavailable,
         strategy.fast_max_unavailable,
@@ -104,7 +106,11 @@ pub(super) fn own_unrecorded_write(
         return Ok(false);
     };
     let mut as_recorded = live.clone();
-    set_max_unavailable(&mut as_recorded, recorded, RollingUpdateWrite::KeepMaxSurge);
+    let write = match own.write {
+        RollingUpdateWrite::Surge => RollingUpdateWrite::Surge,
+        _ => RollingUpdateWrite::KeepMaxSurge,
+    };
+    set_max_unavailable(&mut as_recorded, recorded, write);
     if live_template_hash(&as_recorded)? == written_hash {
         return Ok(true);
     }
@@ -243,6 +249,7 @@ pub(super) fn describe_drift(
     live: &DaemonSet,
     desired: &DaemonSet,
     status: &CanaryDaemonSetStatus,
+    surge: bool,
 ) -> String {
     let images = changed_images(live, desired);
     if !images.is_empty() {
@@ -252,10 +259,11 @@ pub(super) fn describe_drift(
     if wanted_type != live_type {
         return format!("update strategy: type {wanted_type} → {live_type}");
     }
-    let live_max = live_max_unavailable(live).to_string();
+    let live_max = live_step_value(live, surge).to_string();
+    let field = if surge { "maxSurge" } else { "maxUnavailable" };
     match status.current_max_unavailable.as_deref() {
         Some(written) if written != live_max => {
-            format!("update strategy: maxUnavailable {written} → {live_max}")
+            format!("update strategy: {field} {written} → {live_max}")
         }
         _ => "pod template".to_owned(),
     }
@@ -337,6 +345,7 @@ mod tests {
         let strategy = Strategy::default();
         let own = |hold| OwnWrites {
             strategy: &strategy,
+            write: RollingUpdateWrite::KeepMaxSurge,
             hold,
         };
         let rolling = ds("RollingUpdate", "agent:v2");
@@ -364,11 +373,11 @@ mod tests {
         );
         let status = status(Phase::Canary, &rolling);
         assert_eq!(
-            describe_drift(&on_delete, &rolling, &status),
+            describe_drift(&on_delete, &rolling, &status, false),
             "update strategy: type RollingUpdate → OnDelete"
         );
         assert_eq!(
-            describe_drift(&edited, &on_delete, &status),
+            describe_drift(&edited, &on_delete, &status, false),
             "image of container agent: agent:v2 → agent:hand"
         );
     }

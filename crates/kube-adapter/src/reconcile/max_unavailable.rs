@@ -25,7 +25,7 @@ use super::pass::{Acted, Driver, Seen};
 use super::plan::Plan;
 use super::report::Series;
 use crate::Error;
-use crate::desired::{ON_DELETE, strategy_type};
+use crate::desired::{ON_DELETE, live_step_value, strategy_type};
 use crate::index::{PodCountRule, pod_group};
 use crate::observer::{Transition, UnhealthyRecord};
 use canary_predicates::observe_daemon_set;
@@ -40,6 +40,8 @@ pub(super) struct Steer {
     measure: Option<Measure>,
     /// The analysis the status shows.
     shown: Option<Box<crate::crd::AnalysisStatus>>,
+    /// The rule the pods were counted by (what pre-pull reads as "not yet updated").
+    rule: Option<PodCountRule>,
 }
 
 /// The analysis a pass of the MaxUnavailable driver keeps running (issue 46).
@@ -61,6 +63,7 @@ impl Steer {
             observation: Observation::default(),
             measure: None,
             shown: None,
+            rule: None,
         }
     }
 }
@@ -94,8 +97,30 @@ impl Driver for Steer {
             live_on_hold: strategy_type(live) == ON_DELETE,
             ..observe_daemon_set(live, &self.counts)
         };
+        if plan.surge {
+            // Surge cannot work beside a host port: the new pod would not start while the
+            // old one holds it. Checked on what is written, and on the live DaemonSet when the
+            // template is someone else's (`workloadRef`).
+            if let Some(port) = shared_host_port(seen.desired.unwrap_or(live)) {
+                return Err(format!(
+                    "spec.strategy.surge cannot work with {port}: the new pod would start beside the old one on the same node and cannot bind it; remove the hostPort or turn surge off"
+                ));
+            }
+            self.observation.live_max_unavailable = live_step_value(live, true);
+            self.observation.surge = true;
+        }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
-        self.observation.health = Some(pass.health_facts(plan, &rule, &self.observation, own_uid));
+        let min_ready = live
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.min_ready_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .map_or(Duration::ZERO, Duration::from_secs);
+        self.observation.health =
+            Some(pass.health_facts(plan, &rule, &self.observation, own_uid, min_ready));
+        if plan.pre_pull.is_some() {
+            self.rule = Some(rule.clone());
+        }
         // A rollback (`abort`, `onFailure: Rollback`) goes back to a revision that was judged
         // already: it is neither measured nor held for a measurement (simulation seed 7: an
         // abort's rollback held on OnDelete for an analysis no run measured, failed on the
@@ -175,6 +200,45 @@ impl Driver for Steer {
                 .wake_after
                 .map_or(requeue.in_progress, |soak| soak.min(requeue.in_progress))
         }
+    }
+
+    /// While the canary soaks (or waits for its analysis) with the DaemonSet controller held,
+    /// the first batch the widen will replace: the DaemonSet controller chooses which nodes,
+    /// so the batch is the fast `maxUnavailable` of the desired pods, taken from the nodes
+    /// still on the old revision by name (walked only in this window, and only that far).
+    fn pre_pull_nodes(
+        &self,
+        pass: &Pass<'_>,
+        plan: &Plan,
+        decision: &Decision,
+    ) -> Option<Vec<String>> {
+        let window = decision.phase == Phase::Canary
+            && decision.action.keeps_hold
+            && decision.failure.is_none()
+            && !decision.held;
+        if !window {
+            return None;
+        }
+        let batch = plan
+            .strategy
+            .fast_max_unavailable
+            .scaled(self.observation.desired_pods)
+            .max(1) as usize;
+        let rule = self.rule.as_ref()?;
+        let group = pod_group(&pass.namespace, &pass.ds_name);
+        let mut old: Vec<String> = pass.ctx.caches.pods.with_group(&group, |pods| {
+            pods.filter(|pod| rule.count_of(&***pod).is_some_and(|c| !c.updated))
+                .filter_map(|pod| pod.node_name().map(str::to_owned))
+                .collect()
+        });
+        // The first `batch` names without sorting them all (65,000 nodes, every few seconds).
+        if old.len() > batch {
+            old.select_nth_unstable(batch);
+            old.truncate(batch);
+        }
+        old.sort_unstable();
+        old.dedup();
+        Some(old)
     }
 }
 
@@ -286,13 +350,21 @@ impl Pass<'_> {
         rule: &PodCountRule,
         observation: &Observation,
         own_uid: &str,
+        min_ready: Duration,
     ) -> HealthFacts {
         let counted = |pod: &PodSummary| rule.count_of(pod);
+        // The DaemonSet's `minReadySeconds` (issue 50): a pod is available only once it has
+        // been ready that long, so the canary soaks at least that long before the widen, with
+        // a timed wake at the moment it becomes available. Not in the reference's table.
+        let soak = match plan.strategy.compatibility {
+            Compatibility::KubeVirt => plan.health.policy.canary_soak,
+            Compatibility::Fixed => plan.health.policy.canary_soak.max(min_ready),
+        };
         let group = pod_group(&self.namespace, &self.ds_name);
         // The state machine holds the DaemonSet controller while the canary soaks (at
         // maxUnavailable 1 it replaces the next pod as soon as the canary is available); the
         // Ready times are walked only while it may.
-        let may_soak = !plan.health.policy.canary_soak.is_zero()
+        let may_soak = !soak.is_zero()
             && observation.updated_ready_pods > 0
             && observation.updated_pods < observation.desired_pods
             && observation.old_pods > 0
@@ -340,6 +412,7 @@ impl Pass<'_> {
             });
         }
         facts.answered = answered;
+        facts.policy.canary_soak = soak;
         facts
     }
 
@@ -371,5 +444,68 @@ impl Pass<'_> {
             crash_loop: plan.crash_loop.clone(),
             skip_terminating,
         }
+    }
+}
+
+/// The first `hostPort` a container (or init container) of `ds`'s pod template asks for,
+/// described (`container "agent" hostPort 9100`): two pods of one node cannot both bind it,
+/// so surge cannot start the new pod beside the old one.
+/// With `hostNetwork` every container port is a host port (the API server defaults `hostPort`
+/// to it).
+fn shared_host_port(ds: &DaemonSet) -> Option<String> {
+    let spec = ds.spec.as_ref()?.template.spec.as_ref()?;
+    let host_network = spec.host_network == Some(true);
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find_map(|container| {
+            let port = container.ports.iter().flatten().find_map(|port| {
+                port.host_port
+                    .filter(|host| *host > 0)
+                    .or_else(|| host_network.then_some(port.container_port))
+            })?;
+            Some(format!("container {:?} hostPort {port}", container.name))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ds(pod_spec: serde_json::Value) -> DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": pod_spec}
+            }
+        }))
+        .unwrap()
+    }
+
+    /// The ports two pods of one node would share: a `hostPort`, or any port with
+    /// `hostNetwork`; a container port alone is each pod's own.
+    #[test]
+    fn a_host_port_is_found_in_containers_init_containers_and_the_host_network() {
+        let own = ds(serde_json::json!({"containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 9100}]}
+        ]}));
+        assert_eq!(shared_host_port(&own), None);
+        let host = ds(serde_json::json!({"containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 9100, "hostPort": 9101}]}
+        ]}));
+        assert_eq!(
+            shared_host_port(&host).as_deref(),
+            Some("container \"agent\" hostPort 9101")
+        );
+        let init = ds(serde_json::json!({
+            "containers": [{"name": "agent", "image": "a"}],
+            "initContainers": [{"name": "setup", "image": "a", "ports": [{"containerPort": 1, "hostPort": 53}]}]
+        }));
+        assert!(shared_host_port(&init).unwrap().contains("setup"));
+        let network = ds(serde_json::json!({"hostNetwork": true, "containers": [
+            {"name": "agent", "image": "a", "ports": [{"containerPort": 4240}]}
+        ]}));
+        assert!(shared_host_port(&network).unwrap().contains("4240"));
     }
 }

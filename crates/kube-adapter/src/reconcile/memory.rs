@@ -117,6 +117,9 @@ struct Remembered {
     /// The measurements of the analysed pause step the rollout is in (its task ends when it
     /// is replaced or forgotten).
     analysis: Option<AnalysisRun>,
+    /// Image pre-pull (issue 50): `Some(true)` once this term created a pre-pull pod,
+    /// `Some(false)` once a list after the window found none left; `None`: not known.
+    pre_pull: Option<bool>,
 }
 
 impl std::fmt::Debug for Remembered {
@@ -143,6 +146,7 @@ impl std::fmt::Debug for Remembered {
                 }),
             )
             .field("analysis", &self.analysis.as_ref().map(AnalysisRun::key))
+            .field("pre_pull", &self.pre_pull)
             .finish()
     }
 }
@@ -373,6 +377,22 @@ impl Memory {
             }
             new
         })
+    }
+
+    /// Whether pre-pull pods of `cds` may exist: `Some(true)` after this term created one,
+    /// `Some(false)` once none was left, `None` when not known (a new term).
+    pub(crate) fn pre_pull_created(&self, cds: &CanaryDaemonSet) -> Option<bool> {
+        self.with(cds, |r| r.pre_pull)
+    }
+
+    /// Notes that a pre-pull pod of `cds` was created.
+    pub(crate) fn note_pre_pull(&self, cds: &CanaryDaemonSet) {
+        self.with(cds, |r| r.pre_pull = Some(true));
+    }
+
+    /// Notes that no pre-pull pod of `cds` is left.
+    pub(crate) fn pre_pull_cleared(&self, cds: &CanaryDaemonSet) {
+        self.with(cds, |r| r.pre_pull = Some(false));
     }
 
     /// Notes that the pod `uid` on `node` was deleted: the node is being replaced.

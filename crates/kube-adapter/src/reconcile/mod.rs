@@ -22,10 +22,12 @@ mod pass;
 mod plan;
 pub(crate) use memory::WriteLedger;
 mod pods;
+mod pre_pull;
 mod report;
 
 pub use context::{Caches, Context, Requeue, error_policy};
 pub use plan::step_plan;
+pub use pre_pull::{NO_SUCH_COMMAND, PRE_PULL_IMAGES_ANNOTATION, PRE_PULL_LABEL};
 
 use std::sync::Arc;
 
@@ -153,6 +155,7 @@ impl<'a> Pass<'a> {
             unhealthy_answered: previous
                 .and_then(|s| s.unhealthy_answered.as_ref())
                 .map(|t| t.0.as_second()),
+            downtime: Default::default(),
             at: self.now,
         }
     }
@@ -307,7 +310,7 @@ impl<'a> Pass<'a> {
         };
         let remembered = desired.clone();
         if let Some(max) = max {
-            set_max_unavailable(&mut desired, max, plan.strategy.compatibility.into());
+            set_max_unavailable(&mut desired, max, plan.rolling_update_write());
         }
         let mut record = Transition {
             target: plan.target.clone(),

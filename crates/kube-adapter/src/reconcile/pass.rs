@@ -121,6 +121,14 @@ pub(super) trait Driver {
     fn series(&self, decision: &Decision<Self::Action>, record: &Transition) -> Series;
     /// When the next pass comes, for the driver's own phases.
     fn requeue(&self, decision: &Decision<Self::Action>, requeue: &Requeue) -> Duration;
+    /// The nodes to pre-pull the new images on after `decision` (issue 50), in the order
+    /// they are replaced; `None` outside a pre-pull window. Asked only with `spec.prePull` on.
+    fn pre_pull_nodes(
+        &self,
+        pass: &Pass<'_>,
+        plan: &Plan,
+        decision: &Decision<Self::Action>,
+    ) -> Option<Vec<String>>;
 }
 
 impl Pass<'_> {
@@ -243,12 +251,24 @@ impl Pass<'_> {
             record.retry = seen.retry_mark.clone();
         }
         let acted = driver.act(self, &decision, &mut record).await?;
+        // Image pre-pull (issue 50): best effort, beside the decision, never part of it.
+        let wanted = plan
+            .pre_pull
+            .and_then(|_| driver.pre_pull_nodes(self, plan, &decision));
+        let pulling = self
+            .pre_pull(plan, desired.as_ref().unwrap_or(live), wanted)
+            .await;
 
         // Record.
         let series = driver.series(&decision, &record);
         let action = self
             .record_pass(record, &decision, &series, |requeue| {
-                driver.requeue(&decision, requeue)
+                let next = driver.requeue(&decision, requeue);
+                if pulling {
+                    next.min(super::pre_pull::PRE_PULL_RECHECK)
+                } else {
+                    next
+                }
             })
             .await?;
         match acted {
@@ -375,6 +395,7 @@ impl Pass<'_> {
         }
         let own = OwnWrites {
             strategy: &plan.strategy,
+            write: plan.rolling_update_write(),
             // The hold's `OnDelete` is ours while it is asked for or recorded, not after.
             hold: held || status.held == Some(true),
         };
@@ -399,7 +420,7 @@ impl Pass<'_> {
             && let Some(desired) = desired
         {
             check.drift = Some(DriftSeen {
-                what: describe_drift(live, desired, status),
+                what: describe_drift(live, desired, status, plan.surge),
             });
         }
         Ok(check)
@@ -432,7 +453,7 @@ impl Pass<'_> {
             return Ok(Written::InvalidSpec(format!("TLS migration: {e}")));
         }
         if let Some(max) = write.max_unavailable {
-            set_max_unavailable(&mut written, max, plan.strategy.compatibility.into());
+            set_max_unavailable(&mut written, max, plan.rolling_update_write());
         }
         match self.patch(live, &written).await {
             Ok(patched) => {

@@ -18,7 +18,7 @@ use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, NeighboursSpec, StepSpec};
-use crate::desired::target_of;
+use crate::desired::{RollingUpdateWrite, target_of};
 
 /// The settings derived from a spec.
 #[derive(Debug)]
@@ -40,6 +40,21 @@ pub(crate) struct Plan {
     /// The analysis (`spec.analysis`), measured from the first updated pod to the end of a
     /// rollout on either driver (issue 46).
     pub(crate) analysis: Option<Arc<AnalysisPlan>>,
+    /// Image pre-pull (`spec.prePull`, issue 50): how many nodes pull at once; `None`: off.
+    pub(crate) pre_pull: Option<u32>,
+    /// `spec.strategy.surge` (issue 50): the step values are written as `maxSurge`.
+    pub(crate) surge: bool,
+}
+
+impl Plan {
+    /// How a step value is written into the DaemonSet's `rollingUpdate`.
+    pub(crate) fn rolling_update_write(&self) -> RollingUpdateWrite {
+        if self.surge {
+            RollingUpdateWrite::Surge
+        } else {
+            self.strategy.compatibility.into()
+        }
+    }
 }
 
 /// The health gates' settings: the state machine's policy, and which node conditions make a
@@ -174,9 +189,21 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             "spec.tlsMigration is KubeVirt's and runs with the MaxUnavailable driver only; disable it or use driver MaxUnavailable".to_owned(),
         );
     }
+    let surge = spec.strategy.surge;
+    if surge && compatibility == Compatibility::KubeVirt {
+        return Err(
+            "spec.strategy.surge needs compatibility Fixed: the reference (virt-operator) has no surge, and its readers take maxUnavailable 0 for a rollout under way".to_owned(),
+        );
+    }
+    if surge && matches!(driver, DriverPlan::Pods(_)) {
+        return Err(
+            "spec.strategy.surge is for the MaxUnavailable driver: the Pods driver deletes old pods itself (OnDelete), so a new pod never starts beside the old one; use driver MaxUnavailable for surge".to_owned(),
+        );
+    }
     let health = health_plan(cds, compatibility)?;
     let analysis = analysis_plan(cds)?;
     Ok(Plan {
+        surge,
         strategy,
         keys,
         target,
@@ -185,8 +212,24 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         driver,
         health,
         analysis,
+        pre_pull: pre_pull_plan(cds),
     })
 }
+
+/// How many nodes pull at once when `spec.prePull` is on (default 10; the CRD bounds it to 1
+/// to 1000, and a stored value out of range is clamped rather than refused: it only paces).
+fn pre_pull_plan(cds: &CanaryDaemonSet) -> Option<u32> {
+    let spec = cds.spec.pre_pull.as_ref()?;
+    spec.enabled.unwrap_or(true).then(|| {
+        spec.max_concurrent
+            .unwrap_or(DEFAULT_PRE_PULL_CONCURRENCY)
+            .clamp(1, 1000)
+    })
+}
+
+/// Nodes that pull at once by default: a tenth of the default widen of a 1,000-node
+/// cluster, which a registry and the nodes' links bear beside the running agents.
+pub(crate) const DEFAULT_PRE_PULL_CONCURRENCY: u32 = 10;
 
 /// `spec.analysis`, on either driver (issue 46): measured from the first updated pod to the
 /// end of the rollout, pause steps or not.
@@ -882,5 +925,31 @@ pub(super) mod tests {
         let mut empty_version = cds();
         empty_version.spec.target.version = String::new();
         assert!(plan(&empty_version).unwrap_err().contains("target.version"));
+    }
+
+    /// Surge is the MaxUnavailable driver's, in the default compatibility: the reference has
+    /// none, and the Pods driver never starts a new pod beside the old one.
+    #[test]
+    fn surge_is_refused_where_it_cannot_work() {
+        let mut surged = cds();
+        surged.spec.strategy.surge = true;
+        let plan_of = plan(&surged).unwrap();
+        assert!(plan_of.surge);
+        assert_eq!(plan_of.rolling_update_write(), RollingUpdateWrite::Surge);
+        let mut kubevirt = surged.clone();
+        kubevirt.spec.strategy.compatibility = Compatibility::KubeVirt;
+        let error = plan(&kubevirt).unwrap_err();
+        assert!(error.contains("surge needs compatibility Fixed"), "{error}");
+        let mut pods = surged.clone();
+        pods.spec.strategy.driver = Driver::Pods;
+        let error = plan(&pods).unwrap_err();
+        assert!(
+            error.contains("surge is for the MaxUnavailable driver"),
+            "{error}"
+        );
+        assert_eq!(
+            plan(&cds()).unwrap().rolling_update_write(),
+            RollingUpdateWrite::KeepMaxSurge
+        );
     }
 }

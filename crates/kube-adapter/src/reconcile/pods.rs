@@ -29,7 +29,7 @@ use canary_predicates::{
 };
 use canary_state_machine::{
     AnalysisVerdict, NodeHealth, NodeState, Phase, PodDecision, PodObservation, PodState,
-    PodsAction, Step, StepAnalysis, StepPlan, decide_pods,
+    PodsAction, Step, StepAnalysis, StepPlan, decide_pods, pre_pull_nodes,
 };
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -796,5 +796,17 @@ impl Driver for PodsDriver<'_> {
                 .wake_after
                 .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
         }
+    }
+
+    /// In a pause step, or while the canary's step soaks: the nodes the next nodes step
+    /// replaces, exactly, in its order (the state machine's [`pre_pull_nodes`]).
+    fn pre_pull_nodes(
+        &self,
+        _pass: &Pass<'_>,
+        plan: &Plan,
+        decision: &PodDecision,
+    ) -> Option<Vec<String>> {
+        let seen = self.seen.as_ref()?;
+        pre_pull_nodes(&plan.strategy, &seen.steps, &seen.observation, decision)
     }
 }

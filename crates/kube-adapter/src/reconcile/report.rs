@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
@@ -23,12 +24,13 @@ use super::history::HistoryOutcome;
 use super::memory::EventIdentity;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
+use crate::index::{ClosedGaps, pod_group};
 use crate::notify::{NotificationEvent, Occurrence};
+use crate::observer::{Report, Transition};
+use crate::status::{AVAILABLE, next_status};
 
 /// The reason of the Warning event of a subscription to an unknown receiver.
 pub const NOTIFICATION_RECEIVER_UNKNOWN: &str = "NotificationReceiverUnknown";
-use crate::observer::{Report, Transition};
-use crate::status::{AVAILABLE, next_status};
 
 /// Who set the mark a verb's event answers, as the API server says: the field manager that
 /// owns the annotation in `metadata.managedFields` (`kubectl-annotate`, or `daemonset-canary
@@ -273,6 +275,7 @@ impl Pass<'_> {
     }
 
     async fn write_status_of(&self, mut record: Transition) -> Result<(), Error> {
+        record.downtime = self.closed_downtime(&record.daemon_set);
         let previous = self.status.as_ref();
         let status = next_status(previous, &record, self.now);
         if previous == Some(&status) && self.status_persisted {
@@ -303,6 +306,36 @@ impl Pass<'_> {
                 .report(Report::Transition(Box::new(record)));
         }
         Ok(())
+    }
+
+    /// The agent downtime gaps the DaemonSet's nodes closed since the last pass, each ended
+    /// once the new pod is available: ready, plus the DaemonSet's `minReadySeconds`.
+    fn closed_downtime(&self, daemon_set: &str) -> ClosedGaps {
+        let mut closed = self
+            .ctx
+            .caches
+            .pods
+            .drain_downtime(&pod_group(&self.namespace, daemon_set));
+        let live = self
+            .ctx
+            .caches
+            .daemon_sets
+            .get(&ObjectRef::new(daemon_set).within(&self.namespace));
+        let min_ready = live
+            .as_deref()
+            .and_then(|ds| ds.spec.as_ref())
+            .and_then(|spec| spec.min_ready_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .unwrap_or(0);
+        if min_ready > 0 {
+            for gap in &mut closed.gaps {
+                gap.seconds = gap.seconds.saturating_add(min_ready);
+            }
+            closed.node_seconds = closed
+                .node_seconds
+                .saturating_add(min_ready.saturating_mul(closed.count));
+        }
+        closed
     }
 
     pub(super) async fn patch_status(&self, status: &CanaryDaemonSetStatus) -> Result<(), Error> {

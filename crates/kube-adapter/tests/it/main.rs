@@ -15,6 +15,7 @@ mod analysis;
 mod fuzz_spec;
 mod lease;
 mod pods_driver;
+mod pre_pull;
 mod sim;
 mod support;
 mod trust;

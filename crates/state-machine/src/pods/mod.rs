@@ -582,6 +582,37 @@ pub fn decide_pods(
     )
 }
 
+/// The nodes to pre-pull the new images on after `decision` (issue 50), `None` when the
+/// rollout is in no pre-pull window: a window is a pause step, or the first nodes step done
+/// and held (the canary soaks, or waits for its analysis), neither failed nor held on request
+/// nor deleting. The nodes are those the next nodes step will replace, in its order
+/// ([`Walk::upcoming`]); `plan` is the one `decision` followed.
+pub fn pre_pull_nodes(
+    strategy: &Strategy,
+    plan: &StepPlan,
+    observation: &PodObservation,
+    decision: &PodDecision,
+) -> Option<Vec<String>> {
+    let tally = decision.action.tally;
+    let canary_done =
+        decision.phase == Phase::Canary && tally.target > 0 && tally.updated_ready >= tally.target;
+    let window = decision.failure.is_none()
+        && !decision.held
+        && decision.action.delete.is_empty()
+        && (decision.phase == Phase::Paused || canary_done);
+    if !window {
+        return None;
+    }
+    let walk = Walk {
+        strategy,
+        plan,
+        observation,
+        classes: Classes::of(observation),
+        life: life_of(observation),
+    };
+    Some(walk.upcoming(decision.action.step))
+}
+
 /// The Pods driver's table, as the life cycle runs it.
 struct Pods<'a> {
     plan: &'a StepPlan,

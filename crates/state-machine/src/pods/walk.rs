@@ -661,6 +661,32 @@ impl Walk<'_> {
         chosen
     }
 
+    /// The nodes the next nodes step after step `after` will replace, in the order it takes
+    /// them (issue 50: what a pause or the canary's soak pre-pulls): its target less the nodes
+    /// on the way, chosen as [`Walk::choose`] chooses, without the budget (the step takes
+    /// them all, a budget's worth per pass). Empty when no nodes step follows.
+    pub(super) fn upcoming(&self, after: u32) -> Vec<String> {
+        let steps = self.plan.steps();
+        let next =
+            steps.iter().enumerate().skip(after as usize + 1).find_map(
+                |(index, step)| match step {
+                    Step::Nodes { nodes, .. } => Some((index, *nodes)),
+                    Step::Pause { .. } => None,
+                },
+            );
+        let Some((index, nodes)) = next else {
+            return Vec::new();
+        };
+        let counted = self.classes.tally.counted;
+        let target = nodes.scaled(counted).min(counted);
+        let need = target.saturating_sub(self.classes.on_the_way());
+        let first = Some(index) == self.plan.first_nodes_step();
+        self.choose(need, u32::MAX, first)
+            .into_iter()
+            .map(|deletion| deletion.node)
+            .collect()
+    }
+
     fn step_started_event(&self, index: u32) -> Option<Event> {
         let step = self.plan.steps().get(index as usize)?;
         let name = &self.observation.name;

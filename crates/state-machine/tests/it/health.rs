@@ -275,6 +275,45 @@ fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_control
     );
 }
 
+/// With surge (issue 50) the canary starts beside its node's old pod, and `OnDelete` would make
+/// the DaemonSet controller delete the younger pod (the canary, or the only ready pod of a node
+/// whose old pod crash-loops): the soak writes no hold, and the widen waits all the same. Each
+/// row names its case.
+#[test]
+fn max_unavailable_with_surge_the_soak_holds_the_widen_without_on_delete() {
+    let mut soaking = facts(HealthPolicy::default(), Vec::new());
+    soaking.now = Stamp(CREATED + 20);
+    let rows: [(&str, u32, u32, bool, Option<WriteKind>); 5] = [
+        ("the canary starts beside its old pod", 0, 3, false, None),
+        ("ready, its old pod not yet gone", 1, 3, false, None),
+        ("its node lost its old pod", 1, 2, false, None),
+        ("held already (a pause): kept", 1, 3, true, None),
+        (
+            "without surge it holds at once",
+            0,
+            3,
+            false,
+            Some(WriteKind::Hold),
+        ),
+    ];
+    for (row, (name, ready, old, on_hold, write)) in rows.into_iter().enumerate() {
+        let mut facts = soaking.clone();
+        if ready == 0 {
+            facts.canary_ready_since = None;
+        }
+        let observation = Observation {
+            surge: row != 4,
+            updated_ready_pods: ready,
+            old_pods: old,
+            live_on_hold: on_hold,
+            ..canary_ready(Some(facts))
+        };
+        let decision = decide(&Strategy::default(), &observation);
+        assert_eq!(decision.phase, Phase::Canary, "{name}");
+        assert_eq!(decision.write.map(|w| w.kind), write, "{name}");
+    }
+}
+
 /// A `pause` during the canary's soak reuses the soak's hold (the DaemonSet is on `OnDelete`
 /// already): nothing is written while paused, and the resume writes no `RollingUpdate` while
 /// the soak still holds (soak seeds 18, 64 and 89 once paid two writes more for it); once the

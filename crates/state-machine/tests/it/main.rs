@@ -14,6 +14,7 @@ mod fixtures;
 mod health;
 mod pods;
 mod pods_edges;
+mod pre_pull;
 mod properties;
 mod reference_scenarios;
 mod rollout_model;

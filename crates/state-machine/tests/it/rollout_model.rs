@@ -173,6 +173,7 @@ impl Model {
                     reason: "CrashLoopBackOff".into(),
                 }),
             live_max_unavailable: self.live_max.clone(),
+            surge: false,
             rollout_observed: self.observed_generation >= self.generation,
             // The model never has more updated pods than nodes, nor hand edits.
             daemon_set_rolled_out: false,

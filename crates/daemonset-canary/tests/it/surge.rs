@@ -1,0 +1,278 @@
+//! Availability during a rollout (issue 50), the controller as a user runs it against `sim
+//! serve`: a plain rollout leaves each node without its agent for the pod's restart, measured
+//! in `status.agentDowntime`; with `spec.strategy.surge` no node is without a ready agent pod at
+//! any poll of the rollout (every 200 ms), the DaemonSet is written `maxUnavailable: 0` with the
+//! canary's `maxSurge`, and no downtime is measured; a `hostPort` is refused as `InvalidSpec`.
+
+use crate::support;
+
+use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::CanaryDaemonSetStatus;
+use canary_state_machine::Compatibility;
+use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const NODES: usize = 3;
+
+/// The manifest of `version`, each pod pulling its image for 2 s, with surge or not.
+fn spec(version: &str, surge: bool) -> serde_json::Value {
+    let mut object = manifest(Compatibility::Fixed, version, "healthy");
+    object["spec"]["strategy"]["surge"] = serde_json::json!(surge);
+    object["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]["sim.canary.daemonset.dev/pull"] =
+        serde_json::json!("2s");
+    object
+}
+
+/// The nodes with a ready, not terminating pod of the DaemonSet.
+async fn served_nodes(pods: &Api<Pod>) -> BTreeSet<String> {
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
+        .collect()
+}
+
+/// Rolls out `version` and polls every 200 ms until it is `successful` on every node; returns
+/// the status and, per poll, how many nodes had no ready agent pod; meanwhile the most
+/// `maxSurge` and the least `maxUnavailable` seen on the DaemonSet.
+async fn roll_out(
+    client: &kube::Client,
+    version: &str,
+    surge: bool,
+) -> (CanaryDaemonSetStatus, Vec<usize>, (i32, i32)) {
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let wanted = spec(version, surge);
+    let generation = match api.get_opt(NAME).await.unwrap() {
+        None => {
+            let object: CanaryDaemonSet = serde_json::from_value(wanted).unwrap();
+            api.create(&PostParams::default(), &object).await.unwrap();
+            Some(1)
+        }
+        Some(_) => {
+            api.patch(
+                NAME,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({"spec": wanted["spec"]})),
+            )
+            .await
+            .unwrap()
+            .metadata
+            .generation
+        }
+    };
+    let mut unserved = Vec::new();
+    let (mut most_surge, mut least_unavailable) = (0, i32::MAX);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        unserved.push(NODES.saturating_sub(served_nodes(&pods).await.len()));
+        if let Some(rolling) = daemon_sets
+            .get_opt(NAME)
+            .await
+            .unwrap()
+            .and_then(|ds| ds.spec?.update_strategy?.rolling_update)
+        {
+            // Counts only: a percentage (the widened "10%") is never 0 pods nor one surge.
+            let int = |v: Option<IntOrString>| match v {
+                Some(IntOrString::Int(n)) => Some(n),
+                _ => None,
+            };
+            if let Some(surge) = int(rolling.max_surge) {
+                most_surge = most_surge.max(surge);
+            }
+            if let Some(unavailable) = int(rolling.max_unavailable) {
+                least_unavailable = least_unavailable.min(unavailable);
+            }
+        }
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.observed_generation >= generation
+            && status.phase_name() == Some("successful")
+            && status.target_version.as_deref() == Some(version)
+            && status.updated_ready as usize == NODES
+        {
+            return (status, unserved, (most_surge, least_unavailable));
+        }
+        assert!(status.phase_name() != Some("failed"), "{status:?}");
+        assert!(Instant::now() < deadline, "not rolled out: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surge_keeps_a_ready_agent_on_every_node_and_plain_downtime_is_measured() {
+    let sim = support::serve_sim("surge", &["--nodes", "3"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let _run = support::spawn_run(
+        &sim.kubeconfig,
+        std::fs::File::create(sim.dir.join("run.log"))
+            .unwrap()
+            .into(),
+    );
+    let _ = roll_out(&client, "v1", false).await;
+
+    // Plain: every node goes without its agent for the new pod's pull and start.
+    let (status, unserved, (_, least_unavailable)) = roll_out(&client, "v2", false).await;
+    assert!(unserved.iter().any(|n| *n > 0), "a plain rollout has a gap");
+    assert_eq!(least_unavailable, 1, "the canary's maxUnavailable");
+    let downtime = status.agent_downtime.expect("measured");
+    assert_eq!((downtime.version.as_str(), downtime.gaps), ("v2", 3));
+    assert!(
+        downtime.node_seconds >= 3 * 2,
+        "{downtime:?}: each node paid its pull"
+    );
+    assert!(downtime.worst_node.is_some() && downtime.worst_seconds >= Some(2));
+
+    // Surge: never a node without a ready agent, and nothing measured.
+    let (status, unserved, (most_surge, least_unavailable)) = roll_out(&client, "v3", true).await;
+    assert!(
+        unserved.len() > 5,
+        "polled through the rollout: {unserved:?}"
+    );
+    assert!(
+        unserved.iter().all(|n| *n == 0),
+        "a node without its agent during a surge rollout: {unserved:?}"
+    );
+    assert_eq!(
+        (most_surge, least_unavailable),
+        (1, 0),
+        "one surged pod, none unavailable"
+    );
+    assert!(
+        status
+            .agent_downtime
+            .as_ref()
+            .is_none_or(|d| d.version != "v3" || d.node_seconds == 0),
+        "{:?}",
+        status.agent_downtime
+    );
+
+    // A hostPort two pods of a node would share: InvalidSpec, condition and event.
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut ported = spec("v4", true);
+    ported["spec"]["template"]["spec"]["template"]["spec"]["containers"][0]["ports"] =
+        serde_json::json!([{"containerPort": 9100, "hostPort": 9100}]);
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": ported["spec"]})),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.reason_name() == Some("InvalidSpec") {
+            let message = status.message.unwrap_or_default();
+            assert!(message.contains("hostPort 9100"), "{message}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hostPort not refused: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The DaemonSet's `minReadySeconds` (issue 50): with no canary soak of its own
+/// (`spec.health.canarySoak: 0s`), a DaemonSet with `minReadySeconds: 30` is not widened
+/// before its canary pod has been ready for 30 s (its `Ready` transition time, as the kubelet
+/// wrote it), and it is widened soon after (a timed wake, not a poll of the cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_holds_the_widen_until_the_canary_is_available() {
+    let sim = support::serve_sim("min-ready", &["--nodes", "3"]);
+    let client = support::client_with_crd(&sim.kubeconfig).await;
+    let _run = support::spawn_run(
+        &sim.kubeconfig,
+        std::fs::File::create(sim.dir.join("run.log"))
+            .unwrap()
+            .into(),
+    );
+    let with_min_ready = |version: &str| {
+        let mut object = manifest(Compatibility::Fixed, version, "healthy");
+        object["spec"]["health"] = serde_json::json!({"canarySoak": "0s"});
+        object["spec"]["template"]["spec"]["minReadySeconds"] = serde_json::json!(30);
+        object
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let object: CanaryDaemonSet = serde_json::from_value(with_min_ready("v1")).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.phase_name() == Some("successful") && status.updated_ready as usize == NODES {
+            break;
+        }
+        assert!(Instant::now() < deadline, "v1 not installed: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The v1 pods become available 30 s after they are ready: before, the DaemonSet controller
+    // replaces an unavailable old pod whatever the budget, as Kubernetes does.
+    tokio::time::sleep(Duration::from_secs(32)).await;
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": with_min_ready("v2")["spec"]})),
+    )
+    .await
+    .unwrap();
+    let mut canary_ready: Option<k8s_openapi::jiff::Timestamp> = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        for pod in pods.list(&ListParams::default()).await.unwrap().items {
+            let on_v2 = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|image| image.ends_with(":v2"));
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0);
+            if on_v2 && let Some(ready) = ready {
+                canary_ready = Some(canary_ready.map_or(ready, |seen| seen.min(ready)));
+            }
+        }
+        let widened = daemon_sets
+            .get(NAME)
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.update_strategy?.rolling_update?.max_unavailable)
+            == Some(IntOrString::String("10%".into()));
+        if widened {
+            let ready = canary_ready.expect("the widen comes after a ready canary");
+            let waited = k8s_openapi::jiff::Timestamp::now().duration_since(ready);
+            assert!(
+                waited.as_secs() >= 30,
+                "widened {waited:?} after the canary became ready, before minReadySeconds"
+            );
+            assert!(waited.as_secs() < 45, "widened late: {waited:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never widened");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
