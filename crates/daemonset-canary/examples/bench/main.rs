@@ -22,6 +22,9 @@
 //!    first rollout replayed with no reaction delay in a simulator of the same size and seed;
 //!    our makespan over the oracle's.
 //!
+//! 7. **The real control plane** (issue 53), a subcommand of its own (`real`, real.rs): the
+//!    controller against native RollingUpdates on `cargo xtask cluster up`'s cluster.
+//!
 //! Prints a Markdown report (the goals of issues 10 and 20 with pass/miss) and, with `--json`,
 //! writes every figure to a file. With `--check-goals` (what `cargo xtask bench` passes outside
 //! `--smoke`), a missed goal makes the harness exit non-zero after the report.
@@ -33,6 +36,7 @@ mod oracle;
 mod pods;
 mod process;
 mod reaction;
+mod real;
 mod report;
 mod rollout;
 
@@ -118,22 +122,15 @@ struct Cli {
     /// Also write every figure as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Also measure the controller process on a real control plane (`cargo xtask bench
-    /// --real-cluster` sets this and the two options below): a kubeconfig allowed to create
-    /// namespaces and CanaryDaemonSets there. The cluster must have `--process-nodes` nodes.
-    #[arg(long, requires_all = ["cluster_controller_kubeconfig", "cluster_audit_log"])]
-    cluster_kubeconfig: Option<PathBuf>,
-    /// The controller's kubeconfig on that cluster.
-    #[arg(long)]
-    cluster_controller_kubeconfig: Option<PathBuf>,
-    /// The API server's audit log of the controller's requests.
-    #[arg(long)]
-    cluster_audit_log: Option<PathBuf>,
 }
 
 /// Roles of the harness executable itself.
 #[derive(Subcommand)]
 enum Internal {
+    /// The real control plane of `cargo xtask cluster up`: the controller's rollouts against
+    /// native RollingUpdates of the same DaemonSet, requests and reaction from the audit log
+    /// (`cargo xtask bench --real` runs it; issue 53's goals).
+    Real(real::RealArgs),
     /// A bare controller process (the adapter's run loop), for binaries without `run`.
     #[command(hide = true)]
     Controller {
@@ -154,8 +151,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    if let Some(Internal::Controller { kubeconfig }) = &cli.command {
-        return bare_controller(kubeconfig);
+    match &cli.command {
+        Some(Internal::Controller { kubeconfig }) => return bare_controller(kubeconfig),
+        Some(Internal::Real(args)) => return real::run(args),
+        None => {}
     }
     let mut report = report::Report::default();
     let binary = match &cli.binary {
@@ -245,35 +244,19 @@ fn run(cli: Cli) -> Result<()> {
 
     if cli.process_nodes > 0 {
         let runtime = tokio::runtime::Runtime::new().context("cannot build a runtime")?;
-        let mut targets = vec![process::Target::Sim];
-        if let (Some(admin), Some(controller), Some(audit_log)) = (
-            &cli.cluster_kubeconfig,
-            &cli.cluster_controller_kubeconfig,
-            &cli.cluster_audit_log,
-        ) {
-            targets.push(process::Target::Real {
-                admin: admin.clone(),
-                controller: controller.clone(),
-                audit_log: audit_log.clone(),
-            });
-        }
-        for target in &targets {
-            for &daemon_sets in &cli.process_daemon_sets {
-                eprintln!(
-                    "controller process on {}: {} nodes x {daemon_sets} CanaryDaemonSets ...",
-                    target.name(),
-                    cli.process_nodes
-                );
-                let figures = runtime.block_on(process::run(
-                    &binary,
-                    &controller_binary,
-                    cli.process_nodes,
-                    daemon_sets,
-                    target,
-                ))?;
-                eprintln!("  {figures:?}");
-                report.processes.push(figures);
-            }
+        for &daemon_sets in &cli.process_daemon_sets {
+            eprintln!(
+                "controller process on canary-sim: {} nodes x {daemon_sets} CanaryDaemonSets ...",
+                cli.process_nodes
+            );
+            let figures = runtime.block_on(process::run(
+                &binary,
+                &controller_binary,
+                cli.process_nodes,
+                daemon_sets,
+            ))?;
+            eprintln!("  {figures:?}");
+            report.processes.push(figures);
         }
     }
 
@@ -290,7 +273,7 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// `target/<profile>/daemonset-canary`, next to `target/<profile>/examples/bench`.
-fn default_binary() -> Result<PathBuf> {
+pub(crate) fn default_binary() -> Result<PathBuf> {
     let me = std::env::current_exe().context("cannot find the harness executable")?;
     let profile_dir = me
         .parent()

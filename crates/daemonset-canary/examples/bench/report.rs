@@ -246,13 +246,13 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | of it, peak anonymous (MiB) | mapped from the binary (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) | API requests in the rollout |"
+                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | of it, peak anonymous (MiB) | mapped from the binary (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |"
             );
-            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
             for p in &self.processes {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
+                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} |",
                     p.target,
                     p.nodes,
                     p.daemon_sets,
@@ -262,8 +262,6 @@ impl Report {
                     p.cpu_total,
                     p.cpu_rollout,
                     p.rollout_wall.as_secs_f64(),
-                    p.rollout_requests
-                        .map_or_else(|| "—".to_owned(), |n| n.to_string())
                 );
             }
             if let Some(p) = self.processes.first() {
@@ -481,7 +479,6 @@ impl Report {
             .map(|p| {
                 json!({
                     "cluster": p.target,
-                    "rollout_requests": p.rollout_requests,
                     "nodes": p.nodes,
                     "daemon_sets": p.daemon_sets,
                     "peak_memory_bytes": p.peak_memory,
