@@ -180,6 +180,12 @@ fn plot_demo(json: &Path, out_dir: &Path) -> Result<()> {
     let svg = out_dir.join("demo-wall.svg");
     plot::draw(&points, &svg)?;
     eprintln!("plot of the demo's wall time saved to {}", svg.display());
+    let memory = plot::demo_memory_points(&report);
+    if !memory.is_empty() {
+        let svg = out_dir.join("demo-memory.svg");
+        plot::draw_memory(&memory, &svg)?;
+        eprintln!("plot of the demo's peak memory saved to {}", svg.display());
+    }
     Ok(())
 }
 
