@@ -44,7 +44,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::CanaryDaemonSet;
-use canary_state_machine::Compatibility;
+use canary_state_machine::{Compatibility, Phase};
 use daemonset_canary::demo::scenario;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Namespace;
@@ -416,9 +416,9 @@ async fn wait_canary(
                 return false;
             };
             let current = object.metadata.generation == status.observed_generation;
-            status.phase.as_deref() == Some("failed")
+            status.phase == Some(Phase::Failed)
                 || (current
-                    && status.phase.as_deref() == Some("successful")
+                    && status.phase == Some(Phase::Successful)
                     && status.updated_ready == nodes)
         },
     );
@@ -427,7 +427,7 @@ async fn wait_canary(
         .with_context(|| format!("{name} did not reach {version} within {:?}", limit(nodes)))?
         .with_context(|| format!("cannot watch {name}"))?;
     let status = object.and_then(|o| o.status).unwrap_or_default();
-    if status.phase.as_deref() == Some("failed") {
+    if status.phase == Some(Phase::Failed) {
         bail!(
             "{name} failed at {version}: {}",
             status.message.unwrap_or_default()
