@@ -91,6 +91,7 @@ mod provider;
 mod providers;
 mod run;
 mod spec;
+mod webhook;
 
 pub use allow::{
     ALLOW_ENV, ALLOW_FLAG, AddressError, AllowedAddresses, AnalysisAddress, NotAllowed,
@@ -106,6 +107,7 @@ pub use run::{AnalysisRun, Measured, RunKey, RunReporting};
 pub use spec::{
     AnalysisSpec, AnalysisStatus, MeasurementStatus, MetricSpec, PrometheusSpec, SecretKeyRef,
 };
+pub use webhook::WebhookError;
 
 /// The README's examples, compiled and run as doc tests so that they stay true.
 #[cfg(doctest)]

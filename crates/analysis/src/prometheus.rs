@@ -56,7 +56,7 @@ type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 /// The [`Provider`] of Prometheus' instant-query API, over HTTP or HTTPS.
 #[derive(Debug, Clone)]
 pub struct HttpPrometheus {
-    http: Client<HttpConnector, Full<Bytes>>,
+    pub(crate) http: Client<HttpConnector, Full<Bytes>>,
     /// By CA (`None`: the system's roots), built at first use.
     https: Arc<Mutex<HashMap<Option<Vec<u8>>, HttpsClient>>>,
 }
@@ -135,7 +135,7 @@ impl HttpPrometheus {
     }
 
     /// The https client that trusts `ca_pem` (or the system's roots), built once per CA.
-    fn https_client(&self, ca_pem: Option<&[u8]>) -> Result<HttpsClient, QueryError> {
+    pub(crate) fn https_client(&self, ca_pem: Option<&[u8]>) -> Result<HttpsClient, QueryError> {
         let key = ca_pem.map(<[u8]>::to_vec);
         let mut clients = self
             .https

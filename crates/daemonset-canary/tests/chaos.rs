@@ -954,96 +954,88 @@ fn scenario(name: &'static str, fault: Fault, moment: Moment) -> Scenario {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_01_baseline_without_a_fault() {
-    run(scenario("baseline", Fault::None, Moment::Phase("canary"))).await;
+/// One chaos test per scenario: the test's name (`cargo xtask chaos` runs each by it) and its
+/// [`Scenario`].
+macro_rules! chaos_test {
+    ($test:ident, $scenario:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "chaos: run with `cargo xtask chaos`"]
+        async fn $test() {
+            run($scenario).await;
+        }
+    };
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_02_kube_apiserver_killed_mid_rollout() {
-    run(scenario(
+chaos_test!(
+    chaos_01_baseline_without_a_fault,
+    scenario("baseline", Fault::None, Moment::Phase("canary"))
+);
+
+chaos_test!(
+    chaos_02_kube_apiserver_killed_mid_rollout,
+    scenario(
         "apiserver",
         Fault::KillApiserver(Duration::from_secs(45)),
         Moment::Phase("canary"),
-    ))
-    .await;
-}
+    )
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_03_etcd_killed_mid_rollout() {
-    run(scenario(
+chaos_test!(
+    chaos_03_etcd_killed_mid_rollout,
+    scenario(
         "etcd",
         Fault::KillEtcd(Duration::from_secs(20)),
         Moment::Phase("waiting"),
-    ))
-    .await;
-}
+    )
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_04_a_watch_resumed_past_compaction_gets_410() {
-    run(scenario(
+chaos_test!(
+    chaos_04_a_watch_resumed_past_compaction_gets_410,
+    scenario(
         "compaction",
         Fault::CompactedWatch,
         Moment::Phase("waiting"),
-    ))
-    .await;
-}
+    )
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_05_controller_killed_in_canary() {
-    run(scenario(
+chaos_test!(
+    chaos_05_controller_killed_in_canary,
+    scenario(
         "kill-canary",
         Fault::KillController,
         Moment::Phase("canary"),
-    ))
-    .await;
-}
+    )
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_06_controller_killed_when_increasing() {
-    run(scenario(
-        "kill-increasing",
-        Fault::KillController,
-        Moment::Widened,
-    ))
-    .await;
-}
+chaos_test!(
+    chaos_06_controller_killed_when_increasing,
+    scenario("kill-increasing", Fault::KillController, Moment::Widened)
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_07_controller_killed_in_waiting() {
-    run(scenario(
+chaos_test!(
+    chaos_07_controller_killed_in_waiting,
+    scenario(
         "kill-waiting",
         Fault::KillController,
         Moment::Phase("waiting"),
-    ))
-    .await;
-}
+    )
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_08_controller_killed_in_a_pods_driver_step() {
-    run(Scenario {
+chaos_test!(
+    chaos_08_controller_killed_in_a_pods_driver_step,
+    Scenario {
         strategy: pods_strategy(),
         behavior: "slow-start=3s",
         // The template (OnDelete) once; the pods are deleted, not written through it.
         daemon_set_writes: 1,
         budget: Some(3),
         ..scenario("kill-pods-step", Fault::KillController, Moment::PodsStep(1))
-    })
-    .await;
-}
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_09_controller_killed_with_a_crash_looping_canary() {
-    run(Scenario {
+chaos_test!(
+    chaos_09_controller_killed_with_a_crash_looping_canary,
+    Scenario {
         behavior: "crashloop",
         expected: "failed",
         // The template at the canary value and the soak's hold (which stops the DaemonSet
@@ -1054,14 +1046,12 @@ async fn chaos_09_controller_killed_with_a_crash_looping_canary() {
             Fault::KillController,
             Moment::Phase("canary"),
         )
-    })
-    .await;
-}
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "chaos: run with `cargo xtask chaos`"]
-async fn chaos_10_slow_and_lossy_api_server() {
-    run(scenario(
+chaos_test!(
+    chaos_10_slow_and_lossy_api_server,
+    scenario(
         "slow",
         Fault::SlowApiServer {
             latency: Duration::from_millis(300),
@@ -1069,9 +1059,8 @@ async fn chaos_10_slow_and_lossy_api_server() {
             lasting: Duration::from_secs(15),
         },
         Moment::Phase("canary"),
-    ))
-    .await;
-}
+    )
+);
 
 /// Figures of one rollout, from the server's own record (the audit log of kube-apiserver, or of
 /// `sim serve --audit-log`).

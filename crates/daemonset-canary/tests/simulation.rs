@@ -251,6 +251,7 @@ fn totals(results: &[SeedResult]) -> Exercised {
         total.isolations += e.isolations;
         total.lease_takeovers += e.lease_takeovers;
         total.idle_starts += e.idle_starts;
+        total.node_breakages += e.node_breakages;
     }
     total
 }
@@ -259,7 +260,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} rivals={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} rivals={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} node_breakages={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -295,6 +296,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
             .filter(|r| r.plan.compatibility == canary_state_machine::Compatibility::KubeVirt)
             .count(),
         results.iter().filter(|r| r.plan.workload).count(),
+        t.node_breakages,
         wall.as_secs_f64()
     )
 }

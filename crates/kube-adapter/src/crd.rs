@@ -64,6 +64,11 @@ pub fn promotion_asked(mark: &str) -> canary_state_machine::Promotion {
 /// `kubectl annotate cds NAME canary.daemonset.dev/paused=true`, and `canary.daemonset.dev/paused-` to resume.
 pub const PAUSE_ANNOTATION: &str = canary_state_machine::Verb::Pause.annotation();
 
+/// The annotation `kubectl rollout restart` sets on a pod template, and `daemonset-canary
+/// restart` on the CanaryDaemonSet's: a `kubectl rollout restart` of a managed DaemonSet is
+/// taken into the spec and rolled out canary first, not reverted as drift.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
 /// The annotation that retries a failed rollout (the `retry` verb, both drivers): a new
 /// non-empty value starts it again from its first step, toward the same revision, once; the
 /// status remembers the value acted on (`status.retry`), whatever the phase was.
@@ -205,6 +210,11 @@ pub struct CanaryDaemonSetSpec {
     /// compatibility and none in `KubeVirt`, `onUnhealthy: Fail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthSpec>,
+    /// Receivers told of this rollout's events (docs/notifications.md): each a receiver the
+    /// controller's administrator defined, by name, and the events it is told of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8))]
+    pub notifications: Option<Vec<crate::notify::NotificationSubscription>>,
 }
 
 /// Node condition types that make a node unhealthy when `True`, each once; `Ready` is always

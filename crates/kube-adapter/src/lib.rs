@@ -114,6 +114,7 @@ pub mod index;
 pub mod lease;
 pub mod meta;
 pub mod neighbours;
+pub mod notify;
 pub mod observer;
 pub mod patch;
 pub mod reconcile;

@@ -228,8 +228,24 @@ pub enum Report {
         /// What the measurement says.
         verdict: canary_state_machine::Verdict,
     },
+    /// A notification was delivered, tried again, given up or dropped (`crate::notify`).
+    Notification {
+        /// The receiver's name (never its URL).
+        receiver: String,
+        /// One of [`crate::notify::result`].
+        result: &'static str,
+    },
     /// A CanaryDaemonSet is gone: everything reported about it may be forgotten.
     Deleted {
+        /// Namespace of the CanaryDaemonSet.
+        namespace: String,
+        /// Name of the CanaryDaemonSet.
+        name: String,
+    },
+    /// A CanaryDaemonSet has no phase any more: it waits for the DaemonSet its `workloadRef`
+    /// names, which does not exist (deleted after a rollout, or not created yet). What was
+    /// reported of its rollouts may be forgotten (a last `failed` would keep an alert firing).
+    Unphased {
         /// Namespace of the CanaryDaemonSet.
         namespace: String,
         /// Name of the CanaryDaemonSet.
@@ -353,7 +369,11 @@ impl Stats {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match report {
-            Report::Transition(_) | Report::Deleted { .. } | Report::AnalysisMeasured { .. } => {}
+            Report::Transition(_)
+            | Report::Deleted { .. }
+            | Report::Unphased { .. }
+            | Report::AnalysisMeasured { .. }
+            | Report::Notification { .. } => {}
             Report::DriftDetected { .. } => add(&self.drifts),
             Report::PodDeleted => add(&self.pod_deletions),
             Report::Reconciled { error, .. } => {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use canary_predicates::Target;
 use canary_state_machine::{
     AnalysisVerdict, ConditionReason, ConditionType, FailureReason, Gate, LISTED_NODES, Phase,
-    PreviousPass, Standing, StepPosition, kstatus,
+    PreviousPass, Standing, StepPosition, awaiting_workload, kstatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -128,6 +128,53 @@ pub fn step_position(
         elapsed,
         deferred: status.deferred_node_count.unwrap_or(0),
     })
+}
+
+/// The status of an object whose `spec.workloadRef` names a DaemonSet that does not exist
+/// (yet): no phase (`pending`, so no failure alert fires while a GitOps sync wave creates the
+/// DaemonSet after its CanaryDaemonSet), `message` saying what it waits for, the
+/// [`awaiting_workload`] conditions, no counts. What verbs and the history recorded stays (a
+/// promotion or retry counts once; the revisions outlive a deleted DaemonSet).
+pub fn awaiting_workload_status(
+    previous: Option<&CanaryDaemonSetStatus>,
+    daemon_set: &str,
+    message: String,
+    generation: i64,
+    now: Timestamp,
+) -> CanaryDaemonSetStatus {
+    let empty = CanaryDaemonSetStatus::default();
+    let prev = previous.unwrap_or(&empty);
+    let mut conditions = Vec::new();
+    for verdict in awaiting_workload() {
+        // Each keeps its transition time when its status did not change.
+        if let Some(old) = prev
+            .conditions
+            .iter()
+            .find(|c| c.type_ == verdict.type_.as_str())
+        {
+            conditions.push(old.clone());
+        }
+        set_condition(
+            &mut conditions,
+            verdict.type_.as_str(),
+            verdict.status,
+            verdict.reason.as_str(),
+            Some(message.clone()),
+            Some(generation),
+            now,
+        );
+    }
+    CanaryDaemonSetStatus {
+        message: Some(message),
+        conditions,
+        observed_generation: Some(generation),
+        daemon_set_name: Some(daemon_set.to_owned()),
+        promotion: prev.promotion.clone(),
+        retry: prev.retry.clone(),
+        held: prev.held,
+        history: prev.history.clone(),
+        ..CanaryDaemonSetStatus::default()
+    }
 }
 
 /// Most revisions listed in the status.

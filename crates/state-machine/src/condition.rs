@@ -12,6 +12,10 @@
 //! | `Reconciling` | a rollout runs on its own (not held by a gate that needs a person) | the phase's ([`Phase::progressing`]) |
 //! | `Stalled` | the rollout failed, was rolled back, crash-loops at rest, or waits for a person ([`Gate`]) | the [`FailureReason`], `RolledBack`, `CrashLoopingAtRest`, `HeldOnRequest`, `AwaitingPromotion`; `AsExpected` |
 //!
+//! Before any phase, an object whose `workloadRef` names a DaemonSet that does not exist yet
+//! carries `Progressing`, `Ready`, `Reconciling` and `Stalled` with reason `WaitingForDaemonSet`
+//! ([`awaiting_workload`]).
+//!
 //! `Ready`, `Reconciling` and `Stalled` are the conditions kstatus reads (`sigs.k8s.io/cli-utils`:
 //! Flux's health checks, kpt, `kubectl wait --for=condition=Ready`): at most one of `Reconciling`
 //! and `Stalled` is true, and `Ready` is true only when neither is. [`kstatus`] decides all three
@@ -117,6 +121,9 @@ pub enum ConditionReason {
     HeldOnRequest,
     /// `Stalled`: in a pause step without a duration (`pause: {}`) until someone promotes it.
     AwaitingPromotion,
+    /// No phase yet: `spec.workloadRef` names a DaemonSet that does not exist (yet); the
+    /// rollout begins when its owner creates it ([`awaiting_workload`]).
+    WaitingForDaemonSet,
 }
 
 impl ConditionReason {
@@ -142,6 +149,7 @@ impl ConditionReason {
             ConditionReason::AsDesired => "AsDesired",
             ConditionReason::HeldOnRequest => "HeldOnRequest",
             ConditionReason::AwaitingPromotion => "AwaitingPromotion",
+            ConditionReason::WaitingForDaemonSet => "WaitingForDaemonSet",
         }
     }
 }
@@ -257,6 +265,25 @@ pub fn kstatus(phase: Phase, standing: Standing) -> [ConditionVerdict; 3] {
     ]
 }
 
+/// The conditions of an object that waits for the DaemonSet its `spec.workloadRef` names: no
+/// phase (`pending`), a rollout under way (`Progressing`) that moves on its own once the
+/// DaemonSet's owner creates it (`Reconciling`, not `Stalled`: a GitOps sync wave that creates
+/// the CanaryDaemonSet before the DaemonSet is no failure), not `Ready`. The other condition
+/// types say nothing while there is no DaemonSet, and are dropped.
+pub fn awaiting_workload() -> [ConditionVerdict; 4] {
+    let verdict = |type_, status| ConditionVerdict {
+        type_,
+        status,
+        reason: ConditionReason::WaitingForDaemonSet,
+    };
+    [
+        verdict(ConditionType::Progressing, true),
+        verdict(ConditionType::Ready, false),
+        verdict(ConditionType::Reconciling, true),
+        verdict(ConditionType::Stalled, false),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,5 +387,24 @@ mod tests {
                 "{phase}: progressing exactly while in progress"
             );
         }
+    }
+
+    /// Waiting for the DaemonSet a workloadRef names is the kstatus shape of a rollout that
+    /// moves on alone: Reconciling, neither Ready nor Stalled (so no failure alert, no Degraded
+    /// health in Argo CD while a sync wave creates the DaemonSet after its CanaryDaemonSet).
+    #[test]
+    fn waiting_for_a_daemon_set_reconciles_and_is_not_stalled() {
+        let verdicts = awaiting_workload();
+        let status_of = |type_| verdicts.iter().find(|v| v.type_ == type_).map(|v| v.status);
+        assert_eq!(status_of(ConditionType::Reconciling), Some(true));
+        assert_eq!(status_of(ConditionType::Progressing), Some(true));
+        assert_eq!(status_of(ConditionType::Ready), Some(false));
+        assert_eq!(status_of(ConditionType::Stalled), Some(false));
+        assert_eq!(status_of(ConditionType::Degraded), None);
+        assert!(
+            verdicts
+                .iter()
+                .all(|v| v.reason == ConditionReason::WaitingForDaemonSet)
+        );
     }
 }

@@ -95,7 +95,9 @@ pub use analysis::{
     PLACEHOLDERS, RenderError, StepAnalysis, TemplateValues, Verdict, judge, placeholders,
     regex_alternation, render, validate_metrics, verdict,
 };
-pub use condition::{ConditionReason, ConditionType, ConditionVerdict, Gate, Standing, kstatus};
+pub use condition::{
+    ConditionReason, ConditionType, ConditionVerdict, Gate, Standing, awaiting_workload, kstatus,
+};
 pub use decide::{
     ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, at_canary_value, decide,
     decide_create, tls_step,

@@ -82,6 +82,19 @@ wait_phase b failed
 wait_phase c rolledBack
 capture b failed.yaml
 capture c rolled-back.yaml
+# A workloadRef to a DaemonSet not created yet (a sync wave that applies the CanaryDaemonSet
+# first): it waits, Reconciling, without a phase.
+cat <<YAML | kubectl apply -f - >/dev/null
+apiVersion: canary.daemonset.dev/v1alpha1
+kind: CanaryDaemonSet
+metadata: {name: e, namespace: default}
+spec:
+  target: {fromContainer: agent}
+  workloadRef: {name: e-agent}
+  strategy: {driver: Pods, steps: [{nodes: "1"}, {nodes: "100%"}]}
+YAML
+for _ in $(seq 100); do [ -n "$(kubectl get cds e -o 'jsonpath={.status.message}')" ] && break; sleep 0.2; done
+capture e waiting-for-daemonset.yaml
 # The controller down: a spec change it has not seen yet, and an object it never saw.
 kill "$controller_pid"
 wait "$controller_pid" 2>/dev/null || true

@@ -32,7 +32,17 @@ end
 local status = obj.status
 if status == nil or status.phase == nil then
   hs.status = "Progressing"
-  hs.message = "Waiting for the controller to act on the CanaryDaemonSet"
+  -- No phase yet: the controller has not acted, or it waits (Reconciling) for the DaemonSet
+  -- a workloadRef names, and says so.
+  local waiting = nil
+  if status ~= nil then
+    waiting = condition(status, "Reconciling")
+  end
+  if waiting ~= nil and waiting.status == "True" then
+    hs.message = said(waiting)
+  else
+    hs.message = "Waiting for the controller to act on the CanaryDaemonSet"
+  end
   return hs
 end
 

@@ -29,6 +29,7 @@ const ARGOCD: &str = "deploy/integrations/argocd";
 /// health check waits the same way). Argo CD's check says Progressing.
 const KSTATUS: &[(&str, &str)] = &[
     ("pending.yaml", "Current"),
+    ("waiting-for-daemonset.yaml", "InProgress"),
     ("canary.yaml", "InProgress"),
     ("awaiting-promotion.yaml", "Failed"),
     ("held.yaml", "Failed"),

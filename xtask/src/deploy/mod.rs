@@ -123,6 +123,7 @@ pub fn run(args: &LintArgs) -> Result<()> {
             scrape::demo(&sh, &work, "max-unavailable")?,
             scrape::demo(&sh, &work, "pods")?,
             scrape::observe_kubevirt(&sh, &work)?,
+            scrape::controller_with_receivers(&sh, &work)?,
         ]
     } else {
         args.expositions.clone()

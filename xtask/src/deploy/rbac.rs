@@ -1,6 +1,7 @@
-//! RBAC stays least-privilege: no wildcard, no non-resource URL, no Secret access, no
-//! escalate/bind/impersonate, and leases only through a namespaced Role; in the kustomize builds
-//! and the chart's renders alike.
+//! RBAC stays least-privilege: no wildcard, no non-resource URL, no Secret access but `get` of
+//! named Secrets through a namespaced Role (the notification receivers' Secrets, in the
+//! controller's own namespace), no escalate/bind/impersonate, and leases only through a
+//! namespaced Role; in the kustomize builds and the chart's renders alike.
 
 use super::{Lint, describe, kind};
 use anyhow::{Result, ensure};
@@ -15,7 +16,7 @@ pub(super) fn check(context: &Lint) -> Result<()> {
     let problems: Vec<String> = roles.iter().flat_map(|role| rbac_problems(role)).collect();
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
     eprintln!(
-        "{} roles: no wildcard, no secrets, leases only namespaced",
+        "{} roles: no wildcard, secrets only named and namespaced, leases only namespaced",
         roles.len()
     );
     Ok(())
@@ -45,8 +46,14 @@ pub(super) fn rbac_problems(role: &Value) -> Vec<String> {
         if !rule["nonResourceURLs"].is_null() {
             problems.push(format!("{where_}: nonResourceURLs"));
         }
-        if resources.iter().any(|r| r == "secrets") {
-            problems.push(format!("{where_}: grants access to Secrets"));
+        // The one Secret access allowed: `get` of Secrets named one by one, in one namespace.
+        let named_get = kind(role) == "Role"
+            && verbs.iter().all(|v| v == "get")
+            && !list("resourceNames").is_empty();
+        if resources.iter().any(|r| r == "secrets") && !named_get {
+            problems.push(format!(
+                "{where_}: grants access to Secrets (only get of named Secrets through a Role)"
+            ));
         }
         let leases = groups.iter().any(|g| g == "coordination.k8s.io")
             && resources.iter().any(|r| r == "leases");
@@ -88,6 +95,11 @@ mod tests {
             json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get"] }]),
         );
         assert_eq!(rbac_problems(&secrets).len(), 1);
+        let named = json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hooks"], "verbs": ["get"] }]);
+        assert!(rbac_problems(&role("Role", named.clone())).is_empty());
+        assert_eq!(rbac_problems(&role("ClusterRole", named)).len(), 1);
+        let listed = json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["hooks"], "verbs": ["get", "list"] }]);
+        assert_eq!(rbac_problems(&role("Role", listed)).len(), 1);
         let leases = json!([{
             "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get"]
         }]);

@@ -100,6 +100,69 @@ pub(super) fn observe_kubevirt(sh: &Shell, work: &Path) -> Result<PathBuf> {
     Ok(file)
 }
 
+/// The receivers of the controller's scrape: one, never told (no CanaryDaemonSet names it), so
+/// that its `canary_notifications_total` series show at their initial 0.
+const RECEIVERS: &str = "receivers:\n- name: lint\n  url: http://127.0.0.1:9/hook\n";
+
+/// Serves the simulator, runs the controller (`run`) with a notification receiver against it
+/// and saves its `/metrics` once the receiver's series show, in `work`: the series of
+/// `canary_notifications_total` start at 0 per receiver, and a demo defines none.
+pub(super) fn controller_with_receivers(sh: &Shell, work: &Path) -> Result<PathBuf> {
+    eprintln!(
+        "==> lint-deploy: scraping the controller with a notification receiver on the served simulator"
+    );
+    let binary = crate::ci_binary()?;
+    let kubeconfig = work.join("sim-run.kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let _simulator = Running::start(
+        Command::new(&binary)
+            .args(["sim", "serve", "--nodes", "1", "--kubeconfig"])
+            .arg(&kubeconfig),
+        &work.join("sim-serve-run.log"),
+    )?;
+    wait_until(
+        || Ok(kubeconfig.exists()),
+        "sim serve to write its kubeconfig",
+    )?;
+    let crd = work.join("crd.yaml");
+    let text = cmd!(sh, "{binary} crd")
+        .quiet()
+        .read()
+        .context("daemonset-canary crd")?;
+    std::fs::write(&crd, text).with_context(|| format!("cannot write {}", crd.display()))?;
+    cmd!(sh, "kubectl --kubeconfig {kubeconfig} apply -f {crd}")
+        .quiet()
+        .ignore_stdout()
+        .run()
+        .context("cannot install the CRD on the simulator")?;
+    let receivers = work.join("receivers.yaml");
+    std::fs::write(&receivers, RECEIVERS)
+        .with_context(|| format!("cannot write {}", receivers.display()))?;
+    let addr = free_loopback_addr()?;
+    let _controller = Running::start(
+        Command::new(&binary)
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--metrics-addr", &addr.to_string()])
+            .arg("--notification-receivers")
+            .arg(&receivers)
+            .args(["--notification-namespace", "default"]),
+        &work.join("run.log"),
+    )?;
+    let mut exposition = String::new();
+    wait_until(
+        || {
+            exposition = http_get(addr, "/metrics").unwrap_or_default();
+            Ok(exposition.contains("\ncanary_notifications_total{"))
+        },
+        "the controller to export canary_notifications_total",
+    )?;
+    let file = work.join("controller-metrics.prom");
+    std::fs::write(&file, exposition)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(file)
+}
+
 /// A process started here, ended when dropped.
 struct Running {
     child: Child,

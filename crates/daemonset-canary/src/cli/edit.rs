@@ -25,7 +25,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 /// The annotation `kubectl rollout restart` sets on a pod template.
-pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+pub use canary_kube_adapter::crd::RESTARTED_AT;
 
 /// Arguments of `restart`.
 #[derive(Debug, clap::Args)]

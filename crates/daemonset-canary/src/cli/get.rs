@@ -14,9 +14,9 @@ use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::status_view;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::ListParams;
 use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
 
 /// How `get` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,25 +53,6 @@ pub struct GetArgs {
 /// Lists them, or says there are none (and where); with `-w`, goes on.
 pub async fn run(args: GetArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
-    let (api, place): (Api<CanaryDaemonSet>, String) = if args.all_namespaces {
-        (
-            Api::all(connection.client.clone()),
-            "any namespace".to_owned(),
-        )
-    } else {
-        let namespace = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| connection.client.default_namespace().to_owned());
-        (
-            Api::namespaced(connection.client.clone(), &namespace),
-            format!("namespace {namespace:?}"),
-        )
-    };
-    let params = match &args.name {
-        Some(name) => ListParams::default().fields(&format!("metadata.name={name}")),
-        None => ListParams::default(),
-    };
     // Untyped, each object decoded alone (see `object`): one stored object that does not
     // decode is listed from what does (its metadata and status) and a warning after the list
     // says why, instead of the whole list failing.
@@ -80,6 +61,14 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| connection.client.default_namespace().to_owned())
     });
+    let place = match &scope {
+        Some(namespace) => format!("namespace {namespace:?}"),
+        None => "any namespace".to_owned(),
+    };
+    let params = match &args.name {
+        Some(name) => ListParams::default().fields(&format!("metadata.name={name}")),
+        None => ListParams::default(),
+    };
     let reads = object::list(&connection, scope.as_deref(), &params)
         .await
         .map_err(|error| anyhow::anyhow!(describe(&error, &connection.url)))?;
@@ -112,7 +101,7 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
         Some(name) => watcher::Config::default().fields(&format!("metadata.name={name}")),
         None => watcher::Config::default(),
     };
-    let mut events = std::pin::pin!(watcher(api, config));
+    let mut events = std::pin::pin!(object::watch(&connection, scope.as_deref(), config));
     loop {
         let event = tokio::select! {
             event = events.next() => event,
@@ -121,11 +110,11 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
         let Some(event) = event else {
             return Ok(());
         };
-        let changed = match event {
-            Ok(watcher::Event::Apply(cds) | watcher::Event::InitApply(cds)) => cds,
-            Ok(watcher::Event::Delete(cds)) => {
-                printed.remove(&version_of(&cds).0);
-                cds
+        let read = match event {
+            Ok(watcher::Event::Apply(read) | watcher::Event::InitApply(read)) => read,
+            Ok(watcher::Event::Delete(read)) => {
+                printed.remove(&version_of(object::object_of(&read)).0);
+                read
             }
             Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
             Err(error) => {
@@ -133,12 +122,23 @@ pub async fn run(args: GetArgs) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let (key, version) = version_of(&changed);
+        let changed = object::object_of(&read);
+        let (key, version) = version_of(changed);
         if printed.get(&key) == Some(&version) {
             continue;
         }
         printed.insert(key, version);
-        print!("{}", render(&args, std::slice::from_ref(&changed), false)?);
+        print!("{}", render(&args, std::slice::from_ref(changed), false)?);
+        if let Err(undecoded) = &read {
+            eprintln!(
+                "warning: {} does not decode: {}",
+                object::which(
+                    &changed.namespace().unwrap_or_default(),
+                    &changed.name_any()
+                ),
+                object::why(undecoded)
+            );
+        }
     }
 }
 

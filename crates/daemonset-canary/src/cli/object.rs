@@ -14,8 +14,10 @@
 use super::{Connection, KubeArgs, describe};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::{Undecoded, decode, dynamic_api};
+use futures::{Stream, TryStreamExt};
 use kube::ResourceExt;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
+use kube::runtime::watcher;
 
 /// A stored CanaryDaemonSet as the CLI reads it: decoded, or a stand-in (its metadata and
 /// status) and why its spec does not decode.
@@ -104,6 +106,28 @@ pub async fn list(
         .into_iter()
         .map(decode)
         .collect())
+}
+
+/// Watches the CanaryDaemonSets of `namespace` (all with `None`) that `config` selects, each
+/// event's object decoded alone: one stored object that does not decode is an event like the
+/// others ([`Read`]), where a typed watch would fail, list again and fail again for as long as
+/// it is stored (`get -w`, `status --watch`).
+pub fn watch(
+    connection: &Connection,
+    namespace: Option<&str>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<Read>, watcher::Error>> + Send + use<> {
+    watcher::watcher(dynamic_api(&connection.client, namespace), config).map_ok(decode_event)
+}
+
+fn decode_event(event: watcher::Event<DynamicObject>) -> watcher::Event<Read> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(decode(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(decode(object)),
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(decode(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 /// `canarydaemonset NAMESPACE/NAME`, the way every command names its object.

@@ -14,6 +14,7 @@
 use super::{Connection, EndpointArgs, KubeArgs, describe, shutdown_signal};
 use anyhow::Context;
 use canary_analysis::AllowedAddresses;
+use canary_kube_adapter::notify::{Notifier, Receivers, RetryPolicy};
 use canary_kube_adapter::scope::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use daemonset_canary::metrics::Metrics;
@@ -75,6 +76,15 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     allow_analysis_address: Vec<String>,
+    /// The notification receivers (a YAML file, docs/notifications.md): the only addresses a
+    /// CanaryDaemonSet's spec.notifications can make the controller send to. Without it, a
+    /// subscription is a Warning event on its object and nothing is sent.
+    #[arg(long, env = "CANARY_NOTIFICATION_RECEIVERS", value_name = "FILE")]
+    notification_receivers: Option<std::path::PathBuf>,
+    /// The namespace of the receivers' Secrets (urlSecret, headersSecret): the controller's
+    /// own. Default: POD_NAMESPACE, else the kubeconfig's namespace.
+    #[arg(long, env = "CANARY_NOTIFICATION_NAMESPACE")]
+    notification_namespace: Option<String>,
 }
 
 /// Runs until SIGTERM or SIGINT.
@@ -95,6 +105,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         health: server.health.clone(),
         ..controller_config(&args, &connection, Observer::new())?
     };
+    for receiver in config.notifier.receiver_names() {
+        metrics.notifications_known(&receiver);
+    }
     tracing::info!(
         api = %connection.url,
         watching = args.namespace.as_deref().unwrap_or("all namespaces"),
@@ -167,7 +180,9 @@ fn controller_config(
             "no analysis address is allowed (--allow-analysis-address): a CanaryDaemonSet with spec.analysis ends in InvalidSpec"
         );
     }
+    let notifier = notifier(args, connection, &observer)?;
     Ok(ControllerConfig {
+        notifier: Arc::new(notifier),
         namespace: args.namespace.clone(),
         field_manager: args.field_manager.clone(),
         instance: Some(identity),
@@ -178,6 +193,35 @@ fn controller_config(
         allowed_analysis_addresses: Arc::new(allowed),
         ..ControllerConfig::default()
     })
+}
+
+/// The notifier of `--notification-receivers`, its delivery task started; a disabled one
+/// without the flag.
+fn notifier(
+    args: &RunArgs,
+    connection: &Connection,
+    observer: &Observer,
+) -> anyhow::Result<Notifier> {
+    let Some(path) = &args.notification_receivers else {
+        return Ok(Notifier::disabled());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--notification-receivers: cannot read {}", path.display()))?;
+    let receivers = Receivers::from_yaml(&text)
+        .with_context(|| format!("--notification-receivers {}", path.display()))?;
+    let namespace = args
+        .notification_namespace
+        .clone()
+        .or_else(|| non_empty_env("POD_NAMESPACE"))
+        .unwrap_or_else(|| connection.client.default_namespace().to_owned());
+    tracing::info!(receivers = ?receivers.names().collect::<Vec<_>>(), secrets_namespace = %namespace, "notification receivers");
+    Ok(Notifier::start(
+        connection.client.clone(),
+        namespace,
+        receivers,
+        observer.clone(),
+        RetryPolicy::default(),
+    ))
 }
 
 fn non_empty_env(name: &str) -> Option<String> {

@@ -10,9 +10,10 @@
 //!
 //! Where it looks is [`ObjectArgs`]'s (`-n`, `-A`), as for every verb.
 
-use super::object::ObjectArgs;
+use super::object::{ObjectArgs, Read, object_of};
 use super::{Connection, describe};
 use canary_kube_adapter::CanaryDaemonSet;
+use canary_kube_adapter::crd::Undecoded;
 use canary_kube_adapter::workload::selector_string;
 use daemonset_canary::status_view;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -43,32 +44,21 @@ pub struct StatusArgs {
 /// after a line saying why its spec cannot be read.
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     let (connection, read) = args.object.read().await?;
-    let cds = match read {
-        Ok(cds) => cds,
-        Err(undecoded) => {
-            println!(
-                "⚠ the stored spec does not decode, so the controller cannot act on it: {}\n  fix it with `kubectl edit canarydaemonset {} -n {}`\n",
-                super::object::why(&undecoded),
-                undecoded.stand_in.name_any(),
-                undecoded.stand_in.namespace().unwrap_or_default()
-            );
-            print!(
-                "{}",
-                view(&args, &connection, &undecoded.stand_in).await?.text
-            );
-            if args.watch {
-                anyhow::bail!(
-                    "--watch needs an object that decodes: fix its spec, then watch again"
-                );
-            }
-            return Ok(());
-        }
-    };
     if args.watch {
-        return watch(&args, &connection, cds).await;
+        return watch(&args, &connection, read).await;
     }
-    print!("{}", view(&args, &connection, &cds).await?.text);
+    print!("{}", view(&args, &connection, &read).await?.text);
     Ok(())
+}
+
+/// The line above the view of an object that does not decode: why, and how to fix it.
+fn undecodable_warning(undecoded: &Undecoded) -> String {
+    format!(
+        "⚠ the stored spec does not decode, so the controller cannot act on it: {}\n  fix it with `kubectl edit canarydaemonset {} -n {}`\n\n",
+        super::object::why(undecoded),
+        undecoded.stand_in.name_any(),
+        undecoded.stand_in.namespace().unwrap_or_default()
+    )
 }
 
 /// One rendering of the view, and what it was drawn from (the object's resource version and
@@ -78,11 +68,8 @@ struct View {
     drawn_from: (Option<String>, Vec<String>),
 }
 
-async fn view(
-    args: &StatusArgs,
-    connection: &Connection,
-    cds: &CanaryDaemonSet,
-) -> anyhow::Result<View> {
+async fn view(args: &StatusArgs, connection: &Connection, read: &Read) -> anyhow::Result<View> {
+    let cds = object_of(read);
     let namespace = cds.namespace().unwrap_or_default();
     let events: Api<Event> = Api::namespaced(connection.client.clone(), &namespace);
     // Events are a courtesy: without permission to list them the rest is still worth showing.
@@ -97,7 +84,13 @@ async fn view(
             Vec::new()
         }
     };
-    let mut text = status_view::render(cds, &about, Timestamp::now());
+    // An object that does not decode is shown from what does (its metadata, status and
+    // events), after a line saying why its spec cannot be read.
+    let mut text = match read {
+        Ok(_) => String::new(),
+        Err(undecoded) => undecodable_warning(undecoded),
+    };
+    text.push_str(&status_view::render(cds, &about, Timestamp::now()));
     if args.nodes {
         let rows = ledger(connection, cds, &namespace).await?;
         text.push_str("\nNodes:\n");
@@ -119,27 +112,26 @@ async fn view(
 
 /// `status --watch`: the view again on every change of `cds` (a watch on it) and on a
 /// two-second tick for the ages and events.
-async fn watch(
-    args: &StatusArgs,
-    connection: &Connection,
-    mut cds: CanaryDaemonSet,
-) -> anyhow::Result<()> {
+async fn watch(args: &StatusArgs, connection: &Connection, mut read: Read) -> anyhow::Result<()> {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
     use std::io::IsTerminal;
 
     let terminal = std::io::stdout().is_terminal();
+    let cds = object_of(&read);
     let namespace = cds.namespace().unwrap_or_default();
-    let api: Api<CanaryDaemonSet> = Api::namespaced(connection.client.clone(), &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", cds.name_any()));
-    // Backoff: an unreachable API server is retried at a growing interval, not in a loop.
-    let mut changes = watcher::watcher(api, config).default_backoff().boxed();
+    // Decoded one by one: a spec that stops decoding (or starts again) is drawn, not a watch
+    // that breaks. Backoff: an unreachable API server is retried at a growing interval.
+    let mut changes = super::object::watch(connection, Some(&namespace), config)
+        .default_backoff()
+        .boxed();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(2));
     let mut last_drawn = None;
     let interrupted = super::shutdown_signal();
     tokio::pin!(interrupted);
     loop {
-        match view(args, connection, &cds).await {
+        match view(args, connection, &read).await {
             Ok(view) => {
                 if terminal {
                     // Home and clear, then the view: the screen shows the newest one only.
@@ -158,15 +150,17 @@ async fn watch(
             _ = tick.tick() => {}
             change = changes.next() => match change {
                 Some(Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
-                    cds = object;
+                    read = object;
                 }
                 Some(Ok(watcher::Event::Delete(_))) => {
-                    println!("{} deleted", describe_object(&cds));
+                    println!("{} deleted", describe_object(object_of(&read)));
                     return Ok(());
                 }
                 Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => {}
                 // Retried after a backoff; meanwhile the ticks redraw what is known.
-                Some(Err(error)) => tracing::warn!("watch of {}: {error}", describe_object(&cds)),
+                Some(Err(error)) => {
+                    tracing::warn!("watch of {}: {error}", describe_object(object_of(&read)));
+                }
                 None => return Ok(()),
             },
         }

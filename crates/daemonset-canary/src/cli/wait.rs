@@ -70,7 +70,14 @@ pub fn outcome(cds: &CanaryDaemonSet, goal: Goal) -> Outcome {
         return Outcome::Waiting("the controller has not acted on it yet".to_owned());
     };
     let Some(phase) = status.phase else {
-        return Outcome::Waiting("the controller has not acted on it yet".to_owned());
+        // No phase, but a message: it waits for something it names (the DaemonSet of a
+        // workloadRef that does not exist yet).
+        return Outcome::Waiting(match status.message.as_deref() {
+            Some(message) if !message.is_empty() => {
+                daemonset_canary::format::one_line(message).into_owned()
+            }
+            _ => "the controller has not acted on it yet".to_owned(),
+        });
     };
     if generation.is_some() && status.observed_generation < generation {
         return Outcome::Waiting(format!(
@@ -311,5 +318,20 @@ mod tests {
             outcome(&fresh, Goal::Successful),
             Outcome::Waiting(_)
         ));
+    }
+
+    /// A workloadRef whose DaemonSet does not exist yet: `wait` keeps waiting and says for what.
+    #[test]
+    fn waiting_for_a_daemon_set_says_so() {
+        let waiting = object(
+            1,
+            serde_json::json!({"observedGeneration": 1,
+                               "message": "DaemonSet cilium (spec.workloadRef) does not exist in namespace kube-system; the rollout begins once its owner creates it",
+                               "conditions": [condition("Reconciling", "True", "WaitingForDaemonSet")]}),
+        );
+        match outcome(&waiting, Goal::Successful) {
+            Outcome::Waiting(why) => assert!(why.contains("DaemonSet cilium"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

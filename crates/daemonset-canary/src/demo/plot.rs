@@ -175,6 +175,10 @@ struct Scene<'a> {
     y_end: f64,
     y_ticks: Vec<f64>,
     restarts: bool,
+    /// The desired count when it is off the axis: the rollout never came near it (a canary
+    /// that failed on one pod), and an axis up to it would squash every other line flat
+    /// against 0 (issue 52). Its line is then not drawn; the legend gives the number.
+    desired_off_axis: Option<u32>,
 }
 
 impl<'a> Scene<'a> {
@@ -185,15 +189,29 @@ impl<'a> Scene<'a> {
             .max(summary.duration_seconds);
         let (t_end, t_ticks) = ticks(t_max, &TIME_STEPS);
         let restarts = samples.iter().any(|s| s.restarts > 0);
-        let y_max = samples
+        let pods_driver = samples.iter().any(|s| s.step.is_some());
+        // The highest of the lines other than desired (maxUnavailable only where it is drawn).
+        let rollout_max = samples
             .iter()
             .map(|s| {
-                s.desired
-                    .max(s.max_unavailable_pods)
+                s.updated
+                    .max(s.updated_ready)
+                    .max(if pods_driver {
+                        0
+                    } else {
+                        s.max_unavailable_pods
+                    })
                     .max(if restarts { s.restarts } else { 0 })
             })
             .max()
             .unwrap_or(0);
+        let desired_max = samples.iter().map(|s| s.desired).max().unwrap_or(0);
+        let desired_off_axis =
+            (rollout_max.saturating_mul(OFF_AXIS_FACTOR) < desired_max).then_some(desired_max);
+        let y_max = match desired_off_axis {
+            Some(_) => rollout_max.max(1),
+            None => desired_max.max(rollout_max),
+        };
         let (y_end, y_ticks) = ticks(f64::from(y_max) * 1.05, &COUNT_STEPS);
         Self {
             samples,
@@ -202,6 +220,7 @@ impl<'a> Scene<'a> {
             y_end,
             y_ticks,
             restarts,
+            desired_off_axis,
         }
     }
 
@@ -267,6 +286,10 @@ impl Ranged for Axis {
     }
 }
 
+/// The desired line goes off the axis when it is more than this many times the highest other
+/// line: the axis then fits the lines that moved.
+const OFF_AXIS_FACTOR: u32 = 4;
+
 /// Tick spacings: seconds (up to days) and pods.
 const TIME_STEPS: [f64; 17] = [
     1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
@@ -295,7 +318,7 @@ fn ticks(max: f64, steps: &[f64]) -> (f64, Vec<f64>) {
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<Axis, Axis>>;
 
 /// A legend entry: its label, colour, and whether its line is dashed.
-type LegendEntry = (&'static str, RGBColor, bool);
+type LegendEntry = (String, RGBColor, bool);
 
 /// Turns a drawing error of `DB` into an `anyhow` error.
 fn drawing_error<DB: DrawingBackend>(e: DrawingAreaErrorKind<DB::ErrorType>) -> anyhow::Error {
@@ -386,15 +409,21 @@ fn draw_lines<DB: DrawingBackend>(
     scene: &Scene<'_>,
 ) -> Result<Vec<LegendEntry>> {
     let err = drawing_error::<DB>;
-    let mut legend: Vec<LegendEntry> = vec![("desired", DESIRED, true)];
-    chart
-        .draw_series(DashedLineSeries::new(
-            scene.steps(|s| s.desired),
-            6,
-            4,
-            DESIRED.stroke_width(2),
-        ))
-        .map_err(err)?;
+    let mut legend: Vec<LegendEntry> = Vec::new();
+    match scene.desired_off_axis {
+        Some(desired) => legend.push((format!("desired: {desired} (off the axis)"), DESIRED, true)),
+        None => {
+            legend.push(("desired".to_owned(), DESIRED, true));
+            chart
+                .draw_series(DashedLineSeries::new(
+                    scene.steps(|s| s.desired),
+                    6,
+                    4,
+                    DESIRED.stroke_width(2),
+                ))
+                .map_err(err)?;
+        }
+    }
     // The Pods driver's DaemonSet is `OnDelete`: it has no maxUnavailable, and a line of it
     // would lie flat at 0 under the others (issue 52). Its steps are the phase names.
     let pods_driver = scene.samples.iter().any(|s| s.step.is_some());
@@ -411,7 +440,7 @@ fn draw_lines<DB: DrawingBackend>(
         chart
             .draw_series(LineSeries::new(scene.steps(value), colour.stroke_width(2)))
             .map_err(err)?;
-        legend.push((label, colour, false));
+        legend.push((label.to_owned(), colour, false));
     }
     if scene.restarts {
         // From the first restart on: before it, a line at 0 would hide the ones beneath.
@@ -437,7 +466,7 @@ fn draw_lines<DB: DrawingBackend>(
                     .map(|p| Circle::new(p, 4, RESTARTS.filled())),
             )
             .map_err(err)?;
-        legend.push(("restarts (new pods)", RESTARTS, false));
+        legend.push(("restarts (new pods)".to_owned(), RESTARTS, false));
     }
     Ok(legend)
 }
@@ -513,7 +542,7 @@ fn draw_legend<DB: DrawingBackend>(
         }
         legend_area
             .draw(&Text::new(
-                (*label).to_owned(),
+                label.clone(),
                 (46, y - 7),
                 (FONT, 13).into_font().color(&BLACK),
             ))
@@ -602,6 +631,27 @@ mod tests {
             assert!(svg.contains(text), "{text} missing");
         }
         assert!(!svg.contains("NaN"));
+    }
+
+    /// A canary that failed on one pod of 20: the axis fits the lines that moved (0 to 2), not
+    /// the 20 desired pods they would lie flat under; the legend names desired off the axis
+    /// (issue 52). A rollout that went wide keeps desired on the axis.
+    #[test]
+    fn a_rollout_that_stayed_small_is_not_squashed_under_desired() {
+        let (samples, summary) = failed();
+        let scene = Scene::new(&samples, &summary);
+        assert_eq!(scene.desired_off_axis, Some(20));
+        assert_eq!(scene.y_end, 2.0);
+        let svg = render_svg("crash", &samples, &summary).unwrap();
+        assert!(svg.contains("desired: 20 (off the axis)"), "{svg}");
+
+        let wide = [
+            sample(0.0, Phase::Started, 0, 1, 0),
+            sample(10.0, Phase::Waiting, 8, 2, 0),
+        ];
+        let scene = Scene::new(&wide, &summary);
+        assert_eq!(scene.desired_off_axis, None);
+        assert!(scene.y_end >= 20.0);
     }
 
     /// The Pods driver's plot has no maxUnavailable line: its DaemonSet has none (`OnDelete`),

@@ -78,7 +78,7 @@ impl MetricsBridge {
                     .or_default()
                     .insert(metric.clone());
             }
-            Report::Deleted { namespace, name } => {
+            Report::Deleted { namespace, name } | Report::Unphased { namespace, name } => {
                 if let Some(metrics) = self.analysed.remove(&(namespace.clone(), name.clone())) {
                     self.metrics.forget_analysis(
                         namespace,
@@ -97,6 +97,9 @@ impl MetricsBridge {
             }
             Report::Leader(leader) => self.metrics.set_leader(*leader),
             Report::PodDeleted => self.metrics.pod_deleted(),
+            Report::Notification { receiver, result } => {
+                self.metrics.notification(receiver, result);
+            }
             Report::StatusWritten | Report::EventPublished => {}
         }
     }
@@ -291,6 +294,23 @@ mod tests {
 
     fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
         text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    /// A failed rollout whose DaemonSet (a workloadRef's) is then deleted has no phase any
+    /// more: its `failed` gauge goes, so the failure alert stops firing (issue 52, item 6).
+    #[test]
+    fn an_unphased_object_loses_its_phase_series() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let mut bridge = MetricsBridge::new(metrics.clone(), Mode::Driven);
+        bridge.apply(&transition(Some(Phase::Canary), Phase::Failed, 100, None));
+        let failed = r#"canary_rollout_phase{mode="driven",name="agent",namespace="default",phase="failed"} 1"#;
+        assert!(metrics.encode().unwrap().contains(failed));
+        bridge.report(&Report::Unphased {
+            namespace: "default".into(),
+            name: "agent".into(),
+        });
+        let text = metrics.encode().unwrap();
+        assert!(!text.contains(failed), "{text}");
     }
 
     #[test]

@@ -247,6 +247,7 @@ pub struct Metrics {
     watch_errors: IntCounter,
     drifts: IntCounterVec,
     rollbacks: IntCounterVec,
+    notifications: IntCounterVec,
     pods_driver: PodsDriverFamilies,
     health: HealthFamilies,
     analysis: AnalysisFamilies,
@@ -376,6 +377,12 @@ impl Metrics {
                 "rollbacks_total",
                 "Rollbacks to the last successful revision the controller started, by reason: Abort (asked for), OnFailure (automatic, onFailure: Rollback).",
                 &["namespace", "name", "reason"],
+            )?,
+            notifications: f.counters(
+                Scope::Driven,
+                "notifications_total",
+                "Notifications to the receivers the administrator defined, by receiver and result: sent (2xx), retried (an attempt failed, another follows), failed (the last attempt failed), rejected (4xx), dropped (the queue was full).",
+                &["receiver", "result"],
             )?,
             leader: f.add(Scope::Driven, IntGauge::new(
                 "leader",
@@ -530,6 +537,21 @@ impl Metrics {
             .unhealthy_nodes
             .with_label_values(&[namespace, name, cause])
             .set(i64::from(count));
+    }
+
+    /// Starts the notification counters of `receiver` at 0, so that `increase()` sees its
+    /// first failure and a dashboard shows 0 rather than nothing.
+    pub fn notifications_known(&self, receiver: &str) {
+        for result in canary_kube_adapter::notify::result::ALL {
+            let _ = self.notifications.with_label_values(&[receiver, result]);
+        }
+    }
+
+    /// Counts one notification to `receiver` that ended in (or was) `result`.
+    pub fn notification(&self, receiver: &str, result: &str) {
+        self.notifications
+            .with_label_values(&[receiver, result])
+            .inc();
     }
 
     /// Counts one pod deleted by the Pods driver.

@@ -39,6 +39,8 @@ mod audit;
 mod deployed;
 mod failover;
 mod harness;
+// The node-health gate with the real controller (issue 46).
+mod health_gates;
 mod kubevirt;
 // The simulator's node and neighbour behaviours on KWOK nodes (no controller involved).
 mod node_health;

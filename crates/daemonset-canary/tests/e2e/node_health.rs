@@ -20,7 +20,7 @@ impl E2e {
     }
 
     /// Creates bare pod `name` bound to `node`, one container of `image`, with `annotations`.
-    async fn bare_pod(
+    pub(crate) async fn bare_pod(
         &self,
         name: &str,
         node: &str,
@@ -74,7 +74,7 @@ impl E2e {
     }
 
     /// Waits until the pod is Ready; returns when that was seen.
-    async fn wait_pod_ready(&self, name: &str) -> Instant {
+    pub(crate) async fn wait_pod_ready(&self, name: &str) -> Instant {
         self.wait_for(
             &format!("pod {name} Ready"),
             Duration::from_secs(60),

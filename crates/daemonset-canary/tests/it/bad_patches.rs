@@ -3,64 +3,27 @@
 //! `tests/support/bad_patches.rs`, which `tests/e2e.rs` checks against the real control plane),
 //! and none changes the stored object. Needs `kubectl`; fails, never skips, without it.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use crate::support;
 use crate::support::bad_patches::{BAD_PATCHES, TARGET};
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect(
-            "kubectl is not installed: install it (`cargo xtask tools` says how) to run this test",
-        )
-}
-
-fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> String {
-    let output = kubectl(kubeconfig, args);
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 #[test]
 fn sim_serve_refuses_each_bad_patch_with_the_real_api_servers_words() {
     let sim = support::serve_sim("bad-patches", &["--nodes", "2"]);
-    let kubeconfig = &sim.kubeconfig;
-    let crd = sim.dir.join("crd.yaml");
-    let printed = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
-        .arg("crd")
-        .output()
-        .unwrap();
-    std::fs::write(&crd, printed.stdout).unwrap();
-    kubectl_ok(kubeconfig, &["apply", "-f", crd.to_str().unwrap()]);
+    sim.apply_crd();
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/examples/node-agent.yaml"
     );
-    kubectl_ok(kubeconfig, &["apply", "-f", example]);
+    sim.kubectl_ok(&["apply", "-f", example]);
     let (name, namespace) = TARGET;
-    let stored = || {
-        kubectl_ok(
-            kubeconfig,
-            &["-n", namespace, "get", "cds", name, "-o", "json"],
-        )
-    };
+    let stored = || sim.kubectl_ok(&["-n", namespace, "get", "cds", name, "-o", "json"]);
     let before = stored();
     let mut differences = Vec::new();
     for bad in BAD_PATCHES {
         let mut args = vec!["-n", namespace, "patch", "cds", name];
         args.extend(bad.kind.flags());
         args.extend(["-p", bad.patch]);
-        let output = kubectl(kubeconfig, &args);
+        let output = sim.kubectl(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         if output.status.success() {
             differences.push(format!("{}: accepted", bad.what));

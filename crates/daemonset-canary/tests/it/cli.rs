@@ -530,8 +530,47 @@ fn an_object_that_does_not_decode_breaks_no_command_for_the_others() {
         "{}",
         stderr(&paused)
     );
-    let paused = cli(&["pause", "node-agent", "-n", "default"]);
+
+    // `get -w` and `status --watch` beside it: the watch decodes each object alone, so the bad
+    // one neither breaks it (a typed watch failed, listed again and failed again, warning in a
+    // loop, and printed no later change) nor stops `status --watch` of it.
+    let watch = |args: &[&str]| {
+        binary()
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&sim.kubeconfig)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let listing = watch(&["get", "-A", "-w"]);
+    let viewing = watch(&["status", "bad", "-n", "default", "--watch"]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let paused = cli(&["pause", "other-agent", "-n", "default"]);
     assert!(paused.status.success(), "{}", stderr(&paused));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let stop = |mut child: std::process::Child| {
+        let _ = child.kill();
+        child.wait_with_output().unwrap()
+    };
+    let (listed, viewed) = (stop(listing), stop(viewing));
+    let rows = stdout(&listed);
+    assert!(
+        rows.lines().filter(|l| l.contains("other-agent")).count() >= 2,
+        "the change after the list is printed:\n{rows}"
+    );
+    assert!(
+        !stderr(&listed).contains("the watch broke"),
+        "{}",
+        stderr(&listed)
+    );
+    assert!(stdout(&viewed).contains(why), "{}", stdout(&viewed));
+    assert!(
+        stdout(&viewed).contains("Name:"),
+        "the view is drawn: {}",
+        stdout(&viewed)
+    );
 }
 
 /// Run as the kubectl plugin (`kubectl-canary` on PATH), the binary names itself as the user

@@ -138,35 +138,28 @@ fn the_pods_driver_shows_its_steps_and_deletions() {
     );
 }
 
-/// `node-killer`: the release takes its node NotReady 20 s after its pod is ready; the
-/// node-health gate fails the rollout (`NodeUnhealthy`) during the canary's soak, with one node
-/// ever on the release, on either driver (the MaxUnavailable driver holds the DaemonSet
-/// controller while the canary soaks).
-#[test]
-fn a_release_that_breaks_its_node_fails_after_one_node_on_either_driver() {
+/// The lines of `demo ARGS --json` (the timeline, then the summary), the run successful.
+fn demo_json(args: &[&str]) -> Vec<serde_json::Value> {
+    let output = demo(&[args, &["--json"]].concat());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// `scenario` fails the rollout with `reason` with one node ever on the release (the canary's),
+/// on either driver.
+fn fails_after_one_node(scenario: &str, reason: &str) {
     for driver in ["pods", "max-unavailable"] {
-        let output = demo(&[
-            "--nodes",
-            "10",
-            "--scenario",
-            "node-killer",
-            "--driver",
-            driver,
-            "--json",
-        ]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let lines: Vec<serde_json::Value> = stdout
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
+        let lines = demo_json(&["--nodes", "10", "--scenario", scenario, "--driver", driver]);
         let summary = lines.last().unwrap();
         assert_eq!(summary["result"], "failed", "{driver}: {summary}");
-        assert_eq!(summary["reason"], "NodeUnhealthy", "{driver}: {summary}");
+        assert_eq!(summary["reason"], reason, "{driver}: {summary}");
         let most_updated = lines
             .iter()
             .filter_map(|line| line["updated"].as_u64())
@@ -174,25 +167,25 @@ fn a_release_that_breaks_its_node_fails_after_one_node_on_either_driver() {
         assert_eq!(
             most_updated,
             Some(1),
-            "{driver}: only the canary's node: {stdout}"
+            "{driver}: only the canary's node: {lines:?}"
         );
     }
+}
+
+/// `node-killer`: the release takes its node NotReady 20 s after its pod is ready; the
+/// node-health gate fails the rollout (`NodeUnhealthy`) during the canary's soak, with one node
+/// ever on the release, on either driver (the MaxUnavailable driver holds the DaemonSet
+/// controller while the canary soaks).
+#[test]
+fn a_release_that_breaks_its_node_fails_after_one_node_on_either_driver() {
+    fails_after_one_node("node-killer", "NodeUnhealthy");
 }
 
 /// `unhealthy-node` keeps one node NotReady through the rollout: it still ends `successful`,
 /// with that node deferred and every other node's pod deleted once; `--json` carries the step.
 #[test]
 fn an_unhealthy_node_is_deferred_and_the_json_carries_the_step() {
-    let output = demo(&["--nodes", "10", "--scenario", "unhealthy-node", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let lines = demo_json(&["--nodes", "10", "--scenario", "unhealthy-node"]);
     let summary = lines.last().unwrap();
     assert_eq!(summary["result"], "successful");
     assert_eq!(
@@ -236,38 +229,7 @@ fn zone_by_zone_ends_successful_and_the_kubevirt_table_refuses_the_pods_driver()
 /// with one node ever on the release, on either driver.
 #[test]
 fn a_release_that_breaks_its_neighbours_fails_after_one_node_on_either_driver() {
-    for driver in ["pods", "max-unavailable"] {
-        let output = demo(&[
-            "--nodes",
-            "10",
-            "--scenario",
-            "breaks-pods",
-            "--driver",
-            driver,
-            "--json",
-        ]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let lines: Vec<serde_json::Value> = stdout
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect();
-        let summary = lines.last().unwrap();
-        assert_eq!(summary["result"], "failed", "{driver}: {summary}");
-        assert_eq!(
-            summary["reason"], "NeighboursDisrupted",
-            "{driver}: {summary}"
-        );
-        let most_updated = lines
-            .iter()
-            .filter_map(|line| line["updated"].as_u64())
-            .max();
-        assert_eq!(most_updated, Some(1), "{driver}: one node on the release");
-    }
+    fails_after_one_node("breaks-pods", "NeighboursDisrupted");
 }
 
 /// The README's other scenarios run as it says: `slow-start` (pods that take 90 s to start:

@@ -485,6 +485,33 @@ async fn on_unhealthy_hold_pauses_on_disrupted_neighbours() {
         .as_ref()
         .and_then(|a| a.get("canary.daemonset.dev/paused").cloned());
     assert_eq!(mark.as_deref(), Some("onUnhealthy"), "{:?}", cds.metadata);
+    // A person resumes (`daemonset-canary resume`: the mark removed): the rollout goes on to
+    // the next nodes, although the canary's neighbours are still disrupted: the node the
+    // resume answered (`status.unhealthyAnswered`) holds it no more.
+    let canary = node_on(&client, "v2").await;
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(
+            &serde_json::json!({"metadata": {"annotations": {"canary.daemonset.dev/paused": null}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let on_v2 = node_on(&client, "v2").await;
+        if on_v2.len() > canary.len() {
+            assert!(status.unhealthy_answered.is_some(), "{status:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "held again for the answered node {canary:?}: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,7 @@ mod examples;
 mod health;
 mod logs;
 mod metrics_endpoint;
+mod notifications;
 mod observe_kubevirt;
 mod prometheus;
 mod readme_walkthrough;

@@ -1096,3 +1096,171 @@ async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_ima
     wait_phase(&api, &pods, "successful", "v2", &mut most).await;
     assert_eq!(pod_versions(&pods).await, [("v2".to_owned(), 3)].into());
 }
+
+/// `kubectl rollout restart ds/NAME` on a managed DaemonSet (issue 51), the field case: the
+/// MaxUnavailable driver's DaemonSet is `RollingUpdate` at the resting `maxUnavailable: 1`, so
+/// the DaemonSet controller starts replacing pods at once. The controller takes the restart
+/// into the CanaryDaemonSet's template (a `RestartTaken` event, no `DriftDetected`) and rolls
+/// it out as a new target, canary first: while the canary soaks, at most the canary and the
+/// pod the DaemonSet controller replaced in the window are new; then every pod is replaced
+/// and carries the stamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
+    use k8s_openapi::api::core::v1::Pod;
+    use std::collections::BTreeSet;
+
+    let (sim, client, _run) = controller_on_sim("kubectl-restart").await;
+    let kubeconfig = &sim.kubeconfig;
+    let mut manifest = daemonset_canary::demo::scenario::manifest_for(
+        Compatibility::Fixed,
+        canary_state_machine::Driver::MaxUnavailable,
+        None,
+        "v1",
+        "healthy",
+    );
+    // A soak long enough to be seen: the canary alone for 5 s before the rollout widens.
+    manifest["spec"]["health"] = serde_json::json!({"canarySoak": "5s"});
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(manifest).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_successful(&api, created.metadata.generation, "installing v1").await;
+    let live = || async {
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.metadata.uid.unwrap_or_default())
+            .collect::<BTreeSet<String>>()
+    };
+    let before = live().await;
+    assert_eq!(before.len(), 3);
+
+    let restarted = Command::new("kubectl")
+        .args([
+            "rollout",
+            "restart",
+            &format!("ds/{NAME}"),
+            "-n",
+            NAMESPACE,
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .output()
+        .expect("kubectl must be installed (.ci/run installs it)");
+    assert!(
+        restarted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restarted.stderr)
+    );
+
+    // Until successful on the new generation: the most pods replaced while the canary soaks.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let (mut canary_seen, mut most_in_canary) = (false, 0);
+    loop {
+        let cds = api.get(NAME).await.unwrap();
+        let status = cds.status.clone().unwrap_or_default();
+        let replaced = live().await.difference(&before).count();
+        if status.phase_name() == Some("canary")
+            && cds.metadata.generation > created.metadata.generation
+        {
+            canary_seen = true;
+            most_in_canary = most_in_canary.max(replaced);
+        }
+        if cds.metadata.generation > created.metadata.generation
+            && status.observed_generation >= cds.metadata.generation
+            && status.phase_name() == Some("successful")
+            && status.updated_ready == 3
+        {
+            break;
+        }
+        assert!(
+            status.phase_name() != Some("failed"),
+            "the restart failed: {status:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the restart never completed: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("most pods replaced while the canary soaked: {most_in_canary}");
+    assert!(canary_seen, "the restart went out without a canary phase");
+    assert!(
+        (1..=2).contains(&most_in_canary),
+        "while the canary soaked, {most_in_canary} pods were replaced"
+    );
+    let after = live().await;
+    assert_eq!(after.len(), 3);
+    assert!(after.is_disjoint(&before), "every pod replaced");
+
+    // The stamp is the spec's now, and every pod carries it.
+    let cds = api.get(NAME).await.unwrap();
+    let stamp = cds
+        .spec
+        .template
+        .as_ref()
+        .unwrap()
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get("kubectl.kubernetes.io/restartedAt"))
+        .cloned()
+        .expect("the restart was not taken into spec.template");
+    for pod in pods.list(&Default::default()).await.unwrap().items {
+        assert_eq!(
+            kube::ResourceExt::annotations(&pod).get("kubectl.kubernetes.io/restartedAt"),
+            Some(&stamp),
+            "{:?}",
+            pod.metadata.name
+        );
+    }
+    let events = Command::new("kubectl")
+        .args([
+            "get",
+            "events",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    let events: serde_json::Value = serde_json::from_slice(&events.stdout).unwrap();
+    let reasons: Vec<String> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["involvedObject"]["name"] == NAME && e["involvedObject"]["kind"] == "CanaryDaemonSet"
+        })
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("RestartTaken: ") && r.contains("canary first")),
+        "{reasons:#?}"
+    );
+    assert!(
+        !reasons.iter().any(|r| r.starts_with("DriftDetected")),
+        "the restart was taken for drift: {reasons:#?}"
+    );
+}

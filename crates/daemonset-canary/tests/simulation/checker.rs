@@ -26,6 +26,9 @@ use super::world::{Invariant, World};
 use super::{ID_KEY, NAME, NAMESPACE, VERSION_KEY};
 use k8s_openapi::api::coordination::v1::Lease;
 
+#[path = "node_breakage.rs"]
+mod node_breakage;
+
 /// What the harness has asked for so far, shared with the checker.
 #[derive(Debug, Default)]
 pub struct Intent {
@@ -113,6 +116,8 @@ pub struct Checker {
     neighbours: BTreeMap<String, NeighbourSeen>,
     /// The DaemonSet's desired pods before each drop, and when it dropped (invariant 11).
     desired_drops: Vec<(u32, f64)>,
+    /// Invariant 33's memory.
+    breakage: node_breakage::NodeBreakage,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -223,6 +228,7 @@ impl Checker {
             departed_ready: Vec::new(),
             neighbours: BTreeMap::new(),
             desired_drops: Vec::new(),
+            breakage: node_breakage::NodeBreakage::default(),
         }
     }
 
@@ -308,9 +314,11 @@ impl Checker {
         if event.kind == EventKind::Deleted {
             self.nodes.remove(&event.name);
             self.down.remove(&event.name);
+            self.on_node_breakage(&event.name, None, now);
             return;
         }
         if let Some(node) = decode::<Node>(&event.object) {
+            self.on_node_breakage(&event.name, Some(&node), now);
             // Unhealthy now, or until now (the controller may not have seen it back yet).
             let was_unhealthy = self
                 .nodes
@@ -361,6 +369,7 @@ impl Checker {
         }
         let previous = self.pods.get(&event.name).cloned();
         let taken_down = event.kind == EventKind::Deleted || terminating(&pod);
+        self.on_pod_breakage(&pod, event.kind == EventKind::Deleted, now);
         if event.kind != EventKind::Deleted
             && pod_is_ready(&pod)
             && !terminating(&pod)
@@ -422,6 +431,9 @@ impl Checker {
         {
             self.check_budget(&pod);
             self.check_no_deletion_after_failed_analysis(&pod);
+            if let Some(node) = node_of(&pod) {
+                self.check_breakage_taken_down(node, Some(&pod));
+            }
         }
     }
 
@@ -716,6 +728,7 @@ impl Checker {
     fn check_widen(&self, ds: &DaemonSet) {
         let now = self.world.now();
         let target = ds_target(ds);
+        self.check_breakage_widen(ds);
         if let Some((node, since)) = self.neighbours_broken_by(target.0.as_deref()) {
             self.world.violate(
                 Invariant::NeighboursStopTheRelease,
@@ -788,6 +801,17 @@ impl Checker {
         let Some(cds) = decode::<CanaryDaemonSet>(&event.object) else {
             return;
         };
+        // A rival claimant (invariant 29) is another CanaryDaemonSet: its status is not the
+        // scenario's (its history read as ours counted a rollback's start as a second start:
+        // soak seed 46000031); only its kstatus conditions are checked here.
+        if event.name != NAME || event.namespace.as_deref() != Some(NAMESPACE) {
+            if let Some(status) = cds.status.as_ref().filter(|s| s.phase.is_some())
+                && let Err(why) = kstatus_agrees(status)
+            {
+                self.world.violate(Invariant::KstatusAgreesWithPhase, why);
+            }
+            return;
+        }
         let phase = cds
             .status
             .as_ref()
@@ -797,6 +821,9 @@ impl Checker {
         }
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());
+        }
+        if event.kind != EventKind::Deleted {
+            self.on_canary_breakage(&cds);
         }
         if phase.as_deref() == Some("failed") && self.phase.as_deref() != Some("failed") {
             self.check_unhealthy_named(&cds);
@@ -953,6 +980,10 @@ impl Checker {
                     deleted[0].node, target.0
                 ),
             );
+        }
+        for deletion in deleted.iter().filter(|d| !d.ready) {
+            // A ready pod's deletion is checked as it is taken down ([`Checker::on_pod`]).
+            self.check_breakage_taken_down(&deletion.node, None);
         }
         for deletion in deleted {
             // A new pod already ready on the node (the answer came late): not down.

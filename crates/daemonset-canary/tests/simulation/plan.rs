@@ -71,6 +71,12 @@ pub enum Behavior {
     /// Becomes ready, then after this many seconds every other pod on its node loses
     /// readiness (a CNI that breaks pod networking) until the pod is gone (issue 46).
     BreaksNeighbours(u64),
+    /// Becomes ready, then after this many seconds its node goes NotReady (a GPU driver or a
+    /// kernel module that takes the node down) until the pod is gone (issue 46).
+    BreaksNode(u64),
+    /// Becomes ready, then after this many seconds its node reports `NetworkUnavailable` True
+    /// (the node gate's default condition) until the pod is gone (issue 46).
+    NodeCondition(u64),
 }
 
 impl Behavior {
@@ -84,12 +90,19 @@ impl Behavior {
             Behavior::NeverReady => "never-ready".to_owned(),
             Behavior::ImagePullBackoff => "image-pull-backoff".to_owned(),
             Behavior::BreaksNeighbours(s) => format!("breaks-neighbours={s}s"),
+            Behavior::BreaksNode(s) => format!("breaks-node={s}s"),
+            Behavior::NodeCondition(s) => format!("node-condition=NetworkUnavailable@{s}s"),
         }
     }
 
     /// Whether every pod of this version eventually stays ready.
     pub fn is_good(self) -> bool {
         matches!(self, Behavior::Healthy | Behavior::SlowStart(_))
+    }
+
+    /// Whether this version breaks the node it runs on (invariant 33).
+    pub fn breaks_node(self) -> bool {
+        matches!(self, Behavior::BreaksNode(_) | Behavior::NodeCondition(_))
     }
 
     /// Whether pods of this version restart or fail to start (what a crash-loop policy sees).
@@ -132,6 +145,9 @@ pub enum Action {
     NodeNotReady { pick: u64, for_: Duration },
     /// A node is cordoned for a while.
     Cordon { pick: u64, for_: Duration },
+    /// A node reports `NetworkUnavailable` True for a while, for reasons of its own (the
+    /// simulator's node annotation): an unrelated node failure, the node gate's baseline.
+    NodeCondition { pick: u64, for_: Duration },
     /// Someone edits the DaemonSet's template by hand (`kubectl set image`).
     HandEdit,
     /// A controller replica is stopped, then started again after `down`.
@@ -864,6 +880,8 @@ impl Plan {
             let index = usize::try_from(neighbours_rng.below(changes.len() as u64)).unwrap_or(0);
             changes[index].behavior = Behavior::BreaksNeighbours(neighbours_rng.between(5, 30));
         }
+        let mut actions = actions;
+        breaks_node(seed, kubevirt, &mut changes, &mut actions, horizon);
         Plan {
             seed,
             profile,
@@ -907,6 +925,44 @@ impl Plan {
             self.seed,
             self.profile.as_str()
         )
+    }
+}
+
+/// Releases that break their node (issue 46), from a stream of their own: one seed in six has
+/// one version after the first that takes its nodes NotReady (`breaks-node`) or makes them
+/// report `NetworkUnavailable` (`node-condition`), 5 to 60 s after its pod is ready: within the
+/// canary soak or after it, so that the node breaks before the widening or while later nodes
+/// move. Not under KubeVirt compatibility, whose rollouts end only as the reference's do (its
+/// crash rule, no progress deadline; see [`kubevirt_behavior`]). Unrelated node failures are
+/// node churn's `NodeNotReady` and [`Action::NodeCondition`], drawn here on one of those seeds
+/// in two. `DST_BREAKS_NODE=1|0` forces the release where it can be.
+fn breaks_node(
+    seed: u64,
+    kubevirt: bool,
+    changes: &mut [VersionChange],
+    actions: &mut Vec<(Duration, Action)>,
+    horizon: u64,
+) {
+    let mut rng = Rng::new(seed, 20);
+    if kubevirt || changes.is_empty() || !forced("DST_BREAKS_NODE", rng.chance(1.0 / 6.0)) {
+        return;
+    }
+    let index = usize::try_from(rng.below(changes.len() as u64)).unwrap_or(0);
+    let after = rng.between(5, 60);
+    changes[index].behavior = if rng.chance(0.5) {
+        Behavior::BreaksNode(after)
+    } else {
+        Behavior::NodeCondition(after)
+    };
+    if rng.chance(0.5) {
+        actions.push((
+            Duration::from_secs(rng.between(1, horizon / 2)),
+            Action::NodeCondition {
+                pick: rng.next_u64(),
+                for_: Duration::from_secs(rng.between(30, 400)),
+            },
+        ));
+        actions.sort_by_key(|(at, _)| *at);
     }
 }
 

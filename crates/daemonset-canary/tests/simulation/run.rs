@@ -12,6 +12,7 @@ use canary_kube_adapter::crd::{
 };
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use canary_sim::cluster::Cluster;
+use canary_sim::cluster::effects::NODE_CONDITIONS_ANNOTATION;
 use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
 use canary_sim::{Sim, SimPrometheus, UpdateScope};
 use canary_state_machine::{Compatibility, DriftPolicy};
@@ -153,6 +154,8 @@ struct Harness<'a> {
 enum Undo {
     Ready,
     Uncordon,
+    /// The node's own condition ([`Action::NodeCondition`]) ends.
+    ConditionCleared,
 }
 
 impl Harness<'_> {
@@ -361,6 +364,20 @@ impl Harness<'_> {
                         .trace(format!("node {name} cordoned for {for_:?}"));
                 }
             }
+            Action::NodeCondition { pick, for_ } => {
+                if let Some(name) = self.pick_node(pick)
+                    && self.annotate_node(&name, Some("NetworkUnavailable"))
+                {
+                    // Its taint keeps a replaced pod off the node meanwhile, as NotReady does.
+                    if let Ok(mut intent) = self.intent.lock() {
+                        intent.node_not_ready_seen = true;
+                    }
+                    self.undo
+                        .push((now + for_, name.clone(), Undo::ConditionCleared));
+                    self.world
+                        .trace(format!("node {name} NetworkUnavailable for {for_:?}"));
+                }
+            }
             Action::HandEdit => {
                 self.hand_edit();
                 return;
@@ -512,6 +529,7 @@ impl Harness<'_> {
                 cluster.set_node_ready(name, true).is_ok()
             }
             Undo::Uncordon => cluster.cordon(name, false).is_ok(),
+            Undo::ConditionCleared => self.annotate_node(name, None),
         };
         if done {
             self.world.trace(format!("node {name} {undo:?}"));
@@ -797,6 +815,23 @@ impl Harness<'_> {
             }
             self.world.count(|e| e.refused_writes += 1);
         }
+    }
+
+    /// Sets (or removes) the simulator's node annotation that holds conditions True by hand:
+    /// an unrelated node failure ([`Action::NodeCondition`]).
+    fn annotate_node(&self, node: &str, conditions: Option<&str>) -> bool {
+        self.sim
+            .store()
+            .modify::<Node>(None, node, UpdateScope::Main, |n| {
+                let annotations = n.metadata.annotations.get_or_insert_with(Default::default);
+                match conditions {
+                    Some(value) => {
+                        annotations.insert(NODE_CONDITIONS_ANNOTATION.to_owned(), value.to_owned())
+                    }
+                    None => annotations.remove(NODE_CONDITIONS_ANNOTATION),
+                };
+            })
+            .is_ok()
     }
 
     fn label_node(&self, node: &str, key: &str, value: &str) {

@@ -164,6 +164,15 @@ pub enum Invariant {
     ///     baseline), no further pod is deleted and no widening is written for it, past the
     ///     controller's staleness and within the gate's window.
     NeighboursStopTheRelease,
+    /// 33. Health gates, nodes (issue 46): once a release that breaks its node
+    ///     (`breaks-node`, `node-condition=NetworkUnavailable`) has broken one (a node healthy
+    ///     when the release's pod was created turned unhealthy more than the gate's 5 s margin
+    ///     after it, and stays so), with no node off the release turned unhealthy since the
+    ///     release's first pod there (the baseline), no further pod of the DaemonSet is taken
+    ///     down and no widening is written while the DaemonSet's target is that release, past
+    ///     the controller's staleness and within the gate's window. A rollback (the target
+    ///     changes), a retry (a person's answer) and a hand edit end it.
+    NodeBreakageStopsTheRelease,
 }
 
 impl Invariant {
@@ -204,6 +213,7 @@ impl Invariant {
                 "31 no-failure-for-a-node-unhealthy-before"
             }
             Invariant::NeighboursStopTheRelease => "32 neighbours-stop-the-release",
+            Invariant::NodeBreakageStopsTheRelease => "33 node-breakage-stops-the-release",
         }
     }
 }
@@ -282,6 +292,8 @@ pub struct Exercised {
     pub lease_takeovers: u64,
     /// Seeds whose replicas idled past the wedge timeout before the CanaryDaemonSet existed.
     pub idle_starts: u64,
+    /// Nodes a release broke during its rollout, as invariant 33 counts them.
+    pub node_breakages: u64,
 }
 
 /// DaemonSet writes attributed to one version.

@@ -124,7 +124,46 @@ pub fn serve_sim(test: &str, args: &[&str]) -> ServedSim {
     }
 }
 
-/// A client for the cluster of `kubeconfig`.
+impl ServedSim {
+    /// `kubectl --kubeconfig KUBECONFIG ARGS`, run from the workspace's root (so that
+    /// `deploy/...` paths resolve); fails, never skips, without kubectl.
+    pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .output()
+            .expect(
+                "kubectl is not installed: install it (`cargo xtask tools` says how) to run this test",
+            )
+    }
+
+    /// [`ServedSim::kubectl`] that must succeed: its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Applies the CRD as a user does: `daemonset-canary crd > crd.yaml`, `kubectl apply -f`.
+    pub fn apply_crd(&self) {
+        let crd = self.dir.join("crd.yaml");
+        let printed = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
+            .arg("crd")
+            .output()
+            .unwrap();
+        assert!(printed.status.success());
+        std::fs::write(&crd, printed.stdout).unwrap();
+        self.kubectl_ok(&["apply", "-f", crd.to_str().unwrap()]);
+    }
+}
+
 /// `daemonset-canary run --kubeconfig KUBECONFIG` (metrics on a free loopback port, its log to
 /// `stderr`), killed when the value is dropped.
 pub fn spawn_run(kubeconfig: &std::path::Path, stderr: Stdio) -> KillOnDrop {
@@ -155,6 +194,7 @@ pub fn spawn_run_allowing(
     KillOnDrop(child)
 }
 
+/// A client for the cluster of `kubeconfig`.
 pub async fn client(kubeconfig: &std::path::Path) -> kube::Client {
     let file = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default())

@@ -74,6 +74,9 @@ pub struct ControllerConfig {
     /// The analysis addresses allowed (default: none, so every `spec.analysis` is
     /// `InvalidSpec` until the administrator allows its address; issue 47).
     pub allowed_analysis_addresses: Arc<AllowedAddresses>,
+    /// The notifications' receivers and delivery (default: none defined, so a subscription
+    /// is a Warning event on its object and nothing is sent).
+    pub notifier: Arc<crate::notify::Notifier>,
 }
 
 impl Default for ControllerConfig {
@@ -91,6 +94,7 @@ impl Default for ControllerConfig {
             server_url: None,
             analysis: Arc::new(Providers::default()),
             allowed_analysis_addresses: Arc::new(AllowedAddresses::none()),
+            notifier: Arc::new(crate::notify::Notifier::disabled()),
         }
     }
 }
@@ -336,6 +340,7 @@ fn context(
         .with_health(config.health.clone())
         .with_analysis(Arc::clone(&config.analysis))
         .with_allowed_analysis_addresses(Arc::clone(&config.allowed_analysis_addresses))
+        .with_notifier(Arc::clone(&config.notifier))
         .with_write_ledger(ledger),
     )
 }

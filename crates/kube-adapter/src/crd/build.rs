@@ -21,6 +21,7 @@ impl CanaryDaemonSetSpec {
             revision_history_limit: None,
             analysis: None,
             health: None,
+            notifications: None,
         }
     }
 }

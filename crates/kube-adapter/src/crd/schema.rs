@@ -42,10 +42,28 @@ pub fn crd() -> Result<CustomResourceDefinition, Error> {
                 strip_descriptions(schema);
                 bound_integers(schema);
             }
+            // The parts of the status documented elsewhere keep their own description but
+            // not their parts': the conditions are Kubernetes' Condition type, the history's
+            // entries docs/configuration.md's (the CRD was within 200 bytes of the limit).
+            for documented in STATUS_PARTS_DOCUMENTED_ELSEWHERE {
+                let path =
+                    format!("/schema/openAPIV3Schema/properties/status/properties/{documented}");
+                if let Some(schema) = version.pointer_mut(&path) {
+                    let description = schema.get("description").cloned();
+                    strip_descriptions(schema);
+                    if let (Some(description), Some(object)) = (description, schema.as_object_mut())
+                    {
+                        object.insert("description".to_owned(), description);
+                    }
+                }
+            }
         }
     }
     serde_json::from_value(value).map_err(|e| Error::Serialize(e.to_string()))
 }
+
+/// The status fields whose parts are documented elsewhere (see [`crd`]).
+const STATUS_PARTS_DOCUMENTED_ELSEWHERE: [&str; 2] = ["conditions", "history"];
 
 /// The CEL rule that keeps an int-or-string value in the 32-bit range Kubernetes decodes it into.
 pub const INT_OR_STRING_RANGE_RULE: &str =

@@ -118,6 +118,8 @@ pub struct Context {
     /// The analysis addresses the administrator allows (`run --allow-analysis-address`); a
     /// spec naming another is `InvalidSpec`, and nothing is sent to it.
     pub allowed_analysis_addresses: Arc<AllowedAddresses>,
+    /// Where the occurrences of subscribed events go (`spec.notifications`).
+    pub notifier: Arc<crate::notify::Notifier>,
     pub(super) memory: Memory,
 }
 
@@ -153,6 +155,7 @@ impl Context {
             health: Health::default(),
             analysis: Arc::new(Providers::default()),
             allowed_analysis_addresses: Arc::new(AllowedAddresses::none()),
+            notifier: Arc::new(crate::notify::Notifier::disabled()),
             memory: Memory::default(),
         }
     }
@@ -180,6 +183,12 @@ impl Context {
             allowed_analysis_addresses: allowed,
             ..self
         }
+    }
+
+    /// The same context, notifying through `notifier`.
+    #[must_use]
+    pub fn with_notifier(self, notifier: Arc<crate::notify::Notifier>) -> Self {
+        Self { notifier, ..self }
     }
 
     /// The same context, reporting its passes to `health`.

@@ -116,6 +116,72 @@ pub(super) fn own_unrecorded_write(
     Ok(false)
 }
 
+pub(super) use crate::crd::RESTARTED_AT;
+
+/// The pod template's `restartedAt` of `ds`, if any.
+pub(super) fn restarted_at(ds: &DaemonSet) -> Option<&str> {
+    ds.spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(RESTARTED_AT)
+        .map(String::as_str)
+}
+
+/// `ds` with its pod template's `restartedAt` set to `value` (removed for `None`).
+fn with_restarted_at(ds: &DaemonSet, value: Option<&str>) -> DaemonSet {
+    let mut ds = ds.clone();
+    if let Some(spec) = ds.spec.as_mut() {
+        let annotations = spec
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default);
+        match value {
+            Some(value) => {
+                annotations.insert(RESTARTED_AT.to_owned(), value.to_owned());
+            }
+            None => {
+                annotations.remove(RESTARTED_AT);
+            }
+        }
+        // What had no annotation (or no metadata) hashes as it did.
+        if let Some(meta) = spec.template.metadata.as_mut() {
+            if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+                meta.annotations = None;
+            }
+            if *meta == k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta::default() {
+                spec.template.metadata = None;
+            }
+        }
+    }
+    ds
+}
+
+/// The `restartedAt` someone else stamped on the live template (`kubectl rollout restart`),
+/// when that stamp is all that differs from what the controller wrote (`written_hash`, the
+/// template of the spec as it is, `desired`): a restart to roll out canary first, not a hand
+/// edit to revert. `None` for any other change, or one that also moved something else.
+pub(super) fn restart_by_someone_else(
+    live: &DaemonSet,
+    desired: &DaemonSet,
+    written_hash: &str,
+) -> Result<Option<String>, Error> {
+    let Some(stamp) = restarted_at(live) else {
+        return Ok(None);
+    };
+    let ours = restarted_at(desired);
+    if ours == Some(stamp) {
+        return Ok(None);
+    }
+    let unstamped = with_restarted_at(live, ours);
+    Ok((live_template_hash(&unstamped)? == written_hash).then(|| stamp.to_owned()))
+}
+
 /// Whether `live` is the start of `target` that this controller wrote, in this process or in
 /// another, and whose status record was lost: the status was decided for another target, and
 /// `live` carries what the start of `target` writes wherever a hand edit would show, the
@@ -210,6 +276,49 @@ mod tests {
             }
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_restart_stamp_alone_is_a_restart_anything_more_is_drift() {
+        let written = ds("RollingUpdate", "agent:v1");
+        let hash = live_template_hash(&written).unwrap();
+        let restarted = with_restarted_at(&written, Some("2026-12-07T10:00:00Z"));
+        assert_eq!(
+            restart_by_someone_else(&restarted, &written, &hash)
+                .unwrap()
+                .as_deref(),
+            Some("2026-12-07T10:00:00Z")
+        );
+        // A second restart over a spec that carries an earlier stamp.
+        let spec_stamped = with_restarted_at(&written, Some("2026-12-01T00:00:00Z"));
+        let stamped_hash = live_template_hash(&spec_stamped).unwrap();
+        assert!(
+            restart_by_someone_else(&restarted, &spec_stamped, &stamped_hash)
+                .unwrap()
+                .is_some()
+        );
+        // The stamp the spec already carries (the restart taken) is no restart.
+        assert!(
+            restart_by_someone_else(&restarted, &restarted, &hash)
+                .unwrap()
+                .is_none()
+        );
+        // A restart together with another change (an image) is drift.
+        let both = with_restarted_at(
+            &ds("RollingUpdate", "agent:v2"),
+            Some("2026-12-07T10:00:00Z"),
+        );
+        assert!(
+            restart_by_someone_else(&both, &written, &hash)
+                .unwrap()
+                .is_none()
+        );
+        // No stamp: no restart.
+        assert!(
+            restart_by_someone_else(&ds("RollingUpdate", "agent:v2"), &written, &hash)
+                .unwrap()
+                .is_none()
+        );
     }
 
     fn status(phase: Phase, written: &DaemonSet) -> CanaryDaemonSetStatus {

@@ -87,6 +87,10 @@ type WrittenGeneration = (String, String, i64);
 /// Everything remembered about one CanaryDaemonSet.
 #[derive(Default)]
 struct Remembered {
+    /// The `kubectl.kubernetes.io/restartedAt` of a `kubectl rollout restart` this controller
+    /// took into the spec (see `Pass::take_restart`): the live template carrying it is no
+    /// drift once the spec carries it too.
+    restart_taken: Option<String>,
     /// Our last successful DaemonSet write in this term.
     written_generation: Option<WrittenGeneration>,
     /// When we created (or were told of) the DaemonSet of that name.
@@ -227,6 +231,16 @@ impl Memory {
         lock(&self.ledger.0)
             .get(&ObjectRef::from_obj(cds))
             .is_some_and(|(n, u, g)| n == name && u == uid && *g == generation)
+    }
+
+    /// Remembers that the restart stamped `restarted_at` was taken into the spec.
+    pub(crate) fn take_restart(&self, cds: &CanaryDaemonSet, restarted_at: &str) {
+        self.with(cds, |r| r.restart_taken = Some(restarted_at.to_owned()));
+    }
+
+    /// Whether the restart stamped `restarted_at` is one this controller took into the spec.
+    pub(crate) fn restart_taken(&self, cds: &CanaryDaemonSet, restarted_at: &str) -> bool {
+        self.with(cds, |r| r.restart_taken.as_deref() == Some(restarted_at))
     }
 
     /// Uses `ledger`, shared with the memories of this process's other leader terms.

@@ -30,7 +30,9 @@ pub use plan::step_plan;
 use std::sync::Arc;
 
 use canary_predicates::{Target, live_max_unavailable};
-use canary_state_machine::{Decision, FailureReason, Phase, WriteKind, decide_create};
+use canary_state_machine::{
+    ConditionReason, Decision, FailureReason, Phase, WriteKind, decide_create,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -408,6 +410,40 @@ impl<'a> Pass<'a> {
         Ok(Action::await_change())
     }
 
+    /// Reports that the DaemonSet `spec.workloadRef` names does not exist (yet): no phase
+    /// (`pending`) and the message ([`crate::status::awaiting_workload_status`]), one Normal
+    /// event; nothing else is written. Not a failure: a GitOps sync wave may create the
+    /// CanaryDaemonSet before its DaemonSet. The DaemonSet watch brings every referrer back
+    /// when the DaemonSet appears.
+    async fn await_workload(&self, message: String) -> Result<Action, Error> {
+        let generation = self.cds.metadata.generation.unwrap_or_default();
+        let status = crate::status::awaiting_workload_status(
+            self.status.as_ref(),
+            &self.ds_name,
+            message.clone(),
+            generation,
+            self.now,
+        );
+        if self.status.as_ref() != Some(&status) || !self.status_persisted {
+            self.patch_status(&status).await?;
+            if self.status.as_ref().is_some_and(|s| s.phase.is_some()) {
+                self.ctx.observer.report(Report::Unphased {
+                    namespace: self.namespace.clone(),
+                    name: self.cds.name_any(),
+                });
+            }
+            self.publish(
+                KubeEventType::Normal,
+                ConditionReason::WaitingForDaemonSet.as_str(),
+                message,
+                false,
+                "",
+            )
+            .await;
+        }
+        Ok(Action::await_change())
+    }
+
     /// `Some(refusal)` when another CanaryDaemonSet holds `live` ([`crate::claim`]): this
     /// object fails with `DaemonSetClaimed` and writes or deletes nothing; it looks again
     /// every [`CLAIM_RECHECK`] (the holder's deletion is no event of this object).
@@ -528,8 +564,17 @@ impl<'a> Pass<'a> {
             ..self.record(&decision)
         };
         let history = self.write_status(record).await?;
-        self.publish_events(history.events.iter(), None, "").await;
+        self.check_subscriptions().await;
+        self.publish_events(history.events.iter(), None, "", Phase::Failed)
+            .await;
         if !already {
+            self.notify(
+                reason.as_str(),
+                canary_state_machine::EventType::Warning,
+                &message,
+                Phase::Failed,
+                "",
+            );
             self.publish(KubeEventType::Warning, reason.as_str(), message, false, "")
                 .await;
         }

@@ -27,11 +27,18 @@ use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind, event_r
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType as KubeEventType;
 use std::fmt::Write as _;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::context::Requeue;
-use super::drift::{OwnWrites, describe_drift, own_unrecorded_write, unrecorded_start};
+use super::drift::{
+    OwnWrites, RESTARTED_AT, describe_drift, own_unrecorded_write, restart_by_someone_else,
+    restarted_at, unrecorded_start,
+};
+
+/// The reason of the Normal event of a `kubectl rollout restart` taken into the spec.
+pub const RESTART_TAKEN: &str = "RestartTaken";
 use super::plan::Plan;
 use super::report::Series;
 use super::{Pass, describe_api_error};
@@ -174,6 +181,13 @@ impl Pass<'_> {
             held,
             hold_recorded: status.is_some_and(|s| s.held == Some(true)),
         };
+        if let Some(stamp) = self.restart_to_take(plan, live, desired.as_ref(), &seen.drift)?
+            && self.take_restart(&stamp).await
+        {
+            // The next pass (the spec's change brings it at once) rolls the restart out as a
+            // new target, canary first.
+            return Ok(Action::requeue(self.ctx.requeue.conflict));
+        }
         if let Err(message) = driver.observe(self, plan, &seen) {
             return self.invalid_spec(message).await;
         }
@@ -274,6 +288,69 @@ impl Pass<'_> {
     /// The one drift check: whether the live template is what the controller last wrote, its
     /// own write whose record was lost, or someone else's change (only the controller's own
     /// template can drift: a referenced DaemonSet, `desired` `None`, never does).
+    /// The `restartedAt` of a `kubectl rollout restart` on the managed DaemonSet to take into
+    /// the spec: a drift that is that stamp alone (`drift::restart_by_someone_else`), under
+    /// `driftPolicy: Revert`, with a template of the spec's own (not a `workloadRef`).
+    fn restart_to_take(
+        &self,
+        plan: &Plan,
+        live: &DaemonSet,
+        desired: Option<&DaemonSet>,
+        check: &DriftCheck,
+    ) -> Result<Option<String>, Error> {
+        let (Some(_), Some(desired), Some(written)) =
+            (&check.drift, desired, check.written_hash.as_deref())
+        else {
+            return Ok(None);
+        };
+        if plan.strategy.drift_policy != canary_state_machine::DriftPolicy::Revert
+            || self.cds.spec.template.is_none()
+        {
+            return Ok(None);
+        }
+        restart_by_someone_else(live, desired, written)
+    }
+
+    /// Takes a `kubectl rollout restart` of the managed DaemonSet into the spec's pod
+    /// template (as `daemonset-canary restart` writes it), so that every pod is replaced
+    /// through the steps, canary first, rather than the restart being reverted as drift; a
+    /// Normal event `RestartTaken` says so. False when the spec could not be written: the
+    /// pass goes on and reverts the edit as drift, which stops the DaemonSet controller.
+    ///
+    /// The window: from the restart's write to the next pass's write of the new target
+    /// (this write, then the spec's watch event: two requests), the DaemonSet controller
+    /// replaces pods with the stamped template under the live `maxUnavailable`, the resting
+    /// value (1, the canary's); a pod it replaced meanwhile is on neither revision and is
+    /// replaced again by the rollout.
+    async fn take_restart(&self, stamp: &str) -> bool {
+        let api = crate::crd::dynamic_api(&self.ctx.client, Some(&self.namespace));
+        let params = kube::api::PatchParams {
+            field_manager: Some(self.ctx.field_manager.clone()),
+            ..kube::api::PatchParams::default()
+        };
+        let patch = serde_json::json!({"spec": {"template": {"spec": {"template": {
+            "metadata": {"annotations": {RESTARTED_AT: stamp}}
+        }}}}});
+        let name = self.cds.name_any();
+        if let Err(error) = api
+            .patch(&name, &params, &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            let error = crate::error::kube_error_text(&error);
+            warn!(namespace = %self.namespace, %name, ds = %self.ds_name, %error, "could not take kubectl rollout restart into the spec: reverted as drift");
+            return false;
+        }
+        self.ctx.memory.take_restart(self.cds, stamp);
+        info!(namespace = %self.namespace, %name, ds = %self.ds_name, restarted_at = %stamp, "kubectl rollout restart taken into the spec: every pod is replaced canary first");
+        let message = format!(
+            "daemonSet {}: kubectl rollout restart (restartedAt {stamp}) taken into spec.template: every pod is replaced through the steps, canary first",
+            self.ds_name
+        );
+        self.publish(KubeEventType::Normal, RESTART_TAKEN, message, true, stamp)
+            .await;
+        true
+    }
+
     fn drift_check(
         &self,
         plan: &Plan,
@@ -312,7 +389,13 @@ impl Pass<'_> {
             || self.ctx.memory.live_is_own_write(self.cds, live)
             || self.live_is_rollback_revision(&check.live_hash)
             || desired.is_some_and(|desired| unrecorded_start(live, desired, status, &plan.target));
+        // A restart this controller took into the spec: the spec's new target writes it.
+        let restart_taken = restarted_at(live).is_some_and(|stamp| {
+            desired.and_then(restarted_at) == Some(stamp)
+                && self.ctx.memory.restart_taken(self.cds, stamp)
+        });
         if !check.own_unrecorded
+            && !restart_taken
             && let Some(desired) = desired
         {
             check.drift = Some(DriftSeen {

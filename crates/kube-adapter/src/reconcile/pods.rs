@@ -68,7 +68,7 @@ impl Pass<'_> {
                 "DaemonSet {workload} (spec.workloadRef) does not exist in namespace {}; the rollout begins once its owner creates it",
                 self.namespace
             );
-            return self.invalid_spec(message).await;
+            return self.await_workload(message).await;
         };
         if live.metadata.deletion_timestamp.is_some() {
             return Ok(Action::requeue(self.ctx.requeue.conflict));

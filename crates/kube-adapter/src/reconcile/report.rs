@@ -23,6 +23,10 @@ use super::history::HistoryOutcome;
 use super::memory::EventIdentity;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
+use crate::notify::{NotificationEvent, Occurrence};
+
+/// The reason of the Warning event of a subscription to an unknown receiver.
+pub const NOTIFICATION_RECEIVER_UNKNOWN: &str = "NotificationReceiverUnknown";
 use crate::observer::{Report, Transition};
 use crate::status::{AVAILABLE, next_status};
 
@@ -95,9 +99,10 @@ impl Pass<'_> {
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
         let history = self.write_status(record).await?;
-        self.publish_events(decision.events.iter(), drift, &series.pass)
+        self.check_subscriptions().await;
+        self.publish_events(decision.events.iter(), drift, &series.pass, decision.phase)
             .await;
-        self.publish_events(history.events.iter(), None, &series.history)
+        self.publish_events(history.events.iter(), None, &series.history, decision.phase)
             .await;
         Ok(self.next_pass(
             history.act_again,
@@ -133,12 +138,14 @@ impl Pass<'_> {
     }
 
     /// Publishes a pass's events in order (`series`: see [`Pass::publish`]); a
-    /// `DriftDetected` one is also logged and reported with what changed (`drift`).
+    /// `DriftDetected` one is also logged and reported with what changed (`drift`). Each is
+    /// also offered to the notifications (`phase`: the phase the pass decided).
     pub(super) async fn publish_events(
         &self,
         events: impl Iterator<Item = &Event>,
         drift: Option<String>,
         series: &str,
+        phase: Phase,
     ) {
         for event in events {
             if event.reason == event_reason::DRIFT_DETECTED {
@@ -158,9 +165,75 @@ impl Pass<'_> {
                 Some(manager) => format!("{} (asked by {manager})", event.message),
                 None => event.message.clone(),
             };
+            self.notify(event.reason, event.type_, &message, phase, series);
             self.publish(type_, event.reason, message, true, series)
                 .await;
         }
+    }
+
+    /// Offers an event published on the object to the receivers its spec subscribes
+    /// (`crate::notify`): the one place where the occurrences are known. Never waits.
+    pub(super) fn notify(
+        &self,
+        reason: &str,
+        type_: EventType,
+        message: &str,
+        phase: Phase,
+        series: &str,
+    ) {
+        let notifier = &self.ctx.notifier;
+        let uid = self.cds.uid().unwrap_or_default();
+        if NotificationEvent::starts_again(reason) {
+            notifier.starts_again(&uid);
+        }
+        let Some(subscriptions) = self.cds.spec.notifications.as_deref() else {
+            return;
+        };
+        for event in NotificationEvent::of(reason, type_, phase) {
+            let occurrence = Occurrence {
+                event,
+                reason: reason.to_owned(),
+                severity: type_.as_str(),
+                namespace: self.namespace.clone(),
+                name: self.cds.name_any(),
+                uid: uid.clone(),
+                daemon_set: self.ds_name.clone(),
+                generation: self.cds.metadata.generation.unwrap_or_default(),
+                version: self.cds.spec.target.version.clone(),
+                series: series.to_owned(),
+                message: message.to_owned(),
+                time: self.now.to_string(),
+            };
+            notifier.offer(subscriptions, &occurrence);
+        }
+    }
+
+    /// A Warning event `NotificationReceiverUnknown` once per spec generation that subscribes
+    /// to a receiver the administrator did not define: the rollout goes on, nothing is sent to
+    /// that name.
+    pub(super) async fn check_subscriptions(&self) {
+        let Some(unknown) = self.ctx.notifier.unknown_receivers(self.cds) else {
+            return;
+        };
+        let defined = self.ctx.notifier.receiver_names();
+        let defined = if defined.is_empty() {
+            "the controller defines none (daemonset-canary run --notification-receivers)".to_owned()
+        } else {
+            format!("defined: {}", defined.join(", "))
+        };
+        let message = format!(
+            "spec.notifications names receivers the controller's administrator did not define: {} ({defined}); nothing is sent to them, the rollout goes on",
+            unknown.join(", ")
+        );
+        warn!(namespace = %self.namespace, name = %self.cds.name_any(), detail = %message, "unknown notification receiver");
+        self.publish(
+            KubeEventType::Warning,
+            NOTIFICATION_RECEIVER_UNKNOWN,
+            message,
+            false,
+            "",
+        )
+        .await;
     }
 
     /// The requeue after a refused write, or `None` (and the object's error count reset). A

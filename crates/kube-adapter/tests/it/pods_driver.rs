@@ -14,7 +14,7 @@ use canary_testkit::node_names;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -671,6 +671,84 @@ async fn a_workload_ref_that_is_not_on_delete_gets_a_condition_and_nothing_else(
         "{status}"
     );
     assert_eq!(replica.observer.stats().pod_deletions(), 0);
+    assert_eq!(replica.observer.stats().total_daemon_set_writes(), 0);
+    replica.stop().await;
+}
+
+/// Issue 52, item 6: a `workloadRef` to a DaemonSet that does not exist yet (a GitOps sync wave
+/// that applies the CanaryDaemonSet first) waits without failing: no phase (`pending`, so the
+/// failure alert stays quiet), Reconciling with reason `WaitingForDaemonSet` and the message;
+/// the rollout begins once the DaemonSet appears, and waits again when it is deleted.
+#[tokio::test(start_paused = true)]
+async fn a_workload_ref_to_a_missing_daemon_set_waits_and_begins_when_it_appears() {
+    let sim = sim(3);
+    let client = sim.client();
+    let replica = Replica::start(&sim, None);
+    create_cds(&client, "cilium", workload_spec()).await;
+    eventually(
+        Duration::from_secs(60),
+        "waiting for the DaemonSet",
+        || async {
+            status_field(&client, "cilium").await["conditions"]
+                .as_array()
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c["type"] == "Reconciling"
+                            && c["status"] == "True"
+                            && c["reason"] == "WaitingForDaemonSet"
+                    })
+                })
+        },
+    )
+    .await;
+    let status = status_field(&client, "cilium").await;
+    assert!(
+        status["phase"].is_null(),
+        "no phase while waiting: {status}"
+    );
+    assert!(status["reason"].is_null(), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not exist"),
+        "{status}"
+    );
+    let stalled = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Stalled").cloned());
+    assert_eq!(stalled.map(|c| c["status"].clone()), Some(json!("False")));
+
+    let ds_api: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    ds_api
+        .create(
+            &PostParams::default(),
+            &helm_daemon_set("cilium:1.16", "OnDelete"),
+        )
+        .await
+        .unwrap();
+    eventually(
+        Duration::from_secs(300),
+        "at rest once the DaemonSet exists",
+        || phase_is(&client, "cilium", "successful"),
+    )
+    .await;
+    let status = status_field(&client, "cilium").await;
+    assert!(
+        status["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["reason"] != "WaitingForDaemonSet")),
+        "the waiting conditions are gone: {status}"
+    );
+
+    ds_api
+        .delete("cilium", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(120), "waiting again", || async {
+        status_field(&client, "cilium").await["phase"].is_null()
+    })
+    .await;
     assert_eq!(replica.observer.stats().total_daemon_set_writes(), 0);
     replica.stop().await;
 }

@@ -12,7 +12,8 @@
 //! `RollingUpdate`: with the rows' own write when there is one (every write of the desired
 //! DaemonSet sets `RollingUpdate`), else with a [`WriteKind::Resume`] write, unless the rows
 //! keep it on `OnDelete` themselves (the MaxUnavailable driver's canary soak,
-//! [`DriverAction::keeps_hold`]): the soak reuses the hold, and its widen ends both. The progress
+//! [`DriverAction::keeps_hold`]: the soak reuses the hold, and its widen ends both; a failed
+//! rollout, which stays on `OnDelete` until a retry or the next target writes). The progress
 //! deadline does not run while held (the phase is `paused`).
 
 use super::events::{paused_event, resumed_event, started_event};
@@ -37,11 +38,17 @@ pub(super) fn held_on_request<A: DriverAction>(
                 }
             }
             // The canary's soak keeps the hold's `OnDelete` as it is (one write fewer each
-            // way: soak seeds 18, 64 and 89 paused and resumed during the soak).
+            // way: soak seeds 18, 64 and 89 paused and resumed during the soak). So does a
+            // failure: the MaxUnavailable driver's failure puts the DaemonSet on `OnDelete`
+            // itself (a broken node, a failed analysis), and a resume must not hand the
+            // release back to the DaemonSet controller (simulation seed 18 with a release
+            // that breaks its node, invariant 33: paused after the failure, resumed, and the
+            // DaemonSet controller replaced the next pods).
             if life.live_on_hold == Some(true)
                 && decision.write.is_none()
                 && !decision.drifted
                 && !decision.action.keeps_hold()
+                && decision.phase != Phase::Failed
             {
                 decision.write = Some(strategy_type_write(WriteKind::Resume));
             }

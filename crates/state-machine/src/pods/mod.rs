@@ -704,7 +704,15 @@ fn progress(
         let phase = observation
             .previous
             .map_or(Phase::Started, |previous| previous.phase);
-        return Decision::hold(phase).with_action(over_nodes(step, &classes));
+        let mut action = over_nodes(step, &classes);
+        if phase == Phase::Started {
+            // The template just went out and the DaemonSet controller has not taken it in:
+            // the revision counted against is still the one being replaced, so none of its
+            // pods is updated (a status, and the demo's plot, showed every pod updated and
+            // ready for that pass: issue 52).
+            action.tally = new_template_tally(action.tally);
+        }
+        return Decision::hold(phase).with_action(action);
     }
     if observation.new_revision {
         let announced = observation

@@ -142,6 +142,46 @@ fn max_unavailable_a_node_broken_after_its_update_fails_before_the_widen() {
     assert!(decision.events.is_empty() && decision.write.is_none());
 }
 
+/// A hold on request over a failed rollout, resumed: the failure's `OnDelete` stays, so that
+/// the DaemonSet controller does not go on with the release that broke a node (simulation
+/// seed 18 with a release that breaks its node, invariant 33: the resume wrote
+/// `RollingUpdate` back and the DaemonSet controller replaced the next pods).
+#[test]
+fn max_unavailable_a_resume_after_the_failure_keeps_the_daemon_set_held() {
+    let failed_on_hold = Observation {
+        live_on_hold: true,
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        ..canary_ready(Some(facts(
+            no_soak(),
+            vec![broken("n2", CREATED + 60, updated())],
+        )))
+    };
+    let paused = decide(
+        &Strategy::default(),
+        &Observation {
+            held: true,
+            ..failed_on_hold.clone()
+        },
+    );
+    assert_eq!((paused.phase, paused.write), (Phase::Failed, None));
+    let resumed = decide(
+        &Strategy::default(),
+        &Observation {
+            hold_recorded: true,
+            ..failed_on_hold
+        },
+    );
+    assert_eq!(resumed.phase, Phase::Failed);
+    assert_eq!(resumed.write, None, "the failure's OnDelete stays");
+    assert_eq!(
+        resumed.hold_event().map(|e| e.reason),
+        Some(event_reason::RESUMED)
+    );
+}
+
 #[test]
 fn max_unavailable_a_node_unhealthy_before_its_update_is_no_evidence() {
     let observation = canary_ready(Some(facts(

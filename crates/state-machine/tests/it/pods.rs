@@ -353,6 +353,30 @@ fn row_3_nothing_moves_until_the_daemon_set_controller_observed_the_write() {
     assert!(decision.action.delete.is_empty());
 }
 
+/// Right after the template went out, the pods still count against the revision it replaces:
+/// none of them is updated to the target (the status said 3/3 updated and ready for that pass,
+/// and the demo's plot drew a spike to every pod at t=0: issue 52).
+#[test]
+fn row_3_after_our_write_no_pod_counts_as_updated_yet() {
+    let observation = PodObservation {
+        rollout_observed: false,
+        ..at(0, Phase::Started, cluster(0, 3))
+    };
+    let tally = by_default(&observation).action.tally;
+    assert_eq!(
+        (tally.updated, tally.updated_ready, tally.old),
+        (0, 0, 3),
+        "{tally:?}"
+    );
+    // A rollout resting on its revision (its owner's template change not taken in yet) keeps
+    // counting its pods as they are.
+    let observation = PodObservation {
+        rollout_observed: false,
+        ..at(2, Phase::Successful, cluster(0, 3))
+    };
+    assert_eq!(by_default(&observation).action.tally.updated_ready, 3);
+}
+
 /// While the DaemonSet controller has not observed a new template (its owner's, with
 /// `workloadRef`), the pass holds the previous phase and still names the deferred nodes: a
 /// successful rollout resting with a NotReady node keeps it listed (soak seed 10000300), and

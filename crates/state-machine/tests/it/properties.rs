@@ -249,7 +249,12 @@ proptest! {
             } else {
                 prop_assert_eq!(&decision.table_event(), &unheld.table_event());
             }
-            let resumes = hold_recorded && live_on_hold && unheld.write.is_none() && !unheld.drifted;
+            // A failed rollout keeps its `OnDelete` (the failure's own, under the gates).
+            let resumes = hold_recorded
+                && live_on_hold
+                && unheld.write.is_none()
+                && !unheld.drifted
+                && unheld.phase != Phase::Failed;
             if resumes {
                 prop_assert_eq!(kind, Some(WriteKind::Resume));
             } else {

@@ -1,5 +1,5 @@
 use super::*;
-use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
