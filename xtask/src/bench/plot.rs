@@ -24,6 +24,95 @@ pub fn demo_points(report: &Value) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The demo sizes and least peak resident memory (MiB) in the harness's JSON report.
+pub fn demo_memory_points(report: &Value) -> Vec<(f64, f64)> {
+    report["demo"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            Some((
+                d["nodes"].as_f64()?,
+                d["least_peak_memory_bytes"].as_f64()? / (1024.0 * 1024.0),
+            ))
+        })
+        .collect()
+}
+
+/// Issue 53's memory goal: 25 KB of demo memory a node, in MiB for `nodes`.
+fn memory_goal_mib(nodes: f64) -> f64 {
+    nodes * 25_000.0 / (1024.0 * 1024.0)
+}
+
+/// Draws the demo's peak memory `points` (nodes, MiB) into `path`, with issue 53's goal
+/// (25 KB a node) as a line.
+pub fn draw_memory(points: &[(f64, f64)], path: &Path) -> Result<()> {
+    if points.is_empty() {
+        bail!("no demo memory figures to plot");
+    }
+    ensure_font()?;
+    let max_nodes = points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.05;
+    let max_mib = points
+        .iter()
+        .map(|p| p.1)
+        .fold(memory_goal_mib(max_nodes), f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    let draw_error = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("cannot draw the plot: {e:?}");
+    root.fill(&WHITE).map_err(draw_error)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "daemonset-canary demo: peak memory against nodes",
+            (FONT, 20),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0.0..max_nodes, 0.0..max_mib)
+        .map_err(draw_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("nodes")
+        .y_desc("peak resident memory (MiB)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(draw_error)?;
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            BLUE.stroke_width(2),
+        ))
+        .map_err(draw_error)?
+        .label("measured (least of the runs)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())),
+        )
+        .map_err(draw_error)?;
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, 0.0), (max_nodes, memory_goal_mib(max_nodes))],
+            RED.stroke_width(1),
+        ))
+        .map_err(draw_error)?
+        .label("goal: 25 KB a node")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(1)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_error)?;
+    root.present()
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 /// The font every text of the plot is drawn in.
 const FONT: &str = "sans-serif";
 static FONT_BYTES: &[u8] =
@@ -101,6 +190,17 @@ pub fn draw(points: &[(f64, f64)], path: &Path) -> Result<()> {
         .map_err(draw_error)?
         .label("goal: 5 s at 5,000 nodes")
         .legend(|(x, y)| Cross::new((x + 10, y), 5, RED.stroke_width(2)));
+    if max_nodes >= 65_000.0 {
+        chart
+            .draw_series(std::iter::once(Cross::new(
+                (65_000.0, 60.0),
+                7,
+                MAGENTA.stroke_width(2),
+            )))
+            .map_err(draw_error)?
+            .label("goal: 60 s at 65,000 nodes")
+            .legend(|(x, y)| Cross::new((x + 10, y), 5, MAGENTA.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -136,5 +236,23 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert!(svg.contains("<svg") && svg.contains("wall time against nodes"));
         assert!(draw(&[], &path).is_err());
+    }
+
+    #[test]
+    fn reads_the_demo_memory_and_draws_it() {
+        let report = serde_json::json!({"demo": [
+            {"nodes": 500, "best_wall_seconds": 0.7, "least_peak_memory_bytes": 200_000_000},
+            {"nodes": 65000, "best_wall_seconds": 70.0, "least_peak_memory_bytes": 2_500_000_000_u64},
+            {"nodes": 1000, "best_wall_seconds": 1.3},
+        ]});
+        let points = demo_memory_points(&report);
+        assert_eq!(points.len(), 2, "a size without memory is left out");
+        assert!((points[1].1 - 2_500_000_000.0 / 1_048_576.0).abs() < 1e-6);
+        let path = std::env::temp_dir().join(format!("demo-memory-{}.svg", std::process::id()));
+        draw_memory(&points, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(svg.contains("<svg") && svg.contains("peak memory against nodes"));
+        assert!(draw_memory(&[], &path).is_err());
     }
 }

@@ -661,14 +661,17 @@ pub fn running_state(layout: &Layout) -> Result<Value> {
 /// The API server's audit policy: the DaemonSet writes of the controller and of KubeVirt's
 /// virt-operator with their request and response bodies (what each wrote: `maxUnavailable`, the
 /// annotations, the resulting generation), every other request of the controller as metadata
-/// (the benchmark counts them), nothing else.
+/// (the benchmark counts them), every pod status write (KWOK's, as a kubelet's) with its
+/// request (the benchmark reads when a pod turned Ready), nothing else.
 fn audit_policy_yaml() -> String {
     let operator = crate::kubevirt::OPERATOR_USER;
     format!(
         "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
          - level: RequestResponse\n  users: [\"{CONTROLLER_USER}\", \"{operator}\"]\n  \
          verbs: [create, update, patch]\n  resources:\n  - group: apps\n    resources: [daemonsets]\n\
-         - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n- level: None\n"
+         - level: Metadata\n  users: [\"{CONTROLLER_USER}\"]\n\
+         - level: Request\n  verbs: [update, patch]\n  resources:\n  - group: \"\"\n    resources: [pods/status]\n\
+         - level: None\n"
     )
 }
 
@@ -948,7 +951,7 @@ mod tests {
     fn the_audit_policy_records_both_writers_daemon_set_writes_first() {
         let policy: Value = serde_saphyr::from_str(&audit_policy_yaml()).unwrap();
         let rules = policy["rules"].as_array().cloned().unwrap_or_default();
-        assert_eq!(rules.len(), 3, "{policy}");
+        assert_eq!(rules.len(), 4, "{policy}");
         assert_eq!(rules[0]["level"], "RequestResponse");
         assert_eq!(
             rules[0]["users"],
@@ -957,7 +960,17 @@ mod tests {
         assert_eq!(rules[0]["resources"][0]["resources"], json!(["daemonsets"]));
         assert_eq!(rules[1]["level"], "Metadata");
         assert_eq!(rules[1]["users"], json!([CONTROLLER_USER]));
-        assert_eq!(rules[2]["level"], "None");
+        assert_eq!(rules[2]["level"], "Request");
+        assert_eq!(
+            rules[2]["users"],
+            Value::Null,
+            "anybody's pod status writes"
+        );
+        assert_eq!(
+            rules[2]["resources"][0]["resources"],
+            json!(["pods/status"])
+        );
+        assert_eq!(rules[3]["level"], "None");
     }
 
     #[test]

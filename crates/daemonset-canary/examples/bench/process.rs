@@ -1,13 +1,11 @@
 //! Controller CPU time and peak memory, with the controller in a process of its own.
 //!
-//! `daemonset-canary sim serve` runs the cluster, or, with [`Target::Real`], the real control
-//! plane of `cargo xtask cluster up` (kube-apiserver, kube-controller-manager, KWOK nodes) does;
-//! `daemonset-canary run --kubeconfig` runs the controller against it over loopback, in real
-//! time. The harness creates the CanaryDaemonSets, installs `v1`, rolls out `v2`, and reads the
-//! controller process's `/proc/<pid>/status` (VmHWM: peak resident memory; RssAnon sampled for
-//! its peak without the executable's mapped code, RssFile) and `/proc/<pid>/stat`
-//! (utime + stime). On the real cluster it also counts the controller's API requests during the
-//! rollout, from the API server's audit log (which records that user's requests only).
+//! `daemonset-canary sim serve` runs the cluster; `daemonset-canary run --kubeconfig` runs the
+//! controller against it over loopback, in real time. The harness creates the CanaryDaemonSets,
+//! installs `v1`, rolls out `v2`, and reads the controller process's `/proc/<pid>/status`
+//! (VmHWM: peak resident memory; RssAnon sampled for its peak without the executable's mapped
+//! code, RssFile) and `/proc/<pid>/stat` (utime + stime). The real control plane has its own
+//! measurement, `bench real` (real.rs), which uses the process helpers here.
 
 #![expect(
     clippy::indexing_slicing,
@@ -23,45 +21,17 @@ use anyhow::{Context, Result, bail};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-/// Where the controller process runs.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// `daemonset-canary sim serve`, started and stopped by the measurement.
-    Sim,
-    /// A running real control plane (`cargo xtask cluster up`) with the CRD installed.
-    Real {
-        /// A kubeconfig with rights to create namespaces and CanaryDaemonSets.
-        admin: PathBuf,
-        /// The controller's kubeconfig (its ServiceAccount token).
-        controller: PathBuf,
-        /// The API server's audit log of the controller's requests.
-        audit_log: PathBuf,
-    },
-}
-
-impl Target {
-    /// The name in the report.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Target::Sim => "canary-sim",
-            Target::Real { .. } => "kube-apiserver + KWOK",
-        }
-    }
-}
-
 /// What the controller process cost.
 #[derive(Debug, Clone)]
 pub struct ProcessFigures {
-    /// Which cluster (`Target::name`).
+    /// Which cluster (always canary-sim's `sim serve` here).
     pub target: &'static str,
-    /// API requests of the controller during the `v2` rollout (real cluster: audit log).
-    pub rollout_requests: Option<u64>,
     /// Nodes of the cluster.
     pub nodes: u32,
     /// CanaryDaemonSets rolled out at once.
@@ -85,7 +55,7 @@ pub struct ProcessFigures {
 }
 
 /// A child process killed when dropped.
-struct Owned(Child);
+pub struct Owned(pub Child);
 
 impl Drop for Owned {
     fn drop(&mut self) {
@@ -102,58 +72,37 @@ pub async fn run(
     controller_binary: &Path,
     nodes: u32,
     daemon_sets: u32,
-    target: &Target,
 ) -> Result<ProcessFigures> {
     let dir = std::env::temp_dir().join(format!(
         "canary-bench-{}-{nodes}-{daemon_sets}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut _sim = None;
-    let (client, controller_kubeconfig, namespace) = match target {
-        Target::Sim => {
-            let kubeconfig = dir.join("kubeconfig");
-            let _ = std::fs::remove_file(&kubeconfig);
-            _sim = Some(Owned(
-                Command::new(binary)
-                    .args([
-                        "sim",
-                        "serve",
-                        "--nodes",
-                        &nodes.to_string(),
-                        "--kubeconfig",
-                    ])
-                    .arg(&kubeconfig)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .with_context(|| format!("cannot start {} sim serve", binary.display()))?,
-            ));
-            wait_for_file(&kubeconfig, Duration::from_secs(120)).await?;
-            let client = client(&kubeconfig).await?;
-            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-            crds.create(&PostParams::default(), &canary_kube_adapter::crd()?)
-                .await
-                .context("cannot create the CanaryDaemonSet CRD")?;
-            (client, kubeconfig, scenario::NAMESPACE.to_owned())
-        }
-        Target::Real {
-            admin, controller, ..
-        } => {
-            let client = client(admin).await?;
-            // A namespace of its own: the cluster may be reused across measurements.
-            let namespace = format!("bench-{}-{daemon_sets}", std::process::id());
-            let object: Namespace =
-                serde_json::from_value(json!({"metadata": {"name": namespace}}))?;
-            Api::<Namespace>::all(client.clone())
-                .create(&PostParams::default(), &object)
-                .await
-                .context("cannot create the benchmark namespace")?;
-            wait_for_service_account(&client, &namespace).await?;
-            (client, controller.clone(), namespace)
-        }
-    };
-    let (controller, command) = start_controller(controller_binary, &controller_kubeconfig)?;
+    let kubeconfig = dir.join("kubeconfig");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let _sim = Owned(
+        Command::new(binary)
+            .args([
+                "sim",
+                "serve",
+                "--nodes",
+                &nodes.to_string(),
+                "--kubeconfig",
+            ])
+            .arg(&kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {} sim serve", binary.display()))?,
+    );
+    wait_for_file(&kubeconfig, Duration::from_secs(120)).await?;
+    let client = client(&kubeconfig).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &canary_kube_adapter::crd()?)
+        .await
+        .context("cannot create the CanaryDaemonSet CRD")?;
+    let namespace = scenario::NAMESPACE.to_owned();
+    let (controller, command) = start_controller(controller_binary, &kubeconfig)?;
     let pid = controller.0.id();
     let anonymous = AnonymousPeak::sample(pid);
 
@@ -172,11 +121,6 @@ pub async fn run(
             .context("cannot create a CanaryDaemonSet")?;
     }
     wait_successful(&api, &names, nodes, "v1").await?;
-    let audit_log = match target {
-        Target::Real { audit_log, .. } => Some(audit_log),
-        Target::Sim => None,
-    };
-    let requests_before = audit_log.map(|log| audit_lines(log)).transpose()?;
     let cpu_before = cpu_seconds(pid)?;
     let started = Instant::now();
     for name in &names {
@@ -200,22 +144,10 @@ pub async fn run(
     let peak_memory = status_kib(pid, "VmHWM")? * 1024;
     let file_resident = status_kib(pid, "RssFile")? * 1024;
     let peak_anonymous = anonymous.stop().await;
-    // Minus the harness's own patches, which the audit log does not record (another user).
-    let rollout_requests = match (audit_log, requests_before) {
-        (Some(log), Some(before)) => Some(audit_lines(log)? - before),
-        _ => None,
-    };
     drop(controller);
-    if let Target::Real { .. } = target {
-        // The namespace (and its DaemonSets and pods) goes in the background.
-        let _ = Api::<Namespace>::all(client)
-            .delete(&namespace, &Default::default())
-            .await;
-    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(ProcessFigures {
-        target: target.name(),
-        rollout_requests,
+        target: "canary-sim",
         nodes,
         daemon_sets,
         cpu_total,
@@ -228,25 +160,8 @@ pub async fn run(
     })
 }
 
-/// The controller's requests in the audit log so far: each request once, a watch when it opens
-/// (its `ResponseStarted` line; the `ResponseComplete` line when it closes is not counted again),
-/// as canary-sim's request counters count them.
-fn audit_lines(log: &Path) -> Result<u64> {
-    let text =
-        std::fs::read_to_string(log).with_context(|| format!("cannot read {}", log.display()))?;
-    let mut requests = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let event: Value = serde_json::from_str(line).context("an audit line is not JSON")?;
-        let closing_watch = event["verb"] == "watch" && event["stage"] == "ResponseComplete";
-        if !closing_watch {
-            requests += 1;
-        }
-    }
-    Ok(requests)
-}
-
 /// Waits until the namespace's `default` ServiceAccount exists (pods are admitted then).
-async fn wait_for_service_account(client: &Client, namespace: &str) -> Result<()> {
+pub async fn wait_for_service_account(client: &Client, namespace: &str) -> Result<()> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let started = Instant::now();
     while accounts
@@ -264,7 +179,7 @@ async fn wait_for_service_account(client: &Client, namespace: &str) -> Result<()
 }
 
 /// The scenario's manifest renamed to `name` (object, labels and selector), in `namespace`.
-fn named(mut manifest: Value, name: &str, namespace: &str) -> Value {
+pub fn named(mut manifest: Value, name: &str, namespace: &str) -> Value {
     manifest["metadata"]["name"] = json!(name);
     manifest["metadata"]["namespace"] = json!(namespace);
     let labels = json!({"app.kubernetes.io/name": name});
@@ -275,7 +190,7 @@ fn named(mut manifest: Value, name: &str, namespace: &str) -> Value {
     manifest
 }
 
-fn start_controller(binary: &Path, kubeconfig: &Path) -> Result<(Owned, String)> {
+pub fn start_controller(binary: &Path, kubeconfig: &Path) -> Result<(Owned, String)> {
     let has_run = Command::new(binary)
         .args(["run", "--help"])
         .stdout(Stdio::null())
@@ -370,7 +285,7 @@ async fn wait_successful(
 }
 
 /// utime + stime of `pid`, in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64> {
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .context("cannot read /proc/<pid>/stat")?;
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
@@ -399,7 +314,7 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 /// The field `name` (in KiB, as the kernel gives it) of `/proc/<pid>/status`.
-fn status_kib(pid: u32, name: &str) -> Result<u64> {
+pub fn status_kib(pid: u32, name: &str) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .context("cannot read /proc/<pid>/status")?;
     let line = status
@@ -417,13 +332,14 @@ fn status_kib(pid: u32, name: &str) -> Result<u64> {
 }
 
 /// The highest RssAnon of a process, sampled every 20 ms (the kernel keeps no peak of it).
-struct AnonymousPeak {
+pub struct AnonymousPeak {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<u64>,
 }
 
 impl AnonymousPeak {
-    fn sample(pid: u32) -> Self {
+    /// Starts sampling `pid`.
+    pub fn sample(pid: u32) -> Self {
         let (stop, mut stopped) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             let mut peak = 0;
@@ -440,7 +356,8 @@ impl AnonymousPeak {
         Self { stop, task }
     }
 
-    async fn stop(self) -> u64 {
+    /// Stops sampling; the peak.
+    pub async fn stop(self) -> u64 {
         let _ = self.stop.send(());
         self.task.await.unwrap_or(0)
     }

@@ -246,13 +246,13 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | of it, peak anonymous (MiB) | mapped from the binary (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) | API requests in the rollout |"
+                "| cluster | nodes | CanaryDaemonSets | peak memory (MiB) | of it, peak anonymous (MiB) | mapped from the binary (MiB) | CPU install + rollout (s) | CPU rollout (s) | rollout wall (s) |"
             );
-            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
             for p in &self.processes {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
+                    "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} |",
                     p.target,
                     p.nodes,
                     p.daemon_sets,
@@ -262,8 +262,6 @@ impl Report {
                     p.cpu_total,
                     p.cpu_rollout,
                     p.rollout_wall.as_secs_f64(),
-                    p.rollout_requests
-                        .map_or_else(|| "—".to_owned(), |n| n.to_string())
                 );
             }
             if let Some(p) = self.processes.first() {
@@ -277,6 +275,14 @@ impl Report {
         }
         let _ = writeln!(out, "\n## Goals (issue 20)\n");
         for goal in crate::goals::issue_20(self) {
+            let _ = writeln!(out, "- {} {}", goal.verdict, goal.text);
+        }
+        let _ = writeln!(
+            out,
+            "\n## Goals (issue 53, {} nodes)\n",
+            crate::goals::LARGE_NODES
+        );
+        for goal in crate::goals::issue_53(self) {
             let _ = writeln!(out, "- {} {}", goal.verdict, goal.text);
         }
         let missed = self.missed();
@@ -300,10 +306,10 @@ impl Report {
             );
             let _ = writeln!(
                 out,
-                "| nodes | best wall (s) | every run (s) | best / best at {} nodes | reconciles |",
+                "| nodes | best wall (s) | every run (s) | best / best at {} nodes | reconciles | peak memory (MiB, least run) | per node (KB) |",
                 crate::goals::SMALL_NODES
             );
-            let _ = writeln!(out, "|---:|---:|---|---:|---:|");
+            let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|");
             let small = self
                 .demos
                 .iter()
@@ -315,9 +321,10 @@ impl Report {
                     .iter()
                     .map(|w| format!("{:.2}", w.as_secs_f64()))
                     .collect();
+                let peak = d.least_peak_memory();
                 let _ = writeln!(
                     out,
-                    "| {} | {:.2} | {} | {} | {} |",
+                    "| {} | {:.2} | {} | {} | {} | {} | {} |",
                     d.nodes,
                     d.best().as_secs_f64(),
                     runs.join(", "),
@@ -326,7 +333,15 @@ impl Report {
                         |s| format!("{:.2}", d.best().as_secs_f64() / s)
                     ),
                     d.reconciles
-                        .map_or_else(|| "—".to_owned(), |r| r.to_string())
+                        .map_or_else(|| "—".to_owned(), |r| r.to_string()),
+                    peak.map_or_else(
+                        || "—".to_owned(),
+                        |m| format!("{:.0}", m as f64 / (1024.0 * 1024.0))
+                    ),
+                    peak.map_or_else(
+                        || "—".to_owned(),
+                        |m| format!("{:.1}", m as f64 / 1000.0 / f64::from(d.nodes.max(1)))
+                    ),
                 );
             }
         }
@@ -365,7 +380,11 @@ impl Report {
             .into_iter()
             .filter(|g| g.verdict == Verdict::Miss)
             .map(|g: Goal| format!("issue 20: {}", g.text));
-        old.chain(new).collect()
+        let large = crate::goals::issue_53(self)
+            .into_iter()
+            .filter(|g| g.verdict == Verdict::Miss)
+            .map(|g: Goal| format!("issue 53: {}", g.text));
+        old.chain(new).chain(large).collect()
     }
 
     /// Each goal: whether it is met, and the figure behind it.
@@ -481,7 +500,6 @@ impl Report {
             .map(|p| {
                 json!({
                     "cluster": p.target,
-                    "rollout_requests": p.rollout_requests,
                     "nodes": p.nodes,
                     "daemon_sets": p.daemon_sets,
                     "peak_memory_bytes": p.peak_memory,
@@ -524,6 +542,8 @@ impl Report {
                     "best_wall_seconds": d.best().as_secs_f64(),
                     "wall_seconds": d.walls.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
                     "reconciles": d.reconciles,
+                    "peak_memory_bytes": d.peak_memory,
+                    "least_peak_memory_bytes": d.least_peak_memory(),
                 })
             })
             .collect();
@@ -543,8 +563,13 @@ impl Report {
             .into_iter()
             .map(|g| json!({"verdict": g.verdict.to_string(), "goal": g.text}))
             .collect();
+        let goals_53: Vec<_> = crate::goals::issue_53(self)
+            .into_iter()
+            .map(|g| json!({"verdict": g.verdict.to_string(), "goal": g.text}))
+            .collect();
         Ok(serde_json::to_string_pretty(&json!({
             "demo": demos,
+            "goals_issue_53": goals_53,
             "oracle": oracles,
             "goals_issue_20": goals_20,
             "rollouts": rollouts,

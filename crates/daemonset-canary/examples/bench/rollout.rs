@@ -172,7 +172,14 @@ async fn one_rollout(scenario: &Scenario, nodes: u32, version: &str) -> Result<R
     let recorder = Recorder::start(sim.store().subscribe(), version);
     let before = Counters::read(stats, sim);
 
-    let manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
+    let mut manifest = scenario::manifest(Compatibility::Fixed, version, "healthy");
+    // Without the canary soak (default 30 s in `Fixed`, issue 46): the soak holds the
+    // DaemonSet on `OnDelete` with a fourth write and adds its 30 s to the makespan, a wait the
+    // user chooses rather than a cost of the controller. At `0s` a rollout makes the three
+    // writes (start, widen, finish) whose reaction latency and oracle replay this bench
+    // measures, as before issue 46 (docs/benchmarks.md); the soak's write is counted by the
+    // chaos and e2e suites.
+    manifest["spec"]["health"] = json!({"canarySoak": "0s"});
     let patch = json!({"spec": manifest["spec"]});
     let makespan = roll_out(sim, &patch, transitions).await?;
     let after = Counters::read(stats, sim);

@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 /// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Nodes of the simulated cluster.
-    #[arg(long, env = "CANARY_DEMO_NODES", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    /// Nodes of the simulated cluster (at most 65,000, GKE's largest clusters; about 2.5 GB of
+    /// memory and a minute there: docs/benchmarks.md).
+    #[arg(long, env = "CANARY_DEMO_NODES", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65_000))]
     nodes: u32,
     /// What happens to the new version: `healthy` (every pod becomes ready), `crashloop-canary`
     /// (the canary crash-loops: the rollout fails, which is this scenario's expected end),

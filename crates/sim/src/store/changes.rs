@@ -90,6 +90,14 @@ impl Store {
         self.events.subscribe()
     }
 
+    /// Events published but not yet received by every subscriber. Each keeps its object and
+    /// the version it replaced alive until the last subscriber has read it, so a writer
+    /// making thousands of changes at once can wait for this to fall (the cluster model
+    /// does, [`crate::cluster`]) rather than hold thousands of replaced objects.
+    pub fn backlog(&self) -> usize {
+        self.events.len()
+    }
+
     /// The retained events of `key` (every kind when `None`) after `resource_version`,
     /// together with a subscription that continues exactly where they end. The events carry
     /// the stored form: read them as `key` serves them with [`StoreEvent::served_as`].

@@ -20,7 +20,7 @@ use super::super::nodes;
 use super::super::ownership::{any_controller_uid, controller_uid};
 use super::health::NEIGHBOUR_LABEL;
 use super::timers::Timer;
-use super::{Driver, NodeState, ObjKey, object_key};
+use super::{Driver, FLUSH_CHUNK, NodeState, ObjKey, object_key};
 
 /// A `Pulled` event due when the pod's pulls are over.
 pub(super) struct PulledEvent {
@@ -401,10 +401,14 @@ impl Driver {
         }
     }
 
+    /// Writes the status of at most [`FLUSH_CHUNK`] pods whose status changed (the others
+    /// stay dirty for the next pass, at the same virtual instant); true if one was written.
     pub(super) fn flush_pod_statuses(&mut self) -> bool {
-        let keys = std::mem::take(&mut self.dirty_pod_statuses);
         let mut wrote = false;
-        for key in keys {
+        for _ in 0..FLUSH_CHUNK {
+            let Some(key) = self.dirty_pod_statuses.pop_first() else {
+                break;
+            };
             let Some(state) = self.pods.get(&key) else {
                 continue;
             };
@@ -428,7 +432,7 @@ impl Driver {
                 Err(error) => tracing::debug!(pod = %key.1, %error, "pod status not written"),
             }
         }
-        wrote
+        wrote || !self.dirty_pod_statuses.is_empty()
     }
 }
 
