@@ -431,20 +431,9 @@ async fn receivers_get_one_notification_per_event_and_a_down_one_delays_nothing(
     );
 
     // The unknown receiver: a Warning event on the object, the rollouts unaffected.
-    let events = Command::new("kubectl")
-        .args([
-            "get",
-            "events",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-            "--kubeconfig",
-        ])
-        .arg(&sim.kubeconfig)
-        .output()
-        .expect("kubectl must be installed (.ci/run installs it)");
-    let events: serde_json::Value = serde_json::from_slice(&events.stdout).unwrap();
+    let events: serde_json::Value =
+        serde_json::from_str(&sim.kubectl_ok(&["get", "events", "-n", NAMESPACE, "-o", "json"]))
+            .unwrap();
     let unknown: Vec<&serde_json::Value> = events["items"]
         .as_array()
         .unwrap()

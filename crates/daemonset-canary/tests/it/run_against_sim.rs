@@ -989,6 +989,33 @@ async fn wait_exits_0_on_success_1_on_failure_and_2_on_timeout() {
     assert!(started.elapsed() < Duration::from_secs(20), "{said}");
 }
 
+/// Creates `manifest` through `api` and waits until it is `successful`: its generation.
+async fn install(api: &Api<CanaryDaemonSet>, manifest: serde_json::Value) -> Option<i64> {
+    let created = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(manifest).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_successful(api, created.metadata.generation, "installing v1").await;
+    created.metadata.generation
+}
+
+/// The UIDs of the pods of `pods` that are not being deleted.
+async fn live_pod_uids(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+) -> std::collections::BTreeSet<String> {
+    pods.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.metadata.uid.unwrap_or_default())
+        .collect()
+}
+
 /// `restart` replaces every pod through the steps, canary first: held in the untimed pause
 /// after the first nodes step, exactly one pod is new (with `kubectl.kubernetes.io/restartedAt`)
 /// and the others are the ones from before; after `promote`, every pod is new. `set image`
@@ -996,7 +1023,6 @@ async fn wait_exits_0_on_success_1_on_failure_and_2_on_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_image() {
     use k8s_openapi::api::core::v1::Pod;
-    use std::collections::BTreeSet;
 
     let (sim, client, _run) = controller_on_sim("restart").await;
     let kubeconfig = &sim.kubeconfig;
@@ -1011,24 +1037,8 @@ async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_ima
         serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"nodes": "100%"}]);
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let created = api
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(manifest).unwrap(),
-        )
-        .await
-        .unwrap();
-    wait_successful(&api, created.metadata.generation, "installing v1").await;
-    let live = || async {
-        pods.list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .map(|p| p.metadata.uid.unwrap_or_default())
-            .collect::<BTreeSet<String>>()
-    };
+    install(&api, manifest).await;
+    let live = || live_pod_uids(&pods);
     let before = live().await;
     assert_eq!(before.len(), 3);
 
@@ -1107,7 +1117,6 @@ async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_ima
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
     use k8s_openapi::api::core::v1::Pod;
-    use std::collections::BTreeSet;
 
     let (sim, client, _run) = controller_on_sim("kubectl-restart").await;
     let kubeconfig = &sim.kubeconfig;
@@ -1122,24 +1131,8 @@ async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
     manifest["spec"]["health"] = serde_json::json!({"canarySoak": "5s"});
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let created = api
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(manifest).unwrap(),
-        )
-        .await
-        .unwrap();
-    wait_successful(&api, created.metadata.generation, "installing v1").await;
-    let live = || async {
-        pods.list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .map(|p| p.metadata.uid.unwrap_or_default())
-            .collect::<BTreeSet<String>>()
-    };
+    let installed = install(&api, manifest).await;
+    let live = || live_pod_uids(&pods);
     let before = live().await;
     assert_eq!(before.len(), 3);
 
@@ -1168,13 +1161,11 @@ async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
         let cds = api.get(NAME).await.unwrap();
         let status = cds.status.clone().unwrap_or_default();
         let replaced = live().await.difference(&before).count();
-        if status.phase_name() == Some("canary")
-            && cds.metadata.generation > created.metadata.generation
-        {
+        if status.phase_name() == Some("canary") && cds.metadata.generation > installed {
             canary_seen = true;
             most_in_canary = most_in_canary.max(replaced);
         }
-        if cds.metadata.generation > created.metadata.generation
+        if cds.metadata.generation > installed
             && status.observed_generation >= cds.metadata.generation
             && status.phase_name() == Some("successful")
             && status.updated_ready == 3
@@ -1224,20 +1215,9 @@ async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
             pod.metadata.name
         );
     }
-    let events = Command::new("kubectl")
-        .args([
-            "get",
-            "events",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-            "--kubeconfig",
-        ])
-        .arg(kubeconfig)
-        .output()
-        .unwrap();
-    let events: serde_json::Value = serde_json::from_slice(&events.stdout).unwrap();
+    let events: serde_json::Value =
+        serde_json::from_str(&sim.kubectl_ok(&["get", "events", "-n", NAMESPACE, "-o", "json"]))
+            .unwrap();
     let reasons: Vec<String> = events["items"]
         .as_array()
         .unwrap()
