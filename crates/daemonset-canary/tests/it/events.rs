@@ -12,7 +12,7 @@ use daemonset_canary::demo::scenario::manifest_for;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const NAMESPACE: &str = "default";
@@ -129,10 +129,9 @@ fn assert_each_message_its_own(events: &[(String, String, i64)], expected: &[(&s
 /// version it rolls out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_reverts_and_undo_each_name_their_own_change_in_kubectl_get_events() {
-    let sim = support::serve_sim("events-drift", &["--nodes", "3"]);
+    let (sim, client, _run) =
+        support::controller_on_sim("events-drift", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
-    let client = support::client_with_crd(kubeconfig).await;
-    let _run = support::spawn_run(kubeconfig, Stdio::null());
     let name = "node-agent";
     let manifest = |version: &str| {
         manifest_for(
@@ -262,10 +261,9 @@ async fn drift_reverts_and_undo_each_name_their_own_change_in_kubectl_get_events
 /// and every rollback reads as itself in `kubectl get events`, none is another's `(xN)`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_rollbacks_and_abort_each_name_their_own_step_in_kubectl_get_events() {
-    let sim = support::serve_sim("events-steps", &["--nodes", "3"]);
+    let (sim, client, _run) =
+        support::controller_on_sim("events-steps", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
-    let client = support::client_with_crd(kubeconfig).await;
-    let _run = support::spawn_run(kubeconfig, Stdio::null());
     let name = "node-agent";
     let manifest = |version: &str, behavior: &str| {
         let mut manifest =

@@ -15,7 +15,6 @@ use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest_for};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// `sim serve` with 3 nodes and `run` against it.
@@ -27,10 +26,7 @@ async fn on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
 async fn on_sim_with(test: &str, extra: &[&str]) -> (support::ServedSim, kube::Client, KillOnDrop) {
     let mut args = vec!["--nodes", "3"];
     args.extend_from_slice(extra);
-    let sim = support::serve_sim(test, &args);
-    let client = support::client_with_crd(&sim.kubeconfig).await;
-    let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
-    (sim, client, run)
+    support::controller_on_sim(test, &args, &[]).await
 }
 
 fn pods_manifest(version: &str, behavior: &str) -> serde_json::Value {

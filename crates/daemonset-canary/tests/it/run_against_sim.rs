@@ -245,15 +245,6 @@ async fn slow_clients_neither_exhaust_nor_hold_the_process() {
     drop(fresh);
 }
 
-/// `sim serve` with 3 nodes (named after `test`), the CRD, and `run` against it; the
-/// controller is killed when the last value is dropped.
-async fn controller_on_sim(test: &str) -> (support::ServedSim, kube::Client, KillOnDrop) {
-    let sim = support::serve_sim(test, &["--nodes", "3"]);
-    let client = support::client_with_crd(&sim.kubeconfig).await;
-    let run = support::spawn_run(&sim.kubeconfig, Stdio::null());
-    (sim, client, run)
-}
-
 /// `daemonset-canary VERB node-agent -n default` as a user types it.
 fn verb(kubeconfig: &std::path::Path, verb: &str) -> std::process::Output {
     verb_with(kubeconfig, &[verb])
@@ -305,7 +296,7 @@ async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> C
 /// and ends when the object is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
-    let (sim, client, _run) = controller_on_sim("promote").await;
+    let (sim, client, _run) = support::controller_on_sim("promote", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let promote = || verb(kubeconfig, "promote");
 
@@ -447,7 +438,8 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::core::v1::Pod;
 
-    let (sim, client, _run) = controller_on_sim(&format!("pause-{driver}")).await;
+    let (sim, client, _run) =
+        support::controller_on_sim(&format!("pause-{driver}"), &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let verb = |name: &str| verb(kubeconfig, name);
     let manifest = |version: &str| {
@@ -582,7 +574,7 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
 async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
     use k8s_openapi::api::apps::v1::DaemonSet;
 
-    let (sim, client, _run) = controller_on_sim("retry").await;
+    let (sim, client, _run) = support::controller_on_sim("retry", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let retry = || verb(kubeconfig, "retry");
     let manifest = |version: &str, behavior: &str| {
@@ -734,7 +726,7 @@ async fn wait_phase(
 async fn rollback_abort_undo_and_history() {
     use k8s_openapi::api::core::v1::Pod;
 
-    let (sim, client, _run) = controller_on_sim("rollback").await;
+    let (sim, client, _run) = support::controller_on_sim("rollback", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let run_verb = |args: &[&str]| verb_with(kubeconfig, args);
     let manifest = |version: &str, behavior: &str| {
@@ -868,7 +860,8 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::events::v1::Event;
 
-    let (sim, client, _run) = controller_on_sim("undo-events").await;
+    let (sim, client, _run) =
+        support::controller_on_sim("undo-events", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let agent = |version: &str| {
         daemonset_canary::demo::scenario::manifest_for(
@@ -933,7 +926,7 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
 /// success), 2 when the timeout passes first (a canary that never becomes ready).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_exits_0_on_success_1_on_failure_and_2_on_timeout() {
-    let (sim, client, _run) = controller_on_sim("wait").await;
+    let (sim, client, _run) = support::controller_on_sim("wait", &["--nodes", "3"], &[]).await;
     let kubeconfig = sim.kubeconfig.clone();
     let wait = move |timeout: &str| {
         let kubeconfig = kubeconfig.clone();
@@ -1024,7 +1017,7 @@ async fn live_pod_uids(
 async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_image() {
     use k8s_openapi::api::core::v1::Pod;
 
-    let (sim, client, _run) = controller_on_sim("restart").await;
+    let (sim, client, _run) = support::controller_on_sim("restart", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let mut manifest = daemonset_canary::demo::scenario::manifest_for(
         Compatibility::Fixed,
@@ -1118,7 +1111,8 @@ async fn restart_replaces_every_pod_canary_first_and_set_image_rolls_out_the_ima
 async fn kubectl_rollout_restart_is_rolled_out_canary_first_not_reverted() {
     use k8s_openapi::api::core::v1::Pod;
 
-    let (sim, client, _run) = controller_on_sim("kubectl-restart").await;
+    let (sim, client, _run) =
+        support::controller_on_sim("kubectl-restart", &["--nodes", "3"], &[]).await;
     let kubeconfig = &sim.kubeconfig;
     let mut manifest = daemonset_canary::demo::scenario::manifest_for(
         Compatibility::Fixed,

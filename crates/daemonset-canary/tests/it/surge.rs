@@ -116,14 +116,7 @@ async fn roll_out(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn surge_keeps_a_ready_agent_on_every_node_and_plain_downtime_is_measured() {
-    let sim = support::serve_sim("surge", &["--nodes", "3"]);
-    let client = support::client_with_crd(&sim.kubeconfig).await;
-    let _run = support::spawn_run(
-        &sim.kubeconfig,
-        std::fs::File::create(sim.dir.join("run.log"))
-            .unwrap()
-            .into(),
-    );
+    let (_sim, client, _run) = support::controller_on_sim("surge", &["--nodes", "3"], &[]).await;
     let _ = roll_out(&client, "v1", false).await;
 
     // Plain: every node goes without its agent for the new pod's pull and start.
@@ -196,14 +189,8 @@ async fn surge_keeps_a_ready_agent_on_every_node_and_plain_downtime_is_measured(
 /// wrote it), and it is widened soon after (a timed wake, not a poll of the cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_ready_seconds_holds_the_widen_until_the_canary_is_available() {
-    let sim = support::serve_sim("min-ready", &["--nodes", "3"]);
-    let client = support::client_with_crd(&sim.kubeconfig).await;
-    let _run = support::spawn_run(
-        &sim.kubeconfig,
-        std::fs::File::create(sim.dir.join("run.log"))
-            .unwrap()
-            .into(),
-    );
+    let (_sim, client, _run) =
+        support::controller_on_sim("min-ready", &["--nodes", "3"], &[]).await;
     let with_min_ready = |version: &str| {
         let mut object = manifest(Compatibility::Fixed, version, "healthy");
         object["spec"]["health"] = serde_json::json!({"canarySoak": "0s"});

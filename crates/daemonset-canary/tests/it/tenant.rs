@@ -466,12 +466,8 @@ async fn wait_status(
 async fn a_second_canary_daemon_set_naming_a_claimed_daemon_set_is_refused_and_deletes_nothing() {
     use canary_kube_adapter::claim::CLAIM_ANNOTATION;
     use k8s_openapi::api::apps::v1::DaemonSet;
-    let sim = support::serve_sim("tenant-claim", &["--nodes", "4", "--speed", "4"]);
-    let client = support::client_with_crd(&sim.kubeconfig).await;
-    let _run = support::spawn_run(
-        &sim.kubeconfig,
-        Stdio::from(std::fs::File::create(sim.dir.join("run.log")).unwrap()),
-    );
+    let (_sim, client, _run) =
+        support::controller_on_sim("tenant-claim", &["--nodes", "4", "--speed", "4"], &[]).await;
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let phase_is = |phase: &'static str| {

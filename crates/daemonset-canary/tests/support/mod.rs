@@ -164,6 +164,21 @@ impl ServedSim {
     }
 }
 
+/// The set-up of most process tests: `sim serve` with `args` in a directory named after `test`,
+/// the CRD installed, and `run` against it allowing the analysis addresses `allowed`, its log in
+/// that directory (`run.log`).
+pub async fn controller_on_sim(
+    test: &str,
+    args: &[&str],
+    allowed: &[&str],
+) -> (ServedSim, kube::Client, KillOnDrop) {
+    let sim = serve_sim(test, args);
+    let client = client_with_crd(&sim.kubeconfig).await;
+    let log = std::fs::File::create(sim.dir.join("run.log")).unwrap();
+    let run = spawn_run_allowing(&sim.kubeconfig, Stdio::from(log), allowed);
+    (sim, client, run)
+}
+
 /// `daemonset-canary run --kubeconfig KUBECONFIG` (metrics on a free loopback port, its log to
 /// `stderr`), killed when the value is dropped.
 pub fn spawn_run(kubeconfig: &std::path::Path, stderr: Stdio) -> KillOnDrop {
