@@ -24,7 +24,7 @@ fn with_health(mut object: serde_json::Value) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_release_that_breaks_its_node_fails_at_its_canary_and_names_the_node() {
-    let e2e = E2e::isolated("breaks-node").nodes(4).start().await;
+    let e2e = E2e::isolated("gate-breaks-node").nodes(4).start().await;
     e2e.install(
         &serde_json::from_value(with_health(e2e.agent_json("v1", "healthy"))).unwrap(),
         Duration::from_secs(120),
@@ -135,7 +135,10 @@ async fn a_node_not_ready_before_the_update_is_deferred_and_the_rollout_succeeds
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_release_that_breaks_its_neighbours_fails_at_its_canary_and_names_the_node() {
-    let e2e = E2e::isolated("breaks-neighbours").nodes(4).start().await;
+    let e2e = E2e::isolated("gate-breaks-neighbours")
+        .nodes(4)
+        .start()
+        .await;
     e2e.install(
         &serde_json::from_value(with_health(e2e.agent_json("v1", "healthy"))).unwrap(),
         Duration::from_secs(120),

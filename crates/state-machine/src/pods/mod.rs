@@ -586,7 +586,7 @@ pub fn decide_pods(
 /// rollout is in no pre-pull window: a window is a pause step, or the first nodes step done
 /// and held (the canary soaks, or waits for its analysis), neither failed nor held on request
 /// nor deleting. The nodes are those the next nodes step will replace, in its order
-/// ([`Walk::upcoming`]); `plan` is the one `decision` followed.
+/// (the step walk's own choice, `Walk::upcoming`); `plan` is the one `decision` followed.
 pub fn pre_pull_nodes(
     strategy: &Strategy,
     plan: &StepPlan,

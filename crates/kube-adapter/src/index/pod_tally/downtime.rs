@@ -40,10 +40,10 @@ pub struct DowntimeGap {
     pub seconds: u64,
 }
 
-/// The gaps closed since the last [`Downtime::drain`].
+/// The gaps closed since the pod index last handed them over ([`crate::index::OwnerIndex::drain_downtime`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClosedGaps {
-    /// The gaps, in the order they closed (at most [`KEPT_GAPS`]).
+    /// The gaps, in the order they closed (at most 65,536).
     pub gaps: Vec<DowntimeGap>,
     /// Gaps closed in all (more than `gaps` when some were not kept).
     pub count: u64,
