@@ -144,6 +144,8 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         // The health gates and the analysis have table tests and the simulation of their own.
         health: None,
         analysis: None,
+        // Surge (issue 50) changes only the soak's hold, which has table tests of its own.
+        surge: false,
     })
 }
 
