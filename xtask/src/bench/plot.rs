@@ -78,21 +78,7 @@ pub fn draw_memory(points: &[(f64, f64)], path: &Path) -> Result<()> {
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(draw_error)?;
-    chart
-        .draw_series(LineSeries::new(
-            points.iter().copied(),
-            BLUE.stroke_width(2),
-        ))
-        .map_err(draw_error)?
-        .label("measured (least of the runs)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-    chart
-        .draw_series(
-            points
-                .iter()
-                .map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())),
-        )
-        .map_err(draw_error)?;
+    draw_measured(&mut chart, points, "measured (least of the runs)")?;
     chart
         .draw_series(LineSeries::new(
             [(0.0, 0.0), (max_nodes, memory_goal_mib(max_nodes))],
@@ -119,6 +105,35 @@ static FONT_BYTES: &[u8] =
     include_bytes!("../../../crates/daemonset-canary/assets/DejaVuSans-Latin1.ttf");
 
 /// Registers [`FONT_BYTES`] as [`FONT`] once.
+/// The measured points as a line with a dot on each, in the legend as `label`.
+fn draw_measured(
+    chart: &mut ChartContext<
+        '_,
+        SVGBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    points: &[(f64, f64)],
+    label: &str,
+) -> Result<()> {
+    let draw_error = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("cannot draw the plot: {e:?}");
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            BLUE.stroke_width(2),
+        ))
+        .map_err(draw_error)?
+        .label(label)
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())),
+        )
+        .map_err(draw_error)?;
+    Ok(())
+}
+
 fn ensure_font() -> Result<()> {
     static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| {
@@ -158,21 +173,7 @@ pub fn draw(points: &[(f64, f64)], path: &Path) -> Result<()> {
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(draw_error)?;
-    chart
-        .draw_series(LineSeries::new(
-            points.iter().copied(),
-            BLUE.stroke_width(2),
-        ))
-        .map_err(draw_error)?
-        .label("measured")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-    chart
-        .draw_series(
-            points
-                .iter()
-                .map(|&(x, y)| Circle::new((x, y), 4, BLUE.filled())),
-        )
-        .map_err(draw_error)?;
+    draw_measured(&mut chart, points, "measured")?;
     if let Some(&(_, at_1000)) = points.iter().find(|p| p.0 == 1000.0) {
         let linear = [(0.0, 0.0), (max_nodes, at_1000 * max_nodes / 1000.0)];
         chart
