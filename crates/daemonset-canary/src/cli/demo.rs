@@ -46,7 +46,9 @@ pub struct DemoArgs {
     /// throughout, deferred, the rollout still successful), `rollback` (the canary crash-loops
     /// and `onFailure: Rollback` rolls back to v1), `bad-metrics` (the new version is ready
     /// everywhere but its agents report 10% errors: the canary's analysis fails it before
-    /// anything widens, on either driver).
+    /// anything widens, on either driver), `surge` (surge on the MaxUnavailable driver, a 30 s
+    /// image pull: the agent downtime is 0), `pre-pull` (Pods driver: a pause pre-pulls every
+    /// other node, whose pods then start without the 20 s pull).
     #[arg(long, env = "CANARY_DEMO_SCENARIO", value_enum, default_value_t = ScenarioKind::Healthy)]
     scenario: ScenarioKind,
     /// Seed of the simulator's random choices (timing jitter): the same seed replays the same
@@ -99,6 +101,11 @@ pub struct DemoArgs {
 /// Runs the demo; the exit code says whether the scenario ended as it should.
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let driver = args.scenario.required_driver().unwrap_or(args.driver);
+    if args.scenario == ScenarioKind::Surge && args.compatibility == Compatibility::KubeVirt {
+        anyhow::bail!(
+            "the surge scenario needs --compatibility fixed: virt-operator (KubeVirt compatibility) has no surge"
+        );
+    }
     if driver == Driver::Pods && args.compatibility == Compatibility::KubeVirt {
         anyhow::bail!(
             "the {} driver needs --compatibility fixed: virt-operator (KubeVirt compatibility) only steers maxUnavailable",
@@ -190,9 +197,10 @@ async fn rollout(
     let scenario = Scenario::start(config).await?;
     let bridge = tokio::spawn(bridge::run(reports, metrics, Mode::Driven));
     scenario.install().await?;
-    let report = scenario.upgrade(|sample| printer.sample(sample)).await?;
+    let mut report = scenario.upgrade(|sample| printer.sample(sample)).await?;
     // Let the bridge take the last reports before the controller goes.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    scenario.judge_availability(&mut report).await?;
     scenario.stop().await?;
     bridge.abort();
     Ok(report)
@@ -261,6 +269,21 @@ impl Printer {
             args.seed
         );
         println!("{}", compatibility_note(args.compatibility));
+        match args.scenario {
+            ScenarioKind::Surge => println!(
+                "surge: the canary is one surged pod, the widening surges 10% (the lines' step values are written as maxSurge, with maxUnavailable 0); each new pod pulls its image for 30 s beside the old one, which goes once the new one is ready"
+            ),
+            ScenarioKind::PrePull => {
+                println!(
+                    "pre-pull: every new image takes 20 s to pull; driver Pods: one canary node, a pause while every other node pre-pulls the new image (at most 10 at once), then the rest at most 10% at a time"
+                );
+                println!(
+                    "installing v1, then rolling out v2: one line per phase change, step or DaemonSet write (times are seconds since the upgrade began)"
+                );
+                return;
+            }
+            _ => {}
+        }
         if args.scenario.required_driver().unwrap_or(args.driver) == Driver::Pods {
             println!(
                 "driver Pods: the DaemonSet is OnDelete and the controller deletes old pods itself: one canary node, a 30 s soak judged by the agents' error ratio (analysis: at most 5% and at most twice the old nodes'), half the nodes at most 10% at a time, then the rest{}",
@@ -310,9 +333,25 @@ impl Printer {
             bar.finish_and_clear();
         }
         let line = if self.json {
-            summary_json(&report.summary)
+            let summary = summary_json(&report.summary);
+            match (&report.availability, serde_json::from_str(&summary)) {
+                (Some(a), Ok(serde_json::Value::Object(mut map))) => {
+                    map.insert(
+                        "agentDowntimeNodeSeconds".into(),
+                        a.downtime_node_seconds.into(),
+                    );
+                    map.insert("agentDowntimeGaps".into(), a.gaps.into());
+                    map.insert("newPodsPulled".into(), a.pulled.into());
+                    map.insert("newPodsImagePresent".into(), a.already_present.into());
+                    serde_json::Value::Object(map).to_string()
+                }
+                _ => summary,
+            }
         } else {
-            summary_line(&report.summary)
+            match &report.availability {
+                Some(a) => format!("{}\n{}", a.line(), summary_line(&report.summary)),
+                None => summary_line(&report.summary),
+            }
         };
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{line}");

@@ -22,6 +22,7 @@
 
 use crate::demo::prometheus::{DEMO_PROMETHEUS, SimQueries};
 use crate::demo::timeline::{Sample, Summary, Timeline};
+use crate::format::count;
 use anyhow::{Context, Result, bail};
 use canary_kube_adapter::clock::Clock;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, Observer, Transition};
@@ -29,10 +30,10 @@ use canary_sim::cluster::Cluster;
 use canary_sim::prometheus::ERROR_RATIO_ANNOTATION;
 use canary_sim::{Sim, SimPrometheus, StoreEvent};
 use canary_state_machine::{Compatibility, Driver, Phase};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,6 +53,10 @@ const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 pub const UNHEALTHY_NODE: &str = "node-1";
 /// Annotation the simulated kubelet reads to choose a pod's behaviour.
 const BEHAVIOR_ANNOTATION: &str = "sim.canary.daemonset.dev/behavior";
+/// Annotation the simulated kubelet reads for how long a pod's images take to pull.
+const PULL_ANNOTATION: &str = "sim.canary.daemonset.dev/pull";
+/// How many nodes the `pre-pull` scenario pre-pulls at once.
+const PRE_PULL_AT_ONCE: u32 = 10;
 /// The install-strategy version annotation the controller puts on the pods (the default key).
 const VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
 
@@ -92,6 +97,18 @@ pub enum ScenarioKind {
     /// neighbours gate fails the rollout (`NeighboursDisrupted`) during the canary's soak,
     /// naming the node; no other node is touched, on either driver.
     BreaksPods,
+    /// Surge on the MaxUnavailable driver (`spec.strategy.surge: true`): each new pod starts
+    /// beside the old one, which goes once the new one is ready, so although every new pod
+    /// pulls its image for 30 s (`sim.canary.daemonset.dev/pull`), no node is ever without a
+    /// ready agent: the agent downtime (`status.agentDowntime`) is 0. Needs `--compatibility
+    /// fixed`.
+    Surge,
+    /// Image pre-pull on the Pods driver (`spec.prePull`, at most 10 nodes pulling at once):
+    /// one canary node, then a pause long enough to pre-pull every other node, then the rest
+    /// 10% at a time. Every new image takes 20 s to pull: the canary's pod pays it, the pods
+    /// after the pause find their image already on the node, so their downtime is the pod's
+    /// start alone.
+    PrePull,
 }
 
 impl ScenarioKind {
@@ -108,6 +125,16 @@ impl ScenarioKind {
         .as_str()
     }
 
+    /// The simulated image pull of every new image of this scenario
+    /// (`sim.canary.daemonset.dev/pull`), if it has one.
+    pub fn pull_time(self) -> Option<&'static str> {
+        match self {
+            ScenarioKind::Surge => Some("30s"),
+            ScenarioKind::PrePull => Some("20s"),
+            _ => None,
+        }
+    }
+
     /// The kubelet behaviour of the new version's pods.
     fn new_pod_behavior(self) -> &'static str {
         match self {
@@ -119,15 +146,20 @@ impl ScenarioKind {
             | ScenarioKind::NodeChurn
             | ScenarioKind::ZoneByZone
             | ScenarioKind::UnhealthyNode
-            | ScenarioKind::BadMetrics => "healthy",
+            | ScenarioKind::BadMetrics
+            | ScenarioKind::Surge
+            | ScenarioKind::PrePull => "healthy",
         }
     }
 
-    /// The driver this scenario needs, if it needs one: zones and deferred nodes are the Pods
-    /// driver's.
+    /// The driver this scenario needs, if it needs one: zones, deferred nodes and the pause
+    /// that pre-pulls are the Pods driver's; surge is the MaxUnavailable driver's.
     pub fn required_driver(self) -> Option<Driver> {
         match self {
-            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode => Some(Driver::Pods),
+            ScenarioKind::ZoneByZone | ScenarioKind::UnhealthyNode | ScenarioKind::PrePull => {
+                Some(Driver::Pods)
+            }
+            ScenarioKind::Surge => Some(Driver::MaxUnavailable),
             _ => None,
         }
     }
@@ -179,6 +211,40 @@ pub struct ScenarioReport {
     pub summary: Summary,
     /// Whether it ended as the scenario expects.
     pub as_expected: bool,
+    /// The agent's availability (the `surge` and `pre-pull` scenarios, once
+    /// [`Scenario::judge_availability`] has read it).
+    pub availability: Option<Availability>,
+}
+
+/// What a rollout cost the nodes' agents (issue 50): the controller's `status.agentDowntime`
+/// for the new version, and how the new version's agent pods got their image (the simulated
+/// kubelet's `Pulled` events).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Availability {
+    /// Node-seconds without a ready agent pod, in all.
+    pub downtime_node_seconds: u64,
+    /// How many times a node went without one.
+    pub gaps: u64,
+    /// The longest of them, in seconds.
+    pub worst_seconds: u64,
+    /// New agent pods that pulled their image.
+    pub pulled: u32,
+    /// New agent pods that found their image already on the node (pre-pulled).
+    pub already_present: u32,
+}
+
+impl Availability {
+    /// One line for the demo's end.
+    pub fn line(&self) -> String {
+        format!(
+            "agent downtime {} node-seconds over {} (worst {} s); of the new agent pods, {} pulled the image and {} found it already on the node",
+            self.downtime_node_seconds,
+            count(self.gaps, "gap", "gaps"),
+            self.worst_seconds,
+            self.pulled,
+            self.already_present
+        )
+    }
 }
 
 /// A running simulator with the controller attached.
@@ -387,7 +453,84 @@ impl Scenario {
             timeline,
             summary,
             as_expected,
+            availability: None,
         }
+    }
+
+    /// The `surge` and `pre-pull` scenarios: reads what the rollout cost the agents into
+    /// `report` and judges it. Surge ends as it should with no downtime at all; pre-pull with
+    /// only the canary's pod pulling (every later pod found the image pre-pulled on its node).
+    /// Call a little after [`Self::upgrade`], once the controller's last status write is in.
+    pub async fn judge_availability(&self, report: &mut ScenarioReport) -> Result<()> {
+        let kind = self.config.kind;
+        if !matches!(kind, ScenarioKind::Surge | ScenarioKind::PrePull) {
+            return Ok(());
+        }
+        let status = self.status().await?;
+        let downtime = status.agent_downtime.filter(|d| d.version == "v2");
+        let (pulled, already_present) = self.pulls_of("v2").await?;
+        let availability = Availability {
+            downtime_node_seconds: downtime.as_ref().map_or(0, |d| d.node_seconds),
+            gaps: downtime.as_ref().map_or(0, |d| d.gaps),
+            worst_seconds: downtime.and_then(|d| d.worst_seconds).unwrap_or(0),
+            pulled,
+            already_present,
+        };
+        let as_wanted = match kind {
+            ScenarioKind::Surge => availability.downtime_node_seconds == 0,
+            _ => availability.pulled == 1 && availability.already_present + 1 == self.config.nodes,
+        };
+        report.as_expected &= as_wanted;
+        report.availability = Some(availability);
+        Ok(())
+    }
+
+    /// Of the agent pods on `version`: how many pulled their image, how many found it on their
+    /// node (from the simulated kubelet's `Pulled` events, as `kubectl get events` shows them).
+    async fn pulls_of(&self, version: &str) -> Result<(u32, u32)> {
+        let client = self.sim.client();
+        let image = format!("registry.example/node-agent:{version}");
+        let pods: Vec<String> = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+            .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={NAME}")))
+            .await
+            .context("cannot list the agent pods")?
+            .items
+            .into_iter()
+            .filter(|pod| {
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    == Some(image.as_str())
+            })
+            .filter_map(|pod| pod.metadata.name)
+            .collect();
+        let events = Api::<Event>::namespaced(client, NAMESPACE)
+            .list(&ListParams::default())
+            .await
+            .context("cannot list the events")?
+            .items;
+        let (mut pulled, mut present) = (0, 0);
+        for event in events {
+            let about_pod = event
+                .involved_object
+                .name
+                .as_ref()
+                .is_some_and(|name| pods.contains(name));
+            if !about_pod || event.reason.as_deref() != Some("Pulled") {
+                continue;
+            }
+            if event
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("already present"))
+            {
+                present += 1;
+            } else {
+                pulled += 1;
+            }
+        }
+        Ok((pulled, present))
     }
 
     /// The driver the CanaryDaemonSet uses: the scenario's own need first.
@@ -415,6 +558,25 @@ impl Scenario {
         // timing).
         if self.driver() == Driver::Pods || self.config.kind == ScenarioKind::BadMetrics {
             manifest["spec"]["analysis"] = error_ratio_analysis(DEMO_PROMETHEUS, "10s");
+        }
+        if let Some(pull) = self.config.kind.pull_time() {
+            manifest["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]
+                [PULL_ANNOTATION] = json!(pull);
+        }
+        if self.config.kind == ScenarioKind::Surge {
+            manifest["spec"]["strategy"]["surge"] = json!(true);
+        }
+        if self.config.kind == ScenarioKind::PrePull {
+            // A pause as long as pre-pulling every other node takes, 10 at a time (each round
+            // a pull and the controller's 5 s look at the pulls, with room to spare): the step
+            // after it finds every image on its nodes.
+            let rounds = u64::from(self.config.nodes.saturating_sub(1)).div_ceil(10);
+            manifest["spec"]["strategy"]["steps"] = json!([
+                {"nodes": "1"},
+                {"pause": {"duration": format!("{}s", rounds * 30 + 10)}},
+                {"nodes": "100%", "maxUnavailable": "10%"}
+            ]);
+            manifest["spec"]["prePull"] = json!({"maxConcurrent": PRE_PULL_AT_ONCE});
         }
         if self.config.kind == ScenarioKind::BadMetrics && version != "v1" {
             manifest["spec"]["template"]["spec"]["template"]["metadata"]["annotations"]

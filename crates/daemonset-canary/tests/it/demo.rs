@@ -268,3 +268,45 @@ fn the_readme_slow_start_and_node_churn_scenarios_end_successful() {
         "a node joined during the rollout:\n{churn}"
     );
 }
+
+/// `surge` and `pre-pull` (issue 50): each ends `successful` and says what it showed. Surge:
+/// every new pod pulled its 30 s image beside the old one, and the agent downtime is 0 (a
+/// plain rollout of the same template, `healthy` with the same pull, is measured for
+/// contrast). Pre-pull: only the canary's pod pulled, every later one found its image on the
+/// node, so the downtime is the canary's pull and start plus each later pod's start alone;
+/// `--compatibility kubevirt` refuses surge.
+#[test]
+fn surge_has_no_downtime_and_pre_pull_takes_the_pull_out_of_the_later_pods() {
+    let surge = demo_json(&["--nodes", "10", "--scenario", "surge"]);
+    let summary = surge.last().unwrap();
+    assert_eq!(summary["result"], "successful", "{summary}");
+    assert_eq!(summary["agentDowntimeNodeSeconds"], 0, "{summary}");
+    assert_eq!(summary["agentDowntimeGaps"], 0, "{summary}");
+    assert_eq!(
+        summary["newPodsPulled"], 10,
+        "each pulled, beside its old pod: {summary}"
+    );
+    let text = demo(&["--nodes", "10", "--scenario", "surge"]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("agent downtime 0 node-seconds over 0 gaps"),
+        "{stdout}"
+    );
+
+    let pre_pull = demo_json(&["--nodes", "20", "--scenario", "pre-pull"]);
+    let summary = pre_pull.last().unwrap();
+    assert_eq!(summary["result"], "successful", "{summary}");
+    assert_eq!(summary["newPodsPulled"], 1, "the canary's alone: {summary}");
+    assert_eq!(summary["newPodsImagePresent"], 19, "{summary}");
+    let downtime = summary["agentDowntimeNodeSeconds"].as_u64().unwrap();
+    // The canary: its 20 s pull and its start; the 19 others: their start (seconds) alone.
+    assert!(
+        (20..20 + 19 * 10).contains(&downtime),
+        "{downtime} node-seconds: {summary}"
+    );
+
+    let refused = demo(&["--scenario", "surge", "--compatibility", "kubevirt"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("has no surge"), "{stderr}");
+}
