@@ -36,6 +36,8 @@ mod support;
 
 mod analysis;
 mod audit;
+// Surge and image pre-pull with the real DaemonSet controller (issue 50).
+mod availability;
 mod deployed;
 mod failover;
 mod harness;
