@@ -93,6 +93,15 @@ pub(super) const VARIANTS: &[Variant] = &[
         ],
     },
     Variant {
+        name: "pre-pull",
+        release: "daemonset-canary",
+        namespace: "daemonset-canary-system",
+        values: &["prePull.enabled=true"],
+        same_as: &["deploy/pre-pull"],
+        not_in_chart: &[("Namespace", "daemonset-canary-system", NAMESPACE_BY_HELM)],
+        renamed: &[],
+    },
+    Variant {
         name: "observe-kubevirt",
         release: "daemonset-canary-observer",
         namespace: "daemonset-canary-observer",
@@ -110,6 +119,7 @@ pub(super) const VARIANTS: &[Variant] = &[
         namespace: "platform",
         values: &[
             "scope=Namespace",
+            "prePull.enabled=true",
             "policy.enabled=true",
             "policy.allowedGroups={oncall,platform-admins}",
             "analysis.allowedAddresses={http://prometheus-operated.monitoring.svc:9090/,https://thanos.example.com/}",
