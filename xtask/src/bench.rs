@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// Rollout rounds of `--real` per size (a controller rollout and a native one each).
     #[arg(long, default_value_t = 3)]
     real_rollouts: u32,
+    /// Builds the harness and the controller in the tests' profile instead of release and
+    /// dist: a first try of `--real` without the long optimised builds (the control plane's
+    /// figures barely move; the controller's CPU and memory are not the shipped binary's).
+    #[arg(long, requires = "real")]
+    tests_profile: bool,
     /// Arguments for the harness itself (see `cargo xtask bench -- --help`), e.g.
     /// `-- --nodes 10,100 --process-nodes 0`.
     #[arg(last = true)]
@@ -91,7 +96,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     // The controller process is measured as the image ships it (Dockerfile): without the
     // simulator, in the `dist` profile; the smoke run builds that variant in the tests' profile,
     // whose dependencies CI's test step has built already.
-    let (profile, controller_profile) = if args.smoke {
+    let (profile, controller_profile) = if args.smoke || args.tests_profile {
         (crate::PROFILE, crate::PROFILE)
     } else {
         ("release", "dist")

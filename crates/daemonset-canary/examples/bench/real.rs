@@ -350,6 +350,11 @@ fn canary_manifest(name: &str, namespace: &str, version: &str, nodes: Option<&[S
         name,
         namespace,
     );
+    // Without the canary soak (default 30 s), as canary-sim's rollouts of this bench
+    // (rollout.rs): the soak is a wait the user chooses, which would add its 30 s to the
+    // makespan and to the reaction (the widen comes when the soak ends, not when the canary is
+    // ready), and a fourth write (the hold).
+    manifest["spec"]["health"] = json!({"canarySoak": "0s"});
     if let Some(nodes) = nodes {
         manifest["spec"]["template"]["spec"]["template"]["spec"]["affinity"] = json!({
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
