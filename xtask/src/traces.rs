@@ -243,8 +243,12 @@ fn compare(base: &Path, changed: &Path, earlier_rollback: bool) -> Result<()> {
 /// - the last write of the common part is a status write that starts a rollback (and only
 ///   reads and events follow it), and the change's next request comes before the base's: the
 ///   base waited a requeue, the change writes the revision at once; or
-/// - from the difference on, the change reads, then starts a rollback in a status write where
-///   the base wrote something else first (the write of a rollout it then left).
+/// - from the difference on, the change reads (and records revision outcomes), then starts a
+///   rollback in a status write where the base wrote something else first (the write of a
+///   rollout it then left).
+///
+/// Reads, events and lease renewals are background; the replica whose first difference comes
+/// first in virtual time is the one judged.
 ///
 /// A rollback starts in a status write whose `history.rollback` (reason, revision left,
 /// revision gone back to) differs from the one of the object's status write before it.
@@ -252,6 +256,9 @@ fn earlier_rollback_rule(base: &str, changed: &str) -> Option<&'static str> {
     let (a, b) = (sections(base), sections(changed));
     let replicas: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     let empty = Vec::new();
+    // The replica whose first difference comes first in virtual time: a rollback in one
+    // replica shifts the background requests (lease renewals) of the others.
+    let mut first: Option<(u64, Vec<&str>, Vec<&str>, usize)> = None;
     for replica in replicas {
         let lines_a: Vec<&str> = a
             .get(replica)
@@ -273,26 +280,42 @@ fn earlier_rollback_rule(base: &str, changed: &str) -> Option<&'static str> {
         else {
             continue;
         };
-        let is_write =
-            |lines: &[&str], i: usize| lines.get(i).is_some_and(|l| !is_read_or_event(l));
-        let last_write = (0..index).rev().find(|&i| is_write(&lines_a, i));
-        let base_waited = match (lines_a.get(index), lines_b.get(index)) {
-            (Some(x), Some(y)) => millis(x) > millis(y),
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if base_waited && last_write.is_some_and(|i| starts_rollback(&lines_a, i)) {
-            return Some(
-                "the base waited a requeue after recording the rollback; the change writes at once",
-            );
+        let at = [lines_a.get(index), lines_b.get(index)]
+            .into_iter()
+            .flatten()
+            .filter_map(|l| millis(l))
+            .min()
+            .unwrap_or(u64::MAX);
+        if first.as_ref().is_none_or(|(t, ..)| at < *t) {
+            first = Some((at, lines_a, lines_b, index));
         }
-        let next_write = (index..lines_b.len()).find(|&i| is_write(&lines_b, i));
-        if next_write.is_some_and(|i| starts_rollback(&lines_b, i)) {
-            return Some("the change goes back before the write the base made first");
-        }
-        return None;
+    }
+    let (_, lines_a, lines_b, index) = first?;
+    let is_write = |lines: &[&str], i: usize| lines.get(i).is_some_and(|l| !is_background(l));
+    let last_write = (0..index).rev().find(|&i| is_write(&lines_a, i));
+    let base_waited = match (lines_a.get(index), lines_b.get(index)) {
+        (Some(x), Some(y)) => millis(x) > millis(y),
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    if base_waited && last_write.is_some_and(|i| starts_rollback(&lines_a, i)) {
+        return Some(
+            "the base waited a requeue after recording the rollback; the change writes at once",
+        );
+    }
+    // The pass's record step writes the history's revisions before its status.
+    let next_write = (index..lines_b.len())
+        .find(|&i| is_write(&lines_b, i) && !lines_b.get(i).is_some_and(|l| is_history_write(l)));
+    if next_write.is_some_and(|i| starts_rollback(&lines_b, i)) {
+        return Some("the change goes back before the write the base made first");
     }
     None
+}
+
+/// A write of the history (a ControllerRevision's outcome), which a pass's record step makes
+/// before its status write.
+fn is_history_write(line: &str) -> bool {
+    request(line).is_some_and(|(_, path, _)| path.contains("/controllerrevisions/"))
 }
 
 /// A trace line's virtual time, in milliseconds.
@@ -309,10 +332,15 @@ fn request(line: &str) -> Option<(&str, &str, &str)> {
     Some((method, path, body))
 }
 
-/// A read, an event, or a replica's start or stop mark: nothing a rollback changes the order of.
-fn is_read_or_event(line: &str) -> bool {
+/// A read, an event, a lease renewal, or a replica's start or stop mark: nothing that a pass
+/// decides, so nothing a rollback changes the order of.
+fn is_background(line: &str) -> bool {
     match request(line) {
-        Some((method, path, _)) => method == "GET" || path.starts_with("/apis/events.k8s.io/"),
+        Some((method, path, _)) => {
+            method == "GET"
+                || path.starts_with("/apis/events.k8s.io/")
+                || path.starts_with("/apis/coordination.k8s.io/")
+        }
         None => true,
     }
 }
