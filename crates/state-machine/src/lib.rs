@@ -112,7 +112,8 @@ pub use health::{
 };
 pub use lifecycle::{
     Decision, DriverAction, MaxUnavailableAction, Revision, RollbackDecision, RollbackObservation,
-    RollbackReason, UndoTarget, decide_rollback, retried_event, rolled_back_event, verb_refused,
+    RollbackReason, UndoTarget, decide_rollback, go_back, retried_event, rolled_back_event,
+    verb_refused,
 };
 pub use max_unavailable::{LiveMaxUnavailable, MaxUnavailable, MaxUnavailableError};
 pub use observation::{CrashLoopSeen, DriftSeen, Observation, PreviousPass, TlsFacts};

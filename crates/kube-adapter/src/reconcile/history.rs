@@ -2,10 +2,12 @@
 //! force, the revisions recorded when a rollout starts and ends, the verbs that go back
 //! (`abort`, `undo`) and `onFailure: Rollback`, and the phases a rollback reports.
 //!
-//! The pure decisions are the state machine's ([`decide_rollback`], [`Phase::reported`]); the
-//! revisions are [`History`]'s. What is here is the order: a pass decides with the driver's
-//! table first; its status write ([`Pass::account_history`]) then records the outcome, asks
-//! whether to go back, and maps the phase.
+//! The pure decisions are the state machine's ([`go_back`], the life cycle's rollback row, and
+//! [`Phase::reported`]); the revisions are [`History`]'s. What is here is the observation and
+//! the record: a pass decides with the driver's table, then, before any write, observes what
+//! going back needs (the marks, the history; [`Pass::go_back`]) and lets the life cycle decide;
+//! its status write ([`Pass::account_history`]) only records what was decided: the outcome of
+//! the current revision, the marks acted on, the rollback started, the phase it reports.
 //!
 //! # Invariants
 //!
@@ -20,9 +22,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use canary_predicates::Target;
 use canary_state_machine::{
-    Event, FailureReason, Phase, PreviousPass, Revision, RollbackDecision, RollbackObservation,
-    RollbackReason, UndoTarget, Verb, VerbContext, decide_rollback, rolled_back_event,
-    verb_refused,
+    Decision, DriverAction, Event, FailureReason, Phase, PreviousPass, Revision, RollbackDecision,
+    RollbackObservation, RollbackReason, UndoTarget, go_back, rolled_back_event,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
@@ -80,6 +81,21 @@ impl PassHistory {
 pub(super) struct HistoryOutcome {
     pub(super) events: Vec<Event>,
     pub(super) act_again: bool,
+}
+
+/// What the life cycle's rollback row decided in a pass, before any write, for the pass's
+/// status write to record ([`Pass::account_history`]).
+#[derive(Debug)]
+pub(super) struct GoingBack {
+    /// The state machine's decision.
+    decision: RollbackDecision,
+    /// The marks it read (recorded as acted on when the decision says so).
+    marks: Marks,
+    /// The history's entries an undo was looked up in.
+    listed: Vec<crate::history::Entry>,
+    /// The phase the driver's table decided, before the row (a rollout that ended well in
+    /// the pass that goes back is recorded so).
+    table_phase: Option<Phase>,
 }
 
 impl Pass<'_> {
@@ -263,37 +279,100 @@ impl Pass<'_> {
         }
     }
 
-    /// Before the status of a pass is computed: the outcome of the current revision, a
-    /// rollback to start (a verb, or `onFailure: Rollback`), and the phase to report. Sets
-    /// `record.history` and maps `record.to`.
-    pub(super) async fn account_history(&self, record: &mut Transition) -> HistoryOutcome {
-        let mut outcome = HistoryOutcome::default();
-        let decided = record.to;
-        let from = record.from;
+    /// The life cycle's rollback row for `decision`, the driver's table's, before any write:
+    /// what going back needs is observed (the marks not yet acted on, the history; an undo
+    /// lists the revisions, a read) and the state machine decides ([`go_back`]). Returns the
+    /// decision to act on (without the write of a rollout it leaves) and what to record.
+    pub(super) async fn go_back<A: DriverAction>(
+        &self,
+        decision: Decision<A>,
+    ) -> (Decision<A>, GoingBack) {
+        let history = self.history_in_force();
+        let marks = self.pending_marks(&history);
+        let (undo, undo_unreadable) = match marks.undo.as_deref().map(parse_undo) {
+            None => (None, None),
+            Some(Ok(target)) => (Some(target), None),
+            Some(Err(why)) => (None, Some(why)),
+        };
+        let template_theirs = self.cds.spec.workload_ref.is_some();
+        let listed = match undo {
+            Some(_) if !template_theirs => self.listed_history().await,
+            _ => Vec::new(),
+        };
+        let revision = |r: &RevisionRef| Revision {
+            number: r.revision,
+            version: r.version.clone(),
+        };
+        let observation = RollbackObservation {
+            name: self.ds_name.clone(),
+            abort: marks.abort.is_some(),
+            undo,
+            undo_unreadable,
+            driver: self.cds.spec.strategy.driver,
+            template_theirs,
+            template_unknown: self.history.spec_revision().is_none(),
+            on_failure: self.cds.spec.strategy.on_failure,
+            // The row reads the decision's own.
+            phase: None,
+            failure: None,
+            rolling_back: history
+                .rollback
+                .as_ref()
+                .is_some_and(reports_rollback_phases),
+            current: history.current.as_ref().map(revision),
+            stable: history.stable.as_ref().map(revision),
+            history: listed
+                .iter()
+                .map(|entry| Revision {
+                    number: entry.revision,
+                    version: entry.version.clone(),
+                })
+                .collect(),
+        };
+        let table_phase = Some(decision.phase);
+        let (decision, rollback) = go_back(decision, observation);
+        let going_back = GoingBack {
+            decision: rollback,
+            marks,
+            listed,
+            table_phase,
+        };
+        (decision, going_back)
+    }
+
+    /// The history as this pass reads it: a rollback the spec's template changed since is no
+    /// longer in force (the spec wins over it).
+    fn history_in_force(&self) -> HistoryStatus {
         let mut history = self.history.lock().clone();
         if history
             .rollback
             .as_ref()
             .is_some_and(|r| !self.history.in_force(r))
         {
-            // The spec's template changed since: it wins over the rollback.
             history.rollback = None;
         }
-        self.record_current_outcome(&mut history, record, from)
+        history
+    }
+
+    /// Records, with the status of a pass, what its history became: the outcome of the
+    /// current revision, what the rollback row decided before any write (`going_back`: the
+    /// marks acted on, the rollback started, their events), and the phase a rollback reports.
+    /// Sets `record.history` and maps `record.to`. Decides nothing.
+    pub(super) async fn account_history(
+        &self,
+        record: &mut Transition,
+        going_back: GoingBack,
+    ) -> HistoryOutcome {
+        let mut outcome = HistoryOutcome::default();
+        let decided = record.to;
+        let from = record.from;
+        let mut history = self.history_in_force();
+        let table_phase = going_back.table_phase.unwrap_or(decided);
+        self.record_current_outcome(&mut history, record, table_phase, from)
             .await;
-        let started = self
-            .go_back(&mut history, decided, record.failure, &mut outcome.events)
+        outcome.act_again = self
+            .record_going_back(&mut history, going_back, &mut outcome.events)
             .await;
-        outcome.act_again = started;
-        // The phase to report. A rollback started in this pass is a rollout starting: the
-        // rest its pass decided for the revision it leaves is not its own (an undo asked while
-        // `rolledBack` reported `successful` at the old revision for a pass; soak seed
-        // 21001978). A failure stays: it says why the rollback starts.
-        let decided = if started && decided == Phase::Successful {
-            Phase::Started
-        } else {
-            decided
-        };
         if let Some(rollback) = history.rollback.as_mut() {
             rollback.decided_phase = Some(decided);
             record.to = decided.reported(reports_rollback_phases(rollback));
@@ -320,12 +399,12 @@ impl Pass<'_> {
         &self,
         history: &mut HistoryStatus,
         record: &Transition,
+        decided: Phase,
         from: Option<Phase>,
     ) {
         let Some(current) = history.current.clone() else {
             return;
         };
-        let decided = record.to;
         let ended_well = decided == Phase::Successful && !from.is_some_and(Phase::is_at_rest);
         let failed = decided == Phase::Failed
             && record.failure.is_some_and(FailureReason::is_sticky)
@@ -339,85 +418,26 @@ impl Pass<'_> {
         }
     }
 
-    /// Whether to go back, and where to (the `abort` and `undo` marks, `onFailure:
-    /// Rollback`), for a pass that decided `decided` (with `failure`): the marks acted on are
-    /// recorded in `history`, a rollback that starts too, and their events pushed to
-    /// `events`. Returns whether a rollback started (the next pass writes its template).
-    async fn go_back(
+    /// Records what the rollback row decided (`going_back`): the marks it acted on, its
+    /// events (pushed to `events`), and the rollback it started. Returns whether one started
+    /// (the revision's template is written next, at once).
+    async fn record_going_back(
         &self,
         history: &mut HistoryStatus,
-        decided: Phase,
-        failure: Option<FailureReason>,
+        going_back: GoingBack,
         events: &mut Vec<Event>,
     ) -> bool {
-        let marks = self.pending_marks(history);
-        let undo = match marks.undo.as_deref().map(parse_undo) {
-            None => None,
-            Some(Ok(target)) => Some(target),
-            Some(Err(why)) => {
-                events.push(verb_refused(&self.ds_name, Verb::Undo, &why));
-                history.undo = marks.undo.clone();
-                None
-            }
-        };
-        if self.cds.spec.workload_ref.is_some() {
-            // Someone else owns the template: going back is theirs to do.
-            let theirs = VerbContext {
-                driver: self.cds.spec.strategy.driver,
-                owns_template: false,
-                ..VerbContext::default()
-            };
-            for (verb, mark) in [(Verb::Abort, &marks.abort), (Verb::Undo, &marks.undo)] {
-                if mark.is_some()
-                    && let Some(why) = verb.refusal(&theirs)
-                {
-                    events.push(verb_refused(&self.ds_name, verb, &why));
-                }
-            }
-            history.abort = marks.abort.or(history.abort.take());
-            history.undo = marks.undo.or(history.undo.take());
-            return false;
-        }
-        let listed = match undo {
-            Some(_) => self.listed_history().await,
-            None => Vec::new(),
-        };
-        let revision = |r: &RevisionRef| Revision {
-            number: r.revision,
-            version: r.version.clone(),
-        };
-        let observation = RollbackObservation {
-            name: self.ds_name.clone(),
-            abort: marks.abort.is_some(),
-            undo,
-            on_failure: self.cds.spec.strategy.on_failure,
-            phase: Some(decided),
-            failure,
-            rolling_back: history
-                .rollback
-                .as_ref()
-                .is_some_and(reports_rollback_phases),
-            current: history.current.as_ref().map(revision),
-            stable: history.stable.as_ref().map(revision),
-            history: listed
-                .iter()
-                .map(|entry| Revision {
-                    number: entry.revision,
-                    version: entry.version.clone(),
-                })
-                .collect(),
-        };
-        // A pass that could not build the spec's template (an invalid spec) cannot know what a
-        // rollback would override: the marks wait for a pass that can.
-        let decision = match self.history.spec_revision() {
-            Some(_) => decide_rollback(&observation),
-            None => RollbackDecision::default(),
-        };
+        let GoingBack {
+            decision,
+            marks,
+            listed,
+            ..
+        } = going_back;
         if decision.abort_consumed {
-            history.abort = marks.abort.clone();
+            history.abort = marks.abort;
         }
         if decision.undo_consumed {
-            history.undo = marks.undo.clone();
+            history.undo = marks.undo;
         }
         events.extend(decision.events);
         let Some((to, reason)) = decision.start else {
@@ -453,6 +473,8 @@ impl Pass<'_> {
             .map(crate::history::Entry::to_ref)
             .or_else(|| history.stable.clone().filter(|s| s.revision == to.number));
         let Some(to_ref) = to_ref else {
+            // The row goes back only to a revision it was shown (listed, or the stable one).
+            warn!(namespace = %self.namespace, name = %self.cds.name_any(), revision = to.number, "the revision to go back to is not in the history; nothing started");
             return false;
         };
         if reason == RollbackReason::Abort
@@ -471,7 +493,7 @@ impl Pass<'_> {
 
     /// The record a pass writes ahead of its deletions, from `record`: the phase reported
     /// under the rollback in force before this pass accounts its history (what
-    /// [`Pass::account_history`] would report, short of a rollback this pass starts or ends),
+    /// [`Pass::account_history`] would report, short of a rollback this pass ends),
     /// and that rollback's decided phase with it. The two travel together: a status reporting
     /// `rollingBack` over the decided phase of an earlier pass (the `failed` a retry just left)
     /// reads back as that failure without its reason, and when the pass's own status write
@@ -518,6 +540,7 @@ fn reports_rollback_phases(rollback: &RollbackStatus) -> bool {
     RollbackReason::parse(&rollback.reason).is_some_and(RollbackReason::reports_rollback_phases)
 }
 
+#[derive(Debug, Default)]
 struct Marks {
     abort: Option<String>,
     undo: Option<String>,

@@ -85,6 +85,17 @@ async fn reconcile_pass(cds: &CanaryDaemonSet, ctx: &Context) -> Result<Action, 
     if !ctx.caches.ready() {
         return Ok(Action::requeue(ctx.requeue.conflict));
     }
+    let pass = Pass::new(cds, ctx)?;
+    let action = pass.run().await?;
+    if !pass
+        .rollback_started
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Ok(action);
+    }
+    // The pass decided to go back before it wrote anything, and recorded it: the revision's
+    // template is written now, by a pass that reads the status just written, not one requeue
+    // later. Once: the marks are acted on, and no rollback starts from a rollback.
     Pass::new(cds, ctx)?.run().await
 }
 
@@ -98,6 +109,8 @@ struct Pass<'a> {
     status: Option<CanaryDaemonSetStatus>,
     status_persisted: bool,
     history: history::PassHistory,
+    /// The pass started a rollback (decided before any write, recorded with its status).
+    rollback_started: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Pass<'a> {
@@ -114,6 +127,7 @@ impl<'a> Pass<'a> {
             history: history::PassHistory::new(status.as_ref().and_then(|s| s.history.clone())),
             status,
             status_persisted,
+            rollback_started: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -298,6 +312,7 @@ impl<'a> Pass<'a> {
     /// Create path (spec section 3 step 2).
     async fn create(&self, plan: &Plan, mut desired: DaemonSet) -> Result<Action, Error> {
         let decision = decide_create(&plan.strategy, &self.ds_name, &plan.target.version);
+        let (decision, going_back) = self.go_back(decision).await;
         if let Some(cfg) = &plan.tls
             && let Err(e) = canary_tls_migration::prepare_for_create(&mut desired, cfg)
         {
@@ -327,42 +342,52 @@ impl<'a> Pass<'a> {
             field_manager: Some(self.ctx.field_manager.clone()),
             ..PostParams::default()
         };
-        let decision = match api.create(&params, &desired).await {
-            Ok(created) => {
-                self.report_write(WriteKind::Create, WriteOutcome::Ok);
-                self.ctx.memory.note_created(self.cds, &self.ds_name);
-                self.ctx.memory.remember_write(self.cds, &created, true);
-                record.write = Some(WriteKind::Create);
-                record.template_hash = Some(live_template_hash(&created)?);
-                if decision.action.record_generation {
-                    record.recorded_generation = created.metadata.generation;
+        let decision = match decision.write.map(|_| api.create(&params, &desired)) {
+            // A rollback decided instead: the revision's template is created next.
+            None => decision,
+            Some(created) => match created.await {
+                Ok(created) => {
+                    self.report_write(WriteKind::Create, WriteOutcome::Ok);
+                    self.ctx.memory.note_created(self.cds, &self.ds_name);
+                    self.ctx.memory.remember_write(self.cds, &created, true);
+                    record.write = Some(WriteKind::Create);
+                    record.template_hash = Some(live_template_hash(&created)?);
+                    if decision.action.record_generation {
+                        record.recorded_generation = created.metadata.generation;
+                    }
+                    self.note_rollout_started(&remembered, &plan.target.version)
+                        .await;
+                    info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "daemonSet created");
+                    decision
                 }
-                self.note_rollout_started(&remembered, &plan.target.version)
-                    .await;
-                info!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, "daemonSet created");
-                decision
-            }
-            // Created meanwhile (or our cache is behind): come back once the watch has it.
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                self.report_write(WriteKind::Create, WriteOutcome::Conflict);
-                self.ctx.memory.note_created(self.cds, &self.ds_name);
-                return Err(Error::Conflict {
-                    what: format!("daemonset {}", self.ds_name),
-                    message: status.message,
-                });
-            }
-            Err(error) => {
-                let error = Error::from(error);
-                self.report_write(WriteKind::Create, WriteOutcome::Rejected);
-                decision.write_failed(&plan.strategy, &self.ds_name, &describe_api_error(&error))
-            }
+                // Created meanwhile (or our cache is behind): come back once the watch has it.
+                Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                    self.report_write(WriteKind::Create, WriteOutcome::Conflict);
+                    self.ctx.memory.note_created(self.cds, &self.ds_name);
+                    return Err(Error::Conflict {
+                        what: format!("daemonset {}", self.ds_name),
+                        message: status.message,
+                    });
+                }
+                Err(error) => {
+                    let error = Error::from(error);
+                    self.report_write(WriteKind::Create, WriteOutcome::Rejected);
+                    decision.write_failed(
+                        &plan.strategy,
+                        &self.ds_name,
+                        &describe_api_error(&error),
+                    )
+                }
+            },
         };
         record.to = decision.phase;
         record.failure = decision.failure;
         record.message = decision.error.clone();
         let series = report::Series::of_target(&record.target);
-        self.record_pass(record, &decision, &series, |requeue| requeue.in_progress)
-            .await
+        self.record_pass(record, &decision, going_back, &series, |requeue| {
+            requeue.in_progress
+        })
+        .await
     }
 
     async fn patch(&self, live: &DaemonSet, desired: &DaemonSet) -> Result<DaemonSet, Error> {
@@ -566,7 +591,8 @@ impl<'a> Pass<'a> {
             daemon_set: owned.unwrap_or_else(|| self.ds_name.clone()),
             ..self.record(&decision)
         };
-        let history = self.write_status(record).await?;
+        let (_, going_back) = self.go_back(decision).await;
+        let history = self.write_status(record, going_back).await?;
         self.check_subscriptions().await;
         self.publish_events(history.events.iter(), None, "", Phase::Failed)
             .await;

@@ -200,8 +200,8 @@ impl Pass<'_> {
             return self.invalid_spec(message).await;
         }
 
-        // Decide.
-        let decision = driver.decide(self, plan);
+        // Decide: the driver's table, then the life cycle's rollback row, before any write.
+        let (decision, going_back) = self.go_back(driver.decide(self, plan)).await;
         debug!(namespace = %self.namespace, name = %self.cds.name_any(), ds = %self.ds_name, ?decision, "decided");
         let check = &seen.drift;
         let mut record = Transition {
@@ -262,7 +262,7 @@ impl Pass<'_> {
         // Record.
         let series = driver.series(&decision, &record);
         let action = self
-            .record_pass(record, &decision, &series, |requeue| {
+            .record_pass(record, &decision, going_back, &series, |requeue| {
                 let next = driver.requeue(&decision, requeue);
                 if pulling {
                     next.min(super::pre_pull::PRE_PULL_RECHECK)

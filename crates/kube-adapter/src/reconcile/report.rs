@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use super::Pass;
 use super::context::Requeue;
-use super::history::HistoryOutcome;
+use super::history::{GoingBack, HistoryOutcome};
 use super::memory::EventIdentity;
 use crate::Error;
 use crate::crd::CanaryDaemonSetStatus;
@@ -89,18 +89,25 @@ impl Series {
 }
 
 impl Pass<'_> {
-    /// The record step of a pass: the one status write, then the pass's events (in
-    /// `series`, see [`Pass::publish`]) and its history's, and the next requeue, by the rules
-    /// both drivers share or, for the driver's own phases, as `otherwise` says.
+    /// The record step of a pass: the one status write (with what the rollback row decided,
+    /// `going_back`), then the pass's events (in `series`, see [`Pass::publish`]) and its
+    /// history's, and the next requeue, by the rules both drivers share or, for the driver's
+    /// own phases, as `otherwise` says. A rollback that started is written at once, by the
+    /// next pass of this reconcile ([`Pass::rollback_started`]).
     pub(super) async fn record_pass<A>(
         &self,
         record: Transition,
         decision: &Decision<A>,
+        going_back: GoingBack,
         series: &Series,
         otherwise: impl FnOnce(&Requeue) -> Duration,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
-        let history = self.write_status(record).await?;
+        let history = self.write_status(record, going_back).await?;
+        if history.act_again {
+            self.rollback_started
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         self.check_subscriptions().await;
         self.publish_events(decision.events.iter(), drift, &series.pass, decision.phase)
             .await;
@@ -261,15 +268,16 @@ impl Pass<'_> {
     /// write was less than [`Requeue::count_status_interval`] ago (a timer brings the object
     /// back to write it, see [`Context::take_status_flushes`]); reports the transition.
     ///
-    /// The history's part comes first ([`Pass::account_history`]): the outcome recorded, a
-    /// rollback started, the phase a rollback reports; its events go out after the status.
-    /// Returns its events, for the caller to publish after the pass's own, and whether the
-    /// next pass must come at once (a rollback started).
+    /// The history's part comes first ([`Pass::account_history`]): the outcome recorded, what
+    /// the rollback row decided (`going_back`) recorded, the phase a rollback reports; its
+    /// events go out after the status. Returns its events, for the caller to publish after the
+    /// pass's own, and whether the next pass must come at once (a rollback started).
     pub(super) async fn write_status(
         &self,
         mut record: Transition,
+        going_back: GoingBack,
     ) -> Result<HistoryOutcome, Error> {
-        let history = self.account_history(&mut record).await;
+        let history = self.account_history(&mut record, going_back).await;
         self.write_status_of(record).await?;
         Ok(history)
     }

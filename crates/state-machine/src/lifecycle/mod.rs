@@ -14,13 +14,15 @@
 //! | 4 | start | the desired template changed | its write, `started` |
 //! | 5 | *progress* | otherwise | the driver's own rows, which call the shared ones below where they apply |
 //! | 6 | hold | the `pause` verb | a pass that would act is `paused`, its write and its driver's action dropped |
+//! | 7 | going back | the `abort` and `undo` verbs, `onFailure: Rollback` after a failure that says something about the version | [`go_back`]: the rollback starts, its write and its driver's action dropped; the caller records it and writes the revision's template at once |
 //!
 //! The rows a driver's progress calls at its place: `rows::sticky` (a failure that says
 //! something about the version stays until the target changes), `deadline` (no progress within
 //! the progress deadline fails), `failed` (the one failure row: a crash-looping canary, a failed
-//! analysis, a health gate: `health_failed`, `onUnhealthy: Fail`; `Hold` holds the pass as row 6 does). After the decision, two more rows apply to its outcome: a
-//! refused write ([`Decision::write_failed`]) and going back ([`decide_rollback`], the `abort`
-//! and `undo` verbs and `onFailure: Rollback`).
+//! analysis, a health gate: `health_failed`, `onUnhealthy: Fail`; `Hold` holds the pass as row 6 does). Row 7 runs after the driver's table and before any
+//! write, for both drivers ([`go_back`], with the history the adapter observed: the marks, the
+//! current and stable revisions, the remembered ones). One more row applies to the outcome of
+//! the write: a refused write ([`Decision::write_failed`]).
 //!
 //! One decision shape, [`Decision`]: the outcome both drivers share (phase, failure, the one
 //! template write, events, error) and the driver's own action beside it
@@ -58,7 +60,7 @@ pub use events::retried_event;
 pub(crate) use events::{completed_event, normal, rollout_of, version_or_target, warning};
 pub use rollback::{
     Revision, RollbackDecision, RollbackObservation, RollbackReason, UndoTarget, decide_rollback,
-    rolled_back_event, verb_refused,
+    go_back, rolled_back_event, verb_refused,
 };
 
 use crate::decision::{DaemonSetWrite, Event, WriteKind, event_reason};

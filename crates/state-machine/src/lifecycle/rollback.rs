@@ -12,8 +12,12 @@
 //!
 //! A verb that cannot be acted on (nothing to abort, no such revision) is refused with a
 //! `VerbRefused` warning, as the verb table ([`Verb`]) says, and its mark counts as acted on: it
-//! never fires later, when the user has long forgotten it. The caller decides the pass with the driver's table first, then calls
-//! [`decide_rollback`] with the phase it decided.
+//! never fires later, when the user has long forgotten it.
+//!
+//! Going back is decided before anything is written: the pass decides with the driver's table
+//! first, then [`go_back`] (the life cycle's last row) with the phase the table decided and
+//! the history as the adapter observed it. A pass that starts going back writes nothing of the
+//! rollout it leaves; it records the rollback, then writes the revision's template at once.
 //!
 //! # Invariants
 //!
@@ -25,6 +29,7 @@
 //! - [`decide_rollback`] is pure and never panics.
 
 use super::events::{normal, warning};
+use super::{Decision, DriverAction};
 use crate::decision::{Event, event_reason};
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::{Driver, OnFailure};
@@ -100,6 +105,16 @@ pub struct RollbackObservation {
     pub abort: bool,
     /// An `undo` was asked for and not yet acted on.
     pub undo: Option<UndoTarget>,
+    /// An `undo` mark that cannot be read, and why: refused, and acted on.
+    pub undo_unreadable: Option<String>,
+    /// The driver of the spec (what the verb table reads).
+    pub driver: Driver,
+    /// Someone else owns the template (`spec.workloadRef`): going back is theirs to do, and
+    /// every mark is refused.
+    pub template_theirs: bool,
+    /// The pass could not build the spec's template (an invalid spec): it cannot know what a
+    /// rollback would override, so the marks wait for a pass that can.
+    pub template_unknown: bool,
     /// What a failure leads to.
     pub on_failure: OnFailure,
     /// The phase the driver's table decided in this pass (not the reported one).
@@ -131,12 +146,35 @@ pub struct RollbackDecision {
 
 /// Decides whether this pass starts going back, and where to. Pure; see the module docs.
 pub fn decide_rollback(observation: &RollbackObservation) -> RollbackDecision {
-    let mut decision = RollbackDecision {
-        abort_consumed: observation.abort,
-        undo_consumed: observation.undo.is_some(),
-        ..RollbackDecision::default()
-    };
     let name = &observation.name;
+    let undo_asked = observation.undo.is_some() || observation.undo_unreadable.is_some();
+    let mut decision = RollbackDecision::default();
+    // Row 0: a mark that cannot be read is refused (and never fires later).
+    if let Some(why) = &observation.undo_unreadable {
+        decision.events.push(verb_refused(name, Verb::Undo, why));
+        decision.undo_consumed = true;
+    }
+    if observation.template_theirs {
+        // Someone else owns the template: going back is theirs to do.
+        let theirs = VerbContext {
+            driver: observation.driver,
+            owns_template: false,
+            ..VerbContext::default()
+        };
+        for (verb, asked) in [(Verb::Abort, observation.abort), (Verb::Undo, undo_asked)] {
+            if asked && let Some(why) = verb.refusal(&theirs) {
+                decision.events.push(verb_refused(name, verb, &why));
+            }
+        }
+        decision.abort_consumed = observation.abort;
+        decision.undo_consumed = undo_asked;
+        return decision;
+    }
+    if observation.template_unknown {
+        return decision;
+    }
+    decision.abort_consumed = observation.abort;
+    decision.undo_consumed = undo_asked;
     let current_number = observation.current.as_ref().map(|c| c.number);
     let verb_context = VerbContext {
         // Both drivers go back; a workload someone else owns is refused before (the caller's).
@@ -209,6 +247,37 @@ pub fn decide_rollback(observation: &RollbackObservation) -> RollbackDecision {
     decision
 }
 
+/// The rollback row of the life cycle: run after the driver's table decided `decision`, before
+/// anything is written, with what the pass knows of going back (`observation`; its `phase` and
+/// `failure` are the decision's). Returns the decision to act on, and going back.
+///
+/// A pass that starts going back writes nothing of the rollout it leaves: the decision's
+/// template write and the driver's action (the Pods driver's deletions) are dropped, and with a
+/// write the events that announced it. Its phase is the rollout's start when its table had
+/// found the rollout at rest (an undo asked while `rolledBack` reported `successful` at the old
+/// revision for a pass; soak seed 21001978); a failure stays, as it says why the rollback
+/// starts. The caller records the rollback in the status first (a leader that takes over must
+/// know it), then writes the revision's template at once.
+pub fn go_back<A: DriverAction>(
+    mut decision: Decision<A>,
+    mut observation: RollbackObservation,
+) -> (Decision<A>, RollbackDecision) {
+    observation.phase = Some(decision.phase);
+    observation.failure = decision.failure;
+    let rollback = decide_rollback(&observation);
+    if rollback.start.is_some() {
+        if decision.write.take().is_some() {
+            decision.events.clear();
+        }
+        decision.action.stop();
+        if decision.phase == Phase::Successful {
+            decision.phase = Phase::Started;
+            decision.done = false;
+        }
+    }
+    (decision, rollback)
+}
+
 /// The `RolledBack` event, when the reported phase enters `rolledBack` in this pass.
 pub fn rolled_back_event(
     name: &str,
@@ -248,6 +317,7 @@ pub fn verb_refused(name: &str, verb: Verb, why: &str) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::MaxUnavailableAction;
 
     fn revision(number: i64, version: &str) -> Revision {
         Revision {
@@ -464,6 +534,154 @@ mod tests {
                     .to_owned()
             )
         );
+    }
+
+    #[test]
+    fn row0_an_unreadable_undo_is_refused_and_acted_on_even_when_the_template_is_unknown() {
+        for template_unknown in [false, true] {
+            let observation = RollbackObservation {
+                undo_unreadable: Some("not REVISION@TIME".into()),
+                template_unknown,
+                ..rolling_out_v2(Phase::Canary)
+            };
+            let decision = decide_rollback(&observation);
+            assert_eq!(decision.start, None);
+            assert!(decision.undo_consumed && !decision.abort_consumed);
+            assert_eq!(reasons(&decision), [event_reason::VERB_REFUSED]);
+        }
+    }
+
+    #[test]
+    fn a_template_someone_else_owns_refuses_both_marks_and_never_goes_back() {
+        let observation = RollbackObservation {
+            abort: true,
+            undo: Some(UndoTarget::Previous),
+            template_theirs: true,
+            driver: Driver::Pods,
+            on_failure: OnFailure::Rollback,
+            failure: Some(FailureReason::CanaryCrashLooping),
+            ..rolling_out_v2(Phase::Failed)
+        };
+        let decision = decide_rollback(&observation);
+        assert_eq!(decision.start, None);
+        assert!(decision.abort_consumed && decision.undo_consumed);
+        assert_eq!(
+            reasons(&decision),
+            [event_reason::VERB_REFUSED, event_reason::VERB_REFUSED]
+        );
+    }
+
+    #[test]
+    fn an_unknown_template_keeps_the_marks_for_a_pass_that_knows_it() {
+        let observation = RollbackObservation {
+            abort: true,
+            undo: Some(UndoTarget::Previous),
+            template_unknown: true,
+            on_failure: OnFailure::Rollback,
+            failure: Some(FailureReason::CanaryCrashLooping),
+            ..rolling_out_v2(Phase::Failed)
+        };
+        assert_eq!(decide_rollback(&observation), RollbackDecision::default());
+    }
+
+    fn widen() -> Decision<MaxUnavailableAction> {
+        Decision {
+            write: Some(crate::DaemonSetWrite {
+                kind: crate::WriteKind::Widen,
+                max_unavailable: None,
+                template_edit: None,
+            }),
+            events: vec![normal("Widened", "widened".into())],
+            action: MaxUnavailableAction {
+                record_generation: true,
+                ..MaxUnavailableAction::default()
+            },
+            ..Decision::hold(Phase::Waiting)
+        }
+    }
+
+    #[test]
+    fn row7_a_rollback_is_decided_before_the_write_it_replaces() {
+        // An abort while the table widens: the widen is not written, nor announced, nor
+        // recorded; the rollback's events are the pass's.
+        let observation = RollbackObservation {
+            abort: true,
+            ..rolling_out_v2(Phase::Canary)
+        };
+        let (decision, rollback) = go_back(widen(), observation);
+        assert_eq!(decision.write, None);
+        assert!(decision.events.is_empty(), "{:?}", decision.events);
+        assert_eq!(decision.action, MaxUnavailableAction::default());
+        assert_eq!(decision.phase, Phase::Waiting);
+        assert_eq!(
+            rollback.start,
+            Some((revision(1, "v1"), RollbackReason::Abort))
+        );
+        assert_eq!(reasons(&rollback), [event_reason::ABORTED]);
+    }
+
+    #[test]
+    fn row7_reads_the_phase_and_failure_the_table_decided() {
+        // onFailure: Rollback reads the decision's failure, not the observation's.
+        let failed: Decision<crate::PodsAction> = Decision {
+            failure: Some(FailureReason::CanaryCrashLooping),
+            events: vec![warning("CanaryFailed", "crash loop".into())],
+            action: crate::PodsAction {
+                delete: vec![crate::Deletion {
+                    pod: "agent-a".into(),
+                    uid: "uid-a".into(),
+                    node: "node-a".into(),
+                }],
+                step: 2,
+                ..crate::PodsAction::default()
+            },
+            ..Decision::hold(Phase::Failed)
+        };
+        let observation = RollbackObservation {
+            on_failure: OnFailure::Rollback,
+            ..rolling_out_v2(Phase::Canary)
+        };
+        let (decision, rollback) = go_back(failed.clone(), observation.clone());
+        assert_eq!(
+            rollback.start,
+            Some((revision(1, "v1"), RollbackReason::OnFailure))
+        );
+        // The failure stays, with its event (it says why the rollback starts); no deletion.
+        assert_eq!(decision.phase, Phase::Failed);
+        assert_eq!(decision.failure, Some(FailureReason::CanaryCrashLooping));
+        assert_eq!(decision.events, failed.events);
+        assert!(decision.action.delete.is_empty());
+        assert_eq!(decision.action.step, 2);
+        // Without a failure on the version nothing changes.
+        let progress: Decision<crate::PodsAction> = Decision::hold(Phase::Canary);
+        let (decision, rollback) = go_back(progress.clone(), observation);
+        assert_eq!(rollback, RollbackDecision::default());
+        assert_eq!(decision, progress);
+    }
+
+    #[test]
+    fn row7_an_undo_at_rest_is_a_rollout_starting() {
+        let observation = RollbackObservation {
+            undo: Some(UndoTarget::Previous),
+            ..rolling_out_v2(Phase::Canary)
+        };
+        let at_rest = Decision::<MaxUnavailableAction> {
+            done: true,
+            ..Decision::hold(Phase::Successful)
+        };
+        let (decision, rollback) = go_back(at_rest.clone(), observation.clone());
+        assert_eq!(decision.phase, Phase::Started);
+        assert!(!decision.done);
+        assert_eq!(
+            rollback.start,
+            Some((revision(1, "v1"), RollbackReason::Undo))
+        );
+        // Nothing asked: the decision is the table's, unchanged.
+        let nothing = RollbackObservation {
+            undo: None,
+            ..observation
+        };
+        assert_eq!(go_back(at_rest.clone(), nothing).0, at_rest);
     }
 
     #[test]
