@@ -266,7 +266,9 @@ pub fn go_back<A: DriverAction>(
     observation.failure = decision.failure;
     let rollback = decide_rollback(&observation);
     if rollback.start.is_some() {
-        if decision.write.take().is_some() {
+        // The events announced the write the rollback drops; a failure's own event (the
+        // reason the rollout goes back) is kept, so that it is published and notified.
+        if decision.write.take().is_some() && decision.phase != Phase::Failed {
             decision.events.clear();
         }
         decision.action.stop();
@@ -652,6 +654,17 @@ mod tests {
         assert_eq!(decision.events, failed.events);
         assert!(decision.action.delete.is_empty());
         assert_eq!(decision.action.step, 2);
+        // A failure that also writes (the MaxUnavailable driver's hold, KubeVirt mode's
+        // revert) keeps its event: the write is dropped, not the reason for going back.
+        let failed_with_write: Decision<MaxUnavailableAction> = Decision {
+            failure: Some(FailureReason::NodeUnhealthy),
+            write: widen().write,
+            events: vec![warning("NodeUnhealthy", "node-a broke".into())],
+            ..Decision::hold(Phase::Failed)
+        };
+        let (decision, _) = go_back(failed_with_write.clone(), observation.clone());
+        assert_eq!(decision.write, None);
+        assert_eq!(decision.events, failed_with_write.events);
         // Without a failure on the version nothing changes.
         let progress: Decision<crate::PodsAction> = Decision::hold(Phase::Canary);
         let (decision, rollback) = go_back(progress.clone(), observation);
