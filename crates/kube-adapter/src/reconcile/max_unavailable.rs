@@ -406,6 +406,7 @@ impl Pass<'_> {
                     &self.ctx.caches.neighbours,
                     own_uid,
                     facts.now,
+                    &facts.unhealthy,
                     pods.map(|pod| &**pod).filter(|pod| counted(pod).is_some()),
                     |pod| counted(pod).is_some_and(|c| c.updated),
                 )

@@ -278,6 +278,7 @@ impl Pass<'_> {
                 &self.ctx.caches.neighbours,
                 &uid,
                 facts.now,
+                &facts.unhealthy,
                 pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
                     .map(|pod| &**pod),
                 updated,

@@ -664,6 +664,58 @@ fn pods_on_unhealthy_hold_pauses_on_disrupted_neighbours() {
     assert!(reasons(&decision).contains(&event_reason::NEIGHBOURS_DISRUPTED));
 }
 
+/// A `retry` of a rollout that failed its analysis before the canary's neighbours broke:
+/// the retry forgets the failure, not the evidence. The canary (updated by the first attempt,
+/// within the window) disrupted its neighbours meanwhile, so the retried pass fails again
+/// with `NeighboursDisrupted`, on both drivers, with nothing deleted or widened (soak seed 4
+/// with image pulls, invariant 32). Without the evidence the retry goes on.
+#[test]
+fn a_retry_after_analysis_failed_still_judges_the_first_attempts_nodes() {
+    let failed_analysis = || canary_state_machine::PreviousPass {
+        failure: Some(FailureReason::AnalysisFailed),
+        ..previous(Phase::Failed)
+    };
+    for (name, neighbours, broken) in [
+        ("broken meanwhile", neighbours("n02", 3, 3, 0), true),
+        ("quiet", neighbours("n02", 3, 0, 0), false),
+    ] {
+        let health = with_neighbours(no_soak(), neighbours);
+        let pods = PodObservation {
+            previous: Some(failed_analysis()),
+            retry: true,
+            ..pods_canary(Some(health.clone()), NodeHealth::Healthy)
+        };
+        let decision = by_default(&pods);
+        assert!(decision.retried, "pods, {name}");
+        assert_eq!(deleted_nodes(&decision).is_empty(), broken, "pods, {name}");
+        let max_unavailable = Observation {
+            previous: Some(failed_analysis()),
+            retry: true,
+            ..canary_ready(Some(health))
+        };
+        let widened = decide(&Strategy::default(), &max_unavailable);
+        assert!(widened.retried, "max unavailable, {name}");
+        if broken {
+            for (driver, failure, phase) in [
+                ("pods", decision.failure, decision.phase),
+                ("max unavailable", widened.failure, widened.phase),
+            ] {
+                assert_eq!(phase, Phase::Failed, "{driver}");
+                assert_eq!(
+                    failure,
+                    Some(FailureReason::NeighboursDisrupted),
+                    "{driver}"
+                );
+            }
+            assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Hold));
+            assert!(reasons(&decision).contains(&event_reason::NEIGHBOURS_DISRUPTED));
+        } else {
+            assert_eq!(widened.phase, Phase::Increasing, "the retry widens");
+            assert_eq!(decision.failure, None);
+        }
+    }
+}
+
 /// A node broken after its update speaks first: its neighbours lose readiness with it.
 #[test]
 fn the_node_gate_speaks_before_the_neighbours_gate() {
