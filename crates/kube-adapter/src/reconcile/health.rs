@@ -62,6 +62,7 @@ pub(crate) fn facts(
         canary_ready_since: canary_ready_since.map(Stamp),
         neighbours: NeighbourFacts::default(),
         answered: None,
+        rested_since: None,
     }
 }
 
@@ -110,6 +111,22 @@ pub(crate) fn neighbour_facts<'p>(
     }
     let window = i64::try_from(plan.policy.window.as_secs()).unwrap_or(i64::MAX);
     index.facts(policy, own_uid, &by_node, window, now)
+}
+
+/// Since when the rollout rests `successful` (issue 46), as the gates read it: the status's
+/// phase start (`now` without one), so that they judge only the nodes caught up since (late
+/// updates, [`canary_state_machine::HealthFacts::rested_since`]). `None` in any other phase.
+pub(crate) fn rested_since(
+    status: Option<&crate::crd::CanaryDaemonSetStatus>,
+    now: Stamp,
+) -> Option<Stamp> {
+    let status = status?;
+    (status.phase == Some(canary_state_machine::Phase::Successful)).then(|| {
+        status
+            .phase_start_time
+            .as_ref()
+            .map_or(now, |t| Stamp(t.0.as_second()))
+    })
 }
 
 /// When a person answered a hold of `onUnhealthy: Hold` (issue 46), as the gates read it in a

@@ -413,6 +413,7 @@ impl Pass<'_> {
             });
         }
         facts.answered = answered;
+        facts.rested_since = health::rested_since(self.status.as_ref(), now);
         facts.policy.canary_soak = soak;
         facts
     }

@@ -285,6 +285,7 @@ impl Pass<'_> {
             )
         });
         facts.answered = answered;
+        facts.rested_since = super::health::rested_since(self.status.as_ref(), now);
         facts
     }
 
