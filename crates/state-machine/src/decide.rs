@@ -126,7 +126,7 @@ impl Table for Steer<'_> {
 
     fn progress(&self, strategy: &Strategy) -> Decision {
         if !SyncFlags::of(strategy, &self.observation).any() {
-            return quiet(strategy, &self.observation);
+            return at_rest(strategy, &self.observation);
         }
         let decision = match strategy.compatibility {
             Compatibility::KubeVirt => reference_rows(strategy, &self.observation),
@@ -204,6 +204,37 @@ fn recorded() -> MaxUnavailableAction {
         record_generation: true,
         ..MaxUnavailableAction::default()
     }
+}
+
+/// The sync gate found nothing to do (spec section 3 step 4), unless the health gates speak
+/// (issue 46, no row of the reference): at rest the DaemonSet controller catches up a node
+/// that recovered after the rollout ended `successful` (a late update); one that the release
+/// breaks within its window fails the generation, with the hold's `OnDelete` so that no
+/// further pod of the release is replaced, and the failure stays until the target changes.
+fn at_rest(strategy: &Strategy, observation: &Observation) -> Decision {
+    let life = life_of(observation);
+    if let Some(previous) = sticky(&life).filter(|p| {
+        matches!(
+            p.failure,
+            Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
+        )
+    }) {
+        return stay_failed(&life, previous);
+    }
+    let rested = observation
+        .health
+        .as_ref()
+        .is_some_and(|facts| facts.rested_since.is_some());
+    let successful = observation
+        .previous
+        .is_some_and(|previous| previous.phase == Phase::Successful);
+    if rested
+        && successful
+        && let Some(failure) = health_failed(&life)
+    {
+        return stop_replacing(failure, observation);
+    }
+    quiet(strategy, observation)
 }
 
 /// Spec section 3 step 4: nothing to do. The default strategy reports the completion here,

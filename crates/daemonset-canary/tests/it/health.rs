@@ -681,3 +681,139 @@ async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_r
     .await;
     assert!(status.unhealthy_answered.is_some(), "{status:?}");
 }
+
+/// The agent pod of `version` on `node`, if any (not terminating).
+async fn pod_of_on(pods: &Api<Pod>, version: &str, node: &str) -> Option<Pod> {
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .find(|pod| {
+            let spec = pod.spec.as_ref();
+            spec.and_then(|s| s.node_name.as_deref()) == Some(node)
+                && spec
+                    .and_then(|s| s.containers.first())
+                    .and_then(|c| c.image.as_deref())
+                    .is_some_and(|image| image.ends_with(&format!(":{version}")))
+        })
+}
+
+/// A late update (issue 46): a node NotReady during the rollout is deferred and the rollout
+/// ends `successful`; the node recovers and the resting catch-up replaces its agent with the
+/// release; the node then breaks within the window. The controller fails the generation with
+/// `NodeUnhealthy`, names the node and says it was a late update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_caught_up_after_successful_and_broken_fails_the_generation() {
+    let (_sim, client, _run) = on_sim("health-late-update").await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let health = serde_json::json!({"canarySoak": "0s"});
+    let mut v1 = pods_manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        &api,
+        &pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut names: Vec<String> = node_ready(&client)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    names.sort();
+    let late = names.last().cloned().expect("a node");
+    let not_ready = |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
+    let set_not_ready = |value: serde_json::Value| {
+        let nodes = nodes.clone();
+        let late = late.clone();
+        let patch = not_ready(value);
+        async move {
+            nodes
+                .patch(&late, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    set_not_ready("true".into()).await;
+    // v2 rolls out around the NotReady node: deferred, and the rollout ends `successful`.
+    let mut v2 = pods_manifest("v2", "healthy");
+    v2["spec"]["health"] = health;
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
+    wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    assert!(pod_of_on(&pods, "v2", &late).await.is_none(), "deferred");
+    // The node recovers; the catch-up replaces its agent with v2 (a late update).
+    set_not_ready(serde_json::Value::Null).await;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while pod_of_on(&pods, "v2", &late).await.is_none() {
+        assert!(Instant::now() < deadline, "never caught up");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The release breaks it, well after the pod's creation (the 5 s clock-skew margin).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    set_not_ready("true".into()).await;
+    let status = wait(
+        &api,
+        &pods,
+        patched.metadata.generation,
+        "failed",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
+    assert_eq!(status.unhealthy_nodes[0].name, late, "{status:?}");
+    let said = format!("{status:?}");
+    assert!(said.contains("late update"), "{said}");
+    // The Warning event (written beside the status) names the node and the late update.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let warned: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|event| event.reason.as_deref() == Some("NodeUnhealthy"))
+            .filter_map(|event| event.note)
+            .collect();
+        if warned
+            .iter()
+            .any(|note| note.contains(&late) && note.contains("late update"))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no Warning: {warned:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The failure stays when the node recovers.
+    set_not_ready(serde_json::Value::Null).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+    assert_eq!(status.phase_name(), Some("failed"), "{status:?}");
+}

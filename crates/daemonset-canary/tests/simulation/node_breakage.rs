@@ -24,8 +24,10 @@
 //! invariant 32 allowance), within the window. Not a violation: the release's own pods taken
 //! down (a rollback or a node going away), pods on unhealthy nodes, anything while the status
 //! records a rollback (`onFailure: Rollback` deletes and writes by design), a node that broke
-//! once the rollout had ended `successful` (the gate no longer judges; a deferred node caught
-//! up later still gets the release: docs/health.md's limit), once the target
+//! once the rollout had ended `successful` (the gate judges only the late updates then, nodes
+//! caught up after the end: docs/health.md; no seed generates one yet, the state machine's
+//! tables and the process test `a_node_caught_up_after_successful_and_broken_fails_the_generation`
+//! cover them), once the target
 //! changed (a new version, an undo), after a `retry` (a person's answer: the nodes broken
 //! before it no longer count) and after a hand edit (drift is invariant 9's).
 
@@ -117,8 +119,8 @@ impl Checker {
         if self.breakage.unhealthy.contains_key(name) {
             return;
         }
-        // The gate judges a rollout under way: a node that breaks after it ended `successful`
-        // is not judged (docs/health.md, "After the window").
+        // The gate judges a rollout under way, and at rest only the late updates (not
+        // generated here yet): a node that breaks after it ended `successful` is left out.
         let ended_successful = self.phase.as_deref() == Some("successful");
         self.breakage.unhealthy.insert(name.to_owned(), now);
         self.breakage

@@ -8,7 +8,7 @@
 //! comes from the cluster (a pod's `creationTimestamp` and `Ready` transition, a condition's
 //! `lastTransitionTime`), so a restarted controller judges as the one before it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use canary_predicates::{PodFacts, PodSummary};
@@ -62,6 +62,7 @@ pub(crate) fn facts(
         canary_ready_since: canary_ready_since.map(Stamp),
         neighbours: NeighbourFacts::default(),
         answered: None,
+        rested_since: None,
     }
 }
 
@@ -70,11 +71,20 @@ pub(crate) fn facts(
 /// and which still run an old pod (the baseline); `index` tallies their neighbours. Nothing
 /// is read with the gate off, with no neighbour indexed, or with no node updated within the
 /// window.
+///
+/// The `unhealthy` nodes (the node gate's, [`facts`]) are neither: the node lifecycle
+/// controller marks every pod of a NotReady node not ready, which says nothing about a
+/// release. In the baseline such a node offset the canary's disrupted neighbours for the
+/// whole window (one unrelated NotReady node anywhere let a CNI that breaks its neighbours
+/// go on: soak seed 4 with image pulls, invariant 32); on an updated node it would have
+/// failed the rollout for a node unhealthy since before its update. The node gate speaks
+/// for them: `NodeUnhealthy` after the update, deferred before it.
 pub(crate) fn neighbour_facts<'p>(
     plan: &HealthPlan,
     index: &NeighbourIndex,
     own_uid: &str,
     now: Stamp,
+    unhealthy: &[UnhealthyNode],
     pods: impl Iterator<Item = &'p PodSummary>,
     updated: impl Fn(&PodSummary) -> bool,
 ) -> NeighbourFacts {
@@ -82,12 +92,13 @@ pub(crate) fn neighbour_facts<'p>(
     if !policy.enabled || index.is_empty() {
         return NeighbourFacts::default();
     }
+    let unhealthy: HashSet<&str> = unhealthy.iter().map(|n| n.node.as_str()).collect();
     let mut by_node: HashMap<&str, Option<Stamp>> = HashMap::new();
     for pod in pods {
         let Some(node) = pod.node_name() else {
             continue;
         };
-        if pod.is_terminating() {
+        if pod.is_terminating() || unhealthy.contains(node) {
             continue;
         }
         let state = match (updated(pod), pod.created()) {
@@ -100,6 +111,22 @@ pub(crate) fn neighbour_facts<'p>(
     }
     let window = i64::try_from(plan.policy.window.as_secs()).unwrap_or(i64::MAX);
     index.facts(policy, own_uid, &by_node, window, now)
+}
+
+/// Since when the rollout rests `successful` (issue 46), as the gates read it: the status's
+/// phase start (`now` without one), so that they judge only the nodes caught up since (late
+/// updates, [`canary_state_machine::HealthFacts::rested_since`]). `None` in any other phase.
+pub(crate) fn rested_since(
+    status: Option<&crate::crd::CanaryDaemonSetStatus>,
+    now: Stamp,
+) -> Option<Stamp> {
+    let status = status?;
+    (status.phase == Some(canary_state_machine::Phase::Successful)).then(|| {
+        status
+            .phase_start_time
+            .as_ref()
+            .map_or(now, |t| Stamp(t.0.as_second()))
+    })
 }
 
 /// When a person answered a hold of `onUnhealthy: Hold` (issue 46), as the gates read it in a
@@ -261,6 +288,111 @@ mod tests {
             .map(|n| n.node.as_str())
             .collect();
         assert_eq!(names, ["both", "not-ready"]);
+    }
+
+    /// The DaemonSet's pod `name` on `node`, created at `created`.
+    fn agent(name: &str, node: &str, created: i64) -> PodSummary {
+        use k8s_openapi::api::core::v1::{Pod, PodSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        PodSummary::of(&Pod {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                creation_timestamp: k8s_openapi::jiff::Timestamp::from_second(created)
+                    .ok()
+                    .map(Time),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..PodSpec::default()
+            }),
+            status: None,
+        })
+    }
+
+    /// Three neighbours on `node`, there since 100, not ready since `lost` (ready: `None`).
+    fn neighbours_on(index: &NeighbourIndex, node: &str, lost: Option<u32>) {
+        use crate::neighbours::{NeighbourRecord, WatchedNeighbour, hash_of};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        for i in 0..3 {
+            let uid = format!("{node}-{i}");
+            index.apply(&kube::runtime::watcher::Event::Apply(WatchedNeighbour {
+                metadata: ObjectMeta {
+                    uid: Some(uid.clone()),
+                    ..ObjectMeta::default()
+                },
+                node: Some(node.into()),
+                record: Some(NeighbourRecord {
+                    key: hash_of(&uid),
+                    owner: hash_of("rs-uid"),
+                    created: 100,
+                    ready_since: lost.unwrap_or(100),
+                    last_exit: 0,
+                    ready: lost.is_none(),
+                }),
+            }));
+        }
+    }
+
+    /// Soak seed 4 with image pulls (invariant 32): the canary broke its neighbours, and an
+    /// unrelated node that went NotReady after the update (its pods marked not ready by the
+    /// node lifecycle controller) offset it as the baseline for the whole window. An
+    /// unhealthy node is the node gate's, on either side: neither baseline nor judged here.
+    #[test]
+    fn an_unhealthy_node_is_neither_baseline_nor_judged_by_the_neighbours_gate() {
+        let index = NeighbourIndex::new();
+        neighbours_on(&index, "canary", Some(1_030));
+        neighbours_on(&index, "down", Some(1_020));
+        neighbours_on(&index, "quiet", None);
+        neighbours_on(&index, "deferred", Some(1_040));
+        let pods = [
+            agent("new-canary", "canary", 1_000),
+            agent("old-down", "down", 10),
+            agent("old-quiet", "quiet", 10),
+            // Unhealthy since before its update (the MaxUnavailable driver's DaemonSet
+            // controller replaced it anyway); its pods were marked not ready after it.
+            agent("new-deferred", "deferred", 1_000),
+        ];
+        let updated = |pod: &PodSummary| pod.name().starts_with("new-");
+        let not_ready = |node: &str, since: i64| UnhealthyNode {
+            node: node.into(),
+            since: Stamp(since),
+            ..UnhealthyNode::default()
+        };
+        let plan = plan(&[]);
+        let judge = |pods: &[PodSummary], unhealthy: &[UnhealthyNode]| {
+            let facts = neighbour_facts(
+                &plan,
+                &index,
+                "ds-uid",
+                Stamp(1_100),
+                unhealthy,
+                pods.iter(),
+                updated,
+            );
+            let judgement =
+                canary_state_machine::health::judge_neighbours(&plan.policy.neighbours, &facts);
+            let names: Vec<String> = judgement.disrupted.iter().map(|n| n.node.clone()).collect();
+            (names, judgement.baseline, judgement.is_evidence())
+        };
+        let unhealthy = [not_ready("down", 1_015), not_ready("deferred", 900)];
+        // The canary's evidence against the unrelated NotReady node.
+        let (names, baseline, evidence) = judge(&pods[..3], &[]);
+        assert_eq!((baseline, evidence), (1, false), "the bug: {names:?}");
+        let (names, baseline, evidence) = judge(&pods[..3], &unhealthy);
+        assert_eq!(names, ["canary"]);
+        assert_eq!((baseline, evidence), (0, true));
+        // The node unhealthy since before its update, alone.
+        let alone = [pods[2].clone(), pods[3].clone()];
+        let (names, _, evidence) = judge(&alone, &[]);
+        assert_eq!(
+            (names.as_slice(), evidence),
+            (&["deferred".to_owned()][..], true),
+            "the bug"
+        );
+        let (names, _, evidence) = judge(&alone, &unhealthy);
+        assert!(names.is_empty() && !evidence, "the node gate's: {names:?}");
     }
 
     #[test]

@@ -406,12 +406,14 @@ impl Pass<'_> {
                     &self.ctx.caches.neighbours,
                     own_uid,
                     facts.now,
+                    &facts.unhealthy,
                     pods.map(|pod| &**pod).filter(|pod| counted(pod).is_some()),
                     |pod| counted(pod).is_some_and(|c| c.updated),
                 )
             });
         }
         facts.answered = answered;
+        facts.rested_since = health::rested_since(self.status.as_ref(), now);
         facts.policy.canary_soak = soak;
         facts
     }

@@ -278,12 +278,14 @@ impl Pass<'_> {
                 &self.ctx.caches.neighbours,
                 &uid,
                 facts.now,
+                &facts.unhealthy,
                 pods.filter(|pod| pod_is_owned_by(&***pod, &owner))
                     .map(|pod| &**pod),
                 updated,
             )
         });
         facts.answered = answered;
+        facts.rested_since = super::health::rested_since(self.status.as_ref(), now);
         facts
     }
 

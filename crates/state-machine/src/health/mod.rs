@@ -216,6 +216,32 @@ pub struct HealthFacts {
     pub answered: Option<Stamp>,
     /// The neighbours of the updated nodes, and the baseline (empty with the gate off).
     pub neighbours: NeighbourFacts,
+    /// The rollout ended `successful` at this time (its status's phase start) and rests: the
+    /// gates judge only the **late updates**, the nodes whose pod of the target was created
+    /// since (a deferred node that recovered and was caught up by the resting strategy), each
+    /// for `window` after its update. The nodes updated during the rollout were judged then.
+    /// `None`: the rollout is under way (every updated node in its window is judged).
+    pub rested_since: Option<Stamp>,
+}
+
+impl HealthFacts {
+    /// The facts as the gates read them at rest ([`HealthFacts::rested_since`]): only the
+    /// late updates, and the nodes not updated (the node gate's outage baseline). Unchanged
+    /// while the rollout is under way.
+    fn late_updates_only(&self) -> std::borrow::Cow<'_, HealthFacts> {
+        let Some(rested) = self.rested_since else {
+            return std::borrow::Cow::Borrowed(self);
+        };
+        let mut late = self.clone();
+        late.unhealthy.retain(|node| match node.pod {
+            NodePod::Updated { created } => created >= rested,
+            NodePod::None | NodePod::Old => true,
+        });
+        late.neighbours
+            .updated
+            .retain(|node| node.updated >= rested);
+        std::borrow::Cow::Owned(late)
+    }
 }
 
 /// Which gate found the evidence.
@@ -275,8 +301,10 @@ impl HealthVerdict {
     }
 }
 
-/// Every gate over `facts`, in order; the first with evidence speaks.
+/// Every gate over `facts`, in order; the first with evidence speaks. At rest, over the late
+/// updates only ([`HealthFacts::rested_since`]).
 pub fn judge(facts: &HealthFacts) -> HealthVerdict {
+    let facts = &*facts.late_updates_only();
     let judgement = judge_nodes(facts);
     if judgement.is_evidence() {
         let count = u32::try_from(judgement.broken.len()).unwrap_or(u32::MAX);

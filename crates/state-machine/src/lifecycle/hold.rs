@@ -22,9 +22,14 @@ use crate::decision::{DaemonSetWrite, WriteKind, event_reason};
 use crate::phase::Phase;
 
 /// The hold on request over `decision`, the rows' decision for `life`.
+///
+/// `late_update`: the health gates hold a rollout at rest (`onUnhealthy: Hold` over a node
+/// updated after `successful`): the resting strategy's catch-up is stopped as a rollout's
+/// progress would be (the DaemonSet on `OnDelete`, the phase `paused`).
 pub(super) fn held_on_request<A: DriverAction>(
     mut decision: Decision<A>,
     life: &Life<'_>,
+    late_update: bool,
 ) -> Decision<A> {
     let drift_announced = life.previous.is_some_and(|p| p.drifted);
     if !life.held {
@@ -63,7 +68,8 @@ pub(super) fn held_on_request<A: DriverAction>(
         decision.phase == Phase::Started && decision.write.is_none() && !decision.drifted;
     let acts = decision.write.is_some()
         || decision.action.moves()
-        || (decision.phase.is_in_progress() && !start_seen);
+        || (decision.phase.is_in_progress() && !start_seen)
+        || late_update;
     if acts && decision.phase != Phase::Failed {
         let reported_drift = decision.drifted && decision.write.is_none();
         if decision.write.take().is_some() {

@@ -354,15 +354,20 @@ pub(crate) fn decide<T: Table>(strategy: &Strategy, table: &T) -> Decision<T::Ac
     let mut life = table.life();
     // `onUnhealthy: Hold`: a rollout under way with evidence against it is held as the
     // `pause` verb holds it, with a Warning naming the nodes (once, with the hold).
-    let health_hold = decision
-        .phase
-        .is_in_progress()
+    // At rest, over the late updates (a node caught up after `successful`, issue 46).
+    let at_rest = decision.phase == Phase::Successful
+        && life.previous.is_some_and(|p| p.phase == Phase::Successful)
+        && life
+            .health
+            .is_some_and(|facts| facts.rested_since.is_some());
+    let health_hold = (decision.phase.is_in_progress() || at_rest)
         .then(|| rows::health_hold(&life))
         .flatten();
     if health_hold.is_some() {
         life.held = true;
     }
-    let mut decision = hold::held_on_request(decision, &life);
+    let late_update = at_rest && health_hold.is_some();
+    let mut decision = hold::held_on_request(decision, &life, late_update);
     decision.held_by_health = decision.held && health_hold.is_some();
     if let Some((reason, message)) = health_hold
         && !life.hold_recorded

@@ -221,9 +221,12 @@ pub(crate) fn analysis_inconclusive(
 /// ([`health_hold`]). `None` without evidence, or without the gates (no facts).
 pub(crate) fn health_failed<A: DriverAction>(life: &Life<'_>) -> Option<Decision<A>> {
     let (cause, nodes, count) = health_evidence(life, OnUnhealthy::Fail)?;
+    let late = life
+        .health
+        .is_some_and(|facts| facts.rested_since.is_some());
     let message = within_event_note(
         &format!("daemonSet {} rollout failed: ", life.name),
-        &unhealthy_text(cause, &nodes, count),
+        &unhealthy_text(cause, &nodes, count, late),
         "; no further pod is deleted",
     );
     let failure = cause.failure();
@@ -255,11 +258,14 @@ fn health_evidence(
 /// that names the nodes that hold the rollout, when the gates found evidence.
 pub(crate) fn health_hold(life: &Life<'_>) -> Option<(&'static str, String)> {
     let (cause, nodes, count) = health_evidence(life, OnUnhealthy::Hold)?;
+    let late = life
+        .health
+        .is_some_and(|facts| facts.rested_since.is_some());
     Some((
         event_reason_of(cause),
         within_event_note(
             &format!("daemonSet {}: ", life.name),
-            &unhealthy_text(cause, &nodes, count),
+            &unhealthy_text(cause, &nodes, count, late),
             "; the rollout holds (onUnhealthy Hold): resume to go on, abort to roll back",
         ),
     ))
@@ -273,8 +279,9 @@ pub(crate) const fn event_reason_of(cause: HealthCause) -> &'static str {
     }
 }
 
-/// The nodes of a verdict as a sentence: each with what was seen and since when.
-fn unhealthy_text(cause: HealthCause, nodes: &[UnhealthyNode], count: u32) -> String {
+/// The nodes of a verdict as a sentence: each with what was seen and since when; `late`: at
+/// rest, the nodes were updated after the rollout ended `successful` (a late update).
+fn unhealthy_text(cause: HealthCause, nodes: &[UnhealthyNode], count: u32, late: bool) -> String {
     let listed: Vec<String> = nodes
         .iter()
         .map(|node| {
@@ -302,8 +309,13 @@ fn unhealthy_text(cause: HealthCause, nodes: &[UnhealthyNode], count: u32) -> St
         HealthCause::Node => "turned unhealthy",
         HealthCause::Neighbours => "had the pods beside the agent disrupted",
     };
+    let when = if late {
+        " late, after the rollout had ended successful (a late update)"
+    } else {
+        ""
+    };
     format!(
-        "{count} {} {what} after {} agent pod was updated: {}{tail}",
+        "{count} {} {what} after {} agent pod was updated{when}: {}{tail}",
         if count == 1 { "node" } else { "nodes" },
         if count == 1 { "its" } else { "their" },
         listed.join(", ")

@@ -781,7 +781,15 @@ fn progress(
         return failure.with_action(over_nodes(step, &classes));
     }
     // Issue 46: a node broken after its update fails the rollout before any other deletion.
-    if !at_rest && let Some(failure) = health_failed(&life) {
+    // At rest, the facts carry only the late updates (nodes caught up after `successful`,
+    // `HealthFacts::rested_since`): one that broke fails the generation, and the catch-up of
+    // the other recovered nodes stops with it.
+    let judged = !at_rest
+        || observation
+            .health
+            .as_ref()
+            .is_some_and(|facts| facts.rested_since.is_some());
+    if judged && let Some(failure) = health_failed(&life) {
         return failure.with_action(over_nodes(step, &classes));
     }
     Walk {

@@ -47,6 +47,7 @@ fn facts(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
         canary_ready_since: Some(Stamp(CREATED + 10)),
         answered: None,
         neighbours: NeighbourFacts::default(),
+        rested_since: None,
     }
 }
 
@@ -664,6 +665,58 @@ fn pods_on_unhealthy_hold_pauses_on_disrupted_neighbours() {
     assert!(reasons(&decision).contains(&event_reason::NEIGHBOURS_DISRUPTED));
 }
 
+/// A `retry` of a rollout that failed its analysis before the canary's neighbours broke:
+/// the retry forgets the failure, not the evidence. The canary (updated by the first attempt,
+/// within the window) disrupted its neighbours meanwhile, so the retried pass fails again
+/// with `NeighboursDisrupted`, on both drivers, with nothing deleted or widened (soak seed 4
+/// with image pulls, invariant 32). Without the evidence the retry goes on.
+#[test]
+fn a_retry_after_analysis_failed_still_judges_the_first_attempts_nodes() {
+    let failed_analysis = || canary_state_machine::PreviousPass {
+        failure: Some(FailureReason::AnalysisFailed),
+        ..previous(Phase::Failed)
+    };
+    for (name, neighbours, broken) in [
+        ("broken meanwhile", neighbours("n02", 3, 3, 0), true),
+        ("quiet", neighbours("n02", 3, 0, 0), false),
+    ] {
+        let health = with_neighbours(no_soak(), neighbours);
+        let pods = PodObservation {
+            previous: Some(failed_analysis()),
+            retry: true,
+            ..pods_canary(Some(health.clone()), NodeHealth::Healthy)
+        };
+        let decision = by_default(&pods);
+        assert!(decision.retried, "pods, {name}");
+        assert_eq!(deleted_nodes(&decision).is_empty(), broken, "pods, {name}");
+        let max_unavailable = Observation {
+            previous: Some(failed_analysis()),
+            retry: true,
+            ..canary_ready(Some(health))
+        };
+        let widened = decide(&Strategy::default(), &max_unavailable);
+        assert!(widened.retried, "max unavailable, {name}");
+        if broken {
+            for (driver, failure, phase) in [
+                ("pods", decision.failure, decision.phase),
+                ("max unavailable", widened.failure, widened.phase),
+            ] {
+                assert_eq!(phase, Phase::Failed, "{driver}");
+                assert_eq!(
+                    failure,
+                    Some(FailureReason::NeighboursDisrupted),
+                    "{driver}"
+                );
+            }
+            assert_eq!(widened.write.map(|w| w.kind), Some(WriteKind::Hold));
+            assert!(reasons(&decision).contains(&event_reason::NEIGHBOURS_DISRUPTED));
+        } else {
+            assert_eq!(widened.phase, Phase::Increasing, "the retry widens");
+            assert_eq!(decision.failure, None);
+        }
+    }
+}
+
 /// A node broken after its update speaks first: its neighbours lose readiness with it.
 #[test]
 fn the_node_gate_speaks_before_the_neighbours_gate() {
@@ -703,4 +756,186 @@ fn the_warning_naming_many_nodes_is_cut_to_an_event_note() {
     );
     assert!(warning.message.contains("node-00"), "{}", warning.message);
     assert!(warning.message.contains("12 nodes"), "{}", warning.message);
+}
+
+/// Late updates (issue 46): the rollout ended `successful` at `CREATED - 100` with a node
+/// deferred; the node recovered and the resting strategy replaced its pod at `CREATED`. The
+/// facts at rest carry `rested_since`, so the gates judge that node for its window.
+fn at_rest(policy: HealthPolicy, unhealthy: Vec<UnhealthyNode>) -> HealthFacts {
+    HealthFacts {
+        rested_since: Some(Stamp(CREATED - 100)),
+        ..facts(policy, unhealthy)
+    }
+}
+
+/// A pod of the release created during the rollout (before it ended `successful`).
+fn updated_during_the_rollout() -> NodePod {
+    NodePod::Updated {
+        created: Stamp(CREATED - 300),
+    }
+}
+
+/// The Pods driver at rest, every step done: `n00` recovered and still old (the catch-up's
+/// next node), `n01`..`n03` updated, `n03` NotReady.
+fn pods_at_rest(health: HealthFacts) -> PodObservation {
+    let mut nodes = cluster(1, 3);
+    nodes[3].health = NodeHealth::NotReady;
+    PodObservation {
+        health: Some(health),
+        ..at(2, Phase::Successful, nodes)
+    }
+}
+
+/// The MaxUnavailable driver at rest: nothing to sync, the DaemonSet controller catches up.
+fn max_unavailable_at_rest(health: HealthFacts) -> Observation {
+    Observation {
+        desired_pods: 4,
+        updated_pods: 4,
+        updated_ready_pods: 3,
+        previous: Some(previous(Phase::Successful)),
+        health: Some(health),
+        ..crate::common::handler()
+    }
+}
+
+#[test]
+fn pods_a_late_update_broken_within_its_window_fails_the_generation() {
+    let late = pods_at_rest(at_rest(
+        no_soak(),
+        vec![broken("n03", CREATED + 60, updated())],
+    ));
+    let decision = by_default(&late);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(deleted_nodes(&decision).is_empty(), "the catch-up stops");
+    let event = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(event.message.contains("n03"), "{}", event.message);
+    assert!(event.message.contains("late update"), "{}", event.message);
+    // The failure stays at rest: the node recovering does not resume the catch-up.
+    let after = PodObservation {
+        previous: Some(canary_state_machine::PreviousPass {
+            failure: Some(FailureReason::NodeUnhealthy),
+            ..previous(Phase::Failed)
+        }),
+        health: Some(at_rest(no_soak(), Vec::new())),
+        ..late.clone()
+    };
+    let after = by_default(&after);
+    assert_eq!(after.failure, Some(FailureReason::NodeUnhealthy));
+    assert!(deleted_nodes(&after).is_empty());
+    // A node updated during the rollout that breaks after it ended is not judged (it was
+    // judged then); the catch-up goes on.
+    let earlier = by_default(&pods_at_rest(at_rest(
+        no_soak(),
+        vec![broken("n03", CREATED + 60, updated_during_the_rollout())],
+    )));
+    assert_eq!(earlier.phase, Phase::Successful);
+    assert_eq!(deleted_nodes(&earlier), ["n00"]);
+    // Without `rested_since` (a controller that does not judge late updates), as before.
+    let blind = by_default(&PodObservation {
+        health: Some(facts(
+            no_soak(),
+            vec![broken("n03", CREATED + 60, updated())],
+        )),
+        ..late
+    });
+    assert_eq!(blind.phase, Phase::Successful);
+}
+
+#[test]
+fn pods_a_late_update_under_on_unhealthy_hold_pauses_the_catch_up() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let decision = by_default(&pods_at_rest(at_rest(
+        policy,
+        vec![broken("n03", CREATED + 60, updated())],
+    )));
+    assert_eq!(decision.phase, Phase::Paused);
+    assert!(decision.held && decision.held_by_health);
+    assert!(deleted_nodes(&decision).is_empty());
+    assert!(reasons(&decision).contains(&event_reason::NODE_UNHEALTHY));
+}
+
+#[test]
+fn max_unavailable_a_late_update_broken_within_its_window_fails_with_the_hold_write() {
+    let late = max_unavailable_at_rest(at_rest(
+        no_soak(),
+        vec![broken("n3", CREATED + 60, updated())],
+    ));
+    let decision = decide(&Strategy::default(), &late);
+    assert_eq!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, Some(FailureReason::NodeUnhealthy));
+    assert_eq!(
+        decision.write.map(|w| w.kind),
+        Some(WriteKind::Hold),
+        "the DaemonSet controller stops catching up"
+    );
+    let event = decision
+        .event(event_reason::NODE_UNHEALTHY)
+        .expect("a Warning");
+    assert!(event.message.contains("late update"), "{}", event.message);
+    // Sticky at rest, whatever the sync flags say.
+    let after = decide(
+        &Strategy::default(),
+        &Observation {
+            previous: Some(canary_state_machine::PreviousPass {
+                failure: Some(FailureReason::NodeUnhealthy),
+                ..previous(Phase::Failed)
+            }),
+            health: Some(at_rest(no_soak(), Vec::new())),
+            ..late.clone()
+        },
+    );
+    assert_eq!(after.failure, Some(FailureReason::NodeUnhealthy));
+    // Neighbours too: a late update that disrupts its neighbours.
+    let neighbours_late = decide(
+        &Strategy::default(),
+        &max_unavailable_at_rest(HealthFacts {
+            neighbours: neighbours("n3", 3, 3, 0),
+            ..at_rest(no_soak(), Vec::new())
+        }),
+    );
+    assert_eq!(
+        neighbours_late.failure,
+        Some(FailureReason::NeighboursDisrupted)
+    );
+    // A node updated during the rollout, broken after it ended: not judged; quiet.
+    let earlier = decide(
+        &Strategy::default(),
+        &max_unavailable_at_rest(at_rest(
+            no_soak(),
+            vec![broken("n3", CREATED + 60, updated_during_the_rollout())],
+        )),
+    );
+    assert!(earlier.action.quiet && earlier.phase == Phase::Successful);
+    // KubeVirt compatibility judges late updates too.
+    let kubevirt = Strategy {
+        compatibility: Compatibility::KubeVirt,
+        ..Strategy::default()
+    };
+    let reference = decide(&kubevirt, &late);
+    assert_eq!(
+        reference.failure,
+        Some(FailureReason::NodeUnhealthy),
+        "{reference:?}"
+    );
+}
+
+#[test]
+fn max_unavailable_a_late_update_under_on_unhealthy_hold_pauses_with_the_hold_write() {
+    let policy = HealthPolicy {
+        on_unhealthy: OnUnhealthy::Hold,
+        ..no_soak()
+    };
+    let decision = decide(
+        &Strategy::default(),
+        &max_unavailable_at_rest(at_rest(policy, vec![broken("n3", CREATED + 60, updated())])),
+    );
+    assert_eq!(decision.phase, Phase::Paused);
+    assert!(decision.held_by_health);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
 }
