@@ -110,12 +110,7 @@ impl Driver for Steer {
             self.observation.surge = true;
         }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
-        let min_ready = live
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.min_ready_seconds)
-            .and_then(|seconds| u64::try_from(seconds).ok())
-            .map_or(Duration::ZERO, Duration::from_secs);
+        let min_ready = Duration::from_secs(super::pods::min_ready_seconds(live));
         self.observation.health =
             Some(pass.health_facts(plan, &rule, &self.observation, own_uid, min_ready));
         if plan.pre_pull.is_some() || plan.surge {
