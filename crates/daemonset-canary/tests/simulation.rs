@@ -262,7 +262,7 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
     let t = totals(results);
     let failures = results.iter().filter(|r| failure(r).is_some()).count();
     format!(
-        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} rivals={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} node_breakages={} wall={:.1}s",
+        "dst-summary seeds={} violations={failures} rollouts={} ended_successful={} ended_failed={} error_answers={} restarts={} node_changes={} daemonset_writes={} requests={} virtual_hours={:.1} peak_requests_per_minute={} error_exits={} hand_edits={} bad_objects={} refused_writes={} rivals={} promotions={} full_promotions={} holds={} retries={} aborts={} undos={} rolled_back={} analysis_passing={} analysis_failed={} analysis_inconclusive={} token_rotations={} isolations={} lease_takeovers={} idle_starts={} kubevirt_seeds={} workload_seeds={} node_breakages={} surge_seeds={} min_ready_seeds={} wall={:.1}s",
         results.len(),
         t.rollouts,
         t.successful,
@@ -299,6 +299,11 @@ fn summary(results: &[SeedResult], wall: Duration) -> String {
             .count(),
         results.iter().filter(|r| r.plan.workload).count(),
         t.node_breakages,
+        results.iter().filter(|r| r.plan.surge).count(),
+        results
+            .iter()
+            .filter(|r| r.plan.min_ready_seconds > 0)
+            .count(),
         wall.as_secs_f64()
     )
 }

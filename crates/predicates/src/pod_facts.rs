@@ -350,6 +350,37 @@ impl PodSummary {
         self.ready_since
     }
 
+    /// How long until the pod is available as the DaemonSet's `minReadySeconds` counts it
+    /// (`podutil.IsPodAvailable`, issue 50): `Some(0)` when it is, the seconds left while it is
+    /// ready but not long enough, `None` while it is not ready. Ready is the reference's
+    /// ([`pod_is_ready`](crate::pod_is_ready)); the time is its `Ready` condition's, and a
+    /// ready pod without one counts from `now` (never available early).
+    ///
+    /// ```
+    /// use canary_predicates::PodSummary;
+    /// use canary_predicates::k8s_openapi::api::core::v1::Pod;
+    ///
+    /// let pod: Pod = serde_json::from_value(serde_json::json!({"status": {
+    ///     "phase": "Running",
+    ///     "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "1970-01-01T00:01:40Z"}]
+    /// }})).unwrap();
+    /// let pod = PodSummary::of(&pod); // ready since 100 s
+    /// assert_eq!(pod.available_in(0, 105), Some(0));
+    /// assert_eq!(pod.available_in(20, 105), Some(15));
+    /// assert_eq!(pod.available_in(20, 120), Some(0));
+    /// ```
+    pub fn available_in(&self, min_ready_seconds: u64, now: i64) -> Option<u64> {
+        if !crate::pod_is_ready(self) {
+            return None;
+        }
+        if min_ready_seconds == 0 {
+            return Some(0);
+        }
+        let since = self.ready_since.unwrap_or(now);
+        let ready_for = u64::try_from(now.saturating_sub(since)).unwrap_or(0);
+        Some(min_ready_seconds.saturating_sub(ready_for))
+    }
+
     /// `metadata.resourceVersion` (`""` when absent): the version of the pod a decision was
     /// made on, for a delete precondition that refuses a pod changed since.
     pub fn resource_version(&self) -> &str {

@@ -65,13 +65,43 @@ impl SyncFlags {
 /// (KubeVirt mode) or the fixed rows (default), then the hold on request. See the crate
 /// documentation and `docs/phases.md` for every row.
 pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
-    lifecycle::decide(
+    let decision = lifecycle::decide(
         strategy,
         &Steer {
             strategy,
             observation: Cow::Borrowed(observation),
         },
-    )
+    );
+    hold_once_surges_settle(decision, observation)
+}
+
+/// How soon a hold deferred by [`hold_once_surges_settle`] is looked at again at the latest
+/// (the pod events of the settling nodes bring a pass sooner).
+pub const SURGE_SETTLE_RECHECK: Duration = Duration::from_secs(2);
+
+/// Issue 50: with surge, the hold's `OnDelete` (a failure, a pause, a hold on request) waits
+/// while a node has a pod that is not ready beside a younger one
+/// ([`Observation::surge_unsettled_nodes`]). Under `OnDelete` the DaemonSet controller keeps
+/// the oldest pod of a node and deletes the others: it would take such a node's only ready
+/// pod away (a rollback's surged good pod beside its crash-looping one). Meanwhile the
+/// DaemonSet controller, still surging, deletes those old pods itself; the pass comes back
+/// to write the hold then. A pair whose older pod is ready is safe: the node keeps it.
+fn hold_once_surges_settle(mut decision: Decision, observation: &Observation) -> Decision {
+    let holds = decision
+        .write
+        .as_ref()
+        .is_some_and(|write| write.kind == WriteKind::Hold);
+    if observation.surge && holds && observation.surge_unsettled_nodes.unwrap_or(0) > 0 {
+        decision.write = None;
+        decision.action.keeps_hold = false;
+        decision.action.wake_after = Some(
+            decision
+                .action
+                .wake_after
+                .map_or(SURGE_SETTLE_RECHECK, |wake| wake.min(SURGE_SETTLE_RECHECK)),
+        );
+    }
+    decision
 }
 
 /// The MaxUnavailable driver's table, as the life cycle runs it: it steers the DaemonSet
@@ -344,7 +374,22 @@ fn reference_finish(strategy: &Strategy, observation: &Observation) -> Decision 
 fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     let life = life_of(observation);
     if let Some(previous) = sticky(&life) {
-        return stay_failed(&life, previous);
+        let stays = stay_failed(&life, previous);
+        // With surge a failure's hold may have waited for the nodes to settle
+        // ([`hold_once_surges_settle`]): written by a later pass of the failure.
+        let held_by_failure = matches!(
+            previous.failure,
+            Some(
+                FailureReason::NodeUnhealthy
+                    | FailureReason::NeighboursDisrupted
+                    | FailureReason::AnalysisFailed
+            )
+        );
+        return if observation.surge && held_by_failure && observation.drift.is_none() {
+            stop_replacing(stays, observation)
+        } else {
+            stays
+        };
     }
     // Fix of quirk 7: every updated pod is watched in every phase, so the rollout never widens
     // (and never finishes) with a crash-looping pod.

@@ -100,8 +100,8 @@ pub use condition::{
     ConditionReason, ConditionType, ConditionVerdict, Gate, Standing, awaiting_workload, kstatus,
 };
 pub use decide::{
-    ANALYSIS_CANARY, ANALYSIS_WIDENED, SyncFlags, analysis_step, at_canary_value, decide,
-    decide_create, tls_step,
+    ANALYSIS_CANARY, ANALYSIS_WIDENED, SURGE_SETTLE_RECHECK, SyncFlags, analysis_step,
+    at_canary_value, decide, decide_create, tls_step,
 };
 pub use decision::{DaemonSetWrite, Event, EventType, TemplateEdit, WriteKind, event_reason};
 pub use duration::{DURATION_RULE, InvalidDuration, MAX_DURATION, parse_duration};

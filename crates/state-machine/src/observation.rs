@@ -88,6 +88,15 @@ pub struct Observation {
     /// beside the old one, and the canary soak writes no hold (`OnDelete`, under which the
     /// DaemonSet controller deletes the younger of two pods on a node: the new one).
     pub surge: bool,
+    /// With [`surge`](Self::surge): the nodes where a hold's `OnDelete` would keep a pod that
+    /// is not ready and delete a younger one (issue 50). Without surge the DaemonSet controller
+    /// keeps only the oldest pod of a node; while surging it deletes an old pod that is not
+    /// ready at once, but a pass may see the moment before it does (an old pod that has just
+    /// turned not ready, a rollback's crash-looping pod beside the surged good one), and a
+    /// revert whose pod is not ready beside a ready younger one stays so. The hold waits for
+    /// none to be left ([`decide`](crate::decide)). `None` when not counted: the caller counts
+    /// only when a pass would write the hold under surge (it walks the DaemonSet's pods).
+    pub surge_unsettled_nodes: Option<u32>,
     /// Live `status.observedGeneration >= metadata.generation`: the DaemonSet controller has
     /// caught up with the last write, so its counts describe the current template. Only the
     /// default strategy reads it.
@@ -146,6 +155,7 @@ impl Default for Observation {
             crash_loop: None,
             live_max_unavailable: LiveMaxUnavailable::Unset,
             surge: false,
+            surge_unsettled_nodes: None,
             rollout_observed: true,
             daemon_set_rolled_out: false,
             drift: None,

@@ -263,3 +263,94 @@ async fn min_ready_seconds_holds_the_widen_until_the_canary_is_available() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// `minReadySeconds` on the Pods driver (issue 50): with no canary soak of its own, the step
+/// after the canary's (`{nodes: "100%"}`) takes no other node before the canary's pod has been
+/// ready for the DaemonSet's `minReadySeconds: 20`, and takes them soon after (a timed wake).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_ready_seconds_holds_the_pods_drivers_next_step() {
+    let (_sim, client, _run) =
+        support::controller_on_sim("min-ready-pods", &["--nodes", "3"], &[]).await;
+    let with_min_ready = |version: &str| {
+        let mut object = manifest(Compatibility::Fixed, version, "healthy");
+        object["spec"]["strategy"]["driver"] = serde_json::json!("Pods");
+        object["spec"]["strategy"]["steps"] =
+            serde_json::json!([{"nodes": "1"}, {"nodes": "100%"}]);
+        object["spec"]["health"] = serde_json::json!({"canarySoak": "0s"});
+        object["spec"]["template"]["spec"]["minReadySeconds"] = serde_json::json!(20);
+        object
+    };
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let object: CanaryDaemonSet = serde_json::from_value(with_min_ready("v1")).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        if status.phase_name() == Some("successful") && status.updated_ready as usize == NODES {
+            break;
+        }
+        assert!(Instant::now() < deadline, "v1 not installed: {status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": with_min_ready("v2")["spec"]})),
+    )
+    .await
+    .unwrap();
+    let on_v2 = |pod: &Pod| {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.as_deref())
+            .is_some_and(|image| image.ends_with(":v2"))
+    };
+    let mut canary: Option<(String, k8s_openapi::jiff::Timestamp)> = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = pods.list(&ListParams::default()).await.unwrap().items;
+        for pod in listed.iter().filter(|pod| on_v2(pod)) {
+            let ready = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0);
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            if let (None, Some(ready), Some(node)) = (&canary, ready, node) {
+                canary = Some((node, ready));
+            }
+        }
+        // The next step has begun once a node other than the canary's loses its v1 pod.
+        let next_step = canary.as_ref().is_some_and(|(canary_node, _)| {
+            listed.iter().any(|pod| {
+                !on_v2(pod)
+                    && pod.metadata.deletion_timestamp.is_some()
+                    && pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                        != Some(canary_node.as_str())
+            }) || listed
+                .iter()
+                .filter(|pod| on_v2(pod))
+                .filter_map(|pod| pod.spec.as_ref()?.node_name.as_deref())
+                .any(|node| node != canary_node)
+        });
+        if next_step {
+            let (_, ready) = canary.as_ref().expect("checked above");
+            let waited = k8s_openapi::jiff::Timestamp::now().duration_since(*ready);
+            assert!(
+                waited.as_secs() >= 20,
+                "the next step began {waited:?} after the canary became ready, before minReadySeconds"
+            );
+            assert!(
+                waited.as_secs() < 35,
+                "the next step began late: {waited:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the next step never began");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

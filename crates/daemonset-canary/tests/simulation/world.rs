@@ -18,7 +18,8 @@ const TRACE_LEN: usize = 40;
 /// No count is written here, so that a new invariant cannot leave it stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Invariant {
-    /// 1. Unavailable pods never exceed what the current maxUnavailable allows.
+    /// 1. Unavailable pods never exceed what the current maxUnavailable allows (checked when
+    ///    a node loses its last ready pod: a surge's handover takes nothing away).
     UnavailableWithinBudget,
     /// 2. Never widened while no updated pod is ready, nor while a canary crash-loops.
     NoWidenWithoutReadyCanary,

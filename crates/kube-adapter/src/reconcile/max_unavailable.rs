@@ -12,7 +12,7 @@ use canary_predicates::{
 };
 use canary_state_machine::{
     AnalysisVerdict, Compatibility, Decision, HealthFacts, MaxUnavailableAction, Observation,
-    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, analysis_step,
+    Phase, Stamp, StepAnalysis, SyncFlags, TemplateValues, TlsFacts, WriteKind, analysis_step,
     at_canary_value, decide,
 };
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -110,15 +110,10 @@ impl Driver for Steer {
             self.observation.surge = true;
         }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
-        let min_ready = live
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.min_ready_seconds)
-            .and_then(|seconds| u64::try_from(seconds).ok())
-            .map_or(Duration::ZERO, Duration::from_secs);
+        let min_ready = Duration::from_secs(super::pods::min_ready_seconds(live));
         self.observation.health =
             Some(pass.health_facts(plan, &rule, &self.observation, own_uid, min_ready));
-        if plan.pre_pull.is_some() {
+        if plan.pre_pull.is_some() || plan.surge {
             self.rule = Some(rule.clone());
         }
         // A rollback (`abort`, `onFailure: Rollback`) goes back to a revision that was judged
@@ -155,7 +150,27 @@ impl Driver for Steer {
     }
 
     fn decide(&mut self, pass: &Pass<'_>, plan: &Plan) -> Decision {
-        let decision = decide(&plan.strategy, &self.observation);
+        let mut decision = decide(&plan.strategy, &self.observation);
+        // With surge a hold waits for the nodes it would leave on a pod that is not ready
+        // (issue 50): counted, walking the pods, only when this pass would write it.
+        let holds = decision
+            .write
+            .as_ref()
+            .is_some_and(|write| write.kind == WriteKind::Hold);
+        if self.observation.surge
+            && holds
+            && let Some(rule) = &self.rule
+        {
+            let group = pod_group(&pass.namespace, &pass.ds_name);
+            let unsettled = pass.ctx.caches.pods.with_group(&group, |pods| {
+                surge_unsettled_nodes(
+                    pods.map(|pod| &**pod)
+                        .filter(|pod| rule.count_of(*pod).is_some()),
+                )
+            });
+            self.observation.surge_unsettled_nodes = Some(unsettled);
+            decision = decide(&plan.strategy, &self.observation);
+        }
         self.shown = pass.keep_measuring(plan, self.measure.take(), &decision);
         decision
     }
@@ -449,6 +464,42 @@ impl Pass<'_> {
     }
 }
 
+/// The nodes where `OnDelete` would keep a pod that is not ready and delete a younger one
+/// ([`Observation::surge_unsettled_nodes`]): the DaemonSet controller, not surging, keeps the
+/// oldest pod of a node (by creation time, then name: `podByCreationTimestampAndPhase`).
+/// Terminating pods are gone already as far as it is concerned.
+fn surge_unsettled_nodes<'p>(pods: impl Iterator<Item = &'p PodSummary>) -> u32 {
+    // Per node: how many live pods, and the oldest one's (creation, name, ready).
+    let mut nodes: std::collections::HashMap<&str, (u32, (i64, &str, bool))> =
+        std::collections::HashMap::new();
+    for pod in pods.filter(|pod| !pod.is_terminating()) {
+        let Some(node) = pod.node_name() else {
+            continue;
+        };
+        // Ready as the DaemonSet controller reads it (`podutil.IsPodReady`: the `Ready`
+        // condition), not as the reference counts pods (their containers).
+        let this = (
+            pod.created().unwrap_or(i64::MIN),
+            pod.name(),
+            pod.ready_since().is_some(),
+        );
+        nodes
+            .entry(node)
+            .and_modify(|(count, oldest)| {
+                *count += 1;
+                if (this.0, this.1) < (oldest.0, oldest.1) {
+                    *oldest = this;
+                }
+            })
+            .or_insert((1, this));
+    }
+    let unsettled = nodes
+        .values()
+        .filter(|(count, (_, _, ready))| *count > 1 && !ready)
+        .count();
+    u32::try_from(unsettled).unwrap_or(u32::MAX)
+}
+
 /// The first `hostPort` a container (or init container) of `ds`'s pod template asks for,
 /// described (`container "agent" hostPort 9100`): two pods of one node cannot both bind it,
 /// so surge cannot start the new pod beside the old one.
@@ -483,6 +534,92 @@ mod tests {
             }
         }))
         .unwrap()
+    }
+
+    fn pod(name: &str, node: &str, created: &str, ready: bool, terminating: bool) -> PodSummary {
+        let mut metadata = serde_json::json!({"name": name, "creationTimestamp": created});
+        if terminating {
+            metadata["deletionTimestamp"] = serde_json::json!("2026-01-01T00:10:00Z");
+        }
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": metadata,
+            "spec": {"nodeName": node, "containers": []},
+            "status": {"phase": "Running", "conditions": [{
+                "type": "Ready",
+                "status": if ready { "True" } else { "False" },
+                "lastTransitionTime": "2026-01-01T00:05:00Z"
+            }]}
+        }))
+        .unwrap();
+        PodSummary::of(&pod)
+    }
+
+    /// A node is unsettled for the hold when `OnDelete` would keep a pod that is not ready:
+    /// its oldest live pod (by creation, then name, as the DaemonSet controller sorts) is not
+    /// ready and another pod is beside it. Each row names its case.
+    #[test]
+    fn a_node_is_unsettled_when_its_oldest_pod_is_not_ready_beside_another() {
+        let (old, new) = ("2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z");
+        let rows: [(&str, Vec<PodSummary>, u32); 7] = [
+            (
+                "one pod, not ready",
+                vec![pod("a", "n1", old, false, false)],
+                0,
+            ),
+            (
+                "old ready beside a surged pod not ready yet: OnDelete keeps the old one",
+                vec![
+                    pod("a", "n1", old, true, false),
+                    pod("b", "n1", new, false, false),
+                ],
+                0,
+            ),
+            (
+                "old crash-looping beside a ready surged pod",
+                vec![
+                    pod("a", "n1", old, false, false),
+                    pod("b", "n1", new, true, false),
+                ],
+                1,
+            ),
+            (
+                "neither ready",
+                vec![
+                    pod("a", "n1", old, false, false),
+                    pod("b", "n1", new, false, false),
+                ],
+                1,
+            ),
+            (
+                "the old pod is terminating already: gone as far as OnDelete goes",
+                vec![
+                    pod("a", "n1", old, false, true),
+                    pod("b", "n1", new, true, false),
+                ],
+                0,
+            ),
+            (
+                "same second: the name decides which is the oldest",
+                vec![
+                    pod("b", "n1", old, true, false),
+                    pod("a", "n1", old, false, false),
+                ],
+                1,
+            ),
+            (
+                "two nodes, one unsettled",
+                vec![
+                    pod("a", "n1", old, false, false),
+                    pod("b", "n1", new, true, false),
+                    pod("c", "n2", old, true, false),
+                    pod("d", "n2", new, false, false),
+                ],
+                1,
+            ),
+        ];
+        for (name, pods, unsettled) in rows {
+            assert_eq!(surge_unsettled_nodes(pods.iter()), unsettled, "{name}");
+        }
     }
 
     /// The ports two pods of one node would share: a `hostPort`, or any port with

@@ -289,8 +289,9 @@ impl Pass<'_> {
         facts
     }
 
-    /// The nodes with a pod of `live` (or being replaced), as the state machine sees them, and
-    /// `(pods, ready)` per revision.
+    /// The nodes with a pod of `live` (or being replaced), as the state machine sees them,
+    /// `(pods, ready)` per revision, and how soon the next updated pod becomes available
+    /// (`minReadySeconds`, issue 50: an updated pod counts as ready only from then).
     fn node_states(
         &self,
         plan: &Plan,
@@ -298,8 +299,11 @@ impl Pass<'_> {
         live: &DaemonSet,
         pod_index: &OwnerIndex<PodSummary>,
         current: Option<&str>,
-    ) -> (Vec<NodeState>, BTreeMap<String, (u32, u32)>, PodVersions) {
+    ) -> NodeStates {
         let uid = live.metadata.uid.clone().unwrap_or_default();
+        let min_ready = min_ready_seconds(live);
+        let now = self.now.as_second();
+        let mut next_available: Option<u64> = None;
         let owner = OwnerMatch::Uid {
             name: &self.ds_name,
             uid: &uid,
@@ -319,13 +323,16 @@ impl Pass<'_> {
                 if pod.is_terminating() {
                     continue; // The node is being replaced: an entry without a pod.
                 }
-                let ready = pod_is_ready(&**pod);
+                // The Pods driver's rule (`UpdatedRule::Revision`): the pod runs the target.
+                let updated = current.is_some_and(|c| pod_runs_revision(&**pod, c));
+                let (ready, wait) = counts_ready(pod, updated, min_ready, now);
+                if let Some(wait) = wait {
+                    next_available = Some(next_available.map_or(wait, |n| n.min(wait)));
+                }
                 let revision = pod.revision_hash().unwrap_or_default();
                 let counts = by_revision.entry(revision.to_owned()).or_default();
                 counts.0 += 1;
                 counts.1 += u32::from(ready);
-                // The Pods driver's rule (`UpdatedRule::Revision`): the pod runs the target.
-                let updated = current.is_some_and(|c| pod_runs_revision(&**pod, c));
                 let state = PodState {
                     name: pod.name().to_owned(),
                     uid: pod.uid().to_owned(),
@@ -386,7 +393,12 @@ impl Pass<'_> {
                 })
                 .collect::<Vec<_>>()
         });
-        (nodes, by_revision, versions)
+        NodeStates {
+            nodes,
+            by_revision,
+            versions,
+            available_wake: next_available.map(Duration::from_secs),
+        }
     }
 
     /// Writes the status of `record` before its pass deletes in a step, phase or revision the
@@ -529,6 +541,42 @@ fn revision_counts(
     counts
 }
 
+/// What [`Pass::node_states`] saw of the DaemonSet's pods.
+struct NodeStates {
+    /// The nodes with a pod (or being replaced), as the state machine sees them.
+    nodes: Vec<NodeState>,
+    /// `(pods, ready)` per revision.
+    by_revision: BTreeMap<String, (u32, u32)>,
+    versions: PodVersions,
+    /// How soon the next updated pod becomes available (`minReadySeconds`, issue 50).
+    available_wake: Option<Duration>,
+}
+
+/// The DaemonSet's `minReadySeconds` (0 when unset or negative).
+pub(super) fn min_ready_seconds(ds: &DaemonSet) -> u64 {
+    ds.spec
+        .as_ref()
+        .and_then(|spec| spec.min_ready_seconds)
+        .and_then(|seconds| u64::try_from(seconds).ok())
+        .unwrap_or(0)
+}
+
+/// Whether the Pods driver counts `pod` as ready, and, for an updated pod ready but not yet
+/// for `min_ready` seconds, how many seconds are left (issue 50): an updated pod counts once
+/// it is available, as the DaemonSet controller counts it, so a step completes, and a pause
+/// begins, only then. An old pod counts as ready as soon as it is: its deletion is then paid
+/// from the step's budget, never taken for free.
+fn counts_ready(pod: &PodSummary, updated: bool, min_ready: u64, now: i64) -> (bool, Option<u64>) {
+    if !updated {
+        return (pod_is_ready(pod), None);
+    }
+    match pod.available_in(min_ready, now) {
+        None => (false, None),
+        Some(0) => (true, None),
+        Some(left) => (false, Some(left)),
+    }
+}
+
 /// The Pods driver of one pass: the indexes it reads, and what it saw.
 struct PodsDriver<'d> {
     pods_plan: &'d PodsPlan,
@@ -557,6 +605,9 @@ struct PodsSeen {
     steps: StepPlan,
     /// The analysis the status shows.
     analysis: Option<AnalysisStatus>,
+    /// How soon an updated pod ready but not yet for `minReadySeconds` becomes available:
+    /// no watch event marks that moment.
+    available_wake: Option<Duration>,
 }
 
 impl Driver for PodsDriver<'_> {
@@ -585,7 +636,12 @@ impl Driver for PodsDriver<'_> {
             _ => current,
         };
         let new_revision = observed && current.is_some() && current != recorded_revision;
-        let (nodes, by_revision, versions) = pass.node_states(
+        let NodeStates {
+            nodes,
+            by_revision,
+            versions,
+            available_wake,
+        } = pass.node_states(
             plan,
             self.pods_plan,
             live,
@@ -673,6 +729,7 @@ impl Driver for PodsDriver<'_> {
                 self.pods_plan.steps.clone()
             },
             analysis: None,
+            available_wake,
         }));
         Ok(())
     }
@@ -793,10 +850,14 @@ impl Driver for PodsDriver<'_> {
             // watch event would bring it.
             Phase::Started => requeue.conflict,
             Phase::Successful if decision.done => requeue.resync,
-            _ => decision
-                .action
-                .wake_after
-                .map_or(requeue.in_progress, |wake| wake.min(requeue.in_progress)),
+            _ => {
+                // An updated pod turning available (`minReadySeconds`) brings no event.
+                let available = self.seen.as_ref().and_then(|seen| seen.available_wake);
+                [decision.action.wake_after, available]
+                    .into_iter()
+                    .flatten()
+                    .fold(requeue.in_progress, Duration::min)
+            }
         }
     }
 
@@ -810,5 +871,96 @@ impl Driver for PodsDriver<'_> {
     ) -> Option<Vec<String>> {
         let seen = self.seen.as_ref()?;
         pre_pull_nodes(&plan.strategy, &seen.steps, &seen.observation, decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A running pod whose containers are ready or not, its `Ready` condition true since
+    /// `since` (seconds since the epoch) when given.
+    fn pod(ready: bool, since: Option<i64>) -> PodSummary {
+        let mut status = serde_json::json!({
+            "phase": "Running",
+            "containerStatuses": [{"name": "agent", "image": "a", "imageID": "", "restartCount": 0, "ready": ready}]
+        });
+        if let Some(since) = since {
+            // Within the epoch's first day: hours, minutes and seconds say it.
+            let at = format!(
+                "1970-01-01T{:02}:{:02}:{:02}Z",
+                since / 3600,
+                since / 60 % 60,
+                since % 60
+            );
+            status["conditions"] = serde_json::json!([
+                {"type": "Ready", "status": "True", "lastTransitionTime": at}
+            ]);
+        }
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "p"}, "status": status}),
+        )
+        .unwrap();
+        PodSummary::of(&pod)
+    }
+
+    /// `minReadySeconds` (issue 50): an updated pod counts as ready once it has been ready that
+    /// long, with the seconds left to wake for; an old pod as soon as it is ready. Each row
+    /// names its case.
+    #[test]
+    fn an_updated_pod_counts_as_ready_once_available() {
+        const NOW: i64 = 1_000;
+        let rows: [(&str, PodSummary, bool, u64, (bool, Option<u64>)); 7] = [
+            (
+                "no minReadySeconds: ready",
+                pod(true, Some(NOW)),
+                true,
+                0,
+                (true, None),
+            ),
+            (
+                "ready 5 s of 20",
+                pod(true, Some(NOW - 5)),
+                true,
+                20,
+                (false, Some(15)),
+            ),
+            (
+                "ready exactly 20 s of 20",
+                pod(true, Some(NOW - 20)),
+                true,
+                20,
+                (true, None),
+            ),
+            (
+                "ready 30 s of 20",
+                pod(true, Some(NOW - 30)),
+                true,
+                20,
+                (true, None),
+            ),
+            ("not ready", pod(false, None), true, 20, (false, None)),
+            (
+                "ready without a Ready time: counted from now",
+                pod(true, None),
+                true,
+                20,
+                (false, Some(20)),
+            ),
+            (
+                "an old pod ready 5 s of 20",
+                pod(true, Some(NOW - 5)),
+                false,
+                20,
+                (true, None),
+            ),
+        ];
+        for (name, pod, updated, min_ready, expected) in rows {
+            assert_eq!(
+                counts_ready(&pod, updated, min_ready, NOW),
+                expected,
+                "{name}"
+            );
+        }
     }
 }

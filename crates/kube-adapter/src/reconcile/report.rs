@@ -329,12 +329,7 @@ impl Pass<'_> {
             .caches
             .daemon_sets
             .get(&ObjectRef::new(daemon_set).within(&self.namespace));
-        let min_ready = live
-            .as_deref()
-            .and_then(|ds| ds.spec.as_ref())
-            .and_then(|spec| spec.min_ready_seconds)
-            .and_then(|seconds| u64::try_from(seconds).ok())
-            .unwrap_or(0);
+        let min_ready = live.as_deref().map_or(0, super::pods::min_ready_seconds);
         if min_ready > 0 {
             for gap in &mut closed.gaps {
                 gap.seconds = gap.seconds.saturating_add(min_ready);

@@ -315,6 +315,101 @@ fn max_unavailable_with_surge_the_soak_holds_the_widen_without_on_delete() {
     }
 }
 
+/// With surge (issue 50) a hold's `OnDelete` waits while a node's oldest pod is not ready
+/// beside a younger one: the DaemonSet controller, no longer surging, would keep that pod and
+/// delete the younger, ready one. It is written once no such node is left, by a pause's next
+/// pass and by a sticky failure's (whose own pass could not write it). Each row names its case.
+#[test]
+fn max_unavailable_with_surge_the_hold_waits_for_the_nodes_to_settle() {
+    let failed = |failure| canary_state_machine::PreviousPass {
+        failure: Some(failure),
+        ..previous(Phase::Failed)
+    };
+    let rows: [(&str, Observation, Option<WriteKind>); 7] = [
+        (
+            "a pause, a node unsettled: waits",
+            Observation {
+                held: true,
+                surge: true,
+                surge_unsettled_nodes: Some(1),
+                ..canary_ready(None)
+            },
+            None,
+        ),
+        (
+            "a pause, every node settled: holds",
+            Observation {
+                held: true,
+                surge: true,
+                surge_unsettled_nodes: Some(0),
+                ..canary_ready(None)
+            },
+            Some(WriteKind::Hold),
+        ),
+        (
+            "a pause without surge holds at once",
+            Observation {
+                held: true,
+                surge_unsettled_nodes: Some(1),
+                ..canary_ready(None)
+            },
+            Some(WriteKind::Hold),
+        ),
+        (
+            "failed on a broken node, settled now: the hold is written",
+            Observation {
+                surge: true,
+                surge_unsettled_nodes: Some(0),
+                previous: Some(failed(FailureReason::NodeUnhealthy)),
+                ..canary_ready(None)
+            },
+            Some(WriteKind::Hold),
+        ),
+        (
+            "failed analysis, still unsettled: waits",
+            Observation {
+                surge: true,
+                surge_unsettled_nodes: Some(2),
+                previous: Some(failed(FailureReason::AnalysisFailed)),
+                ..canary_ready(None)
+            },
+            None,
+        ),
+        (
+            "failed, on hold already: nothing",
+            Observation {
+                surge: true,
+                live_on_hold: true,
+                previous: Some(failed(FailureReason::NeighboursDisrupted)),
+                ..canary_ready(None)
+            },
+            None,
+        ),
+        (
+            "a crash-looping canary holds nothing (the surge waits on it by itself)",
+            Observation {
+                surge: true,
+                surge_unsettled_nodes: Some(0),
+                previous: Some(failed(FailureReason::CanaryCrashLooping)),
+                ..canary_ready(None)
+            },
+            None,
+        ),
+    ];
+    for (name, observation, write) in rows {
+        let decision = decide(&Strategy::default(), &observation);
+        assert_eq!(decision.write.map(|w| w.kind), write, "{name}");
+        if observation.surge_unsettled_nodes.unwrap_or(0) > 0 && observation.surge {
+            assert_eq!(
+                decision.action.wake_after,
+                Some(canary_state_machine::SURGE_SETTLE_RECHECK),
+                "{name}"
+            );
+            assert!(!decision.action.keeps_hold, "{name}");
+        }
+    }
+}
+
 /// A `pause` during the canary's soak reuses the soak's hold (the DaemonSet is on `OnDelete`
 /// already): nothing is written while paused, and the resume writes no `RollingUpdate` while
 /// the soak still holds (soak seeds 18, 64 and 89 once paid two writes more for it); once the

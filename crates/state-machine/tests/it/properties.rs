@@ -107,6 +107,7 @@ prop_compose! {
             crash_loop: crash.map(|pod| CrashLoopSeen { pod, reason: "CrashLoopBackOff".into() }),
             live_max_unavailable,
             surge,
+            surge_unsettled_nodes: None,
             rollout_observed,
             daemon_set_rolled_out,
             drift: drift.map(|what| DriftSeen { what }),

@@ -97,6 +97,26 @@ impl Driver {
             termination_scheduled: false,
             deferred: None,
         });
+        // `updatePod`: a pod that turns ready under `minReadySeconds` brings a sync once it
+        // is available (a second late, as the real controller adds against clock skew). The
+        // status's own resync counts only each node's oldest pod: without this, a surged pod
+        // turning available beside its old one (both counted ready) is never acted on.
+        let became_ready = state.view.as_ref().is_some_and(|v| !v.is_ready())
+            && view.as_ref().is_some_and(DaemonPod::is_ready);
+        let min_ready = owner
+            .as_ref()
+            .filter(|_| became_ready)
+            .and_then(|key| self.daemonsets.get(key))
+            .and_then(|ds| ds.ds.spec.as_ref())
+            .and_then(|spec| spec.min_ready_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .filter(|seconds| *seconds > 0);
+        if let (Some(seconds), Some(key)) = (min_ready, owner.clone()) {
+            self.requeue(&key, Duration::from_secs(seconds + 1));
+        }
+        let Some(state) = self.pods.get_mut(&key) else {
+            return;
+        };
         if state.view != view || state.owner != owner {
             if let (Some(old_owner), Some(old_view)) = (&state.owner, &state.view) {
                 if let Some(ds) = self.daemonsets.get_mut(old_owner) {
