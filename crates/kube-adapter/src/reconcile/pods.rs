@@ -910,7 +910,9 @@ mod tests {
     #[test]
     fn an_updated_pod_counts_as_ready_once_available() {
         const NOW: i64 = 1_000;
-        let rows: [(&str, PodSummary, bool, u64, (bool, Option<u64>)); 7] = [
+        /// A row: its case, the pod, updated, `minReadySeconds`, and (counts, seconds to wake).
+        type Row = (&'static str, PodSummary, bool, u64, (bool, Option<u64>));
+        let rows: [Row; 7] = [
             (
                 "no minReadySeconds: ready",
                 pod(true, Some(NOW)),
