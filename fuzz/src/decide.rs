@@ -146,6 +146,7 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         analysis: None,
         // Surge (issue 50) changes only the soak's hold, which has table tests of its own.
         surge: false,
+        surge_unsettled_nodes: None,
     })
 }
 

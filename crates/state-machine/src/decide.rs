@@ -75,7 +75,7 @@ pub fn decide(strategy: &Strategy, observation: &Observation) -> Decision {
     hold_once_surges_settle(decision, observation)
 }
 
-/// How soon a hold deferred by [`hold_once_surges_settle`] is looked at again at the latest
+/// How soon a hold deferred by `hold_once_surges_settle` is looked at again at the latest
 /// (the pod events of the settling nodes bring a pass sooner).
 pub const SURGE_SETTLE_RECHECK: Duration = Duration::from_secs(2);
 
