@@ -69,35 +69,7 @@ async fn roll_out_v2(
 ) -> (canary_kube_adapter::crd::CanaryDaemonSetStatus, usize) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let mut v1 = manifest("v1", "healthy");
-    v1["spec"]["health"] = health.clone();
-    if let Some(on_failure) = on_failure {
-        v1["spec"]["strategy"]["onFailure"] = on_failure.into();
-    }
-    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait(
-        &api,
-        &pods,
-        created.metadata.generation,
-        "successful",
-        "v2",
-        &mut 0,
-    )
-    .await;
-    let mut v2 = manifest("v2", behavior);
-    v2["spec"]["health"] = health;
-    if let Some(on_failure) = on_failure {
-        v2["spec"]["strategy"]["onFailure"] = on_failure.into();
-    }
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = v1_then_v2(&api, &pods, manifest, behavior, health, on_failure).await;
     let mut most = 0;
     let status = wait(
         &api,
@@ -109,6 +81,57 @@ async fn roll_out_v2(
     )
     .await;
     (status, most)
+}
+
+/// Creates `v1` of `manifest` (healthy) with `health` and `on_failure`, waits for it to end
+/// `successful`, then asks for `v2` with `behavior` and the same settings: returns the object
+/// as patched (its generation is v2's).
+async fn v1_then_v2(
+    api: &Api<CanaryDaemonSet>,
+    pods: &Api<Pod>,
+    manifest: fn(&str, &str) -> serde_json::Value,
+    behavior: &str,
+    health: serde_json::Value,
+    on_failure: Option<&str>,
+) -> CanaryDaemonSet {
+    let mut v1 = manifest("v1", "healthy");
+    v1["spec"]["health"] = health.clone();
+    if let Some(on_failure) = on_failure {
+        v1["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    wait(
+        api,
+        pods,
+        created.metadata.generation,
+        "successful",
+        "v2",
+        &mut 0,
+    )
+    .await;
+    let mut v2 = manifest("v2", behavior);
+    v2["spec"]["health"] = health;
+    if let Some(on_failure) = on_failure {
+        v2["spec"]["strategy"]["onFailure"] = on_failure.into();
+    }
+    api.patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
+    )
+    .await
+    .unwrap()
+}
+
+/// Sets canary-sim's `not-ready` mark on `node` (its Ready condition turns False), or takes it
+/// away with `Null`.
+async fn set_not_ready(nodes: &Api<Node>, node: &str, value: serde_json::Value) {
+    let patch = serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
 }
 
 /// Waits for `phase` on `generation`; meanwhile the most pods seen at once on `watched`.
@@ -547,29 +570,7 @@ async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_r
     let nodes: Api<Node> = Api::all(client.clone());
     // A long soak: the canary's node is broken by hand while the canary soaks.
     let health = serde_json::json!({"onUnhealthy": "Hold", "canarySoak": "60s"});
-    let mut v1 = manifest("v1", "healthy");
-    v1["spec"]["health"] = health.clone();
-    let v1: CanaryDaemonSet = serde_json::from_value(v1).unwrap();
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait(
-        &api,
-        &pods,
-        created.metadata.generation,
-        "successful",
-        "v2",
-        &mut 0,
-    )
-    .await;
-    let mut v2 = manifest("v2", "healthy");
-    v2["spec"]["health"] = health;
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
-        )
-        .await
-        .unwrap();
+    let patched = v1_then_v2(&api, &pods, manifest, "healthy", health, None).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let canary_node = loop {
         let on_v2 = pods
@@ -595,15 +596,7 @@ async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_r
     };
     // Well after the pod's creation (the gate's clock-skew margin is 5 s).
     tokio::time::sleep(Duration::from_secs(7)).await;
-    let not_ready = |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
-    nodes
-        .patch(
-            &canary_node,
-            &PatchParams::default(),
-            &Patch::Merge(&not_ready("true".into())),
-        )
-        .await
-        .unwrap();
+    set_not_ready(&nodes, &canary_node, "true".into()).await;
     // Held by the gate (a pause step of the Pods driver is `paused` too: wait for the hold).
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
@@ -638,14 +631,7 @@ async fn on_unhealthy_hold_stays_paused_after_the_node_recovers_until_a_person_r
         Some("onUnhealthy")
     );
     // The node recovers: the rollout stays held, for a person to decide.
-    nodes
-        .patch(
-            &canary_node,
-            &PatchParams::default(),
-            &Patch::Merge(&not_ready(serde_json::Value::Null)),
-        )
-        .await
-        .unwrap();
+    set_not_ready(&nodes, &canary_node, serde_json::Value::Null).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while node_ready(&client)
         .await
@@ -731,19 +717,7 @@ async fn a_node_caught_up_after_successful_and_broken_fails_the_generation() {
         .collect();
     names.sort();
     let late = names.last().cloned().expect("a node");
-    let not_ready = |value: serde_json::Value| serde_json::json!({"metadata": {"annotations": {"sim.canary.daemonset.dev/not-ready": value}}});
-    let set_not_ready = |value: serde_json::Value| {
-        let nodes = nodes.clone();
-        let late = late.clone();
-        let patch = not_ready(value);
-        async move {
-            nodes
-                .patch(&late, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
-        }
-    };
-    set_not_ready("true".into()).await;
+    set_not_ready(&nodes, &late, "true".into()).await;
     // v2 rolls out around the NotReady node: deferred, and the rollout ends `successful`.
     let mut v2 = pods_manifest("v2", "healthy");
     v2["spec"]["health"] = health;
@@ -766,7 +740,7 @@ async fn a_node_caught_up_after_successful_and_broken_fails_the_generation() {
     .await;
     assert!(pod_of_on(&pods, "v2", &late).await.is_none(), "deferred");
     // The node recovers; the catch-up replaces its agent with v2 (a late update).
-    set_not_ready(serde_json::Value::Null).await;
+    set_not_ready(&nodes, &late, serde_json::Value::Null).await;
     let deadline = Instant::now() + Duration::from_secs(90);
     while pod_of_on(&pods, "v2", &late).await.is_none() {
         assert!(Instant::now() < deadline, "never caught up");
@@ -774,7 +748,7 @@ async fn a_node_caught_up_after_successful_and_broken_fails_the_generation() {
     }
     // The release breaks it, well after the pod's creation (the 5 s clock-skew margin).
     tokio::time::sleep(Duration::from_secs(7)).await;
-    set_not_ready("true".into()).await;
+    set_not_ready(&nodes, &late, "true".into()).await;
     let status = wait(
         &api,
         &pods,
@@ -812,7 +786,7 @@ async fn a_node_caught_up_after_successful_and_broken_fails_the_generation() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // The failure stays when the node recovers.
-    set_not_ready(serde_json::Value::Null).await;
+    set_not_ready(&nodes, &late, serde_json::Value::Null).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
     assert_eq!(status.phase_name(), Some("failed"), "{status:?}");
