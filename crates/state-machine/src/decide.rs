@@ -19,7 +19,7 @@ use crate::lifecycle::{
     self, Decision, Life, MaxUnavailableAction, Row, Table, completed_event, normal, rollout_of,
     version_or_target, warning,
 };
-use crate::observation::{Observation, TlsFacts};
+use crate::observation::{Observation, PreviousPass, TlsFacts};
 use crate::phase::{FailureReason, Phase};
 use crate::strategy::{Compatibility, Strategy, StrategyError};
 
@@ -243,12 +243,7 @@ fn recorded() -> MaxUnavailableAction {
 /// further pod of the release is replaced, and the failure stays until the target changes.
 fn at_rest(strategy: &Strategy, observation: &Observation) -> Decision {
     let life = life_of(observation);
-    if let Some(previous) = sticky(&life).filter(|p| {
-        matches!(
-            p.failure,
-            Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
-        )
-    }) {
+    if let Some(previous) = sticky_health_failure(&life) {
         return stay_failed(&life, previous);
     }
     let rested = observation
@@ -265,6 +260,17 @@ fn at_rest(strategy: &Strategy, observation: &Observation) -> Decision {
         return stop_replacing(failure, observation);
     }
     quiet(strategy, observation)
+}
+
+/// The previous pass's sticky failure when a health gate decided it (issue 46): it stays, where
+/// the resting and the reference rows would otherwise look at the rollout afresh.
+fn sticky_health_failure(life: &Life<'_>) -> Option<PreviousPass> {
+    sticky(life).filter(|previous| {
+        matches!(
+            previous.failure,
+            Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
+        )
+    })
 }
 
 /// Spec section 3 step 4: nothing to do. The default strategy reports the completion here,
@@ -292,12 +298,7 @@ fn reference_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     // its update fails the rollout here too, and the failure stays (the reference table
     // re-evaluates every failure, which would widen once the node left the window).
     let life = life_of(observation);
-    if let Some(previous) = sticky(&life).filter(|p| {
-        matches!(
-            p.failure,
-            Some(FailureReason::NodeUnhealthy | FailureReason::NeighboursDisrupted)
-        )
-    }) {
+    if let Some(previous) = sticky_health_failure(&life) {
         return stay_failed(&life, previous);
     }
     if let Some(failure) = health_failed(&life) {
