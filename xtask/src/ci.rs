@@ -38,6 +38,11 @@ const STEPS: &[Step] = &[
         run: fmt,
     },
     Step {
+        name: "fn-length",
+        what: "no function in crates/*/src over 120 lines (a lexical scan of fn items, braces matched)",
+        run: |_| crate::fn_length::run(),
+    },
+    Step {
         name: "deny",
         what: "cargo deny check licenses bans sources (deny.toml; advisories need a database CI cannot fetch)",
         run: deny,

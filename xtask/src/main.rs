@@ -15,6 +15,7 @@ mod codegen;
 mod deploy;
 mod e2e;
 mod e2e_deploy;
+mod fn_length;
 mod fuzz;
 mod kubevirt;
 mod soak;

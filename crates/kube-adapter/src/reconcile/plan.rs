@@ -17,7 +17,10 @@ use canary_state_machine::{
 use canary_tls_migration::{ContainerSelector, InsertMode, TlsConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::crd::{CanaryDaemonSet, CrashLoopPolicyName, NeighboursSpec, StepSpec};
+use crate::crd::{
+    CanaryDaemonSet, CrashLoopPolicyName, CrashLoopSpec, NeighboursSpec, StepSpec, StrategySpec,
+    TlsMigrationSpec,
+};
 use crate::desired::{RollingUpdateWrite, target_of};
 
 /// The settings derived from a spec.
@@ -103,13 +106,47 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
         Err(error) => return Err(error.to_string()),
     };
     check_names(cds)?;
+    let strategy = strategy_plan(&spec.strategy)?;
+    let compatibility = strategy.compatibility;
+    if let Some(limit) = spec.revision_history_limit
+        && !(1..=MAX_REVISION_HISTORY_LIMIT).contains(&limit)
+    {
+        // 0 would delete the revision `undo` and a rollback return to; the CRD allows 1 to 100.
+        return Err(format!(
+            "spec.revisionHistoryLimit {limit} is out of range (1 to {MAX_REVISION_HISTORY_LIMIT})"
+        ));
+    }
+    let crash_loop = crash_loop_plan(spec.strategy.crash_loop.as_ref(), compatibility)?;
+    let tls = tls_plan(&spec.tls_migration, compatibility);
+    let driver = driver_plan(cds)?;
+    let surge = spec.strategy.surge;
+    check_driver_combinations(&driver, tls.is_some(), surge, compatibility)?;
+    let health = health_plan(cds, compatibility)?;
+    let analysis = analysis_plan(cds)?;
+    Ok(Plan {
+        surge,
+        strategy,
+        keys,
+        target,
+        crash_loop,
+        tls,
+        driver,
+        health,
+        analysis,
+        pre_pull: pre_pull_plan(cds),
+    })
+}
+
+/// The state machine's [`Strategy`] of `spec.strategy`: its step values, deadline and drift
+/// policy, validated.
+fn strategy_plan(spec: &StrategySpec) -> Result<Strategy, String> {
     let parse = |field: &str, value: &str| {
         value
             .parse::<MaxUnavailable>()
             .map_err(|e| format!("spec.strategy.{field} {value:?}: {e}"))
     };
-    let compatibility = spec.strategy.compatibility;
-    let seconds = spec.strategy.progress_deadline_seconds;
+    let compatibility = spec.compatibility;
+    let seconds = spec.progress_deadline_seconds;
     let progress_deadline = match compatibility {
         Compatibility::KubeVirt => None,
         Compatibility::Fixed => u64::try_from(seconds)
@@ -119,13 +156,10 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
     };
     let strategy = Strategy {
         compatibility,
-        canary_max_unavailable: parse(
-            "canaryMaxUnavailable",
-            &spec.strategy.canary_max_unavailable,
-        )?,
-        fast_max_unavailable: parse("fastMaxUnavailable", &spec.strategy.fast_max_unavailable)?,
+        canary_max_unavailable: parse("canaryMaxUnavailable", &spec.canary_max_unavailable)?,
+        fast_max_unavailable: parse("fastMaxUnavailable", &spec.fast_max_unavailable)?,
         progress_deadline,
-        drift_policy: spec.strategy.drift_policy,
+        drift_policy: spec.drift_policy,
     };
     strategy
         .validate()
@@ -135,15 +169,15 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
             "spec.strategy.progressDeadlineSeconds {seconds} is out of range (0 to {MAX_PROGRESS_DEADLINE_SECONDS})"
         ));
     }
-    if let Some(limit) = spec.revision_history_limit
-        && !(1..=MAX_REVISION_HISTORY_LIMIT).contains(&limit)
-    {
-        // 0 would delete the revision `undo` and a rollback return to; the CRD allows 1 to 100.
-        return Err(format!(
-            "spec.revisionHistoryLimit {limit} is out of range (1 to {MAX_REVISION_HISTORY_LIMIT})"
-        ));
-    }
-    let crash_loop = match &spec.strategy.crash_loop {
+    Ok(strategy)
+}
+
+/// What counts as a crash-looping pod (`spec.strategy.crashLoop`).
+fn crash_loop_plan(
+    spec: Option<&CrashLoopSpec>,
+    compatibility: Compatibility,
+) -> Result<CrashLoopPolicy, String> {
+    Ok(match spec {
         // The reference's rule comes with the reference's table unless asked otherwise.
         None => match compatibility {
             Compatibility::KubeVirt => CrashLoopPolicy::KubeVirt,
@@ -164,56 +198,53 @@ pub(crate) fn plan(cds: &CanaryDaemonSet) -> Result<Plan, String> {
                 }
             }
         },
-    };
-    let tls = spec.tls_migration.enabled.then(|| {
-        let t = &spec.tls_migration;
-        TlsConfig {
-            support_label: t.support_label.clone(),
-            support_value: t.support_value.clone(),
-            flag: t.flag.clone(),
-            flag_value: t.flag_value.clone(),
-            cert_volume: t.cert_secret_volume.clone(),
-            container: t
-                .container
-                .clone()
-                .map_or(ContainerSelector::Index(0), ContainerSelector::Name),
-            insert: match compatibility {
-                Compatibility::KubeVirt => InsertMode::Reference,
-                Compatibility::Fixed => InsertMode::Idempotent,
-            },
-        }
-    });
-    let driver = driver_plan(cds)?;
-    if matches!(driver, DriverPlan::Pods(_)) && tls.is_some() {
+    })
+}
+
+/// The TLS migration of `spec.tlsMigration`, when enabled.
+fn tls_plan(spec: &TlsMigrationSpec, compatibility: Compatibility) -> Option<TlsConfig> {
+    spec.enabled.then(|| TlsConfig {
+        support_label: spec.support_label.clone(),
+        support_value: spec.support_value.clone(),
+        flag: spec.flag.clone(),
+        flag_value: spec.flag_value.clone(),
+        cert_volume: spec.cert_secret_volume.clone(),
+        container: spec
+            .container
+            .clone()
+            .map_or(ContainerSelector::Index(0), ContainerSelector::Name),
+        insert: match compatibility {
+            Compatibility::KubeVirt => InsertMode::Reference,
+            Compatibility::Fixed => InsertMode::Idempotent,
+        },
+    })
+}
+
+/// The settings that each stand alone but not together: TLS migration and surge are the
+/// MaxUnavailable driver's, and surge is not the reference's.
+fn check_driver_combinations(
+    driver: &DriverPlan,
+    tls: bool,
+    surge: bool,
+    compatibility: Compatibility,
+) -> Result<(), String> {
+    let pods_driver = matches!(driver, DriverPlan::Pods(_));
+    if pods_driver && tls {
         return Err(
             "spec.tlsMigration is KubeVirt's and runs with the MaxUnavailable driver only; disable it or use driver MaxUnavailable".to_owned(),
         );
     }
-    let surge = spec.strategy.surge;
     if surge && compatibility == Compatibility::KubeVirt {
         return Err(
             "spec.strategy.surge needs compatibility Fixed: the reference (virt-operator) has no surge, and its readers take maxUnavailable 0 for a rollout under way".to_owned(),
         );
     }
-    if surge && matches!(driver, DriverPlan::Pods(_)) {
+    if surge && pods_driver {
         return Err(
             "spec.strategy.surge is for the MaxUnavailable driver: the Pods driver deletes old pods itself (OnDelete), so a new pod never starts beside the old one; use driver MaxUnavailable for surge".to_owned(),
         );
     }
-    let health = health_plan(cds, compatibility)?;
-    let analysis = analysis_plan(cds)?;
-    Ok(Plan {
-        surge,
-        strategy,
-        keys,
-        target,
-        crash_loop,
-        tls,
-        driver,
-        health,
-        analysis,
-        pre_pull: pre_pull_plan(cds),
-    })
+    Ok(())
 }
 
 /// How many nodes pull at once when `spec.prePull` is on (default 10; the CRD bounds it to 1
