@@ -97,6 +97,53 @@ pub struct Transition {
     pub downtime: crate::index::ClosedGaps,
 }
 
+impl Transition {
+    /// A move of `name` (and of its DaemonSet, named the same) from `from` to `to` at `at`, and
+    /// nothing else: no failure, message or write, counts at zero, and none of what a pass of
+    /// the controller adds (drift, a driver's record, history, a retry, a hold, the health
+    /// gates, analysis, downtime). What an observer that never writes reports (the KubeVirt
+    /// tracker), and where a test's or a demo's transition starts: each sets its counts over it.
+    pub fn phase_change(
+        namespace: &str,
+        name: &str,
+        target: Target,
+        from: Option<Phase>,
+        to: Phase,
+        at: Timestamp,
+    ) -> Self {
+        Transition {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            daemon_set: name.to_owned(),
+            target,
+            from,
+            to,
+            failure: None,
+            message: None,
+            write: None,
+            desired: 0,
+            updated: 0,
+            updated_ready: 0,
+            available: 0,
+            max_unavailable: None,
+            observed_generation: None,
+            recorded_generation: None,
+            drift: None,
+            template_hash: None,
+            phase_started_at: at,
+            at,
+            pods: None,
+            history: None,
+            retry: None,
+            held: false,
+            unhealthy: None,
+            analysis: None,
+            unhealthy_answered: None,
+            downtime: Default::default(),
+        }
+    }
+}
+
 /// The nodes the health gates name in a pass: at most ten, and how many in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnhealthyRecord {

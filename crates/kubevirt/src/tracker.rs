@@ -156,36 +156,24 @@ fn transition(
     to: &Reported,
     now: Timestamp,
 ) -> Transition {
+    // The observer never writes (virt-operator's writes are not ours to count) and has no
+    // pass of its own to record: a phase change with the counts it read.
     Transition {
-        unhealthy_answered: None,
-        downtime: Default::default(),
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        daemon_set: name.to_owned(),
-        target: to.target.clone(),
-        from: from.map(|reported| reported.phase),
-        to: to.phase,
         failure: to.failure,
-        message: None,
-        // The observer never writes; virt-operator's writes are not ours to count.
-        write: None,
         desired: to.counts.0,
         updated: to.counts.1,
         updated_ready: to.counts.2,
         available: to.available,
         max_unavailable: to.max_unavailable.clone(),
-        observed_generation: None,
-        recorded_generation: None,
-        drift: None,
-        template_hash: None,
         phase_started_at: to.phase_started_at,
-        pods: None,
-        history: None,
-        retry: None,
-        held: false,
-        unhealthy: None,
-        analysis: None,
-        at: now,
+        ..Transition::phase_change(
+            namespace,
+            name,
+            to.target.clone(),
+            from.map(|reported| reported.phase),
+            to.phase,
+            now,
+        )
     }
 }
 

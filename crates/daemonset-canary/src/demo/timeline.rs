@@ -379,18 +379,12 @@ mod tests {
         ready: u32,
         max: &str,
     ) -> Transition {
+        let target = canary_predicates::Target {
+            version: "v2".into(),
+            ..canary_predicates::Target::default()
+        };
         Transition {
-            namespace: "default".into(),
-            name: "node-agent".into(),
-            daemon_set: "node-agent".into(),
-            target: canary_predicates::Target {
-                version: "v2".into(),
-                ..canary_predicates::Target::default()
-            },
-            from: Some(from),
-            to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),
-            message: None,
             write,
             desired: 20,
             updated: ready,
@@ -402,19 +396,7 @@ mod tests {
                 LiveMaxUnavailable::Int(max.parse().unwrap())
             }),
             observed_generation: Some(2),
-            recorded_generation: None,
-            drift: None,
-            template_hash: None,
-            pods: None,
-            history: None,
-            retry: None,
-            held: false,
-            unhealthy: None,
-            analysis: None,
-            unhealthy_answered: None,
-            downtime: Default::default(),
-            phase_started_at: at(seconds),
-            at: at(seconds),
+            ..Transition::phase_change("default", "node-agent", target, Some(from), to, at(seconds))
         }
     }
 

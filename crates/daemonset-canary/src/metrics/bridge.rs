@@ -262,18 +262,13 @@ mod tests {
     use std::time::Duration;
 
     fn transition(from: Option<Phase>, to: Phase, at: i64, write: Option<WriteKind>) -> Transition {
+        let target = canary_predicates::Target {
+            version: "v2".into(),
+            ..canary_predicates::Target::default()
+        };
+        let at = Timestamp::from_second(at).unwrap();
         Transition {
-            namespace: "default".into(),
-            name: "agent".into(),
-            daemon_set: "agent".into(),
-            target: canary_predicates::Target {
-                version: "v2".into(),
-                ..canary_predicates::Target::default()
-            },
-            from,
-            to,
             failure: (to == Phase::Failed).then_some(FailureReason::CanaryCrashLooping),
-            message: None,
             write,
             desired: 20,
             updated: 2,
@@ -281,19 +276,7 @@ mod tests {
             available: 20,
             max_unavailable: Some(LiveMaxUnavailable::Str("10%".into())),
             observed_generation: Some(1),
-            recorded_generation: None,
-            drift: None,
-            template_hash: None,
-            phase_started_at: Timestamp::from_second(at).unwrap(),
-            at: Timestamp::from_second(at).unwrap(),
-            pods: None,
-            history: None,
-            retry: None,
-            held: false,
-            unhealthy: None,
-            analysis: None,
-            unhealthy_answered: None,
-            downtime: Default::default(),
+            ..Transition::phase_change("default", "agent", target, from, to, at)
         }
     }
 

@@ -140,37 +140,29 @@ impl<'a> Pass<'a> {
     fn record<A>(&self, decision: &Decision<A>) -> Transition {
         let previous = self.status.as_ref();
         Transition {
-            namespace: self.namespace.clone(),
-            name: self.cds.name_any(),
             daemon_set: self.ds_name.clone(),
-            // The target a pass that cannot read the spec leaves is the last one known.
-            target: recorded_target(previous),
-            from: previous.and_then(|s| s.phase),
-            to: decision.phase,
             failure: decision.failure,
             message: decision.error.clone(),
-            write: None,
             desired: previous.map_or(0, |s| s.desired),
             updated: previous.map_or(0, |s| s.updated),
             updated_ready: previous.map_or(0, |s| s.updated_ready),
             available: previous.map_or(0, |s| s.desired),
-            max_unavailable: None,
             observed_generation: self.cds.metadata.generation,
             recorded_generation: previous.and_then(|s| s.recorded_daemon_set_generation),
-            drift: None,
-            template_hash: None,
-            phase_started_at: self.now,
-            pods: None,
-            history: None,
             retry: previous.and_then(|s| s.retry.clone()),
             held: previous.and_then(|s| s.held) == Some(true),
-            unhealthy: None,
-            analysis: None,
             unhealthy_answered: previous
                 .and_then(|s| s.unhealthy_answered.as_ref())
                 .map(|t| t.0.as_second()),
-            downtime: Default::default(),
-            at: self.now,
+            ..Transition::phase_change(
+                &self.namespace,
+                &self.cds.name_any(),
+                // The target a pass that cannot read the spec leaves is the last one known.
+                recorded_target(previous),
+                previous.and_then(|s| s.phase),
+                decision.phase,
+                self.now,
+            )
         }
     }
 

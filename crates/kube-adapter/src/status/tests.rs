@@ -11,19 +11,11 @@ fn t(seconds: i64) -> Timestamp {
 }
 
 fn pass(phase: Phase, updated_ready: u32) -> Transition {
+    let target = Target {
+        version: "v2".into(),
+        ..Target::default()
+    };
     Transition {
-        namespace: "ns".into(),
-        name: "agent".into(),
-        daemon_set: "agent".into(),
-        target: Target {
-            version: "v2".into(),
-            ..Target::default()
-        },
-        from: None,
-        to: phase,
-        failure: None,
-        message: None,
-        write: None,
         desired: 4,
         updated: updated_ready,
         updated_ready,
@@ -31,18 +23,7 @@ fn pass(phase: Phase, updated_ready: u32) -> Transition {
         max_unavailable: Some(LiveMaxUnavailable::Int(1)),
         observed_generation: Some(1),
         recorded_generation: Some(3),
-        drift: None,
-        template_hash: None,
-        phase_started_at: t(0),
-        at: t(0),
-        pods: None,
-        history: None,
-        retry: None,
-        held: false,
-        unhealthy: None,
-        analysis: None,
-        unhealthy_answered: None,
-        downtime: Default::default(),
+        ..Transition::phase_change("ns", "agent", target, None, phase, t(0))
     }
 }
 
