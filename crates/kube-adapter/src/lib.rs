@@ -124,6 +124,7 @@ mod sync;
 mod trigger;
 mod undecodable;
 pub mod watched_node;
+mod wire;
 pub mod workload;
 
 pub use controller::{ControllerConfig, LeaderElection, run};

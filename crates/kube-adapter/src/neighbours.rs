@@ -99,15 +99,8 @@ fn seconds(time: Option<&Time>) -> u32 {
     })
 }
 
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    metadata: WireMeta,
-    #[serde(default)]
-    spec: Option<WireSpec>,
-    #[serde(default)]
-    status: Option<WireStatus>,
-}
+/// The wire form: the fields kept, every other one skipped by serde unbuilt.
+type Wire = crate::wire::Wire<WireMeta, crate::wire::PodSpecWire, WireStatus>;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -138,13 +131,6 @@ struct WireOwner {
     uid: String,
     #[serde(default)]
     controller: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireSpec {
-    #[serde(default)]
-    node_name: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -96,15 +96,7 @@ impl NodeTrouble {
 }
 
 /// The wire form: the fields kept, every other one skipped by serde unbuilt.
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    metadata: WireMeta,
-    #[serde(default)]
-    spec: Option<WireSpec>,
-    #[serde(default)]
-    status: Option<WireStatus>,
-}
+type Wire = crate::wire::Wire<WireMeta, WireSpec, WireStatus>;
 
 /// The metadata a cache and a watch need (identity, resource version for resuming, labels);
 /// the annotations and managed fields are left out.

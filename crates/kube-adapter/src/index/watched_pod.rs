@@ -36,15 +36,7 @@ impl From<Pod> for WatchedPod {
 }
 
 /// The wire form: the fields kept, every other one skipped by serde unbuilt.
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(default)]
-    metadata: WireMeta,
-    #[serde(default)]
-    spec: Option<WireSpec>,
-    #[serde(default)]
-    status: Option<WireStatus>,
-}
+type Wire = crate::wire::Wire<WireMeta, crate::wire::PodSpecWire, WireStatus>;
 
 /// `ObjectMeta` without `managedFields` (and the deprecated `selfLink`): serde skips them unbuilt.
 #[derive(Deserialize, Default)]
@@ -98,13 +90,6 @@ impl From<WireMeta> for ObjectMeta {
             uid: meta.uid,
         }
     }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireSpec {
-    #[serde(default)]
-    node_name: Option<String>,
 }
 
 #[derive(Deserialize)]
