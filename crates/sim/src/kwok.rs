@@ -153,9 +153,7 @@ impl PodLite {
     }
 
     fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata
-            .annotations
-            .as_ref()?
+        kube::ResourceExt::annotations(self)
             .get(key)
             .map(String::as_str)
     }
@@ -366,20 +364,12 @@ impl Player {
         let Some(tracked) = self.pods.get_mut(&key) else {
             return actions;
         };
-        if tracked.node != node {
-            if let Some(old) = tracked.node.take()
-                && let Some(set) = self.pods_on_node.get_mut(&old)
-            {
-                set.remove(&key);
-            }
-            if let Some(new) = &node {
-                self.pods_on_node
-                    .entry(new.clone())
-                    .or_default()
-                    .insert(key.clone());
-            }
-            tracked.node = node.clone();
-        }
+        nodes::rebind_pod(
+            &mut self.pods_on_node,
+            &key,
+            &mut tracked.node,
+            node.clone(),
+        );
         tracked.owner_uid = crate::cluster::ownership::any_controller_uid(&pod.metadata);
         tracked.deleting = pod.metadata.deletion_timestamp.is_some();
         tracked.disrupted_by = pod.annotation(DISRUPTED_BY_ANNOTATION).map(str::to_owned);

@@ -3,7 +3,7 @@
 //! `spec.unschedulable`; `pkg/controller/nodelifecycle` mirrors it as a taint), and the
 //! not-ready taints the node lifecycle controller adds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::{
     Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
@@ -411,6 +411,32 @@ pub fn remove_taint(node: &mut Node, key: &str, effect: Option<&str>) -> bool {
         spec.taints = None;
     }
     removed
+}
+
+/// Moves `pod` in a node -> pods index (the cluster driver's and the KWOK player's) from the
+/// node `bound` names to `node`, and records `node` in `bound`. A pod unbound (`None`) is in no
+/// node's set.
+pub(crate) fn rebind_pod<K: Ord + Clone>(
+    pods_on_node: &mut HashMap<String, BTreeSet<K>>,
+    pod: &K,
+    bound: &mut Option<String>,
+    node: Option<String>,
+) {
+    if *bound == node {
+        return;
+    }
+    if let Some(old) = bound.take()
+        && let Some(set) = pods_on_node.get_mut(&old)
+    {
+        set.remove(pod);
+    }
+    if let Some(new) = &node {
+        pods_on_node
+            .entry(new.clone())
+            .or_default()
+            .insert(pod.clone());
+    }
+    *bound = node;
 }
 
 #[cfg(test)]

@@ -208,27 +208,15 @@ impl StructuralSchema {
                 if let Some(Additional::Schema(schema)) = &self.additional {
                     for (key, child) in map {
                         let child_path = format!("{}[{key}]", path.unwrap_or(""));
-                        schema.check_rules_at(
-                            child,
-                            old_of(key),
-                            Some(&child_path),
-                            false,
-                            correlation,
-                            findings,
-                        );
+                        let old = old_of(key);
+                        schema.check_child_rules(child, old, &child_path, correlation, findings);
                     }
                 }
                 for (key, child) in map {
                     if let Some(schema) = self.properties.get(key) {
                         let child_path = child_path(path, key);
-                        schema.check_rules_at(
-                            child,
-                            old_of(key),
-                            Some(&child_path),
-                            false,
-                            correlation,
-                            findings,
-                        );
+                        let old = old_of(key);
+                        schema.check_child_rules(child, old, &child_path, correlation, findings);
                     }
                 }
             }
@@ -236,19 +224,25 @@ impl StructuralSchema {
                 if let Some(schema) = &self.items {
                     for (index, item) in items.iter().enumerate() {
                         let item_path = format!("{}[{index}]", path.unwrap_or(""));
-                        schema.check_rules_at(
-                            item,
-                            None,
-                            Some(&item_path),
-                            false,
-                            correlation,
-                            findings,
-                        );
+                        schema.check_child_rules(item, None, &item_path, correlation, findings);
                     }
                 }
             }
             _ => {}
         }
+    }
+
+    /// [`check_rules_at`](Self::check_rules_at) for a value below the root (a property, an
+    /// additional property or an item) at `path`.
+    fn check_child_rules<'a>(
+        &'a self,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        path: &str,
+        nearest: Option<Correlation<'a>>,
+        findings: &mut RuleFindings,
+    ) {
+        self.check_rules_at(value, old, Some(path), false, nearest, findings);
     }
 
     /// `validateExpressions`: this value's own rules.

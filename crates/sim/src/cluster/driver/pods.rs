@@ -133,20 +133,7 @@ impl Driver {
             state.view = view;
             state.owner = owner;
         }
-        if state.node != node {
-            if let Some(old) = state.node.take()
-                && let Some(set) = self.pods_on_node.get_mut(&old)
-            {
-                set.remove(&key);
-            }
-            if let Some(new) = &node {
-                self.pods_on_node
-                    .entry(new.clone())
-                    .or_default()
-                    .insert(key.clone());
-            }
-            state.node = node;
-        }
+        nodes::rebind_pod(&mut self.pods_on_node, &key, &mut state.node, node);
         state.owner_uid = owner_uid;
         state.host_network = host_network;
         state.deleting = deleting;
@@ -217,28 +204,19 @@ impl Driver {
             ip
         };
         let kubelet_up = node.kubelet_up;
-        if already_running {
-            // A workload that ran before the simulation: no start, and its effects (if its
-            // annotation gives any) are armed at once.
-            let mut runtime = PodRuntime::already_running(behavior.containers, now);
-            runtime.node_ready = kubelet_up;
-            let Some(state) = self.pods.get_mut(key) else {
-                return;
-            };
-            state.runtime = Some(runtime);
-            state.addresses = Some(PodAddresses { host_ip, pod_ip });
-            state.effects = behavior.effects;
-            state.pulls = pulls;
-            self.arm_effects(key);
-            self.refresh_disruption_of(key);
-            self.dirty_pod_statuses.insert(key.clone());
-            return;
-        }
-        let mut runtime = PodRuntime::admitted(behavior.containers, now);
+        // A workload that ran before the simulation is not started: its effects (if its
+        // annotation gives any) are armed at once. Any other pod's containers start after the
+        // kubelet's latency.
+        let mut runtime = if already_running {
+            PodRuntime::already_running(behavior.containers, now)
+        } else {
+            PodRuntime::admitted(behavior.containers, now)
+        };
         runtime.node_ready = kubelet_up;
-        let delay = self
-            .rng
-            .jitter(self.kubelet.start_latency, self.kubelet.jitter);
+        let start_delay = (!already_running).then(|| {
+            self.rng
+                .jitter(self.kubelet.start_latency, self.kubelet.jitter)
+        });
         let Some(state) = self.pods.get_mut(key) else {
             return;
         };
@@ -246,18 +224,20 @@ impl Driver {
         state.addresses = Some(PodAddresses { host_ip, pod_ip });
         state.effects = behavior.effects;
         state.pulls = pulls;
-        let epoch = state.epoch;
-        if kubelet_up {
-            self.schedule(
-                delay,
-                Timer::PodStep {
-                    key: key.clone(),
-                    epoch,
-                    step: KubeletStep::Start,
-                },
-            );
-        } else {
-            state.deferred = Some(KubeletStep::Start);
+        match start_delay {
+            None => self.arm_effects(key),
+            Some(delay) if kubelet_up => {
+                let epoch = state.epoch;
+                self.schedule(
+                    delay,
+                    Timer::PodStep {
+                        key: key.clone(),
+                        epoch,
+                        step: KubeletStep::Start,
+                    },
+                );
+            }
+            Some(_) => state.deferred = Some(KubeletStep::Start),
         }
         self.refresh_disruption_of(key);
         self.dirty_pod_statuses.insert(key.clone());
