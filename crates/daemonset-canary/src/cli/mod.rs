@@ -59,6 +59,21 @@ pub struct EndpointArgs {
     pub health_addr: Option<std::net::SocketAddr>,
 }
 
+impl EndpointArgs {
+    /// Serves `metrics` (and the probes) on these addresses in the background.
+    pub async fn serve(
+        &self,
+        metrics: daemonset_canary::metrics::Metrics,
+    ) -> anyhow::Result<daemonset_canary::server::BackgroundServer> {
+        daemonset_canary::server::BackgroundServer::start(
+            self.metrics_addr,
+            self.health_addr,
+            metrics,
+        )
+        .await
+    }
+}
+
 impl KubeArgs {
     /// Connects as these flags say (see [`connect`]).
     pub async fn connect(&self) -> anyhow::Result<Connection> {

@@ -12,7 +12,6 @@ use canary_kube_adapter::Observer;
 use canary_kubevirt::{ObserveConfig, ObserveError};
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::kubevirt as kubevirt_metrics;
-use daemonset_canary::server::BackgroundServer;
 
 /// Arguments of `observe-kubevirt`.
 #[derive(Debug, clap::Args)]
@@ -31,12 +30,7 @@ pub struct ObserveKubeVirtArgs {
 pub async fn run(args: ObserveKubeVirtArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::observed().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(
-        args.endpoints.metrics_addr,
-        args.endpoints.health_addr,
-        metrics,
-    )
-    .await?;
+    let server = args.endpoints.serve(metrics).await?;
     let metrics_addr = server.addr;
     tracing::info!(
         api = %connection.url,

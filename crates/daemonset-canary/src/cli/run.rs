@@ -19,7 +19,6 @@ use canary_kube_adapter::scope::api;
 use canary_kube_adapter::{CanaryDaemonSet, ControllerConfig, LeaderElection, Observer};
 use daemonset_canary::metrics::Metrics;
 use daemonset_canary::metrics::{Mode, bridge};
-use daemonset_canary::server::BackgroundServer;
 use kube::api::ListParams;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,12 +90,7 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let connection = args.kube.connect().await?;
     let metrics = Metrics::new().context("cannot create the metrics")?;
-    let server = BackgroundServer::start(
-        args.endpoints.metrics_addr,
-        args.endpoints.health_addr,
-        metrics,
-    )
-    .await?;
+    let server = args.endpoints.serve(metrics).await?;
     let (metrics, metrics_addr) = (server.metrics.clone(), server.addr);
 
     preflight(&connection, args.namespace.as_deref()).await?;
