@@ -11,20 +11,9 @@
 
 use std::time::Instant;
 
-use anyhow::Context;
 use canary_sim::Sim;
 use canary_sim::cluster::{ClusterConfig, NEIGHBOURS_NAMESPACE};
 use k8s_openapi::api::core::v1::Pod;
-
-fn resident_bytes() -> anyhow::Result<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").context("reading /proc/self/statm")?;
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .context("statm has no resident field")?
-        .parse()?;
-    Ok(pages * 4096)
-}
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -43,11 +32,11 @@ fn main() -> anyhow::Result<()> {
             .build()?;
         // Cluster::start creates the nodes at once; the neighbours are created by the cluster
         // task, which has not run yet.
-        let before = resident_bytes()?;
+        let before = canary_testkit::resident_bytes();
         let started = Instant::now();
         sim.cluster().settle().await?;
         let elapsed = started.elapsed();
-        let after = resident_bytes()?;
+        let after = canary_testkit::resident_bytes();
         let pods = sim.store().list::<Pod>(Some(NEIGHBOURS_NAMESPACE));
         let ready = pods
             .iter()

@@ -4,19 +4,8 @@
 //!
 //! `cargo run --release -p canary-sim --example store_memory -- 5000`
 
-use anyhow::Context;
 use canary_sim::{SimClock, Store};
 use k8s_openapi::api::core::v1::Pod;
-
-fn resident_bytes() -> anyhow::Result<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").context("reading /proc/self/statm")?;
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .context("statm has no resident field")?
-        .parse()?;
-    Ok(pages * 4096)
-}
 
 fn main() -> anyhow::Result<()> {
     let count: usize = std::env::args()
@@ -34,14 +23,14 @@ fn main() -> anyhow::Result<()> {
     let pod_json_bytes = serde_json::to_vec(&template)?.len();
 
     let store = Store::new(SimClock::new());
-    let before = resident_bytes()?;
+    let before = canary_testkit::resident_bytes();
     for i in 0..count {
         let mut pod = template.clone();
         pod.metadata.name = Some(format!("agent-{i}"));
         pod.spec.get_or_insert_with(Default::default).node_name = Some(format!("node-{i}"));
         store.create(&pod)?;
     }
-    let after = resident_bytes()?;
+    let after = canary_testkit::resident_bytes();
     let grown = after.saturating_sub(before);
     println!(
         "{count} pods ({pod_json_bytes} bytes of JSON each): store objects {}, resident memory grew by {:.1} MiB ({} bytes per pod)",

@@ -6,6 +6,7 @@
 //! - [`pod_spec`], [`template_meta`], [`first_container`] (and their `_mut` forms) reach into a
 //!   DaemonSet's pod template.
 //! - [`node_names`] and [`put_secret`] talk to an API server (canary-sim or a real one).
+//! - [`resident_bytes`] reads this process's resident memory, for the memory examples.
 //!
 //! Invariants: nothing here is product code, and no library crate depends on it but as a
 //! dev-dependency. A missing field or a failed request panics with what was being done: in a
@@ -179,4 +180,17 @@ pub async fn put_secret(client: &Client, namespace: &str, name: &str, key: &str,
         )
         .await
         .expect("apply the Secret");
+}
+
+/// This process's resident memory in bytes (`/proc/self/statm`'s second field, in 4 KiB
+/// pages): what the memory examples measure before and after building what they weigh. Linux
+/// only.
+pub fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("reading /proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|field| field.parse().ok())
+        .expect("statm has no resident field");
+    pages * 4096
 }

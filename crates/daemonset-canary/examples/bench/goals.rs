@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::baseline::percentile;
 use crate::report::Report;
+use crate::rollout::RolloutFigures;
 
 /// The cluster size most goals are about.
 pub const GOAL_NODES: u32 = 5000;
@@ -146,41 +147,15 @@ pub fn issue_20(report: &Report) -> Vec<Goal> {
     let reconcile_goal = format!(
         "at most {RECONCILES_MAX} reconciles and exactly 3 DaemonSet writes per {GOAL_NODES}-node rollout"
     );
-    if large.is_empty() {
-        goals.push(not_measured(&reconcile_goal));
-    } else {
-        let reconciles: Vec<u64> = large.iter().map(|r| r.reconciles).collect();
-        let writes: Vec<u64> = large.iter().map(|r| r.daemon_set_writes).collect();
-        goals.push(goal(
-            reconciles.iter().all(|&r| r <= RECONCILES_MAX) && writes.iter().all(|&w| w == 3),
-            format!("{reconcile_goal}: reconciles {reconciles:?}, writes {writes:?}"),
-        ));
-    }
+    goals.push(reconciles_and_writes(
+        &large,
+        RECONCILES_MAX,
+        &reconcile_goal,
+    ));
     let reaction_goal = format!(
         "reaction p99 at {GOAL_NODES} nodes at most {REACTION_P99_MAX_MS} ms over at least {REACTION_SAMPLES_MIN} samples"
     );
-    let mut latencies: Vec<f64> = large
-        .iter()
-        .flat_map(|r| &r.reactions)
-        .filter_map(|x| x.latency.map(|l| l.as_secs_f64() * 1e3))
-        .collect();
-    let untriggered = large
-        .iter()
-        .flat_map(|r| &r.reactions)
-        .filter(|x| x.latency.is_none())
-        .count();
-    if large.is_empty() {
-        goals.push(not_measured(&reaction_goal));
-    } else {
-        let samples = latencies.len();
-        let p99 = percentile(&mut latencies, 0.99);
-        goals.push(goal(
-            p99 <= REACTION_P99_MAX_MS && samples >= REACTION_SAMPLES_MIN && untriggered == 0,
-            format!(
-                "{reaction_goal}: {p99:.2} ms over {samples} samples ({untriggered} without a trigger)"
-            ),
-        ));
-    }
+    goals.push(reaction_p99(&large, REACTION_SAMPLES_MIN, &reaction_goal));
     let oracle_goal = format!("makespan / oracle's makespan at most {ORACLE_RATIO_MAX}");
     let worst = report
         .oracles
@@ -307,36 +282,46 @@ pub fn issue_53(report: &Report) -> Vec<Goal> {
     let reconcile_goal = format!(
         "at most {LARGE_RECONCILES_MAX} reconciles and 3 DaemonSet writes per {LARGE_NODES}-node rollout (canarySoak 0s)"
     );
+    goals.push(reconciles_and_writes(
+        &large,
+        LARGE_RECONCILES_MAX,
+        &reconcile_goal,
+    ));
     let reaction_goal =
         format!("reaction p99 at {LARGE_NODES} nodes at most {REACTION_P99_MAX_MS} ms in process");
-    if large.is_empty() {
-        goals.push(not_measured(&reconcile_goal));
-        goals.push(not_measured(&reaction_goal));
-    } else {
-        let reconciles: Vec<u64> = large.iter().map(|r| r.reconciles).collect();
-        let writes: Vec<u64> = large.iter().map(|r| r.daemon_set_writes).collect();
-        goals.push(goal(
-            reconciles.iter().all(|&r| r <= LARGE_RECONCILES_MAX) && writes.iter().all(|&w| w == 3),
-            format!("{reconcile_goal}: reconciles {reconciles:?}, writes {writes:?}"),
-        ));
-        let mut latencies: Vec<f64> = large
-            .iter()
-            .flat_map(|r| &r.reactions)
-            .filter_map(|x| x.latency.map(|l| l.as_secs_f64() * 1e3))
-            .collect();
-        let untriggered = large
-            .iter()
-            .flat_map(|r| &r.reactions)
-            .filter(|x| x.latency.is_none())
-            .count();
-        let samples = latencies.len();
-        let p99 = percentile(&mut latencies, 0.99);
-        goals.push(goal(
-            p99 <= REACTION_P99_MAX_MS && samples > 0 && untriggered == 0,
-            format!(
-                "{reaction_goal}: {p99:.2} ms over {samples} samples ({untriggered} without a trigger)"
-            ),
-        ));
-    }
+    goals.push(reaction_p99(&large, 1, &reaction_goal));
     goals
+}
+
+/// The rollouts of one size made at most `reconciles_max` reconciles and exactly the three
+/// DaemonSet writes each (`text` names the goal).
+fn reconciles_and_writes(rollouts: &[&RolloutFigures], reconciles_max: u64, text: &str) -> Goal {
+    if rollouts.is_empty() {
+        return not_measured(text);
+    }
+    let reconciles: Vec<u64> = rollouts.iter().map(|r| r.reconciles).collect();
+    let writes: Vec<u64> = rollouts.iter().map(|r| r.daemon_set_writes).collect();
+    goal(
+        reconciles.iter().all(|&r| r <= reconciles_max) && writes.iter().all(|&w| w == 3),
+        format!("{text}: reconciles {reconciles:?}, writes {writes:?}"),
+    )
+}
+
+/// The rollouts of one size reacted within [`REACTION_P99_MAX_MS`] at the 99th percentile,
+/// over at least `samples_min` reactions, every one of them triggered (`text` names the goal).
+fn reaction_p99(rollouts: &[&RolloutFigures], samples_min: usize, text: &str) -> Goal {
+    if rollouts.is_empty() {
+        return not_measured(text);
+    }
+    let reactions = || rollouts.iter().flat_map(|r| &r.reactions);
+    let mut latencies: Vec<f64> = reactions()
+        .filter_map(|x| x.latency.map(|l| l.as_secs_f64() * 1e3))
+        .collect();
+    let untriggered = reactions().filter(|x| x.latency.is_none()).count();
+    let samples = latencies.len();
+    let p99 = percentile(&mut latencies, 0.99);
+    goal(
+        p99 <= REACTION_P99_MAX_MS && samples >= samples_min && untriggered == 0,
+        format!("{text}: {p99:.2} ms over {samples} samples ({untriggered} without a trigger)"),
+    )
 }
