@@ -455,6 +455,11 @@ impl Pass<'_> {
         if let Some(max) = write.max_unavailable {
             set_max_unavailable(&mut written, max, plan.rolling_update_write());
         }
+        if write.kind == WriteKind::RevertHeld {
+            // The failure's hold stays: the DaemonSet controller replaces no pod with the
+            // release that failed.
+            written = with_strategy_type(&written, ON_DELETE);
+        }
         match self.patch(live, &written).await {
             Ok(patched) => {
                 self.report_write(write.kind, WriteOutcome::Ok);
