@@ -262,14 +262,14 @@ impl Pass<'_> {
         // Record.
         let series = driver.series(&decision, &record);
         let action = self
-            .record_pass(record, &decision, going_back, &series, |requeue| {
-                let next = driver.requeue(&decision, requeue);
-                if pulling {
-                    next.min(super::pre_pull::PRE_PULL_RECHECK)
-                } else {
-                    next
-                }
-            })
+            .record_pass(
+                record,
+                &decision,
+                going_back,
+                &series,
+                pulling.then_some(super::pre_pull::PRE_PULL_RECHECK),
+                |requeue| driver.requeue(&decision, requeue),
+            )
             .await?;
         match acted {
             Acted {
