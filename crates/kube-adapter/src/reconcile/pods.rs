@@ -610,6 +610,39 @@ struct PodsSeen {
     available_wake: Option<Duration>,
 }
 
+/// The analysis of the step the previous pass left the rollout in (`step` of `revision`, run
+/// `key`): its measurements so far, and what they allow as the state machine reads it,
+/// `announced` when the status already shows that verdict for that step. Both `None` without
+/// analysis.
+fn recorded_step_analysis(
+    pass: &Pass<'_>,
+    plan: &Plan,
+    key: &RunKey,
+    step: u32,
+    revision: Option<&str>,
+) -> (
+    Option<(AnalysisVerdict, AnalysisStatus)>,
+    Option<StepAnalysis>,
+) {
+    if plan.analysis.is_none() {
+        return (None, None);
+    }
+    let measured = pass.ctx.memory.analysis_snapshot(pass.cds, key);
+    let verdict = measured
+        .as_ref()
+        .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
+    let status = pass.status.as_ref();
+    let announced = status.and_then(|s| s.analysis.as_ref()).is_some_and(|a| {
+        a.step == step && a.revision.as_deref() == revision && a.verdict == verdict.as_str()
+    });
+    let analysis = StepAnalysis {
+        step,
+        verdict,
+        announced,
+    };
+    (measured, Some(analysis))
+}
+
 impl Driver for PodsDriver<'_> {
     type Action = PodsAction;
 
@@ -664,26 +697,8 @@ impl Driver for PodsDriver<'_> {
         let position = step_position(status, pass.now);
         let recorded_step = position.map_or(0, |p| p.index);
         let recorded_key = pass.analysis_key(current.as_deref(), recorded_step);
-        // The measurements so far of the analysed step the previous pass left the rollout in.
-        let measured = plan
-            .analysis
-            .as_ref()
-            .and_then(|_| pass.ctx.memory.analysis_snapshot(pass.cds, &recorded_key));
-        let analysis = plan.analysis.as_ref().map(|_| {
-            let verdict = measured
-                .as_ref()
-                .map_or(AnalysisVerdict::Pending, |(verdict, _)| verdict.clone());
-            let announced = status.and_then(|s| s.analysis.as_ref()).is_some_and(|a| {
-                a.step == recorded_step
-                    && a.revision.as_deref() == current.as_deref()
-                    && a.verdict == verdict.as_str()
-            });
-            StepAnalysis {
-                step: recorded_step,
-                verdict,
-                announced,
-            }
-        });
+        let (measured, analysis) =
+            recorded_step_analysis(pass, plan, &recorded_key, recorded_step, current.as_deref());
         let rolling_back = pass.rolling_back();
         let observation = PodObservation {
             name: pass.ds_name.clone(),
