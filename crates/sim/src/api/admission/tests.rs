@@ -72,203 +72,24 @@ fn widget(spec: Value) -> Value {
     json!({"apiVersion": "test.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": spec})
 }
 
-/// (a status write, the merge patch, the message of the 422; `None`: accepted).
-const WIDGET_PATCHES: &[(bool, &str, Option<&str>)] = &[
-    (
-        false,
-        r#"{"spec":{"name":"Bad1"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.name: Invalid value: \"Bad1\": spec.name in body should match '^[a-z]+$'",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":0}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":1}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 1: spec.ratio in body should be less than 1",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":1.5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 1.5: spec.ratio in body should be less than 1",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"step":7}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.step: Invalid value: 7: spec.step in body should be a multiple of 5",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"half":0.7}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.half: Invalid value: 0.7: spec.half in body should be a multiple of 0.5",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"yesterday"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.when: Invalid value: \"yesterday\": spec.when in body must be of type date-time: \"yesterday\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"2026-12-07T25:00:00Z"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.when: Invalid value: \"2026-12-07T25:00:00Z\": spec.when in body must be of type date-time: \"2026-12-07T25:00:00Z\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"2026-12-07T10:00:00.123+01:00"}}"#,
-        None,
-    ),
-    (
-        false,
-        r#"{"spec":{"day":"2026-02-30"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.day: Invalid value: \"2026-02-30\": spec.day in body must be of type date: \"2026-02-30\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"id":"not-a-uuid"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.id: Invalid value: \"not-a-uuid\": spec.id in body must be of type uuid: \"not-a-uuid\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"addr":"1.2.3"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.addr: Invalid value: \"1.2.3\": spec.addr in body must be of type ipv4: \"1.2.3\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"level":4}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.level: Unsupported value: 4: supported values: \"1\", \"2\", \"3\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (false, r#"{"spec":{"level":2.0}}"#, None),
-    (false, r#"{"spec":{"note":null}}"#, None),
-    (
-        false,
-        r#"{"spec":{"labels":{"a":"1","b":"2","c":"3"}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.labels: Too many: 3: must have at most 2 items, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"labels":{}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.labels: Invalid value: 0: spec.labels in body should have at least 1 properties",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"labels":{"a":"long"}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.labels.a: Too long: may not be more than 3 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"tags":["a","b","c"]}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.tags: Too many: 3: must have at most 2 items, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"tags":[1]}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.tags[0]: Invalid value: \"integer\": spec.tags[0] in body must be of type string: \"integer\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"port":1.5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.port: Invalid value: \"number\": spec.port in body must be of type integer,string: \"number\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (false, r#"{"spec":{"port":"x"}}"#, None),
-    (
-        false,
-        r#"{"spec":{"size":12}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.size: Invalid value: 12: size is a bit too big",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"mode":"off"}}"#,
-        Some("Widget.test.dev \"w\" is invalid: spec.mode: Forbidden: mode off is not allowed"),
-    ),
-    (
-        false,
-        r#"{"spec":{"pair":{"a":5,"b":2}}}"#,
-        Some("Widget.test.dev \"w\" is invalid: spec.pair.a: Invalid value: a must not exceed b"),
-    ),
-    (
-        false,
-        r#"{"spec":{"pair":{"a":7,"b":9}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.pair: Invalid value: failed rule: self.a != 7",
-        ),
-    ),
-    (false, r#"{"spec":{"pair":{"b":9}}}"#, None),
-    (
-        false,
-        r#"{"spec":{"frozen":"y"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.frozen: Invalid value: \"y\": frozen is immutable",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"free":{"x":{"y":1}},"plain":5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.plain: Invalid value: \"integer\": spec.plain in body must be of type string: \"integer\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":"str"}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec: Invalid value: \"string\": spec in body must be of type object: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        true,
-        r#"{"status":{"count":"many"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [status.count: Invalid value: \"string\": count in body must be of type integer: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        true,
-        r#"{"status":"x"}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [status: Invalid value: \"string\":  in body must be of type object: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-];
+/// One merge patch of `widget_patches.yaml`: on the status subresource or not, and the message
+/// of the 422 it earns (`None`: accepted).
+#[derive(serde::Deserialize)]
+struct WidgetPatch {
+    #[serde(default)]
+    status: bool,
+    patch: String,
+    refusal: Option<String>,
+}
+
+/// The checks of the test CRD, one patch each, with kube-apiserver's answers.
+fn widget_patches() -> Vec<WidgetPatch> {
+    let text = include_str!("widget_patches.yaml");
+    let patches: Vec<WidgetPatch> = serde_saphyr::from_str(text).unwrap();
+    // Every row read: none lost to the YAML.
+    assert_eq!(patches.len(), text.matches("\n- patch: ").count());
+    patches
+}
 
 #[tokio::test]
 async fn each_check_refuses_with_the_api_servers_message() {
@@ -282,8 +103,13 @@ async fn each_check_refuses_with_the_api_servers_message() {
     )
     .await;
     assert_eq!(created.code, 201, "{}", created.body);
-    for (status, patch, refusal) in WIDGET_PATCHES {
-        let uri = if *status {
+    for WidgetPatch {
+        status,
+        patch,
+        refusal,
+    } in widget_patches()
+    {
+        let uri = if status {
             format!("{WIDGETS}/w/status")
         } else {
             format!("{WIDGETS}/w")
@@ -291,12 +117,12 @@ async fn each_check_refuses_with_the_api_servers_message() {
         let before = call(&api, Method::GET, &format!("{WIDGETS}/w"), "", "")
             .await
             .body;
-        let answer = call(&api, Method::PATCH, &uri, MERGE, patch).await;
+        let answer = call(&api, Method::PATCH, &uri, MERGE, &patch).await;
         match refusal {
             None => assert_eq!(answer.code, 200, "{patch}: {}", answer.body),
             Some(message) => {
                 assert_eq!(answer.code, 422, "{patch}: {}", answer.body);
-                assert_eq!(answer.body["message"], *message, "{patch}");
+                assert_eq!(answer.body["message"], message, "{patch}");
                 let after = call(&api, Method::GET, &format!("{WIDGETS}/w"), "", "")
                     .await
                     .body;
