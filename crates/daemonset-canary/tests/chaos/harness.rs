@@ -283,20 +283,7 @@ fn base64url(text: &str) -> Vec<u8> {
 
 /// The status code of `GET path` on a controller's probes (0: no answer) and its body.
 pub fn probe(port: u16, path: &str) -> (u16, String) {
-    let Some(raw) = support::http_get(&format!("127.0.0.1:{port}"), path, Duration::from_secs(3))
-    else {
-        return (0, String::new());
-    };
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.trim().to_owned())
-        .unwrap_or_default();
-    (code, body)
+    support::probe(port, path, Duration::from_secs(3))
 }
 
 /// One sample of a controller's probes.

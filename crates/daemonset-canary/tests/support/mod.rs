@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
 pub mod audit;
+pub mod rollout;
 
 /// Kills the child when the test ends, however it ends.
 pub struct KillOnDrop(pub Child);
@@ -79,6 +80,24 @@ pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Op
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).ok()?;
     Some(String::from_utf8_lossy(&raw).into_owned())
+}
+
+/// The status code of `GET path` on the loopback `port` (0 when nothing answers) and the
+/// body, trimmed: a controller's probes (`/readyz`, `/healthz`, `/metrics`).
+pub fn probe(port: u16, path: &str, read_timeout: std::time::Duration) -> (u16, String) {
+    let Some(raw) = http_get(&format!("127.0.0.1:{port}"), path, read_timeout) else {
+        return (0, String::new());
+    };
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.trim().to_owned())
+        .unwrap_or_default();
+    (code, body)
 }
 
 /// `daemonset-canary sim serve` in a child process: its kubeconfig, in a directory of the
