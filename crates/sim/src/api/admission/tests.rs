@@ -3,12 +3,11 @@
 //! messages were kube-apiserver v1.35.4's for the same CRD, objects and patches
 //! (`cargo xtask cluster up`, 2026-12-07; `kubectl patch` printed these causes).
 
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::BodyExt;
+use http::Method;
 use serde_json::{Value, json};
 
 use crate::api::ApiServer;
+use crate::api::tests::call_raw;
 use crate::clock::SimClock;
 use crate::faults::Faults;
 use crate::registry::ResourceKey;
@@ -30,21 +29,12 @@ async fn call(
     content_type: &str,
     body: &str,
 ) -> Answer {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", content_type)
-        .body(Bytes::from(body.to_owned()))
-        .unwrap();
-    let response = api.handle(request).await;
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
+    let (code, headers, body) = call_raw(api, method, uri, content_type, body).await;
+    let warnings = headers
         .get_all(http::header::WARNING)
         .iter()
         .map(|value| value.to_str().unwrap().to_owned())
         .collect();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
     Answer {
         code,
         warnings,
