@@ -57,6 +57,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use proxy::{Mode, Proxy};
 use support::audit;
+use support::rollout::{Said, eventually};
 
 /// How soon after the end of a fault the controller must write again (issue 48: within 30 s of
 /// the server's return; a killed controller's successor waits out the old Lease, 15 s, first).
@@ -622,22 +623,15 @@ fn judge_probes(
 }
 
 async fn wait_ready(controller: &harness::Controller, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let port = controller.metrics_port;
-        let (code, _) = tokio::task::spawn_blocking(move || harness::probe(port, "/readyz"))
-            .await
-            .unwrap();
-        if code == 200 {
-            return;
+    let port = controller.metrics_port;
+    eventually(within, "the controller is not ready", async || {
+        let probe = tokio::task::spawn_blocking(move || harness::probe(port, "/readyz"));
+        match probe.await.unwrap() {
+            (200, _) => Ok(()),
+            _ => Err(Said(harness::tail(&controller.log, 30))),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the controller is not ready after {within:?}\n{}",
-            harness::tail(&controller.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
 }
 
 /// Waits until the status of `generation` is `wanted` (fails on the other final phase).
@@ -648,19 +642,16 @@ async fn wait_end(
     within: Duration,
     controller: &harness::Controller,
 ) {
-    let deadline = Instant::now() + within;
-    loop {
+    eventually(within, &format!("not {wanted}"), async || {
         let now = phase(api, NAME, generation).await;
         if now.as_deref() == Some(wanted) {
-            return;
+            Ok(())
+        } else {
+            let log = harness::tail(&controller.log, 30);
+            Err(Said(format!("{now:?}\n{log}")))
         }
-        assert!(
-            Instant::now() < deadline,
-            "not {wanted} after {within:?}: {now:?}\n{}",
-            harness::tail(&controller.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await;
 }
 
 /// Waits for the rollout's final phase; returns it (or `stuck in <phase>`) and, for `failed`,

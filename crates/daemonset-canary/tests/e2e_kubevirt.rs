@@ -37,6 +37,7 @@
 mod support;
 
 use support::max_unavailable;
+use support::rollout::eventually;
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kubevirt::kubevirt_api_resource;
@@ -234,23 +235,16 @@ impl Kv {
         }
         // At rest: virt-handler back at maxUnavailable 1, every pod updated and ready.
         let nodes = self.node_count().await;
-        let deadline = Instant::now() + ROLLOUT_TIMEOUT;
-        loop {
+        eventually(ROLLOUT_TIMEOUT, "virt-handler not at rest", async || {
             let ds = self.handler().await;
             let status = ds.status.clone().unwrap_or_default();
             let rest = max_unavailable(&ds) == "1"
                 && status.desired_number_scheduled == i32::try_from(nodes).unwrap()
                 && status.number_ready == status.desired_number_scheduled
                 && status.updated_number_scheduled == Some(status.desired_number_scheduled);
-            if rest {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "virt-handler not at rest: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            if rest { Ok(()) } else { Err(status) }
+        })
+        .await;
     }
 
     fn operator_log_tail(&self) -> String {

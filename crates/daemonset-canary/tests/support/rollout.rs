@@ -37,6 +37,15 @@ pub async fn eventually<T, Seen: std::fmt::Debug>(
     }
 }
 
+/// What a probe saw, printed as it is (a log's tail keeps its lines).
+pub struct Said(pub String);
+
+impl std::fmt::Debug for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The CanaryDaemonSet's status (empty before the controller writes one).
 pub async fn current_status(api: &Api<CanaryDaemonSet>) -> CanaryDaemonSetStatus {
     api.get(NAME).await.unwrap().status.unwrap_or_default()
