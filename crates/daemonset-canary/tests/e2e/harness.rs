@@ -468,18 +468,8 @@ impl E2e {
         let path = logs.join(format!("{}-{name}.kubeconfig", self.namespace));
         std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
         // Who the API server says this token is, with its credential id (Kubernetes 1.29+).
-        let whoami = Command::new(&self.kubectl)
-            .arg("--kubeconfig")
-            .arg(&path)
-            .args(["auth", "whoami", "-o", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            whoami.status.success(),
-            "{}",
-            String::from_utf8_lossy(&whoami.stderr)
-        );
-        let review: serde_json::Value = serde_json::from_slice(&whoami.stdout).unwrap();
+        let whoami = self.kubectl_as(&path, &["auth", "whoami", "-o", "json"]);
+        let review: serde_json::Value = serde_json::from_str(&whoami).unwrap();
         let credential =
             review["status"]["userInfo"]["extra"]["authentication.kubernetes.io/credential-id"][0]
                 .as_str()
@@ -623,9 +613,15 @@ impl E2e {
     /// `kubectl <args>` without a namespace of its own (`args` may name one).
     #[track_caller]
     fn kubectl_all(&self, args: &[&str]) -> String {
+        self.kubectl_as(&self.kubeconfig, args)
+    }
+
+    /// `kubectl --kubeconfig <kubeconfig> <args>`, which must succeed: its stdout.
+    #[track_caller]
+    fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> String {
         let output = Command::new(&self.kubectl)
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .args(args)
             .output()
             .unwrap();
@@ -1106,6 +1102,14 @@ fn metrics_address(log: &Path) -> Option<String> {
             .then(|| value["metrics"].as_str().map(str::to_owned))
             .flatten()
     })
+}
+
+/// The first and the last of `seen` (phases, strategies, ... in the order seen).
+pub fn first_and_last(seen: &[String]) -> (Option<&str>, Option<&str>) {
+    (
+        seen.first().map(String::as_str),
+        seen.last().map(String::as_str),
+    )
 }
 
 /// Whether the node's Ready condition is True.

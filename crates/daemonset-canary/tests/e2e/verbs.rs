@@ -7,7 +7,9 @@
 //! controller's DaemonSet writes as the API server recorded them.
 
 use crate::audit;
-use crate::harness::{Cli, E2e, accepted, live_uids, refused, sum_samples, with_strategy};
+use crate::harness::{
+    Cli, E2e, accepted, first_and_last, live_uids, refused, sum_samples, with_strategy,
+};
 use daemonset_canary::demo::scenario::NAME;
 use k8s_openapi::jiff::Timestamp;
 use std::time::{Duration, Instant};
@@ -380,13 +382,8 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
         })
         .collect();
     assert_eq!(
-        strategies.first().map(String::as_str),
-        Some("RollingUpdate 1"),
-        "{strategies:?}"
-    );
-    assert_eq!(
-        strategies.last().map(String::as_str),
-        Some("RollingUpdate 1"),
+        first_and_last(&strategies),
+        (Some("RollingUpdate 1"), Some("RollingUpdate 1")),
         "{strategies:?}"
     );
     assert_eq!(

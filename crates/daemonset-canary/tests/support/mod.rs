@@ -100,6 +100,49 @@ pub fn probe(port: u16, path: &str, read_timeout: std::time::Duration) -> (u16, 
     (code, body)
 }
 
+/// What a test without `prometheus` says: how to get it.
+pub const PROMETHEUS_INSTALL: &str =
+    "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
+
+/// A real Prometheus listening on the loopback `port`, its data and `prometheus.yml` in `dir`
+/// (its log appended to `prometheus.log` there), scraping the loopback `target` (job name,
+/// port) every second; `web`: a `--web.config.file` (TLS). Fails, never skips, without it.
+pub fn spawn_prometheus(
+    dir: &std::path::Path,
+    (job, target_port): (&str, u16),
+    port: u16,
+    web: Option<&std::path::Path>,
+) -> KillOnDrop {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: {job}\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("prometheus.log"))
+        .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(web.map(|web| format!("--web.config.file={}", web.display())))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect(PROMETHEUS_INSTALL);
+    KillOnDrop(child)
+}
+
 /// `daemonset-canary sim serve` in a child process: its kubeconfig, in a directory of the
 /// test's own (removed and made afresh).
 pub struct ServedSim {
