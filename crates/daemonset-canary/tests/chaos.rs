@@ -947,111 +947,62 @@ fn scenario(name: &'static str, fault: Fault, moment: Moment) -> Scenario {
 
 /// One chaos test per scenario: the test's name (`cargo xtask chaos` runs each by it) and its
 /// [`Scenario`].
-macro_rules! chaos_test {
-    ($test:ident, $scenario:expr) => {
+macro_rules! chaos_tests {
+    ($($test:ident => $scenario:expr;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         #[ignore = "chaos: run with `cargo xtask chaos`"]
         async fn $test() {
             run($scenario).await;
         }
-    };
+    )*};
 }
 
-chaos_test!(
-    chaos_01_baseline_without_a_fault,
-    scenario("baseline", Fault::None, Moment::Phase("canary"))
-);
-
-chaos_test!(
-    chaos_02_kube_apiserver_killed_mid_rollout,
-    scenario(
-        "apiserver",
-        Fault::KillApiserver(Duration::from_secs(45)),
-        Moment::Phase("canary"),
-    )
-);
-
-chaos_test!(
-    chaos_03_etcd_killed_mid_rollout,
-    scenario(
-        "etcd",
-        Fault::KillEtcd(Duration::from_secs(20)),
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_04_a_watch_resumed_past_compaction_gets_410,
-    scenario(
-        "compaction",
-        Fault::CompactedWatch,
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_05_controller_killed_in_canary,
-    scenario(
-        "kill-canary",
-        Fault::KillController,
-        Moment::Phase("canary"),
-    )
-);
-
-chaos_test!(
-    chaos_06_controller_killed_when_increasing,
-    scenario("kill-increasing", Fault::KillController, Moment::Widened)
-);
-
-chaos_test!(
-    chaos_07_controller_killed_in_waiting,
-    scenario(
-        "kill-waiting",
-        Fault::KillController,
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_08_controller_killed_in_a_pods_driver_step,
-    Scenario {
+chaos_tests! {
+    chaos_01_baseline_without_a_fault =>
+        scenario("baseline", Fault::None, Moment::Phase("canary"));
+    chaos_02_kube_apiserver_killed_mid_rollout =>
+        scenario("apiserver", Fault::KillApiserver(secs(45)), Moment::Phase("canary"));
+    chaos_03_etcd_killed_mid_rollout =>
+        scenario("etcd", Fault::KillEtcd(secs(20)), Moment::Phase("waiting"));
+    chaos_04_a_watch_resumed_past_compaction_gets_410 =>
+        scenario("compaction", Fault::CompactedWatch, Moment::Phase("waiting"));
+    chaos_05_controller_killed_in_canary =>
+        scenario("kill-canary", Fault::KillController, Moment::Phase("canary"));
+    chaos_06_controller_killed_when_increasing =>
+        scenario("kill-increasing", Fault::KillController, Moment::Widened);
+    chaos_07_controller_killed_in_waiting =>
+        scenario("kill-waiting", Fault::KillController, Moment::Phase("waiting"));
+    chaos_08_controller_killed_in_a_pods_driver_step => Scenario {
         strategy: pods_strategy(),
         behavior: "slow-start=3s",
         // The template (OnDelete) once; the pods are deleted, not written through it.
         daemon_set_writes: 1,
         budget: Some(3),
         ..scenario("kill-pods-step", Fault::KillController, Moment::PodsStep(1))
-    }
-);
-
-chaos_test!(
-    chaos_09_controller_killed_with_a_crash_looping_canary,
-    Scenario {
+    };
+    chaos_09_controller_killed_with_a_crash_looping_canary => Scenario {
         behavior: "crashloop",
         expected: "failed",
         // The template at the canary value and the soak's hold (which stops the DaemonSet
         // controller too), nothing after the failure.
         daemon_set_writes: 2,
-        ..scenario(
-            "kill-failing",
-            Fault::KillController,
-            Moment::Phase("canary"),
-        )
-    }
-);
-
-chaos_test!(
-    chaos_10_slow_and_lossy_api_server,
-    scenario(
+        ..scenario("kill-failing", Fault::KillController, Moment::Phase("canary"))
+    };
+    chaos_10_slow_and_lossy_api_server => scenario(
         "slow",
         Fault::SlowApiServer {
             latency: Duration::from_millis(300),
-            cut_every: Duration::from_secs(4),
-            lasting: Duration::from_secs(15),
+            cut_every: secs(4),
+            lasting: secs(15),
         },
         Moment::Phase("canary"),
-    )
-);
+    );
+}
+
+/// `n` seconds.
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
 
 /// Figures of one rollout, from the server's own record (the audit log of kube-apiserver, or of
 /// `sim serve --audit-log`).
