@@ -53,11 +53,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::watcher;
 use proxy::{Mode, Proxy};
 use support::audit;
-use support::rollout::{Said, eventually};
+use support::rollout::{Said, eventually, set_spec};
 
 /// How soon after the end of a fault the controller must write again (issue 48: within 30 s of
 /// the server's return; a killed controller's successor waits out the old Lease, 15 s, first).
@@ -252,15 +252,7 @@ async fn run(scenario: Scenario) {
     let started = Instant::now();
     let t0 = harness::now();
     let v2 = agent(&namespace, "v2", scenario.behavior, &scenario.strategy);
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": serde_json::to_value(&v2.spec).unwrap()})),
-        )
-        .await
-        .unwrap();
-    let generation = patched.metadata.generation;
+    let generation = set_spec(&api, &serde_json::to_value(&v2).unwrap()).await;
     let mut row = Row {
         phase: wait_moment(&client, &api, &namespace, generation, scenario.moment).await,
         ..Row::default()
@@ -1091,17 +1083,10 @@ async fn fidelity_rollout(
     let v2 = agent(namespace, "v2", "slow-start=6s", strategy);
     let started = Instant::now();
     let t0 = harness::now();
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": serde_json::to_value(&v2.spec).unwrap()})),
-        )
-        .await
-        .unwrap();
+    let generation = set_spec(&api, &serde_json::to_value(&v2).unwrap()).await;
     wait_end(
         &api,
-        patched.metadata.generation,
+        generation,
         "successful",
         Duration::from_secs(300),
         controller,

@@ -36,8 +36,8 @@
 
 mod support;
 
-use support::max_unavailable;
 use support::rollout::eventually;
+use support::{max_unavailable, tail};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kubevirt::kubevirt_api_resource;
@@ -431,16 +431,6 @@ fn now() -> f64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn tail(path: &PathBuf, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    format!(
-        "--- last lines of {} ---\n{}",
-        path.display(),
-        all[all.len().saturating_sub(lines)..].join("\n")
-    )
 }
 
 /// `daemonset-canary observe-kubevirt` as a process, its JSON log in a file.

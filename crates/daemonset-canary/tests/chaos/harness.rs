@@ -478,13 +478,4 @@ pub fn now() -> Timestamp {
     Timestamp::now()
 }
 
-/// The last lines of a file.
-pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    format!(
-        "--- last lines of {} ---\n{}",
-        path.display(),
-        all[all.len().saturating_sub(lines)..].join("\n")
-    )
-}
+pub use crate::support::tail;

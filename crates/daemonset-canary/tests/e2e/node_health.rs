@@ -5,7 +5,8 @@
 //! controller's. No controller is involved: this is the test bed the health gates are tested on.
 
 use crate::harness::{E2e, image_and_ready};
-use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod};
+use canary_testkit::node_condition;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use std::time::{Duration, Instant};
@@ -128,18 +129,22 @@ impl E2e {
     }
 }
 
-fn condition(node: &Node, type_: &str) -> Option<NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
+/// Two KWOK nodes and no controller: the scenario's, and its two nodes (the last, the one
+/// before).
+async fn test_bed(scenario: &str) -> (E2e, (String, String)) {
+    let e2e = E2e::isolated(scenario)
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
+    let nodes = e2e.spare_nodes().await;
+    (e2e, nodes)
 }
 
 fn status_of(node: &Node, type_: &str) -> String {
-    condition(node, type_).map(|c| c.status).unwrap_or_default()
+    node_condition(node, type_)
+        .map(|c| c.status)
+        .unwrap_or_default()
 }
 
 fn has_taint(node: &Node, key: &str, effect: &str) -> bool {
@@ -172,12 +177,7 @@ fn restarts(pod: &Pod) -> (i32, Option<i32>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_gone() {
-    let e2e = E2e::isolated("breaks-node")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("breaks-node").await;
     e2e.bare_pod(
         "gpu-driver",
         &target,
@@ -200,7 +200,7 @@ async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_go
         after >= Duration::from_millis(4500),
         "NotReady {after:?} after the pod was seen Ready, not 5 s"
     );
-    let broken = condition(&e2e.node(&target).await, "Ready").unwrap();
+    let broken = node_condition(&e2e.node(&target).await, "Ready").unwrap();
     assert_eq!(broken.reason.as_deref(), Some("KubeletNotReady"));
     assert_eq!(broken.message.as_deref(), Some(NOT_READY_MESSAGE));
     // The real node lifecycle controller taints it.
@@ -220,12 +220,7 @@ async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_go
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone() {
-    let e2e = E2e::isolated("node-condition")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("node-condition").await;
     e2e.bare_pod(
         "cni",
         &target,
@@ -241,7 +236,7 @@ async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone(
     let unavailable = ("NetworkUnavailable", "True");
     e2e.wait_node(&target, unavailable, &NETWORK_UNAVAILABLE_TAINT, true)
         .await;
-    let set = condition(&e2e.node(&target).await, "NetworkUnavailable").unwrap();
+    let set = node_condition(&e2e.node(&target).await, "NetworkUnavailable").unwrap();
     assert_eq!(set.reason.as_deref(), Some("NoRouteCreated"));
     assert_eq!(status_of(&e2e.node(&target).await, "Ready"), "True");
     // Longer than KWOK's node heartbeat (every 20 to 45 s), which would write it False.
@@ -264,12 +259,7 @@ async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() {
-    let e2e = E2e::isolated("breaks-neighbours")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, other) = e2e.spare_nodes().await;
+    let (e2e, (target, other)) = test_bed("breaks-neighbours").await;
     for (name, node) in [("web-1", &target), ("web-2", &target), ("far", &other)] {
         e2e.bare_pod(name, node, "registry.example/web:v1", &[], false)
             .await;
@@ -315,12 +305,7 @@ async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_kwok_node_pulls_an_image_once() {
-    let e2e = E2e::isolated("pull")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("pull").await;
     // The image is new to every node: the pod's name makes it so.
     let image = format!("registry.example/pulled:{}", e2e.namespace);
     let pull = [("sim.canary.daemonset.dev/pull", "15s")];

@@ -98,6 +98,44 @@ fn with_health(
     object
 }
 
+/// A release that breaks its node: failed with `NodeUnhealthy`.
+async fn breaks_its_node(client: &kube::Client) -> CanaryDaemonSetStatus {
+    let health = serde_json::json!({});
+    fails_with(client, "breaks-node=2s", health, "NodeUnhealthy").await
+}
+
+/// A release that breaks the pods beside it: failed with `NeighboursDisrupted`.
+async fn breaks_its_neighbours(client: &kube::Client) -> CanaryDaemonSetStatus {
+    let health = serde_json::json!({});
+    fails_with(
+        client,
+        "breaks-neighbours=2s",
+        health,
+        "NeighboursDisrupted",
+    )
+    .await
+}
+
+/// `onFailure: Rollback`.
+const ROLLBACK: Option<&str> = Some("Rollback");
+
+/// [`roll_out_v2`] with `onUnhealthy: Hold`: paused, with no failure reason.
+async fn held(client: &kube::Client, behavior: &str) -> CanaryDaemonSetStatus {
+    let hold = serde_json::json!({"onUnhealthy": "Hold"});
+    let status = roll_out_v2(client, behavior, hold, None, "paused").await;
+    assert_eq!(status.reason_name(), None, "{status:?}");
+    status
+}
+
+/// Still `paused` 3 s later (a hold moves nothing): the status.
+async fn still_paused(client: &kube::Client) -> CanaryDaemonSetStatus {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let status = current_status(&api).await;
+    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    status
+}
+
 /// Creates `v1` of `manifest` (healthy) with `health` and `on_failure`, waits for it to end
 /// `successful`, then asks for `v2` with `behavior` and the same settings: returns v2's
 /// generation.
@@ -136,13 +174,7 @@ async fn events_with_reason(client: &kube::Client, reason: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() {
     let (_sim, client, _run) = on_sim("health-breaks-node").await;
-    let status = fails_with(
-        &client,
-        "breaks-node=2s",
-        serde_json::json!({}),
-        "NodeUnhealthy",
-    )
-    .await;
+    let status = breaks_its_node(&client).await;
     let message = status.message.unwrap_or_default();
     assert!(
         message.contains("turned unhealthy after its agent pod was updated"),
@@ -168,13 +200,7 @@ async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() 
 async fn the_max_unavailable_driver_stops_on_the_canary_node_too() {
     DRIVER.with(|driver| driver.set(Driver::MaxUnavailable));
     let (_sim, client, _run) = on_sim("health-breaks-node-mu").await;
-    let status = fails_with(
-        &client,
-        "breaks-node=2s",
-        serde_json::json!({}),
-        "NodeUnhealthy",
-    )
-    .await;
+    let status = breaks_its_node(&client).await;
     assert_eq!(status.unhealthy_node_count, Some(1), "{status:?}");
     // The DaemonSet controller is held: it replaces nothing more.
     let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
@@ -207,20 +233,9 @@ async fn a_node_condition_the_gate_reads_fails_the_rollout_and_one_it_does_not_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_unhealthy_hold_pauses_the_rollout_instead() {
     let (_sim, client, _run) = on_sim("health-hold").await;
-    let status = roll_out_v2(
-        &client,
-        "breaks-node=2s",
-        serde_json::json!({"onUnhealthy": "Hold"}),
-        None,
-        "paused",
-    )
-    .await;
-    assert_eq!(status.reason_name(), None, "{status:?}");
+    held(&client, "breaks-node=2s").await;
     // Held: nothing moves while the node is broken.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let status = current_status(&api).await;
-    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
+    still_paused(&client).await;
     let warned = events_with_reason(&client, "NodeUnhealthy").await;
     assert_eq!(warned, 1, "one Warning naming the node");
 }
@@ -232,7 +247,7 @@ async fn on_failure_rollback_puts_the_old_agent_back_and_the_node_recovers() {
         &client,
         "breaks-node=2s",
         serde_json::json!({}),
-        Some("Rollback"),
+        ROLLBACK,
         "rolledBack",
     )
     .await;
@@ -298,13 +313,7 @@ const NEIGHBOURS: [&str; 2] = ["--neighbours-per-node", "3"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_breaks_its_neighbours_fails_on_the_canary_node_and_names_it() {
     let (_sim, client, _run) = on_sim_with("neighbours-pods", &NEIGHBOURS).await;
-    let status = fails_with(
-        &client,
-        "breaks-neighbours=2s",
-        serde_json::json!({}),
-        "NeighboursDisrupted",
-    )
-    .await;
+    let status = breaks_its_neighbours(&client).await;
     let canary = node_on(&client, "v2").await;
     assert_eq!(canary.len(), 1, "{canary:?}");
     let message = status.message.clone().unwrap_or_default();
@@ -332,13 +341,7 @@ async fn a_release_that_breaks_its_neighbours_fails_on_the_canary_node_and_names
 async fn max_unavailable_a_release_that_breaks_its_neighbours_fails() {
     let (_sim, client, _run) = on_sim_with("neighbours-max-unavailable", &NEIGHBOURS).await;
     DRIVER.with(|driver| driver.set(Driver::MaxUnavailable));
-    let status = fails_with(
-        &client,
-        "breaks-neighbours=2s",
-        serde_json::json!({}),
-        "NeighboursDisrupted",
-    )
-    .await;
+    let status = breaks_its_neighbours(&client).await;
     assert!(!status.unhealthy_nodes.is_empty(), "{status:?}");
     assert_eq!(status.unhealthy_nodes[0].reason, "NeighboursDisrupted");
     let on_v2 = node_on(&client, "v2").await;
@@ -354,15 +357,7 @@ async fn max_unavailable_a_release_that_breaks_its_neighbours_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_unhealthy_hold_pauses_on_disrupted_neighbours() {
     let (_sim, client, _run) = on_sim_with("neighbours-hold", &NEIGHBOURS).await;
-    let status = roll_out_v2(
-        &client,
-        "breaks-neighbours=2s",
-        serde_json::json!({"onUnhealthy": "Hold"}),
-        None,
-        "paused",
-    )
-    .await;
-    assert_eq!(status.reason_name(), None, "{status:?}");
+    held(&client, "breaks-neighbours=2s").await;
     // The demo's steps pause after the canary's (its soak): the hold comes within it.
     let reasons = eventually(Duration::from_secs(60), "never held", async || {
         let reasons = event_reasons(&client).await;
@@ -379,10 +374,8 @@ async fn on_unhealthy_hold_pauses_on_disrupted_neighbours() {
         .count();
     assert_eq!(warned, 1, "one Warning naming the node: {reasons:?}");
     // Held: nothing moves while the neighbours are broken.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = still_paused(&client).await;
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let status = current_status(&api).await;
-    assert_eq!(status.phase_name(), Some("paused"), "{status:?}");
     assert_eq!(status.held, Some(true), "{status:?}");
     assert_eq!(status.reason_name(), None, "{status:?}");
     assert_eq!(node_on(&client, "v2").await.len(), 1, "only the canary");
@@ -417,7 +410,7 @@ async fn on_failure_rollback_puts_the_old_agent_back_and_the_neighbours_recover(
         &client,
         "breaks-neighbours=2s",
         serde_json::json!({}),
-        Some("Rollback"),
+        ROLLBACK,
         "rolledBack",
     )
     .await;

@@ -149,6 +149,12 @@ async fn wait_phase(
     }
 }
 
+/// Waits (90 s at most) for the interrupted rollout of `generation` to end `successful`.
+async fn finishes(api: &Api<CanaryDaemonSet>, generation: Option<i64>, dir: &Path) {
+    let within = Duration::from_secs(90);
+    wait_phase(api, generation, &["successful"], within, dir).await;
+}
+
 /// Installs v1, waits for it, and starts the upgrade to v2 whose pods take `slow` to be ready,
 /// so that the server can be stopped mid-rollout; returns the controller's DaemonSet writes
 /// before the upgrade and the upgrade's spec generation.
@@ -249,14 +255,7 @@ async fn run_recovers_when_sim_serve_restarts_on_its_state() {
     println!(
         "restarted sim serve (same state file): controller ready again {recovered:?} after the server's return"
     );
-    wait_phase(
-        &api,
-        generation,
-        &["successful"],
-        Duration::from_secs(90),
-        &dir,
-    )
-    .await;
+    finishes(&api, generation, &dir).await;
     let after = api.get(NAME).await.unwrap();
     assert!(
         resource_version(&after) > version_before,
@@ -300,14 +299,7 @@ async fn run_recovers_when_the_listener_restarts_in_the_same_process() {
     let served = sim.serve(addr).await.unwrap();
     let back = Instant::now();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_phase(
-        &api,
-        generation,
-        &["successful"],
-        Duration::from_secs(90),
-        &dir,
-    )
-    .await;
+    finishes(&api, generation, &dir).await;
     let log = log_of(&dir);
     assert!(log.contains("watches work again"), "{log}");
     println!(

@@ -82,6 +82,17 @@ pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Op
     Some(String::from_utf8_lossy(&raw).into_owned())
 }
 
+/// The last `lines` lines of the file at `path` (a process's log), under a heading naming it.
+pub fn tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    format!(
+        "--- last lines of {} ---\n{}",
+        path.display(),
+        all[all.len().saturating_sub(lines)..].join("\n")
+    )
+}
+
 /// The status code of `GET path` on the loopback `port` (0 when nothing answers) and the
 /// body, trimmed: a controller's probes (`/readyz`, `/healthz`, `/metrics`).
 pub fn probe(port: u16, path: &str, read_timeout: std::time::Duration) -> (u16, String) {

@@ -13,9 +13,9 @@ use canary_sim::cluster::{
 };
 use canary_sim::store::UpdateScope;
 use canary_sim::{SimClock, Store};
-use canary_testkit::{agent_daemonset, first_container_mut};
+use canary_testkit::{agent_daemonset, first_container_mut, node_condition};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Container, Event, Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{Container, Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -65,16 +65,6 @@ fn get_pod(store: &Store, namespace: &str, name: &str) -> Pod {
 
 fn get_node(store: &Store, name: &str) -> Node {
     store.get::<Node>(None, name).expect("node exists")
-}
-
-fn node_condition(node: &Node, type_: &str) -> Option<NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
 }
 
 fn condition_status(store: &Store, node: &str, type_: &str) -> String {
