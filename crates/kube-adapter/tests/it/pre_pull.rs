@@ -45,16 +45,6 @@ async fn pre_pull_pods(client: &Client) -> Vec<Pod> {
         .items
 }
 
-/// A pre-pull pod whose image is not on its node yet.
-fn still_pulling(pod: &Pod) -> bool {
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .unwrap_or_default();
-    statuses.is_empty() || statuses.iter().any(|c| c.image_id.is_empty())
-}
-
 /// The `Pulled` event messages of pod `name`.
 async fn pulled(client: &Client, name: &str) -> Vec<String> {
     Api::<Event>::namespaced(client.clone(), NS)
@@ -78,7 +68,10 @@ async fn roll_v2_watching_pre_pulls(client: &Client, max_concurrent: usize) -> B
     let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
     loop {
         let pods = pre_pull_pods(client).await;
-        let pulling = pods.iter().filter(|pod| still_pulling(pod)).count();
+        let pulling = pods
+            .iter()
+            .filter(|pod| canary_testkit::pulling(pod))
+            .count();
         assert!(
             pulling <= max_concurrent,
             "{pulling} pre-pull pods pulling at once"
