@@ -42,12 +42,11 @@ async fn call(
     }
 }
 
-/// A server with the test CRD registered.
-async fn server() -> ApiServer {
-    let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
-    let crd: Value = serde_saphyr::from_str(include_str!("widgets.yaml")).unwrap();
+/// Registers the CRD of `yaml` (a CustomResourceDefinition manifest) on `api`.
+async fn register(api: &ApiServer, yaml: &str) {
+    let crd: Value = serde_saphyr::from_str(yaml).unwrap();
     let answer = call(
-        &api,
+        api,
         Method::POST,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         "application/json",
@@ -55,6 +54,12 @@ async fn server() -> ApiServer {
     )
     .await;
     assert_eq!(answer.code, 201, "{}", answer.body);
+}
+
+/// A server with the test CRD registered.
+async fn server() -> ApiServer {
+    let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
+    register(&api, include_str!("widgets.yaml")).await;
     api
 }
 
@@ -128,19 +133,8 @@ async fn each_check_refuses_with_the_api_servers_message() {
 async fn a_refusal_is_the_api_servers_status_with_its_causes() {
     let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let crd: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(format!("{root}/deploy/crd/canarydaemonsets.yaml")).unwrap(),
-    )
-    .unwrap();
-    let registered = call(
-        &api,
-        Method::POST,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        &crd.to_string(),
-    )
-    .await;
-    assert_eq!(registered.code, 201);
+    let crd = std::fs::read_to_string(format!("{root}/deploy/crd/canarydaemonsets.yaml")).unwrap();
+    register(&api, &crd).await;
     let example =
         std::fs::read_to_string(format!("{root}/deploy/examples/node-agent.yaml")).unwrap();
     let object = example
