@@ -233,16 +233,7 @@ async fn run(scenario: Scenario) {
     };
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), &namespace);
-    let v1 = agent(&namespace, "v1", "healthy", &scenario.strategy);
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait_end(
-        &api,
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(180),
-        &controller,
-    )
-    .await;
+    install_v1(&api, &namespace, &scenario.strategy, &controller).await;
 
     // The pods' readiness, as the server tells it, for the budget check.
     let readiness = scenario
@@ -623,6 +614,27 @@ async fn wait_ready(controller: &harness::Controller, within: Duration) {
             _ => Err(Said(harness::tail(&controller.log, 30))),
         }
     })
+    .await;
+}
+
+/// Creates the healthy v1 of the agent with `strategy` and waits (180 s at most) until the
+/// controller has rolled it out.
+async fn install_v1(
+    api: &Api<CanaryDaemonSet>,
+    namespace: &str,
+    strategy: &serde_json::Value,
+    controller: &harness::Controller,
+) {
+    let v1 = agent(namespace, "v1", "healthy", strategy);
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    let within = Duration::from_secs(180);
+    wait_end(
+        api,
+        created.metadata.generation,
+        "successful",
+        within,
+        controller,
+    )
     .await;
 }
 
@@ -1070,16 +1082,7 @@ async fn fidelity_rollout(
     strategy: &serde_json::Value,
 ) -> (Duration, Timestamp) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), namespace);
-    let v1 = agent(namespace, "v1", "healthy", strategy);
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait_end(
-        &api,
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(180),
-        controller,
-    )
-    .await;
+    install_v1(&api, namespace, strategy, controller).await;
     let v2 = agent(namespace, "v2", "slow-start=6s", strategy);
     let started = Instant::now();
     let t0 = harness::now();
