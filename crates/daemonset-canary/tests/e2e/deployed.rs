@@ -655,14 +655,7 @@ async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
     };
     e2e.install(&pods_driver("v1"), Duration::from_secs(300))
         .await;
-    let strategy = e2e
-        .daemon_set()
-        .await
-        .spec
-        .unwrap()
-        .update_strategy
-        .unwrap();
-    assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
+    assert_eq!(e2e.update_strategy().await.as_deref(), Some("OnDelete"));
     let upgraded = Timestamp::now();
 
     let next = pods_driver("v2");

@@ -813,6 +813,11 @@ impl E2e {
             .unwrap_or_default()
     }
 
+    /// The DaemonSet's update strategy (`RollingUpdate`, `OnDelete`).
+    pub async fn update_strategy(&self) -> Option<String> {
+        self.daemon_set().await.spec?.update_strategy?.type_
+    }
+
     pub async fn daemon_set(&self) -> DaemonSet {
         Api::<DaemonSet>::namespaced(self.client.clone(), &self.namespace)
             .get(NAME)
@@ -1114,14 +1119,7 @@ pub fn first_and_last(seen: &[String]) -> (Option<&str>, Option<&str>) {
 
 /// Whether the node's Ready condition is True.
 pub fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+    canary_testkit::node_condition(node, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// The sum of the samples of `family` whose labels contain every one of `labels`.
@@ -1147,15 +1145,7 @@ pub fn image_and_ready(pod: &Pod) -> (String, bool) {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
         .unwrap_or_default();
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
+    let ready = crate::support::rollout::ready_since(pod).is_some();
     (image, ready)
 }
 

@@ -751,13 +751,7 @@ async fn rollback_abort_undo_and_history() {
     let listed = run_verb(&["history"]);
     let table = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(listed.status.success(), "{table}");
-    let row = |version: &str| {
-        table
-            .lines()
-            .find(|line| line.split_whitespace().nth(1) == Some(version))
-            .unwrap_or_else(|| panic!("no {version} in {table}"))
-            .to_owned()
-    };
+    let row = |version: &str| support::history_row(&table, version);
     assert!(row("v2").contains("failed"), "{table}");
     assert!(row("v3").contains("aborted"), "{table}");
     assert!(row("v1").contains("successful (stable)"), "{table}");

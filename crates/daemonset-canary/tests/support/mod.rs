@@ -82,6 +82,16 @@ pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Op
     Some(String::from_utf8_lossy(&raw).into_owned())
 }
 
+/// The row of `version` in `daemonset-canary history`'s `table` (its second column).
+#[track_caller]
+pub fn history_row(table: &str, version: &str) -> String {
+    table
+        .lines()
+        .find(|line| line.split_whitespace().nth(1) == Some(version))
+        .unwrap_or_else(|| panic!("no {version} in {table}"))
+        .to_owned()
+}
+
 /// The last `lines` lines of the file at `path` (a process's log), under a heading naming it.
 pub fn tail(path: &std::path::Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
