@@ -258,10 +258,7 @@ async fn run(scenario: Scenario) {
     match scenario.fault {
         Fault::None => {}
         Fault::KillApiserver(down) => {
-            let apiserver = component(&env, "kube-apiserver");
-            apiserver.kill_and_hold();
-            tokio::time::sleep(down).await;
-            apiserver.release();
+            kill_for(&env, "kube-apiserver", down).await;
             until(Duration::from_secs(120), "kube-apiserver back", || {
                 harness::apiserver_ready(&client)
             })
@@ -269,10 +266,7 @@ async fn run(scenario: Scenario) {
             outage = Some(fault_start.elapsed());
         }
         Fault::KillEtcd(down) => {
-            let etcd = component(&env, "etcd");
-            etcd.kill_and_hold();
-            tokio::time::sleep(down).await;
-            etcd.release();
+            kill_for(&env, "etcd", down).await;
             until(Duration::from_secs(60), "etcd back", || {
                 std::future::ready(harness::etcd_healthy(&env))
             })
@@ -615,6 +609,15 @@ async fn wait_ready(controller: &harness::Controller, within: Duration) {
         }
     })
     .await;
+}
+
+/// Kills the control plane's component `name`, keeps it down for `down`, and lets it start
+/// again.
+async fn kill_for(env: &Env, name: &'static str, down: Duration) {
+    let component = component(env, name);
+    component.kill_and_hold();
+    tokio::time::sleep(down).await;
+    component.release();
 }
 
 /// Creates the healthy v1 of the agent with `strategy` and waits (180 s at most) until the
