@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::crd::{CanaryDaemonSetSpec, PrePullSpec};
 use canary_kube_adapter::reconcile::PRE_PULL_LABEL;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -47,16 +47,11 @@ async fn pre_pull_pods(client: &Client) -> Vec<Pod> {
 
 /// The `Pulled` event messages of pod `name`.
 async fn pulled(client: &Client, name: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
+    events_with_reason(client, "Pulled")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name) && e.reason.as_deref() == Some("Pulled")
-        })
-        .filter_map(|e| e.message)
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.note)
         .collect()
 }
 
