@@ -1109,6 +1109,27 @@ fn metrics_address(log: &Path) -> Option<String> {
     })
 }
 
+/// CanaryDaemonSet `name` of the Pods driver in the scenario's namespace, driving the
+/// DaemonSet `workload` (name, container) through `workloadRef` in `steps`.
+pub fn workload_claimant(
+    e2e: &E2e,
+    name: &str,
+    (workload, container): (&str, &str),
+    steps: serde_json::Value,
+) -> CanaryDaemonSet {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": name, "namespace": e2e.namespace},
+        "spec": {
+            "workloadRef": {"name": workload},
+            "target": {"fromContainer": container},
+            "strategy": {"driver": "Pods", "steps": steps}
+        }
+    }))
+    .unwrap()
+}
+
 /// The first and the last of `seen` (phases, strategies, ... in the order seen).
 pub fn first_and_last(seen: &[String]) -> (Option<&str>, Option<&str>) {
     (
