@@ -266,6 +266,64 @@ async fn on_failure_rollback_puts_the_old_agent_back_and_the_node_recovers() {
     .await;
 }
 
+/// Issue 46, the heal: a `breaks-node` release fails (`onFailure: Fail`) leaving its nodes
+/// NotReady (canary-sim keeps them so until its pod is gone); the fixed release after it
+/// replaces the broken nodes' agents first rather than deferring them, and ends `successful`
+/// with every node Ready, every pod on it and none deferred. Before, the next rollout deferred
+/// them for ever: `successful` with them still broken, or (every node broken) held in its
+/// canary step. `driver`: the MaxUnavailable driver's DaemonSet controller replaces an
+/// unavailable old pod first anyway; the test confirms it.
+async fn a_newer_release_heals_the_nodes_the_failed_one_broke(driver: Driver, test: &str) {
+    DRIVER.with(|cell| cell.set(driver));
+    let (_sim, client, _run) = on_sim(test).await;
+    let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let health = serde_json::json!({"canarySoak": "0s"});
+    // Not `roll_out_v2`: with no soak, v2 may reach more than the canary's node.
+    let generation = v1_then_v2(&api, manifest, "breaks-node=3s", health.clone(), None).await;
+    let failed = until_phase(&api, generation, "failed").await;
+    assert_eq!(failed.reason_name(), Some("NodeUnhealthy"), "{failed:?}");
+    // Every node v2 reached stays broken while v2 runs there.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let broken: Vec<String> = node_ready(&client)
+        .await
+        .into_iter()
+        .filter(|(_, ready)| ready != "True")
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!broken.is_empty(), "v2 broke no node");
+    let on_v2 = node_on(&client, "v2").await;
+    assert!(
+        broken.iter().all(|node| on_v2.contains(node)),
+        "{broken:?} {on_v2:?}"
+    );
+    let v3 = with_health(manifest, "v3", "healthy", &health, None);
+    let status = until_phase(&api, set_spec(&api, &v3).await, "successful").await;
+    assert!(status.deferred_nodes.is_empty(), "{status:?}");
+    assert_eq!(status.deferred_node_count.unwrap_or(0), 0, "{status:?}");
+    let what = format!("not healed (broken by v2: {broken:?})");
+    eventually(Duration::from_secs(60), &what, async || {
+        let nodes = node_ready(&client).await;
+        let on_v3 = node_on(&client, "v3").await;
+        if nodes.iter().all(|(_, ready)| ready == "True") && on_v3.len() == nodes.len() {
+            Ok(())
+        } else {
+            Err((nodes, on_v3))
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn pods_a_newer_release_heals_first_the_nodes_the_failed_one_broke() {
+    a_newer_release_heals_the_nodes_the_failed_one_broke(Driver::Pods, "health-heal").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn max_unavailable_a_newer_release_heals_the_nodes_the_failed_one_broke() {
+    a_newer_release_heals_the_nodes_the_failed_one_broke(Driver::MaxUnavailable, "health-heal-mu")
+        .await;
+}
+
 /// The neighbour pods of `sim serve --neighbours-per-node`, by node: how many are ready of
 /// how many.
 async fn neighbours_ready(client: &kube::Client) -> Vec<(String, usize, usize)> {
