@@ -371,12 +371,7 @@ async fn run(scenario: Scenario) {
     let requests = audit::since(&everything, t0);
     let ours: Vec<&audit::Request> = requests
         .iter()
-        .filter(|r| {
-            r.namespace == namespace
-                || r.namespace == harness::CONTROLLER_NAMESPACE
-                    && r.resource == "leases"
-                    && (r.name == lease || r.verb == "create")
-        })
+        .filter(|r| of_the_scenario(r, &namespace, &lease))
         .collect();
     let first_write = ours
         .iter()
@@ -429,12 +424,7 @@ async fn run(scenario: Scenario) {
     // On the whole record (the Lease was taken before the rollout), the rollout's writes.
     let whole: Vec<audit::Request> = everything
         .iter()
-        .filter(|r| {
-            r.namespace == namespace
-                || r.namespace == harness::CONTROLLER_NAMESPACE
-                    && r.resource == "leases"
-                    && (r.name == lease || r.verb == "create")
-        })
+        .filter(|r| of_the_scenario(r, &namespace, &lease))
         .cloned()
         .collect();
     let unleased: Vec<&audit::Request> = audit::writes_without_the_lease(
@@ -609,6 +599,14 @@ async fn wait_ready(controller: &harness::Controller, within: Duration) {
         }
     })
     .await;
+}
+
+/// Whether `request` is of the scenario: in its namespace, or on its Lease (or creating one).
+fn of_the_scenario(request: &audit::Request, namespace: &str, lease: &str) -> bool {
+    request.namespace == namespace
+        || request.namespace == harness::CONTROLLER_NAMESPACE
+            && request.resource == "leases"
+            && (request.name == lease || request.verb == "create")
 }
 
 /// Kills the control plane's component `name`, keeps it down for `down`, and lets it start

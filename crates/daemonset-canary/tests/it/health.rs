@@ -162,6 +162,15 @@ async fn set_not_ready(nodes: &Api<Node>, node: &str, value: serde_json::Value) 
         .unwrap();
 }
 
+/// The nodes whose Ready condition is not True.
+async fn not_ready(client: &kube::Client) -> Vec<String> {
+    let nodes = node_ready(client).await.into_iter();
+    nodes
+        .filter(|(_, ready)| ready != "True")
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// The number of events with `reason`.
 async fn events_with_reason(client: &kube::Client, reason: &str) -> usize {
     event_reasons(client)
@@ -184,12 +193,7 @@ async fn a_release_that_breaks_its_node_fails_on_the_canary_node_and_names_it() 
         message.contains("(Ready False, KubeletNotReady"),
         "{message}"
     );
-    let broken: Vec<String> = node_ready(&client)
-        .await
-        .into_iter()
-        .filter(|(_, ready)| ready != "True")
-        .map(|(name, _)| name)
-        .collect();
+    let broken = not_ready(&client).await;
     assert_eq!(broken.len(), 1, "{broken:?}");
     assert!(message.contains(&broken[0]), "the node is named: {message}");
 }
@@ -284,12 +288,7 @@ async fn a_newer_release_heals_the_nodes_the_failed_one_broke(driver: Driver, te
     assert_eq!(failed.reason_name(), Some("NodeUnhealthy"), "{failed:?}");
     // Every node v2 reached stays broken while v2 runs there.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let broken: Vec<String> = node_ready(&client)
-        .await
-        .into_iter()
-        .filter(|(_, ready)| ready != "True")
-        .map(|(name, _)| name)
-        .collect();
+    let broken = not_ready(&client).await;
     assert!(!broken.is_empty(), "v2 broke no node");
     let on_v2 = node_on(&client, "v2").await;
     assert!(
