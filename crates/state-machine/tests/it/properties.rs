@@ -117,12 +117,7 @@ prop_compose! {
                 desired_has_cert_volume,
             }),
             previous,
-            retry: false,
-            held: false,
-            hold_recorded: false,
-            live_on_hold: false,
-            health: None,
-            analysis: None,
+            ..Observation::default()
         }
     }
 }
