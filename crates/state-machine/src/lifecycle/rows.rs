@@ -42,8 +42,16 @@ pub(super) fn drifted<T: Table>(
 ) -> Decision<T::Action> {
     let life = table.life();
     let name = life.name;
-    // A retry asked for with the drift is the new rollout: the revert's start is it.
-    let failed_before = sticky(&life).filter(|_| !life.retry);
+    // A retry asked for with the drift is the new rollout: the revert's start is it. A
+    // failure without its reason names nothing to hold for: the revert starts, as before.
+    // Only the driver that holds with a write (MaxUnavailable: `OnDelete`) yet: the Pods
+    // driver's failure during a rollback lost its reason on the passes after a held revert
+    // and was then reported `CanaryCrashLooping` (CI seed 130), so it still starts.
+    let failed_before = sticky(&life).filter(|previous| {
+        !life.retry
+            && life.live_on_hold.is_some()
+            && previous.failure.is_some_and(FailureReason::is_sticky)
+    });
     let decision = match (strategy.drift_policy, failed_before) {
         (DriftPolicy::Revert, Some(previous)) => {
             reverted_under_failure(strategy, table, drift, previous)
@@ -97,7 +105,7 @@ fn reverted_under_failure<T: Table>(
 ) -> Decision<T::Action> {
     let life = table.life();
     let stays = stay_failed(&life, previous);
-    let failure = stays.failure.unwrap_or(FailureReason::CanaryCrashLooping);
+    let failure = previous.failure.map_or("", FailureReason::as_str);
     Decision {
         write: Some(DaemonSetWrite {
             kind: WriteKind::RevertHeld,

@@ -503,6 +503,16 @@ fn a_drift_of_a_failed_rollout_is_reverted_under_the_failures_hold() {
     }
 }
 
+/// A failed status without its reason (read during a rollback, whose decided phase is
+/// recorded apart) names no failure to hold for: its drift is reverted by a start, as at
+/// rest, never held under a reason made up (CI seed 130 reported `CanaryCrashLooping`).
+#[test]
+fn a_drift_of_a_failure_without_reason_is_reverted_by_a_start() {
+    let decision = drifted(DriftPolicy::Revert, previous(Phase::Failed, None, 1, 60));
+    assert_eq!((decision.phase, decision.failure), (Phase::Started, None));
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Start));
+}
+
 #[test]
 fn a_reported_drift_writes_nothing_and_warns_once() {
     let first = drifted(

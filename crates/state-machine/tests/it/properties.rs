@@ -161,7 +161,7 @@ proptest! {
         // hold, no start (issue 46), unless a retry is asked for with it.
         let under_failure = !observation.retry
             && observation.previous.is_some_and(|p| {
-                p.phase == Phase::Failed && p.failure.is_none_or(FailureReason::is_sticky)
+                p.phase == Phase::Failed && p.failure.is_some_and(FailureReason::is_sticky)
             });
         prop_assert_eq!(
             kind == Some(WriteKind::Start),
