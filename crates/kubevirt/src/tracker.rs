@@ -177,6 +177,7 @@ fn transition(
         observed_generation: None,
         recorded_generation: None,
         drift: None,
+        pre_pull: canary_kube_adapter::observer::PrePullStanding::Unknown,
         template_hash: None,
         phase_started_at: to.phase_started_at,
         pods: None,

@@ -404,6 +404,7 @@ mod tests {
             observed_generation: Some(2),
             recorded_generation: None,
             drift: None,
+            pre_pull: canary_kube_adapter::observer::PrePullStanding::Unknown,
             template_hash: None,
             pods: None,
             history: None,

@@ -283,6 +283,7 @@ mod tests {
             observed_generation: Some(1),
             recorded_generation: None,
             drift: None,
+            pre_pull: canary_kube_adapter::observer::PrePullStanding::Unknown,
             template_hash: None,
             phase_started_at: Timestamp::from_second(at).unwrap(),
             at: Timestamp::from_second(at).unwrap(),

@@ -158,6 +158,7 @@ impl<'a> Pass<'a> {
             observed_generation: self.cds.metadata.generation,
             recorded_generation: previous.and_then(|s| s.recorded_daemon_set_generation),
             drift: None,
+            pre_pull: crate::observer::PrePullStanding::Unknown,
             template_hash: None,
             phase_started_at: self.now,
             pods: None,

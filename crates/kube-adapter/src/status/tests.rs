@@ -32,6 +32,7 @@ fn pass(phase: Phase, updated_ready: u32) -> Transition {
         observed_generation: Some(1),
         recorded_generation: Some(3),
         drift: None,
+        pre_pull: crate::observer::PrePullStanding::Unknown,
         template_hash: None,
         phase_started_at: t(0),
         at: t(0),
