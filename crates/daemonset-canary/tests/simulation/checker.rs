@@ -981,6 +981,8 @@ impl Checker {
             .and_then(|s| s.phase_name().map(str::to_owned));
         if event.kind != EventKind::Deleted {
             self.history = cds.status.as_ref().and_then(|s| s.history.clone());
+            self.surge_soak
+                .on_status(self.world.now(), cds.status.as_ref());
         }
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());

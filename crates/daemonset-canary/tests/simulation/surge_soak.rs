@@ -14,7 +14,8 @@
 //! hold waits for the canary's own old pod to be gone; in the sync that deletes it the
 //! DaemonSet controller already surges the next node. That node normally loses its new pod to
 //! the hold; a handover that lands within `stale` seconds of the canary's (the controller's view
-//! lags the API by up to that) is no violation. Not checked either: a canary pod gone (its node
+//! lags the API by up to that) is no violation, nor one while the controller wrote no status
+//! since the canary's handover (it is down: killed, cut off or frozen). Not checked either: a canary pod gone (its node
 //! went away: the controller's canary is then another pod), and a node whose old pod was not
 //! available (the DaemonSet controller replaces it whatever the budget).
 
@@ -29,6 +30,11 @@ const CANARY_SOAK_SECONDS: f64 = 30.0;
 #[derive(Debug, Default)]
 pub struct SurgeSoak {
     canary: Option<Canary>,
+    /// The scenario's status as last seen, and when it last changed (checker time): a
+    /// controller that wrote nothing since the canary's handover never saw it (killed, cut
+    /// off, frozen: CI seed 58), and cannot have held anything.
+    status: Option<canary_kube_adapter::crd::CanaryDaemonSetStatus>,
+    status_changed_at: f64,
 }
 
 #[derive(Debug)]
@@ -66,6 +72,18 @@ impl SurgeSoak {
         }
     }
 
+    /// The scenario's CanaryDaemonSet seen at `now` with `status`.
+    pub fn on_status(
+        &mut self,
+        now: f64,
+        status: Option<&canary_kube_adapter::crd::CanaryDaemonSetStatus>,
+    ) {
+        if self.status.as_ref() != status {
+            self.status = status.cloned();
+            self.status_changed_at = now;
+        }
+    }
+
     /// A surge handover (see the module doc) at `now`, the DaemonSet at the canary's step.
     pub fn on_handover(&mut self, world: &World, now: f64, handover: &Handover<'_>) {
         let Some(node) = node_of(handover.pod) else {
@@ -78,7 +96,10 @@ impl SurgeSoak {
             node: node.to_owned(),
             handed_over_at: now,
         });
-        if canary.node == node || now - canary.handed_over_at <= handover.stale {
+        if canary.node == node
+            || now - canary.handed_over_at <= handover.stale
+            || self.status_changed_at <= canary.handed_over_at
+        {
             return;
         }
         // The canary's pod gone: the controller's canary is another pod now.
