@@ -53,10 +53,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::watcher;
 use proxy::{Mode, Proxy};
 use support::audit;
+use support::rollout::{Said, eventually, set_spec};
 
 /// How soon after the end of a fault the controller must write again (issue 48: within 30 s of
 /// the server's return; a killed controller's successor waits out the old Lease, 15 s, first).
@@ -232,16 +233,7 @@ async fn run(scenario: Scenario) {
     };
 
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), &namespace);
-    let v1 = agent(&namespace, "v1", "healthy", &scenario.strategy);
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait_end(
-        &api,
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(180),
-        &controller,
-    )
-    .await;
+    install_v1(&api, &namespace, &scenario.strategy, &controller).await;
 
     // The pods' readiness, as the server tells it, for the budget check.
     let readiness = scenario
@@ -251,15 +243,7 @@ async fn run(scenario: Scenario) {
     let started = Instant::now();
     let t0 = harness::now();
     let v2 = agent(&namespace, "v2", scenario.behavior, &scenario.strategy);
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": serde_json::to_value(&v2.spec).unwrap()})),
-        )
-        .await
-        .unwrap();
-    let generation = patched.metadata.generation;
+    let generation = set_spec(&api, &serde_json::to_value(&v2).unwrap()).await;
     let mut row = Row {
         phase: wait_moment(&client, &api, &namespace, generation, scenario.moment).await,
         ..Row::default()
@@ -274,10 +258,7 @@ async fn run(scenario: Scenario) {
     match scenario.fault {
         Fault::None => {}
         Fault::KillApiserver(down) => {
-            let apiserver = component(&env, "kube-apiserver");
-            apiserver.kill_and_hold();
-            tokio::time::sleep(down).await;
-            apiserver.release();
+            kill_for(&env, "kube-apiserver", down).await;
             until(Duration::from_secs(120), "kube-apiserver back", || {
                 harness::apiserver_ready(&client)
             })
@@ -285,10 +266,7 @@ async fn run(scenario: Scenario) {
             outage = Some(fault_start.elapsed());
         }
         Fault::KillEtcd(down) => {
-            let etcd = component(&env, "etcd");
-            etcd.kill_and_hold();
-            tokio::time::sleep(down).await;
-            etcd.release();
+            kill_for(&env, "etcd", down).await;
             until(Duration::from_secs(60), "etcd back", || {
                 std::future::ready(harness::etcd_healthy(&env))
             })
@@ -393,12 +371,7 @@ async fn run(scenario: Scenario) {
     let requests = audit::since(&everything, t0);
     let ours: Vec<&audit::Request> = requests
         .iter()
-        .filter(|r| {
-            r.namespace == namespace
-                || r.namespace == harness::CONTROLLER_NAMESPACE
-                    && r.resource == "leases"
-                    && (r.name == lease || r.verb == "create")
-        })
+        .filter(|r| of_the_scenario(r, &namespace, &lease))
         .collect();
     let first_write = ours
         .iter()
@@ -451,12 +424,7 @@ async fn run(scenario: Scenario) {
     // On the whole record (the Lease was taken before the rollout), the rollout's writes.
     let whole: Vec<audit::Request> = everything
         .iter()
-        .filter(|r| {
-            r.namespace == namespace
-                || r.namespace == harness::CONTROLLER_NAMESPACE
-                    && r.resource == "leases"
-                    && (r.name == lease || r.verb == "create")
-        })
+        .filter(|r| of_the_scenario(r, &namespace, &lease))
         .cloned()
         .collect();
     let unleased: Vec<&audit::Request> = audit::writes_without_the_lease(
@@ -622,22 +590,53 @@ fn judge_probes(
 }
 
 async fn wait_ready(controller: &harness::Controller, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let port = controller.metrics_port;
-        let (code, _) = tokio::task::spawn_blocking(move || harness::probe(port, "/readyz"))
-            .await
-            .unwrap();
-        if code == 200 {
-            return;
+    let port = controller.metrics_port;
+    eventually(within, "the controller is not ready", async || {
+        let probe = tokio::task::spawn_blocking(move || harness::probe(port, "/readyz"));
+        match probe.await.unwrap() {
+            (200, _) => Ok(()),
+            _ => Err(Said(harness::tail(&controller.log, 30))),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the controller is not ready after {within:?}\n{}",
-            harness::tail(&controller.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
+}
+
+/// Whether `request` is of the scenario: in its namespace, or on its Lease (or creating one).
+fn of_the_scenario(request: &audit::Request, namespace: &str, lease: &str) -> bool {
+    request.namespace == namespace
+        || request.namespace == harness::CONTROLLER_NAMESPACE
+            && request.resource == "leases"
+            && (request.name == lease || request.verb == "create")
+}
+
+/// Kills the control plane's component `name`, keeps it down for `down`, and lets it start
+/// again.
+async fn kill_for(env: &Env, name: &'static str, down: Duration) {
+    let component = component(env, name);
+    component.kill_and_hold();
+    tokio::time::sleep(down).await;
+    component.release();
+}
+
+/// Creates the healthy v1 of the agent with `strategy` and waits (180 s at most) until the
+/// controller has rolled it out.
+async fn install_v1(
+    api: &Api<CanaryDaemonSet>,
+    namespace: &str,
+    strategy: &serde_json::Value,
+    controller: &harness::Controller,
+) {
+    let v1 = agent(namespace, "v1", "healthy", strategy);
+    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    let within = Duration::from_secs(180);
+    wait_end(
+        api,
+        created.metadata.generation,
+        "successful",
+        within,
+        controller,
+    )
+    .await;
 }
 
 /// Waits until the status of `generation` is `wanted` (fails on the other final phase).
@@ -648,19 +647,16 @@ async fn wait_end(
     within: Duration,
     controller: &harness::Controller,
 ) {
-    let deadline = Instant::now() + within;
-    loop {
+    eventually(within, &format!("not {wanted}"), async || {
         let now = phase(api, NAME, generation).await;
         if now.as_deref() == Some(wanted) {
-            return;
+            Ok(())
+        } else {
+            let log = harness::tail(&controller.log, 30);
+            Err(Said(format!("{now:?}\n{log}")))
         }
-        assert!(
-            Instant::now() < deadline,
-            "not {wanted} after {within:?}: {now:?}\n{}",
-            harness::tail(&controller.log, 30)
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await;
 }
 
 /// Waits for the rollout's final phase; returns it (or `stuck in <phase>`) and, for `failed`,
@@ -956,111 +952,62 @@ fn scenario(name: &'static str, fault: Fault, moment: Moment) -> Scenario {
 
 /// One chaos test per scenario: the test's name (`cargo xtask chaos` runs each by it) and its
 /// [`Scenario`].
-macro_rules! chaos_test {
-    ($test:ident, $scenario:expr) => {
+macro_rules! chaos_tests {
+    ($($test:ident => $scenario:expr;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         #[ignore = "chaos: run with `cargo xtask chaos`"]
         async fn $test() {
             run($scenario).await;
         }
-    };
+    )*};
 }
 
-chaos_test!(
-    chaos_01_baseline_without_a_fault,
-    scenario("baseline", Fault::None, Moment::Phase("canary"))
-);
-
-chaos_test!(
-    chaos_02_kube_apiserver_killed_mid_rollout,
-    scenario(
-        "apiserver",
-        Fault::KillApiserver(Duration::from_secs(45)),
-        Moment::Phase("canary"),
-    )
-);
-
-chaos_test!(
-    chaos_03_etcd_killed_mid_rollout,
-    scenario(
-        "etcd",
-        Fault::KillEtcd(Duration::from_secs(20)),
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_04_a_watch_resumed_past_compaction_gets_410,
-    scenario(
-        "compaction",
-        Fault::CompactedWatch,
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_05_controller_killed_in_canary,
-    scenario(
-        "kill-canary",
-        Fault::KillController,
-        Moment::Phase("canary"),
-    )
-);
-
-chaos_test!(
-    chaos_06_controller_killed_when_increasing,
-    scenario("kill-increasing", Fault::KillController, Moment::Widened)
-);
-
-chaos_test!(
-    chaos_07_controller_killed_in_waiting,
-    scenario(
-        "kill-waiting",
-        Fault::KillController,
-        Moment::Phase("waiting"),
-    )
-);
-
-chaos_test!(
-    chaos_08_controller_killed_in_a_pods_driver_step,
-    Scenario {
+chaos_tests! {
+    chaos_01_baseline_without_a_fault =>
+        scenario("baseline", Fault::None, Moment::Phase("canary"));
+    chaos_02_kube_apiserver_killed_mid_rollout =>
+        scenario("apiserver", Fault::KillApiserver(secs(45)), Moment::Phase("canary"));
+    chaos_03_etcd_killed_mid_rollout =>
+        scenario("etcd", Fault::KillEtcd(secs(20)), Moment::Phase("waiting"));
+    chaos_04_a_watch_resumed_past_compaction_gets_410 =>
+        scenario("compaction", Fault::CompactedWatch, Moment::Phase("waiting"));
+    chaos_05_controller_killed_in_canary =>
+        scenario("kill-canary", Fault::KillController, Moment::Phase("canary"));
+    chaos_06_controller_killed_when_increasing =>
+        scenario("kill-increasing", Fault::KillController, Moment::Widened);
+    chaos_07_controller_killed_in_waiting =>
+        scenario("kill-waiting", Fault::KillController, Moment::Phase("waiting"));
+    chaos_08_controller_killed_in_a_pods_driver_step => Scenario {
         strategy: pods_strategy(),
         behavior: "slow-start=3s",
         // The template (OnDelete) once; the pods are deleted, not written through it.
         daemon_set_writes: 1,
         budget: Some(3),
         ..scenario("kill-pods-step", Fault::KillController, Moment::PodsStep(1))
-    }
-);
-
-chaos_test!(
-    chaos_09_controller_killed_with_a_crash_looping_canary,
-    Scenario {
+    };
+    chaos_09_controller_killed_with_a_crash_looping_canary => Scenario {
         behavior: "crashloop",
         expected: "failed",
         // The template at the canary value and the soak's hold (which stops the DaemonSet
         // controller too), nothing after the failure.
         daemon_set_writes: 2,
-        ..scenario(
-            "kill-failing",
-            Fault::KillController,
-            Moment::Phase("canary"),
-        )
-    }
-);
-
-chaos_test!(
-    chaos_10_slow_and_lossy_api_server,
-    scenario(
+        ..scenario("kill-failing", Fault::KillController, Moment::Phase("canary"))
+    };
+    chaos_10_slow_and_lossy_api_server => scenario(
         "slow",
         Fault::SlowApiServer {
             latency: Duration::from_millis(300),
-            cut_every: Duration::from_secs(4),
-            lasting: Duration::from_secs(15),
+            cut_every: secs(4),
+            lasting: secs(15),
         },
         Moment::Phase("canary"),
-    )
-);
+    );
+}
+
+/// `n` seconds.
+const fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
 
 /// Figures of one rollout, from the server's own record (the audit log of kube-apiserver, or of
 /// `sim serve --audit-log`).
@@ -1136,30 +1083,14 @@ async fn fidelity_rollout(
     strategy: &serde_json::Value,
 ) -> (Duration, Timestamp) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), namespace);
-    let v1 = agent(namespace, "v1", "healthy", strategy);
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait_end(
-        &api,
-        created.metadata.generation,
-        "successful",
-        Duration::from_secs(180),
-        controller,
-    )
-    .await;
+    install_v1(&api, namespace, strategy, controller).await;
     let v2 = agent(namespace, "v2", "slow-start=6s", strategy);
     let started = Instant::now();
     let t0 = harness::now();
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": serde_json::to_value(&v2.spec).unwrap()})),
-        )
-        .await
-        .unwrap();
+    let generation = set_spec(&api, &serde_json::to_value(&v2).unwrap()).await;
     wait_end(
         &api,
-        patched.metadata.generation,
+        generation,
         "successful",
         Duration::from_secs(300),
         controller,

@@ -36,7 +36,8 @@
 
 mod support;
 
-use support::max_unavailable;
+use support::rollout::eventually;
+use support::{max_unavailable, tail};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kubevirt::kubevirt_api_resource;
@@ -234,23 +235,16 @@ impl Kv {
         }
         // At rest: virt-handler back at maxUnavailable 1, every pod updated and ready.
         let nodes = self.node_count().await;
-        let deadline = Instant::now() + ROLLOUT_TIMEOUT;
-        loop {
+        eventually(ROLLOUT_TIMEOUT, "virt-handler not at rest", async || {
             let ds = self.handler().await;
             let status = ds.status.clone().unwrap_or_default();
             let rest = max_unavailable(&ds) == "1"
                 && status.desired_number_scheduled == i32::try_from(nodes).unwrap()
                 && status.number_ready == status.desired_number_scheduled
                 && status.updated_number_scheduled == Some(status.desired_number_scheduled);
-            if rest {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "virt-handler not at rest: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            if rest { Ok(()) } else { Err(status) }
+        })
+        .await;
     }
 
     fn operator_log_tail(&self) -> String {
@@ -437,16 +431,6 @@ fn now() -> f64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64()
-}
-
-fn tail(path: &PathBuf, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    format!(
-        "--- last lines of {} ---\n{}",
-        path.display(),
-        all[all.len().saturating_sub(lines)..].join("\n")
-    )
 }
 
 /// `daemonset-canary observe-kubevirt` as a process, its JSON log in a file.

@@ -293,7 +293,7 @@ pub struct Stats {
 }
 
 /// Every write kind, in counter order.
-pub const WRITE_KINDS: [WriteKind; 7] = [
+pub const WRITE_KINDS: [WriteKind; 8] = [
     WriteKind::Create,
     WriteKind::Start,
     WriteKind::Widen,
@@ -301,12 +301,22 @@ pub const WRITE_KINDS: [WriteKind; 7] = [
     WriteKind::TlsStep,
     WriteKind::Hold,
     WriteKind::Resume,
+    WriteKind::RevertHeld,
 ];
 
 impl Stats {
     /// The counter of one kind of DaemonSet write.
     fn writes_of(&self, kind: WriteKind) -> &AtomicU64 {
-        let [create, start, widen, finish, tls_step, hold, resume] = &self.writes;
+        let [
+            create,
+            start,
+            widen,
+            finish,
+            tls_step,
+            hold,
+            resume,
+            revert_held,
+        ] = &self.writes;
         match kind {
             WriteKind::Create => create,
             WriteKind::Start => start,
@@ -315,6 +325,7 @@ impl Stats {
             WriteKind::TlsStep => tls_step,
             WriteKind::Hold => hold,
             WriteKind::Resume => resume,
+            WriteKind::RevertHeld => revert_held,
         }
     }
 

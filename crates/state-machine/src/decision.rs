@@ -31,6 +31,10 @@ pub enum WriteKind {
     Hold,
     /// The end of a hold on request: the live DaemonSet as it is, back to `RollingUpdate`.
     Resume,
+    /// A hand edit of a failed rollout's DaemonSet written over (`driftPolicy: Revert`): the
+    /// desired DaemonSet under the failure's hold, its update strategy `OnDelete`, so that the
+    /// DaemonSet controller replaces no pod with the release that failed (issue 46).
+    RevertHeld,
 }
 
 impl WriteKind {
@@ -44,6 +48,7 @@ impl WriteKind {
             WriteKind::TlsStep => "tls_step",
             WriteKind::Hold => "hold",
             WriteKind::Resume => "resume",
+            WriteKind::RevertHeld => "revert_held",
         }
     }
 }

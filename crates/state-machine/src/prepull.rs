@@ -48,6 +48,14 @@ impl PrePullPlan {
     pub fn is_empty(&self) -> bool {
         self.create.is_empty() && self.delete.is_empty()
     }
+
+    /// Pre-pull pods remain after this plan, of the `existing` it was made from: the ones it
+    /// creates, or ones it keeps (records of a window, whoever created them: a replica that
+    /// took over a window creates none while its predecessor's records cover it). The caller
+    /// must list again once the window closes, to delete them.
+    pub fn leaves_pods(&self, existing: usize) -> bool {
+        !self.create.is_empty() || existing > self.delete.len()
+    }
 }
 
 /// The plan of one pass: `window` is the nodes wanted, in order (`None`: no window, every
@@ -94,6 +102,23 @@ pub fn plan_pre_pull(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica that takes over a window finds its predecessor's records and creates none:
+    /// they are still pods to delete once the window closes (found while reading soak seed
+    /// 46001590, whose own cause was the failure's late requeue).
+    #[test]
+    fn kept_records_are_pods_left_as_much_as_created_ones() {
+        let window = nodes(&["n1", "n2"]);
+        let records = [pod("p1", "n1", true), pod("p2", "n2", true)];
+        let kept = plan_pre_pull(Some(&window), &records, 1);
+        assert!(kept.create.is_empty() && kept.delete.is_empty());
+        assert!(kept.leaves_pods(records.len()), "the records stay");
+        let closed = plan_pre_pull(None, &records, 1);
+        assert!(!closed.leaves_pods(records.len()), "all deleted");
+        let first = plan_pre_pull(Some(&window), &[], 1);
+        assert!(first.leaves_pods(0), "one created");
+        assert!(!plan_pre_pull(Some(&[]), &[], 1).leaves_pods(0));
+    }
 
     fn nodes(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| (*n).to_owned()).collect()

@@ -3,6 +3,9 @@
 //! crate.
 //!
 //! - [`agent_daemonset`] and [`rolling_update`] build DaemonSets the way the tests need them.
+//! - [`node_condition`] reads a node's condition of a type.
+//! - [`pulling`] says whether a pod's image is still being pulled onto its node.
+//! - [`bare_pod`] builds a pod bound to a node, as the node-behaviour tests create them.
 //! - [`pod_spec`], [`template_meta`], [`first_container`] (and their `_mut` forms) reach into a
 //!   DaemonSet's pod template.
 //! - [`node_names`] and [`put_secret`] talk to an API server (canary-sim or a real one).
@@ -33,11 +36,69 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
-use k8s_openapi::api::core::v1::{Container, Node, PodSpec, PodTemplateSpec, Secret};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeCondition, Pod, PodSpec, PodTemplateSpec, Secret,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+
+/// Whether `pod`'s image is not on its node yet: no container status, or one without an
+/// `imageID` (the kubelet writes it once the image is pulled).
+pub fn pulling(pod: &Pod) -> bool {
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    statuses.is_empty() || statuses.iter().any(|c| c.image_id.is_empty())
+}
+
+/// `node`'s condition of type `type_`, if it has one.
+pub fn node_condition(node: &Node, type_: &str) -> Option<NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
+/// Bare pod `namespace/name` bound to `node`: one container `main` of `image`, with
+/// `annotations` (the simulator's behaviours and pulls are annotations), no status.
+pub fn bare_pod(
+    namespace: &str,
+    name: &str,
+    node: &str,
+    image: &str,
+    annotations: &[(&str, &str)],
+) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.to_owned()),
+            containers: vec![Container {
+                name: "main".to_owned(),
+                image: Some(image.to_owned()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
 
 /// DaemonSet `namespace/name`: one container `agent` running `image`, its pods labelled
 /// `app: <name>` (the selector), updated by `RollingUpdate` with `max_unavailable`.

@@ -126,6 +126,7 @@ fn write_name(kind: WriteKind) -> &'static str {
         WriteKind::TlsStep => "TLS step",
         WriteKind::Hold => "hold",
         WriteKind::Resume => "resume",
+        WriteKind::RevertHeld => "revert under the failure's hold",
     }
 }
 

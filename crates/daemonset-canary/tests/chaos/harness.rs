@@ -117,23 +117,17 @@ pub async fn namespace(env: &Env, client: &kube::Client, name: &str) {
         .create(&PostParams::default(), &object)
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let what = format!("no default ServiceAccount in {name}");
+    support::rollout::eventually(Duration::from_secs(60), &what, async || {
         let found = Command::new(&env.kubectl)
             .arg("--kubeconfig")
             .arg(&env.kubeconfig)
             .args(["-n", name, "get", "serviceaccount", "default"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if found {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no default ServiceAccount in {name}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        found.then_some(()).ok_or("not yet")
+    })
+    .await;
 }
 
 /// A `daemonset-canary run` process of a scenario, with a token of its own.
@@ -190,22 +184,34 @@ pub fn start_controller(
         ),
     )
     .unwrap();
+    let pod = format!("{lease}-{n}");
+    let lease = (CONTROLLER_NAMESPACE, lease);
+    spawn_controller(env, &kubeconfig, namespace, lease, &pod, credential)
+}
+
+/// `run` on `kubeconfig` for `namespace`, with leader election on Lease `lease` (namespace,
+/// name) as replica `pod`: metrics on a free port, JSON logs to `chaos-<pod>.log` in the log
+/// directory.
+fn spawn_controller(
+    env: &Env,
+    kubeconfig: &Path,
+    namespace: &str,
+    (lease_namespace, lease): (&str, &str),
+    pod: &str,
+    credential: String,
+) -> Controller {
     let metrics_port = support::free_port();
-    let log = env.log_dir.join(format!("chaos-{lease}-{n}.log"));
+    let log = env.log_dir.join(format!("chaos-{pod}.log"));
     let out = std::fs::File::create(&log).unwrap();
     let child = Command::new(&env.binary)
         .arg("run")
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
         .args(["--namespace", namespace])
-        .args([
-            "--leader-election",
-            "--lease-namespace",
-            CONTROLLER_NAMESPACE,
-        ])
+        .args(["--leader-election", "--lease-namespace", lease_namespace])
         .args(["--lease-name", lease])
-        .env("POD_NAME", format!("{lease}-{n}"))
+        .env("POD_NAME", pod)
         .env("CANARY_LOG_FORMAT", "json")
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
@@ -228,30 +234,15 @@ pub fn start_sim_controller(
     namespace: &str,
     lease: &str,
 ) -> Controller {
-    let metrics_port = support::free_port();
-    let log = env.log_dir.join(format!("chaos-{lease}-sim.log"));
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(&env.binary)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
-        .args(["--namespace", namespace])
-        .args(["--leader-election", "--lease-namespace", "default"])
-        .args(["--lease-name", lease])
-        .env("POD_NAME", format!("{lease}-sim"))
-        .env("CANARY_LOG_FORMAT", "json")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    Controller {
-        child,
-        metrics_port,
-        credential: String::new(),
-        log,
-    }
+    let pod = format!("{lease}-sim");
+    spawn_controller(
+        env,
+        kubeconfig,
+        namespace,
+        ("default", lease),
+        &pod,
+        String::new(),
+    )
 }
 
 /// The `jti` claim of a JWT.
@@ -283,20 +274,7 @@ fn base64url(text: &str) -> Vec<u8> {
 
 /// The status code of `GET path` on a controller's probes (0: no answer) and its body.
 pub fn probe(port: u16, path: &str) -> (u16, String) {
-    let Some(raw) = support::http_get(&format!("127.0.0.1:{port}"), path, Duration::from_secs(3))
-    else {
-        return (0, String::new());
-    };
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.trim().to_owned())
-        .unwrap_or_default();
-    (code, body)
+    support::probe(port, path, Duration::from_secs(3))
 }
 
 /// One sample of a controller's probes.
@@ -500,13 +478,4 @@ pub fn now() -> Timestamp {
     Timestamp::now()
 }
 
-/// The last lines of a file.
-pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    format!(
-        "--- last lines of {} ---\n{}",
-        path.display(),
-        all[all.len().saturating_sub(lines)..].join("\n")
-    )
-}
+pub use crate::support::tail;

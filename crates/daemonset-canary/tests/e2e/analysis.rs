@@ -18,13 +18,10 @@ use kube::Api;
 use kube::api::ListParams;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const INSTALL: &str =
-    "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
 /// The error ratio the exporter reports for a pod of a bad version, and of any other.
 const BAD_RATIO: f64 = 0.10;
 const GOOD_RATIO: f64 = 0.01;
@@ -87,29 +84,8 @@ impl AnalysisBed {
             .join(format!("{}-prometheus", e2e.namespace));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: node-agent\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n\
-                 \x20   static_configs:\n      - targets: ['127.0.0.1:{exporter_port}']\n"
-            ),
-        )
-        .unwrap();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect(INSTALL);
-        let prometheus = KillOnDrop(child);
+        let prometheus =
+            crate::support::spawn_prometheus(&dir, ("node-agent", exporter_port), port, None);
         let address = format!("http://127.0.0.1:{port}");
         let bed = Self {
             address,
@@ -202,13 +178,10 @@ fn analysed(e2e: &E2e, bed: &AnalysisBed, version: &str) -> serde_json::Value {
     object
 }
 
-/// A good release: the analysis of its pause step measures 0.01 on the canary node against
-/// 0.01 on the others, passes, and the rollout goes on to every node.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs `cargo xtask e2e`"]
-async fn a_good_release_passes_its_pause_steps_analysis() {
+/// Six nodes, the scenario's Prometheus (its address allowed), and [`analysed`] v1 installed.
+async fn analysed_v1(scenario: &str) -> (E2e, AnalysisBed) {
     let port = prometheus_port();
-    let e2e = E2e::isolated("analysis-good")
+    let e2e = E2e::isolated(scenario)
         .nodes(6)
         .allow_analysis_address(format!("http://127.0.0.1:{port}"))
         .start()
@@ -219,6 +192,15 @@ async fn a_good_release_passes_its_pause_steps_analysis() {
         Duration::from_secs(120),
     )
     .await;
+    (e2e, bed)
+}
+
+/// A good release: the analysis of its pause step measures 0.01 on the canary node against
+/// 0.01 on the others, passes, and the rollout goes on to every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs `cargo xtask e2e`"]
+async fn a_good_release_passes_its_pause_steps_analysis() {
+    let (e2e, bed) = analysed_v1("analysis-good").await;
     let recorder: Recorder = e2e.record().await;
     let generation = e2e.set_spec(&analysed(&e2e, &bed, "v2")).await;
     e2e.wait_phase(generation, "successful", Duration::from_secs(180))
@@ -278,18 +260,7 @@ async fn a_good_release_passes_its_pause_steps_analysis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_bad_release_fails_its_analysis_with_only_the_canary_updated() {
-    let port = prometheus_port();
-    let e2e = E2e::isolated("analysis-bad")
-        .nodes(6)
-        .allow_analysis_address(format!("http://127.0.0.1:{port}"))
-        .start()
-        .await;
-    let bed = AnalysisBed::start(&e2e, port).await;
-    e2e.install(
-        &serde_json::from_value(analysed(&e2e, &bed, "v1")).unwrap(),
-        Duration::from_secs(120),
-    )
-    .await;
+    let (e2e, bed) = analysed_v1("analysis-bad").await;
     let generation = e2e.set_spec(&analysed(&e2e, &bed, "v2-bad")).await;
     e2e.wait_phase(generation, "failed", Duration::from_secs(180))
         .await;

@@ -6,7 +6,7 @@
 //! scenario of this module moves it.
 
 use crate::audit;
-use crate::harness::{E2e, image_and_ready, max_unavailable, sum_samples};
+use crate::harness::{E2e, first_and_last, image_and_ready, max_unavailable, sum_samples};
 use crate::support;
 use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::demo::scenario::NAME;
@@ -45,13 +45,7 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_four_times() {
         if max_unavailable_seen.last() != Some(&now) {
             max_unavailable_seen.push(now);
         }
-        let status = e2e
-            .canaries()
-            .get(NAME)
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
+        let status = e2e.status().await;
         if status.observed_generation >= generation {
             if let Some(phase) = status.phase_name().map(str::to_owned)
                 && phases.last() != Some(&phase)
@@ -105,13 +99,8 @@ async fn reference_rollout_on_every_node_writes_the_daemon_set_four_times() {
     // `waiting`), too short for a 250 ms poll to see; the widening shows in maxUnavailable and in
     // the RolloutWidened event below.
     assert_eq!(
-        phases.first().map(String::as_str),
-        Some("canary"),
-        "{phases:?}"
-    );
-    assert_eq!(
-        phases.last().map(String::as_str),
-        Some("successful"),
+        first_and_last(&phases),
+        (Some("canary"), Some("successful")),
         "{phases:?}"
     );
 
@@ -553,13 +542,7 @@ async fn a_hand_edit_of_the_daemon_set_is_reverted() {
             .and_then(|s| s.template.spec)
             .and_then(|s| s.containers[0].image.clone())
             .unwrap_or_default();
-        let status = e2e
-            .canaries()
-            .get(NAME)
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
+        let status = e2e.status().await;
         !image.contains("by-hand") && status.phase_name() == Some("successful")
     })
     .await;
@@ -672,14 +655,7 @@ async fn the_pods_driver_updates_the_selected_node_first_and_holds_the_pause() {
     };
     e2e.install(&pods_driver("v1"), Duration::from_secs(300))
         .await;
-    let strategy = e2e
-        .daemon_set()
-        .await
-        .spec
-        .unwrap()
-        .update_strategy
-        .unwrap();
-    assert_eq!(strategy.type_.as_deref(), Some("OnDelete"));
+    assert_eq!(e2e.update_strategy().await.as_deref(), Some("OnDelete"));
     let upgraded = Timestamp::now();
 
     let next = pods_driver("v2");

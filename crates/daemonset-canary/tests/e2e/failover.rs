@@ -10,6 +10,7 @@
 
 use crate::audit;
 use crate::harness::{Controller, E2e, with_strategy};
+use canary_kube_adapter::CanaryDaemonSet;
 use daemonset_canary::demo::scenario::NAME;
 use k8s_openapi::jiff::Timestamp;
 use std::time::{Duration, Instant};
@@ -177,6 +178,21 @@ async fn fault_leader_when(
 /// with the reference's last write. Four DaemonSet writes in all (the start at
 /// `maxUnavailable` 1, the canary soak's hold, `10%`, 1), the first three by the old leader,
 /// the last by the new one: no canary started again.
+/// Creates `cds` (v1) and waits until it is `successful`: the replicas' leader installed it.
+async fn installed_by_a(e2e: &E2e, cds: &CanaryDaemonSet) {
+    let created = e2e
+        .canaries()
+        .create(&Default::default(), cds)
+        .await
+        .unwrap();
+    e2e.wait_for("v1 installed by a", Duration::from_secs(120), || async {
+        let status = e2e.status().await;
+        status.observed_generation >= created.metadata.generation
+            && status.phase_name() == Some("successful")
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_killed() {
@@ -186,18 +202,7 @@ async fn the_standby_finishes_a_max_unavailable_rollout_after_the_leader_is_kill
         .start()
         .await;
     let (mut a, b) = two_replicas(&e2e).await;
-    let install = e2e.agent("v1", "healthy");
-    let created = e2e
-        .canaries()
-        .create(&Default::default(), &install)
-        .await
-        .unwrap();
-    e2e.wait_for("v1 installed by a", Duration::from_secs(120), || async {
-        let status = e2e.status().await;
-        status.observed_generation >= created.metadata.generation
-            && status.phase_name() == Some("successful")
-    })
-    .await;
+    installed_by_a(&e2e, &e2e.agent("v1", "healthy")).await;
     let since = Timestamp::now();
     // Slow pods (Ready 6 s after they start): the widened rollout lasts long enough to kill
     // the leader in its middle.
@@ -290,19 +295,10 @@ async fn pods_rollout_with_a_fault(scenario: &str, fault: Fault) {
     let agent = |version: &str, behavior: &str| {
         with_strategy(e2e.agent_json(version, behavior), strategy.clone())
     };
-    let created = e2e
-        .canaries()
-        .create(
-            &Default::default(),
-            &serde_json::from_value(agent("v1", "healthy")).unwrap(),
-        )
-        .await
-        .unwrap();
-    e2e.wait_for("v1 installed by a", Duration::from_secs(120), || async {
-        let status = e2e.status().await;
-        status.observed_generation >= created.metadata.generation
-            && status.phase_name() == Some("successful")
-    })
+    installed_by_a(
+        &e2e,
+        &serde_json::from_value(agent("v1", "healthy")).unwrap(),
+    )
     .await;
     let recorder = e2e.record().await;
     let since = Timestamp::now();

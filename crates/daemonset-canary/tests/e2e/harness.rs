@@ -468,18 +468,8 @@ impl E2e {
         let path = logs.join(format!("{}-{name}.kubeconfig", self.namespace));
         std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
         // Who the API server says this token is, with its credential id (Kubernetes 1.29+).
-        let whoami = Command::new(&self.kubectl)
-            .arg("--kubeconfig")
-            .arg(&path)
-            .args(["auth", "whoami", "-o", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            whoami.status.success(),
-            "{}",
-            String::from_utf8_lossy(&whoami.stderr)
-        );
-        let review: serde_json::Value = serde_json::from_slice(&whoami.stdout).unwrap();
+        let whoami = self.kubectl_as(&path, &["auth", "whoami", "-o", "json"]);
+        let review: serde_json::Value = serde_json::from_str(&whoami).unwrap();
         let credential =
             review["status"]["userInfo"]["extra"]["authentication.kubernetes.io/credential-id"][0]
                 .as_str()
@@ -623,9 +613,15 @@ impl E2e {
     /// `kubectl <args>` without a namespace of its own (`args` may name one).
     #[track_caller]
     fn kubectl_all(&self, args: &[&str]) -> String {
+        self.kubectl_as(&self.kubeconfig, args)
+    }
+
+    /// `kubectl --kubeconfig <kubeconfig> <args>`, which must succeed: its stdout.
+    #[track_caller]
+    fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> String {
         let output = Command::new(&self.kubectl)
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .args(args)
             .output()
             .unwrap();
@@ -815,6 +811,11 @@ impl E2e {
             .unwrap()
             .status
             .unwrap_or_default()
+    }
+
+    /// The DaemonSet's update strategy (`RollingUpdate`, `OnDelete`).
+    pub async fn update_strategy(&self) -> Option<String> {
+        self.daemon_set().await.spec?.update_strategy?.type_
     }
 
     pub async fn daemon_set(&self) -> DaemonSet {
@@ -1108,16 +1109,38 @@ fn metrics_address(log: &Path) -> Option<String> {
     })
 }
 
+/// CanaryDaemonSet `name` of the Pods driver in the scenario's namespace, driving the
+/// DaemonSet `workload` (name, container) through `workloadRef` in `steps`.
+pub fn workload_claimant(
+    e2e: &E2e,
+    name: &str,
+    (workload, container): (&str, &str),
+    steps: serde_json::Value,
+) -> CanaryDaemonSet {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "canary.daemonset.dev/v1alpha1",
+        "kind": "CanaryDaemonSet",
+        "metadata": {"name": name, "namespace": e2e.namespace},
+        "spec": {
+            "workloadRef": {"name": workload},
+            "target": {"fromContainer": container},
+            "strategy": {"driver": "Pods", "steps": steps}
+        }
+    }))
+    .unwrap()
+}
+
+/// The first and the last of `seen` (phases, strategies, ... in the order seen).
+pub fn first_and_last(seen: &[String]) -> (Option<&str>, Option<&str>) {
+    (
+        seen.first().map(String::as_str),
+        seen.last().map(String::as_str),
+    )
+}
+
 /// Whether the node's Ready condition is True.
 pub fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+    canary_testkit::node_condition(node, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// The sum of the samples of `family` whose labels contain every one of `labels`.
@@ -1143,15 +1166,7 @@ pub fn image_and_ready(pod: &Pod) -> (String, bool) {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
         .unwrap_or_default();
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
+    let ready = crate::support::rollout::ready_since(pod).is_some();
     (image, ready)
 }
 

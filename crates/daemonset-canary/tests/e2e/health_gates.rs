@@ -8,6 +8,7 @@
 //! soak, a 5 min window, four nodes) keep each scenario within a minute or two.
 
 use crate::harness::{E2e, with_strategy};
+use crate::recorder::Recorder;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -21,6 +22,36 @@ fn with_health(mut object: serde_json::Value) -> serde_json::Value {
     object
 }
 
+/// Rolls out v2 with `behavior` and waits for `failed`: checks that it failed with `reason`,
+/// that one canary pod ever ran v2, and that the status and one Warning event name its node.
+/// Returns the recorder (started before the update) and how long the failure took.
+async fn fails_at_its_canary(e2e: &E2e, behavior: &str, reason: &str) -> (Recorder, Duration) {
+    let recorder = e2e.record().await;
+    let started = Instant::now();
+    let generation = e2e
+        .set_spec(&with_health(e2e.agent_json("v2", behavior)))
+        .await;
+    e2e.wait_phase_through(generation, "failed", &[], Duration::from_secs(180))
+        .await;
+    let failed_after = started.elapsed();
+    let status = e2e.status().await;
+    assert_eq!(status.reason_name(), Some(reason), "{status:?}");
+    let canaries = recorder.pods_on("v2");
+    assert_eq!(canaries.len(), 1, "pods that ran v2: {canaries:?}");
+    let named: Vec<&str> = status
+        .unhealthy_nodes
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(named, [canaries[0].node.as_str()], "{status:?}");
+    let warnings = e2e.event_messages(reason);
+    assert!(
+        warnings.len() == 1 && warnings[0].contains(&canaries[0].node),
+        "{warnings:?}"
+    );
+    (recorder, failed_after)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs `cargo xtask e2e`"]
 async fn a_release_that_breaks_its_node_fails_at_its_canary_and_names_the_node() {
@@ -30,29 +61,8 @@ async fn a_release_that_breaks_its_node_fails_at_its_canary_and_names_the_node()
         Duration::from_secs(120),
     )
     .await;
-    let recorder = e2e.record().await;
-    let started = Instant::now();
-    let generation = e2e
-        .set_spec(&with_health(e2e.agent_json("v2", "breaks-node=3s")))
-        .await;
-    e2e.wait_phase_through(generation, "failed", &[], Duration::from_secs(180))
-        .await;
-    let failed_after = started.elapsed();
-    let status = e2e.status().await;
-    assert_eq!(status.reason_name(), Some("NodeUnhealthy"), "{status:?}");
-    let canaries = recorder.pods_on("v2");
-    assert_eq!(canaries.len(), 1, "pods that ran v2: {canaries:?}");
-    let named: Vec<&str> = status
-        .unhealthy_nodes
-        .iter()
-        .map(|n| n.name.as_str())
-        .collect();
-    assert_eq!(named, [canaries[0].node.as_str()], "{status:?}");
-    let warnings = e2e.event_messages("NodeUnhealthy");
-    assert!(
-        warnings.len() == 1 && warnings[0].contains(&canaries[0].node),
-        "{warnings:?}"
-    );
+    let (recorder, failed_after) =
+        fails_at_its_canary(&e2e, "breaks-node=3s", "NodeUnhealthy").await;
     // It stays there: nothing else is replaced, by the controller or the DaemonSet controller.
     tokio::time::sleep(Duration::from_secs(15)).await;
     assert_eq!(e2e.status().await.phase_name(), Some("failed"));
@@ -157,33 +167,8 @@ async fn a_release_that_breaks_its_neighbours_fails_at_its_canary_and_names_the_
     for name in &neighbours {
         e2e.wait_pod_ready(name).await;
     }
-    let recorder = e2e.record().await;
-    let started = Instant::now();
-    let generation = e2e
-        .set_spec(&with_health(e2e.agent_json("v2", "breaks-neighbours=3s")))
-        .await;
-    e2e.wait_phase_through(generation, "failed", &[], Duration::from_secs(180))
-        .await;
-    let failed_after = started.elapsed();
-    let status = e2e.status().await;
-    assert_eq!(
-        status.reason_name(),
-        Some("NeighboursDisrupted"),
-        "{status:?}"
-    );
-    let canaries = recorder.pods_on("v2");
-    assert_eq!(canaries.len(), 1, "pods that ran v2: {canaries:?}");
-    let named: Vec<&str> = status
-        .unhealthy_nodes
-        .iter()
-        .map(|n| n.name.as_str())
-        .collect();
-    assert_eq!(named, [canaries[0].node.as_str()], "{status:?}");
-    let warnings = e2e.event_messages("NeighboursDisrupted");
-    assert!(
-        warnings.len() == 1 && warnings[0].contains(&canaries[0].node),
-        "{warnings:?}"
-    );
+    let (recorder, failed_after) =
+        fails_at_its_canary(&e2e, "breaks-neighbours=3s", "NeighboursDisrupted").await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(e2e.status().await.phase_name(), Some("failed"));
     assert_eq!(recorder.pods_on("v2").len(), 1);

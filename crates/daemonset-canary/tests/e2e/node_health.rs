@@ -5,10 +5,24 @@
 //! controller's. No controller is involved: this is the test bed the health gates are tested on.
 
 use crate::harness::{E2e, image_and_ready};
-use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod};
+use canary_testkit::node_condition;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use std::time::{Duration, Instant};
+
+/// The taints the node lifecycle controller puts on a NotReady node.
+const NOT_READY_TAINTS: [(&str, &str); 2] = [
+    ("node.kubernetes.io/not-ready", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+];
+
+/// The taint of a node whose network is unavailable.
+const NETWORK_UNAVAILABLE_TAINT: [(&str, &str); 1] =
+    [("node.kubernetes.io/network-unavailable", "NoSchedule")];
+
+/// The pods beside the breaker, on its node.
+const NEIGHBOURS: [&str; 2] = ["web-1", "web-2"];
 
 /// The Ready message of a node whose pod network a pod broke (canary-sim's
 /// `cluster::effects::NOT_READY_MESSAGE`).
@@ -73,6 +87,36 @@ impl E2e {
         (last, names.pop().unwrap())
     }
 
+    /// Waits until `node`'s condition `type_` is `status` and it carries every one of `taints`
+    /// (`tainted`) or none of them.
+    async fn wait_node(
+        &self,
+        node: &str,
+        (type_, status): (&str, &str),
+        taints: &[(&str, &str)],
+        tainted: bool,
+    ) {
+        let what = format!("{node}: {type_} {status}, tainted {tainted} with {taints:?}");
+        self.wait_for(&what, Duration::from_secs(60), || async {
+            let node = self.node(node).await;
+            status_of(&node, type_) == status
+                && taints
+                    .iter()
+                    .all(|(key, effect)| has_taint(&node, key, effect) == tainted)
+        })
+        .await;
+    }
+
+    /// Whether every one of the pods `names` is `wanted` (each must exist).
+    async fn all_pods(&self, names: &[&str], wanted: impl Fn(&Pod) -> bool) -> bool {
+        for name in names {
+            if !wanted(&self.pod(name).await.unwrap()) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Waits until the pod is Ready; returns when that was seen.
     pub(crate) async fn wait_pod_ready(&self, name: &str) -> Instant {
         self.wait_for(
@@ -85,18 +129,22 @@ impl E2e {
     }
 }
 
-fn condition(node: &Node, type_: &str) -> Option<NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
+/// Two KWOK nodes and no controller: the scenario's, and its two nodes (the last, the one
+/// before).
+async fn test_bed(scenario: &str) -> (E2e, (String, String)) {
+    let e2e = E2e::isolated(scenario)
+        .nodes(2)
+        .without_controller()
+        .start()
+        .await;
+    let nodes = e2e.spare_nodes().await;
+    (e2e, nodes)
 }
 
 fn status_of(node: &Node, type_: &str) -> String {
-    condition(node, type_).map(|c| c.status).unwrap_or_default()
+    node_condition(node, type_)
+        .map(|c| c.status)
+        .unwrap_or_default()
 }
 
 fn has_taint(node: &Node, key: &str, effect: &str) -> bool {
@@ -129,12 +177,7 @@ fn restarts(pod: &Pod) -> (i32, Option<i32>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_gone() {
-    let e2e = E2e::isolated("breaks-node")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("breaks-node").await;
     e2e.bare_pod(
         "gpu-driver",
         &target,
@@ -157,16 +200,12 @@ async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_go
         after >= Duration::from_millis(4500),
         "NotReady {after:?} after the pod was seen Ready, not 5 s"
     );
-    let broken = condition(&e2e.node(&target).await, "Ready").unwrap();
+    let broken = node_condition(&e2e.node(&target).await, "Ready").unwrap();
     assert_eq!(broken.reason.as_deref(), Some("KubeletNotReady"));
     assert_eq!(broken.message.as_deref(), Some(NOT_READY_MESSAGE));
     // The real node lifecycle controller taints it.
-    e2e.wait_for("the not-ready taints", Duration::from_secs(60), || async {
-        let node = e2e.node(&target).await;
-        has_taint(&node, "node.kubernetes.io/not-ready", "NoSchedule")
-            && has_taint(&node, "node.kubernetes.io/not-ready", "NoExecute")
-    })
-    .await;
+    e2e.wait_node(&target, ("Ready", "False"), &NOT_READY_TAINTS, true)
+        .await;
     // KWOK's node Stages leave it NotReady (its node-initialize would make it Ready at once).
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(status_of(&e2e.node(&target).await, "Ready"), "False");
@@ -174,28 +213,14 @@ async fn a_pod_that_breaks_its_node_takes_the_kwok_node_not_ready_until_it_is_go
     eprintln!("{target} NotReady {after:?} after its breaker was seen Ready");
     // Gone: the node recovers, the taints go.
     e2e.delete_pod("gpu-driver").await;
-    e2e.wait_for(
-        &format!("{target} Ready and untainted again"),
-        Duration::from_secs(60),
-        || async {
-            let node = e2e.node(&target).await;
-            status_of(&node, "Ready") == "True"
-                && !has_taint(&node, "node.kubernetes.io/not-ready", "NoSchedule")
-                && !has_taint(&node, "node.kubernetes.io/not-ready", "NoExecute")
-        },
-    )
-    .await;
+    e2e.wait_node(&target, ("Ready", "True"), &NOT_READY_TAINTS, false)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone() {
-    let e2e = E2e::isolated("node-condition")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("node-condition").await;
     e2e.bare_pod(
         "cni",
         &target,
@@ -208,21 +233,10 @@ async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone(
     )
     .await;
     e2e.wait_pod_ready("cni").await;
-    e2e.wait_for(
-        &format!("NetworkUnavailable on {target}, and its taint"),
-        Duration::from_secs(60),
-        || async {
-            let node = e2e.node(&target).await;
-            status_of(&node, "NetworkUnavailable") == "True"
-                && has_taint(
-                    &node,
-                    "node.kubernetes.io/network-unavailable",
-                    "NoSchedule",
-                )
-        },
-    )
-    .await;
-    let set = condition(&e2e.node(&target).await, "NetworkUnavailable").unwrap();
+    let unavailable = ("NetworkUnavailable", "True");
+    e2e.wait_node(&target, unavailable, &NETWORK_UNAVAILABLE_TAINT, true)
+        .await;
+    let set = node_condition(&e2e.node(&target).await, "NetworkUnavailable").unwrap();
     assert_eq!(set.reason.as_deref(), Some("NoRouteCreated"));
     assert_eq!(status_of(&e2e.node(&target).await, "Ready"), "True");
     // Longer than KWOK's node heartbeat (every 20 to 45 s), which would write it False.
@@ -237,31 +251,15 @@ async fn a_pod_with_a_node_condition_holds_it_on_the_kwok_node_until_it_is_gone(
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     e2e.delete_pod("cni").await;
-    e2e.wait_for(
-        &format!("NetworkUnavailable False on {target}, untainted"),
-        Duration::from_secs(60),
-        || async {
-            let node = e2e.node(&target).await;
-            status_of(&node, "NetworkUnavailable") == "False"
-                && !has_taint(
-                    &node,
-                    "node.kubernetes.io/network-unavailable",
-                    "NoSchedule",
-                )
-        },
-    )
-    .await;
+    let available = ("NetworkUnavailable", "False");
+    e2e.wait_node(&target, available, &NETWORK_UNAVAILABLE_TAINT, false)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() {
-    let e2e = E2e::isolated("breaks-neighbours")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, other) = e2e.spare_nodes().await;
+    let (e2e, (target, other)) = test_bed("breaks-neighbours").await;
     for (name, node) in [("web-1", &target), ("web-2", &target), ("far", &other)] {
         e2e.bare_pod(name, node, "registry.example/web:v1", &[], false)
             .await;
@@ -281,43 +279,25 @@ async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() 
     e2e.wait_for(
         "the neighbours on the breaker's node not ready",
         Duration::from_secs(60),
-        || async {
-            let mut broken = true;
-            for name in ["web-1", "web-2"] {
-                broken &= !pod_ready(&e2e.pod(name).await.unwrap());
-            }
-            broken
-        },
+        || e2e.all_pods(&NEIGHBOURS, |pod| !pod_ready(pod)),
     )
     .await;
     assert!(pod_ready(&e2e.pod("far").await.unwrap()));
     assert!(pod_ready(&e2e.pod("cni").await.unwrap()));
     // Their liveness probe fails too: killed 30 s later (exit 137) and restarted.
-    e2e.wait_for(
-        "the neighbours restarted",
-        Duration::from_secs(90),
-        || async {
-            let mut restarted = true;
-            for name in ["web-1", "web-2"] {
-                let (count, exit) = restarts(&e2e.pod(name).await.unwrap());
-                restarted &= count >= 1 && exit == Some(137);
-            }
-            restarted
-        },
-    )
+    e2e.wait_for("the neighbours restarted", Duration::from_secs(90), || {
+        e2e.all_pods(&NEIGHBOURS, |pod| {
+            let (count, exit) = restarts(pod);
+            count >= 1 && exit == Some(137)
+        })
+    })
     .await;
     assert_eq!(restarts(&e2e.pod("far").await.unwrap()), (0, None));
     e2e.delete_pod("cni").await;
     e2e.wait_for(
         "the neighbours ready again",
         Duration::from_secs(120),
-        || async {
-            let mut ready = true;
-            for name in ["web-1", "web-2"] {
-                ready &= pod_ready(&e2e.pod(name).await.unwrap());
-            }
-            ready
-        },
+        || e2e.all_pods(&NEIGHBOURS, pod_ready),
     )
     .await;
 }
@@ -325,12 +305,7 @@ async fn a_pod_that_breaks_its_neighbours_fails_their_probes_until_it_is_gone() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a cluster: run with `cargo xtask e2e`"]
 async fn a_kwok_node_pulls_an_image_once() {
-    let e2e = E2e::isolated("pull")
-        .nodes(2)
-        .without_controller()
-        .start()
-        .await;
-    let (target, _) = e2e.spare_nodes().await;
+    let (e2e, (target, _)) = test_bed("pull").await;
     // The image is new to every node: the pod's name makes it so.
     let image = format!("registry.example/pulled:{}", e2e.namespace);
     let pull = [("sim.canary.daemonset.dev/pull", "15s")];

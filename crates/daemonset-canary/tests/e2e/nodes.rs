@@ -5,7 +5,8 @@
 
 use crate::audit;
 use crate::harness::{E2e, KWOK_NODE_ANNOTATION, node_ready, with_strategy};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::support::rollout::ready_since;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use std::collections::BTreeMap;
@@ -92,7 +93,7 @@ async fn canary_node_selector_then_zone_by_zone() {
         .pods()
         .await
         .iter()
-        .filter_map(|pod| Some((pod.spec.as_ref()?.node_name.clone()?, ready_time(pod)?)))
+        .filter_map(|pod| Some((pod.spec.as_ref()?.node_name.clone()?, ready_since(pod)?)))
         .collect();
     for (zone, next) in [("zone-a", "zone-b"), ("zone-b", "zone-c")] {
         let first_next = deletions
@@ -107,19 +108,6 @@ async fn canary_node_selector_then_zone_by_zone() {
             );
         }
     }
-}
-
-/// When the pod's Ready condition last became True.
-fn ready_time(pod: &Pod) -> Option<Timestamp> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")?
-        .last_transition_time
-        .as_ref()
-        .map(|t| t.0)
 }
 
 /// `node` as a new object to create: its labels, annotations (the KWOK one only if `managed`),

@@ -11,7 +11,7 @@
 //!   address is never asked.
 
 use crate::audit;
-use crate::harness::E2e;
+use crate::harness::{E2e, workload_claimant};
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::claim::CLAIM_ANNOTATION;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -27,17 +27,7 @@ const SHARED: &str = "shared-agent";
 
 /// A CanaryDaemonSet of the Pods driver that drives `SHARED` through `workloadRef`.
 fn claimant(e2e: &E2e, name: &str, container: &str, steps: serde_json::Value) -> CanaryDaemonSet {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "canary.daemonset.dev/v1alpha1",
-        "kind": "CanaryDaemonSet",
-        "metadata": {"name": name, "namespace": e2e.namespace},
-        "spec": {
-            "workloadRef": {"name": SHARED},
-            "target": {"fromContainer": container},
-            "strategy": {"driver": "Pods", "steps": steps}
-        }
-    }))
-    .unwrap()
+    workload_claimant(e2e, name, (SHARED, container), steps)
 }
 
 async fn status_of(

@@ -7,7 +7,9 @@
 //! controller's DaemonSet writes as the API server recorded them.
 
 use crate::audit;
-use crate::harness::{Cli, E2e, accepted, live_uids, refused, sum_samples, with_strategy};
+use crate::harness::{
+    Cli, E2e, accepted, first_and_last, live_uids, refused, sum_samples, with_strategy,
+};
 use daemonset_canary::demo::scenario::NAME;
 use k8s_openapi::jiff::Timestamp;
 use std::time::{Duration, Instant};
@@ -169,13 +171,7 @@ async fn pods_driver_pause_resume_promote_and_full_promote() {
     assert_eq!(e2e.version_counts().await, [("v2".into(), 6)].into());
 
     let table = accepted(&e2e.verb(Cli::Plugin, &["history"]), "REVISION");
-    let row = |version: &str| {
-        table
-            .lines()
-            .find(|line| line.split_whitespace().nth(1) == Some(version))
-            .unwrap_or_else(|| panic!("no {version} in {table}"))
-            .to_owned()
-    };
+    let row = |version: &str| crate::support::history_row(&table, version);
     assert!(
         row("v1").contains("successful") && !row("v1").contains("stable"),
         "{table}"
@@ -337,14 +333,10 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
         watched[held_at..].contains("✔ successful"),
         "the end after the hold:\n{watched}"
     );
-    let done = e2e
-        .daemon_set()
-        .await
-        .spec
-        .unwrap()
-        .update_strategy
-        .unwrap();
-    assert_eq!(done.type_.as_deref(), Some("RollingUpdate"));
+    assert_eq!(
+        e2e.update_strategy().await.as_deref(),
+        Some("RollingUpdate")
+    );
 
     // The server's record of the upgrade: the start, the hold, the resume, then the rest of
     // the reference's writes (the widening, if the hold came before it, and the revert to 1).
@@ -380,13 +372,8 @@ async fn max_unavailable_pause_holds_the_daemon_set_controller_until_resume() {
         })
         .collect();
     assert_eq!(
-        strategies.first().map(String::as_str),
-        Some("RollingUpdate 1"),
-        "{strategies:?}"
-    );
-    assert_eq!(
-        strategies.last().map(String::as_str),
-        Some("RollingUpdate 1"),
+        first_and_last(&strategies),
+        (Some("RollingUpdate 1"), Some("RollingUpdate 1")),
         "{strategies:?}"
     );
     assert_eq!(

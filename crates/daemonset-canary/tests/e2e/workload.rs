@@ -6,8 +6,7 @@
 //! DaemonSet), never its spec.
 
 use crate::audit;
-use crate::harness::{Cli, E2e, accepted, refused};
-use canary_kube_adapter::CanaryDaemonSet;
+use crate::harness::{Cli, E2e, accepted, refused, workload_claimant};
 use daemonset_canary::demo::scenario::NAME;
 use std::time::Duration;
 
@@ -34,17 +33,8 @@ async fn a_daemon_set_helm_owns_follows_each_owner_change_and_only_its_claim_is_
         )
         .await;
 
-    let cds: CanaryDaemonSet = serde_json::from_value(serde_json::json!({
-        "apiVersion": "canary.daemonset.dev/v1alpha1",
-        "kind": "CanaryDaemonSet",
-        "metadata": {"name": NAME, "namespace": e2e.namespace},
-        "spec": {
-            "workloadRef": {"name": RELEASE},
-            "target": {"fromContainer": container},
-            "strategy": {"driver": "Pods", "steps": [{"nodes": "1"}, {"pause": {}}, {"nodes": "100%"}]}
-        }
-    }))
-    .unwrap();
+    let steps = serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"nodes": "100%"}]);
+    let cds = workload_claimant(&e2e, NAME, (RELEASE, &container), steps);
     e2e.install(&cds, Duration::from_secs(120)).await;
     assert_eq!(e2e.status().await.target_version.as_deref(), Some("v1"));
 

@@ -4,6 +4,7 @@
 //! `OnDelete`, never widened), and `daemonset-canary status` says which stretch was measured;
 //! a good release then passes its canary's analysis, is widened and measured on to the end.
 use crate::support;
+use support::rollout::{create, live_pods_on, set_spec, until_phase};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::{Compatibility, Driver, FailureReason};
@@ -11,9 +12,8 @@ use daemonset_canary::demo::scenario::{NAME, NAMESPACE, error_ratio_analysis, ma
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The MaxUnavailable driver's manifest of `version`, judged by the agents' error ratio (at
 /// most 5%, at most twice the old nodes'), its canary soaking 5 s; `error_ratio` is what the
@@ -33,41 +33,6 @@ fn manifest(prometheus: &str, version: &str, error_ratio: Option<&str>) -> serde
             [canary_sim::prometheus::ERROR_RATIO_ANNOTATION] = ratio.into();
     }
     manifest
-}
-
-/// Polls (60 s at most) until the status is `phase` on `generation`, and returns it.
-async fn until_phase(
-    api: &Api<CanaryDaemonSet>,
-    generation: Option<i64>,
-    phase: &str,
-) -> canary_kube_adapter::crd::CanaryDaemonSetStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-        if status.observed_generation == generation && status.phase_name() == Some(phase) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "not {phase}: {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// How many live pods run `version`.
-async fn pods_on(pods: &Api<Pod>, version: &str) -> usize {
-    pods.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.as_deref())
-                .is_some_and(|image| image.ends_with(&format!(":{version}")))
-        })
-        .count()
 }
 
 fn status_view(kubeconfig: &std::path::Path) -> String {
@@ -110,26 +75,21 @@ async fn max_unavailable_a_ready_release_with_bad_metrics_fails_on_its_canary() 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
 
-    let v1: CanaryDaemonSet = serde_json::from_value(manifest(&prometheus, "v1", None)).unwrap();
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
-    until_phase(&api, created.metadata.generation, "successful").await;
+    let v1 = manifest(&prometheus, "v1", None);
+    until_phase(&api, create(&api, v1).await, "successful").await;
 
     // v2: ready everywhere, 50% errors. Failed on its canary, nothing widened, held.
     let v2 = manifest(&prometheus, "v2", Some("0.5"));
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
-        )
-        .await
-        .unwrap();
-    let status = until_phase(&api, patched.metadata.generation, "failed").await;
+    let status = until_phase(&api, set_spec(&api, &v2).await, "failed").await;
     assert_eq!(status.reason, Some(FailureReason::AnalysisFailed));
     let analysis = status.analysis.clone().unwrap_or_default();
     assert_eq!((analysis.step, analysis.verdict.as_str()), (0, "Failed"));
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(pods_on(&pods, "v2").await, 1, "only the canary runs v2");
+    assert_eq!(
+        live_pods_on(&pods, "v2").await.len(),
+        1,
+        "only the canary runs v2"
+    );
     let strategy = daemon_sets
         .get(NAME)
         .await
@@ -149,16 +109,8 @@ async fn max_unavailable_a_ready_release_with_bad_metrics_fails_on_its_canary() 
     // v3, a good release: its canary passes, the widen, every node, measured to the end.
     // (A merge patch keeps v2's annotation unless it is given: 1%, as v1 reports.)
     let v3 = manifest(&prometheus, "v3", Some("0.01"));
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v3["spec"]})),
-        )
-        .await
-        .unwrap();
-    let status = until_phase(&api, patched.metadata.generation, "successful").await;
-    assert_eq!(pods_on(&pods, "v3").await, 4);
+    let status = until_phase(&api, set_spec(&api, &v3).await, "successful").await;
+    assert_eq!(live_pods_on(&pods, "v3").await.len(), 4);
     let analysis = status.analysis.unwrap_or_default();
     assert_eq!(analysis.step, 1, "the widened rollout measured last");
     assert_eq!(analysis.measurements[0].failures, 0);

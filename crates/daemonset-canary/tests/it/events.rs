@@ -5,12 +5,12 @@
 //! kept the first edit's text, an `undo` could read as the previous rollout, and a rollback's
 //! steps as `step 1 of 3 started (x3)` (issue 52).
 use crate::support;
+use support::rollout::{create, set_spec};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::{Compatibility, Driver};
 use daemonset_canary::demo::scenario::manifest_for;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -143,16 +143,9 @@ async fn drift_reverts_and_undo_each_name_their_own_change_in_kubectl_get_events
         )
     };
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1")).unwrap();
-    api.create(&PostParams::default(), &v1).await.unwrap();
+    create(&api, manifest("v1")).await;
     wait_successful(&api, name, "v1").await;
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"spec": manifest("v2")["spec"]})),
-    )
-    .await
-    .unwrap();
+    set_spec(&api, &manifest("v2")).await;
     wait_successful(&api, name, "v2").await;
 
     // `history --revision 2`: v2's pod template against v1's, as a user reads it.
@@ -274,27 +267,13 @@ async fn steps_rollbacks_and_abort_each_name_their_own_step_in_kubectl_get_event
         ]);
         manifest
     };
-    let set_spec = |version: &'static str, behavior: &'static str| {
-        let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-        let spec = manifest(version, behavior)["spec"].clone();
-        async move {
-            api.patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "spec": spec })),
-            )
-            .await
-            .unwrap();
-        }
-    };
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1: CanaryDaemonSet = serde_json::from_value(manifest("v1", "healthy")).unwrap();
-    api.create(&PostParams::default(), &v1).await.unwrap();
+    create(&api, manifest("v1", "healthy")).await;
     wait_successful(&api, name, "v1").await;
 
-    set_spec("v2", "crashloop").await;
+    set_spec(&api, &manifest("v2", "crashloop")).await;
     wait_event(kubeconfig, name, "RolledBack", "").await;
-    set_spec("v3", "healthy").await;
+    set_spec(&api, &manifest("v3", "healthy")).await;
     wait_event(kubeconfig, name, "StepStarted", "step 3 of 4 started").await;
     verb(kubeconfig, &["abort"], name);
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -98,16 +98,30 @@ fn plain_logs_are_uncoloured_off_a_terminal_and_an_outage_is_one_line() {
     );
 }
 
-#[test]
-fn json_logs_name_the_object_in_fields_of_their_own() {
-    let sim = support::serve_sim("logs-json", &["--nodes", "2"]);
+/// `sim serve` (2 nodes, the CRD installed) and `run --log-format json` against it, started:
+/// the server, the run's log file, a runtime, the CanaryDaemonSets' API, the run.
+fn json_run_on_sim(
+    test: &str,
+) -> (
+    support::ServedSim,
+    std::path::PathBuf,
+    tokio::runtime::Runtime,
+    Api<CanaryDaemonSet>,
+    KillOnDrop,
+) {
+    let sim = support::serve_sim(test, &["--nodes", "2"]);
     let log = sim.dir.join("run.log");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(support::client(&sim.kubeconfig));
-    runtime.block_on(support::install_crd(&client));
-    let _run = start_run(&sim.kubeconfig, &log, &["--log-format", "json"]);
+    let client = runtime.block_on(support::client_with_crd(&sim.kubeconfig));
+    let run = start_run(&sim.kubeconfig, &log, &["--log-format", "json"]);
     wait_for_line(&log, "controller starting");
     let api: Api<CanaryDaemonSet> = Api::namespaced(client, NAMESPACE);
+    (sim, log, runtime, api, run)
+}
+
+#[test]
+fn json_logs_name_the_object_in_fields_of_their_own() {
+    let (_sim, log, runtime, api, _run) = json_run_on_sim("logs-json");
     let object: CanaryDaemonSet =
         serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap();
     runtime
@@ -185,14 +199,7 @@ impl<'de> serde::Deserialize<'de> for Strict {
 /// `message` and a field `message` (issue 52).
 #[test]
 fn every_json_log_line_has_each_key_once() {
-    let sim = support::serve_sim("logs-strict", &["--nodes", "2"]);
-    let log = sim.dir.join("run.log");
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = runtime.block_on(support::client(&sim.kubeconfig));
-    runtime.block_on(support::install_crd(&client));
-    let _run = start_run(&sim.kubeconfig, &log, &["--log-format", "json"]);
-    wait_for_line(&log, "controller starting");
-    let api: Api<CanaryDaemonSet> = Api::namespaced(client, NAMESPACE);
+    let (_sim, log, runtime, api, _run) = json_run_on_sim("logs-strict");
     let mut crashing = manifest(Compatibility::Fixed, "v1", "crashloop");
     crashing["spec"]["strategy"]["progressDeadlineSeconds"] = 5.into();
     // An analysis address nobody allowed: InvalidSpec, logged once.

@@ -51,14 +51,7 @@ async fn until_successful(client: &kube::Client) -> Vec<String> {
         let pulling = listed
             .items
             .iter()
-            .filter(|pod| {
-                let statuses = pod
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.container_statuses.clone())
-                    .unwrap_or_default();
-                statuses.is_empty() || statuses.iter().any(|c| c.image_id.is_empty())
-            })
+            .filter(|pod| canary_testkit::pulling(pod))
             .count();
         assert!(pulling <= 2, "{pulling} pre-pull pods pulling at once");
         for pod in &listed.items {

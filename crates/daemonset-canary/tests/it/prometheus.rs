@@ -11,9 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const INSTALL: &str =
-    "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
-
 pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("canary-prom-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -108,35 +105,7 @@ pub(crate) fn start_prometheus_tls_at(dir: &Path, target_port: u16, port: u16) -
 }
 
 fn spawn_prometheus(dir: &Path, target_port: u16, port: u16, web: Option<&Path>) -> KillOnDrop {
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: demo\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n\
-             \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
-        ),
-    )
-    .unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .args(web.map(|web| format!("--web.config.file={}", web.display())))
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join("prometheus.log"))
-                .unwrap(),
-        )
-        .spawn()
-        .expect(INSTALL);
-    KillOnDrop(child)
+    support::spawn_prometheus(dir, ("demo", target_port), port, web)
 }
 
 fn start_demo(scenario: &str, metrics_port: u16, hold_seconds: u64) -> KillOnDrop {

@@ -16,13 +16,14 @@
 //! Before the fix, the third case left the controller on watches resumed from
 //! `resourceVersion`s the new server had not reached: silent, for good, with both probes 200.
 
+use crate::support::rollout::set_spec;
 use crate::support::{self, KillOnDrop, free_port};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -85,20 +86,7 @@ fn run(dir: &Path, metrics_port: u16) -> KillOnDrop {
 /// The status code of `GET path` on the controller's probes (0 when nothing answers) and the
 /// body.
 fn probe(port: u16, path: &str) -> (u16, String) {
-    let Some(raw) = support::http_get(&format!("127.0.0.1:{port}"), path, Duration::from_secs(5))
-    else {
-        return (0, String::new());
-    };
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.trim().to_owned())
-        .unwrap_or_default();
-    (code, body)
+    support::probe(port, path, Duration::from_secs(5))
 }
 
 fn test_dir(test: &str) -> PathBuf {
@@ -161,6 +149,12 @@ async fn wait_phase(
     }
 }
 
+/// Waits (90 s at most) for the interrupted rollout of `generation` to end `successful`.
+async fn finishes(api: &Api<CanaryDaemonSet>, generation: Option<i64>, dir: &Path) {
+    let within = Duration::from_secs(90);
+    wait_phase(api, generation, &["successful"], within, dir).await;
+}
+
 /// Installs v1, waits for it, and starts the upgrade to v2 whose pods take `slow` to be ready,
 /// so that the server can be stopped mid-rollout; returns the controller's DaemonSet writes
 /// before the upgrade and the upgrade's spec generation.
@@ -170,36 +164,32 @@ async fn install_and_start_upgrade(
     metrics_port: u16,
 ) -> (i64, Option<i64>) {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1: CanaryDaemonSet =
-        serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap();
-    let created = api.create(&PostParams::default(), &v1).await.unwrap();
+    install_v1(&api, dir).await;
+    let before = daemon_set_writes(metrics_port);
+    let v2 = manifest(Compatibility::Fixed, "v2", "slow-start=8s");
+    let generation = set_spec(&api, &v2).await;
+    wait_phase(&api, generation, &["canary"], Duration::from_secs(30), dir).await;
+    (before, generation)
+}
+
+/// The healthy v1 of the demo's manifest.
+fn v1() -> CanaryDaemonSet {
+    serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap()
+}
+
+/// Creates [`v1`] and waits (60 s at most) for it to be `successful`: the object created.
+async fn install_v1(api: &Api<CanaryDaemonSet>, dir: &Path) -> CanaryDaemonSet {
+    let created = api.create(&PostParams::default(), &v1()).await.unwrap();
+    let generation = created.metadata.generation;
     wait_phase(
-        &api,
-        created.metadata.generation,
+        api,
+        generation,
         &["successful"],
         Duration::from_secs(60),
         dir,
     )
     .await;
-    let before = daemon_set_writes(metrics_port);
-    let v2 = manifest(Compatibility::Fixed, "v2", "slow-start=8s");
-    let patched = api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": v2["spec"]})),
-        )
-        .await
-        .unwrap();
-    wait_phase(
-        &api,
-        patched.metadata.generation,
-        &["canary"],
-        Duration::from_secs(30),
-        dir,
-    )
-    .await;
-    (before, patched.metadata.generation)
+    created
 }
 
 /// The controller's successful DaemonSet writes so far (`canary_daemonset_writes_total`).
@@ -265,14 +255,7 @@ async fn run_recovers_when_sim_serve_restarts_on_its_state() {
     println!(
         "restarted sim serve (same state file): controller ready again {recovered:?} after the server's return"
     );
-    wait_phase(
-        &api,
-        generation,
-        &["successful"],
-        Duration::from_secs(90),
-        &dir,
-    )
-    .await;
+    finishes(&api, generation, &dir).await;
     let after = api.get(NAME).await.unwrap();
     assert!(
         resource_version(&after) > version_before,
@@ -316,14 +299,7 @@ async fn run_recovers_when_the_listener_restarts_in_the_same_process() {
     let served = sim.serve(addr).await.unwrap();
     let back = Instant::now();
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_phase(
-        &api,
-        generation,
-        &["successful"],
-        Duration::from_secs(90),
-        &dir,
-    )
-    .await;
+    finishes(&api, generation, &dir).await;
     let log = log_of(&dir);
     assert!(log.contains("watches work again"), "{log}");
     println!(
@@ -352,17 +328,7 @@ async fn run_recovers_when_sim_serve_restarts_without_state() {
     let _run = run(&dir, metrics);
     until_probe(metrics, "/readyz", 200, Duration::from_secs(30), &dir).await;
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1: CanaryDaemonSet =
-        serde_json::from_value(manifest(Compatibility::Fixed, "v1", "healthy")).unwrap();
-    let first = api.create(&PostParams::default(), &v1).await.unwrap();
-    wait_phase(
-        &api,
-        first.metadata.generation,
-        &["successful"],
-        Duration::from_secs(60),
-        &dir,
-    )
-    .await;
+    let first = install_v1(&api, &dir).await;
 
     drop(sim);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -371,7 +337,7 @@ async fn run_recovers_when_sim_serve_restarts_without_state() {
     // What the user of the bug report did: install everything again.
     let client = support::client_with_crd(&dir.join("kubeconfig")).await;
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let second = api.create(&PostParams::default(), &v1).await.unwrap();
+    let second = api.create(&PostParams::default(), &v1()).await.unwrap();
     assert_ne!(
         second.metadata.uid, first.metadata.uid,
         "a new cluster's uids are new"

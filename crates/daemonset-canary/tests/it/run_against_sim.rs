@@ -3,6 +3,7 @@
 //! reaches `successful`; `/readyz`, `/metrics` answer; SIGTERM stops the controller with exit 0
 //! and releases its lease.
 use crate::support;
+use support::rollout::{event_reasons, set_spec, until_rolled_out};
 use support::{KillOnDrop, free_port};
 
 use canary_kube_adapter::CanaryDaemonSet;
@@ -10,7 +11,7 @@ use canary_state_machine::Compatibility;
 use daemonset_canary::demo::scenario::{NAME, NAMESPACE, manifest};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,27 +27,8 @@ fn http_get(port: u16, path: &str) -> Option<(String, String)> {
 /// Waits until the CanaryDaemonSet's status describes spec generation `generation` and is
 /// `successful` with every pod updated and ready.
 async fn wait_successful(api: &Api<CanaryDaemonSet>, generation: Option<i64>, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let cds = api.get(NAME).await.unwrap();
-        let status = cds.status.clone().unwrap_or_default();
-        let done = status.observed_generation >= generation
-            && status.phase_name() == Some("successful")
-            && status.desired == 3
-            && status.updated_ready == 3;
-        if done {
-            return;
-        }
-        assert!(
-            status.phase_name() != Some("failed"),
-            "{what} failed: {status:?}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "{what} not successful after 60 s: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let status = until_rolled_out(api, generation, 3).await;
+    assert_eq!(status.desired, 3, "{what}: {status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,8 +70,8 @@ async fn run_completes_a_rollout_against_sim_serve_and_stops_cleanly() {
     wait_successful(&api, created.metadata.generation, "installing v1").await;
 
     let v2 = manifest(Compatibility::Fixed, "v2", "healthy");
-    let patched = set_spec(&api, &v2).await;
-    wait_successful(&api, patched.metadata.generation, "upgrading to v2").await;
+    let generation = set_spec(&api, &v2).await;
+    wait_successful(&api, generation, "upgrading to v2").await;
 
     // `status` shows the end of the upgrade the way a user reads it.
     let status = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
@@ -278,17 +260,6 @@ fn accepted(output: &std::process::Output, expected: &str) {
     assert!(said.contains(expected), "{said}");
 }
 
-/// Replaces the spec of the CanaryDaemonSet with the one of `manifest`.
-async fn set_spec(api: &Api<CanaryDaemonSet>, manifest: &serde_json::Value) -> CanaryDaemonSet {
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"spec": manifest["spec"]})),
-    )
-    .await
-    .unwrap()
-}
-
 /// The `promote` verb as a user types it: refused while nothing is paused, then, on a
 /// Pods-driver rollout held by `{pause: {}}`, it ends the pause and the rollout finishes; `get`
 /// lists it. `promote --full` is refused at rest, and skips two pauses at once. Meanwhile
@@ -343,7 +314,7 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     };
     let _watching = KillOnDrop(watching);
 
-    let patched = set_spec(&api, &held("v2")).await;
+    let generation = set_spec(&api, &held("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while api.get(NAME).await.unwrap().status.and_then(|s| s.phase)
         != Some(canary_state_machine::Phase::Paused)
@@ -357,7 +328,7 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     assert_eq!((status.phase_name(), status.updated), (Some("paused"), 1));
 
     accepted(&promote(), "promoted: step 2 of 3 (a pause) ends");
-    wait_successful(&api, patched.metadata.generation, "v2 after the promotion").await;
+    wait_successful(&api, generation, "v2 after the promotion").await;
 
     // `get -A` lists it on one line, the steps all done.
     let listed = Command::new(env!("CARGO_BIN_EXE_daemonset-canary"))
@@ -383,7 +354,7 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
     let mut twice = held("v3");
     twice["spec"]["strategy"]["steps"] =
         serde_json::json!([{"nodes": "1"}, {"pause": {}}, {"pause": {}}]);
-    let patched = set_spec(&api, &twice).await;
+    let generation = set_spec(&api, &twice).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while api.get(NAME).await.unwrap().status.and_then(|s| s.phase)
         != Some(canary_state_machine::Phase::Paused)
@@ -392,12 +363,7 @@ async fn promote_ends_a_pause_and_is_refused_when_nothing_is_paused() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     accepted(&full(), "fully promoted from step 2 of 4");
-    wait_successful(
-        &api,
-        patched.metadata.generation,
-        "v3 after the full promotion",
-    )
-    .await;
+    wait_successful(&api, generation, "v3 after the full promotion").await;
 
     // The watch saw each step of v2 as the current one, and ends with the object.
     api.delete(NAME, &Default::default()).await.unwrap();
@@ -476,11 +442,11 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
     );
 
     // A new version while paused: the controller does not write it.
-    let patched = set_spec(&api, &manifest("v2")).await;
+    let v2_generation = set_spec(&api, &manifest("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-        if status.observed_generation >= patched.metadata.generation
+        if status.observed_generation >= v2_generation
             && status.phase_name() == Some("paused")
             && status.held == Some(true)
         {
@@ -539,7 +505,7 @@ async fn pause_holds(driver: canary_state_machine::Driver) {
     }
 
     accepted(&verb("resume"), "resumed");
-    wait_successful(&api, patched.metadata.generation, "v2 after resume").await;
+    wait_successful(&api, v2_generation, "v2 after resume").await;
     let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
     assert_eq!(status.held, None, "{status:?}");
     assert_eq!(status.target_version.as_deref(), Some("v2"));
@@ -595,14 +561,12 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         "retry refused: the rollout is not failed (phase successful)",
     );
 
-    let patched = set_spec(&api, &manifest("v2", "crashloop")).await;
+    let generation = set_spec(&api, &manifest("v2", "crashloop")).await;
     let failed = || async {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-            if status.observed_generation >= patched.metadata.generation
-                && status.phase_name() == Some("failed")
-            {
+            if status.observed_generation >= generation && status.phase_name() == Some("failed") {
                 return status;
             }
             assert!(Instant::now() < deadline, "v2 never failed: {status:?}");
@@ -649,20 +613,6 @@ async fn retry_runs_a_failed_rollout_again_without_a_template_change() {
         written,
         "a retry writes no template"
     );
-}
-
-/// The reasons of the events in the test namespace, in no order.
-async fn event_reasons(client: &kube::Client) -> Vec<String> {
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), NAMESPACE);
-    events
-        .list(&kube::api::ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|event| event.reason)
-        .collect()
 }
 
 /// The versions the pods of the DaemonSet run (by image tag), counted, terminating pods left
@@ -801,13 +751,7 @@ async fn rollback_abort_undo_and_history() {
     let listed = run_verb(&["history"]);
     let table = String::from_utf8_lossy(&listed.stdout).to_string();
     assert!(listed.status.success(), "{table}");
-    let row = |version: &str| {
-        table
-            .lines()
-            .find(|line| line.split_whitespace().nth(1) == Some(version))
-            .unwrap_or_else(|| panic!("no {version} in {table}"))
-            .to_owned()
-    };
+    let row = |version: &str| support::history_row(&table, version);
     assert!(row("v2").contains("failed"), "{table}");
     assert!(row("v3").contains("aborted"), "{table}");
     assert!(row("v1").contains("successful (stable)"), "{table}");
@@ -877,8 +821,8 @@ async fn two_undos_in_one_spec_are_each_announced_with_their_revision() {
     let v1: CanaryDaemonSet = serde_json::from_value(agent("v1")).unwrap();
     let created = api.create(&PostParams::default(), &v1).await.unwrap();
     wait_successful(&api, created.metadata.generation, "installing v1").await;
-    let patched = set_spec(&api, &agent("v2")).await;
-    wait_successful(&api, patched.metadata.generation, "v2").await;
+    let generation = set_spec(&api, &agent("v2")).await;
+    wait_successful(&api, generation, "v2").await;
     let undo_to = |words: &[&str], version: &'static str| {
         let output = verb_with(kubeconfig, words);
         accepted(&output, &format!("({version}), canary first"));

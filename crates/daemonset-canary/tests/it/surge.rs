@@ -5,6 +5,7 @@
 //! canary's `maxSurge`, and no downtime is measured; a `hostPort` is refused as `InvalidSpec`.
 
 use crate::support;
+use support::rollout::{create, current_status, ready_since, runs, set_spec, until_rolled_out};
 
 use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::crd::CanaryDaemonSetStatus;
@@ -14,7 +15,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::ListParams;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -37,12 +38,7 @@ async fn served_nodes(pods: &Api<Pod>) -> BTreeSet<String> {
         .items
         .into_iter()
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(|pod| ready_since(pod).is_some())
         .filter_map(|pod| pod.spec.and_then(|s| s.node_name))
         .collect()
 }
@@ -60,22 +56,8 @@ async fn roll_out(
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let wanted = spec(version, surge);
     let generation = match api.get_opt(NAME).await.unwrap() {
-        None => {
-            let object: CanaryDaemonSet = serde_json::from_value(wanted).unwrap();
-            api.create(&PostParams::default(), &object).await.unwrap();
-            Some(1)
-        }
-        Some(_) => {
-            api.patch(
-                NAME,
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"spec": wanted["spec"]})),
-            )
-            .await
-            .unwrap()
-            .metadata
-            .generation
-        }
+        None => create(&api, wanted).await,
+        Some(_) => set_spec(&api, &wanted).await,
     };
     let mut unserved = Vec::new();
     let (mut most_surge, mut least_unavailable) = (0, i32::MAX);
@@ -100,7 +82,7 @@ async fn roll_out(
                 least_unavailable = least_unavailable.min(unavailable);
             }
         }
-        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let status = current_status(&api).await;
         if status.observed_generation >= generation
             && status.phase_name() == Some("successful")
             && status.target_version.as_deref() == Some(version)
@@ -160,16 +142,10 @@ async fn surge_keeps_a_ready_agent_on_every_node_and_plain_downtime_is_measured(
     let mut ported = spec("v4", true);
     ported["spec"]["template"]["spec"]["template"]["spec"]["containers"][0]["ports"] =
         serde_json::json!([{"containerPort": 9100, "hostPort": 9100}]);
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"spec": ported["spec"]})),
-    )
-    .await
-    .unwrap();
+    set_spec(&api, &ported).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
+        let status = current_status(&api).await;
         if status.reason_name() == Some("InvalidSpec") {
             let message = status.message.unwrap_or_default();
             assert!(message.contains("hostPort 9100"), "{message}");
@@ -200,45 +176,18 @@ async fn min_ready_seconds_holds_the_widen_until_the_canary_is_available() {
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
-    let object: CanaryDaemonSet = serde_json::from_value(with_min_ready("v1")).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-        if status.phase_name() == Some("successful") && status.updated_ready as usize == NODES {
-            break;
-        }
-        assert!(Instant::now() < deadline, "v1 not installed: {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until_rolled_out(&api, create(&api, with_min_ready("v1")).await, NODES).await;
     // The v1 pods become available 30 s after they are ready: before, the DaemonSet controller
     // replaces an unavailable old pod whatever the budget, as Kubernetes does.
     tokio::time::sleep(Duration::from_secs(32)).await;
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"spec": with_min_ready("v2")["spec"]})),
-    )
-    .await
-    .unwrap();
+    set_spec(&api, &with_min_ready("v2")).await;
     let mut canary_ready: Option<k8s_openapi::jiff::Timestamp> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         for pod in pods.list(&ListParams::default()).await.unwrap().items {
-            let on_v2 = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.as_deref())
-                .is_some_and(|image| image.ends_with(":v2"));
-            let ready = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-                .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0);
-            if on_v2 && let Some(ready) = ready {
+            if runs(&pod, "v2")
+                && let Some(ready) = ready_since(&pod)
+            {
                 canary_ready = Some(canary_ready.map_or(ready, |seen| seen.min(ready)));
             }
         }
@@ -282,43 +231,15 @@ async fn min_ready_seconds_holds_the_pods_drivers_next_step() {
     };
     let api: Api<CanaryDaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let object: CanaryDaemonSet = serde_json::from_value(with_min_ready("v1")).unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let status = api.get(NAME).await.unwrap().status.unwrap_or_default();
-        if status.phase_name() == Some("successful") && status.updated_ready as usize == NODES {
-            break;
-        }
-        assert!(Instant::now() < deadline, "v1 not installed: {status:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&serde_json::json!({"spec": with_min_ready("v2")["spec"]})),
-    )
-    .await
-    .unwrap();
-    let on_v2 = |pod: &Pod| {
-        pod.spec
-            .as_ref()
-            .and_then(|s| s.containers.first())
-            .and_then(|c| c.image.as_deref())
-            .is_some_and(|image| image.ends_with(":v2"))
-    };
+    until_rolled_out(&api, create(&api, with_min_ready("v1")).await, NODES).await;
+    set_spec(&api, &with_min_ready("v2")).await;
+    let on_v2 = |pod: &Pod| runs(pod, "v2");
     let mut canary: Option<(String, k8s_openapi::jiff::Timestamp)> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let listed = pods.list(&ListParams::default()).await.unwrap().items;
         for pod in listed.iter().filter(|pod| on_v2(pod)) {
-            let ready = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-                .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0);
+            let ready = ready_since(pod);
             let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
             if let (None, Some(ready), Some(node)) = (&canary, ready, node) {
                 canary = Some((node, ready));

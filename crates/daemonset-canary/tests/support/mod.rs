@@ -8,6 +8,7 @@ use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
 pub mod audit;
+pub mod rollout;
 
 /// Kills the child when the test ends, however it ends.
 pub struct KillOnDrop(pub Child);
@@ -79,6 +80,88 @@ pub fn http_get(addr: &str, path: &str, read_timeout: std::time::Duration) -> Op
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).ok()?;
     Some(String::from_utf8_lossy(&raw).into_owned())
+}
+
+/// The row of `version` in `daemonset-canary history`'s `table` (its second column).
+#[track_caller]
+pub fn history_row(table: &str, version: &str) -> String {
+    table
+        .lines()
+        .find(|line| line.split_whitespace().nth(1) == Some(version))
+        .unwrap_or_else(|| panic!("no {version} in {table}"))
+        .to_owned()
+}
+
+/// The last `lines` lines of the file at `path` (a process's log), under a heading naming it.
+pub fn tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    format!(
+        "--- last lines of {} ---\n{}",
+        path.display(),
+        all[all.len().saturating_sub(lines)..].join("\n")
+    )
+}
+
+/// The status code of `GET path` on the loopback `port` (0 when nothing answers) and the
+/// body, trimmed: a controller's probes (`/readyz`, `/healthz`, `/metrics`).
+pub fn probe(port: u16, path: &str, read_timeout: std::time::Duration) -> (u16, String) {
+    let Some(raw) = http_get(&format!("127.0.0.1:{port}"), path, read_timeout) else {
+        return (0, String::new());
+    };
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.trim().to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// What a test without `prometheus` says: how to get it.
+pub const PROMETHEUS_INSTALL: &str =
+    "the prometheus binary is missing: run `cargo xtask tools` (Debian package `prometheus`)";
+
+/// A real Prometheus listening on the loopback `port`, its data and `prometheus.yml` in `dir`
+/// (its log appended to `prometheus.log` there), scraping the loopback `target` (job name,
+/// port) every second; `web`: a `--web.config.file` (TLS). Fails, never skips, without it.
+pub fn spawn_prometheus(
+    dir: &std::path::Path,
+    (job, target_port): (&str, u16),
+    port: u16,
+    web: Option<&std::path::Path>,
+) -> KillOnDrop {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: {job}\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        ),
+    )
+    .unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("prometheus.log"))
+        .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(web.map(|web| format!("--web.config.file={}", web.display())))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect(PROMETHEUS_INSTALL);
+    KillOnDrop(child)
 }
 
 /// `daemonset-canary sim serve` in a child process: its kubeconfig, in a directory of the

@@ -385,7 +385,7 @@ impl<'a> Pass<'a> {
         record.failure = decision.failure;
         record.message = decision.error.clone();
         let series = report::Series::of_target(&record.target);
-        self.record_pass(record, &decision, going_back, &series, |requeue| {
+        self.record_pass(record, &decision, going_back, &series, None, |requeue| {
             requeue.in_progress
         })
         .await

@@ -268,14 +268,14 @@ impl Pass<'_> {
         self.tell_pre_pull_blocked(&pre_pull.standing, &series)
             .await;
         let action = self
-            .record_pass(record, &decision, going_back, &series, |requeue| {
-                let next = driver.requeue(&decision, requeue);
-                if pulling {
-                    next.min(super::pre_pull::PRE_PULL_RECHECK)
-                } else {
-                    next
-                }
-            })
+            .record_pass(
+                record,
+                &decision,
+                going_back,
+                &series,
+                pulling.then_some(super::pre_pull::PRE_PULL_RECHECK),
+                |requeue| driver.requeue(&decision, requeue),
+            )
             .await?;
         match acted {
             Acted {
@@ -481,6 +481,11 @@ impl Pass<'_> {
         }
         if let Some(max) = write.max_unavailable {
             set_max_unavailable(&mut written, max, plan.rolling_update_write());
+        }
+        if write.kind == WriteKind::RevertHeld {
+            // The failure's hold stays: the DaemonSet controller replaces no pod with the
+            // release that failed.
+            written = with_strategy_type(&written, ON_DELETE);
         }
         match self.patch(live, &written).await {
             Ok(patched) => {

@@ -198,7 +198,9 @@ impl Pass<'_> {
                 Err(error) => return Err(error.into()),
             }
         }
-        if !pre_pull.create.is_empty() {
+        // Pods kept count as much as pods created: a replica that took over a window finds
+        // its predecessor's records and creates none.
+        if pre_pull.leaves_pods(existing.len()) {
             self.ctx.memory.note_pre_pull(self.cds);
         }
         let params = PostParams {

@@ -100,6 +100,7 @@ impl Pass<'_> {
         decision: &Decision<A>,
         going_back: GoingBack,
         series: &Series,
+        soon: Option<Duration>,
         otherwise: impl FnOnce(&Requeue) -> Duration,
     ) -> Result<Action, Error> {
         let drift = record.drift.clone();
@@ -117,6 +118,7 @@ impl Pass<'_> {
             history.act_again,
             decision.phase,
             decision.failure,
+            soon,
             otherwise,
         ))
     }
@@ -124,26 +126,29 @@ impl Pass<'_> {
     /// When the next pass comes, by the rules both drivers share: the backoff after a refused
     /// write; at once (the conflict delay) when a rollback just started, as the next pass
     /// writes its template; at rest after a sticky failure; otherwise what `otherwise` says
-    /// of the driver's own phases.
+    /// of the driver's own phases. `soon`: the pass's own work beside the decision (pre-pull
+    /// pods pulling or left to delete) brings it back by then at the latest, whatever the
+    /// phase: a failure's resync left 35 pre-pull pods at rest for good (soak seed 46001590,
+    /// a delete refused after the rollout failed).
     pub(super) fn next_pass(
         &self,
         act_again: bool,
         phase: Phase,
         failure: Option<FailureReason>,
+        soon: Option<Duration>,
         otherwise: impl FnOnce(&Requeue) -> Duration,
     ) -> Action {
         if let Some(backoff) = self.backoff_after_refused_write(failure) {
             return backoff;
         }
-        let requeue = &self.ctx.requeue;
-        let next = if act_again {
-            requeue.conflict
-        } else if phase == Phase::Failed && failure.is_some_and(FailureReason::is_sticky) {
-            requeue.resync
-        } else {
-            otherwise(requeue)
-        };
-        Action::requeue(next)
+        Action::requeue(next_delay(
+            &self.ctx.requeue,
+            act_again,
+            phase,
+            failure,
+            soon,
+            otherwise,
+        ))
     }
 
     /// Publishes a pass's events in order (`series`: see [`Pass::publish`]); a
@@ -471,9 +476,56 @@ fn same_but_counts(previous: &CanaryDaemonSetStatus, next: &CanaryDaemonSetStatu
     significant(previous) == significant(next)
 }
 
+/// The delay of [`Pass::next_pass`] when no refused write backs it off.
+fn next_delay(
+    requeue: &Requeue,
+    act_again: bool,
+    phase: Phase,
+    failure: Option<FailureReason>,
+    soon: Option<Duration>,
+    otherwise: impl FnOnce(&Requeue) -> Duration,
+) -> Duration {
+    let next = if act_again {
+        requeue.conflict
+    } else if phase == Phase::Failed && failure.is_some_and(FailureReason::is_sticky) {
+        requeue.resync
+    } else {
+        otherwise(requeue)
+    };
+    soon.map_or(next, |soon| next.min(soon))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Soak seed 46001590 (invariant 35): a rollout that failed while pre-pull pods were
+    /// left (a delete refused) came back only at the resync, past the end: pods left at rest.
+    /// The pass's own work brings it back soon whatever the phase.
+    #[test]
+    fn left_over_work_brings_a_failed_rollout_back_soon() {
+        let requeue = Requeue::default();
+        let failed = Some(FailureReason::ProgressDeadlineExceeded);
+        let in_progress = |r: &Requeue| r.in_progress;
+        let soon = Some(Duration::from_secs(5));
+        assert_eq!(
+            next_delay(&requeue, false, Phase::Failed, failed, None, in_progress),
+            requeue.resync
+        );
+        assert_eq!(
+            next_delay(&requeue, false, Phase::Failed, failed, soon, in_progress),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            next_delay(&requeue, true, Phase::Failed, failed, soon, in_progress),
+            requeue.conflict,
+            "never later than what the phase asks"
+        );
+        assert_eq!(
+            next_delay(&requeue, false, Phase::Canary, None, None, in_progress),
+            requeue.in_progress
+        );
+    }
 
     /// Pods per revision move on every pod event of a Pods-driver rollout: a change of them
     /// alone is deferred like the other counts (the bench saw 273 status writes for a

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use canary_kube_adapter::crd::{CanaryDaemonSetSpec, PrePullSpec};
 use canary_kube_adapter::reconcile::PRE_PULL_LABEL;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -45,28 +45,13 @@ async fn pre_pull_pods(client: &Client) -> Vec<Pod> {
         .items
 }
 
-/// A pre-pull pod whose image is not on its node yet.
-fn still_pulling(pod: &Pod) -> bool {
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .unwrap_or_default();
-    statuses.is_empty() || statuses.iter().any(|c| c.image_id.is_empty())
-}
-
 /// The `Pulled` event messages of pod `name`.
 async fn pulled(client: &Client, name: &str) -> Vec<String> {
-    Api::<Event>::namespaced(client.clone(), NS)
-        .list(&ListParams::default())
+    events_with_reason(client, "Pulled")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| {
-            e.involved_object.name.as_deref() == Some(name) && e.reason.as_deref() == Some("Pulled")
-        })
-        .filter_map(|e| e.message)
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.note)
         .collect()
 }
 
@@ -78,7 +63,10 @@ async fn roll_v2_watching_pre_pulls(client: &Client, max_concurrent: usize) -> B
     let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
     loop {
         let pods = pre_pull_pods(client).await;
-        let pulling = pods.iter().filter(|pod| still_pulling(pod)).count();
+        let pulling = pods
+            .iter()
+            .filter(|pod| canary_testkit::pulling(pod))
+            .count();
         assert!(
             pulling <= max_concurrent,
             "{pulling} pre-pull pods pulling at once"

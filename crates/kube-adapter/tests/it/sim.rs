@@ -84,7 +84,7 @@ async fn healthy_rollout(nodes: u32) {
     if nodes == 1 {
         assert_eq!(
             writes,
-            [0, 1, 0, 1, 0, 0, 0],
+            [0, 1, 0, 1, 0, 0, 0, 0],
             "start and finish only: nothing to widen"
         );
         assert_eq!(written_max_unavailable(&seen), ["1", "1"]);
@@ -787,7 +787,7 @@ async fn kubevirt_compatibility_rollout() {
     .await;
     assert_eq!(
         write_counts(&replica.observer),
-        [1, 0, 0, 0, 0, 0, 0],
+        [1, 0, 0, 0, 0, 0, 0, 0],
         "create records at once, done"
     );
     until_rolled_out(&client, "v1", nodes, 1800, "the install").await;
@@ -799,7 +799,7 @@ async fn kubevirt_compatibility_rollout() {
     // No canary soak in KubeVirt compatibility (the reference's timing): no hold.
     assert_eq!(
         writes_since(&replica.observer, before),
-        [0, 1, 1, 1, 0, 0, 0]
+        [0, 1, 1, 1, 0, 0, 0, 0]
     );
     assert_eq!(
         written_max_unavailable(&drain(&mut transitions)),
@@ -952,7 +952,7 @@ async fn tls_migration_steps_roll_out_under_supervision() {
     let writes = writes_since(&replica.observer, before);
     // start, soak hold, widen; flag: step, soak hold, widen; detach: step, soak hold,
     // widen; finish (each step is a canary of its own, soaked: issue 46).
-    assert_eq!(writes, [0, 1, 3, 1, 2, 3, 0]);
+    assert_eq!(writes, [0, 1, 3, 1, 2, 3, 0, 0]);
     let ds = Api::<DaemonSet>::namespaced(client.clone(), NS)
         .get("virt-handler")
         .await

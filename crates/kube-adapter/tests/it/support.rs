@@ -405,11 +405,11 @@ pub(crate) fn write_counts(observer: &Observer) -> WriteCounts {
 
 /// One start, one hold while the canary soaks (issue 46: the DaemonSet on `OnDelete` until
 /// the canary has been ready for `spec.health.canarySoak`), one widen, one finish.
-pub(crate) const START_WIDEN_FINISH: WriteCounts = [0, 1, 1, 1, 0, 1, 0];
+pub(crate) const START_WIDEN_FINISH: WriteCounts = [0, 1, 1, 1, 0, 1, 0, 0];
 
 /// The start, and the hold of the canary's soak (issue 46): a canary that never proves
 /// itself keeps the DaemonSet controller held.
-pub(crate) const START_AND_SOAK_HOLD: WriteCounts = [0, 1, 0, 0, 0, 1, 0];
+pub(crate) const START_AND_SOAK_HOLD: WriteCounts = [0, 1, 0, 0, 0, 1, 0, 0];
 
 /// The rollout of `version` is complete: successful, every desired pod updated and ready, the
 /// live generation recorded.

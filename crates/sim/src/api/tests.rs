@@ -16,7 +16,9 @@ fn server() -> ApiServer {
     ApiServer::new(Store::new(SimClock::new()), Faults::new(0))
 }
 
-async fn call_raw(
+/// Sends one request and answers its status code, headers and body (the admission tests use
+/// it too).
+pub(super) async fn call_raw(
     api: &ApiServer,
     method: Method,
     uri: &str,

@@ -17,35 +17,16 @@ fn node(name: &str) -> Node {
     nodes::new_node(name, 0, wall())
 }
 
+/// Pod `name` on `node` running `agent:v2`, with `annotations`, Ready or not: as the player
+/// reads it from the API server.
 fn pod(name: &str, node: &str, annotations: &[(&str, &str)], ready: bool) -> PodLite {
-    PodLite {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("ns".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodLiteSpec {
-            node_name: Some(node.to_owned()),
-            containers: vec![ContainerLite {
-                name: "main".to_owned(),
-                image: Some("agent:v2".to_owned()),
-            }],
-            init_containers: None,
-        }),
-        status: Some(PodLiteStatus {
-            conditions: vec![ConditionLite {
-                type_: "Ready".to_owned(),
-                status: if ready { "True" } else { "False" }.to_owned(),
-            }],
-        }),
-    }
+    let mut pod = canary_testkit::bare_pod("ns", name, node, "agent:v2", annotations);
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    let ready = if ready { "True" } else { "False" };
+    let conditions = serde_json::json!([{"type": "Ready", "status": ready}]);
+    pod.status =
+        Some(serde_json::from_value(serde_json::json!({ "conditions": conditions })).unwrap());
+    serde_json::from_value(serde_json::to_value(pod).unwrap()).unwrap()
 }
 
 fn owned(mut pod: PodLite, uid: &str) -> PodLite {
@@ -319,31 +300,19 @@ fn pulls_are_planned_once_per_node_and_told_to_the_start_stage() {
 fn pods_missing_from_a_new_list_are_gone() {
     let mut player = Player::new(s(2));
     player.node_applied(node("node-1"), s(0), wall());
-    player.pod_applied(
-        &pod(
-            "driver",
-            "node-1",
-            &[(BEHAVIOR_ANNOTATION, "breaks-node=1s")],
-            true,
-        ),
-        s(0),
-        wall(),
+    let driver = pod(
+        "driver",
+        "node-1",
+        &[(BEHAVIOR_ANNOTATION, "breaks-node=1s")],
+        true,
     );
+    player.pod_applied(&driver, s(0), wall());
     let broken = player.fire(s(1), wall());
     echo(&mut player, "node-1", &broken);
     let mended = player.keep_only(&HashSet::new(), wall());
     assert_eq!(patched_conditions(&mended), ["Ready=True KubeletReady"]);
     // The same name with another uid is another pod: the first one's effects end.
-    player.pod_applied(
-        &pod(
-            "driver",
-            "node-1",
-            &[(BEHAVIOR_ANNOTATION, "breaks-node=1s")],
-            true,
-        ),
-        s(2),
-        wall(),
-    );
+    player.pod_applied(&driver, s(2), wall());
     let broken = player.fire(s(3), wall());
     echo(&mut player, "node-1", &broken);
     let mut replaced = pod("driver", "node-1", &[], false);

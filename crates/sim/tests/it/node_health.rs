@@ -13,10 +13,10 @@ use canary_sim::cluster::{
 };
 use canary_sim::store::UpdateScope;
 use canary_sim::{SimClock, Store};
-use canary_testkit::{agent_daemonset, first_container_mut};
+use canary_testkit::{agent_daemonset, first_container_mut, node_condition};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Container, Event, Node, NodeCondition, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::{Container, Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -37,29 +37,7 @@ fn nodes(nodes: u32) -> ClusterConfig {
 
 /// A bare pod `name` bound to `node`, one container `main` of `image`, with `annotations`.
 fn bare_pod(name: &str, node: &str, image: &str, annotations: &[(&str, &str)]) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(NS.to_owned()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some(node.to_owned()),
-            containers: vec![Container {
-                name: "main".to_owned(),
-                image: Some(image.to_owned()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
+    canary_testkit::bare_pod(NS, name, node, image, annotations)
 }
 
 fn behaving(name: &str, node: &str, behavior: &str) -> Pod {
@@ -87,16 +65,6 @@ fn get_pod(store: &Store, namespace: &str, name: &str) -> Pod {
 
 fn get_node(store: &Store, name: &str) -> Node {
     store.get::<Node>(None, name).expect("node exists")
-}
-
-fn node_condition(node: &Node, type_: &str) -> Option<NodeCondition> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
 }
 
 fn condition_status(store: &Store, node: &str, type_: &str) -> String {

@@ -35,7 +35,7 @@ pub(super) fn held_on_request<A: DriverAction>(
     if !life.held {
         if life.hold_recorded {
             // A drift announced while held is reverted now, as the start it is.
-            if drift_announced && !life.pods_rows {
+            if drift_announced && !life.pods_rows && decision.phase != Phase::Failed {
                 for event in &mut decision.events {
                     if event.reason == event_reason::DRIFT_DETECTED {
                         *event = started_event(life.name, life.version);
@@ -62,6 +62,22 @@ pub(super) fn held_on_request<A: DriverAction>(
         return decision;
     }
     decision.held = true;
+    // A failed rollout's drift is written over under its hold once the hold on request ends,
+    // as any drift is; announced once meanwhile.
+    if decision.phase == Phase::Failed
+        && decision
+            .write
+            .is_some_and(|write| write.kind == WriteKind::RevertHeld)
+    {
+        decision.write = None;
+        decision.events.retain_mut(|event| {
+            if event.reason != event_reason::DRIFT_DETECTED {
+                return true;
+            }
+            event.message.push_str(" once the hold on request ends");
+            !drift_announced
+        });
+    }
     // A rollout under way acts; the start of one the DaemonSet controller made already (the
     // Pods driver's new revision: nothing written, nothing deleted) has nothing to stop.
     let start_seen =

@@ -9,7 +9,7 @@
 //! | order | row | when | decides |
 //! |---|---|---|---|
 //! | 1 | invalid | the strategy (or the driver's own settings) does not validate | `failed` (`InvalidStrategy`), nothing written |
-//! | 2 | drift | someone else changed the live template (`Fixed` only) | `Revert`: the start again, canary first; `Report`: hold where the rollout was, announced once |
+//! | 2 | drift | someone else changed the live template (`Fixed` only) | `Revert`: the start again, canary first (a sticky failure: the template written back under the failure's hold, still `failed`); `Report`: hold where the rollout was, announced once |
 //! | 3 | retry | `retry` of a failed rollout | the rows again, the failure and its step forgotten (`Retried`) |
 //! | 4 | start | the desired template changed | its write, `started` |
 //! | 5 | *progress* | otherwise | the driver's own rows, which call the shared ones below where they apply |
@@ -276,6 +276,9 @@ fn write_failure_message(
         }
         (_, WriteKind::Resume) => {
             format!("unable to resume daemonset {name} (updateStrategy RollingUpdate): {api_error}")
+        }
+        (_, WriteKind::RevertHeld) => {
+            format!("unable to revert daemonset {name} to its desired template: {api_error}")
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::events::{rollout_of, started_event, warning};
 use super::{Decision, DriverAction, Life, Row, Table};
 use crate::analysis::{AnalysisVerdict, StepAnalysis};
-use crate::decision::{DaemonSetWrite, Event, event_reason};
+use crate::decision::{DaemonSetWrite, Event, WriteKind, event_reason};
 use crate::health::{HealthCause, HealthVerdict, OnUnhealthy, UnhealthyNode, judge};
 use crate::observation::{DriftSeen, PreviousPass};
 use crate::phase::{FailureReason, Phase};
@@ -30,9 +30,11 @@ pub(crate) fn invalid<A: DriverAction>(error: &StrategyError, life: &Life<'_>) -
 /// mode reverts it unsupervised at its next row 3a or 4 write, spec quirk 5).
 ///
 /// `Revert`: the start again, so the desired template goes back out and the pods the hand
-/// edit replaced come back one at a time, supervised. `Report`: nothing is written while the
-/// drift lasts (the rollout holds where it is), only the event, once. Either way a change of
-/// the desired state (the start row) wins over the drift.
+/// edit replaced come back one at a time, supervised; but over a sticky failure, the desired
+/// template goes back under the failure's hold ([`reverted_under_failure`]), unless a `retry`
+/// is asked for with it. `Report`:
+/// nothing is written while the drift lasts (the rollout holds where it is), only the event,
+/// once. Either way a change of the desired state (the start row) wins over the drift.
 pub(super) fn drifted<T: Table>(
     strategy: &Strategy,
     table: &T,
@@ -40,8 +42,13 @@ pub(super) fn drifted<T: Table>(
 ) -> Decision<T::Action> {
     let life = table.life();
     let name = life.name;
-    let decision = match strategy.drift_policy {
-        DriftPolicy::Revert => Decision {
+    // A retry asked for with the drift is the new rollout: the revert's start is it.
+    let failed_before = sticky(&life).filter(|_| !life.retry);
+    let decision = match (strategy.drift_policy, failed_before) {
+        (DriftPolicy::Revert, Some(previous)) => {
+            reverted_under_failure(strategy, table, drift, previous)
+        }
+        (DriftPolicy::Revert, None) => Decision {
             events: vec![warning(
                 event_reason::DRIFT_DETECTED,
                 format!(
@@ -52,7 +59,7 @@ pub(super) fn drifted<T: Table>(
             ..start(&life, Some(table.start_write(strategy)), true)
                 .with_action(table.action(Row::Revert))
         },
-        DriftPolicy::Report => {
+        (DriftPolicy::Report, _) => {
             let already = life.previous.is_some_and(|p| p.drifted);
             let event = (!already).then(|| {
                 warning(
@@ -72,6 +79,38 @@ pub(super) fn drifted<T: Table>(
     Decision {
         drifted: true,
         ..decision
+    }
+}
+
+/// A drift of a rollout that failed for a reason that says something about the release
+/// (`Revert`): the desired template is written back under the failure's hold
+/// ([`WriteKind::RevertHeld`]: the update strategy `OnDelete`), and the rollout stays `failed`
+/// with its reason. A start here would roll the failed release out again from its canary
+/// (simulation invariant 21: a pod went down to a release whose analysis had failed); the
+/// pods the hand edit replaced keep running until a `retry`, a rollback or a new target
+/// starts a rollout, supervised.
+fn reverted_under_failure<T: Table>(
+    strategy: &Strategy,
+    table: &T,
+    drift: &DriftSeen,
+    previous: PreviousPass,
+) -> Decision<T::Action> {
+    let life = table.life();
+    let stays = stay_failed(&life, previous);
+    let failure = stays.failure.unwrap_or(FailureReason::CanaryCrashLooping);
+    Decision {
+        write: Some(DaemonSetWrite {
+            kind: WriteKind::RevertHeld,
+            ..table.start_write(strategy)
+        }),
+        events: vec![warning(
+            event_reason::DRIFT_DETECTED,
+            format!(
+                "daemonSet {} was changed outside the controller ({}); reverting to the desired template under the hold of its failed rollout ({failure}): no pod is replaced until a retry or a new target",
+                life.name, drift.what
+            ),
+        )],
+        ..stays.with_action(table.action(Row::Report))
     }
 }
 

@@ -12,7 +12,7 @@ use canary_state_machine::{
     decide_pods, event_reason,
 };
 
-use crate::common::after_start;
+use crate::common::{after_start, assert_first_event_says};
 use crate::pods::{at, by_default, canary_then_hold, cluster, deleted_nodes, pods, previous};
 
 fn analysis(step: u32, verdict: AnalysisVerdict, announced: bool) -> Option<StepAnalysis> {
@@ -201,12 +201,9 @@ fn max_unavailable_a_failed_canary_analysis_fails_before_the_widen_and_stops_the
     // replacing pods by itself.
     assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
     assert_eq!(event_reasons(&decision), [event_reason::ANALYSIS_FAILED]);
-    assert!(
-        decision.events[0]
-            .message
-            .contains("analysis metric error-ratio failed in the canary: 0.1 is 10 times"),
-        "{}",
-        decision.events[0].message
+    assert_first_event_says(
+        &decision.events,
+        "analysis metric error-ratio failed in the canary: 0.1 is 10 times",
     );
     // Sticky, silent, nothing written again, whatever the analysis says next.
     let after = Observation {
@@ -231,11 +228,7 @@ fn max_unavailable_a_failed_measurement_after_the_widen_fails_too() {
     );
     assert_eq!(decision.failure, Some(FailureReason::AnalysisFailed));
     assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
-    assert!(
-        decision.events[0]
-            .message
-            .contains("in the widened rollout")
-    );
+    assert_first_event_says(&decision.events, "in the widened rollout");
     // Pending or inconclusive after the widen holds nothing: the widen is written already.
     let going_on = decide(
         &strategy,
@@ -393,13 +386,7 @@ fn pods_a_failed_measurement_in_a_nodes_step_fails_and_deletes_nothing() {
     let decision = by_default(&observation);
     assert_eq!(decision.failure, Some(FailureReason::AnalysisFailed));
     assert!(deleted_nodes(&decision).is_empty());
-    assert!(
-        decision.events[0]
-            .message
-            .contains("failed in step 1 of 2: 0.1 is 10 times"),
-        "{}",
-        decision.events[0].message
-    );
+    assert_first_event_says(&decision.events, "failed in step 1 of 2: 0.1 is 10 times");
     // The last nodes step, half done.
     let observation = PodObservation {
         analysis: analysis(1, failed(), false),

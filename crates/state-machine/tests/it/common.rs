@@ -20,6 +20,13 @@ pub fn handler() -> Observation {
     }
 }
 
+/// Asserts that the first of `events` says `text` (in its message).
+#[track_caller]
+pub fn assert_first_event_says(events: &[Event], text: &str) {
+    let message = &events.first().expect("an event").message;
+    assert!(message.contains(text), "{message:?} does not say {text:?}");
+}
+
 /// A pass after row 1's unrecorded write: only the generation flag is set.
 pub fn after_start(desired: u32, updated_ready: u32) -> Observation {
     Observation {

@@ -431,6 +431,78 @@ fn a_drift_is_reverted_canary_first() {
     );
 }
 
+/// Issue 46 (simulation invariant 21): a hand edit of a DaemonSet whose rollout failed for a
+/// reason that says something about the release is written over under the failure's hold
+/// (`RevertHeld`: `OnDelete`), and the rollout stays failed: a start would roll the failed
+/// release out again from its canary. A failure that says nothing about the release (a
+/// refused write, a bad strategy) is no hold: the revert is the start, as at rest.
+/// Rows: (previous failure, phase, failure, write kind).
+#[test]
+fn a_drift_of_a_failed_rollout_is_reverted_under_the_failures_hold() {
+    use FailureReason::*;
+    let rows = [
+        (
+            CanaryCrashLooping,
+            Phase::Failed,
+            Some(CanaryCrashLooping),
+            WriteKind::RevertHeld,
+        ),
+        (
+            ProgressDeadlineExceeded,
+            Phase::Failed,
+            Some(ProgressDeadlineExceeded),
+            WriteKind::RevertHeld,
+        ),
+        (
+            AnalysisFailed,
+            Phase::Failed,
+            Some(AnalysisFailed),
+            WriteKind::RevertHeld,
+        ),
+        (
+            NodeUnhealthy,
+            Phase::Failed,
+            Some(NodeUnhealthy),
+            WriteKind::RevertHeld,
+        ),
+        (
+            NeighboursDisrupted,
+            Phase::Failed,
+            Some(NeighboursDisrupted),
+            WriteKind::RevertHeld,
+        ),
+        (WriteRejected, Phase::Started, None, WriteKind::Start),
+    ];
+    for (failure, phase, stays, kind) in rows {
+        let decision = drifted(
+            DriftPolicy::Revert,
+            previous(Phase::Failed, Some(failure), 1, 60),
+        );
+        assert!(decision.drifted, "{failure}");
+        assert_eq!(
+            (decision.phase, decision.failure),
+            (phase, stays),
+            "{failure}"
+        );
+        assert_eq!(
+            decision.write,
+            Some(write(kind, Some(MaxUnavailable::ONE), None)),
+            "{failure}"
+        );
+        assert!(!decision.action.record_generation, "{failure}");
+        let event = decision.table_event().unwrap();
+        assert_eq!(event.reason, event_reason::DRIFT_DETECTED, "{failure}");
+        if kind == WriteKind::RevertHeld {
+            assert!(
+                event.message.contains("under the hold")
+                    && event.message.contains(failure.as_str()),
+                "{}",
+                event.message
+            );
+        }
+    }
+}
+
 #[test]
 fn a_reported_drift_writes_nothing_and_warns_once() {
     let first = drifted(

@@ -30,6 +30,7 @@ fn broken(node: &str, since: i64, pod: NodePod) -> UnhealthyNode {
             message: "Kubelet stopped posting node status.".into(),
         },
         pod,
+        not_ready_since: Some(Stamp(since)),
     }
 }
 
@@ -729,6 +730,166 @@ fn pods_a_rollback_replaces_the_pod_on_the_node_the_release_broke() {
     let rollout = by_default(&at(0, Phase::Canary, nodes));
     assert!(deleted_nodes(&rollout).is_empty(), "{rollout:?}");
     assert_eq!(rollout.action.deferred.len(), 1);
+}
+
+/// `nodes` old (`n00`...), all on an old agent installed at `CREATED`; the nodes of `broken`
+/// NotReady (their old pod not ready), as the health facts see each: `(node, NotReady since,
+/// unhealthy since)`. No soak.
+fn old_agent_broke(count: usize, broken: &[(&str, i64, i64)]) -> PodObservation {
+    let mut nodes = cluster(count, 0);
+    for node in &mut nodes {
+        if broken.iter().any(|(name, ..)| *name == node.name) {
+            node.health = NodeHealth::NotReady;
+            if let Some(pod) = &mut node.pod {
+                pod.ready = false;
+            }
+        }
+    }
+    let unhealthy = broken
+        .iter()
+        .map(|&(name, not_ready, since)| UnhealthyNode {
+            not_ready_since: Some(Stamp(not_ready)),
+            since: Stamp(since),
+            ..self::broken(
+                name,
+                since,
+                NodePod::Old {
+                    created: Some(Stamp(CREATED)),
+                },
+            )
+        })
+        .collect();
+    PodObservation {
+        health: Some(facts(no_soak(), unhealthy)),
+        ..at(0, Phase::Canary, nodes)
+    }
+}
+
+/// Issue 46, the heal: a node the previous agent broke (NotReady since after that agent's pod
+/// was created) is not deferred by the rollout that replaces that agent, a
+/// newer release or an undo alike: it is replaced first, at no cost to the budget. Each row
+/// of `broken_by_its_agent` through the table.
+#[test]
+fn pods_a_rollout_heals_first_the_nodes_the_agent_it_replaces_broke() {
+    // (what, NotReady since, unhealthy since, healed)
+    let rows = [
+        (
+            "broke 30 s after its agent came",
+            CREATED + 30,
+            CREATED + 30,
+            true,
+        ),
+        (
+            "also unhealthy for an unrelated reason since before its agent",
+            CREATED + 30,
+            CREATED - 500,
+            true,
+        ),
+        (
+            "NotReady before its agent came (a retry of the release that broke it, over the rollback's pod)",
+            CREATED - 30,
+            CREATED - 30,
+            false,
+        ),
+        (
+            "NotReady within the clock-skew margin",
+            CREATED + 5,
+            CREATED + 5,
+            false,
+        ),
+        (
+            "NotReady later than the gate's window (a flap moved its transition)",
+            CREATED + 1_200,
+            CREATED + 1_200,
+            true,
+        ),
+    ];
+    for (what, not_ready, since, healed) in rows {
+        let observation = old_agent_broke(4, &[("n02", not_ready, since)]);
+        let decision = by_default(&observation);
+        assert_ne!(decision.phase, Phase::Failed, "{what}");
+        if healed {
+            assert_eq!(deleted_nodes(&decision), ["n02"], "{what}: {decision:?}");
+            assert!(decision.action.deferred.is_empty(), "{what}");
+            assert_eq!(decision.action.tally.counted, 4, "{what}");
+        } else {
+            assert_eq!(deleted_nodes(&decision), ["n00"], "{what}: {decision:?}");
+            assert_eq!(
+                decision.action.deferred,
+                [(
+                    "n02".to_owned(),
+                    canary_state_machine::Deferral::NodeNotReady
+                )],
+                "{what}"
+            );
+        }
+    }
+    // Without the gates' facts (wave 2) the node is deferred.
+    let mut blind = old_agent_broke(4, &[("n02", CREATED + 30, CREATED + 30)]);
+    blind.health = None;
+    assert_eq!(deleted_nodes(&by_default(&blind)), ["n00"]);
+}
+
+/// The healed nodes go first and take no budget (their pods are unavailable already): in the
+/// last step every one of them is replaced at once, with the ready old pods the budget allows
+/// beside them; a canary-labelled node waits behind them in the canary step.
+#[test]
+fn pods_the_healed_nodes_go_first_and_take_no_budget() {
+    let broken = [
+        ("n01", CREATED + 20, CREATED + 20),
+        ("n03", CREATED + 40, CREATED + 40),
+    ];
+    let mut observation = old_agent_broke(6, &broken);
+    observation.nodes[0].canary = true;
+    let canary = by_default(&observation);
+    assert_eq!(deleted_nodes(&canary), ["n01"], "{canary:?}");
+    // The last step (100% at the fast budget: 10% of 6, at least 1).
+    observation.position = observation
+        .position
+        .map(|p| canary_state_machine::StepPosition { index: 1, ..p });
+    observation.previous = Some(crate::pods::previous(Phase::Increasing));
+    let last = by_default(&observation);
+    assert_eq!(deleted_nodes(&last), ["n01", "n03"], "{last:?}");
+}
+
+/// The only node of the DaemonSet, broken by the release the rollout replaces (soak seed
+/// 46002090: a `breaks-node` release undone, the canary step held for ever, `canary` at
+/// quiescence): the rollout replaces its pod rather than waiting for a node that cannot
+/// come back.
+#[test]
+fn pods_a_single_node_the_agent_broke_is_healed_not_waited_for() {
+    let observation = old_agent_broke(1, &[("n00", CREATED + 18, CREATED + 18)]);
+    let decision = by_default(&observation);
+    assert_eq!(decision.phase, Phase::Canary);
+    assert_eq!(deleted_nodes(&decision), ["n00"], "{decision:?}");
+    // Wave 2: nothing to judge, nothing deleted, held.
+    let mut blind = observation;
+    blind.health = None;
+    let held = by_default(&blind);
+    assert!(deleted_nodes(&held).is_empty());
+    assert_eq!(held.action.deferred.len(), 1);
+}
+
+/// The healed node still NotReady under the new agent (unhealthy for another reason, or the
+/// new release breaks it the same way at once): set aside as any updated node NotReady, and
+/// never evidence against the new release (it was unhealthy before this update, invariant 31).
+#[test]
+fn pods_a_healed_node_that_stays_not_ready_is_set_aside_and_no_evidence() {
+    let mut observation = old_agent_broke(4, &[("n02", CREATED + 30, CREATED + 30)]);
+    if let Some(pod) = &mut observation.nodes[2].pod {
+        pod.updated = true;
+    }
+    if let Some(health) = &mut observation.health {
+        health.unhealthy[0].pod = NodePod::Updated {
+            created: Stamp(CREATED + 90),
+        };
+    }
+    let decision = by_default(&observation);
+    assert_ne!(decision.phase, Phase::Failed);
+    assert_eq!(decision.failure, None);
+    assert_eq!(deleted_nodes(&decision), ["n00"], "{decision:?}");
+    assert!(decision.action.deferred.is_empty(), "set aside, not named");
+    assert_eq!(decision.action.tally.counted, 3);
 }
 
 /// A pause step right after the canary's is its soak: the rollout goes into it at once.

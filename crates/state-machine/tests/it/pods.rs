@@ -2,6 +2,7 @@
 //! clusters: the budget is never exceeded, deferred nodes are never touched, nothing is deleted
 //! in a pass that fails, pauses or starts.
 
+use crate::common::assert_first_event_says;
 use std::time::Duration;
 
 use canary_state_machine::{
@@ -493,7 +494,12 @@ fn a_ready_canary_completes_the_step_and_the_next_one_begins_in_the_same_pass() 
 
 /// `[{nodes: 1}, {pause: 30s}]` over four old nodes and the canary `n99`, updated and ready.
 fn canary_then_30s_pause() -> (StepPlan, Vec<NodeState>) {
-    let plan = StepPlan::new(vec![
+    canary_then_30s_pause_then(vec![])
+}
+
+/// `[{nodes: 1}, {pause: 30s}, ..then]` over `n00..n03` old and the canary `n99`.
+pub(crate) fn canary_then_30s_pause_then(then: Vec<Step>) -> (StepPlan, Vec<NodeState>) {
+    let mut steps = vec![
         Step::Nodes {
             nodes: MaxUnavailable::ONE,
             max_unavailable: None,
@@ -501,10 +507,11 @@ fn canary_then_30s_pause() -> (StepPlan, Vec<NodeState>) {
         Step::Pause {
             duration: Some(Duration::from_secs(30)),
         },
-    ]);
+    ];
+    steps.extend(then);
     let mut nodes = cluster(4, 0);
     nodes.push(node("n99", true, true));
-    (plan, nodes)
+    (StepPlan::new(steps), nodes)
 }
 
 #[test]
@@ -1160,11 +1167,7 @@ fn a_promotion_in_a_nodes_step_is_recorded_and_changes_nothing() {
     );
     assert_eq!(decision.action.delete, unasked.action.delete);
     assert_eq!(reasons(&decision)[0], event_reason::VERB_REFUSED);
-    assert!(
-        decision.events[0]
-            .message
-            .contains("step 1 of 2 is a nodes step")
-    );
+    assert_first_event_says(&decision.events, "step 1 of 2 is a nodes step");
 }
 
 #[test]
@@ -1193,13 +1196,7 @@ fn a_full_promotion_goes_to_the_last_nodes_step_at_its_budget() {
         (Phase::Increasing, 4)
     );
     assert_eq!(reasons(&decision)[0], event_reason::PROMOTED);
-    assert!(
-        decision.events[0]
-            .message
-            .contains("steps 1 to 4 of 5 skipped"),
-        "{:?}",
-        decision.events[0].message
-    );
+    assert_first_event_says(&decision.events, "steps 1 to 4 of 5 skipped");
     assert_eq!(
         decision.action.delete.len(),
         2,

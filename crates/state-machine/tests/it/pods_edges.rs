@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use canary_state_machine::{
     DriftPolicy, DriftSeen, FailureReason, MAX_STEPS, MaxUnavailable, NodeHealth, Phase,
-    PodObservation, PreviousPass, Promotion, Step, StepPlan, Strategy, decide_pods, event_reason,
+    PodObservation, PreviousPass, Promotion, Step, StepPlan, Strategy, WriteKind, decide_pods,
+    event_reason,
 };
 
 use super::pods::{
@@ -348,6 +349,62 @@ fn a_reported_drift_is_announced_once_and_keeps_a_failure() {
         (Phase::Failed, Some(FailureReason::CanaryCrashLooping))
     );
     assert!(decision.action.delete.is_empty());
+}
+
+/// Issue 46 (simulation invariant 21): under `driftPolicy: Revert` a hand edit of a failed
+/// rollout's DaemonSet is written back under the failure's hold (`RevertHeld`), and the
+/// rollout stays failed with nothing deleted: a start would delete the canary's old pod for
+/// the release that failed.
+#[test]
+fn a_reverted_drift_keeps_a_failure_and_deletes_nothing() {
+    for failure in [
+        FailureReason::CanaryCrashLooping,
+        FailureReason::AnalysisFailed,
+        FailureReason::NodeUnhealthy,
+        FailureReason::NeighboursDisrupted,
+    ] {
+        let failed = PodObservation {
+            drift: Some(DriftSeen {
+                what: "image".into(),
+            }),
+            previous: Some(PreviousPass {
+                failure: Some(failure),
+                ..previous(Phase::Failed)
+            }),
+            ..at(1, Phase::Failed, cluster(3, 1))
+        };
+        let decision = by_default(&failed);
+        assert!(decision.drifted, "{failure}");
+        assert_eq!(
+            (decision.phase, decision.failure),
+            (Phase::Failed, Some(failure)),
+            "{failure}"
+        );
+        assert_eq!(
+            decision.write.map(|write| write.kind),
+            Some(WriteKind::RevertHeld),
+            "{failure}"
+        );
+        assert!(decision.action.delete.is_empty(), "{failure}");
+        assert_eq!(reasons(&decision), [event_reason::DRIFT_DETECTED]);
+        // The pass after it sees the template written back: still failed, nothing deleted.
+        let after = PodObservation {
+            drift: None,
+            previous: Some(PreviousPass {
+                failure: Some(failure),
+                drifted: true,
+                ..previous(Phase::Failed)
+            }),
+            ..failed.clone()
+        };
+        let decision = by_default(&after);
+        assert_eq!(
+            (decision.phase, decision.failure, decision.write),
+            (Phase::Failed, Some(failure), None),
+            "{failure}"
+        );
+        assert!(decision.action.delete.is_empty(), "{failure}");
+    }
 }
 
 /// The driver's messages name the DaemonSet and the version rolled out.

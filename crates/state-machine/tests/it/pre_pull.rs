@@ -8,26 +8,14 @@ use canary_state_machine::{
     decide_pods, pre_pull_nodes,
 };
 
-use crate::pods::{at, cluster, deleted_nodes, node, pods};
+use crate::pods::{at, canary_then_30s_pause_then, cluster, deleted_nodes, node, pods};
 
 /// `[{nodes: 1}, {pause: 30s}, {nodes: 50%}]` over `n00..n03` old and the canary `n99`.
 fn canary_pause_half() -> (StepPlan, Vec<canary_state_machine::NodeState>) {
-    let plan = StepPlan::new(vec![
-        Step::Nodes {
-            nodes: MaxUnavailable::ONE,
-            max_unavailable: None,
-        },
-        Step::Pause {
-            duration: Some(Duration::from_secs(30)),
-        },
-        Step::Nodes {
-            nodes: MaxUnavailable::Percent(60),
-            max_unavailable: Some(MaxUnavailable::Count(5)),
-        },
-    ]);
-    let mut nodes = cluster(4, 0);
-    nodes.push(node("n99", true, true));
-    (plan, nodes)
+    canary_then_30s_pause_then(vec![Step::Nodes {
+        nodes: MaxUnavailable::Percent(60),
+        max_unavailable: Some(MaxUnavailable::Count(5)),
+    }])
 }
 
 #[test]

@@ -118,12 +118,7 @@ prop_compose! {
                 desired_has_cert_volume,
             }),
             previous,
-            retry: false,
-            held: false,
-            hold_recorded: false,
-            live_on_hold: false,
-            health: None,
-            analysis: None,
+            ..Observation::default()
         }
     }
 }
@@ -141,7 +136,10 @@ proptest! {
         prop_assert!(!decision.action.record_generation || decision.write.is_some());
         prop_assert!(kind != Some(WriteKind::Create));
         if decision.failure.is_some() {
-            prop_assert!(decision.write.is_none(), "a failed decision never writes");
+            prop_assert!(
+                matches!(kind, None | Some(WriteKind::Hold | WriteKind::RevertHeld)),
+                "a failed decision writes nothing but its hold, or a drift reverted under it"
+            );
         }
         if !valid {
             prop_assert_eq!(decision.failure, Some(FailureReason::InvalidStrategy));
@@ -160,7 +158,17 @@ proptest! {
         }
         // Only a changed object (or a drift to revert) starts a canary, and it always does.
         let reverts = drifted && strategy.drift_policy == DriftPolicy::Revert;
-        prop_assert_eq!(kind == Some(WriteKind::Start), observation.object_changed || reverts);
+        // A drift of a rollout failed for the release is written over under the failure's
+        // hold, no start (issue 46), unless a retry is asked for with it.
+        let under_failure = !observation.retry
+            && observation.previous.is_some_and(|p| {
+                p.phase == Phase::Failed && p.failure.is_none_or(FailureReason::is_sticky)
+            });
+        prop_assert_eq!(
+            kind == Some(WriteKind::Start),
+            observation.object_changed || (reverts && !under_failure)
+        );
+        prop_assert_eq!(kind == Some(WriteKind::RevertHeld), reverts && under_failure);
         if drifted && strategy.drift_policy == DriftPolicy::Report {
             prop_assert!(decision.write.is_none(), "a reported drift is never written over");
         }
@@ -181,7 +189,10 @@ proptest! {
             );
         }
         if let Some(write) = decision.write {
-            if write.kind != WriteKind::TlsStep || strategy.compatibility == Compatibility::Fixed {
+            // The failure's hold moves the strategy type alone.
+            let writes_max = write.kind != WriteKind::Hold
+                && (write.kind != WriteKind::TlsStep || strategy.compatibility == Compatibility::Fixed);
+            if writes_max {
                 prop_assert!(write.max_unavailable.is_some());
             }
             prop_assert_eq!(write.template_edit.is_some(), write.kind == WriteKind::TlsStep);
@@ -217,7 +228,8 @@ proptest! {
         hold_recorded: bool,
         live_on_hold: bool,
     ) {
-        let unheld = decide(&strategy, &observation);
+        // The same live strategy type on both sides: a failure's own hold write depends on it.
+        let unheld = decide(&strategy, &Observation { live_on_hold, ..observation.clone() });
         let decision = decide(&strategy, &Observation { held, hold_recorded, live_on_hold, ..observation.clone() });
         let kind = decision.write.map(|write| write.kind);
         prop_assert_eq!(decision.held, held);
@@ -243,6 +255,7 @@ proptest! {
             prop_assert_eq!(decision.phase, unheld.phase);
             // A drift announced while held is reverted at the resume as the start it is.
             let announced_drift = hold_recorded
+                && unheld.phase != Phase::Failed
                 && observation.previous.is_some_and(|p| p.drifted)
                 && unheld.table_event().as_ref().is_some_and(|e| e.reason == event_reason::DRIFT_DETECTED);
             if announced_drift {

@@ -186,12 +186,7 @@ impl Model {
                 desired_has_cert_volume: desired.cert_volume,
             }),
             previous: self.previous,
-            retry: false,
-            held: false,
-            hold_recorded: false,
-            live_on_hold: false,
-            health: None,
-            analysis: None,
+            ..Observation::default()
         }
     }
 

@@ -3,12 +3,11 @@
 //! messages were kube-apiserver v1.35.4's for the same CRD, objects and patches
 //! (`cargo xtask cluster up`, 2026-12-07; `kubectl patch` printed these causes).
 
-use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::BodyExt;
+use http::Method;
 use serde_json::{Value, json};
 
 use crate::api::ApiServer;
+use crate::api::tests::call_raw;
 use crate::clock::SimClock;
 use crate::faults::Faults;
 use crate::registry::ResourceKey;
@@ -30,21 +29,12 @@ async fn call(
     content_type: &str,
     body: &str,
 ) -> Answer {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", content_type)
-        .body(Bytes::from(body.to_owned()))
-        .unwrap();
-    let response = api.handle(request).await;
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
+    let (code, headers, body) = call_raw(api, method, uri, content_type, body).await;
+    let warnings = headers
         .get_all(http::header::WARNING)
         .iter()
         .map(|value| value.to_str().unwrap().to_owned())
         .collect();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
     Answer {
         code,
         warnings,
@@ -52,12 +42,11 @@ async fn call(
     }
 }
 
-/// A server with the test CRD registered.
-async fn server() -> ApiServer {
-    let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
-    let crd: Value = serde_saphyr::from_str(include_str!("widgets.yaml")).unwrap();
+/// Registers the CRD of `yaml` (a CustomResourceDefinition manifest) on `api`.
+async fn register(api: &ApiServer, yaml: &str) {
+    let crd: Value = serde_saphyr::from_str(yaml).unwrap();
     let answer = call(
-        &api,
+        api,
         Method::POST,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         "application/json",
@@ -65,6 +54,12 @@ async fn server() -> ApiServer {
     )
     .await;
     assert_eq!(answer.code, 201, "{}", answer.body);
+}
+
+/// A server with the test CRD registered.
+async fn server() -> ApiServer {
+    let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
+    register(&api, include_str!("widgets.yaml")).await;
     api
 }
 
@@ -72,203 +67,24 @@ fn widget(spec: Value) -> Value {
     json!({"apiVersion": "test.dev/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": spec})
 }
 
-/// (a status write, the merge patch, the message of the 422; `None`: accepted).
-const WIDGET_PATCHES: &[(bool, &str, Option<&str>)] = &[
-    (
-        false,
-        r#"{"spec":{"name":"Bad1"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.name: Invalid value: \"Bad1\": spec.name in body should match '^[a-z]+$'",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":0}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":1}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 1: spec.ratio in body should be less than 1",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"ratio":1.5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.ratio: Invalid value: 1.5: spec.ratio in body should be less than 1",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"step":7}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.step: Invalid value: 7: spec.step in body should be a multiple of 5",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"half":0.7}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.half: Invalid value: 0.7: spec.half in body should be a multiple of 0.5",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"yesterday"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.when: Invalid value: \"yesterday\": spec.when in body must be of type date-time: \"yesterday\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"2026-12-07T25:00:00Z"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.when: Invalid value: \"2026-12-07T25:00:00Z\": spec.when in body must be of type date-time: \"2026-12-07T25:00:00Z\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"when":"2026-12-07T10:00:00.123+01:00"}}"#,
-        None,
-    ),
-    (
-        false,
-        r#"{"spec":{"day":"2026-02-30"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.day: Invalid value: \"2026-02-30\": spec.day in body must be of type date: \"2026-02-30\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"id":"not-a-uuid"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.id: Invalid value: \"not-a-uuid\": spec.id in body must be of type uuid: \"not-a-uuid\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"addr":"1.2.3"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.addr: Invalid value: \"1.2.3\": spec.addr in body must be of type ipv4: \"1.2.3\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"level":4}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.level: Unsupported value: 4: supported values: \"1\", \"2\", \"3\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (false, r#"{"spec":{"level":2.0}}"#, None),
-    (false, r#"{"spec":{"note":null}}"#, None),
-    (
-        false,
-        r#"{"spec":{"labels":{"a":"1","b":"2","c":"3"}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.labels: Too many: 3: must have at most 2 items, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"labels":{}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.labels: Invalid value: 0: spec.labels in body should have at least 1 properties",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"labels":{"a":"long"}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.labels.a: Too long: may not be more than 3 bytes, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"tags":["a","b","c"]}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.tags: Too many: 3: must have at most 2 items, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"tags":[1]}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.tags[0]: Invalid value: \"integer\": spec.tags[0] in body must be of type string: \"integer\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"port":1.5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.port: Invalid value: \"number\": spec.port in body must be of type integer,string: \"number\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (false, r#"{"spec":{"port":"x"}}"#, None),
-    (
-        false,
-        r#"{"spec":{"size":12}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.size: Invalid value: 12: size is a bit too big",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"mode":"off"}}"#,
-        Some("Widget.test.dev \"w\" is invalid: spec.mode: Forbidden: mode off is not allowed"),
-    ),
-    (
-        false,
-        r#"{"spec":{"pair":{"a":5,"b":2}}}"#,
-        Some("Widget.test.dev \"w\" is invalid: spec.pair.a: Invalid value: a must not exceed b"),
-    ),
-    (
-        false,
-        r#"{"spec":{"pair":{"a":7,"b":9}}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.pair: Invalid value: failed rule: self.a != 7",
-        ),
-    ),
-    (false, r#"{"spec":{"pair":{"b":9}}}"#, None),
-    (
-        false,
-        r#"{"spec":{"frozen":"y"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: spec.frozen: Invalid value: \"y\": frozen is immutable",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":{"free":{"x":{"y":1}},"plain":5}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec.plain: Invalid value: \"integer\": spec.plain in body must be of type string: \"integer\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        false,
-        r#"{"spec":"str"}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [spec: Invalid value: \"string\": spec in body must be of type object: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        true,
-        r#"{"status":{"count":"many"}}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [status.count: Invalid value: \"string\": count in body must be of type integer: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-    (
-        true,
-        r#"{"status":"x"}"#,
-        Some(
-            "Widget.test.dev \"w\" is invalid: [status: Invalid value: \"string\":  in body must be of type object: \"string\", <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]",
-        ),
-    ),
-];
+/// One merge patch of `widget_patches.yaml`: on the status subresource or not, and the message
+/// of the 422 it earns (`None`: accepted).
+#[derive(serde::Deserialize)]
+struct WidgetPatch {
+    #[serde(default)]
+    status: bool,
+    patch: String,
+    refusal: Option<String>,
+}
+
+/// The checks of the test CRD, one patch each, with kube-apiserver's answers.
+fn widget_patches() -> Vec<WidgetPatch> {
+    let text = include_str!("widget_patches.yaml");
+    let patches: Vec<WidgetPatch> = serde_saphyr::from_str(text).unwrap();
+    // Every row read: none lost to the YAML.
+    assert_eq!(patches.len(), text.matches("\n- patch: ").count());
+    patches
+}
 
 #[tokio::test]
 async fn each_check_refuses_with_the_api_servers_message() {
@@ -282,8 +98,13 @@ async fn each_check_refuses_with_the_api_servers_message() {
     )
     .await;
     assert_eq!(created.code, 201, "{}", created.body);
-    for (status, patch, refusal) in WIDGET_PATCHES {
-        let uri = if *status {
+    for WidgetPatch {
+        status,
+        patch,
+        refusal,
+    } in widget_patches()
+    {
+        let uri = if status {
             format!("{WIDGETS}/w/status")
         } else {
             format!("{WIDGETS}/w")
@@ -291,12 +112,12 @@ async fn each_check_refuses_with_the_api_servers_message() {
         let before = call(&api, Method::GET, &format!("{WIDGETS}/w"), "", "")
             .await
             .body;
-        let answer = call(&api, Method::PATCH, &uri, MERGE, patch).await;
+        let answer = call(&api, Method::PATCH, &uri, MERGE, &patch).await;
         match refusal {
             None => assert_eq!(answer.code, 200, "{patch}: {}", answer.body),
             Some(message) => {
                 assert_eq!(answer.code, 422, "{patch}: {}", answer.body);
-                assert_eq!(answer.body["message"], *message, "{patch}");
+                assert_eq!(answer.body["message"], message, "{patch}");
                 let after = call(&api, Method::GET, &format!("{WIDGETS}/w"), "", "")
                     .await
                     .body;
@@ -312,19 +133,8 @@ async fn each_check_refuses_with_the_api_servers_message() {
 async fn a_refusal_is_the_api_servers_status_with_its_causes() {
     let api = ApiServer::new(Store::new(SimClock::new()), Faults::new(0));
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let crd: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(format!("{root}/deploy/crd/canarydaemonsets.yaml")).unwrap(),
-    )
-    .unwrap();
-    let registered = call(
-        &api,
-        Method::POST,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        "application/json",
-        &crd.to_string(),
-    )
-    .await;
-    assert_eq!(registered.code, 201);
+    let crd = std::fs::read_to_string(format!("{root}/deploy/crd/canarydaemonsets.yaml")).unwrap();
+    register(&api, &crd).await;
     let example =
         std::fs::read_to_string(format!("{root}/deploy/examples/node-agent.yaml")).unwrap();
     let object = example
