@@ -147,6 +147,7 @@ fn observation(u: &mut Unstructured<'_>) -> Result<Observation> {
         // Surge (issue 50) changes only the soak's hold, which has table tests of its own.
         surge: false,
         surge_unsettled_nodes: None,
+        surge_canary_alone: None,
     })
 }
 

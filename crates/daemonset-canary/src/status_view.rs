@@ -8,7 +8,7 @@
 
 mod nodes;
 
-pub use nodes::{NodeRow, node_ledger, render_nodes};
+pub use nodes::{Availability, NodeRow, node_ledger, render_nodes};
 
 use crate::format::{age, count, one_line, printable, progress_bar};
 use canary_kube_adapter::CanaryDaemonSet;

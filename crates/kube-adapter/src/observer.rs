@@ -24,6 +24,22 @@ use canary_state_machine::{
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::mpsc;
 
+/// What a pass learnt of the image pre-pull (issue 50, `spec.prePull`), for the
+/// `PrePullBlocked` condition.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PrePullStanding {
+    /// Nothing learnt this pass (no pre-pull request, or another kind of pass): the condition
+    /// stays as it was.
+    #[default]
+    Unknown,
+    /// No `spec.prePull`: no condition.
+    Off,
+    /// Pre-pull pods were created.
+    Created,
+    /// The API server refused a pre-pull request with 403: its words, cut.
+    Forbidden(String),
+}
+
 /// The typed record of one reconcile pass that changed the status: what the status says after
 /// it, and what the pass did.
 ///
@@ -68,6 +84,8 @@ pub struct Transition {
     /// What someone else changed in the owned DaemonSet, while it differs from what the
     /// controller last wrote (the `Drifted` condition); `None` when it does not.
     pub drift: Option<String>,
+    /// The image pre-pull's standing after this pass (the `PrePullBlocked` condition).
+    pub pre_pull: PrePullStanding,
     /// Hash of the DaemonSet's template and update strategy as stored after the controller's
     /// write in this pass (or adopted as the reference for drift); `None`: unchanged.
     pub template_hash: Option<String>,
@@ -129,6 +147,7 @@ impl Transition {
             observed_generation: None,
             recorded_generation: None,
             drift: None,
+            pre_pull: PrePullStanding::Unknown,
             template_hash: None,
             phase_started_at: at,
             at,

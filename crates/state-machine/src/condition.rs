@@ -8,6 +8,7 @@
 //! | `Degraded` | the rollout failed, the spec cannot be acted on, or pods crash-loop at rest | the [`FailureReason`], `Failed`, `CrashLoopingAtRest`, `AsExpected` |
 //! | `Drifted` | someone else changed the live template | `ChangedOutsideTheController`, `AsDesired` |
 //! | `AnalysisPassing` | the analysis of the last analysed pause step passes | `Analysis` and the verdict (`AnalysisPending`, ...) |
+//! | `PrePullBlocked` | the API server refused the image pre-pull's pods (`spec.prePull`; no `pods: create`): the rollout goes on without it | `Forbidden`, `PodsCreated` |
 //! | `Ready` | the spec's target is rolled out and verified (`successful`, no pod crash-looping) | `RolloutComplete`, else what is missing (below) |
 //! | `Reconciling` | a rollout runs on its own (not held by a gate that needs a person) | the phase's ([`Phase::progressing`]) |
 //! | `Stalled` | the rollout failed, was rolled back, crash-loops at rest, or waits for a person ([`Gate`]) | the [`FailureReason`], `RolledBack`, `CrashLoopingAtRest`, `HeldOnRequest`, `AwaitingPromotion`; `AsExpected` |
@@ -44,11 +45,14 @@ pub enum ConditionType {
     Reconciling,
     /// kstatus: the rollout cannot move on without a person (failed, rolled back, held).
     Stalled,
+    /// The API server refused the image pre-pull's pods (issue 50: no `pods: create`); the
+    /// rollout goes on without pre-pull. Only once `spec.prePull` was refused.
+    PrePullBlocked,
 }
 
 impl ConditionType {
     /// Every condition type, in the order a status lists them.
-    pub const ALL: [ConditionType; 8] = [
+    pub const ALL: [ConditionType; 9] = [
         ConditionType::Progressing,
         ConditionType::Available,
         ConditionType::Degraded,
@@ -57,6 +61,7 @@ impl ConditionType {
         ConditionType::Ready,
         ConditionType::Reconciling,
         ConditionType::Stalled,
+        ConditionType::PrePullBlocked,
     ];
 
     /// The stable name (`"Progressing"`, ...).
@@ -70,6 +75,7 @@ impl ConditionType {
             ConditionType::Ready => "Ready",
             ConditionType::Reconciling => "Reconciling",
             ConditionType::Stalled => "Stalled",
+            ConditionType::PrePullBlocked => "PrePullBlocked",
         }
     }
 }
@@ -124,6 +130,10 @@ pub enum ConditionReason {
     /// No phase yet: `spec.workloadRef` names a DaemonSet that does not exist (yet); the
     /// rollout begins when its owner creates it ([`awaiting_workload`]).
     WaitingForDaemonSet,
+    /// `PrePullBlocked`: the API server answered 403 to a pre-pull request.
+    Forbidden,
+    /// `PrePullBlocked`: pre-pull pods were created again.
+    PodsCreated,
 }
 
 impl ConditionReason {
@@ -150,6 +160,8 @@ impl ConditionReason {
             ConditionReason::HeldOnRequest => "HeldOnRequest",
             ConditionReason::AwaitingPromotion => "AwaitingPromotion",
             ConditionReason::WaitingForDaemonSet => "WaitingForDaemonSet",
+            ConditionReason::Forbidden => "Forbidden",
+            ConditionReason::PodsCreated => "PodsCreated",
         }
     }
 }
@@ -372,7 +384,8 @@ mod tests {
                 "AnalysisPassing",
                 "Ready",
                 "Reconciling",
-                "Stalled"
+                "Stalled",
+                "PrePullBlocked"
             ]
         );
         assert_eq!(

@@ -447,7 +447,10 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     // joined after the last replacement, a pod restarting): a wider maxUnavailable would
     // replace nothing, and would cost two writes, the widen and its revert (soak seed
     // 34003139: a node added just after the finish write widened a finished rollout again).
-    let old_pods_left = observation.updated_pods < desired;
+    // With surge the surged pods count as updated beside the old ones they replace: an old
+    // pod left is the sign (2 nodes: the canary's handover surges the other at once).
+    let old_pods_left =
+        observation.updated_pods < desired || (observation.surge && observation.old_pods > 0);
     if old_pods_left
         && observation
             .live_max_unavailable
@@ -623,7 +626,7 @@ fn stop_replacing(mut failure: Decision, observation: &Observation) -> Decision 
 /// when nothing holds the widen.
 fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision> {
     let old_pods_left = observation.updated_pods > 0
-        && observation.updated_pods < observation.desired_pods
+        && (observation.updated_pods < observation.desired_pods || observation.surge)
         && observation.old_pods > 0
         && observation
             .live_max_unavailable
@@ -644,12 +647,16 @@ fn soak_held(strategy: &Strategy, observation: &Observation) -> Option<Decision>
     if decision.phase == Phase::Failed {
         return Some(decision);
     }
-    // With surge (issue 50) the soak does not hold the DaemonSet controller: under `OnDelete`
-    // it deletes the younger of two pods on a node, the new one, which is the canary itself
-    // while it soaks beside its old pod, and the only ready one on a node whose old pod is
-    // crash-looping (a rollback; simulation seed 2 with surge). The widen waits all the same;
-    // meanwhile the DaemonSet controller goes on one surged node at a time, none taken down.
-    if observation.surge && !observation.live_on_hold {
+    // With surge (issue 50) the soak holds the DaemonSet controller only once the canary has
+    // its node to itself: under `OnDelete` it deletes the younger of two pods on a node, the
+    // new one, which is the canary itself while it soaks beside its old pod. Once that old
+    // pod is gone, the nodes then surging lose only their new pod and keep the old, ready one
+    // (a node whose oldest pod is not ready waits: `hold_once_surges_settle`). Until then the
+    // widen waits, and the DaemonSet controller may only surge the canary's node.
+    if observation.surge
+        && !observation.live_on_hold
+        && observation.surge_canary_alone != Some(true)
+    {
         return Some(Decision {
             action: MaxUnavailableAction {
                 wake_after: soak.and_then(soak_left),

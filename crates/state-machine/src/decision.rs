@@ -143,6 +143,10 @@ pub mod event_reason {
     /// Warning: the pods beside the agent on updated nodes were disrupted after their update
     /// (the neighbours gate); the rollout fails, or holds with `onUnhealthy: Hold`.
     pub const NEIGHBOURS_DISRUPTED: &str = "NeighboursDisrupted";
+    /// Warning: the API server refused the image pre-pull's pods (no `pods: create`); the
+    /// rollout goes on without pre-pull. Once each time the `PrePullBlocked` condition turns
+    /// true (issue 50), not every pass.
+    pub const PRE_PULL_BLOCKED: &str = "PrePullBlocked";
 }
 
 /// An event to record on the DaemonSet.

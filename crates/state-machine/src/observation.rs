@@ -85,9 +85,17 @@ pub struct Observation {
     /// while `maxUnavailable` is 0: the step value either way).
     pub live_max_unavailable: LiveMaxUnavailable,
     /// The DaemonSet replaces pods by surge (`spec.strategy.surge`, issue 50): a new pod starts
-    /// beside the old one, and the canary soak writes no hold (`OnDelete`, under which the
-    /// DaemonSet controller deletes the younger of two pods on a node: the new one).
+    /// beside the old one, and the canary soak writes its hold (`OnDelete`, under which the
+    /// DaemonSet controller deletes the younger of two pods on a node: the new one) only once
+    /// the canary has its node to itself ([`surge_canary_alone`](Self::surge_canary_alone)).
     pub surge: bool,
+    /// With [`surge`](Self::surge), while the canary soaks: the canary's pod (the oldest
+    /// updated pod) is the only live pod of its node, the DaemonSet controller having deleted
+    /// the old one beside it once the canary was available (issue 50). Only then does the
+    /// soak's `OnDelete` keep the canary; the nodes surging meanwhile lose their new pod and
+    /// keep their old one. `None` when not counted (the caller walks the pods only during a
+    /// surge soak).
+    pub surge_canary_alone: Option<bool>,
     /// With [`surge`](Self::surge): the nodes where a hold's `OnDelete` would keep a pod that
     /// is not ready and delete a younger one (issue 50). Without surge the DaemonSet controller
     /// keeps only the oldest pod of a node; while surging it deletes an old pod that is not
@@ -156,6 +164,7 @@ impl Default for Observation {
             live_max_unavailable: LiveMaxUnavailable::Unset,
             surge: false,
             surge_unsettled_nodes: None,
+            surge_canary_alone: None,
             rollout_observed: true,
             daemon_set_rolled_out: false,
             drift: None,

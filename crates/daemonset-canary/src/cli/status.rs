@@ -246,7 +246,21 @@ async fn ledger(
             tracing::warn!("cannot read the rollout history: {error:#}");
             Vec::new()
         });
+    let availability = status_view::Availability {
+        min_ready_seconds: daemon_set
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.min_ready_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .unwrap_or(0),
+        now: k8s_openapi::jiff::Timestamp::now(),
+    };
     Ok(status_view::node_ledger(
-        cds, &pods, &revisions, &nodes, &history,
+        cds,
+        &pods,
+        &revisions,
+        &nodes,
+        &history,
+        availability,
     ))
 }

@@ -10,7 +10,7 @@ use canary_kube_adapter::CanaryDaemonSet;
 use canary_kube_adapter::desired::target_of;
 use canary_kube_adapter::history::Entry;
 use canary_predicates::{
-    AnnotationKeys, current_revision_hash, node_health, pod_is_ready, pod_is_terminating,
+    AnnotationKeys, PodSummary, current_revision_hash, node_health, pod_is_terminating,
     pod_revision_hash, pod_runs_revision,
 };
 use canary_state_machine::{NodeHealth, NodeStanding};
@@ -19,6 +19,16 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// What makes an updated pod available in the ledger: the DaemonSet's `minReadySeconds` and
+/// the time of the view.
+#[derive(Debug, Clone, Copy)]
+pub struct Availability {
+    /// The DaemonSet's `minReadySeconds` (0 when unset).
+    pub min_ready_seconds: u64,
+    /// Now, as the view is rendered.
+    pub now: Timestamp,
+}
 
 /// One node of the ledger `status NAME --nodes` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +60,7 @@ pub fn node_ledger(
     revisions: &[ControllerRevision],
     nodes: &[Node],
     history: &[Entry],
+    availability: Availability,
 ) -> Vec<NodeRow> {
     let status = cds.status.clone().unwrap_or_default();
     let target = status
@@ -122,15 +133,23 @@ pub fn node_ledger(
                 note.push_str(" after its update");
                 (NodeStanding::Unhealthy, note)
             } else if updated {
-                let ready = pod.is_some_and(pod_is_ready);
-                let mut note = health_note(health);
-                if !ready {
-                    note = [note.as_str(), "not ready"]
-                        .into_iter()
-                        .filter(|part| !part.is_empty())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                }
+                // Available as the DaemonSet counts it (`minReadySeconds`, issue 50; the one
+                // definition: `PodSummary::available_in`), as the controller counts it.
+                let available_in = pod.and_then(|pod| {
+                    PodSummary::of(pod)
+                        .available_in(availability.min_ready_seconds, availability.now.as_second())
+                });
+                let waiting = match available_in {
+                    None => Some("not ready".to_owned()),
+                    Some(0) => None,
+                    Some(left) => Some(format!("ready, available in {left}s (minReadySeconds)")),
+                };
+                let note = [Some(health_note(health)), waiting]
+                    .into_iter()
+                    .flatten()
+                    .filter(|part| !part.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 (NodeStanding::Updated, note)
             } else if let Some(reason) = deferral {
                 (NodeStanding::Deferred, reason)

@@ -412,7 +412,17 @@ fn the_node_ledger_reads_each_nodes_revision_and_state() {
         finished: None,
     };
     let history = [entry(3, "v1"), entry(8, "v1"), entry(9, "v2")];
-    let rows = node_ledger(&cds, &pods, &revisions, &nodes, &history);
+    let rows = node_ledger(
+        &cds,
+        &pods,
+        &revisions,
+        &nodes,
+        &history,
+        Availability {
+            min_ready_seconds: 0,
+            now: at(200),
+        },
+    );
     let got: Vec<(&str, &str, &str, &str)> = rows
         .iter()
         .map(|r| {
@@ -522,4 +532,51 @@ fn the_wide_list_adds_the_driver_the_daemon_set_and_the_kstatus_verdict() {
     let later = render_table(std::slice::from_ref(&one), false, false, false, at(90));
     assert_eq!(later.lines().count(), 1, "{later}");
     assert!(later.starts_with("node-agent "), "{later}");
+}
+
+/// Under the DaemonSet's `minReadySeconds` (issue 50) an updated pod ready for less than that
+/// is not available yet, as the controller counts it (`PodSummary::available_in`): the ledger
+/// says how long is left, and nothing once it is available.
+#[test]
+fn the_node_ledger_says_when_an_updated_pod_becomes_available() {
+    let mut cds = cds();
+    cds.status.get_or_insert_default().target_revision = Some("new".into());
+    let mut ready_pod = pod("n0", "new", 90, true);
+    ready_pod
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .get_or_insert_default()
+        .push(k8s_openapi::api::core::v1::PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(at(100))),
+            ..Default::default()
+        });
+    let pods = [ready_pod, pod("n1", "new", 90, false)];
+    let revisions = [revision(1, "old"), revision(2, "new")];
+    let nodes = [node("n0", true, false), node("n1", true, false)];
+    let notes = |now: i64, min_ready_seconds: u64| -> Vec<String> {
+        node_ledger(
+            &cds,
+            &pods,
+            &revisions,
+            &nodes,
+            &[],
+            Availability {
+                min_ready_seconds,
+                now: at(now),
+            },
+        )
+        .into_iter()
+        .map(|row| row.note)
+        .collect()
+    };
+    assert_eq!(
+        notes(110, 30),
+        ["ready, available in 20s (minReadySeconds)", "not ready"]
+    );
+    assert_eq!(notes(130, 30), ["", "not ready"]);
+    assert_eq!(notes(110, 0), ["", "not ready"]);
 }

@@ -1,8 +1,10 @@
 //! Availability during a rollout (issue 50) on the real control plane, with the real
 //! controller and kube-controller-manager's DaemonSet controller doing the replacing:
 //!
-//! - Surge (`spec.strategy.surge: true`, no canary soak): the DaemonSet is written
-//!   `maxUnavailable: 0` with `maxSurge: 1` for the canary, then `10%` once it is ready; the DaemonSet controller starts each new pod
+//! - Surge (`spec.strategy.surge: true`, a 15 s canary soak): the DaemonSet is written
+//!   `maxUnavailable: 0` with `maxSurge: 1` for the canary, put on `OnDelete` for the soak once
+//!   the canary's node has lost its old pod, so that no other node is replaced during the soak,
+//!   then `10%` once it has soaked; the DaemonSet controller starts each new pod
 //!   beside the old one (a node is seen with two live pods), and at no poll (every 200 ms) is
 //!   a node without a ready agent pod, although every new pod takes its start delay, a 3 s
 //!   image pull (`sim.canary.daemonset.dev/pull`, played by `daemonset-canary sim kwok`) and
@@ -72,12 +74,12 @@ fn creation_to_ready(pod: &Pod) -> Option<i64> {
 #[ignore = "needs `cargo xtask e2e`"]
 async fn surge_on_the_real_daemon_set_controller_leaves_no_node_without_a_ready_agent() {
     let e2e = E2e::isolated("surge").nodes(4).start().await;
-    // No canary soak: with surge the soak holds only the widen, not the DaemonSet controller,
-    // which goes on surging one node at a time meanwhile (state-machine `soak_held`): on four
-    // nodes a soak would outlast the whole rollout, and no widen would be written.
+    // A canary soak that outlasts several nodes' surge: the soak's `OnDelete` (written once the
+    // canary has its node to itself) must keep every other node on its old pod until the widen
+    // (by hand, 6 nodes, 15 s soak: before the hold every node was replaced inside the soak).
     let surged = |version: &str| {
         with_strategy(
-            agent(&e2e, version, "3s", "0s"),
+            agent(&e2e, version, "3s", "15s"),
             serde_json::json!({"surge": true}),
         )
     };
@@ -92,6 +94,9 @@ async fn surge_on_the_real_daemon_set_controller_leaves_no_node_without_a_ready_
     let (mut polls, mut unserved_polls) = (0, Vec::new());
     let mut doubled_nodes = BTreeSet::new();
     let (mut surges, mut least_unavailable) = (BTreeSet::new(), i32::MAX);
+    // The nodes replaced (a ready v2 pod, no other live pod) before the widen's `10%`, and
+    // whether the soak's `OnDelete` was seen.
+    let (mut replaced_in_soak, mut held) = (Vec::<String>::new(), false);
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let pods = e2e.pods().await;
@@ -113,12 +118,25 @@ async fn surge_on_the_real_daemon_set_controller_leaves_no_node_without_a_ready_
             *per_node.entry(node).or_default() += 1;
         }
         doubled_nodes.extend(per_node.into_iter().filter(|(_, n)| *n > 1).map(|(n, _)| n));
-        if let Some(rolling) = e2e
-            .daemon_set()
-            .await
-            .spec
-            .and_then(|s| s.update_strategy?.rolling_update)
-        {
+        let strategy = e2e.daemon_set().await.spec.and_then(|s| s.update_strategy);
+        held |= strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("OnDelete");
+        if !surges.contains("10%") {
+            let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+            for pod in &live {
+                if let Some(node) = node_of(pod) {
+                    by_node.entry(node).or_default().push(pod);
+                }
+            }
+            for (node, pods) in by_node {
+                let only_new = pods
+                    .iter()
+                    .all(|p| crate::harness::version_of(p) == "v2" && ready(p));
+                if only_new && !replaced_in_soak.contains(&node) {
+                    replaced_in_soak.push(node);
+                }
+            }
+        }
+        if let Some(rolling) = strategy.and_then(|s| s.rolling_update) {
             if let Some(surge) = rolling.max_surge {
                 surges.insert(match surge {
                     IntOrString::Int(n) => n.to_string(),
@@ -156,6 +174,12 @@ async fn surge_on_the_real_daemon_set_controller_leaves_no_node_without_a_ready_
         "every node's new pod started beside its old one"
     );
     assert_eq!(least_unavailable, 0, "maxUnavailable 0 throughout");
+    assert!(held, "the soak held the DaemonSet controller (OnDelete)");
+    assert_eq!(
+        replaced_in_soak.len(),
+        1,
+        "only the canary's node replaced before the widen: {replaced_in_soak:?}"
+    );
     assert!(
         surges.contains("1") && surges.contains("10%"),
         "the canary's maxSurge 1, then 10%: {surges:?}"
@@ -164,7 +188,9 @@ async fn surge_on_the_real_daemon_set_controller_leaves_no_node_without_a_ready_
         e2e.version_counts().await,
         [("v2".into(), nodes.len())].into()
     );
-    eprintln!("surge: successful {took:?} after the update, {polls} polls, no gap");
+    eprintln!(
+        "surge: successful {took:?} after the update, {polls} polls, no gap, replaced before the widen: {replaced_in_soak:?}"
+    );
 }
 
 /// `pods: create` for the controller's ServiceAccount in the scenario's namespace alone, as

@@ -29,6 +29,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 #[path = "node_breakage.rs"]
 mod node_breakage;
+#[path = "surge_soak.rs"]
+mod surge_soak;
 
 /// What the harness has asked for so far, shared with the checker.
 #[derive(Debug, Default)]
@@ -125,6 +127,8 @@ pub struct Checker {
     breakage: node_breakage::NodeBreakage,
     /// Invariant 35 (image pre-pull), when the scenario pre-pulls.
     pre_pull: Option<PrePullCheck>,
+    /// Invariant 36's memory (the surge canary).
+    surge_soak: surge_soak::SurgeSoak,
 }
 
 /// Invariant 11, between a deletion and the status write that tells its step.
@@ -238,6 +242,7 @@ impl Checker {
             desired_drops: Vec::new(),
             breakage: node_breakage::NodeBreakage::default(),
             pre_pull: None,
+            surge_soak: surge_soak::SurgeSoak::default(),
         }
     }
 
@@ -466,6 +471,7 @@ impl Checker {
             if self.available(previous.ready_since) {
                 self.check_budget(&pod);
                 self.check_surge(&pod);
+                self.check_surge_soak(&pod);
             }
             self.check_no_deletion_after_failed_analysis(&pod);
             if let Some(node) = node_of(&pod) {
@@ -608,6 +614,58 @@ impl Checker {
         }
     }
 
+    /// Invariant 36 at a pod taken down ([`surge_soak`]): a surge handover at the canary's
+    /// step (`maxUnavailable: 0`, `maxSurge: 1`) on a Ready node.
+    fn check_surge_soak(&mut self, pod: &Pod) {
+        if !self.surge {
+            return;
+        }
+        let Some(ds) = &self.ds else { return };
+        let target = ds_target(ds);
+        let Some(node) = node_of(pod) else { return };
+        if pod_target(pod) == target || !self.nodes.get(node).is_some_and(|(n, _)| node_is_ready(n))
+        {
+            return;
+        }
+        let strategy = ds.spec.as_ref().and_then(|s| s.update_strategy.as_ref());
+        let rolling = strategy
+            .filter(|s| s.type_.as_deref() != Some("OnDelete"))
+            .and_then(|s| s.rolling_update.as_ref());
+        let canary_step = rolling.is_some_and(|r| {
+            matches!(r.max_unavailable, Some(IntOrString::Int(0)))
+                && matches!(r.max_surge, Some(IntOrString::Int(1)))
+        });
+        let new_pod = self.pods.iter().find_map(|(name, state)| {
+            (node_of(&state.pod) == Some(node)
+                && pod_is_ready(&state.pod)
+                && !terminating(&state.pod)
+                && pod_target(&state.pod) == target)
+                .then_some(name.as_str())
+        });
+        let Some(new_pod) = new_pod.filter(|_| canary_step) else {
+            return;
+        };
+        let min_ready_seconds = ds
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.min_ready_seconds)
+            .unwrap_or(0);
+        let pods = &self.pods;
+        let canary_ready_since = |name: &str| pods.get(name).map(|state| state.ready_since);
+        self.surge_soak.on_handover(
+            &self.world,
+            self.world.now(),
+            &surge_soak::Handover {
+                target: &target,
+                pod,
+                new_pod,
+                canary_ready_since: &canary_ready_since,
+                min_ready_seconds: f64::from(min_ready_seconds),
+                stale: self.stale,
+            },
+        );
+    }
+
     /// Whether `node` has a ready, non-terminating pod of ours other than `pod` (which is being
     /// taken down).
     fn node_keeps_a_ready_pod(&self, node: &str, pod: &Pod) -> bool {
@@ -628,6 +686,7 @@ impl Checker {
         let Some(ds) = decode::<DaemonSet>(&event.object) else {
             return;
         };
+        self.surge_soak.on_target(&ds_target(&ds));
         let desired_before = self.desired();
         let previous = self.ds.replace(ds.clone());
         if self.desired() < desired_before {
@@ -922,6 +981,8 @@ impl Checker {
             .and_then(|s| s.phase_name().map(str::to_owned));
         if event.kind != EventKind::Deleted {
             self.history = cds.status.as_ref().and_then(|s| s.history.clone());
+            self.surge_soak
+                .on_status(self.world.now(), cds.status.as_ref());
         }
         if self.pods_plan.is_some() && event.kind != EventKind::Deleted {
             self.on_pods_status(&cds, phase.as_deref());

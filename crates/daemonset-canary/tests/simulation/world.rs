@@ -183,6 +183,9 @@ pub enum Invariant {
     ///     `spec.prePull.maxConcurrent`; each the CanaryDaemonSet's alone (never adopted, none
     ///     of the agent's labels); none left once the rollout is at rest.
     PrePullBoundedAndCleanedUp,
+    /// 36. The surge canary's soak (issue 50): with `spec.strategy.surge`, no node but the
+    ///     canary's is replaced before the canary has soaked (`checker/surge_soak.rs`).
+    SurgeSoakHoldsTheDaemonSet,
 }
 
 impl Invariant {
@@ -226,6 +229,7 @@ impl Invariant {
             Invariant::NodeBreakageStopsTheRelease => "33 node-breakage-stops-the-release",
             Invariant::SurgeKeepsAnAgentOnEveryNode => "34 surge-keeps-an-agent-on-every-node",
             Invariant::PrePullBoundedAndCleanedUp => "35 pre-pull-bounded-and-cleaned-up",
+            Invariant::SurgeSoakHoldsTheDaemonSet => "36 surge-soak-holds-the-daemon-set",
         }
     }
 }

@@ -108,6 +108,18 @@ impl Driver for Steer {
             }
             self.observation.live_max_unavailable = live_step_value(live, true);
             self.observation.surge = true;
+            // The soak's hold waits for the canary to have its node to itself: walked only
+            // while the canary may soak (some pods updated, some old, not on hold yet).
+            let observed = &self.observation;
+            if !observed.live_on_hold && observed.updated_pods > 0 && observed.old_pods > 0 {
+                let group = pod_group(&pass.namespace, &pass.ds_name);
+                let alone = pass.ctx.caches.pods.with_group(&group, |pods| {
+                    surge_canary_alone(pods.filter_map(|pod| {
+                        rule.count_of(&**pod).map(|count| (&**pod, count.updated))
+                    }))
+                });
+                self.observation.surge_canary_alone = Some(alone);
+            }
         }
         let own_uid = live.metadata.uid.as_deref().unwrap_or_default();
         let min_ready = Duration::from_secs(super::pods::min_ready_seconds(live));
@@ -381,7 +393,8 @@ impl Pass<'_> {
         // Ready times are walked only while it may.
         let may_soak = !soak.is_zero()
             && observation.updated_ready_pods > 0
-            && observation.updated_pods < observation.desired_pods
+            // With surge the surged pods count as updated beside the old ones.
+            && (observation.updated_pods < observation.desired_pods || observation.surge)
             && observation.old_pods > 0
             && observation
                 .live_max_unavailable
@@ -498,6 +511,31 @@ fn surge_unsettled_nodes<'p>(pods: impl Iterator<Item = &'p PodSummary>) -> u32 
         .filter(|(count, (_, _, ready))| *count > 1 && !ready)
         .count();
     u32::try_from(unsettled).unwrap_or(u32::MAX)
+}
+
+/// Whether the surge canary has its node to itself ([`Observation::surge_canary_alone`]): the
+/// oldest live updated pod (by creation, then name: the canary, created first) has no other
+/// live pod of the DaemonSet beside it. `pods` pairs each counted pod with whether it is
+/// updated; terminating pods are gone already as far as `OnDelete` is concerned. `false`
+/// while no updated pod is live.
+fn surge_canary_alone<'p>(pods: impl Iterator<Item = (&'p PodSummary, bool)>) -> bool {
+    let live: Vec<(&PodSummary, bool)> = pods.filter(|(pod, _)| !pod.is_terminating()).collect();
+    let canary = live
+        .iter()
+        .filter(|(_, updated)| *updated)
+        .filter_map(|(pod, _)| {
+            Some((
+                pod.created().unwrap_or(i64::MIN),
+                pod.name(),
+                pod.node_name()?,
+            ))
+        })
+        .min();
+    canary.is_some_and(|(_, name, node)| {
+        !live
+            .iter()
+            .any(|(pod, _)| pod.name() != name && pod.node_name() == Some(node))
+    })
 }
 
 /// The first `hostPort` a container (or init container) of `ds`'s pod template asks for,
@@ -619,6 +657,75 @@ mod tests {
         ];
         for (name, pods, unsettled) in rows {
             assert_eq!(surge_unsettled_nodes(pods.iter()), unsettled, "{name}");
+        }
+    }
+
+    /// The surge canary has its node to itself once no other live pod is beside it: the
+    /// canary is the oldest live updated pod. Each row names its case.
+    #[test]
+    fn the_surge_canary_is_alone_once_its_old_pod_is_gone() {
+        let (old, canary, later) = (
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:01:00Z",
+            "2026-01-01T00:02:00Z",
+        );
+        // (case, the pods with whether each is updated, alone)
+        type Row = (&'static str, Vec<(PodSummary, bool)>, bool);
+        let rows: [Row; 6] = [
+            (
+                "no updated pod",
+                vec![(pod("a", "n1", old, true, false), false)],
+                false,
+            ),
+            (
+                "the canary beside its old pod",
+                vec![
+                    (pod("a", "n1", old, true, false), false),
+                    (pod("b", "n1", canary, true, false), true),
+                ],
+                false,
+            ),
+            (
+                "the old pod terminating: alone",
+                vec![
+                    (pod("a", "n1", old, true, true), false),
+                    (pod("b", "n1", canary, true, false), true),
+                ],
+                true,
+            ),
+            (
+                "alone, the next node surging beside its old pod",
+                vec![
+                    (pod("b", "n1", canary, true, false), true),
+                    (pod("c", "n2", old, true, false), false),
+                    (pod("d", "n2", later, false, false), true),
+                ],
+                true,
+            ),
+            (
+                "a younger updated pod alone (a node that joined) is not the canary",
+                vec![
+                    (pod("a", "n1", old, true, false), false),
+                    (pod("b", "n1", canary, true, false), true),
+                    (pod("e", "n3", later, true, false), true),
+                ],
+                false,
+            ),
+            (
+                "the canary terminating: the next oldest updated pod is the canary",
+                vec![
+                    (pod("b", "n1", canary, true, true), true),
+                    (pod("e", "n3", later, true, false), true),
+                ],
+                true,
+            ),
+        ];
+        for (name, pods, alone) in rows {
+            assert_eq!(
+                surge_canary_alone(pods.iter().map(|(pod, updated)| (pod, *updated))),
+                alone,
+                "{name}"
+            );
         }
     }
 

@@ -23,7 +23,9 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use canary_predicates::{PodFacts, pod_is_ready, pod_is_terminating};
-use canary_state_machine::{Decision, DriftSeen, DriverAction, WriteKind, event_reason};
+use canary_state_machine::{
+    ConditionType, Decision, DriftSeen, DriverAction, WriteKind, event_reason,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -48,7 +50,7 @@ use crate::desired::{
     ON_DELETE, ROLLING_UPDATE, live_template_hash, set_max_unavailable, with_strategy_type,
 };
 use crate::meta::object_meta_modified;
-use crate::observer::{Transition, WriteOutcome};
+use crate::observer::{PrePullStanding, Transition, WriteOutcome};
 use canary_predicates::available_pods;
 
 /// The pause mark's value when the health gates set it (`onUnhealthy: Hold`, issue 46).
@@ -255,12 +257,16 @@ impl Pass<'_> {
         let wanted = plan
             .pre_pull
             .and_then(|_| driver.pre_pull_nodes(self, plan, &decision));
-        let pulling = self
+        let pre_pull = self
             .pre_pull(plan, desired.as_ref().unwrap_or(live), wanted)
             .await;
+        record.pre_pull = pre_pull.standing.clone();
+        let pulling = pre_pull.recheck;
 
         // Record.
         let series = driver.series(&decision, &record);
+        self.tell_pre_pull_blocked(&pre_pull.standing, &series)
+            .await;
         let action = self
             .record_pass(
                 record,
@@ -278,6 +284,27 @@ impl Pass<'_> {
             // The rest of the work, decided again from what the cluster and the object say now.
             Acted { again: true, .. } => Ok(Action::requeue(Duration::ZERO)),
             Acted { .. } => Ok(action),
+        }
+    }
+
+    /// The Warning of a pre-pull refused for want of permission (issue 50), once each time
+    /// the `PrePullBlocked` condition turns true: not on every pass that is refused again.
+    async fn tell_pre_pull_blocked(&self, standing: &PrePullStanding, series: &Series) {
+        let PrePullStanding::Forbidden(message) = standing else {
+            return;
+        };
+        let blocked_already = self.status.as_ref().is_some_and(|status| {
+            crate::status::condition_is(status, ConditionType::PrePullBlocked, true)
+        });
+        if !blocked_already {
+            self.publish(
+                KubeEventType::Warning,
+                event_reason::PRE_PULL_BLOCKED,
+                message.clone(),
+                false,
+                &series.pass,
+            )
+            .await;
         }
     }
 

@@ -24,12 +24,15 @@
 //! what a predecessor left), and plans with [`plan_pre_pull`]: at most `maxConcurrent`
 //! pulling at once, a finished pod kept as the record of its node until the window ends, all
 //! of them deleted then. Pre-pull is best effort: a refused request is logged and retried by
-//! the next pass, and never fails, holds or delays the rollout.
+//! the next pass, and never fails, holds or delays the rollout. A refusal for want of
+//! permission (403: the install grants no `pods: create` unless asked, docs/operations.md)
+//! is also the `PrePullBlocked` condition and one Warning event each time it turns true
+//! ([`PrePullOutcome`]): a log line alone would go unseen.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use canary_state_machine::{PrePullPod, plan_pre_pull};
+use canary_state_machine::{OUTSIDE_TEXT_BYTES, PrePullPod, cut, plan_pre_pull};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -41,6 +44,7 @@ use tracing::{debug, info, warn};
 use super::plan::Plan;
 use super::{Pass, describe_api_error};
 use crate::Error;
+use crate::observer::PrePullStanding;
 
 /// The label of a pre-pull pod: the name of the CanaryDaemonSet it pulls for.
 pub const PRE_PULL_LABEL: &str = "canary.daemonset.dev/pre-pull";
@@ -62,17 +66,42 @@ const SIM_PULL_ANNOTATION: &str = "sim.canary.daemonset.dev/pull";
 /// changes trigger no pass: the pod watch only sees the DaemonSet's own pods).
 pub(super) const PRE_PULL_RECHECK: Duration = Duration::from_secs(5);
 
+/// What a pass's pre-pull did ([`Pass::pre_pull`]).
+#[derive(Debug, Default)]
+pub(super) struct PrePullOutcome {
+    /// Come back soon: pods are still pulling, or a request failed (not for want of
+    /// permission: that is not fixed within seconds, the usual requeue tries again).
+    pub recheck: bool,
+    /// For the `PrePullBlocked` condition.
+    pub standing: PrePullStanding,
+}
+
 impl Pass<'_> {
     /// Brings the pre-pull pods in line with `wanted` (the nodes to pre-pull, `None` outside
-    /// a window) for the images of `template_of`: creates and deletes them. Returns whether
-    /// the pass should come back soon: some are still pulling, or a request failed. Best
-    /// effort: errors are logged, never returned.
+    /// a window) for the images of `template_of`: creates and deletes them. Best effort:
+    /// errors are logged and told in the outcome, never returned.
     pub(super) async fn pre_pull(
         &self,
         plan: &Plan,
         template_of: &DaemonSet,
         wanted: Option<Vec<String>>,
-    ) -> bool {
+    ) -> PrePullOutcome {
+        let outcome = self.pre_pull_pods(plan, template_of, wanted).await;
+        match plan.pre_pull {
+            None => PrePullOutcome {
+                standing: PrePullStanding::Off,
+                ..outcome
+            },
+            Some(_) => outcome,
+        }
+    }
+
+    async fn pre_pull_pods(
+        &self,
+        plan: &Plan,
+        template_of: &DaemonSet,
+        wanted: Option<Vec<String>>,
+    ) -> PrePullOutcome {
         let window = plan.pre_pull.and(wanted);
         // Outside a window, a list only while pods may be left: once per term with pre-pull
         // on (a predecessor's leftovers), after this term created some otherwise.
@@ -82,14 +111,40 @@ impl Pass<'_> {
             None => plan.pre_pull.is_some(),
         };
         if window.is_none() && !may_be_left {
-            return false;
+            return PrePullOutcome::default();
         }
         match self.sync_pre_pull(plan, template_of, window).await {
-            Ok(pulling) => pulling,
-            // Back soon rather than at the next resync: pods left pulling or to clean up.
+            Ok((pulling, created)) => PrePullOutcome {
+                recheck: pulling,
+                standing: if created {
+                    PrePullStanding::Created
+                } else {
+                    PrePullStanding::Unknown
+                },
+            },
             Err(error) => {
-                warn!(namespace = %self.namespace, name = %self.cds.name_any(), error = %describe_api_error(&error), "image pre-pull: the next pass tries again");
-                true
+                let described = describe_api_error(&error);
+                let forbidden =
+                    matches!(&error, Error::Kube(kube::Error::Api(status)) if status.code == 403);
+                warn!(namespace = %self.namespace, name = %self.cds.name_any(), error = %described, forbidden, "image pre-pull: the next pass tries again");
+                if forbidden {
+                    let message = format!(
+                        "image pre-pull refused, the rollout goes on without it (grant pods: create in this namespace, docs/operations.md): {described}"
+                    );
+                    PrePullOutcome {
+                        recheck: false,
+                        standing: PrePullStanding::Forbidden(
+                            cut(&message, OUTSIDE_TEXT_BYTES).into_owned(),
+                        ),
+                    }
+                } else {
+                    // Back soon rather than at the next resync: pods left pulling or to
+                    // clean up.
+                    PrePullOutcome {
+                        recheck: true,
+                        standing: PrePullStanding::Unknown,
+                    }
+                }
             }
         }
     }
@@ -99,7 +154,7 @@ impl Pass<'_> {
         plan: &Plan,
         template_of: &DaemonSet,
         window: Option<Vec<String>>,
-    ) -> Result<bool, Error> {
+    ) -> Result<(bool, bool), Error> {
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
         let name = self.cds.name_any();
         let listed = api
@@ -160,7 +215,7 @@ impl Pass<'_> {
         if window.is_none() && pre_pull.delete.len() == existing.len() {
             self.ctx.memory.pre_pull_cleared(self.cds);
         }
-        Ok(pre_pull.pulling > 0)
+        Ok((pre_pull.pulling > 0, !pre_pull.create.is_empty()))
     }
 
     /// The pre-pull pod of `node`: `images` as containers that never run, pinned to the node.

@@ -1,5 +1,5 @@
 //! The conditions of a status after a pass: `Progressing`, `Available`, `Degraded`,
-//! `Drifted`, `AnalysisPassing`, and kstatus' `Ready`, `Reconciling` and `Stalled`; a
+//! `Drifted`, `AnalysisPassing`, `PrePullBlocked`, and kstatus' `Ready`, `Reconciling` and `Stalled`; a
 //! condition's `lastTransitionTime` moves only when its status flips.
 
 use canary_state_machine::{
@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd::{AnalysisStatus, CanaryDaemonSetStatus};
-use crate::observer::Transition;
+use crate::observer::{PrePullStanding, Transition};
 
 /// The conditions after a pass: `Progressing`, `Available` and `Degraded` always, `Drifted`
 /// once a drift was seen, `AnalysisPassing` with an analysis, and kstatus' `Ready`,
@@ -112,6 +112,35 @@ pub(super) fn conditions(
                 now,
             );
         }
+    }
+    // Only once pre-pull was refused (issue 50), and never without `spec.prePull`.
+    let blocked_before = conditions
+        .iter()
+        .any(|c| c.type_ == ConditionType::PrePullBlocked.as_str());
+    match &pass.pre_pull {
+        PrePullStanding::Off => {
+            conditions.retain(|c| c.type_ != ConditionType::PrePullBlocked.as_str());
+        }
+        PrePullStanding::Unknown => {}
+        PrePullStanding::Created if !blocked_before => {}
+        PrePullStanding::Created => set_condition(
+            &mut conditions,
+            ConditionType::PrePullBlocked.as_str(),
+            false,
+            ConditionReason::PodsCreated.as_str(),
+            None,
+            pass.observed_generation,
+            now,
+        ),
+        PrePullStanding::Forbidden(message) => set_condition(
+            &mut conditions,
+            ConditionType::PrePullBlocked.as_str(),
+            true,
+            ConditionReason::Forbidden.as_str(),
+            Some(message.clone()),
+            pass.observed_generation,
+            now,
+        ),
     }
     conditions
 }

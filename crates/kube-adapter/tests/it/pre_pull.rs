@@ -176,3 +176,85 @@ fn pre_pull_is_off_unless_asked() {
         json!({"maxConcurrent": 3})
     );
 }
+
+/// Without `pods: create` (the API server answers 403, as RBAC does for the install's default
+/// Role), the rollout goes on without pre-pull, and says so where a user looks: the
+/// `PrePullBlocked` condition (reason `Forbidden`, the server's words cut to the usual bound)
+/// and one Warning event, not one per refused pass. Once pods are created again (the grant
+/// given), the condition turns false.
+#[tokio::test(start_paused = true)]
+async fn a_pre_pull_refused_by_rbac_is_a_condition_and_one_warning_and_the_rollout_goes_on() {
+    use canary_sim::{FaultAction, FaultRule, Verb};
+    use k8s_openapi::api::events::v1::Event as EventV1;
+
+    let nodes = 5;
+    let (sim, client, replica) = started(nodes);
+    create_cds(&client, "agent", pulling(spec("v1", None), 1)).await;
+    until_agent_phase(&client, "successful", 300, "v1 installed").await;
+    sim.faults().add(FaultRule::new(
+        Some(Verb::Create),
+        Some("pods"),
+        FaultAction::Error {
+            code: 403,
+            reason: "Forbidden".into(),
+            retry_after_seconds: None,
+        },
+    ));
+    let creates_before = sim.requests().count(Verb::Create, "pods");
+    set_version(&client, "agent", "v2").await;
+    until_rolled_out(&client, "v2", nodes, 1800, "the upgrade without pre-pull").await;
+    assert!(pre_pull_pods(&client).await.is_empty());
+    let refused = sim.requests().count(Verb::Create, "pods") - creates_before;
+    assert!(refused >= 2, "refused on several passes: {refused}");
+    let condition = |status: &canary_kube_adapter::crd::CanaryDaemonSetStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "PrePullBlocked")
+            .cloned()
+    };
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    let blocked = condition(&status).expect("a PrePullBlocked condition");
+    assert_eq!(
+        (blocked.status.as_str(), blocked.reason.as_str()),
+        ("True", "Forbidden")
+    );
+    assert!(blocked.message.contains("403"), "{}", blocked.message);
+    assert!(
+        blocked.message.contains("pods: create"),
+        "{}",
+        blocked.message
+    );
+    assert!(
+        blocked.message.len() <= canary_state_machine::OUTSIDE_TEXT_BYTES,
+        "{}",
+        blocked.message
+    );
+    let warnings: Vec<EventV1> = Api::<EventV1>::namespaced(client.clone(), NS)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PrePullBlocked"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one Warning, not one per pass");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        warnings[0].series.as_ref().map(|s| s.count),
+        None,
+        "published once, not repeated into a series"
+    );
+
+    // The grant given: the next rollout pre-pulls, and the condition turns false.
+    sim.faults().clear();
+    set_version(&client, "agent", "v3").await;
+    until_rolled_out(&client, "v3", nodes, 1800, "the upgrade with pre-pull").await;
+    let status = get_cds(&client, "agent").await.status.unwrap();
+    let allowed = condition(&status).expect("the condition kept, false");
+    assert_eq!(
+        (allowed.status.as_str(), allowed.reason.as_str()),
+        ("False", "PodsCreated")
+    );
+    replica.stop().await;
+}

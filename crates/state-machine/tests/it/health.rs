@@ -278,34 +278,90 @@ fn max_unavailable_the_canary_soaks_before_the_widen_with_the_daemon_set_control
 }
 
 /// With surge (issue 50) the canary starts beside its node's old pod, and `OnDelete` would make
-/// the DaemonSet controller delete the younger pod (the canary, or the only ready pod of a node
-/// whose old pod crash-loops): the soak writes no hold, and the widen waits all the same. Each
-/// row names its case.
+/// the DaemonSet controller delete the younger pod, the canary itself: the soak writes its hold
+/// only once the canary has its node to itself (the DaemonSet controller deleted the old pod
+/// once the canary was available). The nodes surging then lose only their new pod; until then
+/// the widen waits all the same. Each row names its case.
 #[test]
-fn max_unavailable_with_surge_the_soak_holds_the_widen_without_on_delete() {
+fn max_unavailable_with_surge_the_soak_holds_once_the_canary_has_its_node() {
     let mut soaking = facts(HealthPolicy::default(), Vec::new());
     soaking.now = Stamp(CREATED + 20);
-    let rows: [(&str, u32, u32, bool, Option<WriteKind>); 5] = [
-        ("the canary starts beside its old pod", 0, 3, false, None),
-        ("ready, its old pod not yet gone", 1, 3, false, None),
-        ("its node lost its old pod", 1, 2, false, None),
-        ("held already (a pause): kept", 1, 3, true, None),
+    // (case, surge, canary ready, old pods, canary alone, on hold, the write)
+    type Row = (
+        &'static str,
+        bool,
+        bool,
+        u32,
+        Option<bool>,
+        bool,
+        Option<WriteKind>,
+    );
+    let rows: [Row; 7] = [
+        (
+            "the canary starts beside its old pod",
+            true,
+            false,
+            3,
+            Some(false),
+            false,
+            None,
+        ),
+        (
+            "ready, its old pod not yet gone",
+            true,
+            true,
+            3,
+            Some(false),
+            false,
+            None,
+        ),
+        ("not counted: no hold", true, true, 3, None, false, None),
+        (
+            "its node lost its old pod: the hold",
+            true,
+            true,
+            2,
+            Some(true),
+            false,
+            Some(WriteKind::Hold),
+        ),
+        (
+            "held already: kept, nothing written",
+            true,
+            true,
+            2,
+            Some(true),
+            true,
+            None,
+        ),
+        (
+            "held already (a pause) before the canary's handover",
+            true,
+            true,
+            3,
+            Some(false),
+            true,
+            None,
+        ),
         (
             "without surge it holds at once",
-            0,
+            false,
+            false,
             3,
+            None,
             false,
             Some(WriteKind::Hold),
         ),
     ];
-    for (row, (name, ready, old, on_hold, write)) in rows.into_iter().enumerate() {
+    for (name, surge, ready, old, alone, on_hold, write) in rows {
         let mut facts = soaking.clone();
-        if ready == 0 {
+        if !ready {
             facts.canary_ready_since = None;
         }
         let observation = Observation {
-            surge: row != 4,
-            updated_ready_pods: ready,
+            surge,
+            surge_canary_alone: alone,
+            updated_ready_pods: u32::from(ready),
             old_pods: old,
             live_on_hold: on_hold,
             ..canary_ready(Some(facts))
@@ -313,7 +369,63 @@ fn max_unavailable_with_surge_the_soak_holds_the_widen_without_on_delete() {
         let decision = decide(&Strategy::default(), &observation);
         assert_eq!(decision.phase, Phase::Canary, "{name}");
         assert_eq!(decision.write.map(|w| w.kind), write, "{name}");
+        // Held (or about to be), the pass keeps the hold; not yet, it holds nothing.
+        assert_eq!(
+            decision.action.keeps_hold,
+            on_hold || write.is_some(),
+            "{name}"
+        );
+        if ready {
+            assert!(
+                decision.action.wake_after.is_some(),
+                "{name}: back when the soak ends"
+            );
+        }
     }
+    // Two nodes: the canary's handover surges the other node at once, so every desired pod
+    // counts as updated while an old one is left; the soak still holds (simulation seed 0
+    // with surge once read it as nothing left to hold).
+    let two_nodes = Observation {
+        surge: true,
+        surge_canary_alone: Some(true),
+        desired_pods: 2,
+        updated_pods: 2,
+        updated_ready_pods: 1,
+        old_pods: 1,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    let decision = decide(&Strategy::default(), &two_nodes);
+    assert_eq!(decision.phase, Phase::Canary);
+    assert_eq!(decision.write.map(|w| w.kind), Some(WriteKind::Hold));
+    // The hold written under surge still waits for a node whose oldest pod is not ready
+    // beside a younger one (a rollback's crash-looping pod beside its surged good one).
+    let unsettled = Observation {
+        surge: true,
+        surge_canary_alone: Some(true),
+        surge_unsettled_nodes: Some(1),
+        old_pods: 2,
+        ..canary_ready(Some(soaking.clone()))
+    };
+    assert_eq!(decide(&Strategy::default(), &unsettled).write, None);
+    // The widen ends the hold: written from `OnDelete` once the canary has soaked (the
+    // adapter writes the fast value as `maxSurge` again).
+    soaking.now = Stamp(CREATED + 40);
+    let widened = decide(
+        &Strategy::default(),
+        &Observation {
+            surge: true,
+            surge_canary_alone: Some(true),
+            old_pods: 2,
+            live_on_hold: true,
+            ..canary_ready(Some(soaking))
+        },
+    );
+    assert_eq!(widened.phase, Phase::Increasing);
+    let write = widened.write.unwrap();
+    assert_eq!(
+        (write.kind, write.max_unavailable),
+        (WriteKind::Widen, Some(MaxUnavailable::TEN_PERCENT))
+    );
 }
 
 /// With surge (issue 50) a hold's `OnDelete` waits while a node's oldest pod is not ready

@@ -108,6 +108,7 @@ prop_compose! {
             live_max_unavailable,
             surge,
             surge_unsettled_nodes: None,
+            surge_canary_alone: None,
             rollout_observed,
             daemon_set_rolled_out,
             drift: drift.map(|what| DriftSeen { what }),

@@ -175,6 +175,7 @@ impl Model {
             live_max_unavailable: self.live_max.clone(),
             surge: false,
             surge_unsettled_nodes: None,
+            surge_canary_alone: None,
             rollout_observed: self.observed_generation >= self.generation,
             // The model never has more updated pods than nodes, nor hand edits.
             daemon_set_rolled_out: false,
