@@ -440,6 +440,32 @@ fn fixed_rows(strategy: &Strategy, observation: &Observation) -> Decision {
     if let Some(decision) = soak_held(strategy, observation) {
         return decision;
     }
+    // No pod of the target and the DaemonSet on `OnDelete`: nothing would ever be replaced,
+    // and the canary would wait for its progress deadline. That is the hold of a failure a
+    // `retry` forgot when the failure's `OnDelete` took the canary away (with surge the
+    // DaemonSet controller keeps a node's oldest pod: soak seed 48000024, a retry after a
+    // failed analysis, `failed` on the deadline with 0 of 250 pods updated), or a soak's hold
+    // whose canary went with its node. The canary's strategy goes back, as a start writes it.
+    // Not over a hold on request: row 6 keeps it, and its end writes `RollingUpdate` back.
+    if observation.live_on_hold
+        && !observation.held
+        && !observation.hold_recorded
+        && observation.updated_pods == 0
+        && observation.old_pods > 0
+    {
+        let decision = hold(strategy, observation, Phase::Canary);
+        if decision.phase == Phase::Failed {
+            return decision;
+        }
+        return Decision {
+            write: Some(write(
+                WriteKind::Start,
+                Some(strategy.canary_max_unavailable),
+                None,
+            )),
+            ..decision
+        };
+    }
     if ready == 0 {
         return hold(strategy, observation, Phase::Canary);
     }

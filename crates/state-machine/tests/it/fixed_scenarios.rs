@@ -1149,6 +1149,47 @@ fn a_retry_forgets_a_failure_once_and_nothing_else() {
     assert_eq!(asked, fixed(&canary));
 }
 
+/// A retry of a failure whose hold (`OnDelete`) left no pod of the target: with surge the
+/// DaemonSet controller keeps a node's oldest pod under `OnDelete` and took the canary away
+/// (soak seed 48000024, `failed` on the deadline after the retry with 0 of 250 pods updated).
+/// The retry writes the canary's strategy back, or nothing would ever be replaced. Without the
+/// retry the failure stays and writes nothing; held on request, the retry's write waits.
+#[test]
+fn a_retry_with_no_canary_left_under_the_failure_hold_writes_the_canary_strategy() {
+    let failed = Observation {
+        live_on_hold: true,
+        surge: true,
+        rollout_observed: true,
+        previous: previous(Phase::Failed, Some(FailureReason::AnalysisFailed), 0, 30),
+        ..after_start(10, 0)
+    };
+    let stays = fixed(&failed);
+    assert_eq!((stays.phase, stays.write), (Phase::Failed, None));
+
+    let retried = fixed(&Observation {
+        retry: true,
+        ..failed.clone()
+    });
+    assert!(retried.retried);
+    assert_eq!((retried.phase, retried.failure), (Phase::Canary, None));
+    assert_eq!(
+        retried.write,
+        Some(write(
+            WriteKind::Start,
+            Some(Strategy::default().canary_max_unavailable),
+            None
+        ))
+    );
+
+    let held = fixed(&Observation {
+        retry: true,
+        held: true,
+        ..failed.clone()
+    });
+    assert_eq!(held.phase, Phase::Paused);
+    assert_eq!(held.write, None);
+}
+
 /// A retry of a failed rollout whose DaemonSet drifted: under `Report` nothing is written and
 /// the rollout stays failed (the drift row is not read as a first pass, which would call it
 /// `successful`: soak seed 11000003); under `Revert` the drift's own start is the new rollout.
