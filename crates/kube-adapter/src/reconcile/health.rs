@@ -57,7 +57,6 @@ pub(crate) fn facts(
                 since,
                 seen,
                 pod: pods.get(&node.name).copied().unwrap_or_default(),
-                not_ready_since: not_ready_since(node),
             })
             .collect(),
         canary_ready_since: canary_ready_since.map(Stamp),
@@ -175,18 +174,8 @@ pub(crate) fn unhealthy_by(node: &CachedNode, conditions: &[String]) -> Option<(
         })
 }
 
-/// Since when `node`'s `Ready` condition is not `True`, if it is not: what defers it, and
-/// whether the agent it runs broke it (issue 46, the heal).
-fn not_ready_since(node: &CachedNode) -> Option<Stamp> {
-    node.trouble()
-        .iter()
-        .find(|trouble| &*trouble.condition == "Ready")
-        .map(|trouble| Stamp(trouble.since))
-}
-
 /// The DaemonSet pod of `pods` on each node of `nodes`, `Updated` when `updated` says it runs
-/// the target (with its creation time), else `Old` (with its creation time: when the agent
-/// that may have broken the node came). A pod that is terminating is the one
+/// the target (with its creation time), else `Old`. A pod that is terminating is the one
 /// being replaced: the node has none.
 pub(crate) fn pods_on<'p>(
     nodes: &[&str],
@@ -207,9 +196,7 @@ pub(crate) fn pods_on<'p>(
             },
             // An updated pod without a creation time cannot be judged: not evidence.
             (true, None) => NodePod::None,
-            (false, created) => NodePod::Old {
-                created: created.map(Stamp),
-            },
+            (false, _) => NodePod::Old,
         };
         found.insert(node.to_owned(), state);
     }

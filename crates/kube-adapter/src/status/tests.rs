@@ -492,7 +492,6 @@ fn the_unhealthy_nodes_stay_named_while_their_failure_does() {
             pod: NodePod::Updated {
                 created: Stamp(1_796_240_600),
             },
-            not_ready_since: Some(Stamp(1_796_240_705)),
         }],
         count: 1,
     }));

@@ -37,9 +37,7 @@ pub use neighbours::{
     NeighbourFacts, NeighbourJudgement, NeighbourNode, NeighbourPod, NeighbourPolicy, NeighbourRow,
     NeighbourTally, judge_neighbours,
 };
-pub use nodes::{
-    CLOCK_SKEW_MARGIN_SECONDS, NodeJudgement, NodeRow, broken_by_its_agent, judge_nodes,
-};
+pub use nodes::{CLOCK_SKEW_MARGIN_SECONDS, NodeJudgement, NodeRow, judge_nodes};
 
 /// `spec.health.window` by default: how long after its update a node is watched.
 pub const DEFAULT_HEALTH_WINDOW: Duration = Duration::from_secs(600);
@@ -176,12 +174,7 @@ pub enum NodePod {
     #[default]
     None,
     /// A pod of an older revision: the node has not been updated.
-    Old {
-        /// The pod's `metadata.creationTimestamp` (when that agent was installed), if known:
-        /// a node NotReady since after it may be broken by that agent
-        /// ([`broken_by_its_agent`]).
-        created: Option<Stamp>,
-    },
+    Old,
     /// A pod of the target, created (the replacement) at this time.
     Updated {
         /// The pod's `metadata.creationTimestamp`.
@@ -201,11 +194,6 @@ pub struct UnhealthyNode {
     pub seen: NodeSeen,
     /// The DaemonSet's pod on it.
     pub pod: NodePod,
-    /// Since when its `Ready` condition is not `True` (that condition's
-    /// `lastTransitionTime`), if it is not: what defers the node, and whether its current
-    /// agent took it down ([`broken_by_its_agent`]). `None`: Ready, unhealthy by another
-    /// condition only.
-    pub not_ready_since: Option<Stamp>,
 }
 
 /// What the gates read in one pass: the settings and what the caller saw.
@@ -247,7 +235,7 @@ impl HealthFacts {
         let mut late = self.clone();
         late.unhealthy.retain(|node| match node.pod {
             NodePod::Updated { created } => created >= rested,
-            NodePod::None | NodePod::Old { .. } => true,
+            NodePod::None | NodePod::Old => true,
         });
         late.neighbours
             .updated
@@ -375,7 +363,6 @@ fn disrupted_node(node: &NeighbourNode, (disrupted, of): (u32, u32)) -> Unhealth
         pod: NodePod::Updated {
             created: node.updated,
         },
-        not_ready_since: None,
     }
 }
 

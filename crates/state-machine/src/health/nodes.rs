@@ -98,45 +98,6 @@ impl NodeRow {
     }
 }
 
-/// Whether `node` is NotReady because of the agent it runs now, a pod of another revision
-/// than the target (issue 46, the heal): its `Ready` condition turned after that pod was
-/// created, beyond [`CLOCK_SKEW_MARGIN`] (the node gate's measure of a node a release broke,
-/// [`NodeRow::BrokeAfterUpdate`], applied to the agent the rollout takes away). Only that
-/// agent's replacement can bring such a node back (a GPU driver or kernel module that took
-/// the node down keeps it down until its pod is gone), so the rollout that replaces it does
-/// not defer the node: it replaces it first, at no cost to the budget (its pod is unavailable
-/// already).
-///
-/// | the NotReady node | broken by its agent? |
-/// |---|---|
-/// | its pod runs the target, or it has none | no: nothing of another release to take away |
-/// | NotReady since before its pod was created (within the margin) | no: broken already when that agent came (a retry of the release that broke it finds the rollback's pod there, created after the break: the bad release is not put back on the broken node) |
-/// | NotReady since after its pod was created | yes, however long after |
-///
-/// No window: a broken node's `Ready` condition can flap (a kubelet restart, a moment
-/// Ready), which moves its transition past any window while the agent that broke it is still
-/// there (soak seed 46002067: the harness's end of faults set every node Ready, the broken
-/// ones turned NotReady again 19 minutes after their agent came). A node NotReady for
-/// another reason, long after its agent came, is then replaced too, as the DaemonSet
-/// controller replaces it under the MaxUnavailable driver: its pod is unavailable already,
-/// and the new agent starts when the node is back, where a deferral would have caught it up.
-///
-/// Only the `Ready` condition counts (it is what defers a node): a node also unhealthy by
-/// another condition since before (an unrelated `NetworkUnavailable`) is still judged by when
-/// it went NotReady. A pod without a creation time is never blamed.
-pub fn broken_by_its_agent(node: &UnhealthyNode) -> bool {
-    let (
-        NodePod::Old {
-            created: Some(created),
-        },
-        Some(since),
-    ) = (node.pod, node.not_ready_since)
-    else {
-        return false;
-    };
-    since.seconds_since(created) > CLOCK_SKEW_MARGIN_SECONDS
-}
-
 /// The gate's reading of one pass's unhealthy nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeJudgement<'a> {
@@ -228,81 +189,12 @@ mod tests {
         assert_eq!(judgement.broken[0].node, "n2");
     }
 
-    /// The heal's rule: a NotReady node whose current agent (not of the target) was installed
-    /// before it broke was broken by that agent.
-    #[test]
-    fn a_node_not_ready_since_after_its_old_agent_was_installed_is_broken_by_it() {
-        let old = |created: Option<i64>| NodePod::Old {
-            created: created.map(Stamp),
-        };
-        let not_ready = |pod: NodePod, since: Option<i64>, other: i64| UnhealthyNode {
-            node: "n".into(),
-            since: Stamp(other.min(since.unwrap_or(other))),
-            pod,
-            not_ready_since: since.map(Stamp),
-            ..UnhealthyNode::default()
-        };
-        let rows = [
-            (
-                "broke 20 s after its agent",
-                not_ready(old(Some(1_000)), Some(1_020), 1_020),
-                true,
-            ),
-            (
-                "an hour after (a flap moved the transition past the gate's window)",
-                not_ready(old(Some(1_000)), Some(4_600), 4_600),
-                true,
-            ),
-            (
-                "within the margin",
-                not_ready(old(Some(1_000)), Some(1_005), 1_005),
-                false,
-            ),
-            (
-                "broken before its agent came (the rollback's pod: a retry must not reinstall the bad release)",
-                not_ready(old(Some(1_000)), Some(900), 900),
-                false,
-            ),
-            (
-                "also unhealthy for an unrelated reason since before",
-                not_ready(old(Some(1_000)), Some(1_030), 500),
-                true,
-            ),
-            (
-                "unhealthy by another condition only",
-                not_ready(old(Some(1_000)), None, 1_030),
-                false,
-            ),
-            (
-                "an agent without a creation time",
-                not_ready(old(None), Some(1_030), 1_030),
-                false,
-            ),
-            (
-                "its pod runs the target",
-                not_ready(updated(1_000), Some(1_030), 1_030),
-                false,
-            ),
-            (
-                "no pod",
-                not_ready(NodePod::None, Some(1_030), 1_030),
-                false,
-            ),
-        ];
-        for (what, node, broken) in rows {
-            assert_eq!(broken_by_its_agent(&node), broken, "{what}");
-        }
-    }
-
     /// Each row, with the reason it names.
     #[test]
     fn each_row_names_its_reason() {
         let window = 600;
         let rows = [
-            (
-                node("old", 1000, NodePod::Old { created: None }),
-                NodeRow::NotUpdated,
-            ),
+            (node("old", 1000, NodePod::Old), NodeRow::NotUpdated),
             (node("none", 1000, NodePod::None), NodeRow::NotUpdated),
             (
                 node("before", 990, updated(1000)),
@@ -385,13 +277,7 @@ mod tests {
     #[test]
     fn a_zone_outage_that_takes_old_nodes_alike_is_no_evidence() {
         let mut unhealthy = vec![node("canary", 1100, updated(1000))];
-        unhealthy.extend((0..10).map(|i| {
-            node(
-                &format!("old-{i}"),
-                1100 + i,
-                NodePod::Old { created: None },
-            )
-        }));
+        unhealthy.extend((0..10).map(|i| node(&format!("old-{i}"), 1100 + i, NodePod::Old)));
         let outage = facts(unhealthy);
         let judgement = judge_nodes(&outage);
         assert_eq!((judgement.broken.len(), judgement.baseline), (1, 10));
@@ -402,9 +288,7 @@ mod tests {
     #[test]
     fn old_nodes_that_broke_before_the_first_update_are_no_baseline() {
         let mut unhealthy = vec![node("canary", 1100, updated(1000))];
-        unhealthy.extend(
-            (0..3).map(|i| node(&format!("old-{i}"), 500 + i, NodePod::Old { created: None })),
-        );
+        unhealthy.extend((0..3).map(|i| node(&format!("old-{i}"), 500 + i, NodePod::Old)));
         let facts = facts(unhealthy);
         let judgement = judge_nodes(&facts);
         assert_eq!(judgement.baseline, 0);
@@ -416,7 +300,7 @@ mod tests {
         let mut unhealthy: Vec<_> = (0..5)
             .map(|i| node(&format!("new-{i}"), 1100 + i, updated(1000 + i)))
             .collect();
-        unhealthy.push(node("old-0", 1050, NodePod::Old { created: None }));
+        unhealthy.push(node("old-0", 1050, NodePod::Old));
         let facts = facts(unhealthy);
         let judgement = judge_nodes(&facts);
         assert_eq!((judgement.broken.len(), judgement.baseline), (5, 1));

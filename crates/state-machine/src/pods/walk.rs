@@ -8,7 +8,6 @@
 //! ready ones up to `budget - unavailable`, so that the pods unavailable after every pass
 //! never exceed `max(budget, unavailable before it)`.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
@@ -17,7 +16,7 @@ use super::{
 };
 use crate::analysis::{AnalysisVerdict, StepAnalysis};
 use crate::decision::{Event, event_reason};
-use crate::health::{broken_by_its_agent, soak_left};
+use crate::health::soak_left;
 use crate::lifecycle::rows::{analysis_failed, analysis_inconclusive, deadline_exceeded};
 use crate::lifecycle::{Life, completed_event, normal, warning};
 use crate::max_unavailable::MaxUnavailable;
@@ -41,9 +40,6 @@ pub(super) struct Classes<'a> {
     /// Pods on unhealthy nodes that are not updated and ready: what the rollout cannot judge
     /// until their node is back.
     pub(super) unjudged_pods: u32,
-    /// NotReady nodes the rollout heals rather than defers, by name: their agent (of another
-    /// revision) broke them, or the rollout rolls back ([`heals`]). Replaced first.
-    healing: Vec<&'a str>,
     pub(super) tally: NodeTally,
 }
 
@@ -56,7 +52,6 @@ impl<'a> Classes<'a> {
             crashing: Vec::new(),
             updated_ready_nodes: Vec::new(),
             unjudged_pods: 0,
-            healing: Vec::new(),
             tally: NodeTally {
                 desired: observation.desired_pods,
                 ..NodeTally::default()
@@ -68,7 +63,6 @@ impl<'a> Classes<'a> {
         // Deferred or set aside because their Node is gone: `desiredNumberScheduled` no longer
         // counts them once the DaemonSet controller has seen the Node deleted.
         let mut gone: u32 = 0;
-        let broken_by_agent = broken_by_their_agent(observation);
         for node in &observation.nodes {
             if let Some(pod) = &node.pod
                 && pod.updated
@@ -76,9 +70,14 @@ impl<'a> Classes<'a> {
             {
                 classes.crashing.push((&node.name, &pod.name, reason));
             }
-            if heals(observation, &broken_by_agent, node) {
-                classes.healing.push(&node.name);
-            } else if let Some(deferral) = deferral(node) {
+            // A rollback puts the old agent back on a NotReady node too: the release it takes
+            // away may be what broke the node (issue 46), and only its pod's replacement
+            // brings the node back. Not ready, its pod is replaced first, at no cost to the
+            // budget (it is unavailable already).
+            let rolls_back_broken = observation.rollback
+                && node.health == NodeHealth::NotReady
+                && node.pod.as_ref().is_some_and(|pod| !pod.updated);
+            if let Some(deferral) = deferral(node).filter(|_| !rolls_back_broken) {
                 if deferral == Deferral::NodeMissing {
                     gone += 1;
                 }
@@ -170,35 +169,6 @@ impl<'a> Classes<'a> {
     fn on_the_way(&self) -> u32 {
         self.tally.counted.saturating_sub(self.tally.old)
     }
-}
-
-/// The nodes of the health facts broken by the agent they run now, of another revision than
-/// the target ([`broken_by_its_agent`]), by name; none without the gates' facts.
-fn broken_by_their_agent(observation: &PodObservation) -> HashSet<&str> {
-    let Some(facts) = observation.health.as_ref() else {
-        return HashSet::new();
-    };
-    facts
-        .unhealthy
-        .iter()
-        .filter(|node| broken_by_its_agent(node))
-        .map(|node| node.node.as_str())
-        .collect()
-}
-
-/// Whether the rollout heals the NotReady `node` rather than deferring it (issue 46): its pod
-/// is of another revision, and either that agent broke the node (`broken_by_agent`, from the
-/// cluster's timestamps) or the rollout rolls back (the release it takes away may be what
-/// broke the node, whenever it did). Only the bad pod's replacement brings such a node back,
-/// so deferring it left it broken for good, and a rollout of one such node held its canary
-/// step for ever (nothing to judge). Its pod is replaced first, at no cost to the budget (it
-/// is unavailable already), and the node is counted like any other from then on: when it
-/// stays NotReady under the new agent, the new pod's node is set aside as before, and the
-/// node gate reads it as unhealthy before its update, never as evidence.
-fn heals(observation: &PodObservation, broken_by_agent: &HashSet<&str>, node: &NodeState) -> bool {
-    node.health == NodeHealth::NotReady
-        && node.pod.as_ref().is_some_and(|pod| !pod.updated)
-        && (observation.rollback || broken_by_agent.contains(node.name.as_str()))
 }
 
 /// A zone name no label has: the zone of a missing pod the nodes do not show.
@@ -649,37 +619,23 @@ impl Walk<'_> {
         let mut order: Vec<&NodeState> = self.classes.old.clone();
         let zone = |node: &NodeState| node.zone.clone().unwrap_or_default();
         let ready = |node: &NodeState| node.pod.as_ref().is_some_and(|pod| pod.ready);
-        // The nodes the rollout heals go first, whatever the step (issue 46).
-        let not_healing = |node: &NodeState| !self.classes.healing.contains(&node.name.as_str());
         if first {
             order.sort_by(|a, b| {
-                (not_healing(a), !a.canary, ready(a), &a.name).cmp(&(
-                    not_healing(b),
-                    !b.canary,
-                    ready(b),
-                    &b.name,
-                ))
+                (!a.canary, ready(a), &a.name).cmp(&(!b.canary, ready(b), &b.name))
             });
         } else if self.plan.zoned {
-            order.sort_by(|a, b| {
-                (not_healing(a), ready(a), zone(a), &a.name).cmp(&(
-                    not_healing(b),
-                    ready(b),
-                    zone(b),
-                    &b.name,
-                ))
-            });
+            order.sort_by(|a, b| (ready(a), zone(a), &a.name).cmp(&(ready(b), zone(b), &b.name)));
             let allowed = match self.classes.disrupted_zones.as_slice() {
                 [] => order.first().map(|node| zone(node)),
                 [only] if *only != UNKNOWN_ZONE => Some((*only).to_owned()),
                 _ => None,
             };
-            // A node healed is unavailable already: its replacement disrupts no zone.
-            order.retain(|node| !not_healing(node) || allowed.as_ref() == Some(&zone(node)));
+            let Some(allowed) = allowed else {
+                return Vec::new();
+            };
+            order.retain(|node| zone(node) == allowed);
         } else {
-            order.sort_by(|a, b| {
-                (not_healing(a), ready(a), &a.name).cmp(&(not_healing(b), ready(b), &b.name))
-            });
+            order.sort_by(|a, b| (ready(a), &a.name).cmp(&(ready(b), &b.name)));
         }
         let mut chosen = Vec::new();
         let mut ready_taken = 0;
