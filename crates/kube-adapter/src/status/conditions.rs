@@ -12,8 +12,8 @@ use crate::crd::{AnalysisStatus, CanaryDaemonSetStatus};
 use crate::observer::{PrePullStanding, Transition};
 
 /// The conditions after a pass: `Progressing`, `Available` and `Degraded` always, `Drifted`
-/// once a drift was seen, `AnalysisPassing` with an analysis, and kstatus' `Ready`,
-/// `Reconciling` and `Stalled` always.
+/// once a drift was seen, `AnalysisPassing` with an analysis, `PrePullBlocked` once pre-pull
+/// was refused, and kstatus' `Ready`, `Reconciling` and `Stalled` always.
 pub(super) fn conditions(
     prev: &CanaryDaemonSetStatus,
     pass: &Transition,
@@ -97,13 +97,24 @@ pub(super) fn conditions(
             message,
         );
     }
-    // Only with analysis: a rollout without one carries no AnalysisPassing condition.
+    analysis_passing(&mut conditions, pass, analysis, now);
+    pre_pull_blocked(&mut conditions, pass, now);
+    conditions
+}
+
+/// `AnalysisPassing`, only with analysis: a rollout without one carries none.
+fn analysis_passing(
+    conditions: &mut Vec<Condition>,
+    pass: &Transition,
+    analysis: Option<&AnalysisStatus>,
+    now: Timestamp,
+) {
     match analysis {
         None => conditions.retain(|c| c.type_ != ConditionType::AnalysisPassing.as_str()),
         Some(analysis) => {
             let passing = analysis.verdict == AnalysisVerdict::Passing.as_str();
             set_condition(
-                &mut conditions,
+                conditions,
                 ConditionType::AnalysisPassing.as_str(),
                 passing,
                 &format!("Analysis{}", analysis.verdict),
@@ -113,7 +124,11 @@ pub(super) fn conditions(
             );
         }
     }
-    // Only once pre-pull was refused (issue 50), and never without `spec.prePull`.
+}
+
+/// `PrePullBlocked` (issue 50), only once pre-pull was refused, and never without
+/// `spec.prePull`.
+fn pre_pull_blocked(conditions: &mut Vec<Condition>, pass: &Transition, now: Timestamp) {
     let blocked_before = conditions
         .iter()
         .any(|c| c.type_ == ConditionType::PrePullBlocked.as_str());
@@ -124,7 +139,7 @@ pub(super) fn conditions(
         PrePullStanding::Unknown => {}
         PrePullStanding::Created if !blocked_before => {}
         PrePullStanding::Created => set_condition(
-            &mut conditions,
+            conditions,
             ConditionType::PrePullBlocked.as_str(),
             false,
             ConditionReason::PodsCreated.as_str(),
@@ -133,7 +148,7 @@ pub(super) fn conditions(
             now,
         ),
         PrePullStanding::Forbidden(message) => set_condition(
-            &mut conditions,
+            conditions,
             ConditionType::PrePullBlocked.as_str(),
             true,
             ConditionReason::Forbidden.as_str(),
@@ -142,7 +157,6 @@ pub(super) fn conditions(
             now,
         ),
     }
-    conditions
 }
 
 /// What the kstatus conditions of a pass read beyond its phase.
